@@ -1,0 +1,308 @@
+//! Reads libvirt host capabilities (`virsh capabilities`) into the flat form.
+//!
+//! Trusts the per-CPU `socket_id`/`die_id`/`core_id`/`siblings` attributes in
+//! `<host><topology><cells>`, never the `<host><cpu><topology>` summary (which
+//! describes one NUMA node and can be wrong). L3 domains come from
+//! `<host><cache><bank level='3'>`. A CPU listed without topology attributes
+//! while others have them is offline (libvirt cannot read an offline CPU's
+//! topology); when no CPU has them (old libvirt), every CPU is its own core.
+
+use super::assemble::{RawNode, RawPu, RawTopology};
+use super::TopologyError;
+use crate::cpuset::CpuSet;
+use crate::ids::{CpuId, NodeId};
+use crate::xml::{self, Element};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Bytes in one libvirt scaled-integer unit (`KiB`, `MiB`, `bytes`...).
+pub(crate) fn unit_bytes(unit: &str) -> Option<u64> {
+    let unit = unit.trim();
+    Some(match unit.to_ascii_lowercase().as_str() {
+        "" | "b" | "bytes" => 1,
+        "kb" => 1_000,
+        "k" | "kib" => 1 << 10,
+        "mb" => 1_000_000,
+        "m" | "mib" => 1 << 20,
+        "gb" => 1_000_000_000,
+        "g" | "gib" => 1 << 30,
+        "tb" => 1_000_000_000_000,
+        "t" | "tib" => 1 << 40,
+        _ => return None,
+    })
+}
+
+struct Ctx<'a> {
+    source: &'a str,
+}
+
+impl Ctx<'_> {
+    fn bad(&self, element: &Element, problem: String) -> TopologyError {
+        TopologyError::BadValue {
+            path: PathBuf::from(self.source),
+            line: element.line,
+            problem,
+        }
+    }
+
+    fn number<T: std::str::FromStr>(
+        &self,
+        element: &Element,
+        attr: &str,
+    ) -> Result<Option<T>, TopologyError> {
+        match element.attr(attr) {
+            None => Ok(None),
+            Some(text) => text.trim().parse().map(Some).map_err(|_| {
+                self.bad(
+                    element,
+                    format!(
+                        "<{}> attribute {attr}='{text}' is not a number",
+                        element.name
+                    ),
+                )
+            }),
+        }
+    }
+
+    fn cpuset(&self, element: &Element, attr: &str) -> Result<Option<CpuSet>, TopologyError> {
+        match element.attr(attr) {
+            None => Ok(None),
+            Some(text) => text.parse().map(Some).map_err(|e| {
+                self.bad(element, format!("<{}> attribute {attr}: {e}", element.name))
+            }),
+        }
+    }
+
+    fn scaled(&self, element: &Element, value: &str) -> Result<u64, TopologyError> {
+        let unit = element.attr("unit").unwrap_or("KiB");
+        let scale = unit_bytes(unit).ok_or_else(|| {
+            self.bad(
+                element,
+                format!("<{}> has unknown unit '{unit}'", element.name),
+            )
+        })?;
+        let amount: u64 = value.trim().parse().map_err(|_| {
+            self.bad(
+                element,
+                format!("<{}> value '{value}' is not a number", element.name),
+            )
+        })?;
+        Ok(amount.saturating_mul(scale))
+    }
+}
+
+/// Parses capabilities XML; `source` names the file or URI in errors.
+pub(crate) fn parse(source: &str, text: &str) -> Result<RawTopology, TopologyError> {
+    let root = xml::parse(text).map_err(|e| TopologyError::Malformed {
+        path: PathBuf::from(source),
+        line: e.line,
+        column: e.column,
+        problem: e.message,
+    })?;
+    let ctx = Ctx { source };
+    if root.name != "capabilities" {
+        return Err(TopologyError::WrongKind {
+            path: PathBuf::from(source),
+            problem: format!("expected libvirt <capabilities>, found <{}>", root.name),
+        });
+    }
+    let Some(cells) = root.path(&["host", "topology", "cells"]) else {
+        return Err(TopologyError::Empty {
+            source_name: source.to_owned(),
+            problem: "the capabilities have no <host><topology><cells>: libvirt could not read \
+                      this host's NUMA topology, so there is nothing to plan on; use hwloc \
+                      (`lstopo --of xml` on the host) instead"
+                .to_owned(),
+        });
+    };
+
+    let mut nodes = Vec::new();
+    let mut cpus: Vec<(NodeId, &Element)> = Vec::new();
+    for cell in cells.children_named("cell") {
+        let id: u32 = ctx
+            .number(cell, "id")?
+            .ok_or_else(|| ctx.bad(cell, "<cell> without an id".to_owned()))?;
+        let memory_bytes = match cell.child("memory") {
+            Some(memory) => Some(ctx.scaled(memory, &memory.text)?),
+            None => None,
+        };
+        nodes.push(RawNode {
+            id: NodeId(id),
+            memory_bytes,
+        });
+        if let Some(list) = cell.child("cpus") {
+            cpus.extend(list.children_named("cpu").map(|c| (NodeId(id), c)));
+        }
+    }
+
+    let l3_banks: Vec<(CpuSet, Option<u64>)> = match root.path(&["host", "cache"]) {
+        None => Vec::new(),
+        Some(cache) => {
+            let mut banks = Vec::new();
+            for bank in cache.children_named("bank") {
+                if bank.attr("level").map(str::trim) != Some("3") {
+                    continue;
+                }
+                let Some(set) = ctx.cpuset(bank, "cpus")? else {
+                    continue;
+                };
+                let size = match bank.attr("size") {
+                    Some(size) => Some(ctx.scaled(bank, size)?),
+                    None => None,
+                };
+                banks.push((set, size));
+            }
+            banks
+        }
+    };
+
+    let any_topology = cpus.iter().any(|(_, c)| has_topology(c));
+    let mut core_keys: BTreeMap<String, u64> = BTreeMap::new();
+    let mut pus = Vec::new();
+    for (node, cpu) in cpus {
+        let id: u32 = ctx
+            .number(cpu, "id")?
+            .ok_or_else(|| ctx.bad(cpu, "<cpu> without an id".to_owned()))?;
+        if id >= CpuId::LIMIT {
+            return Err(ctx.bad(cpu, format!("CPU id {id} is out of range")));
+        }
+        let cpu_id = CpuId(id);
+        let online = !any_topology || has_topology(cpu);
+        let socket: Option<u32> = ctx.number(cpu, "socket_id")?;
+        let die: Option<u32> = ctx.number(cpu, "die_id")?;
+        let core_id: Option<u32> = ctx.number(cpu, "core_id")?;
+        let siblings = ctx.cpuset(cpu, "siblings")?;
+        if let Some(siblings) = &siblings {
+            if !siblings.contains(cpu_id) {
+                return Err(ctx.bad(
+                    cpu,
+                    format!("CPU {id} has siblings='{siblings}', which does not include itself"),
+                ));
+            }
+        }
+        // The siblings list is what the kernel groups as one core; fall back to
+        // (socket, die, core) when it is missing.
+        let core_key = match (&siblings, socket, core_id) {
+            (Some(set), _, _) => Some(format!("siblings {set}")),
+            (None, Some(s), Some(c)) => {
+                Some(format!("socket {s} die {} core {c}", die.unwrap_or(0)))
+            }
+            _ => None,
+        };
+        let next = core_keys.len() as u64;
+        let core = core_key.map(|k| *core_keys.entry(k).or_insert(next));
+        let l3 = l3_banks
+            .iter()
+            .position(|(set, _)| set.contains(cpu_id))
+            .and_then(|i| l3_banks.get(i).map(|(_, size)| (i as u64, *size)));
+        pus.push(RawPu {
+            cpu: cpu_id,
+            online,
+            allowed: true,
+            core,
+            package: socket.map(|s| (u64::from(s), Some(s))),
+            node: Some(node),
+            l3: if online { l3 } else { None },
+        });
+    }
+
+    Ok(RawTopology {
+        source: source.to_owned(),
+        pus,
+        nodes,
+        pci: Vec::new(),
+    })
+}
+
+fn has_topology(cpu: &Element) -> bool {
+    cpu.attr("siblings").is_some()
+        || cpu.attr("core_id").is_some()
+        || cpu.attr("socket_id").is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CAPS: &str = r#"<capabilities>
+  <host>
+    <cpu><topology sockets='1' dies='1' cores='2' threads='2'/></cpu>
+    <topology>
+      <cells num='3'>
+        <cell id='0'>
+          <memory unit='KiB'>1024</memory>
+          <cpus num='4'>
+            <cpu id='0' socket_id='3' die_id='0' core_id='0' siblings='0,2'/>
+            <cpu id='1' socket_id='3' die_id='0' core_id='1' siblings='1,3'/>
+            <cpu id='2' socket_id='3' die_id='0' core_id='0' siblings='0,2'/>
+            <cpu id='3' socket_id='3' die_id='0' core_id='1' siblings='1,3'/>
+          </cpus>
+        </cell>
+        <cell id='8'>
+          <memory unit='MiB'>2</memory>
+          <cpus num='2'>
+            <cpu id='4' socket_id='7' die_id='0' core_id='0' siblings='4'/>
+            <cpu id='5'/>
+          </cpus>
+        </cell>
+        <cell id='9'>
+          <memory unit='KiB'>4096</memory>
+          <cpus num='0'/>
+        </cell>
+      </cells>
+    </topology>
+    <cache>
+      <bank id='0' level='3' type='both' size='8' unit='MiB' cpus='0-3'/>
+      <bank id='1' level='2' type='both' size='1' unit='MiB' cpus='4'/>
+    </cache>
+  </host>
+</capabilities>"#;
+
+    #[test]
+    fn reads_cells_cores_and_caches() -> Result<(), TopologyError> {
+        let host = parse("caps.xml", CAPS)?.assemble()?;
+        let cores: Vec<String> = host.cores.iter().map(|c| c.cpus.to_string()).collect();
+        assert_eq!(cores, ["0,2", "1,3", "4"]);
+        assert_eq!(host.packages.len(), 2);
+        assert_eq!(host.packages[1].os_index, Some(7));
+        let nodes: Vec<(u32, String, Option<u64>)> = host
+            .numa_nodes
+            .iter()
+            .map(|n| (n.id.0, n.cpus.to_string(), n.memory_bytes))
+            .collect();
+        assert_eq!(
+            nodes,
+            [
+                (0, "0-3".to_owned(), Some(1 << 20)),
+                (8, "4".to_owned(), Some(2 << 20)),
+                (9, String::new(), Some(4 << 20))
+            ]
+        );
+        assert_eq!(host.l3_domains.len(), 1);
+        assert_eq!(host.l3_domains[0].size_bytes, Some(8 << 20));
+        assert_eq!(host.cores[2].l3, None);
+        assert_eq!(host.usable_cpus().to_string(), "0-4");
+        Ok(())
+    }
+
+    #[test]
+    fn bad_values_name_the_line() {
+        let text = CAPS.replace(
+            "core_id='1' siblings='1,3'/>\n            <cpu id='2'",
+            "core_id='x' siblings='1,3'/>\n            <cpu id='2'",
+        );
+        let err = parse("caps.xml", &text).err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("caps.xml:9: <cpu> attribute core_id='x' is not a number")
+        );
+        let err = parse("caps.xml", "<capabilities><host/></capabilities>")
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("no <host><topology><cells>")),
+            "{err:?}"
+        );
+    }
+}

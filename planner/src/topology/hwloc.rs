@@ -1,0 +1,238 @@
+//! Reads topologies through hwloc (the `hwlocality` crate): the live host, hwloc
+//! XML files and synthetic descriptions. It keeps disallowed CPUs (hwloc's
+//! include-disallowed flag) and offline CPUs (in hwloc's complete cpuset but
+//! without a PU object) so that they show as not usable. Grouping into the
+//! model is [`super::assemble`]'s job.
+
+use super::assemble::{RawNode, RawPu, RawTopology};
+use super::pci::{class_id_string, class_name, read_sysfs, PciAddress, PciDevice, PcieLink};
+use super::TopologyError;
+use crate::cpuset::CpuSet;
+use crate::ids::{CpuId, NodeId};
+use hwlocality::object::attributes::ObjectAttributes;
+use hwlocality::object::types::ObjectType;
+use hwlocality::object::TopologyObject;
+use hwlocality::topology::builder::{BuildFlags, TopologyBuilder, TypeFilter};
+use hwlocality::topology::Topology;
+use std::path::Path;
+
+/// The hwloc library version we run with, e.g. `2.9.0`.
+pub(crate) fn linked_version() -> String {
+    let v = hwlocality::hwloc_api_version();
+    format!("{}.{}.{}", v >> 16, (v >> 8) & 0xff, v & 0xff)
+}
+
+fn hwloc_error(source_name: &str, message: impl std::fmt::Display) -> TopologyError {
+    TopologyError::Hwloc {
+        source_name: source_name.to_owned(),
+        message: message.to_string(),
+    }
+}
+
+/// Flags and filters every hwloc read uses.
+fn configure(
+    builder: TopologyBuilder,
+    source_name: &str,
+) -> Result<TopologyBuilder, TopologyError> {
+    builder
+        .with_flags(BuildFlags::INCLUDE_DISALLOWED)
+        .map_err(|e| hwloc_error(source_name, e))?
+        .with_io_type_filter(TypeFilter::KeepImportant)
+        .map_err(|e| hwloc_error(source_name, e))
+}
+
+/// The machine we run on, with PCI locality and links from sysfs.
+pub(crate) fn live() -> Result<RawTopology, TopologyError> {
+    let name = "host";
+    let topology = configure(Topology::builder(), name)?
+        .build()
+        .map_err(|e| hwloc_error(name, e))?;
+    let mut raw = collect(&topology, name);
+    let sys_devices = Path::new("/sys/bus/pci/devices");
+    for device in &mut raw.pci {
+        read_sysfs(sys_devices, device);
+    }
+    Ok(raw)
+}
+
+/// An hwloc synthetic description, e.g. `package:2 core:16 pu:2(indexes=2*32:1*2)`.
+pub(crate) fn synthetic(description: &str) -> Result<RawTopology, TopologyError> {
+    let name = format!("synthetic:{description}");
+    let topology = configure(Topology::builder(), &name)?
+        .from_synthetic(description)
+        .map_err(|_| TopologyError::Hwloc {
+            source_name: name.clone(),
+            message: "hwloc rejected the synthetic description (example: \
+                      `package:2 core:16 pu:2(indexes=2*32:1*2)`; see `man hwloc` → \
+                      Synthetic topologies)"
+                .to_owned(),
+        })?
+        .build()
+        .map_err(|e| hwloc_error(&name, e))?;
+    Ok(collect(&topology, &name))
+}
+
+/// An hwloc XML document already checked by [`super::detect::sniff`].
+pub(crate) fn xml(path: &Path, text: &str) -> Result<RawTopology, TopologyError> {
+    let name = path.display().to_string();
+    let topology = configure(Topology::builder(), &name)?
+        .from_xml(text)
+        .map_err(|_| TopologyError::Hwloc {
+            source_name: name.clone(),
+            message: "hwloc rejected the XML (well-formed, but not a topology hwloc can \
+                      import; hwloc's own message, if any, is above)"
+                .to_owned(),
+        })?
+        .build()
+        .map_err(|e| hwloc_error(&name, e))?;
+    Ok(collect(&topology, &name))
+}
+
+fn to_cpuset(set: &hwlocality::cpu::cpuset::CpuSet) -> CpuSet {
+    set.iter_set()
+        .filter_map(|i| u32::try_from(usize::from(i)).ok())
+        .filter(|&cpu| cpu < CpuId::LIMIT)
+        .map(CpuId)
+        .collect()
+}
+
+fn os_u32(object: &TopologyObject) -> Option<u32> {
+    object.os_index().and_then(|i| u32::try_from(i).ok())
+}
+
+/// Walks a built topology into the flat form.
+fn collect(topology: &Topology, source_name: &str) -> RawTopology {
+    let online = to_cpuset(&topology.cpuset());
+    let complete = to_cpuset(&topology.complete_cpuset());
+    let allowed = to_cpuset(&topology.allowed_cpuset());
+
+    // NUMA nodes: OS ids (a node hwloc made up has no os_index: use its logical index).
+    let mut nodes: Vec<(NodeId, CpuSet, RawNode)> = Vec::new();
+    for node in topology.objects_with_type(ObjectType::NUMANode) {
+        let id = NodeId(os_u32(node).unwrap_or(u32::try_from(node.logical_index()).unwrap_or(0)));
+        let cpus = node
+            .complete_cpuset()
+            .map(|s| to_cpuset(&s))
+            .unwrap_or_default();
+        let memory_bytes = match node.attributes() {
+            Some(ObjectAttributes::NUMANode(attr)) => attr.local_memory().map(|m| m.get()),
+            _ => None,
+        };
+        nodes.push((id, cpus, RawNode { id, memory_bytes }));
+    }
+    let node_of = |cpu: CpuId| {
+        nodes
+            .iter()
+            .find(|(_, cpus, _)| cpus.contains(cpu))
+            .map(|(id, _, _)| *id)
+    };
+
+    let mut pus = Vec::new();
+    for pu in topology.objects_with_type(ObjectType::PU) {
+        let Some(cpu) = os_u32(pu).filter(|&c| c < CpuId::LIMIT).map(CpuId) else {
+            continue;
+        };
+        let core = pu
+            .first_ancestor_with_type(ObjectType::Core)
+            .map(|c| c.global_persistent_index() as u64);
+        let package = pu
+            .first_ancestor_with_type(ObjectType::Package)
+            .map(|p| (p.global_persistent_index() as u64, os_u32(p)));
+        let l3 = pu.first_ancestor_with_type(ObjectType::L3Cache).map(|c| {
+            let size = match c.attributes() {
+                Some(ObjectAttributes::Cache(attr)) => attr.size().map(|s| s.get()),
+                _ => None,
+            };
+            (c.global_persistent_index() as u64, size)
+        });
+        pus.push(RawPu {
+            cpu,
+            online: online.contains(cpu),
+            allowed: allowed.contains(cpu),
+            core,
+            package,
+            node: node_of(cpu),
+            l3,
+        });
+    }
+    // Offline CPUs have no PU object; hwloc only knows them from the complete set.
+    for cpu in complete.difference(&online).iter() {
+        pus.push(RawPu {
+            cpu,
+            online: false,
+            allowed: allowed.contains(cpu),
+            core: None,
+            package: None,
+            node: node_of(cpu),
+            l3: None,
+        });
+    }
+
+    let pci = topology
+        .objects_with_type(ObjectType::PCIDevice)
+        .filter_map(pci_device)
+        .collect();
+
+    RawTopology {
+        source: source_name.to_owned(),
+        pus,
+        nodes: nodes.into_iter().map(|(_, _, raw)| raw).collect(),
+        pci,
+    }
+}
+
+fn info(object: &TopologyObject, key: &str) -> Option<String> {
+    object
+        .info(key)
+        .map(|v| v.to_string_lossy().trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+fn pci_device(object: &TopologyObject) -> Option<PciDevice> {
+    let Some(ObjectAttributes::PCIDevice(attr)) = object.attributes() else {
+        return None;
+    };
+    let address = PciAddress {
+        domain: u32::try_from(attr.domain()).unwrap_or(u32::MAX),
+        bus: attr.bus_id(),
+        device: attr.bus_device(),
+        function: attr.function(),
+    };
+    let names = object
+        .io_children()
+        .filter(|c| c.object_type() == ObjectType::OSDevice)
+        .filter_map(|c| c.name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    // hwloc attaches a device whose locality is unknown to an ancestor covering
+    // several nodes (often the machine): then the node is unknown, not node 0.
+    let locality = object.first_non_io_ancestor();
+    let local_cpus = locality.and_then(|a| a.cpuset()).map(|s| to_cpuset(&s));
+    let numa_node = locality
+        .and_then(|a| a.nodeset())
+        .filter(|set| set.weight() == Some(1))
+        .and_then(|set| set.first_set())
+        .and_then(|i| u32::try_from(usize::from(i)).ok())
+        .map(NodeId);
+    let speed = f64::from(attr.link_speed());
+    let link = (speed > 0.0).then(|| PcieLink {
+        speed_gts: None,
+        width: None,
+        max_speed_gts: None,
+        max_width: None,
+        // hwloc stores f32; round to what it printed (6 decimals) for stable output.
+        gbytes_per_s: Some((speed * 1e6).round() / 1e6),
+    });
+    Some(PciDevice {
+        address,
+        class_id: class_id_string(attr.class_id()),
+        class: class_name(attr.class_id()),
+        vendor_id: Some(format!("0x{:04x}", attr.vendor_id())),
+        device_id: Some(format!("0x{:04x}", attr.device_id())),
+        vendor: info(object, "PCIVendor"),
+        device: info(object, "PCIDevice"),
+        names,
+        numa_node,
+        local_cpus,
+        link,
+    })
+}

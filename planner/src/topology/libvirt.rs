@@ -1,0 +1,201 @@
+//! Reads a host's topology through a libvirt connection (the `virt` crate):
+//! capabilities for CPUs and NUMA, node devices for PCI locality, PCIe links
+//! and network interface names. Works for any URI, local or remote.
+
+use super::assemble::RawTopology;
+use super::pci::{class_name, PciAddress, PciDevice, PcieLink};
+use super::TopologyError;
+use crate::ids::NodeId;
+use crate::xml::{self, Element};
+use std::collections::BTreeMap;
+use virt::connect::Connect;
+
+// virConnectListAllNodeDevices flags (libvirt-nodedev.h).
+const LIST_PCI_DEV: u32 = 1 << 1;
+const LIST_NET: u32 = 1 << 4;
+
+fn libvirt_error(uri: &str, what: &str, e: &virt::error::Error) -> TopologyError {
+    TopologyError::Libvirt {
+        uri: uri.to_owned(),
+        message: format!("{what}: {}", e.message()),
+    }
+}
+
+/// Opens `uri` read-only and reads capabilities and PCI node devices.
+pub(crate) fn connect(uri: &str) -> Result<RawTopology, TopologyError> {
+    let conn =
+        Connect::open_read_only(Some(uri)).map_err(|e| libvirt_error(uri, "cannot connect", &e))?;
+    let caps = conn
+        .capabilities()
+        .map_err(|e| libvirt_error(uri, "cannot read capabilities", &e))?;
+    let mut raw = super::caps::parse(uri, &caps)?;
+
+    // Node devices are optional: some drivers (test://, remote hosts without
+    // the nodedev driver) have none. Their absence is not an error.
+    let pci_xml: Vec<String> = conn
+        .list_all_node_devices(LIST_PCI_DEV)
+        .map(|devs| devs.iter().filter_map(|d| d.xml_desc(0).ok()).collect())
+        .unwrap_or_default();
+    let net_xml: Vec<String> = conn
+        .list_all_node_devices(LIST_NET)
+        .map(|devs| devs.iter().filter_map(|d| d.xml_desc(0).ok()).collect())
+        .unwrap_or_default();
+    raw.pci = pci_from_nodedevs(&pci_xml, &net_xml);
+    Ok(raw)
+}
+
+/// Builds PCI devices from node device XML (`virsh nodedev-dumpxml`); network
+/// interfaces are attached to their parent PCI device. Unparseable documents
+/// are skipped: node devices only enrich the topology.
+pub(crate) fn pci_from_nodedevs(pci_xml: &[String], net_xml: &[String]) -> Vec<PciDevice> {
+    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for doc in net_xml.iter().filter_map(|t| xml::parse(t).ok()) {
+        let parent = doc.child("parent").map(|p| p.text.clone());
+        let interface = doc
+            .children_named("capability")
+            .find(|c| c.attr("type") == Some("net"))
+            .and_then(|c| c.child("interface"))
+            .map(|i| i.text.clone());
+        if let (Some(parent), Some(interface)) = (parent, interface) {
+            names.entry(parent).or_default().push(interface);
+        }
+    }
+    let mut devices: Vec<PciDevice> = pci_xml
+        .iter()
+        .filter_map(|t| xml::parse(t).ok())
+        .filter_map(|doc| {
+            let mut device = pci_device(&doc)?;
+            let name = doc
+                .child("name")
+                .map(|n| n.text.clone())
+                .unwrap_or_default();
+            if let Some(mut n) = names.remove(&name) {
+                n.sort();
+                device.names = n;
+            }
+            Some(device)
+        })
+        .collect();
+    devices.sort_by(|a, b| a.address.cmp(&b.address));
+    devices
+}
+
+fn parse_int(text: &str) -> Option<u64> {
+    let t = text.trim();
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => t.parse().ok(),
+    }
+}
+
+fn pci_device(doc: &Element) -> Option<PciDevice> {
+    let cap = doc
+        .children_named("capability")
+        .find(|c| c.attr("type") == Some("pci"))?;
+    let field = |name: &str| cap.child(name).and_then(|e| parse_int(&e.text));
+    let address = PciAddress {
+        domain: u32::try_from(field("domain")?).ok()?,
+        bus: u8::try_from(field("bus")?).ok()?,
+        device: u8::try_from(field("slot")?).ok()?,
+        function: u8::try_from(field("function")?).ok()?,
+    };
+    // <class> is 0xCCSSPP (class, subclass, prog-if); hwloc's class id is 0xCCSS.
+    let class_id = field("class")
+        .map(|c| u16::try_from(c >> 8).unwrap_or(0xffff))
+        .unwrap_or(0xffff);
+    let id_of = |name: &str| {
+        cap.child(name)
+            .and_then(|e| e.attr("id"))
+            .and_then(parse_int)
+            .map(|v| format!("0x{v:04x}"))
+    };
+    let text_of = |name: &str| {
+        cap.child(name)
+            .map(|e| e.text.clone())
+            .filter(|t| !t.is_empty())
+    };
+    let numa_node = cap
+        .child("numa")
+        .and_then(|n| n.attr("node"))
+        .and_then(|n| n.trim().parse::<i64>().ok())
+        .and_then(|n| u32::try_from(n).ok())
+        .map(NodeId);
+    let link = cap.child("pci-express").and_then(|pcie| {
+        let find = |validity: &str| {
+            pcie.children_named("link")
+                .find(|l| l.attr("validity") == Some(validity))
+        };
+        let speed = |l: Option<&Element>| {
+            l.and_then(|l| l.attr("speed"))
+                .and_then(|s| s.trim().parse::<f64>().ok())
+        };
+        let width = |l: Option<&Element>| {
+            l.and_then(|l| l.attr("width"))
+                .and_then(|s| s.trim().parse::<u32>().ok())
+        };
+        let (sta, cap) = (find("sta"), find("cap"));
+        (sta.is_some() || cap.is_some()).then(|| PcieLink {
+            speed_gts: speed(sta),
+            width: width(sta),
+            max_speed_gts: speed(cap),
+            max_width: width(cap),
+            gbytes_per_s: None,
+        })
+    });
+    Some(PciDevice {
+        address,
+        class_id: super::pci::class_id_string(class_id),
+        class: class_name(class_id),
+        vendor_id: id_of("vendor"),
+        device_id: id_of("product"),
+        vendor: text_of("vendor"),
+        device: text_of("product"),
+        names: Vec::new(),
+        numa_node,
+        local_cpus: None,
+        link,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_devices_give_locality_link_and_names() {
+        let pci = r#"<device>
+  <name>pci_0000_42_00_0</name>
+  <capability type='pci'>
+    <class>0x020000</class>
+    <domain>0</domain><bus>66</bus><slot>0</slot><function>0</function>
+    <product id='0x101d'>MT2892 Family [ConnectX-6 Dx]</product>
+    <vendor id='0x15b3'>Mellanox Technologies</vendor>
+    <numa node='1'/>
+    <pci-express>
+      <link validity='cap' port='0' speed='16' width='16'/>
+      <link validity='sta' speed='8' width='16'/>
+    </pci-express>
+  </capability>
+</device>"#;
+        let unknown_node = pci
+            .replace("pci_0000_42_00_0", "pci_0000_43_00_0")
+            .replace("<bus>66</bus>", "<bus>67</bus>")
+            .replace("<numa node='1'/>", "<numa node='-1'/>");
+        let net = "<device><name>net_ens1f0</name><parent>pci_0000_42_00_0</parent>\
+                   <capability type='net'><interface>ens1f0</interface></capability></device>";
+        let devices = pci_from_nodedevs(&[unknown_node, pci.to_owned()], &[net.to_owned()]);
+        assert_eq!(devices.len(), 2);
+        let d = &devices[0];
+        assert_eq!(d.address.to_string(), "0000:42:00.0");
+        assert_eq!(d.class_id, "0x0200");
+        assert_eq!(d.names, ["ens1f0"]);
+        assert_eq!(d.numa_node, Some(NodeId(1)));
+        let link = d.link.clone();
+        assert_eq!(link.as_ref().and_then(|l| l.speed_gts), Some(8.0));
+        assert_eq!(link.as_ref().and_then(|l| l.max_speed_gts), Some(16.0));
+        assert_eq!(
+            devices[1].numa_node, None,
+            "numa_node -1 is unknown, not node 0"
+        );
+    }
+}

@@ -1,0 +1,183 @@
+//! The text map printed by `pinplan topology --format text`: a summary line,
+//! then packages, NUMA nodes, L3 domains, one line per core (unusable CPUs
+//! marked), the unusable CPUs with the reason, and PCI devices.
+
+use super::{HostTopology, PcieLink};
+use std::fmt::Write;
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn bytes(n: u64) -> String {
+    const GIB: u64 = 1 << 30;
+    const MIB: u64 = 1 << 20;
+    const KIB: u64 = 1 << 10;
+    if n >= GIB {
+        format!("{:.1} GiB", n as f64 / GIB as f64)
+    } else if n >= MIB {
+        format!("{:.1} MiB", n as f64 / MIB as f64)
+    } else {
+        format!("{} KiB", n / KIB)
+    }
+}
+
+fn opt<T: std::fmt::Display>(value: Option<T>) -> String {
+    value.map_or_else(|| "?".to_owned(), |v| v.to_string())
+}
+
+fn link(l: &PcieLink) -> String {
+    let one = |speed: Option<f64>, width: Option<u32>| match (speed, width) {
+        (None, None) => None,
+        (s, w) => Some(format!(
+            "{} x{}",
+            s.map_or_else(|| "? GT/s".to_owned(), |s| format!("{s} GT/s")),
+            opt(w)
+        )),
+    };
+    let mut text = one(l.speed_gts, l.width).unwrap_or_default();
+    if let Some(max) = one(l.max_speed_gts, l.max_width) {
+        if text.is_empty() {
+            text = format!("max {max}");
+        } else if max != text {
+            text = format!("{text} (max {max})");
+        }
+    }
+    if text.is_empty() {
+        if let Some(g) = l.gbytes_per_s {
+            text = format!("{g:.2} GB/s");
+        }
+    }
+    text
+}
+
+pub(super) fn text(host: &HostTopology) -> String {
+    let mut out = String::new();
+    let usable = host.usable_cpus();
+    let threads: std::collections::BTreeSet<usize> =
+        host.cores.iter().map(|c| c.cpus.len()).collect();
+    let threads = match threads.len() {
+        0 => "no cores".to_owned(),
+        1 => plural(threads.first().copied().unwrap_or(1), "thread", "threads") + " per core",
+        _ => {
+            let counts: Vec<String> = threads.iter().map(usize::to_string).collect();
+            format!("{} threads per core", counts.join(" or "))
+        }
+    };
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "host: {}", host.source);
+    let _ = writeln!(
+        out,
+        "  {}, {}, {}, {}, {} ({} usable), {threads}",
+        plural(host.packages.len(), "package", "packages"),
+        plural(host.numa_nodes.len(), "NUMA node", "NUMA nodes"),
+        plural(host.l3_domains.len(), "L3 domain", "L3 domains"),
+        plural(host.cores.len(), "core", "cores"),
+        plural(host.pus.len(), "CPU", "CPUs"),
+        usable.len(),
+    );
+
+    if !host.packages.is_empty() {
+        let _ = writeln!(out, "\npackages:");
+        for p in &host.packages {
+            let os = p
+                .os_index
+                .map(|o| format!(" (socket_id {o})"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "  package {}: cpus {}{os}", p.id, p.cpus);
+        }
+    }
+    if !host.numa_nodes.is_empty() {
+        let _ = writeln!(out, "\nnuma nodes:");
+        for n in &host.numa_nodes {
+            let cpus = if n.cpus.is_empty() {
+                "no cpus".to_owned()
+            } else {
+                format!("cpus {}", n.cpus)
+            };
+            let mem = n
+                .memory_bytes
+                .map(|m| format!(", {}", bytes(m)))
+                .unwrap_or_default();
+            let _ = writeln!(out, "  node {}: {cpus}{mem}", n.id);
+        }
+    }
+    if !host.l3_domains.is_empty() {
+        let _ = writeln!(out, "\nl3 domains:");
+        for d in &host.l3_domains {
+            let size = d
+                .size_bytes
+                .map(|s| format!(", {}", bytes(s)))
+                .unwrap_or_default();
+            let _ = writeln!(out, "  l3 {}: cpus {}{size}", d.id, d.cpus);
+        }
+    }
+
+    let _ = writeln!(out, "\ncores (* = CPU not usable):");
+    let labels: Vec<String> = host
+        .cores
+        .iter()
+        .map(|c| {
+            let cpus: Vec<String> = c
+                .cpus
+                .iter()
+                .map(|cpu| {
+                    if usable.contains(cpu) {
+                        cpu.to_string()
+                    } else {
+                        format!("{cpu}*")
+                    }
+                })
+                .collect();
+            format!("core {}: cpus {}", c.id, cpus.join(","))
+        })
+        .collect();
+    let width = labels.iter().map(String::len).max().unwrap_or(0);
+    for (core, label) in host.cores.iter().zip(&labels) {
+        let _ = writeln!(
+            out,
+            "  {label:width$}  package {}, node {}, l3 {}",
+            opt(core.package),
+            opt(core.numa_node),
+            opt(core.l3)
+        );
+    }
+
+    let unusable: Vec<String> = host
+        .pus
+        .iter()
+        .filter(|p| !p.usable)
+        .map(|p| {
+            let why = match (p.online, p.allowed) {
+                (false, false) => "offline, not allowed",
+                (false, true) => "offline",
+                _ => "not allowed (cgroup/cpuset)",
+            };
+            format!("  cpu {}: {why}", p.cpu)
+        })
+        .collect();
+    if !unusable.is_empty() {
+        let _ = writeln!(out, "\nunusable cpus:");
+        for line in unusable {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+
+    if !host.pci.is_empty() {
+        let _ = writeln!(out, "\npci devices:");
+        for d in &host.pci {
+            let names = if d.names.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", d.names.join(", "))
+            };
+            let node = d
+                .numa_node
+                .map_or_else(|| "node unknown".to_owned(), |n| format!("node {n}"));
+            let link = d.link.as_ref().map(link).filter(|l| !l.is_empty());
+            let link = link.map(|l| format!(", link {l}")).unwrap_or_default();
+            let _ = writeln!(out, "  {} {}{names}: {node}{link}", d.address, d.class);
+        }
+    }
+    out
+}
