@@ -23,6 +23,8 @@ fn libvirt_error(uri: &str, what: &str, e: &virt::error::Error) -> TopologyError
 
 /// Opens `uri` read-only and reads capabilities and PCI node devices.
 pub(crate) fn connect(uri: &str) -> Result<RawTopology, TopologyError> {
+    // libvirt prints every error to stderr by default; we report them ourselves.
+    virt::error::clear_error_callback();
     let conn =
         Connect::open_read_only(Some(uri)).map_err(|e| libvirt_error(uri, "cannot connect", &e))?;
     let caps = conn
@@ -44,8 +46,10 @@ pub(crate) fn connect(uri: &str) -> Result<RawTopology, TopologyError> {
     Ok(raw)
 }
 
-/// Builds PCI devices from node device XML (`virsh nodedev-dumpxml`); network
-/// interfaces are attached to their parent PCI device. Unparseable documents
+/// Builds PCI devices from node device XML (`virsh nodedev-dumpxml`), keeping
+/// the classes hwloc keeps (see [`PciDevice::is_important`]) so that both
+/// sources list the same devices; network interfaces are attached to their
+/// parent PCI device. Unparseable documents
 /// are skipped: node devices only enrich the topology.
 pub(crate) fn pci_from_nodedevs(pci_xml: &[String], net_xml: &[String]) -> Vec<PciDevice> {
     let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -65,6 +69,9 @@ pub(crate) fn pci_from_nodedevs(pci_xml: &[String], net_xml: &[String]) -> Vec<P
         .filter_map(|t| xml::parse(t).ok())
         .filter_map(|doc| {
             let mut device = pci_device(&doc)?;
+            if !device.is_important() {
+                return None;
+            }
             let name = doc
                 .child("name")
                 .map(|n| n.text.clone())

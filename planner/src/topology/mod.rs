@@ -94,16 +94,16 @@ pub enum TopologyError {
     },
     /// hwloc XML in a format this hwloc cannot import.
     #[error(
-        "{path}: hwloc XML format {version} cannot be read by the hwloc {linked} that pinplan \
-         is linked with (it reads formats 1.x and 2.0; format 3.0 is written by hwloc 3.x and \
-         read by hwloc 2.10 or newer)"
+        "{path}: hwloc XML format {version} cannot be read by the hwloc library pinplan uses \
+         (API {linked}: it reads formats 1.x and 2.0; format 3.0 is written by hwloc 3.x and \
+         read only by hwloc 2.10 or newer)"
     )]
     UnsupportedHwlocFormat {
         /// The file.
         path: PathBuf,
         /// The `version` attribute of its `<topology>`.
         version: String,
-        /// The hwloc version we run with.
+        /// The hwloc API version we run with (e.g. `2.8.0` for hwloc 2.8 and 2.9).
         linked: String,
     },
     /// The content is XML of the right kind, but a value in it is wrong.

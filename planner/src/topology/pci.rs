@@ -123,6 +123,14 @@ pub struct PciDevice {
 }
 
 impl PciDevice {
+    /// Whether hwloc would keep this device with its "important" I/O filter:
+    /// storage, network, display, processors and accelerators, Fibre Channel,
+    /// InfiniBand — not bridges, USB, audio and the like.
+    pub fn is_important(&self) -> bool {
+        let class = u16::from_str_radix(self.class_id.trim_start_matches("0x"), 16).unwrap_or(0xffff);
+        matches!(class >> 8, 0x00..=0x03 | 0x0b | 0x12) || matches!(class, 0x0c04 | 0x0c06)
+    }
+
     /// Whether this is a network controller (PCI class 0x02).
     pub fn is_network(&self) -> bool {
         self.class_id.starts_with("0x02")
