@@ -211,7 +211,7 @@ impl RawTopology {
             .collect();
 
         let mut pci = self.pci;
-        pci.sort_by(|a, b| a.address.cmp(&b.address));
+        pci.sort_by_key(|d| d.address);
 
         Ok(HostTopology {
             source: self.source,

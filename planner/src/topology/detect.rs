@@ -72,10 +72,10 @@ pub(crate) fn sniff(path: &Path, text: &str) -> Result<SourceKind, TopologyError
             Event::End(_) => {
                 open.pop();
             }
-            Event::Text(ref t) if open.is_empty() && root.is_some() => {
-                if !t.xml10_content().trim().is_empty() {
-                    return Err(malformed(before, "text after the root element".to_owned()));
-                }
+            Event::Text(ref t)
+                if open.is_empty() && root.is_some() && !t.xml10_content().trim().is_empty() =>
+            {
+                return Err(malformed(before, "text after the root element".to_owned()));
             }
             Event::Eof => break,
             _ => {}

@@ -134,16 +134,16 @@ fn collect(topology: &Topology, source_name: &str) -> RawTopology {
         };
         let core = pu
             .first_ancestor_with_type(ObjectType::Core)
-            .map(|c| c.global_persistent_index() as u64);
+            .map(|c| c.global_persistent_index());
         let package = pu
             .first_ancestor_with_type(ObjectType::Package)
-            .map(|p| (p.global_persistent_index() as u64, os_u32(p)));
+            .map(|p| (p.global_persistent_index(), os_u32(p)));
         let l3 = pu.first_ancestor_with_type(ObjectType::L3Cache).map(|c| {
             let size = match c.attributes() {
                 Some(ObjectAttributes::Cache(attr)) => attr.size().map(|s| s.get()),
                 _ => None,
             };
-            (c.global_persistent_index() as u64, size)
+            (c.global_persistent_index(), size)
         });
         pus.push(RawPu {
             cpu,
@@ -193,7 +193,7 @@ fn pci_device(object: &TopologyObject) -> Option<PciDevice> {
         return None;
     };
     let address = PciAddress {
-        domain: u32::try_from(attr.domain()).unwrap_or(u32::MAX),
+        domain: u32::from(attr.domain()),
         bus: attr.bus_id(),
         device: attr.bus_device(),
         function: attr.function(),

@@ -83,7 +83,7 @@ pub(crate) fn pci_from_nodedevs(pci_xml: &[String], net_xml: &[String]) -> Vec<P
             Some(device)
         })
         .collect();
-    devices.sort_by(|a, b| a.address.cmp(&b.address));
+    devices.sort_by_key(|d| d.address);
     devices
 }
 
