@@ -40,7 +40,13 @@ fn cores(topology: &Value) -> Vec<Vec<u64>> {
 
 #[test]
 fn lab_host_is_ten_cores_with_siblings_n_and_n_plus_10() -> Result<(), String> {
-    let host = json(&["topology", "--source", "examples/lab/b1-host.xml", "--format", "json"])?;
+    let host = json(&[
+        "topology",
+        "--source",
+        "examples/lab/b1-host.xml",
+        "--format",
+        "json",
+    ])?;
     let expected: Vec<Vec<u64>> = (0..10).map(|n| vec![n, n + 10]).collect();
     assert_eq!(cores(&host), expected);
     assert_eq!(host["packages"].as_array().map(Vec::len), Some(1));
@@ -102,7 +108,10 @@ fn output_is_the_same_bytes_every_time() -> Result<(), String> {
         let second = pinplan(&args)?;
         assert!(first.status.success());
         assert!(!first.stdout.is_empty());
-        assert_eq!(first.stdout, second.stdout, "{format} output differs between runs");
+        assert_eq!(
+            first.stdout, second.stdout,
+            "{format} output differs between runs"
+        );
     }
     Ok(())
 }
@@ -119,7 +128,10 @@ fn text_map_marks_unusable_cpus_and_names_cores() -> Result<(), String> {
     assert!(text.contains("core 0: cpus 0,8 "), "{text}");
     assert!(text.contains("core 4: cpus 6 "), "{text}");
     for cpu in [2, 5, 13, 14] {
-        assert!(text.contains(&format!("  cpu {cpu}: offline")), "cpu {cpu}: {text}");
+        assert!(
+            text.contains(&format!("  cpu {cpu}: offline")),
+            "cpu {cpu}: {text}"
+        );
     }
     assert!(text.contains("16 CPUs (12 usable)"), "{text}");
     Ok(())

@@ -57,8 +57,14 @@ fn hwloc_and_libvirt_agree_on_this_host() -> Result<(), String> {
     let (hwloc_cores, hwloc_pus) = shape(&hwloc);
     let (libvirt_cores, libvirt_pus) = shape(&libvirt);
     assert!(!hwloc_cores.is_empty(), "hwloc found no core");
-    assert_eq!(hwloc_cores, libvirt_cores, "cores differ between hwloc and {uri}");
-    assert_eq!(hwloc_pus, libvirt_pus, "CPUs differ between hwloc and {uri}");
+    assert_eq!(
+        hwloc_cores, libvirt_cores,
+        "cores differ between hwloc and {uri}"
+    );
+    assert_eq!(
+        hwloc_pus, libvirt_pus,
+        "CPUs differ between hwloc and {uri}"
+    );
     assert_eq!(
         hwloc["packages"].as_array().map(Vec::len),
         libvirt["packages"].as_array().map(Vec::len),
@@ -67,7 +73,11 @@ fn hwloc_and_libvirt_agree_on_this_host() -> Result<(), String> {
     let node_ids = |t: &Value| -> Vec<String> {
         t["numa_nodes"]
             .as_array()
-            .map(|n| n.iter().map(|n| format!("{} {}", n["id"], n["cpus"])).collect())
+            .map(|n| {
+                n.iter()
+                    .map(|n| format!("{} {}", n["id"], n["cpus"]))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     assert_eq!(node_ids(&hwloc), node_ids(&libvirt), "NUMA nodes differ");

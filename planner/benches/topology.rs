@@ -38,7 +38,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     measure(
         "x86-Intel-KnightsLanding-XeonPhi-7210.xml (256 PUs, SMT4)",
-        &Source::File(format!("{fixtures}/hwloc-xml/x86-Intel-KnightsLanding-XeonPhi-7210.xml").into()),
+        &Source::File(
+            format!("{fixtures}/hwloc-xml/x86-Intel-KnightsLanding-XeonPhi-7210.xml").into(),
+        ),
     )?;
     measure(
         "synthetic package:2 core:96 pu:2 (384 PUs)",
