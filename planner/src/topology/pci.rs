@@ -127,7 +127,8 @@ impl PciDevice {
     /// storage, network, display, processors and accelerators, Fibre Channel,
     /// InfiniBand — not bridges, USB, audio and the like.
     pub fn is_important(&self) -> bool {
-        let class = u16::from_str_radix(self.class_id.trim_start_matches("0x"), 16).unwrap_or(0xffff);
+        let class =
+            u16::from_str_radix(self.class_id.trim_start_matches("0x"), 16).unwrap_or(0xffff);
         matches!(class >> 8, 0x00..=0x03 | 0x0b | 0x12) || matches!(class, 0x0c04 | 0x0c06)
     }
 
