@@ -294,7 +294,7 @@ mod tests {
         let err = parse("caps.xml", &text).err().map(|e| e.to_string());
         assert_eq!(
             err.as_deref(),
-            Some("caps.xml:9: <cpu> attribute core_id='x' is not a number")
+            Some("caps.xml:10: <cpu> attribute core_id='x' is not a number")
         );
         let err = parse("caps.xml", "<capabilities><host/></capabilities>")
             .err()
