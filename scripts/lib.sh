@@ -27,6 +27,16 @@ apt_install() {
 # which needs libudev; virt needs libvirt).
 BUILD_PACKAGES=(pkg-config gcc libc6-dev libvirt-dev libhwloc-dev libudev-dev)
 
+# hwlocality is built against the hwloc 2.8 API (Debian 12 ships 2.9.0,
+# Ubuntu 24.04 2.10.0; Ubuntu 22.04's 2.7.0 is too old).
+need_hwloc() {
+  pkg-config --atleast-version=2.8 hwloc || {
+    echo "error: pinplan needs hwloc >= 2.8, this system has $(pkg-config --modversion hwloc 2>/dev/null || echo none)" >&2
+    echo "hint: use Debian 12 or Ubuntu 24.04 or newer, or install hwloc >= 2.8 with its pkg-config file" >&2
+    exit 2
+  }
+}
+
 need_cargo() {
   command -v cargo >/dev/null 2>&1 || {
     echo "error: cargo not found; install Rust (https://rustup.rs), then run this again" >&2

@@ -6,5 +6,6 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 need_cargo
 apt_install "${BUILD_PACKAGES[@]}"
+need_hwloc
 cargo build --locked -q -p cli
 "$CARGO_TARGET_DIR/debug/pinplan" topology --source examples/lab/b1-host.xml

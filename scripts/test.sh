@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 . scripts/libvirt-up.sh
 need_cargo
 apt_install "${BUILD_PACKAGES[@]}" hwloc
+need_hwloc
 libvirt_up
 trap libvirt_down EXIT
 
