@@ -17,18 +17,36 @@ pub(crate) struct RawPu {
     pub allowed: bool,
     /// `None` for an online CPU means "a core of its own".
     pub core: Option<u64>,
-    /// Key and OS number of the package.
-    pub package: Option<(u64, Option<u32>)>,
+    /// Key of the package in [`RawTopology::packages`].
+    pub package: Option<u64>,
     pub node: Option<NodeId>,
-    /// Key and size in bytes of the L3 cache.
-    pub l3: Option<(u64, Option<u64>)>,
+    /// Key of the L3 cache in [`RawTopology::l3s`].
+    pub l3: Option<u64>,
 }
 
-/// A NUMA node as a reader saw it (its CPUs come from the PUs).
+/// A package or cache as a reader saw it. Readers list them so that one
+/// without an online CPU (all its CPUs offline or outside our cgroup) is kept.
+#[derive(Debug, Clone)]
+pub(crate) struct RawGroup {
+    pub key: u64,
+    /// The OS's own number, when there is one.
+    pub os_index: Option<u32>,
+    /// Size in bytes (caches).
+    pub size_bytes: Option<u64>,
+    /// Every CPU the reader knows in the group, online or not; used to order
+    /// groups that have no online CPU.
+    pub known_cpus: CpuSet,
+}
+
+/// A NUMA node as a reader saw it.
 #[derive(Debug, Clone)]
 pub(crate) struct RawNode {
     pub id: NodeId,
     pub memory_bytes: Option<u64>,
+    /// The node's CPUs when the reader knows them as a set (hwloc); two nodes
+    /// can share CPUs (memory-only halves of a Cluster-on-Die socket). `None`:
+    /// the CPUs whose `node` is this one.
+    pub cpus: Option<CpuSet>,
 }
 
 /// Everything a reader found, before ids are assigned.
@@ -36,40 +54,62 @@ pub(crate) struct RawNode {
 pub(crate) struct RawTopology {
     pub source: String,
     pub pus: Vec<RawPu>,
+    pub packages: Vec<RawGroup>,
+    pub l3s: Vec<RawGroup>,
     pub nodes: Vec<RawNode>,
     pub pci: Vec<PciDevice>,
 }
 
-/// Groups CPUs by key and numbers the groups in order of their lowest CPU.
-struct Groups<K: Ord, V> {
-    by_key: BTreeMap<K, (CpuSet, V)>,
+/// A group with its online CPUs, ready to be numbered.
+struct Numbered {
+    online: CpuSet,
+    group: RawGroup,
 }
 
-impl<K: Ord + Clone, V: Clone> Groups<K, V> {
-    fn new() -> Self {
-        Groups {
-            by_key: BTreeMap::new(),
+/// Numbers groups densely: those with online CPUs in order of their lowest
+/// one, then the others in order of their lowest known CPU, then by key.
+fn number_groups(
+    listed: &[RawGroup],
+    pus: &[RawPu],
+    key_of: impl Fn(&RawPu) -> Option<u64>,
+) -> Vec<Numbered> {
+    let mut groups: BTreeMap<u64, Numbered> = listed
+        .iter()
+        .map(|g| {
+            (
+                g.key,
+                Numbered {
+                    online: CpuSet::new(),
+                    group: g.clone(),
+                },
+            )
+        })
+        .collect();
+    for pu in pus {
+        let Some(key) = key_of(pu) else { continue };
+        let entry = groups.entry(key).or_insert_with(|| Numbered {
+            online: CpuSet::new(),
+            group: RawGroup {
+                key,
+                os_index: None,
+                size_bytes: None,
+                known_cpus: CpuSet::new(),
+            },
+        });
+        entry.group.known_cpus.insert(pu.cpu);
+        if pu.online {
+            entry.online.insert(pu.cpu);
         }
     }
-
-    fn add(&mut self, key: K, cpu: CpuId, extra: V) {
-        self.by_key
-            .entry(key)
-            .or_insert_with(|| (CpuSet::new(), extra))
-            .0
-            .insert(cpu);
-    }
-
-    /// `(key, cpus, extra)` in order of lowest CPU; the position is the dense id.
-    fn numbered(self) -> Vec<(K, CpuSet, V)> {
-        let mut groups: Vec<(K, CpuSet, V)> = self
-            .by_key
-            .into_iter()
-            .map(|(k, (cpus, v))| (k, cpus, v))
-            .collect();
-        groups.sort_by_key(|(_, cpus, _)| cpus.first());
-        groups
-    }
+    let mut groups: Vec<Numbered> = groups.into_values().collect();
+    groups.sort_by_key(|g| {
+        (
+            g.online.first().is_none(),
+            g.online.first().or(g.group.known_cpus.first()),
+            g.group.key,
+        )
+    });
+    groups
 }
 
 fn dense(position: usize) -> u32 {
@@ -98,41 +138,33 @@ impl RawTopology {
         }
 
         // Cores: an online CPU without a core key is a core of its own.
-        let mut cores = Groups::new();
-        let mut packages = Groups::new();
-        let mut l3s = Groups::new();
+        let mut cores: BTreeMap<(u8, u64), CpuSet> = BTreeMap::new();
         for pu in self.pus.iter().filter(|p| p.online) {
-            let core_key = match pu.core {
+            let key = match pu.core {
                 Some(key) => (0u8, key),
                 None => (1u8, u64::from(pu.cpu.0)),
             };
-            cores.add(core_key, pu.cpu, ());
-            if let Some((key, os)) = pu.package {
-                packages.add(key, pu.cpu, os);
-            }
-            if let Some((key, size)) = pu.l3 {
-                l3s.add(key, pu.cpu, size);
-            }
+            cores.entry(key).or_default().insert(pu.cpu);
         }
+        let mut cores: Vec<CpuSet> = cores.into_values().collect();
+        cores.sort_by_key(CpuSet::first);
 
-        let packages: Vec<Package> = packages
-            .numbered()
+        let packages: Vec<Package> = number_groups(&self.packages, &self.pus, |p| p.package)
             .into_iter()
             .enumerate()
-            .map(|(i, (_, cpus, os_index))| Package {
+            .map(|(i, g)| Package {
                 id: PackageId(dense(i)),
-                os_index,
-                cpus,
+                os_index: g.group.os_index,
+                cpus: g.online,
             })
             .collect();
-        let l3_domains: Vec<L3Domain> = l3s
-            .numbered()
+        let l3_domains: Vec<L3Domain> = number_groups(&self.l3s, &self.pus, |p| p.l3)
             .into_iter()
             .enumerate()
-            .map(|(i, (_, cpus, size_bytes))| L3Domain {
+            .map(|(i, g)| L3Domain {
                 id: L3Id(dense(i)),
-                cpus,
-                size_bytes,
+                cpus: g.online,
+                size_bytes: g.group.size_bytes,
             })
             .collect();
 
@@ -147,10 +179,9 @@ impl RawTopology {
         let node_of = |cpu: CpuId| by_cpu.get(&cpu).and_then(|p| p.node);
 
         let cores: Vec<Core> = cores
-            .numbered()
             .into_iter()
             .enumerate()
-            .map(|(i, (_, cpus, ()))| {
+            .map(|(i, cpus)| {
                 let first = cpus.first().unwrap_or(CpuId(0));
                 Core {
                     id: CoreId(dense(i)),
@@ -184,6 +215,12 @@ impl RawTopology {
         // Nodes: those the reader listed plus any a CPU names; keep those with
         // CPUs or memory.
         let mut nodes: BTreeMap<NodeId, NumaNode> = BTreeMap::new();
+        let online = self
+            .pus
+            .iter()
+            .filter(|p| p.online)
+            .map(|p| p.cpu)
+            .collect::<CpuSet>();
         for raw in &self.nodes {
             let node = nodes.entry(raw.id).or_insert_with(|| NumaNode {
                 id: raw.id,
@@ -191,9 +228,18 @@ impl RawTopology {
                 memory_bytes: None,
             });
             node.memory_bytes = node.memory_bytes.or(raw.memory_bytes);
+            if let Some(cpus) = &raw.cpus {
+                node.cpus = node.cpus.union(&cpus.intersection(&online));
+            }
         }
+        let listed: std::collections::BTreeSet<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|n| n.cpus.is_some())
+            .map(|n| n.id)
+            .collect();
         for pu in self.pus.iter().filter(|p| p.online) {
-            if let Some(id) = pu.node {
+            if let Some(id) = pu.node.filter(|id| !listed.contains(id)) {
                 nodes
                     .entry(id)
                     .or_insert_with(|| NumaNode {
@@ -235,7 +281,7 @@ mod tests {
             online: true,
             allowed: true,
             core: Some(core),
-            package: Some((package, Some(package as u32 * 10))),
+            package: Some(package),
             node: Some(NodeId(node)),
             l3: None,
         }
@@ -247,6 +293,14 @@ mod tests {
         // deliberately in the opposite order of the CPUs.
         let mut raw = RawTopology {
             source: "test".into(),
+            packages: (0..3)
+                .map(|key| RawGroup {
+                    key,
+                    os_index: Some(key as u32 * 10),
+                    size_bytes: None,
+                    known_cpus: CpuSet::new(),
+                })
+                .collect(),
             ..Default::default()
         };
         for cpu in 0..8u32 {
@@ -265,9 +319,12 @@ mod tests {
         let host = raw.assemble()?;
         let cores: Vec<String> = host.cores.iter().map(|c| c.cpus.to_string()).collect();
         assert_eq!(cores, ["0,4", "1,5", "2,6", "3,7"]);
-        assert_eq!(host.packages.len(), 2);
+        // Package key 2 has no CPU at all: kept, numbered last.
+        assert_eq!(host.packages.len(), 3);
         assert_eq!(host.packages[0].cpus.to_string(), "0,2,4,6");
         assert_eq!(host.packages[0].os_index, Some(10));
+        assert_eq!(host.packages[2].os_index, Some(20));
+        assert!(host.packages[2].cpus.is_empty());
         assert_eq!(host.cores[1].package, Some(PackageId(1)));
         assert_eq!(host.numa_nodes[1].cpus.to_string(), "1,3,5,7");
         let offline = host.pu(CpuId(8));

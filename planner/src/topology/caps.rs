@@ -7,7 +7,7 @@
 //! while others have them is offline (libvirt cannot read an offline CPU's
 //! topology); when no CPU has them (old libvirt), every CPU is its own core.
 
-use super::assemble::{RawNode, RawPu, RawTopology};
+use super::assemble::{RawGroup, RawNode, RawPu, RawTopology};
 use super::TopologyError;
 use crate::cpuset::CpuSet;
 use crate::ids::{CpuId, NodeId};
@@ -129,6 +129,7 @@ pub(crate) fn parse(source: &str, text: &str) -> Result<RawTopology, TopologyErr
         nodes.push(RawNode {
             id: NodeId(id),
             memory_bytes,
+            cpus: None,
         });
         if let Some(list) = cell.child("cpus") {
             cpus.extend(list.children_named("cpu").map(|c| (NodeId(id), c)));
@@ -194,21 +195,45 @@ pub(crate) fn parse(source: &str, text: &str) -> Result<RawTopology, TopologyErr
         let l3 = l3_banks
             .iter()
             .position(|(set, _)| set.contains(cpu_id))
-            .and_then(|i| l3_banks.get(i).map(|(_, size)| (i as u64, *size)));
+            .map(|i| i as u64);
         pus.push(RawPu {
             cpu: cpu_id,
             online,
             allowed: true,
             core,
-            package: socket.map(|s| (u64::from(s), Some(s))),
+            package: socket.map(u64::from),
             node: Some(node),
             l3: if online { l3 } else { None },
         });
     }
 
+    let packages = pus
+        .iter()
+        .filter_map(|p| p.package)
+        .collect::<std::collections::BTreeSet<u64>>()
+        .into_iter()
+        .map(|socket| RawGroup {
+            key: socket,
+            os_index: u32::try_from(socket).ok(),
+            size_bytes: None,
+            known_cpus: CpuSet::new(),
+        })
+        .collect();
+    let l3s = l3_banks
+        .into_iter()
+        .enumerate()
+        .map(|(i, (cpus, size))| RawGroup {
+            key: i as u64,
+            os_index: None,
+            size_bytes: size,
+            known_cpus: cpus,
+        })
+        .collect();
     Ok(RawTopology {
         source: source.to_owned(),
         pus,
+        packages,
+        l3s,
         nodes,
         pci: Vec::new(),
     })

@@ -4,7 +4,7 @@
 //! without a PU object) so that they show as not usable. Grouping into the
 //! model is [`super::assemble`]'s job.
 
-use super::assemble::{RawNode, RawPu, RawTopology};
+use super::assemble::{RawGroup, RawNode, RawPu, RawTopology};
 use super::pci::{class_id_string, class_name, read_sysfs, PciAddress, PciDevice, PcieLink};
 use super::TopologyError;
 use crate::cpuset::CpuSet;
@@ -29,6 +29,14 @@ fn hwloc_error(source_name: &str, message: impl std::fmt::Display) -> TopologyEr
     }
 }
 
+/// hwloc's own failure in words (`hwloc_topology_load failed: Invalid argument`).
+fn raw_error(source_name: &str, e: &hwlocality::errors::RawHwlocError) -> TopologyError {
+    let why = e
+        .errno
+        .map_or_else(|| "no reason given".to_owned(), |errno| errno.to_string());
+    hwloc_error(source_name, format!("{} failed: {why}", e.api))
+}
+
 /// Flags and filters every hwloc read uses.
 fn configure(
     builder: TopologyBuilder,
@@ -46,7 +54,7 @@ pub(crate) fn live() -> Result<RawTopology, TopologyError> {
     let name = "host";
     let topology = configure(Topology::builder(), name)?
         .build()
-        .map_err(|e| hwloc_error(name, e))?;
+        .map_err(|e| raw_error(name, &e))?;
     let mut raw = collect(&topology, name);
     let sys_devices = Path::new("/sys/bus/pci/devices");
     for device in &mut raw.pci {
@@ -68,7 +76,7 @@ pub(crate) fn synthetic(description: &str) -> Result<RawTopology, TopologyError>
                 .to_owned(),
         })?
         .build()
-        .map_err(|e| hwloc_error(&name, e))?;
+        .map_err(|e| raw_error(&name, &e))?;
     Ok(collect(&topology, &name))
 }
 
@@ -84,7 +92,7 @@ pub(crate) fn xml(path: &Path, text: &str) -> Result<RawTopology, TopologyError>
                 .to_owned(),
         })?
         .build()
-        .map_err(|e| hwloc_error(&name, e))?;
+        .map_err(|e| raw_error(&name, &e))?;
     Ok(collect(&topology, &name))
 }
 
@@ -118,7 +126,16 @@ fn collect(topology: &Topology, source_name: &str) -> RawTopology {
             Some(ObjectAttributes::NUMANode(attr)) => attr.local_memory().map(|m| m.get()),
             _ => None,
         };
-        nodes.push((id, cpus, RawNode { id, memory_bytes }));
+        let online_cpus = node.cpuset().map(|s| to_cpuset(&s));
+        nodes.push((
+            id,
+            cpus,
+            RawNode {
+                id,
+                memory_bytes,
+                cpus: online_cpus,
+            },
+        ));
     }
     let node_of = |cpu: CpuId| {
         nodes
@@ -137,14 +154,10 @@ fn collect(topology: &Topology, source_name: &str) -> RawTopology {
             .map(|c| c.global_persistent_index());
         let package = pu
             .first_ancestor_with_type(ObjectType::Package)
-            .map(|p| (p.global_persistent_index(), os_u32(p)));
-        let l3 = pu.first_ancestor_with_type(ObjectType::L3Cache).map(|c| {
-            let size = match c.attributes() {
-                Some(ObjectAttributes::Cache(attr)) => attr.size().map(|s| s.get()),
-                _ => None,
-            };
-            (c.global_persistent_index(), size)
-        });
+            .map(TopologyObject::global_persistent_index);
+        let l3 = pu
+            .first_ancestor_with_type(ObjectType::L3Cache)
+            .map(TopologyObject::global_persistent_index);
         pus.push(RawPu {
             cpu,
             online: online.contains(cpu),
@@ -168,6 +181,29 @@ fn collect(topology: &Topology, source_name: &str) -> RawTopology {
         });
     }
 
+    // Packages and caches are listed even when none of their CPUs is online or
+    // allowed (hwloc keeps them when they hold memory).
+    let group = |object: &TopologyObject| RawGroup {
+        key: object.global_persistent_index(),
+        os_index: os_u32(object),
+        size_bytes: match object.attributes() {
+            Some(ObjectAttributes::Cache(attr)) => attr.size().map(|s| s.get()),
+            _ => None,
+        },
+        known_cpus: object
+            .complete_cpuset()
+            .map(|s| to_cpuset(&s))
+            .unwrap_or_default(),
+    };
+    let packages = topology
+        .objects_with_type(ObjectType::Package)
+        .map(group)
+        .collect();
+    let l3s = topology
+        .objects_with_type(ObjectType::L3Cache)
+        .map(group)
+        .collect();
+
     let pci = topology
         .objects_with_type(ObjectType::PCIDevice)
         .filter_map(pci_device)
@@ -176,6 +212,8 @@ fn collect(topology: &Topology, source_name: &str) -> RawTopology {
     RawTopology {
         source: source_name.to_owned(),
         pus,
+        packages,
+        l3s,
         nodes: nodes.into_iter().map(|(_, _, raw)| raw).collect(),
         pci,
     }

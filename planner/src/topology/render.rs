@@ -22,6 +22,14 @@ fn bytes(n: u64) -> String {
     }
 }
 
+fn cpus_or_none(cpus: &crate::cpuset::CpuSet) -> String {
+    if cpus.is_empty() {
+        "no online cpus".to_owned()
+    } else {
+        format!("cpus {cpus}")
+    }
+}
+
 fn opt<T: std::fmt::Display>(value: Option<T>) -> String {
     value.map_or_else(|| "?".to_owned(), |v| v.to_string())
 }
@@ -84,17 +92,13 @@ pub(super) fn text(host: &HostTopology) -> String {
                 .os_index
                 .map(|o| format!(" (socket_id {o})"))
                 .unwrap_or_default();
-            let _ = writeln!(out, "  package {}: cpus {}{os}", p.id, p.cpus);
+            let _ = writeln!(out, "  package {}: {}{os}", p.id, cpus_or_none(&p.cpus));
         }
     }
     if !host.numa_nodes.is_empty() {
         let _ = writeln!(out, "\nnuma nodes:");
         for n in &host.numa_nodes {
-            let cpus = if n.cpus.is_empty() {
-                "no cpus".to_owned()
-            } else {
-                format!("cpus {}", n.cpus)
-            };
+            let cpus = cpus_or_none(&n.cpus);
             let mem = n
                 .memory_bytes
                 .map(|m| format!(", {}", bytes(m)))
@@ -109,7 +113,7 @@ pub(super) fn text(host: &HostTopology) -> String {
                 .size_bytes
                 .map(|s| format!(", {}", bytes(s)))
                 .unwrap_or_default();
-            let _ = writeln!(out, "  l3 {}: cpus {}{size}", d.id, d.cpus);
+            let _ = writeln!(out, "  l3 {}: {}{size}", d.id, cpus_or_none(&d.cpus));
         }
     }
 
@@ -149,7 +153,7 @@ pub(super) fn text(host: &HostTopology) -> String {
         .filter(|p| !p.usable)
         .map(|p| {
             let why = match (p.online, p.allowed) {
-                (false, false) => "offline, not allowed",
+                (false, false) => "offline or not allowed",
                 (false, true) => "offline",
                 _ => "not allowed (cgroup/cpuset)",
             };

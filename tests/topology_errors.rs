@@ -1,0 +1,266 @@
+//! Bad input to `pinplan topology --source ... --format json`, through the real
+//! binary: every case must exit with status 2, print nothing on stdout, and
+//! print on stderr a message that starts with "error: ", names the source, and
+//! is not a Rust panic.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures");
+
+fn run(source: &OsStr) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pinplan"))
+        .args(["topology", "--source"])
+        .arg(source)
+        .args(["--format", "json"])
+        .output()
+        .expect("cannot start pinplan")
+}
+
+/// A directory of its own under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("pinplan-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    fn write(&self, name: &str, contents: &[u8]) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).expect("write temp file");
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One bad input and what its message must contain besides the source name.
+struct Case {
+    name: &'static str,
+    source: PathBuf,
+    /// Fragments that must all appear in stderr; alternatives are separated by `|`.
+    must_mention: Vec<String>,
+}
+
+/// What is wrong with how the program handled one case.
+fn problems(case: &Case) -> Vec<String> {
+    let output = run(case.source.as_os_str());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let source = case.source.display().to_string();
+    let mut problems = Vec::new();
+    if output.status.code() != Some(2) {
+        problems.push(format!(
+            "exit status must be 2, got {:?} ({})",
+            output.status.code(),
+            output.status
+        ));
+    }
+    if !stdout.is_empty() {
+        problems.push(format!("stdout must be empty, got {} bytes", stdout.len()));
+    }
+    if !stderr.starts_with("error: ") {
+        problems.push("stderr must start with \"error: \"".to_string());
+    }
+    if !stderr.contains(&source) {
+        problems.push(format!("stderr must name the source {source:?}"));
+    }
+    if stderr.contains("panicked") || stderr.contains("RUST_BACKTRACE") {
+        problems.push("stderr shows a Rust panic".to_string());
+    }
+    for fragment in &case.must_mention {
+        if !fragment.split('|').any(|alt| stderr.contains(alt)) {
+            problems.push(format!("stderr must mention {fragment:?}"));
+        }
+    }
+    if problems.is_empty() {
+        Vec::new()
+    } else {
+        vec![format!(
+            "{}: {}\n    stderr was: {:?}",
+            case.name,
+            problems.join("; "),
+            stderr
+        )]
+    }
+}
+
+fn check_all(cases: &[Case]) {
+    let failures: Vec<String> = cases.iter().flat_map(problems).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} bad inputs were not handled cleanly:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+fn case(name: &'static str, source: PathBuf, must_mention: &[&str]) -> Case {
+    Case {
+        name,
+        source,
+        must_mention: must_mention.iter().map(|s| (*s).to_string()).collect(),
+    }
+}
+
+/// The first half of an hwloc fixture, cut in the middle of an element start
+/// tag, and the line that unclosed tag starts on.
+fn truncated_fixture() -> (Vec<u8>, usize) {
+    let text = std::fs::read(format!(
+        "{FIXTURES}/hwloc-xml/x86-Intel-Broadwell-2xXeon-E5-2650Lv4.xml"
+    ))
+    .expect("fixture");
+    let half = text.len() / 2;
+    let tag = text[half..]
+        .windows(b"<object".len())
+        .position(|w| w == b"<object")
+        .expect("an <object> tag after the middle")
+        + half;
+    let cut = tag + "<object ty".len();
+    let head = text[..cut].to_vec();
+    let line = 1 + head.iter().filter(|&&b| b == b'\n').count();
+    (head, line)
+}
+
+#[test]
+fn bad_inputs_are_clean_errors() {
+    let tmp = TempDir::new("topology-errors");
+    let (truncated, truncated_line) = truncated_fixture();
+    let truncated_path = tmp.write("truncated.xml", &truncated);
+    let truncated_at = format!(
+        "{}:{truncated_line}:|line {truncated_line}",
+        truncated_path.display()
+    );
+
+    let cases = vec![
+        case(
+            "missing file",
+            tmp.0.join("does-not-exist.xml"),
+            &["does-not-exist.xml"],
+        ),
+        case("directory instead of a file", tmp.0.clone(), &[]),
+        case(
+            "plain text, not XML",
+            tmp.write("notes.txt", b"CPU 0-3 are for the VM\n"),
+            &[],
+        ),
+        case("empty file", tmp.write("empty.xml", b""), &[]),
+        case("whitespace only", tmp.write("blank.xml", b"  \n\t\n"), &[]),
+        case(
+            "libvirt domain XML",
+            tmp.write(
+                "domain.xml",
+                b"<domain type='kvm'>\n  <name>vm1</name>\n  <memory unit='KiB'>1048576</memory>\n  \
+                  <vcpu placement='static'>2</vcpu>\n  <os><type arch='x86_64'>hvm</type></os>\n</domain>\n",
+            ),
+            &["domain"],
+        ),
+        case(
+            "HTML document",
+            tmp.write(
+                "page.xml",
+                b"<html><head><title>lstopo</title></head><body><p>hi</p></body></html>\n",
+            ),
+            &["html"],
+        ),
+        case("truncated hwloc XML", truncated_path, &[&truncated_at]),
+        case(
+            "hwloc format 3.0 (cxlmem+dax)",
+            PathBuf::from(format!("{FIXTURES}/hwloc-xml/cxlmem+dax.v3.xml")),
+            &["format 3.0"],
+        ),
+        case(
+            "hwloc format 3.0 (Skylake)",
+            PathBuf::from(format!(
+                "{FIXTURES}/hwloc-xml/x86-Intel-Skylake-2xXeon6140.v3.xml"
+            )),
+            &["format 3.0"],
+        ),
+        case(
+            "hwloc format 3.0 (disallowed CPUs)",
+            PathBuf::from(format!(
+                "{FIXTURES}/hwloc-xml/irregulargroups-disallowed.v3.xml"
+            )),
+            &["format 3.0"],
+        ),
+        case(
+            "hwloc XML without any object",
+            tmp.write("no-objects.xml", b"<topology version=\"2.0\">\n</topology>\n"),
+            &[],
+        ),
+        case(
+            "capabilities without <cells>",
+            PathBuf::from(format!("{FIXTURES}/libvirt-caps/caps-test2.xml")),
+            &["no <host><topology><cells>"],
+        ),
+        case(
+            "capabilities whose only cell has no CPU",
+            tmp.write(
+                "caps-no-cpu.xml",
+                b"<capabilities><host><topology><cells num='1'><cell id='0'>\
+                  <memory unit='KiB'>1024</memory><cpus num='0'/></cell></cells>\
+                  </topology></host></capabilities>\n",
+            ),
+            &[],
+        ),
+        case(
+            "capabilities with a non-numeric CPU id",
+            tmp.write(
+                "caps-bad-id.xml",
+                b"<capabilities><host><topology><cells num='1'><cell id='0'>\
+                  <cpus num='1'><cpu id='x1'/></cpus></cell></cells>\
+                  </topology></host></capabilities>\n",
+            ),
+            &["x1"],
+        ),
+        case(
+            "garbage synthetic description",
+            PathBuf::from("synthetic:garbage"),
+            &[],
+        ),
+    ];
+    check_all(&cases);
+}
+
+/// hwloc itself accepts this file (two PUs claim OS index 0, one of them with
+/// cpuset 0x2), but it is inconsistent: pinplan must refuse it with a message,
+/// not crash.
+#[test]
+fn inconsistent_hwloc_xml_is_an_error_not_a_crash() {
+    let tmp = TempDir::new("topology-inconsistent");
+    let path = tmp.write(
+        "duplicate-pu.xml",
+        br#"<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE topology SYSTEM "hwloc2.dtd">
+<topology version="2.0">
+  <object type="Machine" os_index="0" cpuset="0x00000003" complete_cpuset="0x00000003" allowed_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001" allowed_nodeset="0x00000001">
+    <object type="NUMANode" os_index="0" cpuset="0x00000003" complete_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001" local_memory="1073741824"/>
+    <object type="PU" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001"/>
+    <object type="PU" os_index="0" cpuset="0x00000002" complete_cpuset="0x00000002" nodeset="0x00000001" complete_nodeset="0x00000001"/>
+  </object>
+</topology>
+"#,
+    );
+    check_all(&[case("PU os_index 0 twice", path, &[])]);
+}
+
+#[test]
+fn truncation_helper_cuts_inside_a_tag() {
+    let (head, line) = truncated_fixture();
+    let text = String::from_utf8(head).expect("ASCII fixture");
+    let last = text.lines().last().expect("some lines");
+    assert!(last.trim_start().starts_with("<object ty"), "{last:?}");
+    assert_eq!(text.lines().count(), line);
+    assert!(Path::new(FIXTURES).is_dir());
+}
