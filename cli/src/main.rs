@@ -3,7 +3,9 @@
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
+use planner::demand::{self, Basis, DemandError, DemandOptions, Table, TableError};
 use planner::topology::{self, Source, TopologyError};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -21,6 +23,51 @@ struct Cli {
 enum Command {
     /// Show the host's CPU topology: packages, NUMA nodes, L3 domains, cores, NICs.
     Topology(TopologyArgs),
+    /// Derive a VM's vCPU demand from measured throughput tables.
+    Demand(DemandArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BasisArg {
+    Measured,
+    Model,
+}
+
+#[derive(clap::Args)]
+struct DemandArgs {
+    /// Throughput table (CSV: profile,packet_bytes,tx_cores,rx_cores,gbps[,vcpus][,note]);
+    /// repeat to read several.
+    #[arg(long, value_name = "FILE", required = true)]
+    table: Vec<PathBuf>,
+    /// The measured configuration to size (a `profile` of the table).
+    #[arg(long, value_name = "NAME", required_unless_present = "leave_one_out")]
+    profile: Option<String>,
+    /// Target rate in Gb/s on the wire.
+    #[arg(long, value_name = "GBPS", required_unless_present = "leave_one_out")]
+    target: Option<f64>,
+    /// Instead of a demand, check the packet-rate model on the table: predict
+    /// each row not at line rate from the others and print the errors.
+    #[arg(long, conflicts_with_all = ["profile", "target", "basis", "packet_bytes", "min_fraction", "allow_extrapolation"])]
+    leave_one_out: bool,
+    /// Share of the target that is good enough (0.97 accepts 97 G for 100 G).
+    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    min_fraction: f64,
+    /// Packet size in bytes (default: the profile's only measured size).
+    #[arg(long, value_name = "N")]
+    packet_bytes: Option<u32>,
+    /// The port's line rate in Gb/s.
+    #[arg(long, value_name = "GBPS", default_value_t = 100.0)]
+    line_rate: f64,
+    /// Force the basis of the answer (default: measured when a row reaches the
+    /// target, else the packet-rate model).
+    #[arg(long, value_enum)]
+    basis: Option<BasisArg>,
+    /// Give the model's answer beyond line rate or 1.5x the measured core counts.
+    #[arg(long)]
+    allow_extrapolation: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -49,10 +96,12 @@ struct TopologyArgs {
     format: Format,
 }
 
-/// An error with a known fix: printed as `hint:` after the cause chain.
+/// An error with a known fix (printed as `hint:` after the cause chain) and
+/// its exit status: 1 for "the answer is no", 2 for bad input and errors.
 struct Hinted {
     error: anyhow::Error,
     hint: Option<String>,
+    code: u8,
 }
 
 impl From<TopologyError> for Hinted {
@@ -61,8 +110,100 @@ impl From<TopologyError> for Hinted {
         Hinted {
             error: error.into(),
             hint,
+            code: 2,
         }
     }
+}
+
+impl From<TableError> for Hinted {
+    fn from(error: TableError) -> Self {
+        Hinted {
+            error: error.into(),
+            hint: Some(
+                "see docs/formats.md (Throughput tables) for the columns and an example".to_owned(),
+            ),
+            code: 2,
+        }
+    }
+}
+
+impl From<DemandError> for Hinted {
+    fn from(error: DemandError) -> Self {
+        let hint = match &error {
+            DemandError::UnknownProfile { known, .. } => {
+                Some(format!("profiles in the table: {}", known.join(", ")))
+            }
+            _ => None,
+        };
+        let code = if error.is_unreachable() { 1 } else { 2 };
+        Hinted {
+            error: error.into(),
+            hint,
+            code,
+        }
+    }
+}
+
+fn leave_one_out(table: &Table, args: &DemandArgs) -> Result<(), Hinted> {
+    let checks = demand::leave_one_out(table, args.line_rate);
+    let text = match args.format {
+        Format::Json => {
+            let mut text = serde_json::to_string_pretty(&checks).unwrap_or_default();
+            text.push('\n');
+            text
+        }
+        Format::Text => {
+            let mut text =
+                String::from("row\tprofile\tbytes\ttx\tmeasured G\tpredicted G\terror\n");
+            for c in &checks {
+                text.push_str(&format!(
+                    "{}\t{}\t{}\t{}\t{:.1}\t{:.1}\t{:+.1} %\n",
+                    c.row,
+                    c.profile,
+                    c.packet_bytes,
+                    c.tx_cores,
+                    c.measured_gbps,
+                    c.predicted_gbps,
+                    c.relative_error * 100.0
+                ));
+            }
+            text
+        }
+    };
+    print(&text)
+}
+
+fn demand_command(args: &DemandArgs) -> Result<(), Hinted> {
+    let table = Table::load_all(&args.table)?;
+    let (Some(profile), Some(target)) = (&args.profile, args.target) else {
+        return leave_one_out(&table, args);
+    };
+    let options = DemandOptions {
+        min_fraction: args.min_fraction,
+        packet_bytes: args.packet_bytes,
+        line_rate_gbps: args.line_rate,
+        basis: args.basis.map(|b| match b {
+            BasisArg::Measured => Basis::Measured,
+            BasisArg::Model => Basis::Model,
+        }),
+        allow_extrapolation: args.allow_extrapolation,
+    };
+    let result = demand::demand(&table, profile, target, &options)?;
+    let text = match args.format {
+        Format::Text => result.to_text(),
+        Format::Json => result.to_json(),
+    };
+    print(&text)
+}
+
+fn print(text: &str) -> Result<(), Hinted> {
+    write_stdout(text)
+        .context("cannot write to standard output")
+        .map_err(|error| Hinted {
+            error,
+            hint: None,
+            code: 2,
+        })
 }
 
 fn topology_command(args: &TopologyArgs) -> Result<(), Hinted> {
@@ -75,9 +216,7 @@ fn topology_command(args: &TopologyArgs) -> Result<(), Hinted> {
         Format::Text => host.to_text(),
         Format::Json => host.to_json(),
     };
-    write_stdout(&text)
-        .context("cannot write to standard output")
-        .map_err(|error| Hinted { error, hint: None })
+    print(&text)
 }
 
 fn write_stdout(text: &str) -> std::io::Result<()> {
@@ -105,6 +244,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Topology(args) => topology_command(args),
+        Command::Demand(args) => demand_command(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -119,7 +259,7 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             report(&failure);
-            ExitCode::from(2)
+            ExitCode::from(failure.code)
         }
     }
 }

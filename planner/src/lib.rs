@@ -13,6 +13,7 @@
 //! ```
 
 pub mod cpuset;
+pub mod demand;
 pub mod ids;
 pub mod topology;
 pub mod xml;
