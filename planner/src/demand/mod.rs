@@ -228,12 +228,11 @@ pub fn demand(
     let goal = target_gbps * options.min_fraction;
     let mut warnings = table.check(Some(profile), line_rate);
 
-    // Same configuration measured twice: trust the lower rate.
-    let mut by_config: BTreeMap<(u32, u32, u32), &Row> = BTreeMap::new();
+    // Same configuration (tx and rx cores, as Table::check's duplicate
+    // warning) measured twice: trust the lower rate.
+    let mut by_config: BTreeMap<(u32, u32), &Row> = BTreeMap::new();
     for r in all.iter().filter(|r| r.packet_bytes == packet_bytes) {
-        let slot = by_config
-            .entry((r.tx_cores, r.rx_cores, r.vcpus))
-            .or_insert(r);
+        let slot = by_config.entry((r.tx_cores, r.rx_cores)).or_insert(r);
         if r.gbps < slot.gbps {
             *slot = r;
         }

@@ -1,0 +1,687 @@
+//! `pinplan demand` run as a program: the lab table's answers from the issue
+//! (worked out by hand from the packet-rate model, not copied from the
+//! program's output), bad input, the table checks, several tables, and
+//! deterministic output.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const LAB: &str = "examples/lab/b1-tx-cores.csv";
+const HEADER: &str = "profile,packet_bytes,tx_cores,rx_cores,gbps\n";
+
+fn pinplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pinplan"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .expect("cannot run pinplan")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn demand_args<'a>(tables: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["demand"];
+    for t in tables {
+        args.extend(["--table", t]);
+    }
+    args.extend_from_slice(rest);
+    args
+}
+
+/// Runs `pinplan demand … --format json`, expects exit 0, parses stdout.
+fn ok_json(tables: &[&str], rest: &[&str]) -> Value {
+    let mut args = demand_args(tables, rest);
+    args.extend(["--format", "json"]);
+    let out = pinplan(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}\nstdout: {}\nstderr: {}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: stdout is not JSON ({e}): {}", text(&out.stdout)))
+}
+
+/// Runs `pinplan demand …`, expects exit `code` with an error message on
+/// stderr and nothing on stdout; returns stderr.
+fn fails(code: i32, tables: &[&str], rest: &[&str]) -> String {
+    let args = demand_args(tables, rest);
+    let out = pinplan(&args);
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{args:?}\nstdout: {}\nstderr: {stderr}",
+        text(&out.stdout)
+    );
+    assert!(stderr.starts_with("error: "), "{args:?}: stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "{args:?}: stderr: {stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{args:?}: stdout: {}",
+        text(&out.stdout)
+    );
+    stderr
+}
+
+fn bad(tables: &[&str], rest: &[&str]) -> String {
+    fails(2, tables, rest)
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|s| {
+            s.as_str()
+                .unwrap_or_else(|| panic!("not a string: {s}"))
+                .to_owned()
+        })
+        .collect()
+}
+
+/// `(vcpus, tx, rx, basis)` of a JSON answer.
+fn summary(v: &Value) -> (u64, u64, u64, String) {
+    (
+        v["vcpus"].as_u64().unwrap(),
+        v["tx_cores"].as_u64().unwrap(),
+        v["rx_cores"].as_u64().unwrap(),
+        v["basis"].as_str().unwrap().to_owned(),
+    )
+}
+
+fn approx(v: &Value, expected: f64) -> bool {
+    v.as_f64().is_some_and(|x| (x - expected).abs() < 1e-9)
+}
+
+/// A directory of temporary tables, removed on drop. Named with the process
+/// id (and the test, since tests run in parallel threads).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("pinplan-demand-cli-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn file(&self, name: &str, contents: impl AsRef<[u8]>) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).unwrap();
+        path_str(&path)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn path_str(path: &Path) -> String {
+    path.to_str().expect("temp path is UTF-8").to_owned()
+}
+
+// ---------------------------------------------------------------- the issue
+
+#[test]
+fn vm_64b_at_100_accepting_97_percent_is_14_vcpus() {
+    let v = ok_json(
+        &[LAB],
+        &[
+            "--profile",
+            "vm-64b",
+            "--target",
+            "100",
+            "--min-fraction",
+            "0.97",
+        ],
+    );
+    assert_eq!(summary(&v), (14, 12, 1, "measured".to_owned()));
+    assert_eq!(v["profile"], "vm-64b");
+    assert_eq!(v["packet_bytes"], 64);
+    assert!(approx(&v["target_gbps"], 100.0), "{v}");
+    assert!(approx(&v["min_fraction"], 0.97), "{v}");
+    assert!(approx(&v["predicted_gbps"], 97.0), "{v}");
+    // The 12-core row is line 6 of the lab table (3 comment lines, header).
+    assert_eq!(strings(&v["rows"]), [format!("{LAB}:6")]);
+    assert!(strings(&v["warnings"]).is_empty(), "{v}");
+    assert!(strings(&v["hints"]).is_empty(), "{v}");
+}
+
+#[test]
+fn json_has_exactly_the_contract_fields() {
+    let v = ok_json(&[LAB], &["--profile", "vm-64b", "--target", "100"]);
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    let mut expected = [
+        "profile",
+        "packet_bytes",
+        "target_gbps",
+        "min_fraction",
+        "vcpus",
+        "tx_cores",
+        "rx_cores",
+        "predicted_gbps",
+        "basis",
+        "warnings",
+        "hints",
+        "rows",
+    ];
+    expected.sort_unstable();
+    assert_eq!(keys, expected);
+}
+
+#[test]
+fn text_format_says_14_vcpus() {
+    let out = pinplan(&[
+        "demand",
+        "--table",
+        LAB,
+        "--profile",
+        "vm-64b",
+        "--target",
+        "100",
+        "--min-fraction",
+        "0.97",
+        "--format",
+        "text",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("14 vCPUs"), "{stdout}");
+    assert!(stdout.contains("measured"), "{stdout}");
+    // Text is the default format.
+    let default = pinplan(&[
+        "demand",
+        "--table",
+        LAB,
+        "--profile",
+        "vm-64b",
+        "--target",
+        "100",
+        "--min-fraction",
+        "0.97",
+    ]);
+    assert_eq!(default.stdout, out.stdout);
+}
+
+#[test]
+fn vm_64b_at_full_100_is_16_vcpus() {
+    let v = ok_json(&[LAB], &["--profile", "vm-64b", "--target", "100"]);
+    assert_eq!(summary(&v), (16, 14, 1, "measured".to_owned()));
+    assert!(approx(&v["min_fraction"], 1.0), "{v}");
+    assert!(approx(&v["predicted_gbps"], 100.0), "{v}");
+    assert_eq!(strings(&v["rows"]), [format!("{LAB}:8")]);
+    // 13 tx cores measured 98 G: nothing may suggest fewer than 14 would do.
+    assert!(strings(&v["hints"]).is_empty(), "{v}");
+}
+
+#[test]
+fn vm_512b_at_100_is_4_vcpus_with_a_monotonicity_warning() {
+    let v = ok_json(&[LAB], &["--profile", "vm-512b", "--target", "100"]);
+    assert_eq!(summary(&v), (4, 2, 1, "measured".to_owned()));
+    assert_eq!(v["packet_bytes"], 512);
+    assert_eq!(strings(&v["rows"]), [format!("{LAB}:9")]);
+    let warnings = strings(&v["warnings"]);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("not monotonic") && w.contains(&format!("{LAB}:10"))),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn vm_64b_at_50_is_the_smallest_row_with_a_model_hint() {
+    // 50 G at 64 B = 50e9 / (8 · 84) = 74.40 Mpps; best per-core rate is the
+    // 97 G / 12-core row: 97e9 / (8 · 84) / 12 = 12.03 Mpps → 6.19 → 7 tx.
+    let v = ok_json(&[LAB], &["--profile", "vm-64b", "--target", "50"]);
+    assert_eq!(summary(&v), (13, 11, 1, "measured".to_owned()));
+    assert!(approx(&v["predicted_gbps"], 88.0), "{v}");
+    assert_eq!(strings(&v["rows"]), [format!("{LAB}:5")]);
+    let hints = strings(&v["hints"]);
+    assert_eq!(hints.len(), 1, "{hints:?}");
+    assert!(hints[0].contains("predicts 7 tx cores"), "{hints:?}");
+
+    let v = ok_json(
+        &[LAB],
+        &["--profile", "vm-64b", "--target", "50", "--basis", "model"],
+    );
+    assert_eq!(summary(&v), (9, 7, 1, "model".to_owned()));
+    assert!(strings(&v["hints"]).is_empty(), "{v}");
+    // 7 × 12.03 Mpps × 8 · 84 = 56.6 G: the prediction reaches the target.
+    let predicted = v["predicted_gbps"].as_f64().unwrap();
+    assert!((50.0..=100.0).contains(&predicted), "{v}");
+    assert!(!strings(&v["rows"]).is_empty(), "{v}");
+}
+
+#[test]
+fn vm_64b_at_256_bytes_comes_from_the_model() {
+    // 100e9 / (8 · 276) = 45.29 Mpps; 12.03 Mpps per tx core → 3.77 → 4 tx.
+    let v = ok_json(
+        &[LAB],
+        &[
+            "--profile",
+            "vm-64b",
+            "--packet-bytes",
+            "256",
+            "--target",
+            "100",
+        ],
+    );
+    assert_eq!(summary(&v), (6, 4, 1, "model".to_owned()));
+    assert_eq!(v["packet_bytes"], 256);
+    // 4 × 12.03 Mpps at 256 B is 106 G, capped at the 100 G line rate.
+    assert!(approx(&v["predicted_gbps"], 100.0), "{v}");
+    let rows = strings(&v["rows"]);
+    assert!(rows.contains(&format!("{LAB}:6")), "{rows:?}");
+    // A model answer says so among the warnings.
+    assert!(!strings(&v["warnings"]).is_empty(), "{v}");
+
+    // No measured 256 B row exists, so --basis measured cannot answer.
+    let stderr = fails(
+        1,
+        &[LAB],
+        &[
+            "--profile",
+            "vm-64b",
+            "--packet-bytes",
+            "256",
+            "--target",
+            "100",
+            "--basis",
+            "measured",
+        ],
+    );
+    assert!(stderr.contains("tops out at 100 G"), "{stderr}");
+}
+
+#[test]
+fn vm_64b_at_1000_is_refused_saying_where_the_table_tops_out() {
+    let stderr = fails(1, &[LAB], &["--profile", "vm-64b", "--target", "1000"]);
+    assert!(stderr.contains("tops out at 100 G"), "{stderr}");
+
+    // With --allow-extrapolation the model guesses: 1000 G at 64 B is
+    // 1488.1 Mpps / 12.03 Mpps per core → 123.7 → 124 tx cores.
+    let v = ok_json(
+        &[LAB],
+        &[
+            "--profile",
+            "vm-64b",
+            "--target",
+            "1000",
+            "--allow-extrapolation",
+        ],
+    );
+    assert_eq!(summary(&v), (126, 124, 1, "model".to_owned()));
+    assert!(!strings(&v["warnings"]).is_empty(), "{v}");
+}
+
+#[test]
+fn more_than_one_and_a_half_times_the_measured_cores_is_refused() {
+    let dir = Scratch::new("too-many");
+    // Best per-core rate 10 G (64 B): 100 G needs 10 tx cores > 1.5 × 2.
+    let t = dir.file("t.csv", format!("{HEADER}p,64,1,1,10\np,64,2,1,15\n"));
+    let stderr = fails(1, &[&t], &["--profile", "p", "--target", "100"]);
+    assert!(stderr.contains("tops out at 15 G"), "{stderr}");
+    let v = ok_json(
+        &[&t],
+        &["--profile", "p", "--target", "100", "--allow-extrapolation"],
+    );
+    assert_eq!(summary(&v), (12, 10, 1, "model".to_owned()));
+}
+
+// ---------------------------------------------------------------- bad input
+
+#[test]
+fn header_missing_a_column_names_file_line_1() {
+    let dir = Scratch::new("missing-column");
+    let t = dir.file(
+        "t.csv",
+        "profile,packet_bytes,tx_cores,gbps\nvm-64b,64,12,97\n",
+    );
+    let stderr = bad(&[&t], &["--profile", "vm-64b", "--target", "100"]);
+    assert!(stderr.contains(&format!("{t}:1")), "{stderr}");
+    assert!(stderr.contains("rx_cores"), "{stderr}");
+}
+
+#[test]
+fn non_number_in_a_numeric_column_names_file_and_line() {
+    let dir = Scratch::new("non-number");
+    // Comments and blank lines count for line numbers: the bad row is line 5.
+    let t = dir.file(
+        "t.csv",
+        format!("# lab\n{HEADER}\nvm-64b,64,11,1,88G\nvm-64b,64,twelve,1,97G\n"),
+    );
+    let stderr = bad(&[&t], &["--profile", "vm-64b", "--target", "100"]);
+    assert!(stderr.contains(&format!("{t}:5")), "{stderr}");
+    assert!(stderr.contains("tx_cores"), "{stderr}");
+
+    let t = dir.file("g.csv", format!("{HEADER}vm-64b,64,11,1,fast\n"));
+    let stderr = bad(&[&t], &["--profile", "vm-64b", "--target", "100"]);
+    assert!(stderr.contains(&format!("{t}:2")), "{stderr}");
+    assert!(stderr.contains("gbps"), "{stderr}");
+}
+
+#[test]
+fn negative_or_zero_tx_cores_are_rejected() {
+    let dir = Scratch::new("tx-cores");
+    for (name, tx) in [("neg.csv", "-2"), ("zero.csv", "0")] {
+        let t = dir.file(
+            name,
+            format!("{HEADER}vm-64b,64,11,1,88G\nvm-64b,64,{tx},1,97G\n"),
+        );
+        let stderr = bad(&[&t], &["--profile", "vm-64b", "--target", "100"]);
+        assert!(stderr.contains(&format!("{t}:3")), "{tx}: {stderr}");
+        assert!(stderr.contains("tx_cores"), "{tx}: {stderr}");
+    }
+}
+
+#[test]
+fn unknown_profile_suggests_the_closest_name() {
+    let stderr = bad(&[LAB], &["--profile", "vm-64", "--target", "100"]);
+    assert!(stderr.contains("did you mean \"vm-64b\""), "{stderr}");
+    let stderr = bad(&[LAB], &["--profile", "vm-521b", "--target", "100"]);
+    assert!(stderr.contains("did you mean \"vm-512b\""), "{stderr}");
+}
+
+#[test]
+fn empty_tables_are_rejected() {
+    let dir = Scratch::new("empty");
+    for (name, contents) in [
+        ("header-only.csv", HEADER.to_owned()),
+        (
+            "comments.csv",
+            format!("# nothing yet\n{HEADER}\n# later\n"),
+        ),
+        ("empty.csv", String::new()),
+    ] {
+        let t = dir.file(name, contents);
+        let stderr = bad(&[&t], &["--profile", "vm-64b", "--target", "100"]);
+        assert!(stderr.contains(&t), "{name}: {stderr}");
+    }
+}
+
+#[test]
+fn files_that_are_not_csv_are_rejected() {
+    let xml = "examples/lab/b1-host.xml";
+    let stderr = bad(&[xml], &["--profile", "vm-64b", "--target", "100"]);
+    assert!(stderr.contains(&format!("{xml}:1")), "{stderr}");
+
+    let dir = Scratch::new("not-csv");
+    let prose = dir.file(
+        "notes.txt",
+        "Remember to ask about the NIC firmware.\nAlso: coffee.\n",
+    );
+    let stderr = bad(&[&prose], &["--profile", "vm-64b", "--target", "100"]);
+    assert!(stderr.contains(&format!("{prose}:1")), "{stderr}");
+
+    // A header-less table: data where the header should be.
+    let data = dir.file("data.csv", "vm-64b,64,12,1,97G\nvm-64b,64,14,1,100G\n");
+    let stderr = bad(&[&data], &["--profile", "vm-64b", "--target", "100"]);
+    assert!(stderr.contains(&format!("{data}:1")), "{stderr}");
+
+    // Binary garbage.
+    let binary = dir.file("blob.bin", [0xffu8, 0xfe, 0x00, 0x81, 0xc3, 0x28, 0x0a]);
+    let stderr = bad(&[&binary], &["--profile", "vm-64b", "--target", "100"]);
+    assert!(stderr.contains(&binary), "{stderr}");
+}
+
+#[test]
+fn missing_file_is_rejected() {
+    let dir = Scratch::new("missing-file");
+    let missing = path_str(&dir.0.join("no-such-table.csv"));
+    let stderr = bad(&[&missing], &["--profile", "vm-64b", "--target", "100"]);
+    assert!(stderr.contains(&missing), "{stderr}");
+}
+
+#[test]
+fn wrong_field_count_names_file_and_line() {
+    let dir = Scratch::new("field-count");
+    let few = dir.file(
+        "few.csv",
+        format!("{HEADER}vm-64b,64,11,1,88G\nvm-64b,64,12,1\n"),
+    );
+    let stderr = bad(&[&few], &["--profile", "vm-64b", "--target", "100"]);
+    assert!(stderr.contains(&format!("{few}:3")), "{stderr}");
+    let many = dir.file(
+        "many.csv",
+        format!("{HEADER}vm-64b,64,11,1,88G,13,extra\nvm-64b,64,12,1,97G\n"),
+    );
+    let stderr = bad(&[&many], &["--profile", "vm-64b", "--target", "100"]);
+    assert!(stderr.contains(&format!("{many}:2")), "{stderr}");
+}
+
+#[test]
+fn min_fraction_outside_0_to_1_is_rejected() {
+    for f in ["0", "1.5", "-0.5"] {
+        let stderr = bad(
+            &[LAB],
+            &[
+                "--profile",
+                "vm-64b",
+                "--target",
+                "100",
+                &format!("--min-fraction={f}"),
+            ],
+        );
+        assert!(stderr.contains("min-fraction"), "{f}: {stderr}");
+    }
+}
+
+#[test]
+fn target_zero_is_rejected() {
+    let stderr = bad(&[LAB], &["--profile", "vm-64b", "--target", "0"]);
+    assert!(stderr.contains("target"), "{stderr}");
+    bad(&[LAB], &["--profile", "vm-64b", "--target=-5"]);
+}
+
+// ------------------------------------------------------------- table checks
+
+#[test]
+fn row_above_line_rate_is_warned_about_unless_the_line_is_faster() {
+    let dir = Scratch::new("line-rate");
+    let t = dir.file("t.csv", format!("{HEADER}p,64,2,1,50\np,64,4,1,120G\n"));
+    let v = ok_json(&[&t], &["--profile", "p", "--target", "100"]);
+    assert_eq!(summary(&v), (6, 4, 1, "measured".to_owned()));
+    let warnings = strings(&v["warnings"]);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("line rate") && w.contains(&format!("{t}:3"))),
+        "{warnings:?}"
+    );
+
+    let v = ok_json(
+        &[&t],
+        &["--profile", "p", "--target", "100", "--line-rate", "200"],
+    );
+    assert_eq!(summary(&v), (6, 4, 1, "measured".to_owned()));
+    let warnings = strings(&v["warnings"]);
+    assert!(
+        !warnings.iter().any(|w| w.contains("line rate")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn disagreeing_duplicates_are_warned_about_and_the_lower_rate_counts() {
+    let dir = Scratch::new("duplicates");
+    // 2 tx cores measured at 100 G, then again at 90 G: only 3 tx cores are
+    // known to reach 100 G. With the higher rate the answer would be 4 vCPUs.
+    for (name, rows, low_line) in [
+        ("later.csv", "p,64,2,1,100\np,64,3,1,100\np,64,2,1,90\n", 4),
+        ("first.csv", "p,64,2,1,90\np,64,3,1,100\np,64,2,1,100\n", 2),
+    ] {
+        let t = dir.file(name, format!("{HEADER}{rows}"));
+        let v = ok_json(&[&t], &["--profile", "p", "--target", "100"]);
+        assert_eq!(summary(&v), (5, 3, 1, "measured".to_owned()), "{name}");
+        assert_eq!(strings(&v["rows"]), [format!("{t}:3")], "{name}");
+        // Nor may the model claim 2 tx cores would do.
+        assert!(strings(&v["hints"]).is_empty(), "{name}: {v}");
+        let warnings = strings(&v["warnings"]);
+        assert!(
+            warnings.iter().any(|w| w.contains(&format!("{t}:2"))
+                && w.contains(&format!("{t}:4"))
+                && w.contains("lower")),
+            "{name}: {warnings:?}"
+        );
+
+        // Accepting 90 G, the 2-core configuration counts, at its lower rate.
+        let v = ok_json(
+            &[&t],
+            &["--profile", "p", "--target", "100", "--min-fraction", "0.9"],
+        );
+        assert_eq!(summary(&v), (4, 2, 1, "measured".to_owned()), "{name}");
+        assert!(approx(&v["predicted_gbps"], 90.0), "{name}: {v}");
+        assert_eq!(strings(&v["rows"]), [format!("{t}:{low_line}")], "{name}");
+    }
+}
+
+/// The duplicate warning fires when two rows share profile, packet size, tx
+/// and rx (even with different vcpus) and says "the selection uses the lower
+/// rate"; the selection must then not rest on the higher-rate row.
+#[test]
+fn duplicate_warning_and_selection_agree_when_vcpus_differ() {
+    let dir = Scratch::new("duplicates-vcpus");
+    let t = dir.file(
+        "t.csv",
+        "profile,packet_bytes,tx_cores,rx_cores,gbps,vcpus\n\
+         p,64,2,1,100,4\np,64,2,1,90,5\np,64,3,1,100,5\n",
+    );
+    let v = ok_json(&[&t], &["--profile", "p", "--target", "100"]);
+    let warnings = strings(&v["warnings"]);
+    let says_lower = warnings
+        .iter()
+        .any(|w| w.contains(&format!("{t}:3")) && w.contains("lower rate"));
+    assert!(says_lower, "{warnings:?}");
+    assert_ne!(
+        strings(&v["rows"]),
+        [format!("{t}:2")],
+        "the warning says the lower rate (90 G) counts for tx 2 / rx 1, yet the answer \
+         rests on the 100 G row: {v}"
+    );
+}
+
+// ------------------------------------------------------------ several tables
+
+#[test]
+fn rows_from_several_tables_are_used_and_named_by_file() {
+    let dir = Scratch::new("several");
+    let a = dir.file(
+        "a.csv",
+        format!("{HEADER}vm-64b,64,11,1,88G\nvm-64b,64,12,1,97G\n"),
+    );
+    // Different column order and case, a comment, a non-monotonic row.
+    let b = dir.file(
+        "b.csv",
+        "# second run\nGBPS,Profile,Packet_Bytes,RX_cores,tx_cores\n\
+         96G,vm-64b,64,1,13\n100G,vm-64b,64,1,14\n",
+    );
+    let tables = [a.as_str(), b.as_str()];
+
+    let v = ok_json(&tables, &["--profile", "vm-64b", "--target", "100"]);
+    assert_eq!(summary(&v), (16, 14, 1, "measured".to_owned()));
+    assert_eq!(strings(&v["rows"]), [format!("{b}:4")]);
+
+    let v = ok_json(
+        &tables,
+        &[
+            "--profile",
+            "vm-64b",
+            "--target",
+            "100",
+            "--min-fraction",
+            "0.97",
+        ],
+    );
+    assert_eq!(summary(&v), (14, 12, 1, "measured".to_owned()));
+    assert_eq!(strings(&v["rows"]), [format!("{a}:3")]);
+    // 13 tx cores (b.csv:3) gave less than 12 (a.csv:3).
+    let warnings = strings(&v["warnings"]);
+    assert!(
+        warnings.iter().any(|w| w.contains("not monotonic")
+            && w.contains(&format!("{b}:3"))
+            && w.contains(&format!("{a}:3"))),
+        "{warnings:?}"
+    );
+
+    // The model is fitted on both files' rows.
+    let v = ok_json(
+        &tables,
+        &["--profile", "vm-64b", "--target", "50", "--basis", "model"],
+    );
+    assert_eq!(summary(&v), (9, 7, 1, "model".to_owned()));
+    let rows = strings(&v["rows"]);
+    assert!(
+        rows.iter().any(|r| r.starts_with(&format!("{a}:"))),
+        "{rows:?}"
+    );
+    assert!(
+        rows.iter().any(|r| r.starts_with(&format!("{b}:"))),
+        "{rows:?}"
+    );
+
+    // A bad row in the second file is reported against the second file.
+    let broken = dir.file("broken.csv", format!("{HEADER}vm-64b,64,13,1,lots\n"));
+    let stderr = bad(&[&a, &broken], &["--profile", "vm-64b", "--target", "100"]);
+    assert!(stderr.contains(&format!("{broken}:2")), "{stderr}");
+    assert!(!stderr.contains(&a), "{stderr}");
+}
+
+// -------------------------------------------------------------- determinism
+
+#[test]
+fn same_command_twice_gives_identical_output() {
+    let dir = Scratch::new("determinism");
+    let extra = dir.file(
+        "extra.csv",
+        format!("{HEADER}vm-64b,64,12,1,95G\nvm-64b,64,13,1,120G\n"),
+    );
+    let commands: [Vec<&str>; 4] = [
+        demand_args(&[LAB], &["--profile", "vm-64b", "--target", "50"]),
+        demand_args(
+            &[LAB],
+            &[
+                "--profile",
+                "vm-64b",
+                "--packet-bytes",
+                "256",
+                "--target",
+                "100",
+                "--format",
+                "json",
+            ],
+        ),
+        demand_args(
+            &[LAB, &extra],
+            &[
+                "--profile",
+                "vm-64b",
+                "--target",
+                "100",
+                "--min-fraction",
+                "0.9",
+                "--format",
+                "json",
+            ],
+        ),
+        demand_args(&[LAB], &["--profile", "vm-64", "--target", "100"]),
+    ];
+    for args in commands {
+        let first = pinplan(&args);
+        let second = pinplan(&args);
+        assert_eq!(first.status.code(), second.status.code(), "{args:?}");
+        assert_eq!(first.stdout, second.stdout, "{args:?}");
+        assert_eq!(first.stderr, second.stderr, "{args:?}");
+    }
+}
