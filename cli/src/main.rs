@@ -25,6 +25,39 @@ enum Command {
     Topology(TopologyArgs),
     /// Derive a VM's vCPU demand from measured throughput tables.
     Demand(DemandArgs),
+    /// Place every VM of a plan spec on the host: no core shared between tenants.
+    Plan(PlanArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SolverArg {
+    Ilp,
+    Greedy,
+}
+
+#[derive(clap::Args)]
+struct PlanArgs {
+    /// The plan spec (TOML, see docs/formats.md).
+    spec: PathBuf,
+    /// Topology source (overrides the spec's [host] source): `host`, a file, or
+    /// `synthetic:DESC`.
+    #[arg(long, value_name = "SRC", conflicts_with = "connect")]
+    source: Option<String>,
+    /// Read the topology through libvirt (overrides the spec's source).
+    #[arg(long, value_name = "URI")]
+    connect: Option<String>,
+    /// The exact integer program, or the first-fit baseline.
+    #[arg(long, value_enum, default_value = "ilp")]
+    solver: SolverArg,
+    /// Wall-clock limit for the solver, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    time_limit: f64,
+    /// Write DIR/plan.json (atomically); the directory is created if needed.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -196,6 +229,97 @@ fn demand_command(args: &DemandArgs) -> Result<(), Hinted> {
     print(&text)
 }
 
+impl From<planner::spec::SpecError> for Hinted {
+    fn from(error: planner::spec::SpecError) -> Self {
+        let hint = error.hint.clone();
+        Hinted {
+            error: error.into(),
+            hint,
+            code: 2,
+        }
+    }
+}
+
+fn io_error(error: anyhow::Error) -> Hinted {
+    Hinted {
+        error,
+        hint: None,
+        code: 2,
+    }
+}
+
+/// Writes `text` to `path` through a temporary file in the same directory and
+/// a rename, so that readers never see a half-written file.
+fn write_atomically(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let dir = path.parent().unwrap_or_else(|| std::path::Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&temp)
+            .with_context(|| format!("cannot create {}", temp.display()))?;
+        file.write_all(text.as_bytes())
+            .with_context(|| format!("cannot write {}", temp.display()))?;
+        file.sync_all()
+            .with_context(|| format!("cannot flush {}", temp.display()))?;
+        std::fs::rename(&temp, path)
+            .with_context(|| format!("cannot rename {} to {}", temp.display(), path.display()))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}
+
+fn plan_command(args: &PlanArgs) -> Result<ExitCode, Hinted> {
+    let spec = planner::spec::Spec::load(&args.spec)?;
+    let source = match (&args.connect, &args.source, &spec.source) {
+        (Some(uri), _, _) => Source::Libvirt(uri.clone()),
+        (None, Some(src), _) => Source::from_arg(src),
+        (None, None, Some(path)) => Source::File(path.clone()),
+        (None, None, None) => Source::LiveHost,
+    };
+    let host = topology::load(&source)?;
+    let (request, spec_warnings) = spec.request(host.clone())?;
+    if !(args.time_limit.is_finite() && args.time_limit > 0.0) {
+        return Err(Hinted {
+            error: anyhow::anyhow!("--time-limit must be a number of seconds above 0"),
+            hint: None,
+            code: 2,
+        });
+    }
+    let options = planner::solve::SolveOptions {
+        solver: match args.solver {
+            SolverArg::Ilp => planner::solve::SolverKind::Ilp,
+            SolverArg::Greedy => planner::solve::SolverKind::Greedy,
+        },
+        time_limit: std::time::Duration::from_secs_f64(args.time_limit),
+        explain: true,
+    };
+    let mut plan = planner::solve::solve(&request, &options);
+    plan.warnings.splice(0..0, spec_warnings);
+    let json = plan.to_json();
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the output directory {}", dir.display()))
+            .map_err(io_error)?;
+        write_atomically(&dir.join("plan.json"), &json).map_err(io_error)?;
+    }
+    let text = match args.format {
+        Format::Text => plan.to_text(&host),
+        Format::Json => json,
+    };
+    print(&text)?;
+    Ok(if plan.unplaced.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
 fn print(text: &str) -> Result<(), Hinted> {
     write_stdout(text)
         .context("cannot write to standard output")
@@ -243,11 +367,12 @@ fn report(failure: &Hinted) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Topology(args) => topology_command(args),
-        Command::Demand(args) => demand_command(args),
+        Command::Topology(args) => topology_command(args).map(|()| ExitCode::SUCCESS),
+        Command::Demand(args) => demand_command(args).map(|()| ExitCode::SUCCESS),
+        Command::Plan(args) => plan_command(args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(failure) => {
             // A closed pipe (`pinplan topology | head`) is not an error worth a message.
             let broken_pipe = failure

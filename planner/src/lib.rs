@@ -15,6 +15,9 @@
 pub mod cpuset;
 pub mod demand;
 pub mod ids;
+pub mod plan;
+pub mod solve;
+pub mod spec;
 pub mod topology;
 pub mod xml;
 

@@ -1,0 +1,327 @@
+//! The [`Plan`] value: where every vCPU, emulator and I/O thread of each VM
+//! goes, what could not be placed and why. Serializes to the JSON contract of
+//! `pinplan plan --format json` / `DIR/plan.json`. Making plans is
+//! [`crate::solve`]'s job; this module only holds and prints them.
+
+use crate::cpuset::CpuSet;
+use crate::demand::Basis;
+use crate::ids::{CoreId, CpuId, NodeId};
+use serde::{Deserialize, Serialize};
+
+/// How sure the plan is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Every VM placed, and the solver proved no better placement exists.
+    Optimal,
+    /// Every VM placed, but optimality was not proven (time limit, greedy).
+    Feasible,
+    /// At least one VM could not be placed; the plan holds what fits.
+    Infeasible,
+}
+
+/// One vCPU's host CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VcpuPin {
+    /// Guest vCPU number.
+    pub vcpu: u32,
+    /// Host CPU.
+    pub cpu: CpuId,
+}
+
+/// One I/O thread's host CPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IothreadPin {
+    /// libvirt I/O thread id (1-based).
+    pub iothread: u32,
+    /// Host CPUs.
+    pub cpus: CpuSet,
+}
+
+/// The CPU topology the guest should see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestTopology {
+    /// Sockets.
+    pub sockets: u32,
+    /// Cores per socket.
+    pub cores: u32,
+    /// Threads per core (2 when guest vCPU pairs 2k, 2k+1 are host siblings).
+    pub threads: u32,
+}
+
+/// What the VM's vCPU count rests on, when it came from a throughput table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedDemand {
+    /// Measured row or model.
+    pub basis: Basis,
+    /// Expected rate.
+    pub predicted_gbps: f64,
+    /// Profile.
+    pub profile: String,
+    /// Target asked for.
+    pub target_gbps: f64,
+    /// Share of the target accepted.
+    pub min_fraction: f64,
+}
+
+/// A guest NUMA cell, when a VM spans host nodes (`numa = "spread"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestCell {
+    /// Guest cell id (0-based).
+    pub id: u32,
+    /// Guest vCPUs in the cell.
+    pub vcpus: String,
+    /// The host node backing it.
+    pub host_node: NodeId,
+}
+
+/// One VM's placement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VmPlan {
+    /// Domain name.
+    pub name: String,
+    /// vCPU → host CPU, by vCPU.
+    pub vcpus: Vec<VcpuPin>,
+    /// Host cores the VM owns (all their CPUs are its, used or idle).
+    pub cores: Vec<CoreId>,
+    /// All host CPUs the VM owns (the union of its cores' usable CPUs).
+    pub cpus: CpuSet,
+    /// emulatorpin.
+    pub emulator_cpus: CpuSet,
+    /// iothreadpin, one per I/O thread.
+    pub iothreads: Vec<IothreadPin>,
+    /// Host NUMA nodes of its CPUs (and memory).
+    pub numa_nodes: Vec<NodeId>,
+    /// Guest NUMA cells (only when it spans nodes).
+    pub guest_cells: Vec<GuestCell>,
+    /// What the guest should see.
+    pub guest_topology: GuestTopology,
+    /// The thread policy used (`isolate`, `require`, `prefer`).
+    pub threads: String,
+    /// The demand it was sized by, if from a table.
+    pub demand: Option<PlannedDemand>,
+}
+
+/// A tenant the plan works around.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FixedPlan {
+    /// Its name.
+    pub name: String,
+    /// Its CPUs.
+    pub cpus: CpuSet,
+}
+
+/// Why a VM was not placed and what would change that.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Explanation {
+    /// The VM.
+    pub vm: String,
+    /// What it needs, e.g. `14 cores (14 vCPUs, threads=isolate) on one NUMA node`.
+    pub needs: String,
+    /// Free cores per node before and after the other VMs, e.g. `node 0: 9 (7 after vm2)`.
+    pub free: Vec<String>,
+    /// The constraint that binds: `capacity`, `numa`, `nic`, `threads`.
+    pub binding: String,
+    /// The smallest change found that makes it fit (checked by re-solving), if any.
+    pub fix: Option<String>,
+    /// The whole explanation in one sentence.
+    pub message: String,
+}
+
+/// The objective, in the order it is optimised.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Objective {
+    /// VMs placed.
+    pub placed: u32,
+    /// VMs placed per priority level, highest priority first: `[priority, count]`.
+    pub placed_by_priority: Vec<(i64, u32)>,
+    /// NUMA nodes beyond the first used by `numa = "preferred"` VMs.
+    pub extra_numa_nodes: u32,
+    /// Cores of `nic_affinity = "preferred"` VMs off their NIC's node.
+    pub nic_remote_cores: u32,
+    /// L3 domains (NUMA nodes where L3 is unknown) summed over VMs.
+    pub vm_l3_domains: u32,
+    /// L3 domains partly used by VMs (some cores taken, some still free).
+    pub partial_l3_domains: u32,
+    /// Cores given to VMs.
+    pub cores_used: u32,
+}
+
+/// The host the plan is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanHost {
+    /// Topology source.
+    pub source: String,
+    /// CPUs reserved for the host (emulator threads with `emulator = "host"`).
+    pub reserved_cpus: CpuSet,
+    /// A fingerprint of the host's cores and CPUs: a plan is only applied to
+    /// the host it was made for.
+    pub fingerprint: String,
+}
+
+/// A placement for every VM that fits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Optimal, feasible or infeasible.
+    pub status: Status,
+    /// `ilp` or `greedy`.
+    pub solver: String,
+    /// The host.
+    pub host: PlanHost,
+    /// Placed VMs, in spec order.
+    pub vms: Vec<VmPlan>,
+    /// Tenants planned around.
+    pub fixed: Vec<FixedPlan>,
+    /// VMs that could not be placed.
+    pub unplaced: Vec<String>,
+    /// Why, for each of them.
+    pub explanations: Vec<Explanation>,
+    /// Things to know (unknown NIC locality, time limit hit...).
+    pub warnings: Vec<String>,
+    /// The objective reached.
+    pub objective: Objective,
+}
+
+impl Plan {
+    /// The JSON contract.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+}
+
+impl Plan {
+    /// The text printed by `pinplan plan`: a summary, a table per VM, the
+    /// unplaced VMs with explanations, and a map of the host (one row per core,
+    /// the tenant of each CPU).
+    pub fn to_text(&self, host: &crate::topology::HostTopology) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let placed = self.vms.len();
+        let total = placed + self.unplaced.len();
+        let status = match self.status {
+            Status::Optimal => "optimal",
+            Status::Feasible => "feasible (not proven optimal)",
+            Status::Infeasible => "infeasible (not every VM fits)",
+        };
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            out,
+            "plan for {}: {status}, {placed} of {total} VMs placed ({} solver); host reserved: {}",
+            self.host.source,
+            self.solver,
+            if self.host.reserved_cpus.is_empty() {
+                "none".to_owned()
+            } else {
+                format!("cpus {}", self.host.reserved_cpus)
+            }
+        );
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{:<16} {:>5} {:>5} {:<8} {:<16} {:<10} {:<9} rate",
+            "vm", "vcpus", "cores", "threads", "cpus", "nodes", "emulator"
+        );
+        for vm in &self.vms {
+            let nodes: Vec<String> = vm.numa_nodes.iter().map(|n| n.to_string()).collect();
+            let rate = vm.demand.as_ref().map_or_else(
+                || "-".to_owned(),
+                |d| {
+                    format!(
+                        "{} G {} ({} of {} G)",
+                        d.predicted_gbps,
+                        match d.basis {
+                            crate::demand::Basis::Measured => "measured",
+                            crate::demand::Basis::Model => "model",
+                        },
+                        d.profile,
+                        d.target_gbps
+                    )
+                },
+            );
+            let _ = writeln!(
+                out,
+                "{:<16} {:>5} {:>5} {:<8} {:<16} {:<10} {:<9} {rate}",
+                vm.name,
+                vm.vcpus.len(),
+                vm.cores.len(),
+                vm.threads,
+                vm.cpus.to_string(),
+                nodes.join(","),
+                vm.emulator_cpus.to_string(),
+            );
+        }
+        for f in &self.fixed {
+            let _ = writeln!(out, "{:<16} fixed on cpus {}", f.name, f.cpus);
+        }
+        for e in &self.explanations {
+            let _ = writeln!(out, "\nunplaced: {}", e.message);
+            for line in &e.free {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "warning: {w}");
+        }
+
+        // The map: each CPU's tenant.
+        let mut tenant: std::collections::BTreeMap<CpuId, String> =
+            std::collections::BTreeMap::new();
+        for cpu in self.host.reserved_cpus.iter() {
+            tenant.insert(cpu, "host".to_owned());
+        }
+        for f in &self.fixed {
+            for cpu in f.cpus.iter() {
+                tenant.insert(cpu, f.name.clone());
+            }
+        }
+        for vm in &self.vms {
+            for cpu in vm.cpus.iter() {
+                tenant.insert(cpu, format!("{}(idle)", vm.name));
+            }
+            for pin in &vm.vcpus {
+                tenant.insert(pin.cpu, format!("{}/{}", vm.name, pin.vcpu));
+            }
+            if vm.emulator_cpus.len() == 1 && vm.emulator_cpus.is_subset(&vm.cpus) {
+                for cpu in vm.emulator_cpus.iter() {
+                    tenant.insert(cpu, format!("{}/emu", vm.name));
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\nhost map (tenant/vCPU; idle = owned but unused; - = free; x = not usable):"
+        );
+        let rows: Vec<(String, String)> = host
+            .cores
+            .iter()
+            .map(|core| {
+                let label = format!(
+                    "core {} (node {})",
+                    core.id,
+                    core.numa_node
+                        .map_or_else(|| "?".to_owned(), |n| n.to_string())
+                );
+                let cells: Vec<String> = core
+                    .cpus
+                    .iter()
+                    .map(|cpu| {
+                        let who = match tenant.get(&cpu) {
+                            Some(t) => t.clone(),
+                            None if host.pu(cpu).is_some_and(|p| p.usable) => "-".to_owned(),
+                            None => "x".to_owned(),
+                        };
+                        format!("{cpu:>3}:{who:<12}")
+                    })
+                    .collect();
+                (label, cells.join(" "))
+            })
+            .collect();
+        let width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+        for (label, cells) in rows {
+            let _ = writeln!(out, "  {label:<width$}  {}", cells.trim_end());
+        }
+        out
+    }
+}

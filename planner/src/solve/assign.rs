@@ -1,0 +1,140 @@
+//! From a VM's cores to its pins: which guest vCPU runs on which host CPU,
+//! where the emulator and I/O threads go, the NUMA nodes and the guest
+//! topology. Deterministic: cores in order of (node, threads, id), CPUs
+//! ascending within a core, so that guest vCPUs 2k and 2k+1 are host siblings
+//! whenever a VM fills both threads of its cores.
+
+use super::{EmulatorPolicy, ThreadPolicy, VmRequest};
+use crate::cpuset::CpuSet;
+use crate::ids::{CoreId, CpuId, NodeId};
+use crate::plan::{GuestCell, GuestTopology, IothreadPin, VcpuPin, VmPlan};
+use crate::topology::HostTopology;
+use std::collections::BTreeSet;
+
+/// The VM's plan on `cores` (which must satisfy [`super::classes::fits_exactly`]).
+pub fn layout(
+    host: &HostTopology,
+    vm: &VmRequest,
+    cores: &[CoreId],
+    emulator_host: &CpuSet,
+) -> VmPlan {
+    let usable = host.usable_cpus();
+    let mut owned: Vec<(Option<NodeId>, Vec<CpuId>, CoreId)> = cores
+        .iter()
+        .filter_map(|&id| host.core(id))
+        .map(|c| {
+            (
+                c.numa_node,
+                c.cpus.intersection(&usable).iter().collect(),
+                c.id,
+            )
+        })
+        .collect();
+    owned.sort_by_key(|(node, pus, id)| (*node, std::cmp::Reverse(pus.len()), *id));
+
+    let mut pins: Vec<VcpuPin> = Vec::new();
+    let mut idle: Vec<CpuId> = Vec::new();
+    let mut vcpu = 0u32;
+    let per_core_used: Vec<usize> = match vm.threads {
+        ThreadPolicy::Isolate => {
+            let mut used = Vec::new();
+            for (_, pus, _) in &owned {
+                if vcpu < vm.vcpus {
+                    if let Some(&first) = pus.first() {
+                        pins.push(VcpuPin { vcpu, cpu: first });
+                        vcpu += 1;
+                    }
+                    idle.extend(pus.iter().skip(1));
+                    used.push(1);
+                } else {
+                    idle.extend(pus.iter());
+                    used.push(0);
+                }
+            }
+            used
+        }
+        ThreadPolicy::Require | ThreadPolicy::Prefer => {
+            let mut used = Vec::new();
+            for (_, pus, _) in &owned {
+                let mut n = 0;
+                for &cpu in pus {
+                    if vcpu < vm.vcpus {
+                        pins.push(VcpuPin { vcpu, cpu });
+                        vcpu += 1;
+                        n += 1;
+                    } else {
+                        idle.push(cpu);
+                    }
+                }
+                used.push(n);
+            }
+            used
+        }
+    };
+
+    let emulator_cpus: CpuSet = match vm.emulator {
+        EmulatorPolicy::Host => emulator_host.clone(),
+        EmulatorPolicy::Isolate => idle.first().copied().into_iter().collect(),
+    };
+    let iothreads = (1..=vm.iothreads)
+        .map(|iothread| IothreadPin {
+            iothread,
+            cpus: emulator_cpus.clone(),
+        })
+        .collect();
+
+    let nodes: BTreeSet<NodeId> = owned.iter().filter_map(|(node, _, _)| *node).collect();
+    let numa_nodes: Vec<NodeId> = nodes.iter().copied().collect();
+    let guest_cells = if numa_nodes.len() > 1 {
+        numa_nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &node)| {
+                let vcpus: CpuSet = pins
+                    .iter()
+                    .filter(|p| host.pu(p.cpu).and_then(|pu| pu.numa_node) == Some(node))
+                    .map(|p| CpuId(p.vcpu))
+                    .collect();
+                (!vcpus.is_empty()).then(|| GuestCell {
+                    id: u32::try_from(i).unwrap_or(u32::MAX),
+                    vcpus: vcpus.to_string(),
+                    host_node: node,
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+
+    // Guest vCPU pairs (2k, 2k+1) mirror host siblings only when every core
+    // carrying vCPUs carries exactly t of them.
+    let used: Vec<usize> = per_core_used.into_iter().filter(|&n| n > 0).collect();
+    let threads = match used.first() {
+        Some(&t) if t >= 2 && used.iter().all(|&n| n == t) => u32::try_from(t).unwrap_or(1),
+        _ => 1,
+    };
+    let guest_topology = GuestTopology {
+        sockets: 1,
+        cores: vm.vcpus / threads.max(1),
+        threads,
+    };
+    let cpus: CpuSet = owned
+        .iter()
+        .flat_map(|(_, pus, _)| pus.iter().copied())
+        .collect();
+    let mut core_ids: Vec<CoreId> = cores.to_vec();
+    core_ids.sort();
+    VmPlan {
+        name: vm.name.clone(),
+        vcpus: pins,
+        cores: core_ids,
+        cpus,
+        emulator_cpus,
+        iothreads,
+        numa_nodes,
+        guest_cells,
+        guest_topology,
+        threads: vm.threads.name().to_owned(),
+        demand: vm.demand.clone(),
+    }
+}

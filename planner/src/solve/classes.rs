@@ -1,0 +1,160 @@
+//! Free cores and classes of interchangeable cores: same NUMA node, same L3
+//! domain, same number of usable threads. Two cores of one class are
+//! equivalent for every constraint and objective term, so the integer program
+//! only decides how many of each a VM gets.
+
+use super::{PlanRequest, ThreadPolicy, VmRequest};
+use crate::cpuset::CpuSet;
+use crate::ids::{CoreId, L3Id, NodeId};
+
+/// The domain that "keep free cores together" and "fewest L3 domains" count:
+/// the L3 cache when the topology knows it, else the NUMA node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Domain {
+    /// An L3 cache domain.
+    L3(L3Id),
+    /// A NUMA node (or none known), where L3 is unknown.
+    Node(Option<NodeId>),
+}
+
+/// A core no tenant owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FreeCore {
+    /// The core.
+    pub core: CoreId,
+    /// Its NUMA node.
+    pub node: Option<NodeId>,
+    /// Its L3 domain.
+    pub l3: Option<L3Id>,
+    /// Its usable CPUs, ascending.
+    pub pus: CpuSet,
+}
+
+impl FreeCore {
+    /// Usable threads.
+    pub fn threads(&self) -> u32 {
+        u32::try_from(self.pus.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Its domain.
+    pub fn domain(&self) -> Domain {
+        match self.l3 {
+            Some(l3) => Domain::L3(l3),
+            None => Domain::Node(self.node),
+        }
+    }
+}
+
+/// Interchangeable free cores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Class {
+    /// NUMA node.
+    pub node: Option<NodeId>,
+    /// Domain.
+    pub domain: Domain,
+    /// Usable threads per core.
+    pub threads: u32,
+    /// Its cores, ascending.
+    pub cores: Vec<CoreId>,
+}
+
+impl Class {
+    /// Number of cores.
+    pub fn size(&self) -> u32 {
+        u32::try_from(self.cores.len()).unwrap_or(u32::MAX)
+    }
+}
+
+/// Usable cores none of whose CPUs is reserved or belongs to a fixed tenant.
+pub fn free_cores(request: &PlanRequest) -> Vec<FreeCore> {
+    let mut taken = request.reserved.clone();
+    for f in &request.fixed {
+        taken = taken.union(&f.cpus);
+    }
+    let usable = request.host.usable_cpus();
+    request
+        .host
+        .cores
+        .iter()
+        .filter(|c| !c.cpus.intersects(&taken))
+        .map(|c| FreeCore {
+            core: c.id,
+            node: c.numa_node,
+            l3: c.l3,
+            pus: c.cpus.intersection(&usable),
+        })
+        .filter(|c| !c.pus.is_empty())
+        .collect()
+}
+
+/// Groups free cores into classes, ordered by (node, domain, threads).
+pub fn classes(free: &[FreeCore]) -> Vec<Class> {
+    let mut map: std::collections::BTreeMap<(Option<NodeId>, Domain, u32), Vec<CoreId>> =
+        std::collections::BTreeMap::new();
+    for c in free {
+        map.entry((c.node, c.domain(), c.threads()))
+            .or_default()
+            .push(c.core);
+    }
+    map.into_iter()
+        .map(|((node, domain, threads), mut cores)| {
+            cores.sort();
+            Class {
+                node,
+                domain,
+                threads,
+                cores,
+            }
+        })
+        .collect()
+}
+
+/// Whether `vm` may use cores of `class` at all.
+pub fn allowed(vm: &VmRequest, node: Option<NodeId>, threads: u32) -> bool {
+    if vm.threads == ThreadPolicy::Require && threads < 2 {
+        return false;
+    }
+    match vm.required_node() {
+        Some(required) => node == Some(required),
+        None => true,
+    }
+}
+
+/// vCPU-bearing CPUs one core of `threads` usable threads gives `vm`.
+pub fn pus_per_core(vm: &VmRequest, threads: u32) -> u32 {
+    match vm.threads {
+        ThreadPolicy::Isolate => 1,
+        ThreadPolicy::Require | ThreadPolicy::Prefer => threads,
+    }
+}
+
+/// Whether `cores` (given as their usable thread counts) are exactly what `vm`
+/// needs: enough CPUs for its vCPUs and emulator, and no whole core to spare.
+/// Every solver (ILP, greedy, oracle) must agree with this rule.
+pub fn fits_exactly(vm: &VmRequest, threads: &[u32]) -> bool {
+    let n = u32::try_from(threads.len()).unwrap_or(u32::MAX);
+    if threads.iter().any(|&t| !allowed_threads(vm, t)) {
+        return false;
+    }
+    match vm.threads {
+        ThreadPolicy::Isolate => {
+            let spare_sibling = threads.iter().any(|&t| t >= 2);
+            let emulator = u32::from(vm.emulator == super::EmulatorPolicy::Isolate);
+            if emulator == 1 && !spare_sibling {
+                n == vm.vcpus + 1
+            } else {
+                n == vm.vcpus
+            }
+        }
+        ThreadPolicy::Require | ThreadPolicy::Prefer => {
+            let total: u32 = threads.iter().sum();
+            let max_t = threads.iter().copied().max().unwrap_or(1);
+            let need = vm.pus_needed();
+            total >= need && total < need + max_t
+        }
+    }
+}
+
+fn allowed_threads(vm: &VmRequest, threads: u32) -> bool {
+    !(vm.threads == ThreadPolicy::Require && threads < 2)
+}

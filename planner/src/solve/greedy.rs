@@ -1,0 +1,78 @@
+//! First-fit baseline, in the style of OpenStack Nova's
+//! `numa_fit_instance_to_host`: VMs in priority order take the lowest free
+//! cores of the first NUMA node that holds them (the NIC's node first), or,
+//! when their policy allows, of several nodes. Kept for comparison and
+//! benchmarks; it proves nothing.
+
+use super::classes::{self, FreeCore};
+use super::{NumaPolicy, Placement, PlanRequest, VmRequest};
+use crate::ids::{CoreId, NodeId};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Takes cores from `candidates` (in order) until `vm` is satisfied.
+fn take(vm: &VmRequest, candidates: &[&FreeCore]) -> Option<Vec<CoreId>> {
+    let mut chosen: Vec<&FreeCore> = Vec::new();
+    for c in candidates {
+        if !classes::allowed(vm, c.node, c.threads()) {
+            continue;
+        }
+        let threads: Vec<u32> = chosen.iter().map(|c| c.threads()).collect();
+        if classes::fits_exactly(vm, &threads) {
+            break;
+        }
+        chosen.push(c);
+    }
+    let threads: Vec<u32> = chosen.iter().map(|c| c.threads()).collect();
+    classes::fits_exactly(vm, &threads).then(|| chosen.iter().map(|c| c.core).collect())
+}
+
+/// Places greedily.
+pub fn place(request: &PlanRequest) -> Placement {
+    let mut free: Vec<FreeCore> = classes::free_cores(request);
+    free.sort_by_key(|c| c.core);
+    let mut taken: BTreeSet<CoreId> = BTreeSet::new();
+    let mut order: Vec<usize> = (0..request.vms.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(request.vms[i].priority), i));
+    let mut cores: BTreeMap<usize, Vec<CoreId>> = BTreeMap::new();
+    for i in order {
+        let vm = &request.vms[i];
+        let available: Vec<&FreeCore> = free.iter().filter(|c| !taken.contains(&c.core)).collect();
+        let mut nodes: Vec<Option<NodeId>> = available
+            .iter()
+            .map(|c| c.node)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if let Some(nic) = vm
+            .nic_node
+            .filter(|_| vm.nic_affinity != super::NicAffinity::Ignore)
+        {
+            nodes.sort_by_key(|n| *n != Some(nic));
+        }
+        let mut found = None;
+        for node in &nodes {
+            let on_node: Vec<&FreeCore> = available
+                .iter()
+                .copied()
+                .filter(|c| c.node == *node)
+                .collect();
+            if let Some(c) = take(vm, &on_node) {
+                found = Some(c);
+                break;
+            }
+        }
+        if found.is_none() && vm.numa != NumaPolicy::Strict {
+            let mut ordered = available.clone();
+            ordered.sort_by_key(|c| (nodes.iter().position(|n| *n == c.node), c.core));
+            found = take(vm, &ordered);
+        }
+        if let Some(c) = found {
+            taken.extend(c.iter().copied());
+            cores.insert(i, c);
+        }
+    }
+    Placement {
+        cores,
+        proven: false,
+    }
+}

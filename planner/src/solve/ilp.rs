@@ -1,0 +1,435 @@
+//! The aggregated integer program (DESIGN.md, "aggregate first, then assign").
+//!
+//! Variables: `n[v][c]` whole cores of class c for VM v; `placed[v]`;
+//! `y[v][k]` when v must stay on one NUMA node; `u[v][d]` L3 domains a VM
+//! touches; `touched[d]`/`full[d]` per domain. Objectives are optimised one
+//! after the other (lexicographically), each optimum becoming a constraint for
+//! the next: VMs placed per priority level (highest first), cores used, extra
+//! NUMA nodes of `numa = "preferred"` VMs, cores off a preferred NIC's node, L3
+//! domains per VM, partially used L3 domains. Sequential solves keep every
+//! objective integral and small, instead of one objective with huge weights.
+//!
+//! Backend: microlp (pure Rust) by default; HiGHS with the `highs` feature.
+//! Every solve gets what is left of the time limit, and the whole sequence
+//! runs under a watchdog thread.
+
+use super::classes::{self, Class, Domain};
+use super::{EmulatorPolicy, NumaPolicy, Placement, PlanRequest, ThreadPolicy};
+use crate::ids::{CoreId, NodeId};
+use good_lp::{Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, WithTimeLimit};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// A linear term list: `(variable index, coefficient)`.
+type Terms = Vec<(usize, f64)>;
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Le,
+    Ge,
+    Eq,
+}
+
+#[derive(Debug, Clone)]
+struct Var {
+    integer: bool,
+    min: f64,
+    max: f64,
+}
+
+#[derive(Debug, Clone)]
+struct Con {
+    terms: Terms,
+    op: Op,
+    rhs: f64,
+}
+
+/// A backend-neutral model: rebuilt into good_lp for every solve.
+#[derive(Debug, Clone, Default)]
+struct Model {
+    vars: Vec<Var>,
+    cons: Vec<Con>,
+}
+
+impl Model {
+    fn int(&mut self, max: f64) -> usize {
+        self.vars.push(Var {
+            integer: true,
+            min: 0.0,
+            max,
+        });
+        self.vars.len() - 1
+    }
+
+    fn binary(&mut self) -> usize {
+        self.int(1.0)
+    }
+
+    fn con(&mut self, terms: Terms, op: Op, rhs: f64) {
+        self.cons.push(Con { terms, op, rhs });
+    }
+}
+
+fn expression(vars: &[good_lp::Variable], terms: &Terms) -> Expression {
+    let mut e = Expression::from(0.0);
+    for &(i, coef) in terms {
+        if let Some(v) = vars.get(i) {
+            e += coef * *v;
+        }
+    }
+    e
+}
+
+/// Solves `model` minimising `objective`; returns values and whether the
+/// solver proved optimality.
+fn run(model: &Model, objective: &Terms, time_limit: Duration) -> Result<(Vec<f64>, bool), String> {
+    let mut problem = ProblemVariables::new();
+    let vars: Vec<good_lp::Variable> = model
+        .vars
+        .iter()
+        .map(|v| {
+            let def = good_lp::variable().min(v.min).max(v.max);
+            problem.add(if v.integer { def.integer() } else { def })
+        })
+        .collect();
+    let goal = expression(&vars, objective);
+    let seconds = time_limit.as_secs_f64().max(0.001);
+    #[cfg(feature = "highs")]
+    let mut solver = problem
+        .minimise(goal)
+        .using(good_lp::highs)
+        .set_option("mip_heuristic_run_rens", false)
+        .with_time_limit(seconds);
+    #[cfg(not(feature = "highs"))]
+    let mut solver = problem
+        .minimise(goal)
+        .using(good_lp::microlp)
+        .with_time_limit(seconds);
+    for c in &model.cons {
+        let lhs = expression(&vars, &c.terms);
+        let constraint = match c.op {
+            Op::Le => good_lp::constraint::leq(lhs, c.rhs),
+            Op::Ge => good_lp::constraint::geq(lhs, c.rhs),
+            Op::Eq => good_lp::constraint::eq(lhs, c.rhs),
+        };
+        solver.add_constraint(constraint);
+    }
+    let solution = solver.solve().map_err(|e| e.to_string())?;
+    let proven = matches!(solution.status(), SolutionStatus::Optimal);
+    Ok((vars.iter().map(|v| solution.value(*v)).collect(), proven))
+}
+
+fn value_of(values: &[f64], terms: &Terms) -> f64 {
+    terms
+        .iter()
+        .map(|&(i, c)| c * values.get(i).copied().unwrap_or(0.0))
+        .sum()
+}
+
+/// The integer program for one request.
+struct Program {
+    model: Model,
+    classes: Vec<Class>,
+    /// `n[v]`: `(class index, variable)` for the classes VM v may use.
+    n: Vec<Vec<(usize, usize)>>,
+    placed: Vec<Option<usize>>,
+    /// Objective tiers, in order (each minimised).
+    tiers: Vec<(String, Terms)>,
+}
+
+fn build(request: &PlanRequest) -> Program {
+    let free = classes::free_cores(request);
+    let classes = classes::classes(&free);
+    let mut model = Model::default();
+    let mut n: Vec<Vec<(usize, usize)>> = Vec::new();
+    let mut placed: Vec<Option<usize>> = Vec::new();
+    let mut extra_nodes: Terms = Vec::new();
+    let mut nic_remote: Terms = Vec::new();
+    let mut l3_terms: Terms = Vec::new();
+    let mut cores_used: Terms = Vec::new();
+    let mut class_users: Vec<Terms> = vec![Vec::new(); classes.len()];
+
+    for vm in &request.vms {
+        let usable: Vec<usize> = classes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| classes::allowed(vm, c.node, c.threads))
+            .map(|(i, _)| i)
+            .collect();
+        if usable.is_empty() || vm.vcpus == 0 {
+            n.push(Vec::new());
+            placed.push(None);
+            continue;
+        }
+        let p = model.binary();
+        let vars: Vec<(usize, usize)> = usable
+            .iter()
+            .map(|&c| (c, model.int(f64::from(classes[c].size()))))
+            .collect();
+        for &(c, var) in &vars {
+            class_users[c].push((var, 1.0));
+            cores_used.push((var, 1.0));
+        }
+
+        // Demand.
+        let need = f64::from(vm.pus_needed());
+        match vm.threads {
+            ThreadPolicy::Isolate => {
+                let count: Terms = vars.iter().map(|&(_, v)| (v, 1.0)).collect();
+                if vm.emulator == EmulatorPolicy::Isolate {
+                    // The emulator takes an idle sibling (z = 1) or one more core.
+                    let z = model.binary();
+                    let mut eq = count.clone();
+                    eq.push((p, -(f64::from(vm.vcpus) + 1.0)));
+                    eq.push((z, 1.0));
+                    model.con(eq, Op::Eq, 0.0);
+                    model.con(vec![(z, 1.0), (p, -1.0)], Op::Le, 0.0);
+                    let mut siblings: Terms = vars
+                        .iter()
+                        .filter(|&&(c, _)| classes[c].threads >= 2)
+                        .map(|&(_, v)| (v, -1.0))
+                        .collect();
+                    siblings.push((z, 1.0));
+                    model.con(siblings, Op::Le, 0.0);
+                } else {
+                    let mut eq = count;
+                    eq.push((p, -f64::from(vm.vcpus)));
+                    model.con(eq, Op::Eq, 0.0);
+                }
+            }
+            ThreadPolicy::Require | ThreadPolicy::Prefer => {
+                let pus: Terms = vars
+                    .iter()
+                    .map(|&(c, v)| (v, f64::from(classes::pus_per_core(vm, classes[c].threads))))
+                    .collect();
+                let t_max = vars
+                    .iter()
+                    .map(|&(c, _)| classes[c].threads)
+                    .max()
+                    .unwrap_or(1);
+                let mut lower = pus.clone();
+                lower.push((p, -need));
+                model.con(lower, Op::Ge, 0.0);
+                let mut upper = pus;
+                upper.push((p, -(need + f64::from(t_max) - 1.0)));
+                model.con(upper, Op::Le, 0.0);
+            }
+        }
+
+        // NUMA.
+        let nodes: BTreeSet<Option<NodeId>> = vars.iter().map(|&(c, _)| classes[c].node).collect();
+        if matches!(vm.numa, NumaPolicy::Strict | NumaPolicy::Preferred) {
+            let y: BTreeMap<Option<NodeId>, usize> =
+                nodes.iter().map(|&k| (k, model.binary())).collect();
+            for &(c, v) in &vars {
+                if let Some(&yk) = y.get(&classes[c].node) {
+                    model.con(
+                        vec![(v, 1.0), (yk, -f64::from(classes[c].size()))],
+                        Op::Le,
+                        0.0,
+                    );
+                }
+            }
+            let mut sum: Terms = y.values().map(|&yk| (yk, 1.0)).collect();
+            sum.push((p, -1.0));
+            if vm.numa == NumaPolicy::Strict {
+                model.con(sum, Op::Eq, 0.0);
+            } else {
+                model.con(sum.clone(), Op::Ge, 0.0);
+                extra_nodes.extend(sum);
+            }
+        }
+
+        // NIC locality as a cost.
+        if let Some(node) = vm.preferred_node() {
+            nic_remote.extend(
+                vars.iter()
+                    .filter(|&&(c, _)| classes[c].node != Some(node))
+                    .map(|&(_, v)| (v, 1.0)),
+            );
+        }
+
+        // L3 domains the VM touches.
+        let domains: BTreeSet<Domain> = vars.iter().map(|&(c, _)| classes[c].domain).collect();
+        if domains.len() > 1 {
+            let u: BTreeMap<Domain, usize> = domains.iter().map(|&d| (d, model.binary())).collect();
+            for &(c, v) in &vars {
+                if let Some(&ud) = u.get(&classes[c].domain) {
+                    model.con(
+                        vec![(v, 1.0), (ud, -f64::from(classes[c].size()))],
+                        Op::Le,
+                        0.0,
+                    );
+                }
+            }
+            l3_terms.extend(u.values().map(|&ud| (ud, 1.0)));
+        }
+        n.push(vars);
+        placed.push(Some(p));
+    }
+
+    // Capacity per class.
+    for (c, users) in class_users.iter().enumerate() {
+        if !users.is_empty() {
+            model.con(users.clone(), Op::Le, f64::from(classes[c].size()));
+        }
+    }
+
+    // Partially used domains: touched but not full.
+    let mut partial: Terms = Vec::new();
+    let mut per_domain: BTreeMap<Domain, (Terms, u32)> = BTreeMap::new();
+    for (c, class) in classes.iter().enumerate() {
+        let entry = per_domain.entry(class.domain).or_default();
+        entry.0.extend(class_users[c].iter().copied());
+        entry.1 += class.size();
+    }
+    for (used, capacity) in per_domain.values() {
+        if used.is_empty() {
+            continue;
+        }
+        let cap = f64::from(*capacity);
+        let touched = model.binary();
+        let full = model.binary();
+        let mut t = used.clone();
+        t.push((touched, -cap));
+        model.con(t, Op::Le, 0.0);
+        let mut f: Terms = used.iter().map(|&(v, c)| (v, -c)).collect();
+        f.push((full, cap));
+        model.con(f, Op::Le, 0.0);
+        partial.push((touched, 1.0));
+        partial.push((full, -1.0));
+    }
+
+    // Tiers: VMs placed per priority level, highest first (maximised, so negated).
+    let mut tiers = Vec::new();
+    let levels: BTreeSet<std::cmp::Reverse<i64>> = request
+        .vms
+        .iter()
+        .map(|v| std::cmp::Reverse(v.priority))
+        .collect();
+    for level in levels {
+        let terms: Terms = request
+            .vms
+            .iter()
+            .zip(&placed)
+            .filter(|(vm, _)| vm.priority == level.0)
+            .filter_map(|(_, p)| p.map(|p| (p, -1.0)))
+            .collect();
+        tiers.push((format!("placed (priority {})", level.0), terms));
+    }
+    tiers.push(("cores used".to_owned(), cores_used));
+    tiers.push(("extra NUMA nodes".to_owned(), extra_nodes));
+    tiers.push(("cores off the NIC's node".to_owned(), nic_remote));
+    tiers.push(("L3 domains per VM".to_owned(), l3_terms));
+    tiers.push(("partially used L3 domains".to_owned(), partial));
+    tiers.retain(|(_, t)| !t.is_empty());
+
+    Program {
+        model,
+        classes,
+        n,
+        placed,
+        tiers,
+    }
+}
+
+/// Solves lexicographically within `time_limit`.
+pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, String> {
+    let deadline = Instant::now() + time_limit;
+    let mut program = build(request);
+    let mut values: Option<Vec<f64>> = None;
+    let mut proven = true;
+    let tiers = std::mem::take(&mut program.tiers);
+    if tiers.is_empty() {
+        values = Some(vec![0.0; program.model.vars.len()]);
+    }
+    for (name, terms) in &tiers {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            proven = false;
+            break;
+        }
+        match run(&program.model, terms, left) {
+            Ok((v, optimal)) => {
+                let best = value_of(&v, terms).round();
+                values = Some(v);
+                if !optimal {
+                    proven = false;
+                    break;
+                }
+                // Later tiers may not make this one worse.
+                program.model.con(terms.clone(), Op::Le, best + 0.5);
+            }
+            Err(e) if values.is_none() => {
+                return Err(format!(
+                    "the integer program failed while optimising {name}: {e}"
+                ))
+            }
+            Err(_) => {
+                proven = false;
+                break;
+            }
+        }
+    }
+    let values = values.ok_or_else(|| "the integer program produced no solution".to_owned())?;
+    Ok(assign_counts(request, &program, &values, proven))
+}
+
+/// Counts → concrete cores: VMs by priority (then spec order) take the lowest
+/// free cores of each class.
+fn assign_counts(
+    request: &PlanRequest,
+    program: &Program,
+    values: &[f64],
+    proven: bool,
+) -> Placement {
+    let mut next: Vec<usize> = vec![0; program.classes.len()];
+    let mut order: Vec<usize> = (0..request.vms.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(request.vms[i].priority), i));
+    let mut cores: BTreeMap<usize, Vec<CoreId>> = BTreeMap::new();
+    for i in order {
+        let Some(p) = program.placed[i] else { continue };
+        if values.get(p).copied().unwrap_or(0.0) < 0.5 {
+            continue;
+        }
+        let mut mine = Vec::new();
+        for &(c, var) in &program.n[i] {
+            let count = values.get(var).copied().unwrap_or(0.0).round().max(0.0) as usize;
+            let class = &program.classes[c];
+            let start = next[c];
+            let end = (start + count).min(class.cores.len());
+            mine.extend_from_slice(&class.cores[start..end]);
+            next[c] = end;
+        }
+        mine.sort();
+        cores.insert(i, mine);
+    }
+    Placement { cores, proven }
+}
+
+/// [`place`] in a worker thread, abandoned if it overruns the limit by more
+/// than a second (a solver that ignores its time limit must not hang pinplan).
+pub fn place_with_watchdog(
+    request: &PlanRequest,
+    time_limit: Duration,
+) -> Result<Placement, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owned = request.clone();
+    let worker = std::thread::Builder::new()
+        .name("pinplan-ilp".to_owned())
+        .spawn(move || {
+            // The receiver may be gone after a timeout; nothing to do then.
+            let _ = tx.send(place(&owned, time_limit));
+        })
+        .map_err(|e| format!("cannot start the solver thread: {e}"))?;
+    match rx.recv_timeout(time_limit + Duration::from_secs(1)) {
+        Ok(result) => {
+            let _ = worker.join();
+            result
+        }
+        Err(_) => Err(format!(
+            "the integer program did not finish within the {} s time limit",
+            time_limit.as_secs_f64()
+        )),
+    }
+}

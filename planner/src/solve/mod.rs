@@ -1,0 +1,407 @@
+//! Placement: turns a [`PlanRequest`] (a host, its reserved and fixed CPUs,
+//! VMs with vCPU counts and policies) into a [`Plan`] where no physical core
+//! is shared between two tenants.
+//!
+//! Free cores are grouped into [`classes`] of interchangeable cores (same NUMA
+//! node, L3 domain and usable threads); the exact [`ilp`] decides how many cores
+//! of each class every VM gets, optimising lexicographically; [`assign`] then
+//! picks concrete cores and maps vCPUs to CPUs deterministically. [`greedy`] is a
+//! first-fit baseline; [`explain`] says why a VM did not fit and what would make
+//! it. Pure functions over in-memory values: no files, no host, no libvirt.
+
+pub mod assign;
+pub mod classes;
+pub mod explain;
+pub mod greedy;
+pub mod ilp;
+
+use crate::cpuset::CpuSet;
+use crate::ids::{CoreId, NodeId};
+use crate::plan::{FixedPlan, Objective, Plan, PlanHost, PlannedDemand, Status, VmPlan};
+use crate::topology::{HostTopology, PciAddress};
+use classes::FreeCore;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// How vCPUs use SMT siblings (names follow OpenStack Nova).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThreadPolicy {
+    /// One vCPU per physical core; the siblings stay idle, owned by the VM.
+    Isolate,
+    /// vCPUs fill every thread of their cores; only cores with 2+ usable threads.
+    Require,
+    /// Like require, but cores with a single usable thread may be used too.
+    Prefer,
+}
+
+/// Where the emulator (and I/O) threads run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmulatorPolicy {
+    /// On the host's reserved CPUs.
+    Host,
+    /// On one more CPU of the VM's own (an idle sibling when there is one).
+    Isolate,
+}
+
+/// How a VM may use NUMA nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NumaPolicy {
+    /// All vCPUs (and memory) on one node.
+    Strict,
+    /// One node unless impossible.
+    Preferred,
+    /// Any nodes; the plan records guest NUMA cells.
+    Spread,
+}
+
+/// How much the NIC's NUMA node matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NicAffinity {
+    /// vCPUs only on the NIC's node.
+    Required,
+    /// As many as possible on it.
+    Preferred,
+    /// Don't care.
+    Ignore,
+}
+
+impl ThreadPolicy {
+    /// The spec/plan name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadPolicy::Isolate => "isolate",
+            ThreadPolicy::Require => "require",
+            ThreadPolicy::Prefer => "prefer",
+        }
+    }
+}
+
+/// A VM to place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmRequest {
+    /// Domain name.
+    pub name: String,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// SMT policy.
+    pub threads: ThreadPolicy,
+    /// Emulator placement.
+    pub emulator: EmulatorPolicy,
+    /// NUMA policy.
+    pub numa: NumaPolicy,
+    /// Its NIC, if named.
+    pub nic: Option<PciAddress>,
+    /// The NIC's NUMA node, when known.
+    pub nic_node: Option<NodeId>,
+    /// How much the NIC's node matters.
+    pub nic_affinity: NicAffinity,
+    /// libvirt I/O threads (pinned with the emulator).
+    pub iothreads: u32,
+    /// Higher is placed first when not all fit.
+    pub priority: i64,
+    /// The demand it was sized by, if from a table.
+    pub demand: Option<PlannedDemand>,
+    /// Smaller demands to try when it does not fit (`("lower min_fraction to 0.97", 14)`).
+    pub alternatives: Vec<(String, u32)>,
+}
+
+impl VmRequest {
+    /// A VM with default policies (require, host emulator, strict NUMA).
+    pub fn new(name: &str, vcpus: u32) -> Self {
+        VmRequest {
+            name: name.to_owned(),
+            vcpus,
+            threads: ThreadPolicy::Require,
+            emulator: EmulatorPolicy::Host,
+            numa: NumaPolicy::Strict,
+            nic: None,
+            nic_node: None,
+            nic_affinity: NicAffinity::Ignore,
+            iothreads: 0,
+            priority: 0,
+            demand: None,
+            alternatives: Vec::new(),
+        }
+    }
+
+    /// CPUs the VM needs for itself: vCPUs, plus one with `emulator = "isolate"`.
+    pub fn pus_needed(&self) -> u32 {
+        self.vcpus + u32::from(self.emulator == EmulatorPolicy::Isolate)
+    }
+
+    /// The NIC node to keep to, when affinity is required and the node known.
+    pub fn required_node(&self) -> Option<NodeId> {
+        (self.nic_affinity == NicAffinity::Required)
+            .then_some(self.nic_node)
+            .flatten()
+    }
+
+    /// The NIC node to prefer, when affinity is preferred and the node known.
+    pub fn preferred_node(&self) -> Option<NodeId> {
+        (self.nic_affinity == NicAffinity::Preferred)
+            .then_some(self.nic_node)
+            .flatten()
+    }
+}
+
+/// A tenant that already runs and keeps its CPUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FixedTenant {
+    /// Its name.
+    pub name: String,
+    /// Its CPUs.
+    pub cpus: CpuSet,
+}
+
+/// Everything the solver needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanRequest {
+    /// The host.
+    pub host: HostTopology,
+    /// The host's own CPUs (whole cores are kept from VMs).
+    pub reserved: CpuSet,
+    /// Tenants planned around.
+    pub fixed: Vec<FixedTenant>,
+    /// VMs to place, in spec order.
+    pub vms: Vec<VmRequest>,
+}
+
+/// Which solver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SolverKind {
+    /// The aggregated integer program (exact).
+    Ilp,
+    /// First fit (baseline).
+    Greedy,
+}
+
+/// Solver settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SolveOptions {
+    /// Which solver.
+    pub solver: SolverKind,
+    /// Wall-clock limit for the whole solve; a watchdog enforces it.
+    pub time_limit: Duration,
+    /// Look for the smallest change that fits unplaced VMs (re-solves).
+    pub explain: bool,
+}
+
+impl Default for SolveOptions {
+    fn default() -> Self {
+        SolveOptions {
+            solver: SolverKind::Ilp,
+            time_limit: Duration::from_secs(10),
+            explain: true,
+        }
+    }
+}
+
+/// Concrete cores for each placed VM (index into `request.vms`), before vCPUs
+/// are mapped: what every solver produces.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Placement {
+    /// VM index → its cores, ascending.
+    pub cores: BTreeMap<usize, Vec<CoreId>>,
+    /// Whether optimality was proven.
+    pub proven: bool,
+}
+
+/// Free cores: usable cores none of whose CPUs is reserved or fixed.
+pub fn free_cores(request: &PlanRequest) -> Vec<FreeCore> {
+    classes::free_cores(request)
+}
+
+/// A stable fingerprint of the host's cores and CPUs (FNV-1a, 64 bits).
+pub fn fingerprint(host: &HostTopology) -> String {
+    let mut text = String::new();
+    for core in &host.cores {
+        text.push_str(&format!("{}:{};", core.id, core.cpus));
+    }
+    for pu in &host.pus {
+        text.push_str(&format!("{}{};", pu.cpu, if pu.usable { "u" } else { "x" }));
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("fnv1a64:{hash:016x}")
+}
+
+/// Evaluates the objective of a placement (the same way for every solver, so
+/// that solvers can be compared).
+pub fn objective(request: &PlanRequest, placement: &Placement) -> Objective {
+    let free = free_cores(request);
+    let info: BTreeMap<CoreId, &FreeCore> = free.iter().map(|c| (c.core, c)).collect();
+    let mut by_priority: BTreeMap<std::cmp::Reverse<i64>, u32> = BTreeMap::new();
+    for vm in &request.vms {
+        by_priority
+            .entry(std::cmp::Reverse(vm.priority))
+            .or_default();
+    }
+    let mut objective = Objective::default();
+    let mut used_per_domain: BTreeMap<classes::Domain, u32> = BTreeMap::new();
+    for (&i, cores) in &placement.cores {
+        let Some(vm) = request.vms.get(i) else {
+            continue;
+        };
+        objective.placed += 1;
+        *by_priority
+            .entry(std::cmp::Reverse(vm.priority))
+            .or_default() += 1;
+        let nodes: BTreeSet<Option<NodeId>> = cores
+            .iter()
+            .filter_map(|c| info.get(c))
+            .map(|c| c.node)
+            .collect();
+        if vm.numa == NumaPolicy::Preferred {
+            objective.extra_numa_nodes += u32::try_from(nodes.len().saturating_sub(1)).unwrap_or(0);
+        }
+        if let Some(node) = vm.preferred_node() {
+            objective.nic_remote_cores += u32::try_from(
+                cores
+                    .iter()
+                    .filter_map(|c| info.get(c))
+                    .filter(|c| c.node != Some(node))
+                    .count(),
+            )
+            .unwrap_or(0);
+        }
+        let domains: BTreeSet<classes::Domain> = cores
+            .iter()
+            .filter_map(|c| info.get(c))
+            .map(|c| c.domain())
+            .collect();
+        objective.vm_l3_domains += u32::try_from(domains.len()).unwrap_or(0);
+        for c in cores.iter().filter_map(|c| info.get(c)) {
+            *used_per_domain.entry(c.domain()).or_default() += 1;
+        }
+        objective.cores_used += u32::try_from(cores.len()).unwrap_or(0);
+    }
+    let mut capacity: BTreeMap<classes::Domain, u32> = BTreeMap::new();
+    for c in &free {
+        *capacity.entry(c.domain()).or_default() += 1;
+    }
+    objective.partial_l3_domains = u32::try_from(
+        used_per_domain
+            .iter()
+            .filter(|(d, used)| capacity.get(d).is_some_and(|cap| *used > &0 && *used < cap))
+            .count(),
+    )
+    .unwrap_or(0);
+    objective.placed_by_priority = by_priority.into_iter().map(|(p, n)| (p.0, n)).collect();
+    objective
+}
+
+/// Places the VMs. Never fails: what does not fit is listed as unplaced,
+/// with explanations.
+pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
+    let mut warnings = Vec::new();
+    for vm in &request.vms {
+        if vm.nic.is_some() && vm.nic_node.is_none() && vm.nic_affinity != NicAffinity::Ignore {
+            warnings.push(format!(
+                "{}: the NUMA node of NIC {} is unknown (numa_node -1 or not reported): its \
+                 nic_affinity is not honoured",
+                vm.name,
+                vm.nic.map(|a| a.to_string()).unwrap_or_default()
+            ));
+        }
+    }
+    let (placement, solver_name) = match options.solver {
+        SolverKind::Greedy => (greedy::place(request), "greedy"),
+        SolverKind::Ilp => match ilp::place_with_watchdog(request, options.time_limit) {
+            Ok(p) => (p, "ilp"),
+            Err(why) => {
+                warnings.push(format!(
+                    "{why}; the greedy first-fit answer is given instead"
+                ));
+                (greedy::place(request), "greedy")
+            }
+        },
+    };
+    if !placement.proven && options.solver == SolverKind::Ilp && solver_name == "ilp" {
+        warnings.push(format!(
+            "the solver stopped at the {} s time limit: the plan is feasible but not proven optimal",
+            options.time_limit.as_secs_f64()
+        ));
+    }
+    build_plan(request, &placement, solver_name, options, warnings)
+}
+
+/// Turns a placement into a plan: vCPU layout, objective, explanations.
+pub fn build_plan(
+    request: &PlanRequest,
+    placement: &Placement,
+    solver_name: &str,
+    options: &SolveOptions,
+    warnings: Vec<String>,
+) -> Plan {
+    let emulator_host = request.reserved.clone();
+    let vms: Vec<VmPlan> = request
+        .vms
+        .iter()
+        .enumerate()
+        .filter_map(|(i, vm)| {
+            placement
+                .cores
+                .get(&i)
+                .map(|cores| assign::layout(&request.host, vm, cores, &emulator_host))
+        })
+        .collect();
+    let unplaced: Vec<String> = request
+        .vms
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !placement.cores.contains_key(i))
+        .map(|(_, vm)| vm.name.clone())
+        .collect();
+    let explanations = if unplaced.is_empty() {
+        Vec::new()
+    } else {
+        explain::explain(request, placement, options)
+    };
+    let status = if !unplaced.is_empty() {
+        Status::Infeasible
+    } else if placement.proven {
+        Status::Optimal
+    } else {
+        Status::Feasible
+    };
+    Plan {
+        status,
+        solver: solver_name.to_owned(),
+        host: PlanHost {
+            source: request.host.source.clone(),
+            reserved_cpus: request.reserved.clone(),
+            fingerprint: fingerprint(&request.host),
+        },
+        vms,
+        fixed: request
+            .fixed
+            .iter()
+            .map(|f| FixedPlan {
+                name: f.name.clone(),
+                cpus: f.cpus.clone(),
+            })
+            .collect(),
+        unplaced,
+        explanations,
+        warnings,
+        objective: objective(request, placement),
+    }
+}
+
+/// The host's reserved CPUs, widened to whole cores (a core with one reserved
+/// CPU is the host's entirely).
+pub fn reserved_cores(host: &HostTopology, reserved: &CpuSet) -> BTreeSet<CoreId> {
+    host.cores
+        .iter()
+        .filter(|c| c.cpus.intersects(reserved))
+        .map(|c| c.id)
+        .collect()
+}
