@@ -289,6 +289,18 @@ impl Plan {
                 }
             }
         }
+        // A core with a tenant's CPU is that tenant's whole: mark the siblings.
+        for core in &host.cores {
+            let owner = core.cpus.iter().find_map(|cpu| tenant.get(&cpu).cloned());
+            if let Some(owner) = owner {
+                let base = owner.split(['/', '(']).next().unwrap_or(&owner).to_owned();
+                for cpu in core.cpus.iter() {
+                    if host.pu(cpu).is_some_and(|p| p.usable) {
+                        tenant.entry(cpu).or_insert_with(|| format!("{base}(idle)"));
+                    }
+                }
+            }
+        }
         let _ = writeln!(
             out,
             "\nhost map (tenant/vCPU; idle = owned but unused; - = free; x = not usable):"

@@ -218,6 +218,7 @@ impl Spec {
             // serde: "unknown field `threds`, expected one of `threads`, ..."
             let hint = message
                 .strip_prefix("unknown field `")
+                .or_else(|| message.strip_prefix("unknown variant `"))
                 .and_then(|rest| rest.split('`').next())
                 .and_then(|unknown| {
                     let expected: Vec<&str> = message.split('`').skip(3).step_by(2).collect();
@@ -550,7 +551,7 @@ impl Spec {
                 return Err(self.error(
                     *line,
                     "fixed.cpus",
-                    format!("fixed {name}: CPUs {overlap} are the host's reserved CPUs"),
+                    format!("fixed {name}: CPUs {overlap} are the host's reserved CPUs (a reserved CPU takes its whole core: {reserved})"),
                 ));
             }
             fixed.push(FixedTenant {

@@ -240,7 +240,7 @@ pub fn explain(
         }
         for (label, vcpus) in &vm.alternatives {
             let v = *vcpus;
-            candidates.push((format!("{label}: {v} vCPUs"), with(&|x| x.vcpus = v)));
+            candidates.push((format!("{label} ({v} vCPUs)"), with(&|x| x.vcpus = v)));
         }
 
         let mut fix = None;

@@ -1,0 +1,702 @@
+//! `pinplan plan` run as a program: the lab's two VMs on host b1 (the answer
+//! worked out by hand from the host file and the lab table, not copied from
+//! the program's output), an unplaceable VM with its explanation and fix,
+//! `--out`, deterministic output, the greedy solver, `--source` overrides,
+//! explicit vCPU counts, and bad specs with the file and line of the fault.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const LAB: &str = "examples/lab/b1.toml";
+/// Host b1: 10 cores, CPU n's sibling is n + 10.
+const B1_CORES: u32 = 10;
+
+fn pinplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pinplan"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .expect("cannot run pinplan")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn describe(args: &[&str], out: &Output) -> String {
+    format!(
+        "{args:?}\nstatus: {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
+/// Runs `pinplan plan … --format json`, expects exit `code`, parses stdout.
+fn plan_json(code: i32, args: &[&str]) -> Value {
+    let mut all = vec!["plan"];
+    all.extend_from_slice(args);
+    all.extend(["--format", "json"]);
+    let out = pinplan(&all);
+    assert_eq!(out.status.code(), Some(code), "{}", describe(&all, &out));
+    assert!(
+        !text(&out.stderr).contains("panicked"),
+        "{}",
+        describe(&all, &out)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e})\n{}", describe(&all, &out)))
+}
+
+/// A directory of its own under the system's temp dir (one per process and
+/// test), removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> TempDir {
+        let root = std::env::temp_dir().join(format!("pinplan-plan-cli-{}", std::process::id()));
+        let dir = root.join(test);
+        let _ = std::fs::remove_dir_all(&dir);
+        // Another test may remove the (empty) root at the same moment: retry.
+        for _ in 0..5 {
+            if std::fs::create_dir_all(&dir).is_ok() {
+                break;
+            }
+        }
+        assert!(dir.is_dir(), "cannot create {}", dir.display());
+        TempDir(dir)
+    }
+
+    /// A copy of the lab's host file and table, next to which specs can be
+    /// written (their paths are relative to the spec).
+    fn with_lab_files(test: &str) -> TempDir {
+        let dir = TempDir::new(test);
+        let lab = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/lab"));
+        for f in ["b1-host.xml", "b1-tx-cores.csv"] {
+            std::fs::copy(lab.join(f), dir.0.join(f)).unwrap();
+        }
+        dir
+    }
+
+    fn write(&self, name: &str, contents: &str) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).unwrap();
+        path.to_str().unwrap().to_owned()
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        if let Some(root) = self.0.parent() {
+            // Only succeeds once every test's directory is gone.
+            let _ = std::fs::remove_dir(root);
+        }
+    }
+}
+
+/// The lab spec with `line` inserted right after the line `after`.
+fn lab_with(after: &str, line: &str) -> String {
+    let lab = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/lab/b1.toml"
+    ))
+    .unwrap();
+    let mut out = String::new();
+    let mut done = false;
+    for l in lab.lines() {
+        out.push_str(l);
+        out.push('\n');
+        if !done && l.trim_start().starts_with(after) {
+            out.push_str(line);
+            out.push('\n');
+            done = true;
+        }
+    }
+    assert!(done, "no line starting with {after:?} in the lab spec");
+    out
+}
+
+/// A cpulist (`"1-7,11-17"`, `""`) as a set.
+fn cpulist(s: &str) -> BTreeSet<u32> {
+    let mut set = BTreeSet::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => set.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap()),
+            None => {
+                set.insert(part.parse::<u32>().unwrap());
+            }
+        }
+    }
+    set
+}
+
+fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
+    v[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{key} is not a string in {v}"))
+}
+
+fn vm<'a>(plan: &'a Value, name: &str) -> &'a Value {
+    plan["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == name)
+        .unwrap_or_else(|| panic!("no VM {name} in {plan}"))
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap_or_else(|| str_of(x, "name")).to_owned())
+        .collect()
+}
+
+/// The whole cores `{n, n + siblings}` that make up `cpus`; fails unless
+/// `cpus` is exactly a union of such cores.
+fn whole_cores(cpus: &BTreeSet<u32>, cores: u32, sibling: impl Fn(u32) -> u32) -> BTreeSet<u32> {
+    let mut out = BTreeSet::new();
+    for &cpu in cpus {
+        let core = cpu % cores;
+        assert!(
+            cpus.contains(&core) && cpus.contains(&sibling(core)),
+            "CPU {cpu} without its sibling in {cpus:?}"
+        );
+        out.insert(core);
+    }
+    out
+}
+
+/// Checks one VM of a plan on host b1 with threads = "require": `vcpus`
+/// pins, vCPUs 0..n in order on distinct CPUs, 2k and 2k+1 host siblings,
+/// its CPUs exactly its pins and a union of `cores` whole cores (which the
+/// `cores` field lists). Returns its CPUs.
+fn check_b1_require_vm(vm: &Value, vcpus: u32, cores: u32) -> BTreeSet<u32> {
+    let name = str_of(vm, "name");
+    let pins = vm["vcpus"].as_array().unwrap();
+    assert_eq!(pins.len(), vcpus as usize, "{name}: {vm}");
+    let pinned: Vec<u32> = pins
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            assert_eq!(p["vcpu"], i, "{name}: vCPUs out of order: {vm}");
+            u32::try_from(p["cpu"].as_u64().unwrap()).unwrap()
+        })
+        .collect();
+    let pinned_set: BTreeSet<u32> = pinned.iter().copied().collect();
+    assert_eq!(pinned_set.len(), pinned.len(), "{name}: a CPU pinned twice");
+    for pair in pinned.chunks(2) {
+        assert_eq!(pair.len(), 2, "{name}: odd vCPU count");
+        assert!(pair[0] < B1_CORES, "{name}: vCPU pair {pair:?}");
+        assert_eq!(pair[1], pair[0] + B1_CORES, "{name}: not siblings {pair:?}");
+    }
+    let cpus = cpulist(str_of(vm, "cpus"));
+    assert_eq!(cpus, pinned_set, "{name}: owns CPUs it does not use");
+    let core_set = whole_cores(&cpus, B1_CORES, |c| c + B1_CORES);
+    assert_eq!(core_set.len(), cores as usize, "{name}: {vm}");
+    let listed: BTreeSet<u32> = vm["cores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| u32::try_from(c.as_u64().unwrap()).unwrap())
+        .collect();
+    assert_eq!(listed, core_set, "{name}: cores field");
+    assert_eq!(vm["threads"], "require");
+    assert_eq!(vm["guest_topology"]["sockets"], 1, "{name}");
+    assert_eq!(vm["guest_topology"]["cores"], cores, "{name}");
+    assert_eq!(vm["guest_topology"]["threads"], 2, "{name}");
+    assert_eq!(vm["emulator_cpus"], "0,10", "{name}");
+    assert_eq!(vm["numa_nodes"], serde_json::json!([0]), "{name}");
+    cpus
+}
+
+/// The lab's tenants on b1: vm1 on 7 whole cores, vm2 on 2, the host on core
+/// 0, nothing shared, every CPU taken.
+fn check_lab_placement(plan: &Value) {
+    assert_eq!(plan["host"]["reserved_cpus"], "0,10");
+    assert_eq!(names(&plan["vms"]), ["vm1", "vm2"]);
+    assert_eq!(plan["unplaced"], serde_json::json!([]));
+    assert_eq!(plan["explanations"], serde_json::json!([]));
+    assert_eq!(plan["fixed"], serde_json::json!([]));
+    let vm1 = check_b1_require_vm(vm(plan, "vm1"), 14, 7);
+    let vm2 = check_b1_require_vm(vm(plan, "vm2"), 4, 2);
+    let reserved = cpulist(str_of(&plan["host"], "reserved_cpus"));
+    assert_eq!(whole_cores(&reserved, B1_CORES, |c| c + B1_CORES).len(), 1);
+    assert!(
+        vm1.is_disjoint(&vm2),
+        "vm1 {vm1:?} and vm2 {vm2:?} share CPUs"
+    );
+    assert!(vm1.is_disjoint(&reserved), "vm1 on the host's CPUs");
+    assert!(vm2.is_disjoint(&reserved), "vm2 on the host's CPUs");
+    let all: BTreeSet<u32> = vm1.iter().chain(&vm2).chain(&reserved).copied().collect();
+    assert_eq!(
+        all,
+        (0..2 * B1_CORES).collect(),
+        "9 free cores, 9 cores needed"
+    );
+    assert_eq!(plan["objective"]["placed"], 2);
+    assert_eq!(plan["objective"]["cores_used"], 9);
+}
+
+#[test]
+fn lab_plan_places_both_vms_on_whole_cores() {
+    let plan = plan_json(0, &[LAB]);
+    assert_eq!(plan["status"], "optimal");
+    assert_eq!(plan["solver"], "ilp");
+    check_lab_placement(&plan);
+
+    // 14 vCPUs: the table's 12 tx + 1 rx row (97 G), accepted by min_fraction 0.97.
+    let vm1 = vm(&plan, "vm1");
+    assert_eq!(vm1["demand"]["basis"], "measured");
+    assert_eq!(vm1["demand"]["predicted_gbps"], 97.0);
+    assert_eq!(vm1["demand"]["profile"], "vm-64b");
+    assert_eq!(vm1["demand"]["target_gbps"], 100.0);
+    assert_eq!(vm1["demand"]["min_fraction"], 0.97);
+    assert_eq!(vm1["iothreads"], serde_json::json!([]));
+    // 4 vCPUs: 2 tx + 1 rx at line rate.
+    let vm2 = vm(&plan, "vm2");
+    assert_eq!(vm2["demand"]["basis"], "measured");
+    assert_eq!(vm2["demand"]["predicted_gbps"], 100.0);
+    assert_eq!(vm2["demand"]["profile"], "vm-512b");
+
+    // The text form says the same.
+    let out = pinplan(&["plan", LAB]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&[LAB], &out));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("optimal, 2 of 2 VMs placed"), "{stdout}");
+    assert!(stdout.contains("0,10"), "{stdout}");
+}
+
+#[test]
+fn isolate_does_not_fit_and_the_fix_is_require() {
+    let dir = TempDir::with_lab_files("isolate");
+    let spec = dir.write(
+        "b1.toml",
+        &lab_with("priority = 10", "threads = \"isolate\""),
+    );
+    let plan = plan_json(1, &[spec.as_str()]);
+    assert_eq!(plan["status"], "infeasible");
+    assert_eq!(plan["unplaced"], serde_json::json!(["vm1"]));
+    assert_eq!(names(&plan["vms"]), ["vm2"]);
+    let e = plan["explanations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["vm"] == "vm1")
+        .unwrap_or_else(|| panic!("no explanation for vm1: {plan}"));
+    assert!(str_of(e, "message").contains("vm1"), "{e}");
+    // 14 vCPUs one per core need 14 cores, the host has 9 free; with require
+    // vm1 needs 7, and 7 are left after vm2.
+    assert!(str_of(e, "needs").contains("14 cores"), "{e}");
+    let fix = str_of(e, "fix");
+    assert!(fix.contains("threads = \"require\""), "{e}");
+    assert!(fix.contains("7 cores"), "{e}");
+
+    // The text form prints the plan and the explanation, exit 1 as well.
+    let out = pinplan(&["plan", &spec]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&[&spec], &out));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("unplaced: vm1"), "{stdout}");
+    assert!(stdout.contains("threads = \"require\""), "{stdout}");
+}
+
+#[test]
+fn out_dir_gets_plan_json_atomically() {
+    let dir = TempDir::new("out");
+    let out_dir = dir.path("a/b");
+    let args = ["plan", LAB, "--format", "json", "--out", out_dir.as_str()];
+    let out = pinplan(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+    let written = std::fs::read(Path::new(&out_dir).join("plan.json")).unwrap();
+    assert_eq!(text(&written), text(&out.stdout));
+    let entries = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&out_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(entries(), ["plan.json"]);
+
+    // Over an existing plan.json (text on stdout this time): replaced.
+    std::fs::write(Path::new(&out_dir).join("plan.json"), "stale").unwrap();
+    let args = ["plan", LAB, "--out", out_dir.as_str()];
+    let again = pinplan(&args);
+    assert_eq!(again.status.code(), Some(0), "{}", describe(&args, &again));
+    assert!(text(&again.stdout).starts_with("plan for "));
+    let rewritten = std::fs::read(Path::new(&out_dir).join("plan.json")).unwrap();
+    assert_eq!(text(&rewritten), text(&out.stdout));
+    assert_eq!(entries(), ["plan.json"]);
+}
+
+#[test]
+fn output_is_deterministic() {
+    let dir = TempDir::with_lab_files("determinism");
+    let isolate = dir.write(
+        "b1.toml",
+        &lab_with("priority = 10", "threads = \"isolate\""),
+    );
+    for args in [
+        vec!["plan", LAB],
+        vec!["plan", LAB, "--format", "json"],
+        vec!["plan", LAB, "--solver", "greedy", "--format", "json"],
+        vec!["plan", isolate.as_str(), "--format", "json"],
+        vec!["plan", isolate.as_str()],
+    ] {
+        let a = pinplan(&args);
+        let b = pinplan(&args);
+        assert!(!a.stdout.is_empty(), "{}", describe(&args, &a));
+        assert_eq!(a.status.code(), b.status.code(), "{args:?}");
+        assert_eq!(text(&a.stdout), text(&b.stdout), "{args:?}");
+    }
+}
+
+#[test]
+fn greedy_solver_is_feasible_not_proven() {
+    let plan = plan_json(0, &[LAB, "--solver", "greedy"]);
+    assert_eq!(plan["status"], "feasible");
+    assert_eq!(plan["solver"], "greedy");
+    check_lab_placement(&plan);
+}
+
+#[test]
+fn source_override_and_explicit_vcpus() {
+    let dir = TempDir::with_lab_files("source");
+    // On b1 (one node, 9 free cores) both would fit on node 0; on two nodes of
+    // 4 cores, with core 0 (CPUs 0-1) the host's, each needs a node of its own.
+    let spec = dir.write(
+        "two.toml",
+        "[host]\nsource = \"b1-host.xml\"\nreserved_cpus = \"0\"\n\n\
+         [[vm]]\nname = \"a\"\nvcpus = 6\n\n[[vm]]\nname = \"b\"\nvcpus = 6\n",
+    );
+    let synthetic = "synthetic:package:2 numa:1 core:4 pu:2";
+    let plan = plan_json(0, &[spec.as_str(), "--source", synthetic]);
+    assert_eq!(plan["host"]["source"], synthetic);
+    // One reserved CPU takes its whole core (siblings 2k, 2k+1 here).
+    assert_eq!(plan["host"]["reserved_cpus"], "0-1");
+    assert_eq!(plan["status"], "optimal");
+    let mut nodes = BTreeSet::new();
+    let mut taken = BTreeSet::new();
+    for name in ["a", "b"] {
+        let v = vm(&plan, name);
+        assert_eq!(v["demand"], Value::Null, "{v}");
+        assert_eq!(v["vcpus"].as_array().unwrap().len(), 6, "{v}");
+        assert_eq!(v["guest_topology"]["cores"], 3, "{v}");
+        assert_eq!(v["guest_topology"]["threads"], 2, "{v}");
+        let node = v["numa_nodes"].as_array().unwrap();
+        assert_eq!(node.len(), 1, "{v}");
+        let node = node[0].as_u64().unwrap();
+        nodes.insert(node);
+        let cpus = cpulist(str_of(v, "cpus"));
+        assert_eq!(cpus.len(), 6, "{v}");
+        for &cpu in &cpus {
+            assert!(
+                cpus.contains(&(cpu ^ 1)),
+                "{name}: CPU {cpu} without its sibling"
+            );
+            assert_eq!(
+                u64::from(cpu / 8),
+                node,
+                "{name}: CPU {cpu} off node {node}"
+            );
+            assert!(cpu > 1, "{name} on the host's core");
+            assert!(taken.insert(cpu), "CPU {cpu} shared");
+        }
+    }
+    assert_eq!(nodes.len(), 2, "{plan}");
+
+    // Without the override, the spec's b1-host.xml.
+    let plan = plan_json(0, &[spec.as_str()]);
+    assert!(
+        str_of(&plan["host"], "source").ends_with("b1-host.xml"),
+        "{plan}"
+    );
+    assert_eq!(plan["host"]["reserved_cpus"], "0,10");
+}
+
+#[test]
+fn demand_beyond_the_host_is_explained() {
+    let dir = TempDir::with_lab_files("big");
+    let spec = dir.write(
+        "big.toml",
+        "[host]\nsource = \"b1-host.xml\"\nreserved_cores = 1\n\n\
+         [[vm]]\nname = \"big\"\nvcpus = 40\n",
+    );
+    let plan = plan_json(1, &[spec.as_str()]);
+    assert_eq!(plan["status"], "infeasible");
+    assert_eq!(plan["unplaced"], serde_json::json!(["big"]));
+    assert_eq!(plan["vms"], serde_json::json!([]));
+    let e = &plan["explanations"][0];
+    assert_eq!(e["vm"], "big");
+    assert!(str_of(e, "message").contains("big"), "{e}");
+    // 40 vCPUs on 2-thread cores: 20 cores; 9 are free, 18 vCPUs at most.
+    assert!(str_of(e, "needs").contains("20 cores"), "{e}");
+    assert_eq!(e["binding"], "capacity");
+    assert!(str_of(e, "fix").contains("vcpus = 18"), "{e}");
+}
+
+/// Runs `pinplan plan SPEC` on a bad spec: exit 2, nothing on stdout, stderr
+/// `error: SPEC:LINE: …`. `key` must be on `line` of the spec (a check on the
+/// hand count). Returns stderr.
+fn bad_spec(dir: &TempDir, name: &str, spec: &str, line: usize, key: &str) -> String {
+    let on_line = spec.lines().nth(line - 1).unwrap_or("");
+    assert!(
+        on_line.contains(key),
+        "test bug: line {line} of {name} is {on_line:?}"
+    );
+    let path = dir.write(name, spec);
+    bad_run(&[path.as_str()], &format!("error: {path}:{line}: "))
+}
+
+fn bad_run(args: &[&str], prefix: &str) -> String {
+    let mut all = vec!["plan"];
+    all.extend_from_slice(args);
+    let out = pinplan(&all);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&all, &out));
+    assert!(out.stdout.is_empty(), "{}", describe(&all, &out));
+    assert!(!stderr.contains("panicked"), "{}", describe(&all, &out));
+    assert!(
+        stderr.starts_with(prefix),
+        "want {prefix:?}\n{}",
+        describe(&all, &out)
+    );
+    stderr
+}
+
+const HOST: &str = "[host]\nsource = \"b1-host.xml\"\nreserved_cores = 1\n";
+const HOST_TABLES: &str =
+    "[host]\nsource = \"b1-host.xml\"\nreserved_cores = 1\ntables = [\"b1-tx-cores.csv\"]\n";
+
+#[test]
+fn bad_specs_name_file_and_line() {
+    let dir = TempDir::with_lab_files("bad");
+
+    // Lines 1-3: HOST; 4 blank; 5 [[vm]]; 6 name.
+    let e = bad_spec(
+        &dir,
+        "threds.toml",
+        &format!("{HOST}\n[[vm]]\nname = \"vm1\"\nvcpus = 4\nthreds = \"require\"\n"),
+        8,
+        "threds",
+    );
+    assert!(e.contains("hint: did you mean `threads`?"), "{e}");
+
+    let e = bad_spec(
+        &dir,
+        "host-key.toml",
+        "[host]\nsource = \"b1-host.xml\"\nreserved_core = 1\n",
+        3,
+        "reserved_core",
+    );
+    assert!(e.contains("reserved_core"), "{e}");
+    assert!(e.contains("hint: did you mean `reserved_cores`?"), "{e}");
+
+    // Lines 1-4: HOST_TABLES; 5 blank; 6 [[vm]]; 7 name.
+    let e = bad_spec(
+        &dir,
+        "profile.toml",
+        &format!("{HOST_TABLES}\n[[vm]]\nname = \"vm1\"\nprofile = \"vm-64\"\ntarget_gbps = 100\n"),
+        8,
+        "profile",
+    );
+    assert!(e.contains("vm-64"), "{e}");
+    assert!(e.contains("hint: did you mean \"vm-64b\"?"), "{e}");
+
+    let e = bad_spec(
+        &dir,
+        "both.toml",
+        &format!(
+            "{HOST_TABLES}\n[[vm]]\nname = \"vm1\"\nvcpus = 4\nprofile = \"vm-64b\"\ntarget_gbps = 100\n"
+        ),
+        8,
+        "vcpus",
+    );
+    assert!(e.contains("vm1"), "{e}");
+
+    // Neither vcpus nor profile: the VM's table, from its header.
+    let e = bad_spec(
+        &dir,
+        "neither.toml",
+        &format!("{HOST}\n[[vm]]\nname = \"vm1\"\nnic_affinity = \"ignore\"\n"),
+        5,
+        "[[vm]]",
+    );
+    assert!(e.contains("vm1") && e.contains("vcpus"), "{e}");
+
+    let e = bad_spec(
+        &dir,
+        "reserved99.toml",
+        "[host]\nsource = \"b1-host.xml\"\nreserved_cpus = \"0,99\"\n\n[[vm]]\nname = \"vm1\"\nvcpus = 4\n",
+        3,
+        "reserved_cpus",
+    );
+    assert!(e.contains("99"), "{e}");
+
+    // Lines 1-3 HOST; 4 blank; 5-7 vm; 8 blank; 9-11 fixed a; 12 blank; 13-15 fixed b.
+    let vm = "[[vm]]\nname = \"vm1\"\nvcpus = 4\n";
+    let e = bad_spec(
+        &dir,
+        "fixed-overlap.toml",
+        &format!(
+            "{HOST}\n{vm}\n[[fixed]]\nname = \"a\"\ncpus = \"1-2,11-12\"\n\n\
+             [[fixed]]\nname = \"b\"\ncpus = \"2,12\"\n"
+        ),
+        15,
+        "cpus = \"2,12\"",
+    );
+    assert!(
+        e.contains('a') && e.contains('b') && e.contains("2,12"),
+        "{e}"
+    );
+
+    let e = bad_spec(
+        &dir,
+        "fixed-reserved.toml",
+        &format!("{HOST}\n{vm}\n[[fixed]]\nname = \"old\"\ncpus = \"5,10\"\n"),
+        11,
+        "cpus",
+    );
+    assert!(e.contains("old") && e.contains("10"), "{e}");
+
+    // Lines 1-3 HOST; 4 blank; 5 [[vm]]; 6 name; 7 vcpus; 8 nic.
+    let e = bad_spec(
+        &dir,
+        "nic.toml",
+        &format!(
+            "{HOST}\n[[vm]]\nname = \"vm1\"\nvcpus = 4\nnic = \"0000:66:00.0\"\nnic_affinity = \"required\"\n"
+        ),
+        8,
+        "nic = ",
+    );
+    assert!(e.contains("0000:66:00.0"), "{e}");
+    assert!(e.contains("hint: ") && e.contains("0000:65:00.0"), "{e}");
+
+    let e = bad_spec(
+        &dir,
+        "enum.toml",
+        &format!("{HOST}\n[[vm]]\nname = \"vm1\"\nvcpus = 4\nthreads = \"sometimes\"\n"),
+        8,
+        "threads",
+    );
+    assert!(e.contains("sometimes"), "{e}");
+
+    let e = bad_spec(
+        &dir,
+        "syntax.toml",
+        &format!("{HOST}\n[[vm]]\nname = \"vm1\nvcpus = 4\n"),
+        6,
+        "name",
+    );
+    assert!(e.len() > "error: ".len(), "{e}");
+
+    let missing = dir.path("no-such-spec.toml");
+    let e = bad_run(&[missing.as_str()], &format!("error: {missing}:1: "));
+    assert!(e.contains("cannot read"), "{e}");
+
+    let e = bad_spec(
+        &dir,
+        "fraction.toml",
+        &format!(
+            "{HOST_TABLES}\n[[vm]]\nname = \"vm1\"\nprofile = \"vm-64b\"\ntarget_gbps = 100\nmin_fraction = 1.5\n"
+        ),
+        10,
+        "min_fraction",
+    );
+    assert!(e.contains("1.5"), "{e}");
+
+    let e = bad_spec(
+        &dir,
+        "defaults-fraction.toml",
+        &format!("{HOST}\n[defaults]\nmin_fraction = 1.5\n\n{vm}"),
+        6,
+        "min_fraction",
+    );
+    assert!(e.contains("1.5"), "{e}");
+
+    // 5-7 first vm; 8 blank; 9 [[vm]]; 10 its name.
+    let e = bad_spec(
+        &dir,
+        "duplicate.toml",
+        &format!("{HOST}\n{vm}\n{vm}"),
+        10,
+        "name",
+    );
+    assert!(e.contains("vm1"), "{e}");
+
+    let e = bad_spec(
+        &dir,
+        "no-target.toml",
+        &format!("{HOST_TABLES}\n[[vm]]\nname = \"vm1\"\nprofile = \"vm-64b\"\n"),
+        8,
+        "profile",
+    );
+    assert!(e.contains("target_gbps"), "{e}");
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    let out = pinplan(&["plan", LAB, "--time-limit", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&[], &out));
+    assert!(out.stdout.is_empty());
+    assert!(
+        text(&out.stderr).starts_with("error: "),
+        "{}",
+        describe(&[], &out)
+    );
+
+    let out = pinplan(&[
+        "plan",
+        LAB,
+        "--source",
+        "host",
+        "--connect",
+        "test:///default",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&[], &out));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn fixed_tenant_keeps_its_whole_core() {
+    let dir = TempDir::with_lab_files("fixed");
+    // Core 0 the host's, CPU 5 a running tenant's: core 5 (CPUs 5 and 15) is
+    // no VM's, 8 whole cores are left, exactly what 16 vCPUs need.
+    let spec = dir.write(
+        "fixed.toml",
+        "[host]\nsource = \"b1-host.xml\"\nreserved_cpus = \"0\"\n\n\
+         [[vm]]\nname = \"a\"\nvcpus = 16\n\n[[fixed]]\nname = \"old\"\ncpus = \"5\"\n",
+    );
+    let plan = plan_json(0, &[spec.as_str()]);
+    assert_eq!(plan["host"]["reserved_cpus"], "0,10");
+    assert_eq!(
+        plan["fixed"],
+        serde_json::json!([{"name": "old", "cpus": "5"}])
+    );
+    let cpus = check_b1_require_vm(vm(&plan, "a"), 16, 8);
+    let expected: BTreeSet<u32> = (1..10)
+        .filter(|&c| c != 5)
+        .flat_map(|c| [c, c + 10])
+        .collect();
+    assert_eq!(cpus, expected);
+
+    // One vCPU more does not fit: 9 cores would be needed.
+    let spec = dir.write(
+        "fixed17.toml",
+        "[host]\nsource = \"b1-host.xml\"\nreserved_cpus = \"0\"\n\n\
+         [[vm]]\nname = \"a\"\nvcpus = 17\nthreads = \"prefer\"\n\n\
+         [[fixed]]\nname = \"old\"\ncpus = \"5\"\n",
+    );
+    let plan = plan_json(1, &[spec.as_str()]);
+    assert_eq!(plan["unplaced"], serde_json::json!(["a"]));
+}
