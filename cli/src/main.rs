@@ -27,6 +27,30 @@ enum Command {
     Demand(DemandArgs),
     /// Place every VM of a plan spec on the host: no core shared between tenants.
     Plan(PlanArgs),
+    /// Write a planned VM's pinning as libvirt domain XML, or patch it into a domain.
+    Xml(XmlArgs),
+}
+
+#[derive(clap::Args)]
+struct XmlArgs {
+    /// The plan (`pinplan plan --out DIR` writes DIR/plan.json).
+    #[arg(long, value_name = "PLAN.json")]
+    plan: PathBuf,
+    /// The plan's VM (default: the patched domain's name, or the plan's only VM).
+    #[arg(long, value_name = "NAME")]
+    vm: Option<String>,
+    /// Patch this domain XML (virsh dumpxml --inactive) and print it whole.
+    #[arg(long, value_name = "DOMAIN.xml", conflicts_with = "connect")]
+    patch: Option<PathBuf>,
+    /// Read the defined domain named like the VM from libvirt and print it patched.
+    #[arg(long, value_name = "URI")]
+    connect: Option<String>,
+    /// Write to FILE (atomically) instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Change the domain's vCPU count to the plan's instead of refusing.
+    #[arg(long)]
+    set_vcpus: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -274,6 +298,142 @@ fn write_atomically(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
     result
 }
 
+fn bad_input(message: String, hint: Option<String>) -> Hinted {
+    Hinted {
+        error: anyhow::anyhow!(message),
+        hint,
+        code: 2,
+    }
+}
+
+impl From<planner::libvirt::patch::PatchError> for Hinted {
+    fn from(error: planner::libvirt::patch::PatchError) -> Self {
+        Hinted {
+            error: error.into(),
+            hint: None,
+            code: 2,
+        }
+    }
+}
+
+fn read_plan(path: &std::path::Path) -> Result<planner::plan::Plan, Hinted> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        bad_input(
+            format!("cannot read the plan {}: {e}", path.display()),
+            None,
+        )
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        bad_input(
+            format!("{}:{}: not a pinplan plan: {e}", path.display(), e.line()),
+            Some("give the plan.json written by `pinplan plan SPEC --out DIR`".to_owned()),
+        )
+    })
+}
+
+/// The plan's VM by name, or a clear error listing the plan's VMs.
+fn plan_vm<'p>(
+    plan: &'p planner::plan::Plan,
+    name: &str,
+    plan_path: &std::path::Path,
+) -> Result<&'p planner::plan::VmPlan, Hinted> {
+    plan.vms.iter().find(|v| v.name == name).ok_or_else(|| {
+        let placed: Vec<&str> = plan.vms.iter().map(|v| v.name.as_str()).collect();
+        let why = if plan.unplaced.iter().any(|u| u == name) {
+            " (it was not placed: see the plan's explanations)"
+        } else {
+            ""
+        };
+        bad_input(
+            format!(
+                "the plan {} has no placed VM {name:?}{why}",
+                plan_path.display()
+            ),
+            Some(format!("VMs in the plan: {}", placed.join(", "))),
+        )
+    })
+}
+
+/// The `<name>` of a domain XML, if it has one.
+fn domain_name(xml: &str) -> Option<String> {
+    planner::xml::parse(xml)
+        .ok()
+        .filter(|d| d.name == "domain")
+        .and_then(|d| d.child("name").map(|n| n.text.clone()))
+}
+
+fn xml_command(args: &XmlArgs) -> Result<(), Hinted> {
+    use planner::libvirt::{emit, patch};
+    let plan = read_plan(&args.plan)?;
+    let input: Option<(String, String)> = match (&args.patch, &args.connect) {
+        (Some(path), _) => Some((
+            path.display().to_string(),
+            std::fs::read_to_string(path).map_err(|e| {
+                bad_input(
+                    format!("cannot read the domain XML {}: {e}", path.display()),
+                    None,
+                )
+            })?,
+        )),
+        (None, Some(uri)) => {
+            let name = args
+                .vm
+                .clone()
+                .or_else(|| (plan.vms.len() == 1).then(|| plan.vms[0].name.clone()));
+            let name = name.ok_or_else(|| {
+                bad_input(
+                    "--connect needs --vm NAME: the plan has several VMs".to_owned(),
+                    None,
+                )
+            })?;
+            let xml = planner::libvirt::inactive_xml(uri, &name).map_err(|e| Hinted {
+                error: anyhow::anyhow!(e),
+                hint: Some(
+                    "the domain must be defined in libvirt under the VM's name (virsh list --all)"
+                        .to_owned(),
+                ),
+                code: 2,
+            })?;
+            Some((format!("{uri} domain {name}"), xml))
+        }
+        (None, None) => None,
+    };
+    let name = match (&args.vm, &input) {
+        (Some(n), _) => n.clone(),
+        (None, Some((source, xml))) => domain_name(xml).ok_or_else(|| {
+            bad_input(
+                format!("{source}: no <domain><name>: this is not a libvirt domain XML"),
+                None,
+            )
+        })?,
+        (None, None) if plan.vms.len() == 1 => plan.vms[0].name.clone(),
+        (None, None) => {
+            let names: Vec<&str> = plan.vms.iter().map(|v| v.name.as_str()).collect();
+            return Err(bad_input(
+                "the plan has several VMs: say which with --vm NAME".to_owned(),
+                Some(format!("VMs in the plan: {}", names.join(", "))),
+            ));
+        }
+    };
+    let vm = plan_vm(&plan, &name, &args.plan)?;
+    let text = match &input {
+        None => emit::fragment(vm),
+        Some((source, xml)) => patch::patch(
+            source,
+            xml,
+            vm,
+            &patch::PatchOptions {
+                set_vcpus: args.set_vcpus,
+                name_given: args.vm.is_some(),
+            },
+        )?,
+    };
+    match &args.out {
+        Some(path) => write_atomically(path, &text).map_err(io_error),
+        None => print(&text),
+    }
+}
+
 fn plan_command(args: &PlanArgs) -> Result<ExitCode, Hinted> {
     let spec = planner::spec::Spec::load(&args.spec)?;
     let source = match (&args.connect, &args.source, &spec.source) {
@@ -303,10 +463,44 @@ fn plan_command(args: &PlanArgs) -> Result<ExitCode, Hinted> {
     plan.warnings.splice(0..0, spec_warnings);
     let json = plan.to_json();
     if let Some(dir) = &args.out {
+        // Everything is generated before anything is written.
+        let mut files = vec![(dir.join("plan.json"), json.clone())];
+        for vm in &plan.vms {
+            match spec.domain_xml(&vm.name) {
+                Some(path) => {
+                    let xml = std::fs::read_to_string(&path).map_err(|e| {
+                        bad_input(
+                            format!(
+                                "{}: cannot read domain_xml {}: {e}",
+                                spec.file.display(),
+                                path.display()
+                            ),
+                            None,
+                        )
+                    })?;
+                    let patched = planner::libvirt::patch::patch(
+                        &path.display().to_string(),
+                        &xml,
+                        vm,
+                        &planner::libvirt::patch::PatchOptions {
+                            set_vcpus: false,
+                            name_given: true,
+                        },
+                    )?;
+                    files.push((dir.join(format!("{}.xml", vm.name)), patched));
+                }
+                None => files.push((
+                    dir.join(format!("{}.fragment.xml", vm.name)),
+                    planner::libvirt::emit::fragment(vm),
+                )),
+            }
+        }
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the output directory {}", dir.display()))
             .map_err(io_error)?;
-        write_atomically(&dir.join("plan.json"), &json).map_err(io_error)?;
+        for (path, text) in &files {
+            write_atomically(path, text).map_err(io_error)?;
+        }
     }
     let text = match args.format {
         Format::Text => plan.to_text(&host),
@@ -370,6 +564,7 @@ fn main() -> ExitCode {
         Command::Topology(args) => topology_command(args).map(|()| ExitCode::SUCCESS),
         Command::Demand(args) => demand_command(args).map(|()| ExitCode::SUCCESS),
         Command::Plan(args) => plan_command(args),
+        Command::Xml(args) => xml_command(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -15,6 +15,7 @@
 pub mod cpuset;
 pub mod demand;
 pub mod ids;
+pub mod libvirt;
 pub mod plan;
 pub mod solve;
 pub mod spec;

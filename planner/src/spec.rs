@@ -72,6 +72,7 @@ struct VmSection {
     iothreads: Option<u32>,
     priority: Option<i64>,
     packet_bytes: Option<u32>,
+    domain_xml: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -144,6 +145,7 @@ struct VmSpec {
     iothreads: u32,
     priority: i64,
     packet_bytes: Option<u32>,
+    domain_xml: Option<PathBuf>,
 }
 
 /// A parsed and checked plan spec.
@@ -187,6 +189,14 @@ fn closest<'a>(word: &str, options: impl Iterator<Item = &'a str>) -> Option<&'a
 }
 
 impl Spec {
+    /// The `domain_xml` a VM's `[[vm]]` names, resolved against the spec's directory.
+    pub fn domain_xml(&self, vm: &str) -> Option<PathBuf> {
+        self.vms
+            .iter()
+            .find(|v| v.name == vm)
+            .and_then(|v| v.domain_xml.clone())
+    }
+
     fn error(&self, line: usize, key: &str, message: String) -> SpecError {
         SpecError {
             file: self.file.clone(),
@@ -445,6 +455,7 @@ impl Spec {
                 iothreads: vm.iothreads.or(defaults.iothreads).unwrap_or(0),
                 priority: vm.priority.or(defaults.priority).unwrap_or(0),
                 packet_bytes: vm.packet_bytes.or(defaults.packet_bytes),
+                domain_xml: vm.domain_xml.as_ref().map(|d| base.join(d.get_ref())),
             });
         }
 

@@ -15,6 +15,7 @@ mod libvirt;
 mod pci;
 mod render;
 
+pub(crate) use caps::unit_bytes;
 pub use detect::SourceKind;
 pub use pci::{PciAddress, PciDevice, PcieLink};
 

@@ -1,0 +1,136 @@
+//! The pinning elements of a libvirt domain for one planned VM, in libvirt's
+//! canonical order and formatting (two-space indentation, single quotes):
+//! `<vcpu>`, `<iothreads>`, `<cputune>`, `<numatune>`, `<cpu><topology>`.
+
+use crate::plan::VmPlan;
+
+/// Escapes an attribute value for single quotes.
+pub(crate) fn attr(value: &str) -> String {
+    value
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('\'', "&apos;")
+}
+
+/// `<vcpu placement='static' cpuset='…'>N</vcpu>`.
+pub fn vcpu(vm: &VmPlan) -> String {
+    format!(
+        "<vcpu placement='static' cpuset='{}'>{}</vcpu>",
+        vm.cpus,
+        vm.vcpus.len()
+    )
+}
+
+/// `<iothreads>N</iothreads>`, when the VM has I/O threads.
+pub fn iothreads(vm: &VmPlan) -> Option<String> {
+    (!vm.iothreads.is_empty()).then(|| format!("<iothreads>{}</iothreads>", vm.iothreads.len()))
+}
+
+/// The pins that belong in `<cputune>`, one element per line, unindented.
+pub fn cputune_pins(vm: &VmPlan) -> Vec<String> {
+    let mut lines: Vec<String> = vm
+        .vcpus
+        .iter()
+        .map(|p| format!("<vcpupin vcpu='{}' cpuset='{}'/>", p.vcpu, p.cpu))
+        .collect();
+    if !vm.emulator_cpus.is_empty() {
+        lines.push(format!("<emulatorpin cpuset='{}'/>", vm.emulator_cpus));
+    }
+    lines.extend(vm.iothreads.iter().map(|t| {
+        format!(
+            "<iothreadpin iothread='{}' cpuset='{}'/>",
+            t.iothread, t.cpus
+        )
+    }));
+    lines
+}
+
+/// `<numatune>` children: memory on the VM's nodes, one memnode per guest cell.
+pub fn numatune_children(vm: &VmPlan) -> Vec<String> {
+    if vm.numa_nodes.is_empty() {
+        return Vec::new();
+    }
+    let nodes: Vec<String> = vm.numa_nodes.iter().map(|n| n.to_string()).collect();
+    let mut lines = vec![format!(
+        "<memory mode='strict' nodeset='{}'/>",
+        nodes.join(",")
+    )];
+    lines.extend(vm.guest_cells.iter().map(|c| {
+        format!(
+            "<memnode cellid='{}' mode='strict' nodeset='{}'/>",
+            c.id, c.host_node
+        )
+    }));
+    lines
+}
+
+/// `<topology …/>` for `<cpu>`.
+pub fn topology(vm: &VmPlan) -> String {
+    let t = vm.guest_topology;
+    format!(
+        "<topology sockets='{}' dies='1' cores='{}' threads='{}'/>",
+        t.sockets, t.cores, t.threads
+    )
+}
+
+/// `<numa>` for `<cpu>` when the VM spans nodes: one cell per host node, the
+/// domain's memory (KiB) split evenly.
+pub fn guest_numa(vm: &VmPlan, memory_kib: u64) -> Option<Vec<String>> {
+    if vm.guest_cells.is_empty() {
+        return None;
+    }
+    let cells = u64::try_from(vm.guest_cells.len()).unwrap_or(1).max(1);
+    let each = memory_kib / cells;
+    let mut lines = vec!["<numa>".to_owned()];
+    lines.extend(vm.guest_cells.iter().map(|c| {
+        format!(
+            "  <cell id='{}' cpus='{}' memory='{each}' unit='KiB'/>",
+            c.id, c.vcpus
+        )
+    }));
+    lines.push("</numa>".to_owned());
+    Some(lines)
+}
+
+fn block(out: &mut String, open: &str, children: &[String], close: &str) {
+    out.push_str(open);
+    out.push('\n');
+    for c in children {
+        out.push_str("  ");
+        out.push_str(c);
+        out.push('\n');
+    }
+    out.push_str(close);
+    out.push('\n');
+}
+
+/// The fragment printed by `pinplan xml` without `--patch`: the elements to
+/// put into the domain (`virsh edit NAME`), top level, in libvirt's order.
+pub fn fragment(vm: &VmPlan) -> String {
+    let mut out = format!(
+        "<!-- pinplan: CPU pinning for {}; put these into the domain (virsh edit {}), \
+         replacing the elements of the same name -->\n",
+        attr(&vm.name).replace("--", "- -"),
+        attr(&vm.name).replace("--", "- -")
+    );
+    out.push_str(&vcpu(vm));
+    out.push('\n');
+    if let Some(io) = iothreads(vm) {
+        out.push_str(&io);
+        out.push('\n');
+    }
+    block(&mut out, "<cputune>", &cputune_pins(vm), "</cputune>");
+    let numa = numatune_children(vm);
+    if !numa.is_empty() {
+        block(&mut out, "<numatune>", &numa, "</numatune>");
+    }
+    let mut cpu = vec![topology(vm)];
+    if !vm.guest_cells.is_empty() {
+        cpu.push(
+            "<!-- guest NUMA cells: pinplan xml --patch adds <numa> with the domain's memory -->"
+                .to_owned(),
+        );
+    }
+    block(&mut out, "<cpu>", &cpu, "</cpu>");
+    out
+}

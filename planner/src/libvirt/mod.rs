@@ -1,0 +1,25 @@
+//! libvirt domain XML: emit the pinning elements for a planned VM
+//! ([`emit`]), patch them losslessly into an existing domain ([`patch`]), and
+//! read a defined domain's XML through a libvirt connection ([`inactive_xml`]).
+
+pub mod emit;
+pub mod patch;
+
+use virt::connect::Connect;
+
+/// `virDomainGetXMLDesc` flag: the persistent (next boot) definition.
+const XML_INACTIVE: u32 = 1 << 1;
+
+/// The defined (inactive) XML of domain `name` at `uri`, as
+/// `virsh dumpxml --inactive` prints it.
+pub fn inactive_xml(uri: &str, name: &str) -> Result<String, String> {
+    virt::error::clear_error_callback();
+    let conn = Connect::open_read_only(Some(uri))
+        .map_err(|e| format!("cannot connect to {uri}: {}", e.message()))?;
+    let domain = conn
+        .lookup_domain_by_name(name)
+        .map_err(|e| format!("{uri} has no domain {name:?}: {}", e.message()))?;
+    domain
+        .xml_desc(XML_INACTIVE)
+        .map_err(|e| format!("cannot read the XML of {name} at {uri}: {}", e.message()))
+}
