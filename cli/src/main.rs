@@ -354,14 +354,6 @@ fn plan_vm<'p>(
     })
 }
 
-/// The `<name>` of a domain XML, if it has one.
-fn domain_name(xml: &str) -> Option<String> {
-    planner::xml::parse(xml)
-        .ok()
-        .filter(|d| d.name == "domain")
-        .and_then(|d| d.child("name").map(|n| n.text.clone()))
-}
-
 fn xml_command(args: &XmlArgs) -> Result<(), Hinted> {
     use planner::libvirt::{emit, patch};
     let plan = read_plan(&args.plan)?;
@@ -400,12 +392,23 @@ fn xml_command(args: &XmlArgs) -> Result<(), Hinted> {
     };
     let name = match (&args.vm, &input) {
         (Some(n), _) => n.clone(),
-        (None, Some((source, xml))) => domain_name(xml).ok_or_else(|| {
-            bad_input(
-                format!("{source}: no <domain><name>: this is not a libvirt domain XML"),
-                None,
-            )
-        })?,
+        (None, Some((source, xml))) => {
+            let (name, line) = patch::domain_name(source, xml)?;
+            if !plan.vms.iter().any(|v| v.name == name) {
+                let names: Vec<&str> = plan.vms.iter().map(|v| v.name.as_str()).collect();
+                return Err(bad_input(
+                    format!(
+                        "{source}:{line}: the domain is named {name:?}, which is not a VM of the plan {}",
+                        args.plan.display()
+                    ),
+                    Some(format!(
+                        "pass --vm NAME to patch it with one of the plan's VMs: {}",
+                        names.join(", ")
+                    )),
+                ));
+            }
+            name
+        }
         (None, None) if plan.vms.len() == 1 => plan.vms[0].name.clone(),
         (None, None) => {
             let names: Vec<&str> = plan.vms.iter().map(|v| v.name.as_str()).collect();

@@ -126,6 +126,48 @@ fn scan(source_name: &str, text: &str) -> Result<Vec<Node>, PatchError> {
     Ok(nodes)
 }
 
+/// The attributes of a start tag, unescaped, in document order.
+fn attributes(tag: &str) -> Vec<(String, String)> {
+    let mut reader = Reader::from_str(tag);
+    match reader.read_event() {
+        Ok(Event::Start(e) | Event::Empty(e)) => e
+            .attributes()
+            .flatten()
+            .map(|a| {
+                let value = a
+                    .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                    .map(|v| v.into_owned())
+                    .unwrap_or_else(|_| a.value.clone().into_owned());
+                (a.key.as_ref().to_owned(), value)
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `<name` with `set` first (in that order), then the tag's other attributes
+/// as they were (re-quoted with single quotes), then `>` (or `/>`).
+fn rewrite_start_tag(name: &str, tag: &str, set: &[(&str, String)], empty: bool) -> String {
+    let mut out = format!("<{name}");
+    for (k, v) in set {
+        out.push_str(&format!(" {k}='{}'", emit::attr(v)));
+    }
+    for (k, v) in attributes(tag) {
+        if !set.iter().any(|(s, _)| *s == k) {
+            out.push_str(&format!(" {k}='{}'", emit::attr(&v)));
+        }
+    }
+    out.push_str(if empty { "/>" } else { ">" });
+    out
+}
+
+/// KiB in a libvirt scaled amount (`unit` defaults to KiB).
+fn kib(amount: &str, unit: Option<&str>) -> u64 {
+    let amount: u64 = amount.trim().parse().unwrap_or(0);
+    let bytes = crate::topology::unit_bytes(unit.unwrap_or("KiB")).unwrap_or(1024);
+    amount.saturating_mul(bytes) / 1024
+}
+
 /// A pending edit: replace `start..end` with `text`.
 struct Splice {
     start: usize,
@@ -234,6 +276,45 @@ fn insert_before(doc: &Doc, node: usize, element: &str) -> Splice {
     }
 }
 
+/// The domain's `<name>` and its line; errors name the file and line
+/// (not XML, truncated, not a domain, no name).
+pub fn domain_name(source_name: &str, domain_xml: &str) -> Result<(String, usize), PatchError> {
+    let nodes = scan(source_name, domain_xml)?;
+    let err = |offset: usize, element: &str, message: String| PatchError {
+        source_name: source_name.to_owned(),
+        line: line_col(domain_xml.as_bytes(), offset).0,
+        element: element.to_owned(),
+        message,
+    };
+    let root = nodes.iter().position(|n| n.parent.is_none()).unwrap_or(0);
+    if nodes[root].name != "domain" {
+        return Err(err(
+            nodes[root].start,
+            &nodes[root].name,
+            format!("the root element is <{}>, not <domain>: give a libvirt domain XML (virsh dumpxml --inactive NAME)", nodes[root].name),
+        ));
+    }
+    let name = nodes[root]
+        .children
+        .iter()
+        .copied()
+        .find(|&c| nodes[c].name == "name")
+        .ok_or_else(|| {
+            err(
+                nodes[root].start,
+                "name",
+                "the domain has no <name>".to_owned(),
+            )
+        })?;
+    let n = &nodes[name];
+    Ok((
+        domain_xml[n.start_tag_end..n.end_tag_start]
+            .trim()
+            .to_owned(),
+        line_col(domain_xml.as_bytes(), n.start).0,
+    ))
+}
+
 /// Patches `domain_xml` with the pins of `vm`. `source_name` names the input
 /// in errors.
 pub fn patch(
@@ -317,20 +398,22 @@ pub fn patch(
                     ),
                 ));
             }
-            // Keep attributes we do not own (e.g. current='2'), as written.
+            // Keep attributes we do not own (e.g. current='2'); a current
+            // count above a lowered maximum would make libvirt refuse it.
             let start_tag = &doc.text[n.start..n.start_tag_end];
-            let mut reader = Reader::from_str(start_tag);
-            let mut kept = String::new();
-            if let Ok(Event::Start(e) | Event::Empty(e)) = reader.read_event() {
-                for a in e.attributes().flatten() {
-                    let key = a.key.as_ref().to_owned();
-                    if key == "placement" || key == "cpuset" {
-                        continue;
-                    }
-                    kept.push_str(&format!(" {key}='{}'", emit::attr(&a.value)));
+            let mut set = vec![
+                ("placement", "static".to_owned()),
+                ("cpuset", vm.cpus.to_string()),
+            ];
+            if let Some((_, current)) = attributes(start_tag)
+                .into_iter()
+                .find(|(k, _)| k == "current")
+            {
+                if current.trim().parse::<usize>().is_ok_and(|c| c > planned) {
+                    set.push(("current", planned.to_string()));
                 }
             }
-            let new_start = format!("<vcpu placement='static' cpuset='{}'{kept}>", vm.cpus);
+            let new_start = rewrite_start_tag("vcpu", start_tag, &set, false);
             if n.empty {
                 splices.push(Splice {
                     start: n.start,
@@ -531,28 +614,39 @@ pub fn patch(
 
     // <cpu>: topology (and guest NUMA cells) inside, the rest kept.
     let topology = emit::topology(vm);
-    let memory_kib = doc
-        .child(root, "memory")
-        .map(|m| {
-            let unit_attr = {
-                let n = &doc.nodes[m];
-                let tag = &doc.text[n.start..n.start_tag_end];
-                let mut r = Reader::from_str(tag);
-                match r.read_event() {
-                    Ok(Event::Start(e)) => e
-                        .try_get_attribute("unit")
-                        .ok()
-                        .flatten()
-                        .map(|a| a.value.into_owned())
-                        .unwrap_or_else(|| "KiB".to_owned()),
-                    _ => "KiB".to_owned(),
-                }
-            };
-            let amount: u64 = doc.inner_text(m).trim().parse().unwrap_or(0);
-            let bytes = crate::topology::unit_bytes(&unit_attr).unwrap_or(1024);
-            amount.saturating_mul(bytes) / 1024
+    // Guest memory for NUMA cells: <memory>, else what the old cells held.
+    let old_cells: Vec<usize> = doc
+        .child(root, "cpu")
+        .and_then(|cpu| doc.child(cpu, "numa"))
+        .map(|numa| {
+            doc.nodes[numa]
+                .children
+                .iter()
+                .copied()
+                .filter(|&c| doc.nodes[c].name == "cell")
+                .collect()
         })
-        .unwrap_or(0);
+        .unwrap_or_default();
+    let cell_attrs =
+        |c: usize| attributes(&doc.text[doc.nodes[c].start..doc.nodes[c].start_tag_end]);
+    let memory_kib = match doc.child(root, "memory") {
+        Some(m) => {
+            let attrs = attributes(&doc.text[doc.nodes[m].start..doc.nodes[m].start_tag_end]);
+            let unit = attrs
+                .iter()
+                .find(|(k, _)| k == "unit")
+                .map(|(_, v)| v.as_str());
+            kib(doc.inner_text(m), unit)
+        }
+        None => old_cells
+            .iter()
+            .map(|&c| {
+                let attrs = cell_attrs(c);
+                let get = |k: &str| attrs.iter().find(|(a, _)| a == k).map(|(_, v)| v.as_str());
+                kib(get("memory").unwrap_or("0"), get("unit"))
+            })
+            .sum(),
+    };
     let cells = emit::guest_numa(vm, memory_kib);
     match doc.child(root, "cpu") {
         Some(cpu) => {
@@ -610,6 +704,23 @@ pub fn patch(
                         s
                     };
                     match doc.child(cpu, "numa") {
+                        // As many cells as planned: keep them (memory, memAccess,
+                        // distances…) and rewrite only which vCPUs they hold.
+                        Some(_) if old_cells.len() == vm.guest_cells.len() => {
+                            for (&c, planned_cell) in old_cells.iter().zip(&vm.guest_cells) {
+                                let cn = &doc.nodes[c];
+                                let tag = &doc.text[cn.start..cn.start_tag_end];
+                                let set = [
+                                    ("id", planned_cell.id.to_string()),
+                                    ("cpus", planned_cell.vcpus.clone()),
+                                ];
+                                splices.push(Splice {
+                                    start: cn.start,
+                                    end: cn.start_tag_end,
+                                    text: rewrite_start_tag("cell", tag, &set, cn.empty),
+                                });
+                            }
+                        }
                         Some(numa) => {
                             let nn = &doc.nodes[numa];
                             splices.push(Splice {

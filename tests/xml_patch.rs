@@ -1,0 +1,1461 @@
+//! `pinplan xml`: the libvirt domain XML emitter and lossless patcher, run as
+//! a program.
+//!
+//! 1. Every domain of `tests/fixtures/libvirt-domains/` that libvirt's schema
+//!    accepts (checked here with `virt-xml-validate`) is patched with a plan
+//!    made by the real binary for a VM of its name and vCPU count: the output
+//!    must validate, its pins (read back with roxmltree) must be the plan's,
+//!    and every byte outside the pinning elements must be the input's. A
+//!    second pass plans the larger ones with `numa = "spread"` on a two-node
+//!    host so that guest NUMA cells and memnodes are written too.
+//! 2. A hand-written domain (tabs, double quotes, comments, an entity, the qemu
+//!    namespace, `<cputune>` children pinplan does not own, a
+//!    `host-passthrough` `<cpu>`, `<vcpu current>`) against a hand-written
+//!    expected output.
+//! 3. Refusals: exit 2, `error: ` naming the file and the element or line,
+//!    nothing on stdout, `--out` untouched.
+//! 4. Fragments (`pinplan xml` without `--patch`, `plan --out`'s
+//!    `NAME.fragment.xml`) wrapped in a minimal domain validate.
+//! 5. A live libvirtd (`PINPLAN_TEST_LIBVIRT_URI`, set by scripts/test.sh):
+//!    `pinplan xml --connect`, `virsh define` of the result, `virsh dumpxml`
+//!    shows the pins. Fails (never skips) when the variable is set and libvirt
+//!    does not work; without it, says so and does nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+/// 2 packages x 16 cores x 2 threads, one NUMA node; CPU n's sibling is n + 32.
+const BIG_HOST: &str = "synthetic:package:2 core:16 pu:2(indexes=2*32:1*2)";
+
+fn pinplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pinplan"))
+        .args(args)
+        .current_dir(REPO)
+        .output()
+        .expect("cannot run pinplan")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn describe(args: &[&str], out: &Output) -> String {
+    format!(
+        "pinplan {args:?}\nstatus: {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
+/// Runs pinplan, requires exit 0, returns stdout.
+fn pinplan_ok(args: &[&str]) -> String {
+    let out = pinplan(args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(args, &out));
+    text(&out.stdout)
+}
+
+/// A directory of its own under the system's temp dir (one per process and
+/// test), removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> TempDir {
+        let root = std::env::temp_dir().join(format!("pinplan-xml-patch-{}", std::process::id()));
+        let dir = root.join(test);
+        let _ = std::fs::remove_dir_all(&dir);
+        for _ in 0..5 {
+            if std::fs::create_dir_all(&dir).is_ok() {
+                break;
+            }
+        }
+        assert!(dir.is_dir(), "cannot create {}", dir.display());
+        TempDir(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    fn write(&self, name: &str, content: &str) -> PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        if let Some(root) = self.0.parent() {
+            let _ = std::fs::remove_dir(root);
+        }
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `virt-xml-validate FILE domain`: Ok, or the validator's complaint.
+fn validate(path: &Path) -> Result<(), String> {
+    let out = Command::new("virt-xml-validate")
+        .arg(path)
+        .arg("domain")
+        .output()
+        .map_err(|e| format!("cannot run virt-xml-validate (libvirt-clients): {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "virt-xml-validate {} domain: {}{}",
+            path.display(),
+            text(&out.stdout),
+            text(&out.stderr)
+        ))
+    }
+}
+
+fn validate_text(dir: &TempDir, name: &str, xml: &str) -> Result<(), String> {
+    let p = dir.write(name, xml);
+    validate(&p)
+}
+
+// ---------------------------------------------------------------------------
+// Reading pins back, independently of the program.
+
+/// A libvirt CPU/node list (`1-3,8,^2`) as a set.
+fn cpuset(list: &str) -> BTreeSet<u32> {
+    let mut set = BTreeSet::new();
+    let mut excluded = BTreeSet::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (neg, p) = match part.strip_prefix('^') {
+            Some(p) => (true, p),
+            None => (false, part),
+        };
+        let (a, b): (u32, u32) = match p.split_once('-') {
+            Some((a, b)) => (a.trim().parse().unwrap(), b.trim().parse().unwrap()),
+            None => {
+                let v = p
+                    .parse()
+                    .unwrap_or_else(|_| panic!("bad cpu list {list:?}"));
+                (v, v)
+            }
+        };
+        for c in a..=b {
+            if neg {
+                excluded.insert(c);
+            } else {
+                set.insert(c);
+            }
+        }
+    }
+    set.difference(&excluded).copied().collect()
+}
+
+fn num(v: &Value) -> u32 {
+    u32::try_from(v.as_u64().unwrap()).unwrap()
+}
+
+/// The pinning state of a domain, as libvirt would read it.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Pins {
+    vcpu_count: String,
+    vcpu_placement: Option<String>,
+    vcpu_cpuset: Option<BTreeSet<u32>>,
+    /// `<vcpu>` attributes other than placement and cpuset (`current`).
+    vcpu_other_attrs: BTreeMap<String, String>,
+    iothreads: Option<String>,
+    vcpupin: BTreeMap<u32, BTreeSet<u32>>,
+    emulatorpin: Option<BTreeSet<u32>>,
+    iothreadpin: BTreeMap<u32, BTreeSet<u32>>,
+    memory_nodeset: Option<BTreeSet<u32>>,
+    memnodes: BTreeMap<u32, BTreeSet<u32>>,
+    topology: Option<(u32, u32, u32)>,
+    /// Guest NUMA cells: id (or position) → vCPUs.
+    cells: Option<BTreeMap<u32, BTreeSet<u32>>>,
+    /// Guest NUMA cells' memory in KiB.
+    cell_memory_kib: Vec<u64>,
+}
+
+fn local<'a>(n: &roxmltree::Node<'a, '_>) -> Option<&'a str> {
+    (n.is_element() && n.tag_name().namespace().is_none()).then(|| n.tag_name().name())
+}
+
+fn children<'a, 'i>(
+    n: roxmltree::Node<'a, 'i>,
+    name: &'static str,
+) -> impl Iterator<Item = roxmltree::Node<'a, 'i>> {
+    n.children().filter(move |c| local(c) == Some(name))
+}
+
+fn only_child<'a, 'i>(
+    n: roxmltree::Node<'a, 'i>,
+    name: &'static str,
+) -> Result<Option<roxmltree::Node<'a, 'i>>, String> {
+    let all: Vec<_> = children(n, name).collect();
+    match all.len() {
+        0 => Ok(None),
+        1 => Ok(Some(all[0])),
+        k => Err(format!(
+            "{k} <{name}> elements in <{}>",
+            n.tag_name().name()
+        )),
+    }
+}
+
+fn kib(amount: u64, unit: &str) -> u64 {
+    let bytes: u64 = match unit {
+        "b" | "bytes" => 1,
+        "KB" => 1000,
+        "k" | "K" | "KiB" => 1 << 10,
+        "MB" => 1_000_000,
+        "M" | "MiB" => 1 << 20,
+        "GB" => 1_000_000_000,
+        "G" | "GiB" => 1 << 30,
+        "TB" => 1_000_000_000_000,
+        "T" | "TiB" => 1 << 40,
+        other => panic!("unit {other:?}"),
+    };
+    amount * bytes / 1024
+}
+
+/// The domain's `<memory>` in KiB, if it has one.
+fn domain_memory_kib(xml: &str) -> Option<u64> {
+    let doc = roxmltree::Document::parse(xml).ok()?;
+    let m = children(doc.root_element(), "memory").next()?;
+    let amount: u64 = m.text()?.trim().parse().ok()?;
+    Some(kib(amount, m.attribute("unit").unwrap_or("KiB")))
+}
+
+impl Pins {
+    fn read(xml: &str) -> Result<Pins, String> {
+        let doc = roxmltree::Document::parse(xml).map_err(|e| format!("not XML: {e}"))?;
+        let root = doc.root_element();
+        if root.tag_name().name() != "domain" {
+            return Err("root is not <domain>".to_owned());
+        }
+        let mut p = Pins::default();
+        let vcpu = only_child(root, "vcpu")?.ok_or("no <vcpu>")?;
+        p.vcpu_count = vcpu.text().unwrap_or("").trim().to_owned();
+        p.vcpu_placement = vcpu.attribute("placement").map(str::to_owned);
+        p.vcpu_cpuset = vcpu.attribute("cpuset").map(cpuset);
+        for a in vcpu.attributes() {
+            if a.name() != "placement" && a.name() != "cpuset" {
+                p.vcpu_other_attrs
+                    .insert(a.name().to_owned(), a.value().to_owned());
+            }
+        }
+        p.iothreads =
+            only_child(root, "iothreads")?.map(|n| n.text().unwrap_or("").trim().to_owned());
+        if let Some(ct) = only_child(root, "cputune")? {
+            for v in children(ct, "vcpupin") {
+                let id: u32 = v.attribute("vcpu").unwrap().parse().unwrap();
+                if p.vcpupin
+                    .insert(id, cpuset(v.attribute("cpuset").unwrap()))
+                    .is_some()
+                {
+                    return Err(format!("two <vcpupin vcpu='{id}'>"));
+                }
+            }
+            if let Some(e) = only_child(ct, "emulatorpin")? {
+                p.emulatorpin = Some(cpuset(e.attribute("cpuset").unwrap()));
+            }
+            for t in children(ct, "iothreadpin") {
+                let id: u32 = t.attribute("iothread").unwrap().parse().unwrap();
+                if p.iothreadpin
+                    .insert(id, cpuset(t.attribute("cpuset").unwrap()))
+                    .is_some()
+                {
+                    return Err(format!("two <iothreadpin iothread='{id}'>"));
+                }
+            }
+        }
+        if let Some(nt) = only_child(root, "numatune")? {
+            p.memory_nodeset = only_child(nt, "memory")?
+                .and_then(|m| m.attribute("nodeset"))
+                .map(cpuset);
+            for m in children(nt, "memnode") {
+                p.memnodes.insert(
+                    m.attribute("cellid").unwrap().parse().unwrap(),
+                    cpuset(m.attribute("nodeset").unwrap()),
+                );
+            }
+        }
+        if let Some(cpu) = only_child(root, "cpu")? {
+            p.topology = only_child(cpu, "topology")?.map(|t| {
+                let a = |k: &str| t.attribute(k).unwrap().parse::<u32>().unwrap();
+                (a("sockets"), a("cores"), a("threads"))
+            });
+            if let Some(numa) = only_child(cpu, "numa")? {
+                let mut cells = BTreeMap::new();
+                for (i, c) in children(numa, "cell").enumerate() {
+                    let id = c
+                        .attribute("id")
+                        .map_or(u32::try_from(i).unwrap(), |v| v.parse().unwrap());
+                    cells.insert(id, cpuset(c.attribute("cpus").unwrap_or("")));
+                    let amount: u64 = c.attribute("memory").unwrap().parse().unwrap();
+                    p.cell_memory_kib
+                        .push(kib(amount, c.attribute("unit").unwrap_or("KiB")));
+                }
+                p.cells = Some(cells);
+            }
+        }
+        Ok(p)
+    }
+
+    /// What `input` should look like after patching with the plan's `vm`
+    /// (without --set-vcpus).
+    fn expected(input: &Pins, vm: &Value) -> Pins {
+        let mut p = input.clone();
+        p.vcpu_placement = Some("static".to_owned());
+        p.vcpu_cpuset = Some(cpuset(vm["cpus"].as_str().unwrap()));
+        p.vcpupin = vm["vcpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| (num(&v["vcpu"]), BTreeSet::from([num(&v["cpu"])])))
+            .collect();
+        let emu = cpuset(vm["emulator_cpus"].as_str().unwrap());
+        p.emulatorpin = (!emu.is_empty()).then_some(emu);
+        let io = vm["iothreads"].as_array().unwrap();
+        if !io.is_empty() {
+            p.iothreads = Some(io.len().to_string());
+        }
+        p.iothreadpin = io
+            .iter()
+            .map(|t| (num(&t["iothread"]), cpuset(t["cpus"].as_str().unwrap())))
+            .collect();
+        let nodes: BTreeSet<u32> = vm["numa_nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(num)
+            .collect();
+        let cells = vm["guest_cells"].as_array().unwrap();
+        if !nodes.is_empty() {
+            p.memory_nodeset = Some(nodes);
+            p.memnodes = cells
+                .iter()
+                .map(|c| (num(&c["id"]), BTreeSet::from([num(&c["host_node"])])))
+                .collect();
+        }
+        let t = &vm["guest_topology"];
+        p.topology = Some((num(&t["sockets"]), num(&t["cores"]), num(&t["threads"])));
+        if !cells.is_empty() {
+            p.cells = Some(
+                cells
+                    .iter()
+                    .map(|c| (num(&c["id"]), cpuset(c["vcpus"].as_str().unwrap())))
+                    .collect(),
+            );
+            // The cells' memory is checked separately (its sum is the domain's).
+            p.cell_memory_kib.clear();
+        }
+        p
+    }
+}
+
+fn diff_pins(got: &Pins, want: &Pins) -> Option<String> {
+    let mut d = Vec::new();
+    macro_rules! fields {
+        ($($f:ident),*) => {$(
+            if got.$f != want.$f {
+                d.push(format!("  {}: got {:?}, want {:?}", stringify!($f), got.$f, want.$f));
+            }
+        )*};
+    }
+    fields!(
+        vcpu_count,
+        vcpu_placement,
+        vcpu_cpuset,
+        vcpu_other_attrs,
+        iothreads,
+        vcpupin,
+        emulatorpin,
+        iothreadpin,
+        memory_nodeset,
+        memnodes,
+        topology,
+        cells,
+        cell_memory_kib
+    );
+    (!d.is_empty()).then(|| format!("pins differ from the plan:\n{}", d.join("\n")))
+}
+
+// ---------------------------------------------------------------------------
+// Byte identity outside the pinning elements.
+//
+// Method: parse input and output with roxmltree (independently of the
+// program's quick-xml scanner) and collect, in each, the byte ranges
+// (`Node::range()`, offsets into the original text) of the elements the
+// patcher may rewrite: top-level `<vcpu>`, `<iothreads>`, `<numatune>`; the
+// `<vcpupin>`, `<emulatorpin>`, `<iothreadpin>` children of `<cputune>`; the
+// `<topology>` and `<numa>` children of `<cpu>`. A `<cputune>` or `<cpu>` the
+// input does not have, or has as an empty element (`<cpu mode='x'/>`), is
+// owned whole (in the output it is new or re-opened). Ranges separated only by
+// whitespace are merged, and a merged range that is alone on its line(s)
+// takes its whole lines with it (indentation and newline). What is left of the
+// two texts must be byte for byte the same.
+
+/// Names of `<cputune>`/`<cpu>` the patcher creates or re-opens for `input`.
+fn wholly_owned(input: &str) -> BTreeSet<&'static str> {
+    let doc = roxmltree::Document::parse(input).unwrap();
+    let root = doc.root_element();
+    ["cputune", "cpu"]
+        .into_iter()
+        .filter(|name| match children(root, name).next() {
+            None => true,
+            Some(n) => input[n.range()].ends_with("/>"),
+        })
+        .collect()
+}
+
+fn owned_spans(xml: &str, whole: &BTreeSet<&'static str>) -> Vec<Range<usize>> {
+    let doc = roxmltree::Document::parse(xml).unwrap();
+    let mut spans = Vec::new();
+    for c in doc.root_element().children() {
+        match local(&c) {
+            Some("vcpu" | "iothreads" | "numatune") => spans.push(c.range()),
+            Some(name @ ("cputune" | "cpu")) if whole.contains(name) => spans.push(c.range()),
+            Some("cputune") => spans.extend(
+                c.children()
+                    .filter(|k| matches!(local(k), Some("vcpupin" | "emulatorpin" | "iothreadpin")))
+                    .map(|k| k.range()),
+            ),
+            Some("cpu") => spans.extend(
+                c.children()
+                    .filter(|k| matches!(local(k), Some("topology" | "numa")))
+                    .map(|k| k.range()),
+            ),
+            _ => {}
+        }
+    }
+    spans
+}
+
+fn strip(xml: &str, mut spans: Vec<Range<usize>>) -> String {
+    spans.sort_by_key(|r| r.start);
+    let mut merged: Vec<Range<usize>> = Vec::new();
+    for r in spans {
+        match merged.last_mut() {
+            Some(last) if xml[last.end..r.start].trim().is_empty() => last.end = r.end,
+            _ => merged.push(r),
+        }
+    }
+    let mut out = String::new();
+    let mut at = 0;
+    for r in merged {
+        let line_start = xml[..r.start].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = xml[r.end..].find('\n').map_or(xml.len(), |i| r.end + i + 1);
+        let (start, end) = if xml[line_start..r.start].trim().is_empty()
+            && xml[r.end..line_end].trim().is_empty()
+        {
+            (line_start, line_end)
+        } else {
+            (r.start, r.end)
+        };
+        let start = start.max(at);
+        out.push_str(&xml[at..start]);
+        at = end;
+    }
+    out.push_str(&xml[at..]);
+    out
+}
+
+/// Ok when input and output agree outside the pinning elements; else a
+/// unified-ish diff of the first difference.
+fn same_outside_pins(input: &str, output: &str) -> Result<(), String> {
+    let whole = wholly_owned(input);
+    let a = strip(input, owned_spans(input, &whole));
+    let b = strip(output, owned_spans(output, &whole));
+    if a == b {
+        return Ok(());
+    }
+    let al: Vec<&str> = a.lines().collect();
+    let bl: Vec<&str> = b.lines().collect();
+    let first = al
+        .iter()
+        .zip(&bl)
+        .position(|(x, y)| x != y)
+        .unwrap_or(al.len().min(bl.len()));
+    let show = |v: &[&str]| {
+        v.iter()
+            .skip(first.saturating_sub(2))
+            .take(6)
+            .map(|l| format!("    {l:?}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    Err(format!(
+        "bytes outside the pinning elements changed (line {} of the stripped text):\n  input:\n{}\n  output:\n{}",
+        first + 1,
+        show(&al),
+        show(&bl)
+    ))
+}
+
+// ---------------------------------------------------------------------------
+// Plans.
+
+fn toml_str(v: &str) -> String {
+    format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// Writes SPEC in `dir`, runs `pinplan plan SPEC --source SOURCE --out DIR/out`;
+/// Ok((plan.json, the VM)) when exit 0, Err(output) otherwise.
+fn make_plan(dir: &Path, source: &str, spec: &str) -> Result<(PathBuf, Value), String> {
+    std::fs::create_dir_all(dir).unwrap();
+    let spec_path = dir.join("spec.toml");
+    std::fs::write(&spec_path, spec).unwrap();
+    let out_dir = dir.join("out");
+    let args = [
+        "plan",
+        s(&spec_path),
+        "--source",
+        source,
+        "--out",
+        s(&out_dir),
+    ];
+    let out = pinplan(&args);
+    if out.status.code() != Some(0) {
+        return Err(describe(&args, &out));
+    }
+    let plan_path = out_dir.join("plan.json");
+    let plan: Value = serde_json::from_str(&std::fs::read_to_string(&plan_path).unwrap()).unwrap();
+    let vm = plan["vms"][0].clone();
+    Ok((plan_path, vm))
+}
+
+enum Outcome {
+    Checked,
+    Skipped(String),
+}
+
+/// Plans `fixture`'s domain (its name and vCPU count, `policy` lines added to
+/// the VM) on `host`, patches it, and checks (a) validation, (b) pins,
+/// (c) bytes outside the pins.
+fn check_fixture(
+    work: &Path,
+    fixture: &Path,
+    host: &str,
+    reserved_cores: u32,
+    policy: &str,
+    want_cells: bool,
+) -> Result<Outcome, String> {
+    let input = std::fs::read_to_string(fixture).unwrap();
+    let input_pins = Pins::read(&input)?;
+    let doc = roxmltree::Document::parse(&input).unwrap();
+    let name = children(doc.root_element(), "name")
+        .next()
+        .and_then(|n| n.text())
+        .ok_or("no <name>")?
+        .trim()
+        .to_owned();
+    let vcpus: u32 = input_pins
+        .vcpu_count
+        .parse()
+        .map_err(|e| format!("<vcpu> {:?}: {e}", input_pins.vcpu_count))?;
+    let iothreads = input_pins
+        .iothreads
+        .as_deref()
+        .map_or(0, |t| t.parse::<u32>().unwrap());
+    let spec = format!(
+        "[host]\nreserved_cores = {reserved_cores}\n\n[[vm]]\nname = {}\nvcpus = {vcpus}\niothreads = {iothreads}\n{policy}",
+        toml_str(&name)
+    );
+    let (plan_path, vm) = match make_plan(work, host, &spec) {
+        Ok(p) => p,
+        Err(e) if e.contains("status: Some(1)") => {
+            return Ok(Outcome::Skipped(format!(
+                "{vcpus} vCPUs do not fit on {host}"
+            )))
+        }
+        Err(e) => return Err(format!("plan failed:\n{e}")),
+    };
+    if want_cells && vm["guest_cells"].as_array().unwrap().len() < 2 {
+        return Ok(Outcome::Skipped(format!(
+            "the plan did not spread {vcpus} vCPUs over nodes"
+        )));
+    }
+    let args = [
+        "xml",
+        "--plan",
+        s(&plan_path),
+        "--vm",
+        &name,
+        "--patch",
+        s(fixture),
+    ];
+    let out = pinplan(&args);
+    if out.status.code() != Some(0) || !out.stderr.is_empty() {
+        return Err(describe(&args, &out));
+    }
+    let output = text(&out.stdout);
+    let out_path = work.join("patched.xml");
+    std::fs::write(&out_path, &output).unwrap();
+    let mut problems = Vec::new();
+    // (a)
+    if let Err(e) = validate(&out_path) {
+        problems.push(format!("(a) the output does not validate: {e}"));
+    }
+    // (b)
+    match Pins::read(&output) {
+        Ok(got) => {
+            let mut want = Pins::expected(&input_pins, &vm);
+            if !vm["guest_cells"].as_array().unwrap().is_empty() {
+                want.cell_memory_kib.clone_from(&got.cell_memory_kib);
+            }
+            if let Some(d) = diff_pins(&got, &want) {
+                problems.push(format!("(b) {d}"));
+            }
+            if !vm["guest_cells"].as_array().unwrap().is_empty() {
+                let total = domain_memory_kib(&input)
+                    .unwrap_or_else(|| input_pins.cell_memory_kib.iter().sum());
+                let sum: u64 = got.cell_memory_kib.iter().sum();
+                let n = got.cell_memory_kib.len() as u64;
+                if got.cell_memory_kib.contains(&0) || sum > total || sum + n < total {
+                    problems.push(format!(
+                        "(b) guest NUMA cells' memory {:?} KiB (sum {sum}) but the domain has {total} KiB \
+                         (<memory> or, without it, the input's cells)",
+                        got.cell_memory_kib
+                    ));
+                }
+            }
+        }
+        Err(e) => problems.push(format!("(b) cannot read the output: {e}")),
+    }
+    // (c)
+    if let Err(e) = same_outside_pins(&input, &output) {
+        problems.push(format!("(c) {e}"));
+    }
+    if problems.is_empty() {
+        Ok(Outcome::Checked)
+    } else {
+        Err(format!(
+            "{}\n  output: {}",
+            problems.join("\n"),
+            out_path.display()
+        ))
+    }
+}
+
+fn fixtures() -> Vec<PathBuf> {
+    let dir = Path::new(REPO).join("tests/fixtures/libvirt-domains");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "xml"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Test 1: every schema-valid fixture domain.
+#[test]
+fn fixture_domains_are_patched_losslessly() {
+    let tmp = TempDir::new("fixtures");
+    // Kept for inspection of failures when set.
+    let keep = std::env::var_os("PINPLAN_TEST_KEEP").is_some();
+    let work_root = if keep {
+        std::env::temp_dir().join(format!("pinplan-xml-fixtures-{}", std::process::id()))
+    } else {
+        tmp.0.clone()
+    };
+    let mut invalid = Vec::new();
+    let mut checked = 0;
+    let mut checked_spread = 0;
+    let mut notes = Vec::new();
+    let mut failures = Vec::new();
+    for fixture in fixtures() {
+        let file = fixture.file_name().unwrap().to_string_lossy().into_owned();
+        if let Err(e) = validate(&fixture) {
+            assert!(
+                !e.contains("cannot run"),
+                "virt-xml-validate is needed: {e}"
+            );
+            invalid.push(file);
+            continue;
+        }
+        let stem = file.trim_end_matches(".xml");
+        // Pass A: one NUMA node, the policy defaults (threads require,
+        // emulator and I/O threads on the host's core).
+        match check_fixture(
+            &work_root.join(format!("{stem}-one-node")),
+            &fixture,
+            BIG_HOST,
+            1,
+            "",
+            false,
+        ) {
+            Ok(Outcome::Checked) => checked += 1,
+            Ok(Outcome::Skipped(why)) => notes.push(format!("{file}: skipped: {why}")),
+            Err(e) => failures.push(format!("{file} on {BIG_HOST}:\n{e}")),
+        }
+        // Pass B: numa = "spread" on two nodes each too small for the VM, so
+        // the plan has guest cells (vCPU counts from 6 up).
+        let vcpus: u32 = Pins::read(&std::fs::read_to_string(&fixture).unwrap())
+            .unwrap()
+            .vcpu_count
+            .parse()
+            .unwrap();
+        if vcpus >= 6 {
+            let cores_needed = vcpus.div_ceil(2);
+            let per_node = (cores_needed + 1).div_ceil(2);
+            let host = format!("synthetic:package:2 numa:1 core:{per_node} pu:2");
+            match check_fixture(
+                &work_root.join(format!("{stem}-spread")),
+                &fixture,
+                &host,
+                1,
+                "numa = \"spread\"\n",
+                true,
+            ) {
+                Ok(Outcome::Checked) => checked_spread += 1,
+                Ok(Outcome::Skipped(why)) => {
+                    notes.push(format!("{file}: spread pass skipped: {why}"));
+                }
+                Err(e) => failures.push(format!("{file} with numa = \"spread\" on {host}:\n{e}")),
+            }
+        }
+    }
+    eprintln!(
+        "fixtures: {checked} patched and checked on one node, {checked_spread} with guest NUMA cells; \
+         not schema-valid here (not used): {invalid:?}"
+    );
+    for n in &notes {
+        eprintln!("note: {n}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of the fixture checks failed:\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+    assert!(
+        checked >= 60,
+        "only {checked} fixtures checked (invalid: {invalid:?})"
+    );
+    assert!(checked_spread >= 20, "only {checked_spread} spread checks");
+}
+
+// ---------------------------------------------------------------------------
+// Test 2: a hand-written domain, exact output.
+
+const TAB_PLAN: &str = r#"{
+  "status": "optimal",
+  "solver": "ilp",
+  "host": {"source": "hand-written", "reserved_cpus": "0,10", "fingerprint": "fnv1a64:0"},
+  "vms": [
+    {
+      "name": "tab-vm",
+      "vcpus": [
+        {"vcpu": 0, "cpu": 1}, {"vcpu": 1, "cpu": 11},
+        {"vcpu": 2, "cpu": 2}, {"vcpu": 3, "cpu": 12}
+      ],
+      "cores": [1, 2],
+      "cpus": "1-2,11-12",
+      "emulator_cpus": "0,10",
+      "iothreads": [{"iothread": 1, "cpus": "0,10"}],
+      "numa_nodes": [0],
+      "guest_cells": [],
+      "guest_topology": {"sockets": 1, "cores": 2, "threads": 2},
+      "threads": "require",
+      "demand": null
+    }
+  ],
+  "fixed": [],
+  "unplaced": [],
+  "explanations": [],
+  "warnings": [],
+  "objective": {"placed": 1, "placed_by_priority": [[0, 1]], "extra_numa_nodes": 0,
+                "nic_remote_cores": 0, "vm_l3_domains": 1, "partial_l3_domains": 0, "cores_used": 2}
+}
+"#;
+
+const TAB_DOMAIN: &str =
+    "<domain type=\"kvm\" xmlns:qemu=\"http://libvirt.org/schemas/domain/qemu/1.0\">
+\t<name>tab-vm</name>
+\t<description>DPDK tx &amp; rx &lt;test&gt; VM</description>
+\t<memory unit=\"KiB\">1048576</memory>
+\t<vcpu current='2'>4</vcpu>
+\t<cputune>
+\t\t<!-- tuned by hand: keep this comment -->
+\t\t<shares>2048</shares>
+\t\t<period>1000000</period>
+\t\t<quota>-1</quota>
+\t\t<!-- old pins follow -->
+\t\t<vcpupin vcpu=\"0\" cpuset=\"5\"/>
+\t\t<vcpupin vcpu=\"1\" cpuset=\"6\"/>
+\t\t<emulatorpin cpuset=\"4\"/>
+\t\t<vcpusched vcpus=\"0-1\" scheduler=\"fifo\" priority=\"1\"/>
+\t\t<cachetune vcpus=\"0-3\">
+\t\t\t<cache id=\"0\" level=\"3\" type=\"both\" size=\"3\" unit=\"MiB\"/>
+\t\t</cachetune>
+\t</cputune>
+\t<os>
+\t\t<type arch=\"x86_64\" machine=\"pc\">hvm</type>
+\t\t<boot dev=\"hd\"/>
+\t</os>
+\t<cpu mode=\"host-passthrough\">
+\t\t<feature policy=\"disable\" name=\"vmx\"/>
+\t</cpu>
+\t<clock offset=\"utc\"/>
+\t<devices>
+\t\t<emulator>/usr/bin/qemu-system-x86_64</emulator>
+\t\t<memballoon model=\"none\"/>
+\t</devices>
+\t<qemu:commandline>
+\t\t<qemu:arg value=\"-trace\"/>
+\t\t<qemu:arg value=\"events=/tmp/a&amp;b\"/>
+\t</qemu:commandline>
+</domain>
+";
+
+/// Written by hand from the plan above: `<vcpu>` gets placement and cpuset
+/// (libvirt's attribute order, `current` kept), `<iothreads>` is added after
+/// it, the pins replace the old ones where they were (vcpupin, emulatorpin,
+/// iothreadpin: libvirt's order) in the document's tab indentation and
+/// pinplan's single quotes, `<numatune>` follows `<cputune>`, `<topology>`
+/// opens `<cpu>`; every other byte is the input's.
+const TAB_EXPECTED: &str =
+    "<domain type=\"kvm\" xmlns:qemu=\"http://libvirt.org/schemas/domain/qemu/1.0\">
+\t<name>tab-vm</name>
+\t<description>DPDK tx &amp; rx &lt;test&gt; VM</description>
+\t<memory unit=\"KiB\">1048576</memory>
+\t<vcpu placement='static' cpuset='1-2,11-12' current='2'>4</vcpu>
+\t<iothreads>1</iothreads>
+\t<cputune>
+\t\t<!-- tuned by hand: keep this comment -->
+\t\t<shares>2048</shares>
+\t\t<period>1000000</period>
+\t\t<quota>-1</quota>
+\t\t<!-- old pins follow -->
+\t\t<vcpupin vcpu='0' cpuset='1'/>
+\t\t<vcpupin vcpu='1' cpuset='11'/>
+\t\t<vcpupin vcpu='2' cpuset='2'/>
+\t\t<vcpupin vcpu='3' cpuset='12'/>
+\t\t<emulatorpin cpuset='0,10'/>
+\t\t<iothreadpin iothread='1' cpuset='0,10'/>
+\t\t<vcpusched vcpus=\"0-1\" scheduler=\"fifo\" priority=\"1\"/>
+\t\t<cachetune vcpus=\"0-3\">
+\t\t\t<cache id=\"0\" level=\"3\" type=\"both\" size=\"3\" unit=\"MiB\"/>
+\t\t</cachetune>
+\t</cputune>
+\t<numatune>
+\t\t<memory mode='strict' nodeset='0'/>
+\t</numatune>
+\t<os>
+\t\t<type arch=\"x86_64\" machine=\"pc\">hvm</type>
+\t\t<boot dev=\"hd\"/>
+\t</os>
+\t<cpu mode=\"host-passthrough\">
+\t\t<topology sockets='1' dies='1' cores='2' threads='2'/>
+\t\t<feature policy=\"disable\" name=\"vmx\"/>
+\t</cpu>
+\t<clock offset=\"utc\"/>
+\t<devices>
+\t\t<emulator>/usr/bin/qemu-system-x86_64</emulator>
+\t\t<memballoon model=\"none\"/>
+\t</devices>
+\t<qemu:commandline>
+\t\t<qemu:arg value=\"-trace\"/>
+\t\t<qemu:arg value=\"events=/tmp/a&amp;b\"/>
+\t</qemu:commandline>
+</domain>
+";
+
+/// Shows the first differing line of two texts, with invisible characters.
+fn first_difference(want: &str, got: &str) -> String {
+    let w: Vec<&str> = want.split_inclusive('\n').collect();
+    let g: Vec<&str> = got.split_inclusive('\n').collect();
+    let i = w
+        .iter()
+        .zip(&g)
+        .position(|(a, b)| a != b)
+        .unwrap_or(w.len().min(g.len()));
+    format!(
+        "first difference at line {}:\n  want {:?}\n  got  {:?}\n--- got whole:\n{got}",
+        i + 1,
+        w.get(i),
+        g.get(i)
+    )
+}
+
+#[test]
+fn hand_written_domain_keeps_every_other_byte() {
+    let dir = TempDir::new("hand-written");
+    let plan = dir.write("plan.json", TAB_PLAN);
+    let domain = dir.write("tab-vm.xml", TAB_DOMAIN);
+    validate(&domain).expect("the hand-written input must be a valid domain");
+    validate_text(&dir, "expected.xml", TAB_EXPECTED)
+        .expect("the hand-written expected output must be a valid domain");
+    // Self-check of the byte-identity method of test 1: the hand-written
+    // answer passes it, and a changed byte or quote outside the pins fails it.
+    same_outside_pins(TAB_DOMAIN, TAB_EXPECTED).unwrap();
+    for (from, to) in [
+        ("<shares>2048", "<shares>2049"),
+        ("scheduler=\"fifo\"", "scheduler='fifo'"),
+        ("\t<clock", "  <clock"),
+        ("&amp; rx", "&#38; rx"),
+    ] {
+        assert!(TAB_EXPECTED.contains(from));
+        let changed = TAB_EXPECTED.replace(from, to);
+        assert!(
+            same_outside_pins(TAB_DOMAIN, &changed).is_err(),
+            "the identity check misses {from:?} -> {to:?}"
+        );
+    }
+    // The domain's name is the plan's VM: no --vm needed.
+    let got = pinplan_ok(&["xml", "--plan", s(&plan), "--patch", s(&domain)]);
+    assert!(
+        got == TAB_EXPECTED,
+        "{}",
+        first_difference(TAB_EXPECTED, &got)
+    );
+    // --out writes the same bytes.
+    let out_file = dir.path("patched.xml");
+    let stdout = pinplan_ok(&[
+        "xml",
+        "--plan",
+        s(&plan),
+        "--patch",
+        s(&domain),
+        "--out",
+        s(&out_file),
+    ]);
+    assert_eq!(stdout, "", "--out: nothing on stdout");
+    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), TAB_EXPECTED);
+    // Patching the patched domain again changes nothing.
+    let again = pinplan_ok(&["xml", "--plan", s(&plan), "--patch", s(&out_file)]);
+    assert!(
+        again == TAB_EXPECTED,
+        "patching twice: {}",
+        first_difference(TAB_EXPECTED, &again)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Test 3: refusals.
+
+/// A domain for the hand-written plan's VM, with `vcpus` vCPUs and `name`.
+fn small_domain(name: &str, vcpu_tag: &str) -> String {
+    format!(
+        "<domain type='kvm'>
+  <name>{name}</name>
+  <memory unit='MiB'>64</memory>
+  {vcpu_tag}
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+  </os>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+  </devices>
+</domain>
+"
+    )
+}
+
+/// Runs `pinplan xml ARGS` and requires a refusal: exit 2, nothing on stdout,
+/// stderr starting `error: `, naming `file` and either `file:LINE` or one of
+/// `what`. Then again with `--out` to a new file (not created) and to an
+/// existing one (unchanged), and no temporary file left behind.
+fn refused(dir: &TempDir, args: &[&str], file: &Path, what: &[&str]) -> String {
+    let out = pinplan(args);
+    let err = text(&out.stderr);
+    let ctx = describe(args, &out);
+    assert_eq!(out.status.code(), Some(2), "{ctx}");
+    assert!(out.stdout.is_empty(), "stdout must be empty: {ctx}");
+    assert!(err.starts_with("error: "), "{ctx}");
+    assert!(!err.contains("panicked"), "{ctx}");
+    let first = err.lines().next().unwrap_or("");
+    let file = file.display().to_string();
+    assert!(
+        first.contains(&file),
+        "the error must name the file {file}: {ctx}"
+    );
+    let at_line = first
+        .split(&file)
+        .skip(1)
+        .any(|rest| rest.starts_with(':') && rest[1..].starts_with(|c: char| c.is_ascii_digit()));
+    // The path itself must not count as naming the element.
+    let message = err.replace(&file, "FILE");
+    assert!(
+        at_line || what.iter().any(|w| message.contains(w)),
+        "the error must give the line ({file}:N) or name one of {what:?}: {ctx}"
+    );
+
+    let sub = dir.path("out");
+    let _ = std::fs::remove_dir_all(&sub);
+    std::fs::create_dir_all(&sub).unwrap();
+    let new_file = sub.join("new.xml");
+    let existing = sub.join("existing.xml");
+    std::fs::write(&existing, "sentinel\n").unwrap();
+    for target in [&new_file, &existing] {
+        let mut with_out: Vec<&str> = args.to_vec();
+        with_out.extend(["--out", s(target)]);
+        let out = pinplan(&with_out);
+        let ctx = describe(&with_out, &out);
+        assert_eq!(out.status.code(), Some(2), "{ctx}");
+        assert!(out.stdout.is_empty(), "{ctx}");
+        assert!(text(&out.stderr).starts_with("error: "), "{ctx}");
+    }
+    assert!(
+        !new_file.exists(),
+        "a refused --out file must not be created"
+    );
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "sentinel\n");
+    let left: Vec<_> = std::fs::read_dir(&sub)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "files left in the --out directory: {left:?}");
+    err
+}
+
+#[test]
+fn refuses_a_file_that_is_not_xml() {
+    let dir = TempDir::new("refuse-not-xml");
+    let plan = dir.write("plan.json", TAB_PLAN);
+    let f = dir.write("notes.txt", "this is not XML\njust some notes\n");
+    refused(
+        &dir,
+        &["xml", "--plan", s(&plan), "--patch", s(&f)],
+        &f,
+        &["<domain>"],
+    );
+    refused(
+        &dir,
+        &[
+            "xml",
+            "--plan",
+            s(&plan),
+            "--vm",
+            "tab-vm",
+            "--patch",
+            s(&f),
+        ],
+        &f,
+        &["<domain>"],
+    );
+    let empty = dir.write("empty.xml", "");
+    refused(
+        &dir,
+        &[
+            "xml",
+            "--plan",
+            s(&plan),
+            "--vm",
+            "tab-vm",
+            "--patch",
+            s(&empty),
+        ],
+        &empty,
+        &["<domain>"],
+    );
+}
+
+#[test]
+fn refuses_xml_that_is_not_a_domain() {
+    let dir = TempDir::new("refuse-not-domain");
+    let plan = dir.write("plan.json", TAB_PLAN);
+    let network = dir.write(
+        "net.xml",
+        "<network>\n  <name>tab-vm</name>\n  <bridge name='virbr9'/>\n</network>\n",
+    );
+    let caps = dir.path("caps.xml");
+    std::fs::copy(
+        Path::new(REPO).join("tests/fixtures/libvirt-caps/caps-test.xml"),
+        &caps,
+    )
+    .unwrap();
+    for f in [&network, &caps] {
+        let err = refused(
+            &dir,
+            &["xml", "--plan", s(&plan), "--vm", "tab-vm", "--patch", s(f)],
+            f,
+            &["<domain>"],
+        );
+        let root = if f == &network {
+            "network"
+        } else {
+            "capabilities"
+        };
+        assert!(err.contains(root), "the error should name <{root}>: {err}");
+        refused(
+            &dir,
+            &["xml", "--plan", s(&plan), "--patch", s(f)],
+            f,
+            &["<domain>"],
+        );
+    }
+}
+
+#[test]
+fn refuses_a_vcpu_mismatch_unless_set_vcpus() {
+    let dir = TempDir::new("refuse-vcpus");
+    let plan = dir.write("plan.json", TAB_PLAN);
+    let input = small_domain("tab-vm", "<vcpu placement='static'>2</vcpu>");
+    let f = dir.write("two.xml", &input);
+    validate(&f).unwrap();
+    let err = refused(
+        &dir,
+        &["xml", "--plan", s(&plan), "--patch", s(&f)],
+        &f,
+        &["<vcpu>"],
+    );
+    assert!(
+        err.contains(&format!("{}:4:", f.display())),
+        "the <vcpu> is on line 4: {err}"
+    );
+    assert!(err.contains("--set-vcpus"), "{err}");
+    // With --set-vcpus: the plan's count.
+    let got = pinplan_ok(&["xml", "--plan", s(&plan), "--patch", s(&f), "--set-vcpus"]);
+    validate_text(&dir, "set.xml", &got).unwrap();
+    let pins = Pins::read(&got).unwrap();
+    assert_eq!(pins.vcpu_count, "4", "{got}");
+    let mut want = Pins::expected(
+        &Pins::read(&input).unwrap(),
+        &serde_json::from_str::<Value>(TAB_PLAN).unwrap()["vms"][0],
+    );
+    want.vcpu_count = "4".to_owned();
+    if let Some(d) = diff_pins(&pins, &want) {
+        panic!("{d}\n{got}");
+    }
+    same_outside_pins(&input, &got).unwrap();
+}
+
+/// `--set-vcpus` lowering the count below `<vcpu current>`: libvirt refuses
+/// such a domain ("maximum vCPU count must not be less than current vCPU
+/// count"), so the output must not keep a `current` above the new count.
+#[test]
+fn set_vcpus_below_current_gives_a_definable_domain() {
+    let dir = TempDir::new("set-vcpus-current");
+    let plan = dir.write("plan.json", TAB_PLAN);
+    let f = dir.write(
+        "eight.xml",
+        &small_domain("tab-vm", "<vcpu placement='static' current='6'>8</vcpu>"),
+    );
+    validate(&f).unwrap();
+    let got = pinplan_ok(&["xml", "--plan", s(&plan), "--patch", s(&f), "--set-vcpus"]);
+    let pins = Pins::read(&got).unwrap();
+    assert_eq!(pins.vcpu_count, "4");
+    let current: u32 = pins
+        .vcpu_other_attrs
+        .get("current")
+        .map_or(4, |c| c.parse().unwrap());
+    assert!(
+        current <= 4,
+        "input {}: <vcpu current='6'>8</vcpu> patched with --set-vcpus to a 4-vCPU plan keeps current='{current}' > 4 \
+         (libvirt: maximum vCPU count must not be less than current vCPU count):\n{got}",
+        f.display()
+    );
+}
+
+#[test]
+fn refuses_a_domain_named_otherwise_unless_vm_is_given() {
+    let dir = TempDir::new("refuse-name");
+    let plan = dir.write("plan.json", TAB_PLAN);
+    let input = small_domain("other-vm", "<vcpu placement='static'>4</vcpu>");
+    let f = dir.write("other.xml", &input);
+    validate(&f).unwrap();
+    let err = refused(
+        &dir,
+        &["xml", "--plan", s(&plan), "--patch", s(&f)],
+        &f,
+        &["<name>"],
+    );
+    assert!(err.contains("other-vm") && err.contains("tab-vm"), "{err}");
+    // --vm names the plan's VM: patched.
+    let got = pinplan_ok(&[
+        "xml",
+        "--plan",
+        s(&plan),
+        "--vm",
+        "tab-vm",
+        "--patch",
+        s(&f),
+    ]);
+    validate_text(&dir, "named.xml", &got).unwrap();
+    assert!(got.contains("<name>other-vm</name>"), "{got}");
+    same_outside_pins(&input, &got).unwrap();
+    let want = Pins::expected(
+        &Pins::read(&input).unwrap(),
+        &serde_json::from_str::<Value>(TAB_PLAN).unwrap()["vms"][0],
+    );
+    if let Some(d) = diff_pins(&Pins::read(&got).unwrap(), &want) {
+        panic!("{d}\n{got}");
+    }
+}
+
+#[test]
+fn refuses_a_vm_not_in_the_plan() {
+    let dir = TempDir::new("refuse-nosuch");
+    let plan = dir.write("plan.json", TAB_PLAN);
+    let f = dir.write("tab.xml", TAB_DOMAIN);
+    let err = refused(
+        &dir,
+        &[
+            "xml",
+            "--plan",
+            s(&plan),
+            "--vm",
+            "nosuch",
+            "--patch",
+            s(&f),
+        ],
+        &plan,
+        &["\"nosuch\""],
+    );
+    assert!(err.contains("nosuch") && err.contains("tab-vm"), "{err}");
+    // Also without --patch (the fragment).
+    refused(
+        &dir,
+        &["xml", "--plan", s(&plan), "--vm", "nosuch"],
+        &plan,
+        &["\"nosuch\""],
+    );
+}
+
+#[test]
+fn refuses_truncated_xml() {
+    let dir = TempDir::new("refuse-cut");
+    let plan = dir.write("plan.json", TAB_PLAN);
+    // Cut inside <cputune> (line 9, in <period>).
+    let cut = TAB_DOMAIN.find("000</period>").unwrap();
+    let f = dir.write("cut.xml", &TAB_DOMAIN[..cut]);
+    let with_vm = refused(
+        &dir,
+        &[
+            "xml",
+            "--plan",
+            s(&plan),
+            "--vm",
+            "tab-vm",
+            "--patch",
+            s(&f),
+        ],
+        &f,
+        &["truncated"],
+    );
+    assert!(
+        with_vm.contains("truncated") || with_vm.contains("end"),
+        "{with_vm}"
+    );
+    // Without --vm the domain's name is read first: the error must still say
+    // that the file is cut short (not that it is no domain).
+    let without = refused(
+        &dir,
+        &["xml", "--plan", s(&plan), "--patch", s(&f)],
+        &f,
+        &["truncated"],
+    );
+    assert!(
+        without.contains("truncated"),
+        "input {} (a valid domain cut in <period>, line 9), without --vm: the error misdiagnoses it: {without}",
+        f.display()
+    );
+}
+
+#[test]
+fn refuses_a_plan_that_is_not_a_plan() {
+    let dir = TempDir::new("refuse-plan");
+    let f = dir.write("tab.xml", TAB_DOMAIN);
+    let json = dir.write("other.json", "{\n  \"vms\": 3\n}\n");
+    let txt = dir.write("plan.txt", "not a plan\n");
+    for plan in [&json, &txt, &f] {
+        refused(
+            &dir,
+            &["xml", "--plan", s(plan), "--vm", "tab-vm", "--patch", s(&f)],
+            plan,
+            &["not a pinplan plan"],
+        );
+        refused(
+            &dir,
+            &["xml", "--plan", s(plan)],
+            plan,
+            &["not a pinplan plan"],
+        );
+    }
+    let missing = dir.path("missing.json");
+    refused(
+        &dir,
+        &["xml", "--plan", s(&missing), "--patch", s(&f)],
+        &missing,
+        &["cannot read"],
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Test 4: fragments.
+
+/// A minimal domain around `fragment` (after the <memory> line).
+fn wrap_fragment(name: &str, fragment: &str) -> String {
+    format!(
+        "<domain type='kvm'>\n  <name>{name}</name>\n  <memory unit='MiB'>64</memory>\n{fragment}  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n  </os>\n  <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n  </devices>\n</domain>\n"
+    )
+}
+
+#[test]
+fn fragments_validate_inside_a_domain() {
+    let dir = TempDir::new("fragments");
+    let out_dir = dir.path("lab");
+    let args = ["plan", "examples/lab/b1.toml", "--out", s(&out_dir)];
+    pinplan_ok(&args);
+    let plan_path = out_dir.join("plan.json");
+    let plan: Value = serde_json::from_str(&std::fs::read_to_string(&plan_path).unwrap()).unwrap();
+    let mut files = 0;
+    for vm in plan["vms"].as_array().unwrap() {
+        let name = vm["name"].as_str().unwrap();
+        let printed = pinplan_ok(&["xml", "--plan", s(&plan_path), "--vm", name]);
+        let written = std::fs::read_to_string(out_dir.join(format!("{name}.fragment.xml")))
+            .unwrap_or_else(|e| panic!("plan --out wrote no {name}.fragment.xml: {e}"));
+        assert_eq!(printed, written, "xml --vm {name} and plan --out disagree");
+        files += 1;
+        let domain = wrap_fragment(name, &printed);
+        validate_text(&dir, &format!("{name}-wrapped.xml"), &domain)
+            .unwrap_or_else(|e| panic!("{e}\n{domain}"));
+        let pins = Pins::read(&domain).unwrap();
+        let mut input = Pins::read(&wrap_fragment(
+            name,
+            &format!("  <vcpu>{}</vcpu>\n", vm["vcpus"].as_array().unwrap().len()),
+        ))
+        .unwrap();
+        input.vcpu_other_attrs.clear();
+        if let Some(d) = diff_pins(&pins, &Pins::expected(&input, vm)) {
+            panic!("fragment of {name}: {d}\n{printed}");
+        }
+    }
+    assert_eq!(files, 2, "the lab plan places vm1 and vm2");
+    // Every fragment file of the directory, whatever its VM.
+    for e in std::fs::read_dir(&out_dir).unwrap() {
+        let p = e.unwrap().path();
+        let n = p.file_name().unwrap().to_string_lossy().into_owned();
+        if let Some(vm) = n.strip_suffix(".fragment.xml") {
+            let domain = wrap_fragment(vm, &std::fs::read_to_string(&p).unwrap());
+            validate_text(&dir, &format!("{vm}-file.xml"), &domain)
+                .unwrap_or_else(|e| panic!("{n}: {e}\n{domain}"));
+        }
+    }
+    // The only VM of a plan needs no --vm.
+    let tab = dir.write("tab.json", TAB_PLAN);
+    let fragment = pinplan_ok(&["xml", "--plan", s(&tab)]);
+    validate_text(&dir, "tab-wrapped.xml", &wrap_fragment("tab-vm", &fragment)).unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// Test 5: a live libvirtd.
+
+fn virsh(uri: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new("virsh")
+        .args(["-q", "-c", uri])
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run virsh: {e}"))?;
+    if out.status.success() {
+        Ok(text(&out.stdout))
+    } else {
+        Err(format!(
+            "virsh -c {uri} {args:?}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        ))
+    }
+}
+
+/// Undefines the domain when dropped, whatever happened.
+struct Defined {
+    uri: String,
+    name: String,
+}
+
+impl Drop for Defined {
+    fn drop(&mut self) {
+        let _ = virsh(&self.uri, &["destroy", &self.name]);
+        if let Err(e) = virsh(&self.uri, &["undefine", &self.name]) {
+            eprintln!("cannot undefine {}: {e}", self.name);
+        }
+    }
+}
+
+#[test]
+fn live_libvirt_define_patched_domain() {
+    let Ok(uri) = std::env::var("PINPLAN_TEST_LIBVIRT_URI") else {
+        eprintln!(
+            "PINPLAN_TEST_LIBVIRT_URI is not set: not testing against libvirt (scripts/test.sh sets it)"
+        );
+        return;
+    };
+    virsh(&uri, &["version"]).unwrap_or_else(|e| panic!("libvirt does not answer: {e}"));
+    let caps = virsh(&uri, &["capabilities"]).unwrap();
+    let kind = if caps.contains("<domain type='kvm'")
+        && std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/kvm")
+            .is_ok()
+    {
+        "kvm"
+    } else {
+        "qemu"
+    };
+    let name = format!("pinplan-xmltest-{}", std::process::id());
+    let dir = TempDir::new("live");
+    // A 1-vCPU guest: on a 2-CPU host without SMT the host keeps core 0 (the
+    // emulator runs there) and the vCPU gets core 1.
+    let domain = format!(
+        "<domain type='{kind}'>\n  <name>{name}</name>\n  <memory unit='MiB'>64</memory>\n  <vcpu placement='static'>1</vcpu>\n  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n    <boot dev='hd'/>\n  </os>\n  <on_poweroff>destroy</on_poweroff>\n  <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n    <controller type='usb' model='none'/>\n    <memballoon model='none'/>\n  </devices>\n</domain>\n"
+    );
+    let dom_path = dir.write("domain.xml", &domain);
+    validate(&dom_path).unwrap();
+    virsh(&uri, &["define", s(&dom_path)]).unwrap();
+    let _guard = Defined {
+        uri: uri.clone(),
+        name: name.clone(),
+    };
+    let spec = format!(
+        "[host]\nreserved_cores = 1\n\n[[vm]]\nname = {}\nvcpus = 1\nthreads = \"prefer\"\nemulator = \"host\"\n",
+        toml_str(&name)
+    );
+    let (plan_path, vm) = make_plan(&dir.path("plan"), "host", &spec).unwrap();
+    let patched = pinplan_ok(&[
+        "xml",
+        "--plan",
+        s(&plan_path),
+        "--connect",
+        &uri,
+        "--vm",
+        &name,
+    ]);
+    let patched_path = dir.write("patched.xml", &patched);
+    validate(&patched_path).unwrap();
+    let before = virsh(&uri, &["dumpxml", "--inactive", &name]).unwrap();
+    same_outside_pins(&before, &patched)
+        .unwrap_or_else(|e| panic!("--connect output vs virsh dumpxml --inactive: {e}"));
+    virsh(&uri, &["define", s(&patched_path)]).unwrap();
+    let after = virsh(&uri, &["dumpxml", "--inactive", &name]).unwrap();
+    let got = Pins::read(&after).unwrap();
+    let want = Pins::expected(&Pins::read(&before).unwrap(), &vm);
+    if let Some(d) = diff_pins(&got, &want) {
+        panic!("after virsh define, dumpxml --inactive: {d}\n{after}");
+    }
+    let cpu = vm["vcpus"][0]["cpu"].as_u64().unwrap();
+    assert!(
+        after.contains(&format!("<vcpupin vcpu='0' cpuset='{cpu}'/>")),
+        "{after}"
+    );
+    let emu = vm["emulator_cpus"].as_str().unwrap();
+    assert!(!emu.is_empty(), "the plan pins the emulator: {vm}");
+    assert!(
+        after.contains(&format!("<emulatorpin cpuset='{emu}'/>")),
+        "{after}"
+    );
+    // `--connect` without --vm: the plan's only VM.
+    let again = pinplan_ok(&["xml", "--plan", s(&plan_path), "--connect", &uri]);
+    let again_pins = Pins::read(&again).unwrap();
+    assert_eq!(again_pins.vcpupin, got.vcpupin);
+}
