@@ -75,7 +75,7 @@ impl TempDir {
     fn with_lab_files(test: &str) -> TempDir {
         let dir = TempDir::new(test);
         let lab = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/lab"));
-        for f in ["b1-host.xml", "b1-tx-cores.csv"] {
+        for f in ["b1-host.xml", "b1-tx-cores.csv", "vm1.xml"] {
             std::fs::copy(lab.join(f), dir.0.join(f)).unwrap();
         }
         dir
@@ -326,7 +326,9 @@ fn out_dir_gets_plan_json_atomically() {
         v.sort();
         v
     };
-    assert_eq!(entries(), ["plan.json"]);
+    // plan.json, vm1's domain patched (the spec names vm1.xml), vm2's fragment;
+    // no temporary files left.
+    assert_eq!(entries(), ["plan.json", "vm1.xml", "vm2.fragment.xml"]);
 
     // Over an existing plan.json (text on stdout this time): replaced.
     std::fs::write(Path::new(&out_dir).join("plan.json"), "stale").unwrap();
@@ -336,7 +338,7 @@ fn out_dir_gets_plan_json_atomically() {
     assert!(text(&again.stdout).starts_with("plan for "));
     let rewritten = std::fs::read(Path::new(&out_dir).join("plan.json")).unwrap();
     assert_eq!(text(&rewritten), text(&out.stdout));
-    assert_eq!(entries(), ["plan.json"]);
+    assert_eq!(entries(), ["plan.json", "vm1.xml", "vm2.fragment.xml"]);
 }
 
 #[test]
