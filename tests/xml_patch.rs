@@ -1471,3 +1471,68 @@ fn live_libvirt_define_patched_domain() {
     let again_pins = Pins::read(&again).unwrap();
     assert_eq!(again_pins.vcpupin, got.vcpupin);
 }
+
+// Plans on real machines' topologies: every file `plan --out` writes validates.
+
+#[test]
+fn plans_on_fixture_hosts_write_valid_xml() {
+    let dir = TempDir::new("fixture-hosts");
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures");
+    // (host, a VM set that fits it): siblings N+28, N+192, SMT4, 8 NUMA nodes,
+    // a libvirt capabilities host.
+    let hosts = [
+        ("hwloc-xml/x86-Intel-Broadwell-2xXeon-E5-2650Lv4.xml", 4),
+        ("hwloc-xml/192em64t-24n8c2t.xml", 6),
+        ("hwloc-xml/gen29-256ppc-8n8s4t.xml", 4),
+        ("hwloc-xml/x86-AMD-17h-Zen-2xEpyc-7451.xml", 6),
+        ("libvirt-caps/caps-qemu-kvm.xml", 3),
+    ];
+    let domain = |name: &str, vcpus: usize| {
+        format!(
+            "<domain type='kvm'>\n  <name>{name}</name>\n  <memory unit='MiB'>1024</memory>\n  <vcpu placement='static'>{vcpus}</vcpu>\n  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n  </os>\n  <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n  </devices>\n</domain>\n"
+        )
+    };
+    let mut validated = 0;
+    for (i, (host, vms)) in hosts.iter().enumerate() {
+        let work = dir.0.join(format!("h{i}"));
+        std::fs::create_dir_all(&work).unwrap();
+        let mut spec =
+            String::from("[host]\nreserved_cores = 1\n\n[defaults]\nthreads = \"prefer\"\n");
+        for v in 0..*vms {
+            let vcpus = 2 + 2 * v;
+            let name = format!("vm{v}");
+            let numa = if v == 0 { "spread" } else { "preferred" };
+            // Half the VMs come with a domain to patch, half as fragments.
+            let domain_line = if v % 2 == 0 {
+                std::fs::write(work.join(format!("{name}.xml")), domain(&name, vcpus)).unwrap();
+                format!("domain_xml = \"{name}.xml\"\n")
+            } else {
+                String::new()
+            };
+            spec.push_str(&format!(
+                "\n[[vm]]\nname = \"{name}\"\nvcpus = {vcpus}\nnuma = \"{numa}\"\niothreads = {}\n{domain_line}",
+                v % 2
+            ));
+        }
+        let source = format!("{fixtures}/{host}");
+        let (plan_path, _) =
+            make_plan(&work, &source, &spec).unwrap_or_else(|e| panic!("{host}: {e}"));
+        let out_dir = plan_path.parent().unwrap().to_path_buf();
+        for e in std::fs::read_dir(&out_dir).unwrap() {
+            let p = e.unwrap().path();
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(&p).unwrap();
+            let whole = if let Some(vm) = n.strip_suffix(".fragment.xml") {
+                wrap_fragment(vm, &text)
+            } else if n.ends_with(".xml") {
+                text
+            } else {
+                continue;
+            };
+            validate_text(&dir, &format!("h{i}-{n}"), &whole)
+                .unwrap_or_else(|e| panic!("{host} {n}: {e}\n{whole}"));
+            validated += 1;
+        }
+    }
+    assert!(validated >= 20, "only {validated} files validated");
+}

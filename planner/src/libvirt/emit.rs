@@ -127,7 +127,7 @@ pub fn fragment(vm: &VmPlan) -> String {
     let mut cpu = vec![topology(vm)];
     if !vm.guest_cells.is_empty() {
         cpu.push(
-            "<!-- guest NUMA cells: pinplan xml --patch adds <numa> with the domain's memory -->"
+            "<!-- guest NUMA cells: patching a domain (pinplan xml, patch mode) adds them with its memory -->"
                 .to_owned(),
         );
     }

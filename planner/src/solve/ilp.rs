@@ -16,7 +16,10 @@
 use super::classes::{self, Class, Domain};
 use super::{EmulatorPolicy, NumaPolicy, Placement, PlanRequest, ThreadPolicy};
 use crate::ids::{CoreId, NodeId};
-use good_lp::{Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, WithTimeLimit};
+use good_lp::{
+    Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, WithInitialSolution,
+    WithTimeLimit,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -82,7 +85,12 @@ fn expression(vars: &[good_lp::Variable], terms: &Terms) -> Expression {
 
 /// Solves `model` minimising `objective`; returns values and whether the
 /// solver proved optimality.
-fn run(model: &Model, objective: &Terms, time_limit: Duration) -> Result<(Vec<f64>, bool), String> {
+fn run(
+    model: &Model,
+    objective: &Terms,
+    time_limit: Duration,
+    start: Option<&[f64]>,
+) -> Result<(Vec<f64>, bool), String> {
     let mut problem = ProblemVariables::new();
     let vars: Vec<good_lp::Variable> = model
         .vars
@@ -105,6 +113,12 @@ fn run(model: &Model, objective: &Terms, time_limit: Duration) -> Result<(Vec<f6
         .minimise(goal)
         .using(good_lp::microlp)
         .with_time_limit(seconds);
+    // A known feasible point (the previous objective's optimum) gives the
+    // branch and bound an incumbent from the start: without it, symmetric
+    // hosts (24 identical NUMA nodes) can keep it from finding any.
+    if let Some(start) = start {
+        solver = solver.with_initial_solution(vars.iter().zip(start).map(|(v, x)| (*v, x.round())));
+    }
     for c in &model.cons {
         let lhs = expression(&vars, &c.terms);
         let constraint = match c.op {
@@ -133,6 +147,14 @@ struct Program {
     /// `n[v]`: `(class index, variable)` for the classes VM v may use.
     n: Vec<Vec<(usize, usize)>>,
     placed: Vec<Option<usize>>,
+    /// `y[v]`: node → variable, for VMs kept to few nodes.
+    y: Vec<BTreeMap<Option<NodeId>, usize>>,
+    /// `u[v]`: domain → variable.
+    u: Vec<BTreeMap<Domain, usize>>,
+    /// `z[v]`: the emulator takes an idle sibling (isolate + emulator isolate).
+    z: Vec<Option<usize>>,
+    /// Per domain: (touched, full, capacity in cores).
+    domains: BTreeMap<Domain, (usize, usize, u32)>,
     /// Objective tiers, in order (each minimised).
     tiers: Vec<(String, Terms)>,
 }
@@ -148,6 +170,9 @@ fn build(request: &PlanRequest) -> Program {
     let mut l3_terms: Terms = Vec::new();
     let mut cores_used: Terms = Vec::new();
     let mut class_users: Vec<Terms> = vec![Vec::new(); classes.len()];
+    let mut y_vars = Vec::new();
+    let mut u_vars = Vec::new();
+    let mut z_vars = Vec::new();
 
     for vm in &request.vms {
         let usable: Vec<usize> = classes
@@ -159,13 +184,42 @@ fn build(request: &PlanRequest) -> Program {
         if usable.is_empty() || vm.vcpus == 0 {
             n.push(Vec::new());
             placed.push(None);
+            y_vars.push(BTreeMap::new());
+            u_vars.push(BTreeMap::new());
+            z_vars.push(None);
             continue;
         }
+        let mut z_var = None;
         let p = model.binary();
+        // The most cores of one class the VM can take: a tight bound keeps the
+        // LP relaxation of the big-M links below close to the integer problem.
+        let t_max_all = usable
+            .iter()
+            .map(|&c| classes[c].threads)
+            .max()
+            .unwrap_or(1);
+        let most = |c: usize| -> u32 {
+            let bound = match vm.threads {
+                ThreadPolicy::Isolate => vm.vcpus + 1,
+                ThreadPolicy::Require | ThreadPolicy::Prefer => {
+                    (vm.pus_needed() + t_max_all - 1)
+                        / classes::pus_per_core(vm, classes[c].threads).max(1)
+                }
+            };
+            bound.min(classes[c].size())
+        };
         let vars: Vec<(usize, usize)> = usable
             .iter()
-            .map(|&c| (c, model.int(f64::from(classes[c].size()))))
+            .map(|&c| (c, model.int(f64::from(most(c)))))
             .collect();
+        // Cover cuts: the nodes (domains) a VM uses must hold its demand.
+        // Valid for every integer solution, and they make the LP relaxation
+        // of the y/u links far tighter (branch and bound then closes quickly).
+        let units = |c: usize| f64::from(most(c) * classes::pus_per_core(vm, classes[c].threads));
+        let demand_units = f64::from(match vm.threads {
+            ThreadPolicy::Isolate => vm.vcpus,
+            ThreadPolicy::Require | ThreadPolicy::Prefer => vm.pus_needed(),
+        });
         for &(c, var) in &vars {
             class_users[c].push((var, 1.0));
             cores_used.push((var, 1.0));
@@ -179,11 +233,18 @@ fn build(request: &PlanRequest) -> Program {
                 if vm.emulator == EmulatorPolicy::Isolate {
                     // The emulator takes an idle sibling (z = 1) or one more core.
                     let z = model.binary();
+                    z_var = Some(z);
                     let mut eq = count.clone();
                     eq.push((p, -(f64::from(vm.vcpus) + 1.0)));
                     eq.push((z, 1.0));
                     model.con(eq, Op::Eq, 0.0);
                     model.con(vec![(z, 1.0), (p, -1.0)], Op::Le, 0.0);
+                    // …and must take it when it has one: no core to spare.
+                    for &(c, v) in &vars {
+                        if classes[c].threads >= 2 {
+                            model.con(vec![(v, 1.0), (z, -f64::from(most(c)))], Op::Le, 0.0);
+                        }
+                    }
                     let mut siblings: Terms = vars
                         .iter()
                         .filter(|&&(c, _)| classes[c].threads >= 2)
@@ -210,6 +271,11 @@ fn build(request: &PlanRequest) -> Program {
                 let mut lower = pus.clone();
                 lower.push((p, -need));
                 model.con(lower, Op::Ge, 0.0);
+                // At least ceil(need / most threads) cores: the relaxation
+                // otherwise takes fractions of cores.
+                let mut fewest: Terms = vars.iter().map(|&(_, v)| (v, 1.0)).collect();
+                fewest.push((p, -(need / f64::from(t_max)).ceil()));
+                model.con(fewest, Op::Ge, 0.0);
                 let mut upper = pus;
                 upper.push((p, -(need + f64::from(t_max) - 1.0)));
                 model.con(upper, Op::Le, 0.0);
@@ -218,18 +284,32 @@ fn build(request: &PlanRequest) -> Program {
 
         // NUMA.
         let nodes: BTreeSet<Option<NodeId>> = vars.iter().map(|&(c, _)| classes[c].node).collect();
+        let mut y_map = BTreeMap::new();
         if matches!(vm.numa, NumaPolicy::Strict | NumaPolicy::Preferred) {
             let y: BTreeMap<Option<NodeId>, usize> =
                 nodes.iter().map(|&k| (k, model.binary())).collect();
             for &(c, v) in &vars {
                 if let Some(&yk) = y.get(&classes[c].node) {
-                    model.con(
-                        vec![(v, 1.0), (yk, -f64::from(classes[c].size()))],
-                        Op::Le,
-                        0.0,
-                    );
+                    model.con(vec![(v, 1.0), (yk, -f64::from(most(c)))], Op::Le, 0.0);
                 }
             }
+            let mut cover: Terms = y
+                .iter()
+                .map(|(&k, &yk)| {
+                    let cap: f64 = vars
+                        .iter()
+                        .filter(|&&(c, _)| classes[c].node == k)
+                        .map(|&(c, _)| units(c))
+                        .sum();
+                    (yk, cap)
+                })
+                .collect();
+            let fewest = fewest_groups(&cover, demand_units);
+            cover.push((p, -demand_units));
+            model.con(cover, Op::Ge, 0.0);
+            let mut rounded: Terms = y.values().map(|&yk| (yk, 1.0)).collect();
+            rounded.push((p, -fewest));
+            model.con(rounded, Op::Ge, 0.0);
             let mut sum: Terms = y.values().map(|&yk| (yk, 1.0)).collect();
             sum.push((p, -1.0));
             if vm.numa == NumaPolicy::Strict {
@@ -238,6 +318,7 @@ fn build(request: &PlanRequest) -> Program {
                 model.con(sum.clone(), Op::Ge, 0.0);
                 extra_nodes.extend(sum);
             }
+            y_map = y;
         }
 
         // NIC locality as a cost.
@@ -251,21 +332,39 @@ fn build(request: &PlanRequest) -> Program {
 
         // L3 domains the VM touches.
         let domains: BTreeSet<Domain> = vars.iter().map(|&(c, _)| classes[c].domain).collect();
+        let mut u_map = BTreeMap::new();
         if domains.len() > 1 {
             let u: BTreeMap<Domain, usize> = domains.iter().map(|&d| (d, model.binary())).collect();
             for &(c, v) in &vars {
                 if let Some(&ud) = u.get(&classes[c].domain) {
-                    model.con(
-                        vec![(v, 1.0), (ud, -f64::from(classes[c].size()))],
-                        Op::Le,
-                        0.0,
-                    );
+                    model.con(vec![(v, 1.0), (ud, -f64::from(most(c)))], Op::Le, 0.0);
                 }
             }
+            let mut cover: Terms = u
+                .iter()
+                .map(|(&d, &ud)| {
+                    let cap: f64 = vars
+                        .iter()
+                        .filter(|&&(c, _)| classes[c].domain == d)
+                        .map(|&(c, _)| units(c))
+                        .sum();
+                    (ud, cap)
+                })
+                .collect();
+            let fewest = fewest_groups(&cover, demand_units);
+            cover.push((p, -demand_units));
+            model.con(cover, Op::Ge, 0.0);
+            let mut rounded: Terms = u.values().map(|&ud| (ud, 1.0)).collect();
+            rounded.push((p, -fewest));
+            model.con(rounded, Op::Ge, 0.0);
             l3_terms.extend(u.values().map(|&ud| (ud, 1.0)));
+            u_map = u;
         }
         n.push(vars);
         placed.push(Some(p));
+        y_vars.push(y_map);
+        u_vars.push(u_map);
+        z_vars.push(z_var);
     }
 
     // Capacity per class.
@@ -283,7 +382,8 @@ fn build(request: &PlanRequest) -> Program {
         entry.0.extend(class_users[c].iter().copied());
         entry.1 += class.size();
     }
-    for (used, capacity) in per_domain.values() {
+    let mut domain_vars = BTreeMap::new();
+    for (&d, (used, capacity)) in &per_domain {
         if used.is_empty() {
             continue;
         }
@@ -298,6 +398,7 @@ fn build(request: &PlanRequest) -> Program {
         model.con(f, Op::Le, 0.0);
         partial.push((touched, 1.0));
         partial.push((full, -1.0));
+        domain_vars.insert(d, (touched, full, *capacity));
     }
 
     // Tiers: VMs placed per priority level, highest first (maximised, so negated).
@@ -329,27 +430,148 @@ fn build(request: &PlanRequest) -> Program {
         classes,
         n,
         placed,
+        y: y_vars,
+        u: u_vars,
+        z: z_vars,
+        domains: domain_vars,
         tiers,
     }
+}
+
+/// Whether some subset of `caps` sums to exactly `target`.
+fn subset_sum(caps: &[u32], target: u32) -> bool {
+    let target = target as usize;
+    let mut reachable = vec![false; target + 1];
+    reachable[0] = true;
+    for &c in caps {
+        let c = c as usize;
+        for t in (c..=target).rev() {
+            if reachable[t - c] {
+                reachable[t] = true;
+            }
+        }
+    }
+    reachable[target]
+}
+
+/// The fewest groups (nodes, domains) whose capacities `(var, capacity)` can
+/// hold `demand`: a valid lower bound on how many a VM touches, stronger than
+/// the cover cut's fractional one.
+fn fewest_groups(cover: &Terms, demand: f64) -> f64 {
+    let mut caps: Vec<f64> = cover.iter().map(|&(_, c)| c).collect();
+    caps.sort_by(|a, b| b.total_cmp(a));
+    let mut held = 0.0;
+    for (i, c) in caps.iter().enumerate() {
+        held += c;
+        if held + 1e-9 >= demand {
+            return (i + 1) as f64;
+        }
+    }
+    1.0
+}
+
+/// The variable values of a concrete placement (a feasible start point).
+fn start_from(request: &PlanRequest, program: &Program, placement: &Placement) -> Vec<f64> {
+    let mut values = vec![0.0; program.model.vars.len()];
+    let mut class_of: BTreeMap<CoreId, usize> = BTreeMap::new();
+    for (c, class) in program.classes.iter().enumerate() {
+        for &core in &class.cores {
+            class_of.insert(core, c);
+        }
+    }
+    let mut used_per_domain: BTreeMap<Domain, u32> = BTreeMap::new();
+    for (&i, cores) in &placement.cores {
+        let (Some(Some(p)), Some(vars)) = (program.placed.get(i), program.n.get(i)) else {
+            continue;
+        };
+        values[*p] = 1.0;
+        let mut per_class: BTreeMap<usize, f64> = BTreeMap::new();
+        for core in cores {
+            if let Some(&c) = class_of.get(core) {
+                *per_class.entry(c).or_default() += 1.0;
+                let class = &program.classes[c];
+                *used_per_domain.entry(class.domain).or_default() += 1;
+                if let Some(&y) = program.y[i].get(&class.node) {
+                    values[y] = 1.0;
+                }
+                if let Some(&u) = program.u[i].get(&class.domain) {
+                    values[u] = 1.0;
+                }
+            }
+        }
+        for &(c, var) in vars {
+            values[var] = per_class.get(&c).copied().unwrap_or(0.0);
+        }
+        if let (Some(z), Some(vm)) = (program.z[i], request.vms.get(i)) {
+            let taken = cores.len() as f64;
+            values[z] = (f64::from(vm.vcpus) + 1.0 - taken).clamp(0.0, 1.0);
+        }
+    }
+    for (d, &(touched, full, cap)) in &program.domains {
+        let used = used_per_domain.get(d).copied().unwrap_or(0);
+        values[touched] = f64::from(u8::from(used > 0));
+        values[full] = f64::from(u8::from(used == cap));
+    }
+    values
 }
 
 /// Solves lexicographically within `time_limit`.
 pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, String> {
     let deadline = Instant::now() + time_limit;
     let mut program = build(request);
+    // Greedy first fit gives the first tier a feasible start: the ILP then
+    // never places fewer VMs than greedy, even when stopped early.
+    let greedy = super::greedy::place(request);
     let mut values: Option<Vec<f64>> = None;
+    let mut start: Option<Vec<f64>> = Some(start_from(request, &program, &greedy));
     let mut proven = true;
     let tiers = std::mem::take(&mut program.tiers);
     if tiers.is_empty() {
         values = Some(vec![0.0; program.model.vars.len()]);
     }
+    let partial_terms: Terms = program
+        .domains
+        .values()
+        .flat_map(|&(touched, full, _)| [(touched, 1.0), (full, -1.0)])
+        .collect();
     for (name, terms) in &tiers {
-        let left = deadline.saturating_duration_since(Instant::now());
+        // The quality objectives (L3 domains) are bin packing at heart; they
+        // get a share of the time, so that one of them cannot eat it all.
+        let quality = name.starts_with("L3") || name.starts_with("partially");
+        let budget = if quality {
+            time_limit.mul_f64(0.4).max(Duration::from_millis(50))
+        } else {
+            time_limit
+        };
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .min(budget);
         if left.is_zero() {
             proven = false;
             break;
         }
-        match run(&program.model, terms, left) {
+        let started = Instant::now();
+        let outcome = run(
+            &program.model,
+            terms,
+            left,
+            values.as_deref().or(start.as_deref()),
+        );
+        start = None;
+        if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
+            eprintln!(
+                "ilp: {name}: {:.1} ms, {} variables, {} constraints, {}",
+                started.elapsed().as_secs_f64() * 1e3,
+                program.model.vars.len(),
+                program.model.cons.len(),
+                match &outcome {
+                    Ok((v, true)) => format!("optimal {}", value_of(v, terms)),
+                    Ok((v, false)) => format!("stopped at {}", value_of(v, terms)),
+                    Err(e) => format!("failed: {e}"),
+                }
+            );
+        }
+        match outcome {
             Ok((v, optimal)) => {
                 let best = value_of(&v, terms).round();
                 values = Some(v);
@@ -357,8 +579,28 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
                     proven = false;
                     break;
                 }
-                // Later tiers may not make this one worse.
-                program.model.con(terms.clone(), Op::Le, best + 0.5);
+                // Later tiers may not make this one worse. A priority level
+                // placed whole is fixed outright (a sum alone leaves the
+                // relaxation free to place VMs fractionally); otherwise the
+                // sum is kept, so that later objectives may still choose which
+                // VMs of the level to leave out.
+                let whole =
+                    terms.iter().all(|&(_, c)| c == -1.0) && best <= -(terms.len() as f64) + 0.5;
+                if name.starts_with("placed") && whole {
+                    for &(var, _) in terms {
+                        program.model.con(vec![(var, 1.0)], Op::Ge, 1.0);
+                    }
+                } else {
+                    program.model.con(terms.clone(), Op::Le, best + 0.5);
+                }
+                // Cores used is now fixed: when no set of whole domains adds up
+                // to it, some domain must be partly used.
+                if name == "cores used" && !partial_terms.is_empty() {
+                    let caps: Vec<u32> = program.domains.values().map(|&(_, _, c)| c).collect();
+                    if !subset_sum(&caps, best.max(0.0) as u32) {
+                        program.model.con(partial_terms.clone(), Op::Ge, 1.0);
+                    }
+                }
             }
             Err(e) if values.is_none() => {
                 return Err(format!(

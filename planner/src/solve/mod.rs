@@ -14,6 +14,10 @@ pub mod classes;
 pub mod explain;
 pub mod greedy;
 pub mod ilp;
+#[cfg(test)]
+mod oracle;
+#[cfg(test)]
+mod proptests;
 
 use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, NodeId};
@@ -106,7 +110,7 @@ pub struct VmRequest {
     pub priority: i64,
     /// The demand it was sized by, if from a table.
     pub demand: Option<PlannedDemand>,
-    /// Smaller demands to try when it does not fit (`("lower min_fraction to 0.97", 14)`).
+    /// Smaller demands to try when it does not fit (`("min_fraction = 0.97", 14)`).
     pub alternatives: Vec<(String, u32)>,
 }
 
@@ -326,7 +330,8 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
     };
     if !placement.proven && options.solver == SolverKind::Ilp && solver_name == "ilp" {
         warnings.push(format!(
-            "the solver stopped at the {} s time limit: the plan is feasible but not proven optimal",
+            "the solver ran out of time (--time-limit {} s; the L3-domain objectives get a share \
+             of it) before proving the plan optimal: it is feasible, not proven best",
             options.time_limit.as_secs_f64()
         ));
     }
