@@ -438,6 +438,25 @@ fn build(request: &PlanRequest) -> Program {
     }
 }
 
+/// Whether `values` satisfy every constraint and bound of `model`.
+fn feasible(model: &Model, values: &[f64]) -> bool {
+    const EPS: f64 = 1e-6;
+    values.len() == model.vars.len()
+        && model
+            .vars
+            .iter()
+            .zip(values)
+            .all(|(v, &x)| x >= v.min - EPS && x <= v.max + EPS)
+        && model.cons.iter().all(|c| {
+            let lhs = value_of(values, &c.terms);
+            match c.op {
+                Op::Le => lhs <= c.rhs + EPS,
+                Op::Ge => lhs >= c.rhs - EPS,
+                Op::Eq => (lhs - c.rhs).abs() <= EPS,
+            }
+        })
+}
+
 /// Whether some subset of `caps` sums to exactly `target`.
 fn subset_sum(caps: &[u32], target: u32) -> bool {
     let target = target as usize;
@@ -521,9 +540,13 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
     let mut program = build(request);
     // Greedy first fit gives the first tier a feasible start: the ILP then
     // never places fewer VMs than greedy, even when stopped early.
-    let greedy = super::greedy::place(request);
+    // A domain-aware packing is a second candidate: it usually reaches the
+    // L3 objectives' bounds, which lets branch and bound stop at once.
+    let candidates: Vec<Vec<f64>> = [super::greedy::place(request), super::pack::place(request)]
+        .iter()
+        .map(|p| start_from(request, &program, p))
+        .collect();
     let mut values: Option<Vec<f64>> = None;
-    let mut start: Option<Vec<f64>> = Some(start_from(request, &program, &greedy));
     let mut proven = true;
     let tiers = std::mem::take(&mut program.tiers);
     if tiers.is_empty() {
@@ -551,13 +574,14 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
             break;
         }
         let started = Instant::now();
-        let outcome = run(
-            &program.model,
-            terms,
-            left,
-            values.as_deref().or(start.as_deref()),
-        );
-        start = None;
+        // Start from the best feasible point known for this objective.
+        let start = values
+            .iter()
+            .chain(candidates.iter())
+            .filter(|v| feasible(&program.model, v))
+            .min_by(|a, b| value_of(a, terms).total_cmp(&value_of(b, terms)))
+            .cloned();
+        let outcome = run(&program.model, terms, left, start.as_deref());
         if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
             eprintln!(
                 "ilp: {name}: {:.1} ms, {} variables, {} constraints, {}",

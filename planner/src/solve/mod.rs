@@ -16,6 +16,7 @@ pub mod greedy;
 pub mod ilp;
 #[cfg(test)]
 mod oracle;
+pub mod pack;
 #[cfg(test)]
 mod proptests;
 
