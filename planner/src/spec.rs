@@ -163,26 +163,9 @@ pub struct Spec {
     fixed: Vec<(String, CpuSet, usize)>,
 }
 
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur.push(
-                (prev[j] + usize::from(ca != *cb))
-                    .min(prev[j + 1] + 1)
-                    .min(cur[j] + 1),
-            );
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
 fn closest<'a>(word: &str, options: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     options
-        .map(|o| (distance(word, o), o))
+        .map(|o| (crate::demand::distance(word, o), o))
         .filter(|(d, o)| *d <= o.len().max(word.len()) / 2 + 1)
         .min()
         .map(|(_, o)| o)

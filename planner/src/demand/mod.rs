@@ -131,8 +131,8 @@ impl DemandError {
     }
 }
 
-/// Edit distance, for suggesting the closest profile name.
-fn distance(a: &str, b: &str) -> usize {
+/// Edit distance, for suggesting the closest name.
+pub(crate) fn distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut previous: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

@@ -9,8 +9,9 @@ use super::{NumaPolicy, Placement, PlanRequest, VmRequest};
 use crate::ids::{CoreId, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Takes cores from `candidates` (in order) until `vm` is satisfied.
-fn take(vm: &VmRequest, candidates: &[&FreeCore]) -> Option<Vec<CoreId>> {
+/// Takes cores from `candidates` (in order, skipping those `vm` may not
+/// use) until `vm` is satisfied.
+pub(crate) fn take(vm: &VmRequest, candidates: &[&FreeCore]) -> Option<Vec<CoreId>> {
     let mut chosen: Vec<&FreeCore> = Vec::new();
     for c in candidates {
         if !classes::allowed(vm, c.node, c.threads()) {

@@ -5,23 +5,10 @@
 //! domains of one node, else across nodes when its policy allows.
 
 use super::classes::{self, Domain, FreeCore};
-use super::{NumaPolicy, Placement, PlanRequest, VmRequest};
+use super::greedy::take;
+use super::{NumaPolicy, Placement, PlanRequest};
 use crate::ids::{CoreId, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Takes cores from `candidates` (in order) until `vm` is satisfied.
-fn take(vm: &VmRequest, candidates: &[&FreeCore]) -> Option<Vec<CoreId>> {
-    let mut chosen: Vec<&FreeCore> = Vec::new();
-    for c in candidates {
-        let threads: Vec<u32> = chosen.iter().map(|c| c.threads()).collect();
-        if classes::fits_exactly(vm, &threads) {
-            break;
-        }
-        chosen.push(c);
-    }
-    let threads: Vec<u32> = chosen.iter().map(|c| c.threads()).collect();
-    classes::fits_exactly(vm, &threads).then(|| chosen.iter().map(|c| c.core).collect())
-}
 
 /// Packs greedily by domain.
 pub fn place(request: &PlanRequest) -> Placement {
