@@ -29,6 +29,24 @@ enum Command {
     Plan(PlanArgs),
     /// Write a planned VM's pinning as libvirt domain XML, or patch it into a domain.
     Xml(XmlArgs),
+    /// Show who shares CPUs and cores now, from domain XML files (dry run).
+    Report(ReportArgs),
+}
+
+#[derive(clap::Args)]
+struct ReportArgs {
+    /// Domain XML files (virsh dumpxml) of the tenants to check.
+    #[arg(long, value_name = "FILE", num_args = 1.., required = true)]
+    domains: Vec<PathBuf>,
+    /// Topology source: `host`, a file, or `synthetic:DESC`.
+    #[arg(long, value_name = "SRC", default_value = "host")]
+    source: String,
+    /// The host's own CPUs (e.g. the reserved set of a plan).
+    #[arg(long, value_name = "CPUSET")]
+    host_cpus: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
 }
 
 #[derive(clap::Args)]
@@ -437,6 +455,41 @@ fn xml_command(args: &XmlArgs) -> Result<(), Hinted> {
     }
 }
 
+fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
+    use planner::report;
+    let host = topology::load(&Source::from_arg(&args.source))?;
+    let mut tenants = Vec::new();
+    if let Some(cpus) = &args.host_cpus {
+        let set: planner::CpuSet = cpus
+            .parse()
+            .map_err(|e| bad_input(format!("--host-cpus: {e}"), None))?;
+        tenants.push(report::host_tenant(&set));
+    }
+    for path in &args.domains {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad_input(format!("cannot read {}: {e}", path.display()), None))?;
+        let tenant = report::tenant_from_domain(&path.display().to_string(), &text, &host)
+            .map_err(|e| bad_input(e.to_string(), None))?;
+        tenants.push(tenant);
+    }
+    let conflicts = report::conflicts(&host, &tenants);
+    let result = report::Report {
+        tenants,
+        conflicts,
+        moves: Vec::new(),
+    };
+    let text = match args.format {
+        Format::Text => result.to_text(),
+        Format::Json => result.to_json(),
+    };
+    print(&text)?;
+    Ok(if result.has_errors() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 fn plan_command(args: &PlanArgs) -> Result<ExitCode, Hinted> {
     let spec = planner::spec::Spec::load(&args.spec)?;
     let source = match (&args.connect, &args.source, &spec.source) {
@@ -568,6 +621,7 @@ fn main() -> ExitCode {
         Command::Demand(args) => demand_command(args).map(|()| ExitCode::SUCCESS),
         Command::Plan(args) => plan_command(args),
         Command::Xml(args) => xml_command(args).map(|()| ExitCode::SUCCESS),
+        Command::Report(args) => report_command(args),
     };
     match result {
         Ok(code) => code,

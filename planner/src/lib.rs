@@ -17,6 +17,7 @@ pub mod demand;
 pub mod ids;
 pub mod libvirt;
 pub mod plan;
+pub mod report;
 pub mod solve;
 pub mod spec;
 pub mod topology;
