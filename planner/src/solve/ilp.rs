@@ -157,6 +157,9 @@ struct Program {
     domains: BTreeMap<Domain, (usize, usize, u32)>,
     /// Objective tiers, in order (each minimised).
     tiers: Vec<(String, Terms)>,
+    /// A lower bound of each non-placement tier when every VM is placed: a
+    /// start point that reaches it is optimal without a solve.
+    bounds: BTreeMap<String, f64>,
 }
 
 fn build(request: &PlanRequest) -> Program {
@@ -173,6 +176,9 @@ fn build(request: &PlanRequest) -> Program {
     let mut y_vars = Vec::new();
     let mut u_vars = Vec::new();
     let mut z_vars = Vec::new();
+    let mut bound_cores = 0.0;
+    let mut bound_nodes = 0.0;
+    let mut bound_l3 = 0.0;
 
     for vm in &request.vms {
         let usable: Vec<usize> = classes
@@ -227,6 +233,21 @@ fn build(request: &PlanRequest) -> Program {
 
         // Demand.
         let need = f64::from(vm.pus_needed());
+        bound_cores += match vm.threads {
+            ThreadPolicy::Isolate => {
+                let spare = vars.iter().any(|&(c, _)| classes[c].threads >= 2);
+                f64::from(vm.vcpus)
+                    + f64::from(u8::from(vm.emulator == EmulatorPolicy::Isolate && !spare))
+            }
+            ThreadPolicy::Require | ThreadPolicy::Prefer => {
+                let t = vars
+                    .iter()
+                    .map(|&(c, _)| classes[c].threads)
+                    .max()
+                    .unwrap_or(1);
+                (need / f64::from(t)).ceil()
+            }
+        };
         match vm.threads {
             ThreadPolicy::Isolate => {
                 let count: Terms = vars.iter().map(|&(_, v)| (v, 1.0)).collect();
@@ -317,6 +338,7 @@ fn build(request: &PlanRequest) -> Program {
             } else {
                 model.con(sum.clone(), Op::Ge, 0.0);
                 extra_nodes.extend(sum);
+                bound_nodes += fewest - 1.0;
             }
             y_map = y;
         }
@@ -354,6 +376,7 @@ fn build(request: &PlanRequest) -> Program {
             let fewest = fewest_groups(&cover, demand_units);
             cover.push((p, -demand_units));
             model.con(cover, Op::Ge, 0.0);
+            bound_l3 += fewest;
             let mut rounded: Terms = u.values().map(|&ud| (ud, 1.0)).collect();
             rounded.push((p, -fewest));
             model.con(rounded, Op::Ge, 0.0);
@@ -424,6 +447,16 @@ fn build(request: &PlanRequest) -> Program {
     tiers.push(("L3 domains per VM".to_owned(), l3_terms));
     tiers.push(("partially used L3 domains".to_owned(), partial));
     tiers.retain(|(_, t)| !t.is_empty());
+    let bounds: BTreeMap<String, f64> = [
+        ("cores used", bound_cores),
+        ("extra NUMA nodes", bound_nodes),
+        ("cores off the NIC's node", 0.0),
+        ("L3 domains per VM", bound_l3),
+        ("partially used L3 domains", 0.0),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
 
     Program {
         model,
@@ -435,6 +468,7 @@ fn build(request: &PlanRequest) -> Program {
         z: z_vars,
         domains: domain_vars,
         tiers,
+        bounds,
     }
 }
 
@@ -548,6 +582,9 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
         .collect();
     let mut values: Option<Vec<f64>> = None;
     let mut proven = true;
+    // Whether every priority level so far was placed whole (then every VM's
+    // placed variable is 1 and the tiers' lower bounds hold).
+    let mut all_fixed = true;
     let tiers = std::mem::take(&mut program.tiers);
     if tiers.is_empty() {
         values = Some(vec![0.0; program.model.vars.len()]);
@@ -581,7 +618,22 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
             .filter(|v| feasible(&program.model, v))
             .min_by(|a, b| value_of(a, terms).total_cmp(&value_of(b, terms)))
             .cloned();
-        let outcome = run(&program.model, terms, left, start.as_deref());
+        // A start at the objective's lower bound is optimal: no solve needed.
+        let bound = if name.starts_with("placed") {
+            Some(-(terms.len() as f64))
+        } else if all_fixed {
+            program.bounds.get(name.as_str()).copied()
+        } else {
+            None
+        };
+        let at_bound = match (&start, bound) {
+            (Some(v), Some(b)) => value_of(v, terms) <= b + 1e-6,
+            _ => false,
+        };
+        let outcome = match (&start, at_bound) {
+            (Some(v), true) => Ok((v.clone(), true)),
+            _ => run(&program.model, terms, left, start.as_deref()),
+        };
         if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
             eprintln!(
                 "ilp: {name}: {:.1} ms, {} variables, {} constraints, {}",
@@ -610,6 +662,9 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
                 // VMs of the level to leave out.
                 let whole =
                     terms.iter().all(|&(_, c)| c == -1.0) && best <= -(terms.len() as f64) + 0.5;
+                if name.starts_with("placed") && !whole {
+                    all_fixed = false;
+                }
                 if name.starts_with("placed") && whole {
                     for &(var, _) in terms {
                         program.model.con(vec![(var, 1.0)], Op::Ge, 1.0);
@@ -623,6 +678,9 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
                     let caps: Vec<u32> = program.domains.values().map(|&(_, _, c)| c).collect();
                     if !subset_sum(&caps, best.max(0.0) as u32) {
                         program.model.con(partial_terms.clone(), Op::Ge, 1.0);
+                        program
+                            .bounds
+                            .insert("partially used L3 domains".to_owned(), 1.0);
                     }
                 }
             }
