@@ -276,31 +276,57 @@ fn insert_before(doc: &Doc, node: usize, element: &str) -> Splice {
     }
 }
 
+fn error_at(
+    source_name: &str,
+    text: &str,
+    offset: usize,
+    element: &str,
+    message: String,
+) -> PatchError {
+    PatchError {
+        source_name: source_name.to_owned(),
+        line: line_col(text.as_bytes(), offset).0,
+        element: element.to_owned(),
+        message,
+    }
+}
+
+/// The element spans of a domain XML and the index of its `<domain>` root;
+/// errors name the file and line (not XML, truncated, not a domain).
+fn scan_domain(source_name: &str, text: &str) -> Result<(Vec<Node>, usize), PatchError> {
+    let nodes = scan(source_name, text)?;
+    let root = nodes
+        .iter()
+        .position(|n| n.parent.is_none())
+        .ok_or_else(|| error_at(source_name, text, 0, "", "no root element".to_owned()))?;
+    if nodes[root].name != "domain" {
+        return Err(error_at(
+            source_name,
+            text,
+            nodes[root].start,
+            &nodes[root].name,
+            format!(
+                "the root element is <{}>, not <domain>: give a libvirt domain XML (virsh dumpxml --inactive NAME)",
+                nodes[root].name
+            ),
+        ));
+    }
+    Ok((nodes, root))
+}
+
 /// The domain's `<name>` and its line; errors name the file and line
 /// (not XML, truncated, not a domain, no name).
 pub fn domain_name(source_name: &str, domain_xml: &str) -> Result<(String, usize), PatchError> {
-    let nodes = scan(source_name, domain_xml)?;
-    let err = |offset: usize, element: &str, message: String| PatchError {
-        source_name: source_name.to_owned(),
-        line: line_col(domain_xml.as_bytes(), offset).0,
-        element: element.to_owned(),
-        message,
-    };
-    let root = nodes.iter().position(|n| n.parent.is_none()).unwrap_or(0);
-    if nodes[root].name != "domain" {
-        return Err(err(
-            nodes[root].start,
-            &nodes[root].name,
-            format!("the root element is <{}>, not <domain>: give a libvirt domain XML (virsh dumpxml --inactive NAME)", nodes[root].name),
-        ));
-    }
+    let (nodes, root) = scan_domain(source_name, domain_xml)?;
     let name = nodes[root]
         .children
         .iter()
         .copied()
         .find(|&c| nodes[c].name == "name")
         .ok_or_else(|| {
-            err(
+            error_at(
+                source_name,
+                domain_xml,
                 nodes[root].start,
                 "name",
                 "the domain has no <name>".to_owned(),
@@ -323,27 +349,10 @@ pub fn patch(
     vm: &VmPlan,
     options: &PatchOptions,
 ) -> Result<String, PatchError> {
-    let nodes = scan(source_name, domain_xml)?;
-    let err = |offset: usize, element: &str, message: String| PatchError {
-        source_name: source_name.to_owned(),
-        line: line_col(domain_xml.as_bytes(), offset).0,
-        element: element.to_owned(),
-        message,
+    let (nodes, root) = scan_domain(source_name, domain_xml)?;
+    let err = |offset: usize, element: &str, message: String| {
+        error_at(source_name, domain_xml, offset, element, message)
     };
-    let root = nodes
-        .iter()
-        .position(|n| n.parent.is_none())
-        .ok_or_else(|| err(0, "", "no root element".to_owned()))?;
-    if nodes[root].name != "domain" {
-        return Err(err(
-            nodes[root].start,
-            &nodes[root].name,
-            format!(
-                "the root element is <{}>, not <domain>: give a libvirt domain XML (virsh dumpxml --inactive NAME)",
-                nodes[root].name
-            ),
-        ));
-    }
     let unit = nodes[root]
         .children
         .first()
