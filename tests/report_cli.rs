@@ -158,3 +158,101 @@ fn bad_input_is_exit_2() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// Runs `virsh -c URI ARGS`, panicking with its output on failure.
+fn virsh(uri: &str, args: &[&str]) -> String {
+    let out = Command::new("virsh")
+        .args(["-q", "-c", uri])
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run virsh: {e}"));
+    assert!(
+        out.status.success(),
+        "virsh {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Destroys and undefines the test guests, even when the test fails.
+struct Guests {
+    uri: String,
+    names: Vec<String>,
+}
+
+impl Drop for Guests {
+    fn drop(&mut self) {
+        for name in &self.names {
+            let _ = Command::new("virsh")
+                .args(["-q", "-c", &self.uri, "destroy", name])
+                .output();
+            let _ = Command::new("virsh")
+                .args(["-q", "-c", &self.uri, "undefine", name])
+                .output();
+        }
+    }
+}
+
+#[test]
+fn live_guests_pinned_to_one_cpu_conflict_until_repinned() {
+    let Ok(uri) = std::env::var("PINPLAN_TEST_LIBVIRT_URI") else {
+        eprintln!("PINPLAN_TEST_LIBVIRT_URI is not set: no live guests (scripts/test.sh sets it)");
+        return;
+    };
+    let dir = Dir::new("live");
+    let pid = std::process::id();
+    let guests = Guests {
+        uri: uri.clone(),
+        names: vec![
+            format!("pinplan-report-a-{pid}"),
+            format!("pinplan-report-b-{pid}"),
+        ],
+    };
+    for name in &guests.names {
+        // Tiny diskless TCG guests, both pinned on purpose to CPU 0.
+        let xml = format!(
+            "<domain type='qemu'>\n  <name>{name}</name>\n  <memory unit='MiB'>64</memory>\n  <vcpu placement='static'>1</vcpu>\n  <cputune>\n    <vcpupin vcpu='0' cpuset='0'/>\n    <emulatorpin cpuset='0'/>\n  </cputune>\n  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n  </os>\n  <on_poweroff>destroy</on_poweroff>\n  <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n    <controller type='usb' model='none'/>\n    <memballoon model='none'/>\n  </devices>\n</domain>\n"
+        );
+        let path = dir.0.join(format!("{name}.xml"));
+        std::fs::write(&path, xml).unwrap_or_else(|e| panic!("{e}"));
+        virsh(&uri, &["define", &path.display().to_string()]);
+        virsh(&uri, &["start", name]);
+    }
+    let (a, b) = (&guests.names[0], &guests.names[1]);
+    let out = report(&["--connect", &uri, "--format", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    let shared = v["conflicts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c["kind"] == "cpu-shared")
+        .unwrap_or_else(|| panic!("no cpu-shared conflict: {v}"));
+    assert_eq!(shared["tenants"], serde_json::json!([a, b]));
+    assert_eq!(shared["cpus"], "0");
+
+    // Re-pin b live (vCPU and emulator) onto another CPU: no more errors.
+    let other = if std::thread::available_parallelism().map_or(1, usize::from) > 1 {
+        "1"
+    } else {
+        "0"
+    };
+    if other == "1" {
+        virsh(&uri, &["vcpupin", b, "0", "1", "--live"]);
+        virsh(&uri, &["emulatorpin", b, "1", "--live"]);
+        let out = report(&["--connect", &uri, "--format", "json"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}

@@ -36,8 +36,12 @@ enum Command {
 #[derive(clap::Args)]
 struct ReportArgs {
     /// Domain XML files (virsh dumpxml) of the tenants to check.
-    #[arg(long, value_name = "FILE", num_args = 1.., required = true)]
+    #[arg(long, value_name = "FILE", num_args = 1.., required_unless_present = "connect")]
     domains: Vec<PathBuf>,
+    /// Read every domain (running: live pins; defined: config) and the
+    /// topology from libvirt instead.
+    #[arg(long, value_name = "URI", conflicts_with_all = ["domains", "source"])]
+    connect: Option<String>,
     /// Topology source: `host`, a file, or `synthetic:DESC`.
     #[arg(long, value_name = "SRC", default_value = "host")]
     source: String,
@@ -457,7 +461,11 @@ fn xml_command(args: &XmlArgs) -> Result<(), Hinted> {
 
 fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
     use planner::report;
-    let host = topology::load(&Source::from_arg(&args.source))?;
+    let source = match &args.connect {
+        Some(uri) => Source::Libvirt(uri.clone()),
+        None => Source::from_arg(&args.source),
+    };
+    let host = topology::load(&source)?;
     let mut tenants = Vec::new();
     if let Some(cpus) = &args.host_cpus {
         let set: planner::CpuSet = cpus
@@ -465,10 +473,23 @@ fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
             .map_err(|e| bad_input(format!("--host-cpus: {e}"), None))?;
         tenants.push(report::host_tenant(&set));
     }
+    let mut inputs: Vec<(String, String)> = Vec::new();
+    if let Some(uri) = &args.connect {
+        for (name, xml) in planner::libvirt::all_domain_xml(uri).map_err(|e| Hinted {
+            error: anyhow::anyhow!(e),
+            hint: Some("check that libvirtd is running and the URI is right".to_owned()),
+            code: 2,
+        })? {
+            inputs.push((format!("{uri} domain {name}"), xml));
+        }
+    }
     for path in &args.domains {
         let text = std::fs::read_to_string(path)
             .map_err(|e| bad_input(format!("cannot read {}: {e}", path.display()), None))?;
-        let tenant = report::tenant_from_domain(&path.display().to_string(), &text, &host)
+        inputs.push((path.display().to_string(), text));
+    }
+    for (source_name, text) in &inputs {
+        let tenant = report::tenant_from_domain(source_name, text, &host)
             .map_err(|e| bad_input(e.to_string(), None))?;
         tenants.push(tenant);
     }

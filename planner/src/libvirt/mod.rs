@@ -23,3 +23,32 @@ pub fn inactive_xml(uri: &str, name: &str) -> Result<String, String> {
         .xml_desc(XML_INACTIVE)
         .map_err(|e| format!("cannot read the XML of {name} at {uri}: {}", e.message()))
 }
+
+/// Every domain at `uri`, running and defined, as `(name, XML)` sorted by
+/// name: the live XML (live pins) for running domains, the persistent
+/// definition for the others — what `pinplan report --connect` reads.
+pub fn all_domain_xml(uri: &str) -> Result<Vec<(String, String)>, String> {
+    virt::error::clear_error_callback();
+    let conn = Connect::open_read_only(Some(uri))
+        .map_err(|e| format!("cannot connect to {uri}: {}", e.message()))?;
+    let domains = conn
+        .list_all_domains(0)
+        .map_err(|e| format!("cannot list the domains at {uri}: {}", e.message()))?;
+    let mut out = Vec::new();
+    for d in domains {
+        let name = d
+            .name()
+            .map_err(|e| format!("cannot read a domain name at {uri}: {}", e.message()))?;
+        let flags = if d.is_active().unwrap_or(false) {
+            0
+        } else {
+            XML_INACTIVE
+        };
+        let xml = d
+            .xml_desc(flags)
+            .map_err(|e| format!("cannot read the XML of {name} at {uri}: {}", e.message()))?;
+        out.push((name, xml));
+    }
+    out.sort();
+    Ok(out)
+}
