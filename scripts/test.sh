@@ -18,4 +18,6 @@ export PINPLAN_TEST_LIBVIRT_URI=qemu:///system
 
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -q -- -D warnings
-cargo test --locked --workspace
+# The tests run with apply's fault-injection hook built in (off by default).
+cargo clippy --locked --all-targets -q --features cli/fault-injection -- -D warnings
+cargo test --locked --workspace --features cli/fault-injection

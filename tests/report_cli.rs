@@ -256,3 +256,228 @@ fn live_guests_pinned_to_one_cpu_conflict_until_repinned() {
         );
     }
 }
+
+const LAB_HOST: &str = "examples/lab/b1-host.xml";
+const LAB_NOW: [&str; 2] = ["examples/lab/now/vm1.xml", "examples/lab/now/vm2.xml"];
+
+/// Plans the lab example into `dir` and returns the plan.json path.
+fn lab_plan(dir: &Dir) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_pinplan"))
+        .args(["plan", "examples/lab/b1.toml", "--out"])
+        .arg(&dir.0)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run pinplan: {e}"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.0.join("plan.json").display().to_string()
+}
+
+/// Compares `actual` with tests/snapshots/NAME, or rewrites the file when
+/// PINPLAN_UPDATE_SNAPSHOTS is set (then check the diff by hand).
+fn snapshot(name: &str, actual: &str) {
+    let path = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/snapshots")).join(name);
+    if std::env::var_os("PINPLAN_UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, actual).unwrap_or_else(|e| panic!("{e}"));
+        return;
+    }
+    let expected =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        expected == actual,
+        "{} differs from the output:\n{actual}",
+        path.display()
+    );
+}
+
+/// The lab as it was pinned by hand (examples/lab/now/) against pinplan's
+/// plan. The snapshots were checked by hand against b1's cores (core c =
+/// CPUs c and c+10): vm1 on 0-13 takes the host's core 0 (CPUs 0,10) and
+/// shares CPUs 12-13 with vm2; vm2's 14-15 are the siblings of vm1's 4-5, so
+/// cores 2-5 are shared; unpinned vm1 emulator threads float over 0-19; the
+/// plan moves vm1 to cores 1-7 and vm2 to cores 8-9 (pinplan plan's own
+/// figures) and so removes all six conflicts.
+#[test]
+fn lab_snapshots_text_and_json() {
+    let dir = Dir::new("lab");
+    let plan = lab_plan(&dir);
+    let args = [
+        "--domains",
+        LAB_NOW[0],
+        LAB_NOW[1],
+        "--source",
+        LAB_HOST,
+        "--plan",
+        &plan,
+    ];
+    let text = report(&args);
+    assert_eq!(text.status.code(), Some(1));
+    snapshot("report-lab.txt", &String::from_utf8_lossy(&text.stdout));
+    let mut json_args = args.to_vec();
+    json_args.extend(["--format", "json"]);
+    let out = report(&json_args);
+    assert_eq!(out.status.code(), Some(1));
+    snapshot("report-lab.json", &String::from_utf8_lossy(&out.stdout));
+    // The JSON contract's fields, independent of the snapshot.
+    let v = json(&out);
+    let shared = v["conflicts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c["kind"] == "core-shared")
+        .unwrap_or_else(|| panic!("no core-shared: {v}"));
+    assert_eq!(shared["severity"], "error");
+    assert_eq!(shared["tenants"], serde_json::json!(["vm1", "vm2"]));
+    assert_eq!(shared["cpus"], "2-5,12-15");
+    assert_eq!(v["plan"]["resolved"].as_array().map(Vec::len), Some(6));
+    assert_eq!(v["plan"]["introduced"].as_array().map(Vec::len), Some(0));
+    // Same input, same bytes.
+    assert_eq!(report(&json_args).stdout, out.stdout);
+}
+
+#[test]
+fn plan_moves_name_new_vms_and_bad_plans_are_exit_2() {
+    let dir = Dir::new("moves");
+    let plan = lab_plan(&dir);
+    // Only vm2 is defined now: vm1's threads come from nowhere.
+    let out = report(&[
+        "--domains",
+        LAB_NOW[1],
+        "--source",
+        LAB_HOST,
+        "--plan",
+        &plan,
+        "--format",
+        "json",
+    ]);
+    let v = json(&out);
+    let moves = v["moves"].as_array().cloned().unwrap_or_default();
+    let vm1: Vec<_> = moves.iter().filter(|m| m["vm"] == "vm1").collect();
+    assert_eq!(vm1.len(), 15, "14 vCPUs and the emulator: {moves:?}");
+    assert!(vm1.iter().all(|m| m["from"].is_null()), "{vm1:?}");
+    let vm2_vcpu0 = moves
+        .iter()
+        .find(|m| m["vm"] == "vm2" && m["thread"] == "vcpu" && m["id"] == 0)
+        .unwrap_or_else(|| panic!("{moves:?}"));
+    assert_eq!(vm2_vcpu0["from"], "12");
+    assert_eq!(vm2_vcpu0["to"], "8");
+
+    let bad = dir.0.join("bad-plan.json");
+    std::fs::write(&bad, "{\"status\": \"optimal\"}").unwrap_or_else(|e| panic!("{e}"));
+    let out = report(&[
+        "--domains",
+        LAB_NOW[1],
+        "--source",
+        LAB_HOST,
+        "--plan",
+        &bad.display().to_string(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("bad-plan.json"), "{stderr}");
+
+    // The same domain twice is refused, not counted as two tenants.
+    let out = report(&["--domains", LAB_NOW[1], LAB_NOW[1], "--source", LAB_HOST]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("already given"), "{stderr}");
+}
+
+#[test]
+fn nic_remote_uses_the_nics_node_or_its_slots() {
+    // Real topology with eth0 at 0000:81:00.0 on node 1 (CPUs 8-15,24-31).
+    const HOST2: &str = "tests/fixtures/hwloc-xml/32em64t-2n8c2t-pci-wholeio.xml";
+    let dir = Dir::new("nic");
+    let with_nic = |name: &str, cpu: u32, nic_function: u32| {
+        let text = format!(
+            "<domain type='kvm'><name>{name}</name><vcpu>1</vcpu><cputune><vcpupin vcpu='0' cpuset='{cpu}'/><emulatorpin cpuset='16'/></cputune><devices><hostdev mode='subsystem' type='pci'><source><address domain='0x0000' bus='0x81' slot='0x00' function='{nic_function:#x}'/></source></hostdev></devices></domain>"
+        );
+        let path = dir.0.join(format!("{name}.xml"));
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        path.display().to_string()
+    };
+    let remote = with_nic("remote", 1, 0);
+    let local = with_nic("local", 9, 0);
+    // Function 3 is not in the topology (a VF): its slot's node counts.
+    let vf_remote = with_nic("vfremote", 2, 3);
+    let out = report(&[
+        "--domains",
+        &remote,
+        &local,
+        &vf_remote,
+        "--source",
+        HOST2,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "warnings only: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let v = json(&out);
+    let found: Vec<(String, String)> = v["conflicts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter(|c| c["kind"] == "nic-remote")
+        .map(|c| {
+            assert_eq!(c["severity"], "warning");
+            (
+                c["tenants"][0].as_str().unwrap_or("").to_owned(),
+                c["cpus"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("remote".to_owned(), "1".to_owned()),
+            ("vfremote".to_owned(), "2".to_owned())
+        ]
+    );
+}
+
+#[test]
+fn colour_only_on_a_terminal_without_no_color() {
+    let args = ["--domains", LAB_NOW[0], LAB_NOW[1], "--source", LAB_HOST];
+    // Piped: plain.
+    let piped = report(&args);
+    assert!(!piped.stdout.contains(&0x1b), "escape codes in a pipe");
+    let mut forced = args.to_vec();
+    forced.extend(["--color", "always"]);
+    let coloured = String::from_utf8_lossy(&report(&forced).stdout).into_owned();
+    // CPU 12 is shared by vm1 and vm2: white on red.
+    assert!(
+        coloured.contains("12:\x1b[1;97;41mvm1/12+vm2/0!\x1b[0m"),
+        "{coloured}"
+    );
+    // On a real terminal (script(1) gives one), colour unless NO_COLOR.
+    let on_tty = |no_color: Option<&str>| {
+        let bin = env!("CARGO_BIN_EXE_pinplan");
+        let mut cmd = Command::new("script");
+        cmd.args([
+            "-qec",
+            &format!("{bin} report {}", args.join(" ")),
+            "/dev/null",
+        ])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .env_remove("NO_COLOR");
+        if let Some(v) = no_color {
+            cmd.env("NO_COLOR", v);
+        }
+        let out = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run script: {e}"));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(on_tty(None).contains("\x1b[1;97;41m"), "{}", on_tty(None));
+    assert!(!on_tty(Some("1")).contains('\x1b'), "{}", on_tty(Some("1")));
+}

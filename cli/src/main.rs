@@ -1,6 +1,8 @@
 //! `pinplan`: turns command-line arguments into planner calls and prints the
 //! results. Exit status: 0 success, 1 "the answer is no", 2 error.
 
+mod apply;
+
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use planner::demand::{self, Basis, DemandError, DemandOptions, Table, TableError};
@@ -31,6 +33,8 @@ enum Command {
     Xml(XmlArgs),
     /// Show who shares CPUs and cores now, from domain XML files (dry run).
     Report(ReportArgs),
+    /// Pin running and defined VMs as a plan says: verified, all-or-nothing, reversible.
+    Apply(apply::ApplyArgs),
 }
 
 #[derive(clap::Args)]
@@ -45,12 +49,36 @@ struct ReportArgs {
     /// Topology source: `host`, a file, or `synthetic:DESC`.
     #[arg(long, value_name = "SRC", default_value = "host")]
     source: String,
-    /// The host's own CPUs (e.g. the reserved set of a plan).
+    /// The host's own CPUs (default: the plan's reserved CPUs, else on the
+    /// live host the CPUs not in `isolcpus=`).
     #[arg(long, value_name = "CPUSET")]
     host_cpus: Option<String>,
+    /// Compare with a plan (plan.json): which threads move, which conflicts go.
+    #[arg(long, value_name = "PLAN.json")]
+    plan: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
-    format: Format,
+    format: ReportFormat,
+    /// Colour in the text host map: `auto` on a terminal unless `NO_COLOR` is set.
+    #[arg(long, value_enum, default_value = "auto")]
+    color: ColorArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ColorArg {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ReportFormat {
+    /// Summary, conflicts and a host map (colour on a terminal unless NO_COLOR).
+    Text,
+    /// `{"tenants", "conflicts", "moves"[, "plan"]}`.
+    Json,
+    /// A picture of the host coloured by tenant.
+    Svg,
 }
 
 #[derive(clap::Args)]
@@ -297,7 +325,14 @@ fn io_error(error: anyhow::Error) -> Hinted {
 /// Writes `text` to `path` through a temporary file in the same directory and
 /// a rename, so that readers never see a half-written file.
 fn write_atomically(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    write_atomically_with_mode(path, text, 0o644)
+}
+
+/// [`write_atomically`] with the file's permission bits (0o600 for files
+/// that may hold secrets, such as an apply journal).
+fn write_atomically_with_mode(path: &std::path::Path, text: &str, mode: u32) -> anyhow::Result<()> {
     use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
     let dir = path.parent().unwrap_or_else(|| std::path::Path::new("."));
     let name = path
         .file_name()
@@ -305,7 +340,12 @@ fn write_atomically(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
         .unwrap_or_default();
     let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
-        let mut file = std::fs::File::create(&temp)
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&temp)
             .with_context(|| format!("cannot create {}", temp.display()))?;
         file.write_all(text.as_bytes())
             .with_context(|| format!("cannot write {}", temp.display()))?;
@@ -459,6 +499,46 @@ fn xml_command(args: &XmlArgs) -> Result<(), Hinted> {
     }
 }
 
+/// Whether a libvirt URI names this machine (no host part), so that its
+/// kernel command line is ours to read.
+fn is_local_uri(uri: &str) -> bool {
+    // qemu:///system, qemu+unix:///system: yes; qemu+ssh://h/system, test:///default: no.
+    let Some((scheme, rest)) = uri.split_once("://") else {
+        return false;
+    };
+    let transport_local = !scheme.contains('+') || scheme.ends_with("+unix");
+    transport_local && rest.starts_with('/') && !scheme.starts_with("test")
+}
+
+/// The host's CPUs by `isolcpus=` on this machine's kernel command line:
+/// every usable CPU not isolated, or `None` without `isolcpus=`.
+fn host_cpus_from_isolcpus(
+    host: &topology::HostTopology,
+) -> Result<Option<planner::CpuSet>, Hinted> {
+    let cmdline = planner::cmdline::KernelCmdline::read(std::path::Path::new("/"))
+        .map_err(|e| bad_input(format!("cannot read /proc/cmdline: {e}"), None))?;
+    planner::report::host_cpus_from_cmdline(&cmdline, host).map_err(|e| {
+        bad_input(
+            format!("/proc/cmdline: {e}"),
+            Some("give the host's CPUs with --host-cpus CPUSET".to_owned()),
+        )
+    })
+}
+
+/// Colour when asked, or on `auto` when standard output is a terminal and
+/// `NO_COLOR` is unset or empty.
+fn use_colour(arg: ColorArg) -> bool {
+    use std::io::IsTerminal as _;
+    match arg {
+        ColorArg::Always => true,
+        ColorArg::Never => false,
+        ColorArg::Auto => {
+            std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    }
+}
+
 fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
     use planner::report;
     let source = match &args.connect {
@@ -466,11 +546,25 @@ fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
         None => Source::from_arg(&args.source),
     };
     let host = topology::load(&source)?;
+    let plan = args.plan.as_deref().map(read_plan).transpose()?;
+    let live = match &source {
+        Source::LiveHost => true,
+        Source::Libvirt(uri) => is_local_uri(uri),
+        _ => false,
+    };
+    let host_cpus = match (&args.host_cpus, &plan) {
+        (Some(cpus), _) => Some(
+            cpus.parse::<planner::CpuSet>()
+                .map_err(|e| bad_input(format!("--host-cpus: {e}"), None))?,
+        ),
+        (None, Some(plan)) if !plan.host.reserved_cpus.is_empty() => {
+            Some(plan.host.reserved_cpus.clone())
+        }
+        (None, _) if live => host_cpus_from_isolcpus(&host)?,
+        (None, _) => None,
+    };
     let mut tenants = Vec::new();
-    if let Some(cpus) = &args.host_cpus {
-        let set: planner::CpuSet = cpus
-            .parse()
-            .map_err(|e| bad_input(format!("--host-cpus: {e}"), None))?;
+    if let Some(set) = host_cpus.filter(|s| !s.is_empty()) {
         tenants.push(report::host_tenant(&set));
     }
     let mut inputs: Vec<(String, String)> = Vec::new();
@@ -488,20 +582,26 @@ fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
             .map_err(|e| bad_input(format!("cannot read {}: {e}", path.display()), None))?;
         inputs.push((path.display().to_string(), text));
     }
+    let mut seen = std::collections::BTreeMap::new();
     for (source_name, text) in &inputs {
         let tenant = report::tenant_from_domain(source_name, text, &host)
             .map_err(|e| bad_input(e.to_string(), None))?;
+        if let Some(first) = seen.insert(tenant.name.clone(), source_name.clone()) {
+            return Err(bad_input(
+                format!(
+                    "{source_name}: domain {:?} is already given by {first}",
+                    tenant.name
+                ),
+                Some("give each domain once".to_owned()),
+            ));
+        }
         tenants.push(tenant);
     }
-    let conflicts = report::conflicts(&host, &tenants);
-    let result = report::Report {
-        tenants,
-        conflicts,
-        moves: Vec::new(),
-    };
+    let result = report::Report::new(&host, tenants, plan.as_ref());
     let text = match args.format {
-        Format::Text => result.to_text(),
-        Format::Json => result.to_json(),
+        ReportFormat::Text => result.to_text(&host, use_colour(args.color)),
+        ReportFormat::Json => result.to_json(),
+        ReportFormat::Svg => result.to_json(),
     };
     print(&text)?;
     Ok(if result.has_errors() {
@@ -643,6 +743,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => plan_command(args),
         Command::Xml(args) => xml_command(args).map(|()| ExitCode::SUCCESS),
         Command::Report(args) => report_command(args),
+        Command::Apply(args) => apply::command(args),
     };
     match result {
         Ok(code) => code,

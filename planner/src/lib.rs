@@ -12,8 +12,10 @@
 //! # Ok::<(), planner::topology::TopologyError>(())
 //! ```
 
+pub mod cmdline;
 pub mod cpuset;
 pub mod demand;
+pub mod hostmap;
 pub mod ids;
 pub mod libvirt;
 pub mod plan;

@@ -6,6 +6,7 @@
 use crate::cpuset::CpuSet;
 use crate::demand::Basis;
 use crate::ids::{CoreId, CpuId, NodeId};
+use crate::topology::PciAddress;
 use serde::{Deserialize, Serialize};
 
 /// How sure the plan is.
@@ -100,6 +101,11 @@ pub struct VmPlan {
     pub threads: String,
     /// The demand it was sized by, if from a table.
     pub demand: Option<PlannedDemand>,
+    /// The VM's NIC from the spec (usually an SR-IOV PF whose VFs the VM
+    /// gets); absent when the spec names none, and in plans written before
+    /// the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<PciAddress>,
 }
 
 /// A tenant the plan works around.
@@ -305,35 +311,16 @@ impl Plan {
             out,
             "\nhost map (tenant/vCPU; idle = owned but unused; - = free; x = not usable):"
         );
-        let rows: Vec<(String, String)> = host
-            .cores
-            .iter()
-            .map(|core| {
-                let label = format!(
-                    "core {} (node {})",
-                    core.id,
-                    core.numa_node
-                        .map_or_else(|| "?".to_owned(), |n| n.to_string())
-                );
-                let cells: Vec<String> = core
-                    .cpus
-                    .iter()
-                    .map(|cpu| {
-                        let who = match tenant.get(&cpu) {
-                            Some(t) => t.clone(),
-                            None if host.pu(cpu).is_some_and(|p| p.usable) => "-".to_owned(),
-                            None => "x".to_owned(),
-                        };
-                        format!("{cpu:>3}:{who:<12}")
-                    })
-                    .collect();
-                (label, cells.join(" "))
-            })
-            .collect();
-        let width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
-        for (label, cells) in rows {
-            let _ = writeln!(out, "  {label:<width$}  {}", cells.trim_end());
-        }
+        let map = crate::hostmap::render(host, 12, false, |cpu| crate::hostmap::Cell {
+            text: match tenant.get(&cpu) {
+                Some(t) => t.clone(),
+                None if host.pu(cpu).is_some_and(|p| p.usable) => "-".to_owned(),
+                None => "x".to_owned(),
+            },
+            paint: crate::hostmap::Paint::Plain,
+            mark: None,
+        });
+        out.push_str(&map);
         out
     }
 }

@@ -1,10 +1,12 @@
 //! Overlap analysis: who is pinned where now, and which CPUs and physical
 //! cores tenants share. Reads domain XML into [`Tenant`]s and finds
-//! [`Conflict`]s against a [`HostTopology`]; printing and live libvirt
-//! reading are the caller's business. (Groundwork for `pinplan report`.)
+//! [`Conflict`]s against a [`HostTopology`], compares them with a [`Plan`]
+//! ([`Move`]s, conflicts removed) and prints the text form with a host map.
+//! Reading live libvirt domains is the caller's business.
 
 use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, CpuId, NodeId};
+use crate::plan::{Plan, VmPlan};
 use crate::topology::HostTopology;
 use crate::xml::{self, Element};
 use serde::Serialize;
@@ -29,6 +31,24 @@ pub struct VcpuCpus {
     pub cpus: CpuSet,
 }
 
+/// A domain's `<numatune><memory>`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct MemoryTune {
+    /// `strict`, `preferred`, `interleave` or `restrictive`.
+    pub mode: String,
+    /// Host NUMA nodes, e.g. `0-1`.
+    pub nodeset: String,
+}
+
+/// One I/O thread's allowed CPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IothreadCpus {
+    /// libvirt I/O thread id (1-based).
+    pub iothread: u32,
+    /// Host CPUs it may run on.
+    pub cpus: CpuSet,
+}
+
 /// A tenant's current pinning.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Tenant {
@@ -42,10 +62,16 @@ pub struct Tenant {
     pub cpus: CpuSet,
     /// emulatorpin (else the `<vcpu cpuset>`, else every CPU).
     pub emulator_cpus: CpuSet,
+    /// Each I/O thread's CPUs (iothreadpin, else the `<vcpu cpuset>`, else
+    /// every CPU).
+    pub iothreads: Vec<IothreadCpus>,
+    /// PCI addresses of its passed-through devices (`<hostdev>`,
+    /// `<interface type='hostdev'>`), e.g. `0000:65:00.2`.
+    pub nics: Vec<String>,
     /// Whether anything pins it (a VM with no pinning floats over all CPUs).
     pub pinned: bool,
     /// `<numatune><memory mode nodeset>`, when set.
-    pub memory: Option<(String, String)>,
+    pub memory: Option<MemoryTune>,
 }
 
 /// How bad a conflict is.
@@ -62,7 +88,7 @@ pub enum Severity {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Conflict {
     /// `cpu-shared`, `core-shared`, `host-overlap`, `emulator-overlap`,
-    /// `floating`, `numa-split`.
+    /// `floating`, `numa-split`, `nic-remote`.
     pub kind: String,
     /// Error or warning.
     pub severity: Severity,
@@ -134,8 +160,18 @@ pub fn tenant_from_domain(
     let all = host.usable_cpus();
     let default = cpuset_attr(source, vcpu, "cpuset")?;
     let mut pins: BTreeMap<u32, CpuSet> = BTreeMap::new();
+    let mut io_pins: BTreeMap<u32, CpuSet> = BTreeMap::new();
     let mut emulator = None;
     if let Some(cputune) = doc.child("cputune") {
+        for pin in cputune.children_named("iothreadpin") {
+            let id: u32 = pin
+                .attr("iothread")
+                .and_then(|v| v.trim().parse().ok())
+                .ok_or_else(|| bad(pin, "<iothreadpin> without an iothread number".to_owned()))?;
+            if let Some(set) = cpuset_attr(source, pin, "cpuset")? {
+                io_pins.insert(id, set);
+            }
+        }
         for pin in cputune.children_named("vcpupin") {
             let id: u32 = pin
                 .attr("vcpu")
@@ -151,6 +187,33 @@ pub fn tenant_from_domain(
     }
     let pinned = default.is_some() || !pins.is_empty() || emulator.is_some();
     let fallback = default.clone().unwrap_or_else(|| all.clone());
+    let iothread_count: u32 = match doc.child("iothreads") {
+        None => 0,
+        Some(e) => e
+            .text
+            .trim()
+            .parse()
+            .map_err(|_| bad(e, format!("<iothreads> holds {:?}, not a count", e.text)))?,
+    };
+    let mut iothread_ids: BTreeSet<u32> = (1..=iothread_count).collect();
+    if let Some(ids) = doc.child("iothreadids") {
+        iothread_ids = ids
+            .children_named("iothread")
+            .filter_map(|t| t.attr("id").and_then(|v| v.trim().parse().ok()))
+            .collect();
+    }
+    iothread_ids.extend(io_pins.keys());
+    let iothreads = iothread_ids
+        .into_iter()
+        .map(|iothread| IothreadCpus {
+            iothread,
+            cpus: io_pins
+                .get(&iothread)
+                .cloned()
+                .unwrap_or_else(|| fallback.clone()),
+        })
+        .collect();
+    let nics = passthrough_devices(&doc);
     let vcpus: Vec<VcpuCpus> = (0..count)
         .map(|vcpu| VcpuCpus {
             vcpu,
@@ -163,11 +226,9 @@ pub fn tenant_from_domain(
     let memory = doc
         .child("numatune")
         .and_then(|n| n.child("memory"))
-        .map(|m| {
-            (
-                m.attr("mode").unwrap_or("strict").to_owned(),
-                m.attr("nodeset").unwrap_or("").to_owned(),
-            )
+        .map(|m| MemoryTune {
+            mode: m.attr("mode").unwrap_or("strict").to_owned(),
+            nodeset: m.attr("nodeset").unwrap_or("").to_owned(),
         });
     Ok(Tenant {
         name,
@@ -175,9 +236,46 @@ pub fn tenant_from_domain(
         vcpus,
         cpus,
         emulator_cpus: emulator.unwrap_or(fallback),
+        iothreads,
+        nics,
         pinned,
         memory,
     })
+}
+
+/// PCI addresses of a domain's passed-through devices, as `DDDD:BB:DD.F`.
+fn passthrough_devices(doc: &Element) -> Vec<String> {
+    let Some(devices) = doc.child("devices") else {
+        return Vec::new();
+    };
+    let pci = devices
+        .children_named("hostdev")
+        .filter(|h| h.attr("type") == Some("pci"))
+        .chain(
+            devices
+                .children_named("interface")
+                .filter(|i| i.attr("type") == Some("hostdev")),
+        );
+    let mut out: Vec<String> = pci
+        .filter_map(|d| d.path(&["source", "address"]))
+        .filter_map(|a| {
+            let num = |name: &str| {
+                let v = a.attr(name)?.trim();
+                let v = v.strip_prefix("0x").unwrap_or(v);
+                u32::from_str_radix(v, 16).ok()
+            };
+            Some(format!(
+                "{:04x}:{:02x}:{:02x}.{:x}",
+                num("domain").unwrap_or(0),
+                num("bus")?,
+                num("slot")?,
+                num("function")?
+            ))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// The host as a tenant of its own CPUs.
@@ -188,9 +286,51 @@ pub fn host_tenant(cpus: &CpuSet) -> Tenant {
         vcpus: Vec::new(),
         cpus: cpus.clone(),
         emulator_cpus: CpuSet::new(),
+        iothreads: Vec::new(),
+        nics: Vec::new(),
         pinned: true,
         memory: None,
     }
+}
+
+/// One thread a plan moves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Move {
+    /// The VM.
+    pub vm: String,
+    /// `vcpu`, `emulator` or `iothread`.
+    pub thread: String,
+    /// The vCPU or I/O thread number (none for the emulator).
+    pub id: Option<u32>,
+    /// Its CPUs now (none when the thread does not exist yet, e.g. a VM
+    /// that is not defined or has fewer vCPUs).
+    pub from: Option<CpuSet>,
+    /// Its CPUs under the plan.
+    pub to: CpuSet,
+}
+
+/// What applying a plan would do to the conflicts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanEffect {
+    /// Conflicts now that the plan removes.
+    pub resolved: Vec<Conflict>,
+    /// Conflicts now that stay under the plan (with their CPUs after it).
+    pub remaining: Vec<Conflict>,
+    /// Conflicts the plan would add.
+    pub introduced: Vec<Conflict>,
+}
+
+/// The host's own CPUs by the kernel command line: every usable CPU not in
+/// `isolcpus=`; `None` without `isolcpus=`.
+pub fn host_cpus_from_cmdline(
+    cmdline: &crate::cmdline::KernelCmdline,
+    host: &HostTopology,
+) -> Result<Option<CpuSet>, crate::cmdline::CmdlineError> {
+    let usable = host.usable_cpus();
+    cmdline
+        .cpu_list("isolcpus", &usable)
+        .transpose()
+        .map(|isolated| isolated.map(|i| usable.difference(&i)))
 }
 
 /// What `pinplan report --format json` prints.
@@ -200,11 +340,52 @@ pub struct Report {
     pub tenants: Vec<Tenant>,
     /// Every conflict, errors first.
     pub conflicts: Vec<Conflict>,
-    /// vCPU moves a plan would make (empty without a plan).
-    pub moves: Vec<String>,
+    /// Threads a plan would move (empty without a plan).
+    pub moves: Vec<Move>,
+    /// With a plan: which conflicts it removes, leaves and adds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanEffect>,
 }
 
 impl Report {
+    /// The report of `tenants` on `host`, compared with `plan` when given.
+    pub fn new(host: &HostTopology, tenants: Vec<Tenant>, plan: Option<&Plan>) -> Report {
+        let conflicts = conflicts(host, &tenants);
+        let (moves, effect) = match plan {
+            None => (Vec::new(), None),
+            Some(plan) => {
+                let after = conflicts_after(host, &tenants, plan);
+                let key = |c: &Conflict| (c.kind.clone(), c.tenants.clone());
+                let before_keys: BTreeSet<_> = conflicts.iter().map(key).collect();
+                let after_keys: BTreeSet<_> = after.iter().map(key).collect();
+                let effect = PlanEffect {
+                    resolved: conflicts
+                        .iter()
+                        .filter(|c| !after_keys.contains(&key(c)))
+                        .cloned()
+                        .collect(),
+                    remaining: after
+                        .iter()
+                        .filter(|c| before_keys.contains(&key(c)))
+                        .cloned()
+                        .collect(),
+                    introduced: after
+                        .iter()
+                        .filter(|c| !before_keys.contains(&key(c)))
+                        .cloned()
+                        .collect(),
+                };
+                (moves(&tenants, plan), Some(effect))
+            }
+        };
+        Report {
+            tenants,
+            conflicts,
+            moves,
+            plan: effect,
+        }
+    }
+
     /// Whether any conflict is an error (exit status 1).
     pub fn has_errors(&self) -> bool {
         self.conflicts.iter().any(|c| c.severity == Severity::Error)
@@ -217,8 +398,9 @@ impl Report {
         text
     }
 
-    /// A summary line and the conflict table.
-    pub fn to_text(&self) -> String {
+    /// A summary line, the conflict table, the host map (in ANSI colour when
+    /// `colour`), and with a plan its moves and effect.
+    pub fn to_text(&self, host: &HostTopology, colour: bool) -> String {
         let errors = self
             .conflicts
             .iter()
@@ -231,21 +413,266 @@ impl Report {
             if errors == 1 { "" } else { "s" },
             if warnings == 1 { "" } else { "s" }
         );
-        for c in &self.conflicts {
-            let severity = match c.severity {
-                Severity::Error => "error",
-                Severity::Warning => "warning",
-            };
+        if !self.conflicts.is_empty() {
+            out.push('\n');
+            out.push_str(&conflict_table(&self.conflicts));
+        }
+        out.push_str(&format!(
+            "\nhost map (tenant/vCPU, emu = emulator only; ! error, ? warning; - free; x not usable):\n{}",
+            self.host_map(host, colour)
+        ));
+        let floating: Vec<&str> = self
+            .tenants
+            .iter()
+            .filter(|t| !t.pinned)
+            .map(|t| t.name.as_str())
+            .collect();
+        if !floating.is_empty() {
             out.push_str(&format!(
-                "{severity:<8} {:<17} {:<20} cpus {:<12} {}\n",
-                c.kind,
-                c.tenants.join(","),
-                c.cpus.to_string(),
-                c.message
+                "  not pinned (on no CPU above, on all of them in fact): {}\n",
+                floating.join(", ")
             ));
+        }
+        if let Some(effect) = &self.plan {
+            out.push_str(&format!(
+                "\nplan: {} move{}; it removes {} conflict{}, leaves {}, adds {}\n",
+                self.moves.len(),
+                if self.moves.len() == 1 { "" } else { "s" },
+                effect.resolved.len(),
+                if effect.resolved.len() == 1 { "" } else { "s" },
+                effect.remaining.len(),
+                effect.introduced.len()
+            ));
+            for m in &self.moves {
+                let thread = match m.id {
+                    Some(id) => format!("{} {id}", m.thread),
+                    None => m.thread.clone(),
+                };
+                let from = m
+                    .from
+                    .as_ref()
+                    .map_or_else(|| "(new)".to_owned(), |f| f.to_string());
+                out.push_str(&format!(
+                    "  {:<16} {thread:<12} {from:>12} -> {}\n",
+                    m.vm, m.to
+                ));
+            }
+            for (title, list) in [
+                ("removes", &effect.resolved),
+                ("leaves", &effect.remaining),
+                ("adds", &effect.introduced),
+            ] {
+                if !list.is_empty() {
+                    out.push_str(&format!("\nthe plan {title}:\n"));
+                    out.push_str(&conflict_table(list));
+                }
+            }
         }
         out
     }
+
+    /// One row per core: each CPU's tenant, conflicts marked.
+    fn host_map(&self, host: &HostTopology, colour: bool) -> String {
+        use crate::hostmap::{Cell, Paint};
+        let in_conflict = |cpu: CpuId, severity: Severity| {
+            self.conflicts
+                .iter()
+                .any(|c| c.severity == severity && c.kind != "floating" && c.cpus.contains(cpu))
+        };
+        let pinned: Vec<(usize, &Tenant)> = self
+            .tenants
+            .iter()
+            .filter(|t| t.pinned)
+            .enumerate()
+            .collect();
+        crate::hostmap::render(host, 8, colour, |cpu| {
+            let mut names = Vec::new();
+            let mut paint = Paint::Plain;
+            for (i, t) in &pinned {
+                if t.kind == TenantKind::Host {
+                    if t.cpus.contains(cpu) {
+                        names.push("host".to_owned());
+                        paint = Paint::Host;
+                    }
+                    continue;
+                }
+                let on: Vec<u32> = t
+                    .vcpus
+                    .iter()
+                    .filter(|v| v.cpus.contains(cpu))
+                    .map(|v| v.vcpu)
+                    .collect();
+                let only_here = t
+                    .vcpus
+                    .iter()
+                    .any(|v| v.cpus.len() == 1 && v.cpus.contains(cpu));
+                if on.len() == 1 && only_here {
+                    names.push(format!("{}/{}", t.name, on[0]));
+                } else if !on.is_empty() {
+                    names.push(t.name.clone());
+                } else if t.emulator_cpus.contains(cpu) && t.emulator_cpus != host.usable_cpus() {
+                    names.push(format!("{}/emu", t.name));
+                } else {
+                    continue;
+                }
+                paint = Paint::Tenant(*i);
+            }
+            let usable = host.pu(cpu).is_some_and(|p| p.usable);
+            let (paint, mark) = if in_conflict(cpu, Severity::Error) {
+                (Paint::Error, Some('!'))
+            } else if in_conflict(cpu, Severity::Warning) {
+                (Paint::Warning, Some('?'))
+            } else if !usable {
+                (Paint::Dim, None)
+            } else {
+                (paint, None)
+            };
+            let text = if !names.is_empty() {
+                names.join("+")
+            } else if usable {
+                "-".to_owned()
+            } else {
+                "x".to_owned()
+            };
+            Cell { text, paint, mark }
+        })
+    }
+}
+
+fn conflict_table(conflicts: &[Conflict]) -> String {
+    let mut out = String::new();
+    for c in conflicts {
+        let severity = match c.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        out.push_str(&format!(
+            "{severity:<8} {:<17} {:<20} cpus {:<12} {}\n",
+            c.kind,
+            c.tenants.join(","),
+            c.cpus.to_string(),
+            c.message
+        ));
+    }
+    out
+}
+
+/// A planned VM as a tenant (its NICs and memory mode from `now`, if known).
+fn planned_tenant(vm: &VmPlan, now: Option<&Tenant>) -> Tenant {
+    let vcpus: Vec<VcpuCpus> = vm
+        .vcpus
+        .iter()
+        .map(|p| VcpuCpus {
+            vcpu: p.vcpu,
+            cpus: std::iter::once(p.cpu).collect(),
+        })
+        .collect();
+    let nodes: CpuSet = vm.numa_nodes.iter().map(|n| CpuId(n.0)).collect();
+    Tenant {
+        name: vm.name.clone(),
+        kind: TenantKind::Vm,
+        cpus: vcpus.iter().fold(CpuSet::new(), |a, v| a.union(&v.cpus)),
+        vcpus,
+        emulator_cpus: vm.emulator_cpus.clone(),
+        iothreads: vm
+            .iothreads
+            .iter()
+            .map(|t| IothreadCpus {
+                iothread: t.iothread,
+                cpus: t.cpus.clone(),
+            })
+            .collect(),
+        nics: now.map(|t| t.nics.clone()).unwrap_or_default(),
+        pinned: true,
+        memory: (!nodes.is_empty()).then(|| MemoryTune {
+            mode: "strict".to_owned(),
+            nodeset: nodes.to_string(),
+        }),
+    }
+}
+
+/// The tenants as they would be under `plan`: the plan's reserved CPUs as the
+/// host, its VMs as planned, every other tenant as it is now.
+pub fn planned_tenants(now: &[Tenant], plan: &Plan) -> Vec<Tenant> {
+    let mut out = Vec::new();
+    if !plan.host.reserved_cpus.is_empty() {
+        out.push(host_tenant(&plan.host.reserved_cpus));
+    }
+    let find = |name: &str| {
+        now.iter()
+            .find(|t| t.kind == TenantKind::Vm && t.name == name)
+    };
+    for t in now.iter().filter(|t| t.kind == TenantKind::Vm) {
+        match plan.vms.iter().find(|v| v.name == t.name) {
+            Some(vm) => out.push(planned_tenant(vm, Some(t))),
+            None => out.push(t.clone()),
+        }
+    }
+    for vm in plan.vms.iter().filter(|v| find(&v.name).is_none()) {
+        out.push(planned_tenant(vm, None));
+    }
+    for f in plan.fixed.iter().filter(|f| find(&f.name).is_none()) {
+        let mut t = host_tenant(&f.cpus);
+        t.name = f.name.clone();
+        t.kind = TenantKind::Vm;
+        out.push(t);
+    }
+    out
+}
+
+fn conflicts_after(host: &HostTopology, now: &[Tenant], plan: &Plan) -> Vec<Conflict> {
+    conflicts(host, &planned_tenants(now, plan))
+}
+
+/// Every thread of the plan's VMs whose CPUs would change, in plan order.
+pub fn moves(now: &[Tenant], plan: &Plan) -> Vec<Move> {
+    let mut out = Vec::new();
+    for vm in &plan.vms {
+        let current = now
+            .iter()
+            .find(|t| t.kind == TenantKind::Vm && t.name == vm.name);
+        let mut push = |thread: &str, id: Option<u32>, from: Option<CpuSet>, to: CpuSet| {
+            if from.as_ref() != Some(&to) {
+                out.push(Move {
+                    vm: vm.name.clone(),
+                    thread: thread.to_owned(),
+                    id,
+                    from,
+                    to,
+                });
+            }
+        };
+        for pin in &vm.vcpus {
+            let from = current.and_then(|t| {
+                t.vcpus
+                    .iter()
+                    .find(|v| v.vcpu == pin.vcpu)
+                    .map(|v| v.cpus.clone())
+            });
+            push(
+                "vcpu",
+                Some(pin.vcpu),
+                from,
+                std::iter::once(pin.cpu).collect(),
+            );
+        }
+        push(
+            "emulator",
+            None,
+            current.map(|t| t.emulator_cpus.clone()),
+            vm.emulator_cpus.clone(),
+        );
+        for io in &vm.iothreads {
+            let from = current.and_then(|t| {
+                t.iothreads
+                    .iter()
+                    .find(|i| i.iothread == io.iothread)
+                    .map(|i| i.cpus.clone())
+            });
+            push("iothread", Some(io.iothread), from, io.cpus.clone());
+        }
+    }
+    out
 }
 
 fn core_of(host: &HostTopology) -> BTreeMap<CpuId, CoreId> {
@@ -387,7 +814,7 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
             .filter_map(|c| node_of.get(&c).copied())
             .collect();
         let listed: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
-        let (mode, nodeset) = t.memory.clone().unwrap_or_default();
+        let MemoryTune { mode, nodeset } = t.memory.clone().unwrap_or_default();
         let memory_nodes: BTreeSet<NodeId> = nodeset
             .parse::<CpuSet>()
             .map(|s| s.iter().map(|c| NodeId(c.0)).collect())
@@ -417,8 +844,55 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
             });
         }
     }
+    for t in tenants
+        .iter()
+        .filter(|t| t.kind == TenantKind::Vm && t.pinned)
+    {
+        for nic in &t.nics {
+            let Some(nic_node) = nic_node(host, nic) else {
+                continue;
+            };
+            let remote: CpuSet = t
+                .cpus
+                .iter()
+                .filter(|c| node_of.get(c).is_some_and(|n| *n != nic_node))
+                .collect();
+            if !remote.is_empty() {
+                out.push(Conflict {
+                    kind: "nic-remote".to_owned(),
+                    severity: Severity::Warning,
+                    tenants: vec![t.name.clone()],
+                    cpus: remote.clone(),
+                    message: format!(
+                        "{}'s vCPUs on CPUs {remote} are on another NUMA node than its NIC {nic} (node {nic_node})",
+                        t.name
+                    ),
+                });
+            }
+        }
+    }
     out.sort_by(|a, b| (a.severity, &a.kind, &a.tenants).cmp(&(b.severity, &b.kind, &b.tenants)));
     out
+}
+
+/// The NUMA node of a PCI device: its own, else that of another function of
+/// the same physical device (a VF's PF often is the only function a
+/// topology lists).
+fn nic_node(host: &HostTopology, address: &str) -> Option<NodeId> {
+    let wanted: crate::topology::PciAddress = address.parse().ok()?;
+    let same_slot = |a: &crate::topology::PciAddress| {
+        a.domain == wanted.domain && a.bus == wanted.bus && a.device == wanted.device
+    };
+    host.pci
+        .iter()
+        .find(|d| d.address == wanted)
+        .and_then(|d| d.numa_node)
+        .or_else(|| {
+            host.pci
+                .iter()
+                .filter(|d| same_slot(&d.address))
+                .find_map(|d| d.numa_node)
+        })
 }
 
 fn group_by_core(cpus: &CpuSet, core: &BTreeMap<CpuId, CoreId>) -> BTreeMap<CoreId, CpuSet> {
@@ -537,6 +1011,22 @@ mod tests {
             "{found:?}"
         );
         Ok(())
+    }
+
+    #[test]
+    fn the_host_keeps_what_isolcpus_leaves() {
+        use crate::cmdline::KernelCmdline;
+        let h = host();
+        let c = KernelCmdline::parse("ro isolcpus=managed_irq,domain,1-3,5-7");
+        assert_eq!(
+            host_cpus_from_cmdline(&c, &h).map(|s| s.map(|s| s.to_string())),
+            Ok(Some("0,4".to_owned()))
+        );
+        assert_eq!(
+            host_cpus_from_cmdline(&KernelCmdline::parse("ro"), &h),
+            Ok(None)
+        );
+        assert!(host_cpus_from_cmdline(&KernelCmdline::parse("isolcpus=x"), &h).is_err());
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! libvirt domain XML: emit the pinning elements for a planned VM
 //! ([`emit`]), patch them losslessly into an existing domain ([`patch`]), and
-//! read a defined domain's XML through a libvirt connection ([`inactive_xml`]).
+//! read a defined domain's XML through a libvirt connection ([`inactive_xml`]),
+//! and apply a plan to live and defined domains ([`apply`]).
 
+pub mod apply;
 pub mod emit;
+mod ffi;
 pub mod patch;
 
 use virt::connect::Connect;

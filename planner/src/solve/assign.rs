@@ -136,5 +136,6 @@ pub fn layout(
         guest_topology,
         threads: vm.threads.name().to_owned(),
         demand: vm.demand.clone(),
+        nic: vm.nic,
     }
 }

@@ -1,0 +1,615 @@
+//! Applying a plan to libvirt domains: preconditions for every VM before
+//! anything changes, a journal of what was there, the pin calls
+//! (`virDomainPinVcpuFlags`, `virDomainPinEmulator`, `virDomainPinIOThread`,
+//! live and/or config), a read-back after each VM, and all-or-nothing
+//! rollback from the journal. Writing the journal file and printing are the
+//! caller's business; [`Session::apply`] takes a hook called before each pin
+//! call, which is where tests inject faults.
+
+use super::ffi;
+use crate::cpuset::CpuSet;
+use crate::plan::{IothreadPin, Plan, VmPlan};
+use crate::report;
+use crate::topology::HostTopology;
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+use virt::connect::Connect;
+use virt::domain::Domain;
+
+const AFFECT_LIVE: u32 = 1;
+const AFFECT_CONFIG: u32 = 2;
+const VCPU_LIVE: u32 = 1;
+const VCPU_CONFIG: u32 = 2;
+const XML_SECURE: u32 = 1;
+const XML_INACTIVE: u32 = 2;
+
+/// The version of the journal format.
+pub const JOURNAL_VERSION: u32 = 1;
+
+/// A VM's pinning in one scope (live or config).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pins {
+    /// Each vCPU's CPUs, by vCPU number.
+    pub vcpus: Vec<CpuSet>,
+    /// The emulator threads' CPUs.
+    pub emulator: CpuSet,
+    /// Each I/O thread's CPUs.
+    pub iothreads: Vec<IothreadPin>,
+}
+
+impl Pins {
+    fn planned(vm: &VmPlan) -> Pins {
+        let mut vcpus = vec![CpuSet::new(); vm.vcpus.len()];
+        for pin in &vm.vcpus {
+            if let Some(slot) = vcpus.get_mut(pin.vcpu as usize) {
+                slot.insert(pin.cpu);
+            }
+        }
+        Pins {
+            vcpus,
+            emulator: vm.emulator_cpus.clone(),
+            iothreads: vm.iothreads.clone(),
+        }
+    }
+
+    /// The planned I/O threads only (a domain may have more than the plan).
+    fn restricted_to(&self, planned: &Pins) -> Pins {
+        Pins {
+            vcpus: self.vcpus.clone(),
+            emulator: self.emulator.clone(),
+            iothreads: self
+                .iothreads
+                .iter()
+                .filter(|t| planned.iothreads.iter().any(|p| p.iothread == t.iothread))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    fn describe_difference(&self, want: &Pins) -> Option<String> {
+        for (i, (got, want)) in self.vcpus.iter().zip(&want.vcpus).enumerate() {
+            if got != want {
+                return Some(format!("vCPU {i} is on {got}, not {want}"));
+            }
+        }
+        if self.vcpus.len() != want.vcpus.len() {
+            return Some(format!(
+                "libvirt reports {} vCPUs, not {}",
+                self.vcpus.len(),
+                want.vcpus.len()
+            ));
+        }
+        if self.emulator != want.emulator {
+            return Some(format!(
+                "the emulator is on {}, not {}",
+                self.emulator, want.emulator
+            ));
+        }
+        for w in &want.iothreads {
+            match self.iothreads.iter().find(|g| g.iothread == w.iothread) {
+                Some(g) if g.cpus == w.cpus => {}
+                Some(g) => {
+                    return Some(format!(
+                        "I/O thread {} is on {}, not {}",
+                        w.iothread, g.cpus, w.cpus
+                    ))
+                }
+                None => return Some(format!("I/O thread {} is missing", w.iothread)),
+            }
+        }
+        None
+    }
+}
+
+/// What a VM had before `apply` touched it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalVm {
+    /// Domain name.
+    pub name: String,
+    /// Domain UUID (a domain of the same name but another UUID is not restored).
+    pub uuid: String,
+    /// Live pinning, when the domain was running.
+    pub live: Option<Pins>,
+    /// Config (persistent) pinning.
+    pub config: Pins,
+    /// The whole persistent definition (`virsh dumpxml --inactive
+    /// --security-info`): restoring the config redefines exactly this.
+    pub config_xml: String,
+}
+
+/// Everything needed to put the VMs back: written before the first change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Journal {
+    /// Format version ([`JOURNAL_VERSION`]).
+    pub pinplan_journal: u32,
+    /// The libvirt URI.
+    pub uri: String,
+    /// The VMs, in the order they are applied.
+    pub vms: Vec<JournalVm>,
+}
+
+impl Journal {
+    /// The JSON form written to the journal file.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+}
+
+/// Which definitions to change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scope {
+    /// The running domain (ignored for domains that are not running).
+    pub live: bool,
+    /// The persistent definition.
+    pub config: bool,
+}
+
+/// A precondition that failed for one VM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The VM.
+    pub vm: String,
+    /// Why it cannot be applied.
+    pub reason: String,
+}
+
+/// A VM that passed the preconditions.
+pub struct Target {
+    /// Its name.
+    pub name: String,
+    domain: Domain,
+    running: bool,
+    planned: Pins,
+}
+
+/// What happened to one VM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The VM.
+    pub vm: String,
+    /// Whether the live domain was pinned (it was running and live was asked).
+    pub live: bool,
+    /// Whether the config was pinned.
+    pub config: bool,
+    /// Pin calls made.
+    pub calls: u32,
+    /// Wall time for its pin calls and read-back.
+    pub elapsed: Duration,
+}
+
+/// How a failed apply ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The VM being pinned when it failed.
+    pub vm: String,
+    /// What failed.
+    pub error: String,
+    /// VMs restored from the journal (and verified).
+    pub restored: Vec<String>,
+    /// What the restore could not do, if anything (then the host is not as it was).
+    pub restore_errors: Vec<String>,
+}
+
+/// A libvirt connection that applies plans.
+pub struct Session {
+    uri: String,
+    conn: Connect,
+    ncpus: u32,
+}
+
+fn lv(e: &virt::error::Error) -> String {
+    e.message().to_owned()
+}
+
+impl Session {
+    /// Opens a read-write connection.
+    pub fn open(uri: &str) -> Result<Session, String> {
+        virt::error::clear_error_callback();
+        let conn =
+            Connect::open(Some(uri)).map_err(|e| format!("cannot connect to {uri}: {}", lv(&e)))?;
+        let ncpus = ffi::host_cpu_count(&conn)
+            .map_err(|e| format!("cannot count the CPUs of {uri}: {}", lv(&e)))?;
+        Ok(Session {
+            uri: uri.to_owned(),
+            conn,
+            ncpus,
+        })
+    }
+
+    /// Checks every precondition for every VM named (all the plan's VMs when
+    /// `names` is empty) before anything changes: the domain exists, its vCPU
+    /// count (live and config) is the plan's, its planned I/O threads exist,
+    /// every planned CPU exists and is online on `host` (the connected host's
+    /// topology), the plan was made for this host (fingerprint), and no
+    /// domain outside the plan is pinned onto the planned CPUs (unless
+    /// `force`). Returns every problem found, not only the first.
+    pub fn check(
+        &self,
+        plan: &Plan,
+        names: &[String],
+        host: &HostTopology,
+        force: bool,
+    ) -> Result<Vec<Target>, Vec<Problem>> {
+        let mut problems = Vec::new();
+        let mut targets = Vec::new();
+        let fingerprint = crate::solve::fingerprint(host);
+        if plan.host.fingerprint != fingerprint {
+            problems.push(Problem {
+                vm: "(plan)".to_owned(),
+                reason: format!(
+                    "the plan was made for another host topology ({}, fingerprint {}); {} has {fingerprint}: make the plan with `pinplan plan SPEC --connect {}`",
+                    plan.host.source, plan.host.fingerprint, self.uri, self.uri
+                ),
+            });
+        }
+        let selected: Vec<&VmPlan> = if names.is_empty() {
+            plan.vms.iter().collect()
+        } else {
+            names
+                .iter()
+                .filter_map(|n| {
+                    let found = plan.vms.iter().find(|v| &v.name == n);
+                    if found.is_none() {
+                        let known: Vec<&str> = plan.vms.iter().map(|v| v.name.as_str()).collect();
+                        problems.push(Problem {
+                            vm: n.clone(),
+                            reason: format!(
+                                "not a placed VM of the plan (it has {})",
+                                known.join(", ")
+                            ),
+                        });
+                    }
+                    found
+                })
+                .collect()
+        };
+        let online = host.online_cpus();
+        let others = self.others(plan, host);
+        for vm in selected {
+            let mut bad = |reason: String| {
+                problems.push(Problem {
+                    vm: vm.name.clone(),
+                    reason,
+                })
+            };
+            let planned = Pins::planned(vm);
+            if let Some(i) = planned.vcpus.iter().position(|s| s.len() != 1) {
+                bad(format!("the plan gives vCPU {i} no CPU or several"));
+                continue;
+            }
+            let mut wanted = vm.cpus.union(&vm.emulator_cpus);
+            for t in &vm.iothreads {
+                wanted = wanted.union(&t.cpus);
+            }
+            for p in &vm.vcpus {
+                wanted.insert(p.cpu);
+            }
+            let missing = wanted.difference(&online);
+            if !missing.is_empty() {
+                bad(format!(
+                    "planned CPUs {missing} do not exist or are offline on {} (online: {online})",
+                    self.uri
+                ));
+            }
+            match &others {
+                Ok(others) if !force => {
+                    for t in others {
+                        let overlap = t.cpus.intersection(&vm.cpus);
+                        if t.pinned && !overlap.is_empty() {
+                            bad(format!(
+                                "domain {} (not in the plan) is pinned onto its planned CPUs {overlap}: move it first or pass --force",
+                                t.name
+                            ));
+                        }
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => bad(e.clone()),
+            }
+            let domain = match self.conn.lookup_domain_by_name(&vm.name) {
+                Ok(d) => d,
+                Err(e) => {
+                    bad(format!(
+                        "no domain {:?} at {}: {} (virsh list --all shows the names)",
+                        vm.name,
+                        self.uri,
+                        lv(&e)
+                    ));
+                    continue;
+                }
+            };
+            let running = domain.is_active().unwrap_or(false);
+            let want = vm.vcpus.len();
+            let mut counts = vec![("config", domain.vcpus_flags(VCPU_CONFIG))];
+            if running {
+                counts.push(("live", domain.vcpus_flags(VCPU_LIVE)));
+            }
+            let mut ok = true;
+            for (scope, count) in counts {
+                match count {
+                    Ok(n) if n as usize == want => {}
+                    Ok(n) => {
+                        ok = false;
+                        bad(format!(
+                            "it has {n} vCPUs ({scope}), the plan {want}: resize it (virsh setvcpus) or re-plan"
+                        ));
+                    }
+                    Err(e) => {
+                        ok = false;
+                        bad(format!("cannot read its vCPU count ({scope}): {}", lv(&e)));
+                    }
+                }
+            }
+            if !planned.iothreads.is_empty() {
+                let have = ffi::iothread_info(&domain, AFFECT_CONFIG).unwrap_or_default();
+                for t in &planned.iothreads {
+                    if !have.iter().any(|(id, _)| *id == t.iothread) {
+                        ok = false;
+                        bad(format!(
+                            "it has no I/O thread {} (the plan pins it)",
+                            t.iothread
+                        ));
+                    }
+                }
+            }
+            if ok {
+                targets.push(Target {
+                    name: vm.name.clone(),
+                    domain,
+                    running,
+                    planned,
+                });
+            }
+        }
+        if problems.is_empty() {
+            Ok(targets)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Every domain at the URI that the plan does not place, as a tenant.
+    fn others(&self, plan: &Plan, host: &HostTopology) -> Result<Vec<report::Tenant>, String> {
+        let mut out = Vec::new();
+        for (name, xml) in super::all_domain_xml(&self.uri)? {
+            if plan.vms.iter().any(|v| v.name == name) {
+                continue;
+            }
+            let source = format!("{} domain {name}", self.uri);
+            out.push(report::tenant_from_domain(&source, &xml, host).map_err(|e| e.to_string())?);
+        }
+        Ok(out)
+    }
+
+    fn pins(&self, domain: &Domain, vcpus: u32, flags: u32) -> Result<Pins, String> {
+        let vcpu_maps = ffi::vcpu_pin_info(domain, vcpus, self.ncpus, flags).map_err(|e| lv(&e))?;
+        let emulator = ffi::emulator_pin_info(domain, self.ncpus, flags).map_err(|e| lv(&e))?;
+        let iothreads = ffi::iothread_info(domain, flags)
+            .map_err(|e| lv(&e))?
+            .into_iter()
+            .map(|(iothread, cpus)| IothreadPin { iothread, cpus })
+            .collect();
+        Ok(Pins {
+            vcpus: vcpu_maps,
+            emulator,
+            iothreads,
+        })
+    }
+
+    /// What the targets have now: the journal to write before any change.
+    pub fn capture(&self, targets: &[Target]) -> Result<Journal, String> {
+        let mut vms = Vec::new();
+        for t in targets {
+            let n = u32::try_from(t.planned.vcpus.len()).unwrap_or(u32::MAX);
+            let what = |e: String| format!("{}: cannot read its pinning: {e}", t.name);
+            let live = if t.running {
+                Some(self.pins(&t.domain, n, AFFECT_LIVE).map_err(what)?)
+            } else {
+                None
+            };
+            vms.push(JournalVm {
+                name: t.name.clone(),
+                uuid: t.domain.uuid_string().map_err(|e| what(lv(&e)))?,
+                live,
+                config: self.pins(&t.domain, n, AFFECT_CONFIG).map_err(what)?,
+                config_xml: t
+                    .domain
+                    .xml_desc(XML_INACTIVE | XML_SECURE)
+                    .map_err(|e| what(lv(&e)))?,
+            });
+        }
+        Ok(Journal {
+            pinplan_journal: JOURNAL_VERSION,
+            uri: self.uri.clone(),
+            vms,
+        })
+    }
+
+    /// Whether every target already has its planned pins in `scope`.
+    pub fn in_effect(&self, targets: &[Target], journal: &Journal, scope: Scope) -> bool {
+        targets.iter().zip(&journal.vms).all(|(t, j)| {
+            let live_ok = !(scope.live && t.running)
+                || j.live.as_ref().is_some_and(|p| {
+                    p.restricted_to(&t.planned)
+                        .describe_difference(&t.planned)
+                        .is_none()
+                });
+            let config_ok = !scope.config
+                || j.config
+                    .restricted_to(&t.planned)
+                    .describe_difference(&t.planned)
+                    .is_none();
+            live_ok && config_ok
+        })
+    }
+
+    /// One pin call, after the hook (which may refuse it: fault injection).
+    fn pin(
+        &self,
+        calls: &mut u32,
+        hook: &mut dyn FnMut(u32) -> Result<(), String>,
+        what: &str,
+        call: impl FnOnce() -> Result<(), virt::error::Error>,
+    ) -> Result<(), String> {
+        *calls += 1;
+        hook(*calls).map_err(|e| format!("pinning {what}: {e}"))?;
+        call().map_err(|e| format!("pinning {what}: {}", lv(&e)))
+    }
+
+    fn pin_scope(
+        &self,
+        t: &Target,
+        flags: u32,
+        calls: &mut u32,
+        hook: &mut dyn FnMut(u32) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let scope = if flags == AFFECT_LIVE {
+            "live"
+        } else {
+            "config"
+        };
+        for (vcpu, cpus) in t.planned.vcpus.iter().enumerate() {
+            let map = ffi::to_cpumap(cpus, self.ncpus);
+            let vcpu = u32::try_from(vcpu).unwrap_or(u32::MAX);
+            self.pin(calls, hook, &format!("vCPU {vcpu} ({scope})"), || {
+                t.domain.pin_vcpu_flags(vcpu, &map, flags)
+            })?;
+        }
+        let map = ffi::to_cpumap(&t.planned.emulator, self.ncpus);
+        self.pin(calls, hook, &format!("the emulator ({scope})"), || {
+            t.domain.pin_emulator(&map, flags)
+        })?;
+        for io in &t.planned.iothreads {
+            self.pin(
+                calls,
+                hook,
+                &format!("I/O thread {} ({scope})", io.iothread),
+                || ffi::pin_iothread(&t.domain, io.iothread, &io.cpus, self.ncpus, flags),
+            )?;
+        }
+        // Read back what libvirt now reports.
+        let n = u32::try_from(t.planned.vcpus.len()).unwrap_or(u32::MAX);
+        let got = self
+            .pins(&t.domain, n, flags)
+            .map_err(|e| format!("reading back its {scope} pinning: {e}"))?;
+        match got
+            .restricted_to(&t.planned)
+            .describe_difference(&t.planned)
+        {
+            None => Ok(()),
+            Some(diff) => Err(format!("read-back ({scope}) differs from the plan: {diff}")),
+        }
+    }
+
+    /// Applies the plan to every target in order, `hook` before each pin
+    /// call. On the first failure, every VM touched so far is restored from
+    /// `journal` (live and config) and the restore verified.
+    pub fn apply(
+        &self,
+        targets: &[Target],
+        journal: &Journal,
+        scope: Scope,
+        hook: &mut dyn FnMut(u32) -> Result<(), String>,
+    ) -> Result<Vec<Applied>, Failure> {
+        let mut done = Vec::new();
+        let mut calls = 0;
+        for (i, t) in targets.iter().enumerate() {
+            let start = Instant::now();
+            let before = calls;
+            let live = scope.live && t.running;
+            let mut result = Ok(());
+            if live {
+                result = self.pin_scope(t, AFFECT_LIVE, &mut calls, hook);
+            }
+            if result.is_ok() && scope.config {
+                result = self.pin_scope(t, AFFECT_CONFIG, &mut calls, hook);
+            }
+            if let Err(error) = result {
+                let touched = &journal.vms[..=i.min(journal.vms.len().saturating_sub(1))];
+                let (restored, restore_errors) = self.restore(touched);
+                return Err(Failure {
+                    vm: t.name.clone(),
+                    error,
+                    restored,
+                    restore_errors,
+                });
+            }
+            done.push(Applied {
+                vm: t.name.clone(),
+                live,
+                config: scope.config,
+                calls: calls - before,
+                elapsed: start.elapsed(),
+            });
+        }
+        Ok(done)
+    }
+
+    /// Puts every VM of `journal` back (used by `apply --rollback`).
+    pub fn rollback(&self, journal: &Journal) -> (Vec<String>, Vec<String>) {
+        self.restore(&journal.vms)
+    }
+
+    /// Restores VMs from the journal and verifies them: live pins by pin
+    /// calls (when the domain is still running), the config by redefining the
+    /// journalled definition. Returns the VMs restored and the errors.
+    fn restore(&self, vms: &[JournalVm]) -> (Vec<String>, Vec<String>) {
+        let mut restored = Vec::new();
+        let mut errors = Vec::new();
+        for j in vms {
+            match self.restore_one(j) {
+                Ok(()) => restored.push(j.name.clone()),
+                Err(e) => errors.push(format!("{}: {e}", j.name)),
+            }
+        }
+        (restored, errors)
+    }
+
+    fn restore_one(&self, j: &JournalVm) -> Result<(), String> {
+        let domain = self
+            .conn
+            .lookup_domain_by_name(&j.name)
+            .map_err(|e| format!("not found: {}", lv(&e)))?;
+        let uuid = domain.uuid_string().map_err(|e| lv(&e))?;
+        if uuid != j.uuid {
+            return Err(format!(
+                "its UUID is now {uuid}, the journal's {}: another domain of the same name, not restored",
+                j.uuid
+            ));
+        }
+        let n = u32::try_from(j.config.vcpus.len()).unwrap_or(u32::MAX);
+        if let Some(live) = &j.live {
+            if domain.is_active().unwrap_or(false) {
+                for (vcpu, cpus) in live.vcpus.iter().enumerate() {
+                    let vcpu = u32::try_from(vcpu).unwrap_or(u32::MAX);
+                    domain
+                        .pin_vcpu_flags(vcpu, &ffi::to_cpumap(cpus, self.ncpus), AFFECT_LIVE)
+                        .map_err(|e| format!("restoring vCPU {vcpu} (live): {}", lv(&e)))?;
+                }
+                domain
+                    .pin_emulator(&ffi::to_cpumap(&live.emulator, self.ncpus), AFFECT_LIVE)
+                    .map_err(|e| format!("restoring the emulator (live): {}", lv(&e)))?;
+                for io in &live.iothreads {
+                    ffi::pin_iothread(&domain, io.iothread, &io.cpus, self.ncpus, AFFECT_LIVE)
+                        .map_err(|e| {
+                            format!("restoring I/O thread {} (live): {}", io.iothread, lv(&e))
+                        })?;
+                }
+                let got = self.pins(&domain, n, AFFECT_LIVE)?;
+                if let Some(diff) = got.describe_difference(live) {
+                    return Err(format!("live pinning not restored: {diff}"));
+                }
+            }
+        }
+        self.conn
+            .define_domain_xml(&j.config_xml)
+            .map_err(|e| format!("redefining its config: {}", lv(&e)))?;
+        let got = self.pins(&domain, n, AFFECT_CONFIG)?;
+        if let Some(diff) = got.describe_difference(&j.config) {
+            return Err(format!("config pinning not restored: {diff}"));
+        }
+        Ok(())
+    }
+}

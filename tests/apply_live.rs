@@ -1,0 +1,324 @@
+//! `pinplan apply` on the real libvirtd that scripts/test.sh starts, with two
+//! tiny real guests (KVM where /dev/kvm is usable, else TCG): the pins reach
+//! the QEMU threads (checked with taskset), hold across a restart, a fault on
+//! the second VM leaves both exactly as they were, an aborted apply is undone
+//! by `--rollback`, and failed preconditions change nothing.
+//!
+//! Needs PINPLAN_TEST_LIBVIRT_URI (set by scripts/test.sh: then this test
+//! fails, never skips) and the `fault-injection` feature
+//! (`cargo test --features cli/fault-injection`, as scripts/test.sh does).
+
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn virsh(uri: &str, args: &[&str]) -> String {
+    let out = Command::new("virsh")
+        .args(["-q", "-c", uri])
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run virsh: {e}"));
+    assert!(
+        out.status.success(),
+        "virsh {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The test's guests and scratch directory, removed even when the test fails.
+struct Lab {
+    uri: String,
+    names: Vec<String>,
+    dir: PathBuf,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for name in &self.names {
+            for cmd in ["destroy", "undefine"] {
+                let _ = Command::new("virsh")
+                    .args(["-q", "-c", &self.uri, cmd, name])
+                    .output();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Lab {
+    fn pinplan(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_pinplan"))
+            .args(args)
+            .envs(env.iter().copied())
+            .current_dir(&self.dir)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run pinplan: {e}"))
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        let path = self.dir.join(name);
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        path.display().to_string()
+    }
+
+    /// Each guest's thread affinities as taskset reports them: `CPU n` for
+    /// vCPU threads, `emulator` for QEMU's main thread.
+    fn affinities(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.names
+            .iter()
+            .map(|name| {
+                let pid = std::fs::read_to_string(format!("/run/libvirt/qemu/{name}.pid"))
+                    .unwrap_or_else(|e| panic!("{name} is not running: {e}"));
+                let pid = pid.trim();
+                let mut threads = BTreeMap::new();
+                let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                for task in tasks.flatten() {
+                    let tid = task.file_name().to_string_lossy().into_owned();
+                    let comm = std::fs::read_to_string(task.path().join("comm"))
+                        .unwrap_or_default()
+                        .trim()
+                        .to_owned();
+                    let key = if tid == pid {
+                        "emulator".to_owned()
+                    } else if let Some(rest) = comm.strip_prefix("CPU ") {
+                        // "CPU 0/KVM" or "CPU 0/TCG".
+                        format!("CPU {}", rest.split('/').next().unwrap_or(rest))
+                    } else {
+                        continue;
+                    };
+                    let out = Command::new("taskset")
+                        .args(["-pc", &tid])
+                        .output()
+                        .unwrap_or_else(|e| panic!("cannot run taskset: {e}"));
+                    let text = String::from_utf8_lossy(&out.stdout);
+                    let cpus = text.rsplit(": ").next().unwrap_or("").trim().to_owned();
+                    threads.insert(key, cpus);
+                }
+                (name.clone(), threads)
+            })
+            .collect()
+    }
+
+    /// Affinities plus each guest's persistent XML.
+    fn state(&self) -> (BTreeMap<String, BTreeMap<String, String>>, Vec<String>) {
+        let xml = self
+            .names
+            .iter()
+            .map(|n| virsh(&self.uri, &["dumpxml", "--inactive", n]))
+            .collect();
+        (self.affinities(), xml)
+    }
+}
+
+fn code(out: &Output) -> Option<i32> {
+    out.status.code()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A plan for the two guests built from a real plan of this host.
+/// This host has 2 CPUs and no SMT, so no two 2-vCPU guests can have cores
+/// of their own; `apply` applies what a plan says without re-planning, so the
+/// test takes the planner's plan for one 1-vCPU VM (its host, fingerprint
+/// and format) and gives each guest both CPUs, crossed so that every pin is
+/// visible: a: vCPU0→`a0`, vCPU1→`a1`, emulator `ae`; b likewise.
+fn two_guest_plan(base: &Value, names: &[String], a: [u32; 3], b: [u32; 3]) -> Value {
+    let mut plan = base.clone();
+    let template = plan["vms"][0].clone();
+    let vm = |name: &str, p: [u32; 3]| {
+        let mut v = template.clone();
+        v["name"] = json!(name);
+        v["vcpus"] = json!([{"vcpu": 0, "cpu": p[0]}, {"vcpu": 1, "cpu": p[1]}]);
+        v["cpus"] = json!("0-1");
+        v["emulator_cpus"] = json!(p[2].to_string());
+        v
+    };
+    plan["vms"] = json!([vm(&names[0], a), vm(&names[1], b)]);
+    plan
+}
+
+fn expect_affinity(lab: &Lab, name: &str, p: [u32; 3]) {
+    let all = lab.affinities();
+    let got = &all[name];
+    assert_eq!(got.get("CPU 0"), Some(&p[0].to_string()), "{name}: {got:?}");
+    assert_eq!(got.get("CPU 1"), Some(&p[1].to_string()), "{name}: {got:?}");
+    assert_eq!(
+        got.get("emulator"),
+        Some(&p[2].to_string()),
+        "{name}: {got:?}"
+    );
+}
+
+#[test]
+fn apply_is_verified_all_or_nothing_and_reversible() {
+    let Ok(uri) = std::env::var("PINPLAN_TEST_LIBVIRT_URI") else {
+        eprintln!("PINPLAN_TEST_LIBVIRT_URI is not set: no live guests (scripts/test.sh sets it)");
+        return;
+    };
+    if !cfg!(feature = "fault-injection") {
+        panic!("run with --features cli/fault-injection (scripts/test.sh does)");
+    }
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("pinplan-apply-{pid}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let lab = Lab {
+        uri: uri.clone(),
+        names: vec![
+            format!("pinplan-apply-a-{pid}"),
+            format!("pinplan-apply-b-{pid}"),
+        ],
+        dir,
+    };
+    let kvm = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok();
+    for name in &lab.names {
+        let xml = format!(
+            "<domain type='{}'>\n  <name>{name}</name>\n  <memory unit='MiB'>64</memory>\n  <vcpu placement='static'>2</vcpu>\n  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n  </os>\n  <on_poweroff>destroy</on_poweroff>\n  <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n    <controller type='usb' model='none'/>\n    <memballoon model='none'/>\n  </devices>\n</domain>\n",
+            if kvm { "kvm" } else { "qemu" }
+        );
+        let path = lab.write(&format!("{name}.xml"), &xml);
+        virsh(&uri, &["define", &path]);
+        virsh(&uri, &["start", name]);
+    }
+    let (a, b) = (lab.names[0].clone(), lab.names[1].clone());
+
+    // A real plan of this host, as a base.
+    lab.write(
+        "spec.toml",
+        &format!("[host]\nreserved_cores = 1\n[defaults]\nthreads = \"prefer\"\n[[vm]]\nname = \"{a}\"\nvcpus = 1\n"),
+    );
+    let out = lab.pinplan(
+        &["plan", "spec.toml", "--connect", &uri, "--out", "base"],
+        &[],
+    );
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    let base: Value = serde_json::from_str(
+        &std::fs::read_to_string(lab.dir.join("base/plan.json")).unwrap_or_default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let write_plan = |file: &str, plan: &Value| lab.write(file, &plan.to_string());
+    let pa = [1, 0, 1];
+    let pb = [0, 1, 0];
+    let plan1 = write_plan("plan1.json", &two_guest_plan(&base, &lab.names, pa, pb));
+
+    // Dry run: nothing changes.
+    let before = lab.state();
+    let out = lab.pinplan(&["apply", &plan1, "--connect", &uri, "--dry-run"], &[]);
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("nothing was changed"), "{}", text(&out));
+    assert_eq!(lab.state(), before);
+
+    // Preconditions: each refusal is exit 2 and changes nothing.
+    let mut wrong_count = two_guest_plan(&base, &lab.names, pa, pb);
+    wrong_count["vms"][1]["vcpus"] =
+        json!([{"vcpu": 0, "cpu": 0}, {"vcpu": 1, "cpu": 1}, {"vcpu": 2, "cpu": 1}]);
+    let mut unknown = two_guest_plan(&base, &lab.names, pa, pb);
+    unknown["vms"][0]["name"] = json!(format!("pinplan-apply-nosuch-{pid}"));
+    let mut other_host = two_guest_plan(&base, &lab.names, pa, pb);
+    other_host["host"]["fingerprint"] = json!("fnv1a64:0000000000000000");
+    let mut no_cpu = two_guest_plan(&base, &lab.names, pa, pb);
+    no_cpu["vms"][1]["vcpus"][1]["cpu"] = json!(64);
+    for (file, plan, why) in [
+        (
+            "count.json",
+            &wrong_count,
+            "it has 2 vCPUs (config), the plan 3",
+        ),
+        ("unknown.json", &unknown, "no domain"),
+        ("other.json", &other_host, "another host topology"),
+        ("nocpu.json", &no_cpu, "planned CPUs 64 do not exist"),
+    ] {
+        let path = write_plan(file, plan);
+        let out = lab.pinplan(&["apply", &path, "--connect", &uri], &[]);
+        assert_eq!(code(&out), Some(2), "{file}: {}", text(&out));
+        assert!(text(&out).contains(why), "{file}: {}", text(&out));
+        assert!(text(&out).contains("nothing was changed"), "{}", text(&out));
+        assert_eq!(lab.state(), before, "{file} changed something");
+    }
+
+    // Apply: the QEMU threads and the config carry the plan.
+    let out = lab.pinplan(
+        &["apply", &plan1, "--connect", &uri, "--journal", "j1.json"],
+        &[],
+    );
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    eprintln!("{}", text(&out));
+    expect_affinity(&lab, &a, pa);
+    expect_affinity(&lab, &b, pb);
+    let config = virsh(&uri, &["dumpxml", "--inactive", &a]);
+    for pin in [
+        "<vcpupin vcpu='0' cpuset='1'/>",
+        "<vcpupin vcpu='1' cpuset='0'/>",
+        "<emulatorpin cpuset='1'/>",
+    ] {
+        assert!(config.contains(pin), "{pin} missing:\n{config}");
+    }
+    // Again: already in effect, nothing to do.
+    let out = lab.pinplan(&["apply", &plan1, "--connect", &uri], &[]);
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("already in effect"), "{}", text(&out));
+    // The config pins hold across a restart.
+    for name in &lab.names {
+        virsh(&uri, &["destroy", name]);
+        virsh(&uri, &["start", name]);
+    }
+    expect_affinity(&lab, &a, pa);
+    expect_affinity(&lab, &b, pb);
+
+    // A fault on the second VM: both are back exactly as they were.
+    let before = lab.state();
+    let plan2 = write_plan("plan2.json", &two_guest_plan(&base, &lab.names, pb, pa));
+    // a takes 6 pin calls (2 vCPUs + emulator, live and config); 8 is b's second.
+    let out = lab.pinplan(
+        &["apply", &plan2, "--connect", &uri, "--journal", "j2.json"],
+        &[("PINPLAN_FAULT_PIN_CALL", "8")],
+    );
+    assert_eq!(code(&out), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("back as it was"), "{}", text(&out));
+    assert_eq!(lab.state(), before, "a fault left a change behind");
+
+    // Killed mid-apply (abort at the same call): a is changed, b half; the
+    // journal brings both back.
+    let out = lab.pinplan(
+        &["apply", &plan2, "--connect", &uri, "--journal", "j3.json"],
+        &[
+            ("PINPLAN_FAULT_PIN_CALL", "8"),
+            ("PINPLAN_FAULT_MODE", "abort"),
+        ],
+    );
+    assert_eq!(code(&out), None, "expected an abort: {}", text(&out));
+    assert_ne!(lab.state(), before, "the abort came before any change");
+    expect_affinity(&lab, &a, pb);
+    let journal = lab.dir.join("j3.json").display().to_string();
+    let out = lab.pinplan(&["apply", "--rollback", &journal, "--connect", &uri], &[]);
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    assert_eq!(lab.state(), before, "--rollback did not restore");
+    assert!(Path::new(&journal).exists());
+
+    // A journal for another URI is refused.
+    let out = lab.pinplan(
+        &[
+            "apply",
+            "--rollback",
+            &journal,
+            "--connect",
+            "test:///default",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), Some(2), "{}", text(&out));
+}
