@@ -45,8 +45,9 @@ impl Model {
     }
 
     /// Minimises `objective` within `limit`; `None` when optimality was not
-    /// proven in time. Panics when microlp fails (the model is always
-    /// feasible: nothing placed satisfies every constraint).
+    /// proven in time, including when microlp stops at the limit with an
+    /// error instead of a solution (the proptests saw that about once in
+    /// eight runs of 64 cases: it used to panic here).
     fn minimise(&self, objective: &Lin, limit: Duration) -> Option<Vec<f64>> {
         let mut problem = ProblemVariables::new();
         let vars: Vec<good_lp::Variable> = (0..self.vars)
@@ -71,7 +72,9 @@ impl Model {
                 Sense::Eq => good_lp::constraint::eq(lhs, *rhs),
             });
         }
-        let solution = model.solve().expect("the oracle model is feasible");
+        // The model is always feasible (placing nothing is allowed): an error
+        // is microlp giving up at the time limit, an unproven case.
+        let solution = model.solve().ok()?;
         matches!(solution.status(), SolutionStatus::Optimal)
             .then(|| vars.iter().map(|v| solution.value(*v)).collect())
     }
