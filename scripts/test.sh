@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 . scripts/libvirt-up.sh
 need_cargo
-apt_install "${BUILD_PACKAGES[@]}" hwloc
+# bzip2: tests/doctor_cli.rs unpacks an hwloc sysfs capture (.tar.bz2).
+# hwloc: lstopo for the live topology tests; bzip2: the doctor fixtures;
+# librsvg2-bin: rsvg-convert renders report --format svg to PNG.
+apt_install "${BUILD_PACKAGES[@]}" hwloc bzip2 librsvg2-bin
 need_hwloc
 libvirt_up
 trap libvirt_down EXIT

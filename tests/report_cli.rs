@@ -481,3 +481,73 @@ fn colour_only_on_a_terminal_without_no_color() {
     assert!(on_tty(None).contains("\x1b[1;97;41m"), "{}", on_tty(None));
     assert!(!on_tty(Some("1")).contains('\x1b'), "{}", on_tty(Some("1")));
 }
+
+/// The SVG picture of the lab: well-formed, one cell per CPU with the
+/// conflicted ones outlined, rendered to PNG by librsvg without error, and
+/// the same as the picture in docs/report.md (docs/report-lab.svg).
+#[test]
+fn svg_is_well_formed_renders_to_png_and_matches_the_docs() {
+    let out = report(&[
+        "--domains",
+        LAB_NOW[0],
+        LAB_NOW[1],
+        "--source",
+        LAB_HOST,
+        "--host-cpus",
+        "0,10",
+        "--format",
+        "svg",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "errors in the lab: exit 1");
+    let svg = String::from_utf8_lossy(&out.stdout).into_owned();
+    let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("not XML: {e}"));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let cells: Vec<_> = doc
+        .descendants()
+        .filter_map(|n| n.attribute("id"))
+        .filter(|id| id.starts_with("cpu-"))
+        .collect();
+    assert_eq!(cells.len(), 20, "b1 has 20 CPUs: {cells:?}");
+    // CPU 12 (vm1 and vm2) is in an error conflict, CPU 16 (free) is not.
+    let class_of = |id: &str| {
+        doc.descendants()
+            .find(|n| n.attribute("id") == Some(id))
+            .and_then(|n| n.attribute("class"))
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert!(
+        class_of("cpu-12").contains("conflict-error"),
+        "{}",
+        class_of("cpu-12")
+    );
+    assert!(
+        !class_of("cpu-16").contains("conflict"),
+        "{}",
+        class_of("cpu-16")
+    );
+
+    let dir = Dir::new("svg");
+    let svg_path = dir.0.join("lab.svg");
+    let png_path = dir.0.join("lab.png");
+    std::fs::write(&svg_path, &svg).unwrap_or_else(|e| panic!("{e}"));
+    let render = Command::new("rsvg-convert")
+        .arg("-o")
+        .arg(&png_path)
+        .arg(&svg_path)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run rsvg-convert (apt install librsvg2-bin): {e}"));
+    assert!(
+        render.status.success() && render.stderr.is_empty(),
+        "rsvg-convert: {}",
+        String::from_utf8_lossy(&render.stderr)
+    );
+    let png = std::fs::read(&png_path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    // IHDR: width and height, big-endian, after the 8-byte signature and 8-byte chunk header.
+    let width = u32::from_be_bytes([png[16], png[17], png[18], png[19]]);
+    let height = u32::from_be_bytes([png[20], png[21], png[22], png[23]]);
+    assert!(width >= 400 && height >= 200, "{width}x{height}");
+
+    snapshot("../../docs/report-lab.svg", &svg);
+}

@@ -2,6 +2,7 @@
 //! results. Exit status: 0 success, 1 "the answer is no", 2 error.
 
 mod apply;
+mod doctor;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -35,6 +36,9 @@ enum Command {
     Report(ReportArgs),
     /// Pin running and defined VMs as a plan says: verified, all-or-nothing, reversible.
     Apply(apply::ApplyArgs),
+    /// Check the host's IOMMU, VFIO groups, SR-IOV, PCIe links, NIC locality,
+    /// SMT, CPU isolation and IRQ affinity, from sysfs and procfs.
+    Doctor(doctor::DoctorArgs),
 }
 
 #[derive(clap::Args)]
@@ -601,7 +605,7 @@ fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
     let text = match args.format {
         ReportFormat::Text => result.to_text(&host, use_colour(args.color)),
         ReportFormat::Json => result.to_json(),
-        ReportFormat::Svg => result.to_json(),
+        ReportFormat::Svg => planner::report_svg::render(&host, &result),
     };
     print(&text)?;
     Ok(if result.has_errors() {
@@ -744,6 +748,7 @@ fn main() -> ExitCode {
         Command::Xml(args) => xml_command(args).map(|()| ExitCode::SUCCESS),
         Command::Report(args) => report_command(args),
         Command::Apply(args) => apply::command(args),
+        Command::Doctor(args) => doctor::command(args),
     };
     match result {
         Ok(code) => code,

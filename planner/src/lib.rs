@@ -15,11 +15,13 @@
 pub mod cmdline;
 pub mod cpuset;
 pub mod demand;
+pub mod doctor;
 pub mod hostmap;
 pub mod ids;
 pub mod libvirt;
 pub mod plan;
 pub mod report;
+pub mod report_svg;
 pub mod solve;
 pub mod spec;
 pub mod topology;

@@ -68,7 +68,8 @@ pub struct Tenant {
     /// PCI addresses of its passed-through devices (`<hostdev>`,
     /// `<interface type='hostdev'>`), e.g. `0000:65:00.2`.
     pub nics: Vec<String>,
-    /// Whether anything pins it (a VM with no pinning floats over all CPUs).
+    /// Whether any pin keeps it off some usable CPU (a VM with no pinning, or
+    /// pinned to every CPU, floats).
     pub pinned: bool,
     /// `<numatune><memory mode nodeset>`, when set.
     pub memory: Option<MemoryTune>,
@@ -185,7 +186,14 @@ pub fn tenant_from_domain(
             emulator = cpuset_attr(source, e, "cpuset")?;
         }
     }
-    let pinned = default.is_some() || !pins.is_empty() || emulator.is_some();
+    // Pinned means held off some CPU: a pin to every CPU (what libvirt keeps
+    // after re-pinning a vCPU to all CPUs) floats like no pin at all.
+    let narrows = |set: &CpuSet| !all.is_subset(set);
+    let pinned = default
+        .iter()
+        .chain(pins.values())
+        .chain(emulator.iter())
+        .any(narrows);
     let fallback = default.clone().unwrap_or_else(|| all.clone());
     let iothread_count: u32 = match doc.child("iothreads") {
         None => 0,
@@ -1010,6 +1018,16 @@ mod tests {
             found.contains(&expect("core-shared", &["vm1", "vm2"], "1,5")),
             "{found:?}"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_pin_to_every_cpu_floats() -> Result<(), DomainError> {
+        let h = host();
+        let all = tenant_from_domain("a.xml", &domain("vm1", &[(0, "0-7")], Some("0-7")), &h)?;
+        assert!(!all.pinned);
+        let one = tenant_from_domain("b.xml", &domain("vm1", &[(0, "0-7")], Some("0")), &h)?;
+        assert!(one.pinned);
         Ok(())
     }
 

@@ -17,7 +17,8 @@ mod render;
 
 pub(crate) use caps::unit_bytes;
 pub use detect::SourceKind;
-pub use pci::{PciAddress, PciDevice, PcieLink};
+pub(crate) use pci::read_sysfs_link;
+pub use pci::{link_gbps, PciAddress, PciDevice, PcieLink};
 
 use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, CpuId, L3Id, NodeId, PackageId};

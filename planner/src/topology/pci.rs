@@ -255,15 +255,7 @@ pub(crate) fn read_sysfs(sys_devices: &std::path::Path, device: &mut PciDevice) 
     if let Some(list) = read("local_cpulist") {
         device.local_cpus = list.trim().parse().ok();
     }
-    let speed = read("current_link_speed").and_then(|s| parse_link_speed(&s));
-    let width = read("current_link_width")
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        .filter(|w| *w > 0);
-    let max_speed = read("max_link_speed").and_then(|s| parse_link_speed(&s));
-    let max_width = read("max_link_width")
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        .filter(|w| *w > 0);
-    if speed.is_some() || width.is_some() || max_speed.is_some() || max_width.is_some() {
+    if let Some(read) = read_sysfs_link(&dir) {
         let link = device.link.get_or_insert(PcieLink {
             speed_gts: None,
             width: None,
@@ -271,11 +263,55 @@ pub(crate) fn read_sysfs(sys_devices: &std::path::Path, device: &mut PciDevice) 
             max_width: None,
             gbytes_per_s: None,
         });
-        link.speed_gts = speed.or(link.speed_gts);
-        link.width = width.or(link.width);
-        link.max_speed_gts = max_speed.or(link.max_speed_gts);
-        link.max_width = max_width.or(link.max_width);
+        link.speed_gts = read.speed_gts.or(link.speed_gts);
+        link.width = read.width.or(link.width);
+        link.max_speed_gts = read.max_speed_gts.or(link.max_speed_gts);
+        link.max_width = read.max_width.or(link.max_width);
     }
+}
+
+/// Reads the `current_link_*` and `max_link_*` attributes of one PCI
+/// function's sysfs directory; `None` when none of them says anything
+/// (absent, `Unknown`, width 0). `gbytes_per_s` is left unknown.
+pub(crate) fn read_sysfs_link(dir: &std::path::Path) -> Option<PcieLink> {
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+    let lanes = |name: &str| {
+        read(name)
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .filter(|w| *w > 0)
+    };
+    let link = PcieLink {
+        speed_gts: read("current_link_speed").and_then(|s| parse_link_speed(&s)),
+        width: lanes("current_link_width"),
+        max_speed_gts: read("max_link_speed").and_then(|s| parse_link_speed(&s)),
+        max_width: lanes("max_link_width"),
+        gbytes_per_s: None,
+    };
+    let known = link.speed_gts.is_some()
+        || link.width.is_some()
+        || link.max_speed_gts.is_some()
+        || link.max_width.is_some();
+    known.then_some(link)
+}
+
+/// The data rate a PCIe link carries after line encoding, in Gb/s:
+/// GT/s per lane × lanes × 128b/130b above 5 GT/s (PCIe 3.0 and later), or
+/// × 8b/10b at 5 GT/s and below (PCIe 1.x and 2.0). Packet (TLP) overhead
+/// comes on top, so real payload throughput is lower still.
+///
+/// ```
+/// use planner::topology::link_gbps;
+/// // 8 GT/s x16: 8 × 16 × 128/130 = 126.03 Gb/s; 2.5 GT/s x1: 2.5 × 0.8 = 2 Gb/s.
+/// assert!((link_gbps(8.0, 16) - 126.03).abs() < 0.01);
+/// assert_eq!(link_gbps(2.5, 1), 2.0);
+/// ```
+pub fn link_gbps(speed_gts: f64, width: u32) -> f64 {
+    let encoding = if speed_gts > 5.0 {
+        128.0 / 130.0
+    } else {
+        8.0 / 10.0
+    };
+    speed_gts * f64::from(width) * encoding
 }
 
 #[cfg(test)]
@@ -294,6 +330,23 @@ mod speed_tests {
             ("8 Gb/s", None),
         ] {
             assert_eq!(parse_link_speed(text), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn link_bandwidth_after_encoding() {
+        // Worked by hand: GT/s × lanes × 8/10 up to 5 GT/s, × 128/130 above.
+        for (speed, width, gbps) in [
+            (2.5, 1, 2.0),
+            (5.0, 8, 32.0),
+            (8.0, 8, 63.015_384),
+            (8.0, 16, 126.030_769),
+            (16.0, 8, 126.030_769),
+            (16.0, 16, 252.061_538),
+            (32.0, 16, 504.123_077),
+        ] {
+            let got = super::link_gbps(speed, width);
+            assert!((got - gbps).abs() < 1e-5, "{speed} GT/s x{width}: {got}");
         }
     }
 }

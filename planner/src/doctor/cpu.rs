@@ -1,0 +1,580 @@
+//! CPU checks against the plan: SMT when the plan needs sibling threads
+//! (`smt`), VM CPUs isolated and host CPUs not (`isolation`), and no IRQ
+//! allowed on a VM's CPUs (`irq-affinity`).
+
+use super::{Check, CheckId, Host, Status};
+use crate::cpuset::CpuSet;
+use crate::plan::{Plan, VmPlan};
+
+/// Whether a VM's placement needs both threads of its cores.
+fn needs_siblings(vm: &VmPlan) -> bool {
+    vm.threads == "require" || vm.guest_topology.threads >= 2
+}
+
+/// Every CPU a VM of the plan owns.
+fn vm_cpus(plan: &Plan) -> CpuSet {
+    plan.vms
+        .iter()
+        .fold(CpuSet::new(), |all, vm| all.union(&vm.cpus))
+}
+
+fn no_plan(id: CheckId, subject: &str, what: &str) -> Check {
+    Check::new(
+        id,
+        Status::Skip,
+        subject,
+        format!("needs a plan (--plan PLAN.json) to know {what}"),
+    )
+}
+
+/// `smt`: `/sys/devices/system/cpu/smt/control`; off while a VM of the plan
+/// needs sibling threads fails.
+pub(super) fn smt(host: &Host<'_>) -> Check {
+    let id = CheckId::Smt;
+    let Some(control) = host.fs.smt_control() else {
+        return Check::new(
+            id,
+            Status::Skip,
+            "host",
+            "no /sys/devices/system/cpu/smt/control (an older kernel, or not x86)",
+        );
+    };
+    let off = matches!(
+        control.as_str(),
+        "off" | "forceoff" | "notsupported" | "notimplemented"
+    );
+    let state = if off {
+        format!("SMT is off (smt/control: {control})")
+    } else {
+        format!("SMT is on (smt/control: {control})")
+    };
+    let Some(plan) = host.plan else {
+        return Check::new(
+            id,
+            Status::Pass,
+            "host",
+            format!("{state}; no plan given to say whether VMs need sibling threads"),
+        );
+    };
+    let needing: Vec<String> = plan
+        .vms
+        .iter()
+        .filter(|vm| needs_siblings(vm))
+        .map(|vm| {
+            format!(
+                "{} (threads = {}, guest threads = {})",
+                vm.name, vm.threads, vm.guest_topology.threads
+            )
+        })
+        .collect();
+    if !off && needing.is_empty() {
+        return Check::new(id, Status::Pass, "host", state);
+    }
+    if !off {
+        return Check::new(
+            id,
+            Status::Pass,
+            "host",
+            format!(
+                "{state}; the plan puts vCPUs on sibling threads: {}",
+                needing.join(", ")
+            ),
+        );
+    }
+    if needing.is_empty() {
+        return Check::new(
+            id,
+            Status::Pass,
+            "host",
+            format!("{state}; no VM of the plan needs sibling threads"),
+        );
+    }
+    let hint = match control.as_str() {
+        "off" => "echo on > /sys/devices/system/cpu/smt/control (and remove nosmt from the kernel command line), or plan again on this host with threads = \"isolate\"",
+        "forceoff" => "remove nosmt=force from the kernel command line and reboot, or plan again on this host with threads = \"isolate\"",
+        _ => "enable Hyper-Threading/SMT in the firmware setup, or plan again on this host with threads = \"isolate\"",
+    };
+    Check::new(
+        id,
+        Status::Fail,
+        "host",
+        format!(
+            "{state}, but the plan puts vCPUs on sibling threads: {}",
+            needing.join(", ")
+        ),
+    )
+    .hint(hint)
+}
+
+/// `isolation`: each VM's CPUs against `isolcpus=`, `nohz_full=` and
+/// `rcu_nocbs=` (which `nohz_full` implies); the host's reserved CPUs must
+/// not be in `isolcpus=` or `nohz_full=`.
+pub(super) fn isolation(host: &Host<'_>) -> Vec<Check> {
+    let id = CheckId::Isolation;
+    let Some(plan) = host.plan else {
+        return vec![no_plan(id, "vms", "which CPUs the VMs get")];
+    };
+    let Some(cmdline) = &host.cmdline else {
+        return vec![Check::new(
+            id,
+            Status::Skip,
+            "host",
+            "no /proc/cmdline to read isolcpus=, nohz_full= and rcu_nocbs= from",
+        )];
+    };
+    // `all` and `N` in a list mean the host's CPUs.
+    let online = host.fs.online_cpus().unwrap_or_default();
+    let mut bad: Vec<String> = Vec::new();
+    let mut param = |key: &str| -> CpuSet {
+        match cmdline.cpu_list(key, &online) {
+            None => CpuSet::new(),
+            Some(Ok(cpus)) => cpus,
+            Some(Err(e)) => {
+                bad.push(format!("{}={}", e.param, e.value));
+                CpuSet::new()
+            }
+        }
+    };
+    let isolcpus = param("isolcpus");
+    let nohz_full = param("nohz_full");
+    let rcu_given = param("rcu_nocbs");
+    // isolcpus's leading flags (`domain,managed_irq,2-5`), kept in the fix.
+    let iso_flags: Vec<String> = cmdline
+        .get("isolcpus")
+        .unwrap_or("")
+        .split(',')
+        .take_while(|item| {
+            *item != "all"
+                && !item.is_empty()
+                && item.chars().all(|c| c.is_ascii_alphabetic() || c == '_')
+        })
+        .map(str::to_owned)
+        .collect();
+    let rcu_nocbs = rcu_given.union(&nohz_full);
+    let unreadable = if bad.is_empty() {
+        String::new()
+    } else {
+        format!(" (cannot read {}: taken as empty)", bad.join(" "))
+    };
+    let all_vm = vm_cpus(plan);
+
+    let mut checks = Vec::new();
+    let reserved = &plan.host.reserved_cpus;
+    let host_isolated = reserved.intersection(&isolcpus.union(&nohz_full));
+    if reserved.is_empty() {
+        checks.push(Check::new(
+            id,
+            Status::Pass,
+            "host",
+            "the plan reserves no CPUs for the host",
+        ));
+    } else if host_isolated.is_empty() {
+        checks.push(Check::new(
+            id,
+            Status::Pass,
+            "host",
+            format!("the host's CPUs {reserved} are not isolated{unreadable}"),
+        ));
+    } else {
+        let mut fixed = Vec::new();
+        for (key, set) in [("isolcpus", &isolcpus), ("nohz_full", &nohz_full)] {
+            if set.intersects(reserved) {
+                let rest = set.difference(reserved);
+                fixed.push(if rest.is_empty() {
+                    format!("drop {key}=")
+                } else if key == "isolcpus" {
+                    format!("{key}={}", with_flags(&iso_flags, &rest))
+                } else {
+                    format!("{key}={rest}")
+                });
+            }
+        }
+        checks.push(
+            Check::new(
+                id,
+                Status::Fail,
+                "host",
+                format!(
+                    "the host's reserved CPUs {host_isolated} are isolated (isolcpus=/nohz_full=): the host's own work and the emulator threads pinned there lose load balancing and housekeeping{unreadable}"
+                ),
+            )
+            .hint(format!(
+                "on the kernel command line: {}",
+                fixed.join(" ")
+            )),
+        );
+    }
+
+    for vm in &plan.vms {
+        let missing: Vec<(&str, CpuSet)> = [
+            ("isolcpus", &isolcpus),
+            ("nohz_full", &nohz_full),
+            ("rcu_nocbs", &rcu_nocbs),
+        ]
+        .into_iter()
+        .map(|(key, set)| (key, vm.cpus.difference(set)))
+        .filter(|(_, m)| !m.is_empty())
+        .collect();
+        if missing.is_empty() {
+            checks.push(Check::new(
+                id,
+                Status::Pass,
+                vm.name.clone(),
+                format!(
+                    "CPUs {} are in isolcpus=, nohz_full= and rcu_nocbs={unreadable}",
+                    vm.cpus
+                ),
+            ));
+            continue;
+        }
+        let lacks: Vec<String> = missing
+            .iter()
+            .map(|(key, m)| format!("{key}= lacks {m}"))
+            .collect();
+        // One line for the whole plan: the parameter's CPUs plus every VM's.
+        let add: Vec<String> = missing
+            .iter()
+            .map(|(key, _)| match *key {
+                "isolcpus" => {
+                    let flags = if iso_flags.is_empty() {
+                        vec!["managed_irq".to_owned(), "domain".to_owned()]
+                    } else {
+                        iso_flags.clone()
+                    };
+                    format!(
+                        "isolcpus={}",
+                        with_flags(&flags, &isolcpus.union(&all_vm).difference(reserved))
+                    )
+                }
+                "nohz_full" => format!(
+                    "nohz_full={}",
+                    nohz_full.union(&all_vm).difference(reserved)
+                ),
+                _ => format!(
+                    "rcu_nocbs={}",
+                    rcu_given.union(&all_vm).difference(reserved)
+                ),
+            })
+            .collect();
+        checks.push(
+            Check::new(
+                id,
+                Status::Warn,
+                vm.name.clone(),
+                format!(
+                    "CPUs {} are not all isolated: {}; the scheduler, timer ticks and RCU callbacks can interrupt the poll-mode threads{unreadable}",
+                    vm.cpus,
+                    lacks.join(", ")
+                ),
+            )
+            .hint(format!(
+                "add to the kernel command line (replacing any existing value) and reboot: {}",
+                add.join(" ")
+            )),
+        );
+    }
+    checks
+}
+
+fn with_flags(flags: &[String], cpus: &CpuSet) -> String {
+    let mut items = flags.to_vec();
+    items.push(cpus.to_string());
+    items.join(",")
+}
+
+/// `irq-affinity`: IRQs whose `smp_affinity_list` includes a VM's CPU.
+pub(super) fn irq_affinity(host: &Host<'_>) -> Check {
+    let id = CheckId::IrqAffinity;
+    let Some(plan) = host.plan else {
+        return no_plan(id, "irqs", "which CPUs must stay free of IRQs");
+    };
+    let Some(irqs) = host.fs.irqs() else {
+        return Check::new(
+            id,
+            Status::Skip,
+            "irqs",
+            "no /proc/irq to read IRQ affinity from",
+        );
+    };
+    let vm = vm_cpus(plan);
+    if vm.is_empty() {
+        return Check::new(id, Status::Pass, "irqs", "the plan places no VM");
+    }
+    let hits: Vec<_> = irqs
+        .iter()
+        .filter(|irq| irq.affinity.intersects(&vm))
+        .collect();
+    if hits.is_empty() {
+        return Check::new(
+            id,
+            Status::Pass,
+            "irqs",
+            format!("none of {} IRQs may run on the VMs' CPUs {vm}", irqs.len()),
+        );
+    }
+    let host_cpus = if plan.host.reserved_cpus.is_empty() {
+        host.fs
+            .online_cpus()
+            .map(|online| online.difference(&vm))
+            .filter(|c| !c.is_empty())
+            .map_or_else(|| "HOSTCPUS".to_owned(), |c| c.to_string())
+    } else {
+        plan.host.reserved_cpus.to_string()
+    };
+    let listed: Vec<String> = hits
+        .iter()
+        .map(|irq| match &irq.name {
+            Some(name) => format!("{} ({name}) on {}", irq.number, irq.affinity),
+            None => format!("{} on {}", irq.number, irq.affinity),
+        })
+        .collect();
+    let numbers: Vec<String> = hits.iter().map(|irq| irq.number.to_string()).collect();
+    let commands = if hits.len() <= 8 {
+        numbers
+            .iter()
+            .map(|n| format!("echo {host_cpus} > /proc/irq/{n}/smp_affinity_list"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    } else {
+        format!(
+            "for n in {}; do echo {host_cpus} > /proc/irq/$n/smp_affinity_list; done",
+            numbers.join(" ")
+        )
+    };
+    Check::new(
+        id,
+        Status::Warn,
+        "irqs",
+        format!(
+            "{} of {} IRQs may run on the VMs' CPUs {vm}: {}",
+            hits.len(),
+            irqs.len(),
+            listed.join(", ")
+        ),
+    )
+    .hint(format!(
+        "{commands} (stop irqbalance or set IRQBALANCE_BANNED_CPULIST={vm} so that it does not move them back; managed IRQs refuse the write: isolcpus=managed_irq keeps them off)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testroot::{find, plan, TestRoot, Vm};
+    use super::super::{CheckId, Status};
+
+    fn vm<'a>(name: &'a str, cpus: &'a str, threads: &'a str, guest_threads: u32) -> Vm<'a> {
+        Vm {
+            name,
+            cpus,
+            threads,
+            guest_threads,
+            nic: None,
+        }
+    }
+
+    #[test]
+    fn smt_off_fails_only_when_the_plan_needs_siblings() {
+        let require = plan("0,4", &[vm("vm1", "1-3,5-7", "require", 2)]);
+        let isolate = plan("0,4", &[vm("vm1", "1-3", "isolate", 1)]);
+        for (control, plan, status, hint) in [
+            (
+                "off",
+                Some(require.clone()),
+                Status::Fail,
+                Some("echo on > /sys/devices/system/cpu/smt/control"),
+            ),
+            (
+                "forceoff",
+                Some(require.clone()),
+                Status::Fail,
+                Some("remove nosmt=force"),
+            ),
+            (
+                "notsupported",
+                Some(require.clone()),
+                Status::Fail,
+                Some("firmware"),
+            ),
+            ("off", Some(isolate.clone()), Status::Pass, None),
+            ("on", Some(require.clone()), Status::Pass, None),
+            ("off", None, Status::Pass, None),
+        ] {
+            let root = TestRoot::new(&format!("smt-{control}-{status:?}-{}", plan.is_some()));
+            root.file(
+                "sys/devices/system/cpu/smt/control",
+                &format!("{control}\n"),
+            );
+            let c = find(&root.run(plan, &[]), CheckId::Smt, "host").clone();
+            assert_eq!(c.status, status, "{control}: {}", c.message);
+            assert!(
+                c.message.contains(&format!("smt/control: {control}")),
+                "{}",
+                c.message
+            );
+            if status == Status::Fail {
+                assert!(
+                    c.message
+                        .contains("vm1 (threads = require, guest threads = 2)"),
+                    "{}",
+                    c.message
+                );
+            }
+            match hint {
+                Some(h) => assert!(c.hint.unwrap_or_default().contains(h), "{control}"),
+                None => assert_eq!(c.hint, None),
+            }
+        }
+        // Guest threads = 2 alone (threads = "prefer") also needs siblings.
+        let root = TestRoot::new("smt-prefer");
+        root.file("sys/devices/system/cpu/smt/control", "off\n");
+        let prefer = plan("0", &[vm("vm1", "2-3", "prefer", 2)]);
+        assert_eq!(
+            find(&root.run(Some(prefer), &[]), CheckId::Smt, "host").status,
+            Status::Fail
+        );
+        let absent = TestRoot::new("smt-absent");
+        assert_eq!(
+            find(&absent.run(None, &[]), CheckId::Smt, "host").status,
+            Status::Skip
+        );
+    }
+
+    #[test]
+    fn isolation_against_isolcpus_with_flags() {
+        let the_plan = plan(
+            "0-1",
+            &[
+                vm("vm1", "2-5", "isolate", 1),
+                vm("vm2", "6-7", "isolate", 1),
+            ],
+        );
+        let root = TestRoot::new("isolation");
+        root.file(
+            "proc/cmdline",
+            "ro isolcpus=domain,managed_irq,2-5 nohz_full=2-5 rcu_nocbs=2-5 quiet\n",
+        );
+        let report = root.run(Some(the_plan.clone()), &[]);
+        assert_eq!(
+            find(&report, CheckId::Isolation, "host").status,
+            Status::Pass
+        );
+        let c = find(&report, CheckId::Isolation, "vm1");
+        assert_eq!(c.status, Status::Pass, "{}", c.message);
+        let c = find(&report, CheckId::Isolation, "vm2");
+        assert_eq!(c.status, Status::Warn);
+        assert!(
+            c.message
+                .contains("isolcpus= lacks 6-7, nohz_full= lacks 6-7, rcu_nocbs= lacks 6-7"),
+            "{}",
+            c.message
+        );
+        assert_eq!(
+            c.hint.as_deref(),
+            Some("add to the kernel command line (replacing any existing value) and reboot: isolcpus=domain,managed_irq,2-7 nohz_full=2-7 rcu_nocbs=2-7")
+        );
+
+        // Nothing isolated: the suggested isolcpus keeps managed IRQs off too;
+        // nohz_full implies rcu_nocbs.
+        let root = TestRoot::new("isolation-none");
+        root.file("proc/cmdline", "ro nohz_full=2-7\n");
+        let c = find(
+            &root.run(Some(the_plan.clone()), &[]),
+            CheckId::Isolation,
+            "vm1",
+        )
+        .clone();
+        assert_eq!(c.status, Status::Warn);
+        assert!(!c.message.contains("rcu_nocbs="), "{}", c.message);
+        assert!(c
+            .hint
+            .unwrap_or_default()
+            .ends_with(": isolcpus=managed_irq,domain,2-7"));
+
+        // The host's reserved CPUs isolated: fail.
+        let root = TestRoot::new("isolation-host");
+        root.file("proc/cmdline", "isolcpus=0-7 nohz_full=1-7 rcu_nocbs=0-7\n");
+        let report = root.run(Some(the_plan.clone()), &[]);
+        let c = find(&report, CheckId::Isolation, "host");
+        assert_eq!(c.status, Status::Fail);
+        assert!(
+            c.message.contains("reserved CPUs 0-1 are isolated"),
+            "{}",
+            c.message
+        );
+        assert_eq!(
+            c.hint.as_deref(),
+            Some("on the kernel command line: isolcpus=2-7 nohz_full=2-7")
+        );
+        assert_eq!(
+            find(&report, CheckId::Isolation, "vm1").status,
+            Status::Pass
+        );
+
+        // Without a plan, or without a command line: skip.
+        assert_eq!(
+            find(&root.run(None, &[]), CheckId::Isolation, "vms").status,
+            Status::Skip
+        );
+        let bare = TestRoot::new("isolation-bare");
+        assert_eq!(
+            find(&bare.run(Some(the_plan), &[]), CheckId::Isolation, "host").status,
+            Status::Skip
+        );
+    }
+
+    #[test]
+    fn an_irq_allowed_on_a_vm_cpu_warns_with_the_command_to_move_it() {
+        let the_plan = plan("0-1", &[vm("vm1", "2-3", "isolate", 1)]);
+        let root = TestRoot::new("irq");
+        root.file(
+            "proc/interrupts",
+            "            CPU0       CPU1       CPU2       CPU3\n  24:          1          0          0          0  IO-APIC   5-edge      ACPI:Ged\n  42:          0          9          7          0  PCI-MSIX-0000:65:00.0   1-edge      mlx5_comp0@pci:0000:65:00.0\n",
+        );
+        root.file("proc/irq/24/smp_affinity_list", "0-1\n");
+        root.file("proc/irq/42/smp_affinity_list", "0-3\n");
+        root.file("proc/irq/default_smp_affinity", "f\n");
+        let c = find(
+            &root.run(Some(the_plan.clone()), &[]),
+            CheckId::IrqAffinity,
+            "irqs",
+        )
+        .clone();
+        assert_eq!(c.status, Status::Warn);
+        assert_eq!(
+            c.message,
+            "1 of 2 IRQs may run on the VMs' CPUs 2-3: 42 (mlx5_comp0@pci:0000:65:00.0) on 0-3"
+        );
+        assert!(c
+            .hint
+            .unwrap_or_default()
+            .starts_with("echo 0-1 > /proc/irq/42/smp_affinity_list (stop irqbalance"));
+
+        root.file("proc/irq/42/smp_affinity_list", "1\n");
+        let c = find(
+            &root.run(Some(the_plan.clone()), &[]),
+            CheckId::IrqAffinity,
+            "irqs",
+        )
+        .clone();
+        assert_eq!(
+            (c.status, c.message.as_str()),
+            (Status::Pass, "none of 2 IRQs may run on the VMs' CPUs 2-3")
+        );
+
+        // Many IRQs: one loop; no reserved CPUs: the online ones the VMs do not own.
+        let open = plan("", &[vm("vm1", "2-3", "isolate", 1)]);
+        root.file("sys/devices/system/cpu/online", "0-3\n");
+        for n in 100..110 {
+            root.file(&format!("proc/irq/{n}/smp_affinity_list"), "0-3\n");
+        }
+        let c = find(&root.run(Some(open), &[]), CheckId::IrqAffinity, "irqs").clone();
+        assert_eq!(c.status, Status::Warn);
+        assert!(c.hint.unwrap_or_default().starts_with(
+            "for n in 100 101 102 103 104 105 106 107 108 109; do echo 0-1 > /proc/irq/$n/smp_affinity_list; done"
+        ));
+        assert_eq!(
+            find(&root.run(None, &[]), CheckId::IrqAffinity, "irqs").status,
+            Status::Skip
+        );
+    }
+}

@@ -1,0 +1,558 @@
+//! `pinplan doctor`: checks that a host's kernel and PCI set-up let
+//! packet-processing VMs reach line rate — IOMMU, VFIO groups, SR-IOV, PCIe
+//! links, NIC locality, SMT, CPU isolation and IRQ affinity — from sysfs and
+//! procfs under a root directory (`/`, or a captured tree), optionally
+//! against a [`Plan`].
+//!
+//! Every check yields [`Check`]s with a [`Status`]; a file that is absent
+//! makes a check [`Status::Skip`] with the reason, never an error. Only bad
+//! input (a root without `sys/` and `proc/`, a NIC that is not there) is a
+//! [`DoctorError`]. Argument parsing and printing are the CLI's business.
+//!
+//! ```
+//! use planner::doctor::{self, DoctorOptions, Status};
+//! let root = std::env::temp_dir().join(format!("pinplan-doctor-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(root.join("proc"))?;
+//! std::fs::write(root.join("proc/cmdline"), "ro quiet\n")?;
+//! let report = doctor::run(&DoctorOptions { root: root.clone(), plan: None, nics: vec![] })?;
+//! // Without sys/ the sysfs checks skip; without a plan the plan checks do.
+//! assert!(report.checks.iter().all(|c| c.status == Status::Skip));
+//! assert!(!report.has_failures());
+//! # std::fs::remove_dir_all(&root)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod cpu;
+mod iommu;
+mod nic;
+mod sysfs;
+#[cfg(test)]
+mod testroot;
+
+use crate::cmdline::KernelCmdline;
+use crate::plan::Plan;
+use crate::topology::PciAddress;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use sysfs::{Fs, PciFunction};
+
+/// A check's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Nothing to fix.
+    Pass,
+    /// Likely to cost throughput or to surprise; the plan can still run.
+    Warn,
+    /// Will break the plan or measurably cut throughput.
+    Fail,
+    /// Could not run (no plan, a file absent); the message says why.
+    Skip,
+}
+
+impl Status {
+    /// `PASS`, `WARN`, `FAIL`, `SKIP`, as the text table prints it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+            Status::Skip => "SKIP",
+        }
+    }
+}
+
+/// Which check; the order of the variants is the order of the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckId {
+    /// IOMMU groups exist.
+    IommuEnabled,
+    /// Each NIC's IOMMU domain type (strict `DMA` costs throughput).
+    IommuDmaMode,
+    /// Every other endpoint in a VFIO device's IOMMU group is VFIO-safe.
+    VfioGroupViable,
+    /// SR-IOV VFs enabled on the PFs the plan uses.
+    SriovVfs,
+    /// PCIe link running at its capability.
+    PcieLink,
+    /// The NIC's NUMA node is known.
+    NicNuma,
+    /// SMT is on when the plan needs sibling threads.
+    Smt,
+    /// VM CPUs isolated from the scheduler, ticks and RCU; host CPUs not.
+    Isolation,
+    /// No IRQ may run on a VM's CPUs.
+    IrqAffinity,
+}
+
+impl CheckId {
+    /// The id as printed (`pcie-link`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckId::IommuEnabled => "iommu-enabled",
+            CheckId::IommuDmaMode => "iommu-dma-mode",
+            CheckId::VfioGroupViable => "vfio-group-viable",
+            CheckId::SriovVfs => "sriov-vfs",
+            CheckId::PcieLink => "pcie-link",
+            CheckId::NicNuma => "nic-numa",
+            CheckId::Smt => "smt",
+            CheckId::Isolation => "isolation",
+            CheckId::IrqAffinity => "irq-affinity",
+        }
+    }
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// Which check.
+    pub id: CheckId,
+    /// Its verdict.
+    pub status: Status,
+    /// What it is about: `host`, a PCI address, a VM name, `irqs`.
+    pub subject: String,
+    /// What was found, with the numbers.
+    pub message: String,
+    /// How to fix it (`null` in JSON when there is nothing to fix).
+    pub hint: Option<String>,
+}
+
+impl Check {
+    fn new(
+        id: CheckId,
+        status: Status,
+        subject: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Check {
+        Check {
+            id,
+            status,
+            subject: subject.into(),
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    fn hint(mut self, hint: impl Into<String>) -> Check {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+/// Every finding, in check order, then by subject as each check lists them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// The findings.
+    pub checks: Vec<Check>,
+}
+
+/// What to check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DoctorOptions {
+    /// The directory holding `sys/` and `proc/` (`/` for this machine).
+    pub root: PathBuf,
+    /// The plan to check the host against, if any.
+    pub plan: Option<Plan>,
+    /// NICs to check besides the plan's (`--nic`).
+    pub nics: Vec<PciAddress>,
+}
+
+/// Input the doctor cannot work with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DoctorError {
+    /// The root holds neither `sys/` nor `proc/`.
+    #[error("{} has neither sys/ nor proc/", root.display())]
+    NoSysOrProc {
+        /// The root given.
+        root: PathBuf,
+    },
+    /// A NIC named by `--nic` or the plan is not a PCI device under the root.
+    #[error("{address} ({origin}) is not a PCI device under {}", root.join("sys/bus/pci/devices").display())]
+    NicNotFound {
+        /// The address.
+        address: PciAddress,
+        /// Who named it: `--nic`, or `the plan's VM vm1`.
+        origin: String,
+        /// The root given.
+        root: PathBuf,
+        /// The network devices that are there.
+        network: Vec<PciAddress>,
+    },
+}
+
+impl DoctorError {
+    /// What to do about it.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            DoctorError::NoSysOrProc { .. } => Some(
+                "--root takes the directory that holds sys/ and proc/: / for this machine, or an unpacked capture (hwloc-gather-topology, a ghw snapshot)"
+                    .to_owned(),
+            ),
+            DoctorError::NicNotFound { network, .. } if network.is_empty() => Some(
+                "that root has no network PCI device; `lspci -D` lists the addresses of the machine it came from".to_owned(),
+            ),
+            DoctorError::NicNotFound { network, .. } => Some(format!(
+                "network devices there: {}",
+                network.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+}
+
+/// A NIC under examination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Nic {
+    address: PciAddress,
+    /// Named with `--nic` or by the plan (not merely discovered).
+    named: bool,
+    /// Plan VMs naming it, in plan order.
+    vms: Vec<String>,
+}
+
+/// Everything the checks look at.
+pub(crate) struct Host<'a> {
+    fs: Fs,
+    functions: BTreeMap<PciAddress, PciFunction>,
+    nics: Vec<Nic>,
+    cmdline: Option<KernelCmdline>,
+    plan: Option<&'a Plan>,
+}
+
+impl Host<'_> {
+    fn function(&self, address: PciAddress) -> Option<&PciFunction> {
+        self.functions.get(&address)
+    }
+
+    /// The NICs with their sysfs view, or a single skip when there are none.
+    fn nic_functions(&self, id: CheckId) -> Result<Vec<(&Nic, &PciFunction)>, Check> {
+        let nics: Vec<(&Nic, &PciFunction)> = self
+            .nics
+            .iter()
+            .filter_map(|n| Some((n, self.function(n.address)?)))
+            .collect();
+        if nics.is_empty() {
+            let why = if self.fs.has_sys() {
+                "no network PCI device (class 0x02) under sys/bus/pci/devices, and none named with --nic or in the plan"
+            } else {
+                "no sys/ under the root"
+            };
+            return Err(Check::new(id, Status::Skip, "nics", why));
+        }
+        Ok(nics)
+    }
+}
+
+/// Runs every check.
+pub fn run(options: &DoctorOptions) -> Result<Report, DoctorError> {
+    let fs = Fs::open(&options.root)?;
+    let functions = fs.pci_functions();
+    let nics = select_nics(&options.root, &functions, options)?;
+    let cmdline = fs.cmdline().map(|text| KernelCmdline::parse(&text));
+    let host = Host {
+        fs,
+        functions,
+        nics,
+        cmdline,
+        plan: options.plan.as_ref(),
+    };
+    let mut checks = Vec::new();
+    checks.push(iommu::enabled(&host));
+    checks.extend(iommu::dma_mode(&host));
+    checks.extend(iommu::group_viable(&host));
+    checks.extend(nic::sriov_vfs(&host));
+    checks.extend(nic::pcie_link(&host));
+    checks.extend(nic::numa(&host));
+    checks.push(cpu::smt(&host));
+    checks.extend(cpu::isolation(&host));
+    checks.push(cpu::irq_affinity(&host));
+    // Each check lists its subjects in a fixed order; keep checks in id order.
+    checks.sort_by_key(|c| c.id);
+    Ok(Report { checks })
+}
+
+/// The NICs to examine: those named with `--nic` and by the plan's VMs;
+/// when none is named, every network function that is not an SR-IOV VF.
+fn select_nics(
+    root: &std::path::Path,
+    functions: &BTreeMap<PciAddress, PciFunction>,
+    options: &DoctorOptions,
+) -> Result<Vec<Nic>, DoctorError> {
+    let mut named: BTreeMap<PciAddress, Nic> = BTreeMap::new();
+    let mut origins: Vec<(PciAddress, String)> = options
+        .nics
+        .iter()
+        .map(|a| (*a, "--nic".to_owned()))
+        .collect();
+    if let Some(plan) = &options.plan {
+        origins.extend(
+            plan.vms
+                .iter()
+                .filter_map(|vm| Some((vm.nic?, format!("the plan's VM {}", vm.name)))),
+        );
+    }
+    for (address, origin) in origins {
+        if !functions.contains_key(&address) {
+            return Err(DoctorError::NicNotFound {
+                address,
+                origin,
+                root: root.to_path_buf(),
+                network: functions
+                    .values()
+                    .filter(|f| f.is_network())
+                    .map(|f| f.address)
+                    .collect(),
+            });
+        }
+        let nic = named.entry(address).or_insert_with(|| Nic {
+            address,
+            named: true,
+            vms: Vec::new(),
+        });
+        if let Some(vm) = origin.strip_prefix("the plan's VM ") {
+            nic.vms.push(vm.to_owned());
+        }
+    }
+    if named.is_empty() {
+        return Ok(functions
+            .values()
+            .filter(|f| f.is_network() && f.physfn.is_none())
+            .map(|f| Nic {
+                address: f.address,
+                named: false,
+                vms: Vec::new(),
+            })
+            .collect());
+    }
+    Ok(named.into_values().collect())
+}
+
+impl Report {
+    /// Whether any check failed (exit status 1).
+    pub fn has_failures(&self) -> bool {
+        self.checks.iter().any(|c| c.status == Status::Fail)
+    }
+
+    /// `{"checks": [{"id", "status", "subject", "message", "hint"}]}`.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    /// A table: status, check, subject, message, with each hint on the line
+    /// below its message; then a count per status.
+    pub fn to_text(&self) -> String {
+        let id_width = self
+            .checks
+            .iter()
+            .map(|c| c.id.as_str().len())
+            .max()
+            .unwrap_or(0)
+            .max("check".len());
+        let subject_width = self
+            .checks
+            .iter()
+            .map(|c| c.subject.len())
+            .max()
+            .unwrap_or(0)
+            .max("subject".len());
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            out,
+            "{:<6} {:<id_width$} {:<subject_width$} message / hint",
+            "status", "check", "subject"
+        );
+        let indent = " ".repeat(6 + 1 + id_width + 1 + subject_width + 1);
+        for c in &self.checks {
+            let _ = writeln!(
+                out,
+                "{:<6} {:<id_width$} {:<subject_width$} {}",
+                c.status.label(),
+                c.id.as_str(),
+                c.subject,
+                c.message
+            );
+            if let Some(hint) = &c.hint {
+                let _ = writeln!(out, "{indent}hint: {hint}");
+            }
+        }
+        let count = |s: Status| self.checks.iter().filter(|c| c.status == s).count();
+        let _ = writeln!(
+            out,
+            "\n{} pass, {} warn, {} fail, {} skip",
+            count(Status::Pass),
+            count(Status::Warn),
+            count(Status::Fail),
+            count(Status::Skip)
+        );
+        out
+    }
+}
+
+/// `key=value` (or a bare `key`) for each of `keys` on the command line, in
+/// the order given.
+fn shown(cmdline: &KernelCmdline, keys: &[&str]) -> Vec<String> {
+    keys.iter()
+        .filter(|key| cmdline.has(key))
+        .map(|key| match cmdline.get(key) {
+            Some(value) => format!("{key}={value}"),
+            None => (*key).to_owned(),
+        })
+        .collect()
+}
+
+/// A rate in Gb/s from Mb/s, without needless decimals (`100`, `2.5`).
+fn gbps_from_mbps(mbps: u64) -> String {
+    let gbps = mbps as f64 / 1000.0;
+    if mbps % 1000 == 0 {
+        format!("{gbps:.0}")
+    } else {
+        format!("{gbps}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_statuses_print_as_documented() {
+        let check =
+            Check::new(CheckId::PcieLink, Status::Fail, "0000:65:00.0", "slow").hint("reseat");
+        let report = Report {
+            checks: vec![check, Check::new(CheckId::Smt, Status::Pass, "host", "on")],
+        };
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap_or_default();
+        assert_eq!(json["checks"][0]["id"], "pcie-link");
+        assert_eq!(json["checks"][0]["status"], "fail");
+        assert_eq!(json["checks"][0]["hint"], "reseat");
+        assert_eq!(json["checks"][1]["hint"], serde_json::Value::Null);
+        for id in [
+            CheckId::IommuEnabled,
+            CheckId::VfioGroupViable,
+            CheckId::IrqAffinity,
+        ] {
+            assert_eq!(
+                serde_json::to_value(id).unwrap_or_default(),
+                serde_json::Value::String(id.as_str().to_owned())
+            );
+        }
+        let text = report.to_text();
+        assert!(text.contains("FAIL   pcie-link"), "{text}");
+        assert!(text.contains("hint: reseat"), "{text}");
+        assert!(text.ends_with("1 pass, 0 warn, 1 fail, 0 skip\n"), "{text}");
+        assert!(report.has_failures());
+    }
+
+    #[test]
+    fn bad_roots_and_absent_nics_are_errors() {
+        use super::testroot::{plan, TestRoot, Vm};
+        let empty =
+            std::env::temp_dir().join(format!("pinplan-doctor-unit-{}-empty", std::process::id()));
+        let _ = std::fs::create_dir_all(&empty);
+        let options =
+            |root: &std::path::Path, plan: Option<Plan>, nics: Vec<PciAddress>| DoctorOptions {
+                root: root.to_path_buf(),
+                plan,
+                nics,
+            };
+        assert_eq!(
+            run(&options(&empty, None, vec![])),
+            Err(DoctorError::NoSysOrProc {
+                root: empty.clone()
+            })
+        );
+        let _ = std::fs::remove_dir_all(&empty);
+
+        let root = TestRoot::new("absent-nic");
+        root.device("0000:65:00.0", "0x020000");
+        root.device("0000:00:1f.2", "0x010601");
+        let absent: PciAddress = "0000:66:00.0".parse().unwrap_or_else(|e| panic!("{e}"));
+        let error = run(&options(&root.path, None, vec![absent]));
+        let expected = DoctorError::NicNotFound {
+            address: absent,
+            origin: "--nic".to_owned(),
+            root: root.path.clone(),
+            network: vec!["0000:65:00.0".parse().unwrap_or_else(|e| panic!("{e}"))],
+        };
+        assert_eq!(error, Err(expected.clone()));
+        assert_eq!(
+            expected.hint().as_deref(),
+            Some("network devices there: 0000:65:00.0")
+        );
+
+        let the_plan = plan(
+            "0",
+            &[Vm {
+                name: "vm1",
+                cpus: "1",
+                threads: "isolate",
+                guest_threads: 1,
+                nic: Some("0000:66:00.0"),
+            }],
+        );
+        match run(&options(&root.path, Some(the_plan), vec![])) {
+            Err(DoctorError::NicNotFound { origin, .. }) => assert_eq!(origin, "the plan's VM vm1"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn named_nics_replace_discovery_and_output_order_is_fixed() {
+        use super::testroot::{plan, TestRoot, Vm};
+        let root = TestRoot::new("order");
+        for address in ["0000:b1:00.0", "0000:65:00.1", "0000:65:00.0"] {
+            root.device(address, "0x020000").attr("numa_node", "0");
+        }
+        let ids = |report: &Report| -> Vec<(CheckId, String)> {
+            report
+                .checks
+                .iter()
+                .map(|c| (c.id, c.subject.clone()))
+                .collect()
+        };
+        let all = root.run(None, &[]);
+        let numa: Vec<String> = all
+            .checks
+            .iter()
+            .filter(|c| c.id == CheckId::NicNuma)
+            .map(|c| c.subject.clone())
+            .collect();
+        assert_eq!(numa, ["0000:65:00.0", "0000:65:00.1", "0000:b1:00.0"]);
+        let mut sorted = ids(&all);
+        sorted.sort_by_key(|(id, _)| *id);
+        assert_eq!(ids(&all), sorted);
+        assert_eq!(all, root.run(None, &[]), "same input, same report");
+
+        // --nic and the plan's NICs together, and only those.
+        let the_plan = plan(
+            "0",
+            &[Vm {
+                name: "vm1",
+                cpus: "1",
+                threads: "isolate",
+                guest_threads: 1,
+                nic: Some("0000:65:00.1"),
+            }],
+        );
+        let named = root.run(Some(the_plan), &["0000:b1:00.0"]);
+        let numa: Vec<String> = named
+            .checks
+            .iter()
+            .filter(|c| c.id == CheckId::NicNuma)
+            .map(|c| c.subject.clone())
+            .collect();
+        assert_eq!(numa, ["0000:65:00.1", "0000:b1:00.0"]);
+    }
+
+    #[test]
+    fn rates_print_without_needless_decimals() {
+        for (mbps, text) in [(1000, "1"), (100_000, "100"), (2500, "2.5"), (25_000, "25")] {
+            assert_eq!(gbps_from_mbps(mbps), text);
+        }
+    }
+}

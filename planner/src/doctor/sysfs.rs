@@ -1,0 +1,344 @@
+//! Reading a Linux host's sysfs and procfs under a root directory (`/`, or
+//! an unpacked capture holding `sys/` and `proc/`, as hwloc's
+//! `HWLOC_FSROOT`). Every read is optional: a file that is absent or
+//! unreadable is `None`, never an error, so that checks can say what they
+//! could not see. Deciding what the values mean is the checks' business.
+//!
+//! Symbolic links (`driver`, `iommu_group`, `physfn`) are read with
+//! `read_link` and only their last component is used: captures keep the
+//! links but not always the directories they point to, and an absolute
+//! link would leave the root.
+
+use super::DoctorError;
+use crate::cpuset::CpuSet;
+use crate::topology::{read_sysfs_link, PciAddress, PcieLink};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A filesystem root holding `sys/` and/or `proc/`.
+#[derive(Debug, Clone)]
+pub(crate) struct Fs {
+    root: PathBuf,
+    has_sys: bool,
+}
+
+/// One PCI function, as sysfs describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PciFunction {
+    /// Its address.
+    pub address: PciAddress,
+    /// The 24-bit class code (`0x020000` = Ethernet), when readable.
+    pub class: Option<u32>,
+    /// The bound driver's name (`ice`, `vfio-pci`), `None` when unbound.
+    pub driver: Option<String>,
+    /// Its IOMMU group, `None` when the IOMMU is off.
+    pub iommu_group: Option<u32>,
+    /// `numa_node` as written (-1 = unknown), when the file exists.
+    pub numa_node: Option<i64>,
+    /// `sriov_totalvfs`, on SR-IOV physical functions.
+    pub sriov_totalvfs: Option<u32>,
+    /// `sriov_numvfs`, on SR-IOV physical functions.
+    pub sriov_numvfs: Option<u32>,
+    /// The physical function of a virtual function.
+    pub physfn: Option<PciAddress>,
+    /// The PCIe link, when sysfs reports one.
+    pub link: Option<PcieLink>,
+    /// Network interfaces (`net/IF`, or `virtioN/net/IF` for virtio).
+    pub interfaces: Vec<String>,
+}
+
+impl PciFunction {
+    /// A network controller (class 0x02xxxx).
+    pub fn is_network(&self) -> bool {
+        self.class.is_some_and(|c| c >> 16 == 0x02)
+    }
+
+    /// A PCI-to-PCI bridge (class 0x0604xx): does not count in a VFIO group.
+    pub fn is_bridge(&self) -> bool {
+        self.class.is_some_and(|c| c >> 8 == 0x0604)
+    }
+}
+
+/// One interrupt line from `/proc/irq/N` and `/proc/interrupts`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Irq {
+    /// `N`.
+    pub number: u32,
+    /// `smp_affinity_list`.
+    pub affinity: CpuSet,
+    /// Its action name(s) from `/proc/interrupts` (`eth0-rx-0`), when listed.
+    pub name: Option<String>,
+}
+
+impl Fs {
+    /// Opens `root`; it must hold `sys/` or `proc/` (or both).
+    pub fn open(root: &Path) -> Result<Fs, DoctorError> {
+        let has_sys = root.join("sys").is_dir();
+        let has_proc = root.join("proc").is_dir();
+        if !has_sys && !has_proc {
+            return Err(DoctorError::NoSysOrProc {
+                root: root.to_path_buf(),
+            });
+        }
+        Ok(Fs {
+            root: root.to_path_buf(),
+            has_sys,
+        })
+    }
+
+    /// Whether `sys/` exists under the root.
+    pub fn has_sys(&self) -> bool {
+        self.has_sys
+    }
+
+    /// `ROOT/sys/REL`.
+    pub fn sys(&self, rel: &str) -> PathBuf {
+        self.root.join("sys").join(rel)
+    }
+
+    /// `ROOT/proc/REL`.
+    pub fn proc(&self, rel: &str) -> PathBuf {
+        self.root.join("proc").join(rel)
+    }
+
+    /// Every PCI function under `sys/bus/pci/devices`, by address.
+    pub fn pci_functions(&self) -> BTreeMap<PciAddress, PciFunction> {
+        let dir = self.sys("bus/pci/devices");
+        list(&dir)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|name| {
+                let address: PciAddress = name.parse().ok()?;
+                Some((address, read_function(&dir.join(&name), address)))
+            })
+            .collect()
+    }
+
+    /// The IOMMU group numbers, or `None` when `sys/kernel/iommu_groups` is
+    /// absent.
+    pub fn iommu_groups(&self) -> Option<Vec<u32>> {
+        let mut groups: Vec<u32> = list(&self.sys("kernel/iommu_groups"))?
+            .iter()
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        groups.sort_unstable();
+        Some(groups)
+    }
+
+    /// The members of IOMMU group `group`: `sys/kernel/iommu_groups/N/devices`
+    /// together with every function whose `iommu_group` link names N (a
+    /// capture may hold only one of the two).
+    pub fn iommu_group_members(
+        &self,
+        group: u32,
+        functions: &BTreeMap<PciAddress, PciFunction>,
+    ) -> Vec<PciAddress> {
+        let mut members: Vec<PciAddress> =
+            list(&self.sys(&format!("kernel/iommu_groups/{group}/devices")))
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|n| n.parse().ok())
+                .collect();
+        members.extend(
+            functions
+                .values()
+                .filter(|f| f.iommu_group == Some(group))
+                .map(|f| f.address),
+        );
+        members.sort_unstable();
+        members.dedup();
+        members
+    }
+
+    /// An IOMMU group's default domain type (`DMA`, `DMA-FQ`, `identity`).
+    pub fn iommu_group_type(&self, group: u32, address: PciAddress) -> Option<String> {
+        read(&self.sys(&format!("kernel/iommu_groups/{group}/type")))
+            .or_else(|| read(&self.sys(&format!("bus/pci/devices/{address}/iommu_group/type"))))
+    }
+
+    /// The port speed in Mb/s of the function's first interface that has
+    /// one (`/sys/class/net/IF/speed`); -1 and unreadable (link down) are
+    /// `None`.
+    pub fn port_speed(&self, function: &PciFunction) -> Option<(String, u64)> {
+        function.interfaces.iter().find_map(|name| {
+            let speed = read(&self.sys(&format!("class/net/{name}/speed")))
+                .or_else(|| {
+                    let dir = self.sys(&format!("bus/pci/devices/{}", function.address));
+                    read(&dir.join("net").join(name).join("speed"))
+                })?
+                .parse::<i64>()
+                .ok()
+                .and_then(|s| u64::try_from(s).ok())
+                .filter(|s| *s > 0)?;
+            Some((name.clone(), speed))
+        })
+    }
+
+    /// `sys/devices/system/cpu/smt/control` (`on`, `off`, `forceoff`,
+    /// `notsupported`, `notimplemented`).
+    pub fn smt_control(&self) -> Option<String> {
+        read(&self.sys("devices/system/cpu/smt/control"))
+    }
+
+    /// The number of NUMA nodes (`sys/devices/system/node/nodeN`).
+    pub fn numa_nodes(&self) -> Option<usize> {
+        let names = list(&self.sys("devices/system/node"))?;
+        Some(
+            names
+                .iter()
+                .filter(|n| {
+                    n.strip_prefix("node")
+                        .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+                })
+                .count(),
+        )
+    }
+
+    /// The online CPUs (`sys/devices/system/cpu/online`).
+    pub fn online_cpus(&self) -> Option<CpuSet> {
+        read(&self.sys("devices/system/cpu/online"))?.parse().ok()
+    }
+
+    /// The first `vendor_id` of `/proc/cpuinfo` (`GenuineIntel`,
+    /// `AuthenticAMD`, `HygonGenuine`).
+    pub fn cpu_vendor(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.proc("cpuinfo")).ok()?;
+        text.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            (key.trim() == "vendor_id").then(|| value.trim().to_owned())
+        })
+    }
+
+    /// `/proc/cmdline`.
+    pub fn cmdline(&self) -> Option<String> {
+        read(&self.proc("cmdline"))
+    }
+
+    /// Every numbered `/proc/irq/N` with a readable `smp_affinity_list`, by
+    /// number, named from `/proc/interrupts`; `None` when `/proc/irq` is
+    /// absent.
+    pub fn irqs(&self) -> Option<Vec<Irq>> {
+        let dir = self.proc("irq");
+        let names = std::fs::read_to_string(self.proc("interrupts"))
+            .map(|text| interrupt_names(&text))
+            .unwrap_or_default();
+        let mut irqs: Vec<Irq> = list(&dir)?
+            .iter()
+            .filter_map(|n| n.parse::<u32>().ok())
+            .filter_map(|number| {
+                let affinity = read(&dir.join(number.to_string()).join("smp_affinity_list"))?
+                    .parse()
+                    .ok()?;
+                Some(Irq {
+                    number,
+                    affinity,
+                    name: names.get(&number).cloned(),
+                })
+            })
+            .collect();
+        irqs.sort_by_key(|irq| irq.number);
+        Some(irqs)
+    }
+}
+
+/// A file's text, trimmed; `None` when it cannot be read.
+pub(crate) fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+/// The last component of a symbolic link's target.
+fn link_name(path: &Path) -> Option<String> {
+    let target = std::fs::read_link(path).ok()?;
+    target.file_name().map(|n| n.to_string_lossy().into_owned())
+}
+
+/// A directory's entry names, sorted; `None` when it cannot be listed.
+fn list(dir: &Path) -> Option<Vec<String>> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    Some(names)
+}
+
+fn read_function(dir: &Path, address: PciAddress) -> PciFunction {
+    let number = |name: &str| read(&dir.join(name)).and_then(|s| s.parse::<u32>().ok());
+    let mut interfaces = list(&dir.join("net")).unwrap_or_default();
+    // virtio network devices keep their interface one level down.
+    for sub in list(dir).unwrap_or_default() {
+        if sub.starts_with("virtio") {
+            interfaces.extend(list(&dir.join(&sub).join("net")).unwrap_or_default());
+        }
+    }
+    interfaces.sort();
+    interfaces.dedup();
+    PciFunction {
+        address,
+        class: read(&dir.join("class"))
+            .and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok()),
+        driver: link_name(&dir.join("driver")),
+        iommu_group: link_name(&dir.join("iommu_group")).and_then(|n| n.parse().ok()),
+        numa_node: read(&dir.join("numa_node")).and_then(|s| s.parse().ok()),
+        sriov_totalvfs: number("sriov_totalvfs"),
+        sriov_numvfs: number("sriov_numvfs"),
+        physfn: link_name(&dir.join("physfn")).and_then(|n| n.parse().ok()),
+        link: read_sysfs_link(dir),
+        interfaces,
+    }
+}
+
+/// IRQ number → action names, from `/proc/interrupts`: the columns after the
+/// per-CPU counts are the chip, the hardware IRQ with its trigger
+/// (`5-edge`, `16-fasteoi`, or `27 Level`) and then the names.
+fn interrupt_names(text: &str) -> BTreeMap<u32, String> {
+    let mut lines = text.lines();
+    let cpus = lines.next().map_or(0, |h| h.split_whitespace().count());
+    lines
+        .filter_map(|line| {
+            let (number, rest) = line.trim_start().split_once(':')?;
+            let number: u32 = number.trim().parse().ok()?;
+            let fields: Vec<&str> = rest.split_whitespace().skip(cpus).collect();
+            let trigger = fields.iter().rposition(|f| {
+                let numbered = f
+                    .split_once('-')
+                    .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+                numbered || f.eq_ignore_ascii_case("edge") || f.eq_ignore_ascii_case("level")
+            });
+            let name = match trigger {
+                Some(i) => fields.get(i + 1..).map(|n| n.join(" ")),
+                None => fields.last().map(|n| (*n).to_owned()),
+            }
+            .filter(|n| !n.is_empty())?;
+            Some((number, name))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::interrupt_names;
+
+    #[test]
+    fn interrupt_names_follow_the_trigger_column() {
+        let text = "           CPU0       CPU1       \n \
+             24:          1          0  IO-APIC   5-edge      ACPI:Ged\n \
+             38:          0       2775 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\n \
+             16:          0          0   IO-APIC  16-fasteoi   ehci_hcd:usb1, uhci_hcd:usb2\n \
+             11:          0          0  GICv3  27 Level     arch_timer\n\
+             NMI:          0          0   Non-maskable interrupts\n";
+        let names = interrupt_names(text);
+        for (irq, name) in [
+            (24, "ACPI:Ged"),
+            (38, "virtio2-input.0"),
+            (16, "ehci_hcd:usb1, uhci_hcd:usb2"),
+            (11, "arch_timer"),
+        ] {
+            assert_eq!(names.get(&irq).map(String::as_str), Some(name), "{irq}");
+        }
+        assert_eq!(names.len(), 4);
+    }
+}
