@@ -4,7 +4,7 @@
 //! happened. With the `fault-injection` feature (tests only), the
 //! environment can make the N-th pin call fail or abort the process.
 
-use crate::{bad_input, print, read_plan, write_atomically_with_mode, Hinted};
+use crate::{bad_input, libvirt_error, print, read_plan, write_atomically_with_mode, Hinted};
 use anyhow::Context as _;
 use planner::libvirt::apply::{Journal, Scope, Session, JOURNAL_VERSION};
 use planner::topology::{self, Source};
@@ -40,14 +40,6 @@ pub struct ApplyArgs {
     /// Restore every VM of a journal (e.g. after an interrupted apply).
     #[arg(long, value_name = "JOURNAL", conflicts_with_all = ["plan", "live", "config", "vms", "dry_run", "journal", "force"])]
     rollback: Option<PathBuf>,
-}
-
-fn libvirt_error(message: String) -> Hinted {
-    Hinted {
-        error: anyhow::anyhow!(message),
-        hint: Some("check that libvirtd is running and the URI is right".to_owned()),
-        code: 2,
-    }
 }
 
 /// The fault-injection hook: `PINPLAN_FAULT_PIN_CALL=N` makes the N-th pin
@@ -230,13 +222,7 @@ fn dry_run(
     if !plan.host.reserved_cpus.is_empty() {
         tenants.push(report::host_tenant(&plan.host.reserved_cpus));
     }
-    for (name, xml) in planner::libvirt::all_domain_xml(uri).map_err(libvirt_error)? {
-        let source = format!("{uri} domain {name}");
-        tenants.push(
-            report::tenant_from_domain(&source, &xml, host)
-                .map_err(|e| bad_input(e.to_string(), None))?,
-        );
-    }
+    tenants.extend(planner::libvirt::domain_tenants(uri, host).map_err(libvirt_error)?);
     let result = report::Report::new(host, tenants, Some(&selected));
     print(&result.to_text(host, crate::use_colour(crate::ColorArg::Auto)))?;
     print(&format!(

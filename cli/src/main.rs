@@ -364,6 +364,15 @@ fn write_atomically_with_mode(path: &std::path::Path, text: &str, mode: u32) -> 
     result
 }
 
+/// A libvirt failure (exit 2), with the usual first thing to check.
+fn libvirt_error(message: String) -> Hinted {
+    Hinted {
+        error: anyhow::anyhow!(message),
+        hint: Some("check that libvirtd is running and the URI is right".to_owned()),
+        code: 2,
+    }
+}
+
 fn bad_input(message: String, hint: Option<String>) -> Hinted {
     Hinted {
         error: anyhow::anyhow!(message),
@@ -571,24 +580,16 @@ fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
     if let Some(set) = host_cpus.filter(|s| !s.is_empty()) {
         tenants.push(report::host_tenant(&set));
     }
-    let mut inputs: Vec<(String, String)> = Vec::new();
     if let Some(uri) = &args.connect {
-        for (name, xml) in planner::libvirt::all_domain_xml(uri).map_err(|e| Hinted {
-            error: anyhow::anyhow!(e),
-            hint: Some("check that libvirtd is running and the URI is right".to_owned()),
-            code: 2,
-        })? {
-            inputs.push((format!("{uri} domain {name}"), xml));
-        }
+        tenants.extend(planner::libvirt::domain_tenants(uri, &host).map_err(libvirt_error)?);
     }
-    for path in &args.domains {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| bad_input(format!("cannot read {}: {e}", path.display()), None))?;
-        inputs.push((path.display().to_string(), text));
-    }
+    // --domains and --connect exclude each other: only files can repeat a domain.
     let mut seen = std::collections::BTreeMap::new();
-    for (source_name, text) in &inputs {
-        let tenant = report::tenant_from_domain(source_name, text, &host)
+    for path in &args.domains {
+        let source_name = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad_input(format!("cannot read {source_name}: {e}"), None))?;
+        let tenant = report::tenant_from_domain(&source_name, &text, &host)
             .map_err(|e| bad_input(e.to_string(), None))?;
         if let Some(first) = seen.insert(tenant.name.clone(), source_name.clone()) {
             return Err(bad_input(

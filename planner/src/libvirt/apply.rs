@@ -199,6 +199,15 @@ pub struct Session {
     ncpus: u32,
 }
 
+/// `live` or `config`, for messages.
+fn scope_name(flags: u32) -> &'static str {
+    if flags == AFFECT_LIVE {
+        "live"
+    } else {
+        "config"
+    }
+}
+
 fn lv(e: &virt::error::Error) -> String {
     e.message().to_owned()
 }
@@ -372,15 +381,9 @@ impl Session {
 
     /// Every domain at the URI that the plan does not place, as a tenant.
     fn others(&self, plan: &Plan, host: &HostTopology) -> Result<Vec<report::Tenant>, String> {
-        let mut out = Vec::new();
-        for (name, xml) in super::all_domain_xml(&self.uri)? {
-            if plan.vms.iter().any(|v| v.name == name) {
-                continue;
-            }
-            let source = format!("{} domain {name}", self.uri);
-            out.push(report::tenant_from_domain(&source, &xml, host).map_err(|e| e.to_string())?);
-        }
-        Ok(out)
+        let mut all = super::domain_tenants(&self.uri, host)?;
+        all.retain(|t| !plan.vms.iter().any(|v| v.name == t.name));
+        Ok(all)
     }
 
     fn pins(&self, domain: &Domain, vcpus: u32, flags: u32) -> Result<Pins, String> {
@@ -445,61 +448,55 @@ impl Session {
         })
     }
 
-    /// One pin call, after the hook (which may refuse it: fault injection).
-    fn pin(
+    /// Pins every thread of `want` on `domain` in one scope (`flags`), calling
+    /// `hook` before each pin call (fault injection may refuse it), then
+    /// reads the pinning back and compares it with `want` (its I/O threads
+    /// only). `why` names the goal in errors: "the plan", "the journal".
+    fn set_and_verify(
         &self,
-        calls: &mut u32,
-        hook: &mut dyn FnMut(u32) -> Result<(), String>,
-        what: &str,
-        call: impl FnOnce() -> Result<(), virt::error::Error>,
-    ) -> Result<(), String> {
-        *calls += 1;
-        hook(*calls).map_err(|e| format!("pinning {what}: {e}"))?;
-        call().map_err(|e| format!("pinning {what}: {}", lv(&e)))
-    }
-
-    fn pin_scope(
-        &self,
-        t: &Target,
+        domain: &Domain,
+        want: &Pins,
         flags: u32,
+        why: &str,
         calls: &mut u32,
         hook: &mut dyn FnMut(u32) -> Result<(), String>,
     ) -> Result<(), String> {
-        let scope = if flags == AFFECT_LIVE {
-            "live"
-        } else {
-            "config"
+        let scope = scope_name(flags);
+        let mut pin = |what: String, call: &dyn Fn() -> Result<(), virt::error::Error>| {
+            *calls += 1;
+            hook(*calls).map_err(|e| format!("pinning {what} ({scope}): {e}"))?;
+            call().map_err(|e| format!("pinning {what} ({scope}): {}", lv(&e)))
         };
-        for (vcpu, cpus) in t.planned.vcpus.iter().enumerate() {
+        for (vcpu, cpus) in want.vcpus.iter().enumerate() {
             let map = ffi::to_cpumap(cpus, self.ncpus);
             let vcpu = u32::try_from(vcpu).unwrap_or(u32::MAX);
-            self.pin(calls, hook, &format!("vCPU {vcpu} ({scope})"), || {
-                t.domain.pin_vcpu_flags(vcpu, &map, flags)
+            pin(format!("vCPU {vcpu}"), &|| {
+                domain.pin_vcpu_flags(vcpu, &map, flags)
             })?;
         }
-        let map = ffi::to_cpumap(&t.planned.emulator, self.ncpus);
-        self.pin(calls, hook, &format!("the emulator ({scope})"), || {
-            t.domain.pin_emulator(&map, flags)
+        let map = ffi::to_cpumap(&want.emulator, self.ncpus);
+        pin("the emulator".to_owned(), &|| {
+            domain.pin_emulator(&map, flags)
         })?;
-        for io in &t.planned.iothreads {
-            self.pin(
-                calls,
-                hook,
-                &format!("I/O thread {} ({scope})", io.iothread),
-                || ffi::pin_iothread(&t.domain, io.iothread, &io.cpus, self.ncpus, flags),
-            )?;
+        for io in &want.iothreads {
+            pin(format!("I/O thread {}", io.iothread), &|| {
+                ffi::pin_iothread(domain, io.iothread, &io.cpus, self.ncpus, flags)
+            })?;
         }
-        // Read back what libvirt now reports.
-        let n = u32::try_from(t.planned.vcpus.len()).unwrap_or(u32::MAX);
+        self.verify(domain, want, flags, why)
+    }
+
+    /// Reads a domain's pinning in one scope back from libvirt and compares
+    /// it with `want` (its I/O threads only).
+    fn verify(&self, domain: &Domain, want: &Pins, flags: u32, why: &str) -> Result<(), String> {
+        let scope = scope_name(flags);
+        let n = u32::try_from(want.vcpus.len()).unwrap_or(u32::MAX);
         let got = self
-            .pins(&t.domain, n, flags)
+            .pins(domain, n, flags)
             .map_err(|e| format!("reading back its {scope} pinning: {e}"))?;
-        match got
-            .restricted_to(&t.planned)
-            .describe_difference(&t.planned)
-        {
+        match got.restricted_to(want).describe_difference(want) {
             None => Ok(()),
-            Some(diff) => Err(format!("read-back ({scope}) differs from the plan: {diff}")),
+            Some(diff) => Err(format!("read-back ({scope}) differs from {why}: {diff}")),
         }
     }
 
@@ -521,10 +518,24 @@ impl Session {
             let live = scope.live && t.running;
             let mut result = Ok(());
             if live {
-                result = self.pin_scope(t, AFFECT_LIVE, &mut calls, hook);
+                result = self.set_and_verify(
+                    &t.domain,
+                    &t.planned,
+                    AFFECT_LIVE,
+                    "the plan",
+                    &mut calls,
+                    hook,
+                );
             }
             if result.is_ok() && scope.config {
-                result = self.pin_scope(t, AFFECT_CONFIG, &mut calls, hook);
+                result = self.set_and_verify(
+                    &t.domain,
+                    &t.planned,
+                    AFFECT_CONFIG,
+                    "the plan",
+                    &mut calls,
+                    hook,
+                );
             }
             if let Err(error) = result {
                 let touched = &journal.vms[..=i.min(journal.vms.len().saturating_sub(1))];
@@ -579,37 +590,23 @@ impl Session {
                 j.uuid
             ));
         }
-        let n = u32::try_from(j.config.vcpus.len()).unwrap_or(u32::MAX);
         if let Some(live) = &j.live {
             if domain.is_active().unwrap_or(false) {
-                for (vcpu, cpus) in live.vcpus.iter().enumerate() {
-                    let vcpu = u32::try_from(vcpu).unwrap_or(u32::MAX);
-                    domain
-                        .pin_vcpu_flags(vcpu, &ffi::to_cpumap(cpus, self.ncpus), AFFECT_LIVE)
-                        .map_err(|e| format!("restoring vCPU {vcpu} (live): {}", lv(&e)))?;
-                }
-                domain
-                    .pin_emulator(&ffi::to_cpumap(&live.emulator, self.ncpus), AFFECT_LIVE)
-                    .map_err(|e| format!("restoring the emulator (live): {}", lv(&e)))?;
-                for io in &live.iothreads {
-                    ffi::pin_iothread(&domain, io.iothread, &io.cpus, self.ncpus, AFFECT_LIVE)
-                        .map_err(|e| {
-                            format!("restoring I/O thread {} (live): {}", io.iothread, lv(&e))
-                        })?;
-                }
-                let got = self.pins(&domain, n, AFFECT_LIVE)?;
-                if let Some(diff) = got.describe_difference(live) {
-                    return Err(format!("live pinning not restored: {diff}"));
-                }
+                // Restoring is never fault-injected.
+                self.set_and_verify(
+                    &domain,
+                    live,
+                    AFFECT_LIVE,
+                    "the journal",
+                    &mut 0,
+                    &mut |_| Ok(()),
+                )?;
             }
         }
         self.conn
             .define_domain_xml(&j.config_xml)
             .map_err(|e| format!("redefining its config: {}", lv(&e)))?;
-        let got = self.pins(&domain, n, AFFECT_CONFIG)?;
-        if let Some(diff) = got.describe_difference(&j.config) {
-            return Err(format!("config pinning not restored: {diff}"));
-        }
+        self.verify(&domain, &j.config, AFFECT_CONFIG, "the journal")?;
         Ok(())
     }
 }

@@ -55,3 +55,19 @@ pub fn all_domain_xml(uri: &str) -> Result<Vec<(String, String)>, String> {
     out.sort();
     Ok(out)
 }
+
+/// Every domain at `uri` as a [`crate::report::Tenant`] on `host` (running
+/// domains with their live pins, the others with their config), sorted by
+/// name: what `report --connect` and `apply` see of a host.
+pub fn domain_tenants(
+    uri: &str,
+    host: &crate::topology::HostTopology,
+) -> Result<Vec<crate::report::Tenant>, String> {
+    all_domain_xml(uri)?
+        .iter()
+        .map(|(name, xml)| {
+            crate::report::tenant_from_domain(&format!("{uri} domain {name}"), xml, host)
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
