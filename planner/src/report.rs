@@ -7,7 +7,8 @@
 use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, CpuId, NodeId};
 use crate::plan::{Plan, VmPlan};
-use crate::topology::HostTopology;
+use crate::topology::pci_parse_int as parse_int;
+use crate::topology::{HostTopology, PciAddress};
 use crate::xml::{self, Element};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -67,7 +68,7 @@ pub struct Tenant {
     pub iothreads: Vec<IothreadCpus>,
     /// PCI addresses of its passed-through devices (`<hostdev>`,
     /// `<interface type='hostdev'>`), e.g. `0000:65:00.2`.
-    pub nics: Vec<String>,
+    pub nics: Vec<PciAddress>,
     /// Whether any pin keeps it off some usable CPU (a VM with no pinning, or
     /// pinned to every CPU, floats).
     pub pinned: bool,
@@ -252,7 +253,7 @@ pub fn tenant_from_domain(
 }
 
 /// PCI addresses of a domain's passed-through devices, as `DDDD:BB:DD.F`.
-fn passthrough_devices(doc: &Element) -> Vec<String> {
+fn passthrough_devices(doc: &Element) -> Vec<PciAddress> {
     let Some(devices) = doc.child("devices") else {
         return Vec::new();
     };
@@ -264,21 +265,14 @@ fn passthrough_devices(doc: &Element) -> Vec<String> {
                 .children_named("interface")
                 .filter(|i| i.attr("type") == Some("hostdev")),
         );
-    let mut out: Vec<String> = pci
+    let mut out: Vec<PciAddress> = pci
         .filter_map(|d| d.path(&["source", "address"]))
         .filter_map(|a| {
-            let num = |name: &str| {
-                let v = a.attr(name)?.trim();
-                let v = v.strip_prefix("0x").unwrap_or(v);
-                u32::from_str_radix(v, 16).ok()
-            };
-            Some(format!(
-                "{:04x}:{:02x}:{:02x}.{:x}",
-                num("domain").unwrap_or(0),
-                num("bus")?,
-                num("slot")?,
-                num("function")?
-            ))
+            // A missing domain is domain 0, as libvirt reads it.
+            PciAddress::from_libvirt(|name| match a.attr(name) {
+                Some(v) => parse_int(v),
+                None => (name == "domain").then_some(0),
+            })
         })
         .collect();
     out.sort();
@@ -362,7 +356,7 @@ impl Report {
         let (moves, effect) = match plan {
             None => (Vec::new(), None),
             Some(plan) => {
-                let after = conflicts_after(host, &tenants, plan);
+                let after = self::conflicts(host, &planned_tenants(&tenants, plan));
                 let key = |c: &Conflict| (c.kind.clone(), c.tenants.clone());
                 let before_keys: BTreeSet<_> = conflicts.iter().map(key).collect();
                 let after_keys: BTreeSet<_> = after.iter().map(key).collect();
@@ -628,10 +622,6 @@ pub fn planned_tenants(now: &[Tenant], plan: &Plan) -> Vec<Tenant> {
     out
 }
 
-fn conflicts_after(host: &HostTopology, now: &[Tenant], plan: &Plan) -> Vec<Conflict> {
-    conflicts(host, &planned_tenants(now, plan))
-}
-
 /// Every thread of the plan's VMs whose CPUs would change, in plan order.
 pub fn moves(now: &[Tenant], plan: &Plan) -> Vec<Move> {
     let mut out = Vec::new();
@@ -886,14 +876,13 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
 /// The NUMA node of a PCI device: its own, else that of another function of
 /// the same physical device (a VF's PF often is the only function a
 /// topology lists).
-fn nic_node(host: &HostTopology, address: &str) -> Option<NodeId> {
-    let wanted: crate::topology::PciAddress = address.parse().ok()?;
-    let same_slot = |a: &crate::topology::PciAddress| {
+fn nic_node(host: &HostTopology, wanted: &PciAddress) -> Option<NodeId> {
+    let same_slot = |a: &PciAddress| {
         a.domain == wanted.domain && a.bus == wanted.bus && a.device == wanted.device
     };
     host.pci
         .iter()
-        .find(|d| d.address == wanted)
+        .find(|d| d.address == *wanted)
         .and_then(|d| d.numa_node)
         .or_else(|| {
             host.pci

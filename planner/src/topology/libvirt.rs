@@ -3,7 +3,7 @@
 //! and network interface names. Works for any URI, local or remote.
 
 use super::assemble::RawTopology;
-use super::pci::{class_name, PciAddress, PciDevice, PcieLink};
+use super::pci::{class_name, parse_int, PciAddress, PciDevice, PcieLink};
 use super::TopologyError;
 use crate::ids::NodeId;
 use crate::xml::{self, Element};
@@ -87,25 +87,12 @@ pub(crate) fn pci_from_nodedevs(pci_xml: &[String], net_xml: &[String]) -> Vec<P
     devices
 }
 
-fn parse_int(text: &str) -> Option<u64> {
-    let t = text.trim();
-    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16).ok(),
-        None => t.parse().ok(),
-    }
-}
-
 fn pci_device(doc: &Element) -> Option<PciDevice> {
     let cap = doc
         .children_named("capability")
         .find(|c| c.attr("type") == Some("pci"))?;
     let field = |name: &str| cap.child(name).and_then(|e| parse_int(&e.text));
-    let address = PciAddress {
-        domain: u32::try_from(field("domain")?).ok()?,
-        bus: u8::try_from(field("bus")?).ok()?,
-        device: u8::try_from(field("slot")?).ok()?,
-        function: u8::try_from(field("function")?).ok()?,
-    };
+    let address = PciAddress::from_libvirt(field)?;
     // <class> is 0xCCSSPP (class, subclass, prog-if); hwloc's class id is 0xCCSS.
     let class_id = field("class")
         .map(|c| u16::try_from(c >> 8).unwrap_or(0xffff))

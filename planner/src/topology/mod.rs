@@ -17,6 +17,7 @@ mod render;
 
 pub(crate) use caps::unit_bytes;
 pub use detect::SourceKind;
+pub(crate) use pci::parse_int as pci_parse_int;
 pub(crate) use pci::read_sysfs_link;
 pub use pci::{link_gbps, PciAddress, PciDevice, PcieLink};
 

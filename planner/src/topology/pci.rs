@@ -30,6 +30,29 @@ impl fmt::Display for PciAddress {
     }
 }
 
+impl PciAddress {
+    /// From libvirt's `domain`, `bus`, `slot` and `function` numbers (node
+    /// device capabilities, a domain's `<address type='pci'>`), as `field`
+    /// reads them; `None` when one is missing or out of range.
+    pub(crate) fn from_libvirt(field: impl Fn(&str) -> Option<u64>) -> Option<PciAddress> {
+        Some(PciAddress {
+            domain: u32::try_from(field("domain")?).ok()?,
+            bus: u8::try_from(field("bus")?).ok()?,
+            device: u8::try_from(field("slot")?).ok().filter(|d| *d <= 0x1f)?,
+            function: u8::try_from(field("function")?).ok().filter(|f| *f <= 7)?,
+        })
+    }
+}
+
+/// A libvirt XML number: `0x`-prefixed hex, else decimal.
+pub(crate) fn parse_int(text: &str) -> Option<u64> {
+    let t = text.trim();
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => t.parse().ok(),
+    }
+}
+
 /// Why a PCI address did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0:?} is not a PCI address: write it as DDDD:BB:DD.F, e.g. 0000:65:00.0")]
