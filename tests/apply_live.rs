@@ -8,42 +8,22 @@
 //! fails, never skips) and the `fault-injection` feature
 //! (`cargo test --features cli/fault-injection`, as scripts/test.sh does).
 
+mod common;
+
+use common::{virsh, Guests};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn virsh(uri: &str, args: &[&str]) -> String {
-    let out = Command::new("virsh")
-        .args(["-q", "-c", uri])
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run virsh: {e}"));
-    assert!(
-        out.status.success(),
-        "virsh {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// The test's guests and scratch directory, removed even when the test fails.
 struct Lab {
-    uri: String,
-    names: Vec<String>,
+    guests: Guests,
     dir: PathBuf,
 }
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        for name in &self.names {
-            for cmd in ["destroy", "undefine"] {
-                let _ = Command::new("virsh")
-                    .args(["-q", "-c", &self.uri, cmd, name])
-                    .output();
-            }
-        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -67,7 +47,8 @@ impl Lab {
     /// Each guest's thread affinities as taskset reports them: `CPU n` for
     /// vCPU threads, `emulator` for QEMU's main thread.
     fn affinities(&self) -> BTreeMap<String, BTreeMap<String, String>> {
-        self.names
+        self.guests
+            .names
             .iter()
             .map(|name| {
                 let pid = std::fs::read_to_string(format!("/run/libvirt/qemu/{name}.pid"))
@@ -106,9 +87,10 @@ impl Lab {
     /// Affinities plus each guest's persistent XML.
     fn state(&self) -> (BTreeMap<String, BTreeMap<String, String>>, Vec<String>) {
         let xml = self
+            .guests
             .names
             .iter()
-            .map(|n| virsh(&self.uri, &["dumpxml", "--inactive", n]))
+            .map(|n| virsh(&self.guests.uri, &["dumpxml", "--inactive", n]))
             .collect();
         (self.affinities(), xml)
     }
@@ -173,11 +155,13 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let lab = Lab {
-        uri: uri.clone(),
-        names: vec![
-            format!("pinplan-apply-a-{pid}"),
-            format!("pinplan-apply-b-{pid}"),
-        ],
+        guests: Guests {
+            uri: uri.clone(),
+            names: vec![
+                format!("pinplan-apply-a-{pid}"),
+                format!("pinplan-apply-b-{pid}"),
+            ],
+        },
         dir,
     };
     let kvm = std::fs::OpenOptions::new()
@@ -185,7 +169,7 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
         .write(true)
         .open("/dev/kvm")
         .is_ok();
-    for name in &lab.names {
+    for name in &lab.guests.names {
         let xml = format!(
             "<domain type='{}'>\n  <name>{name}</name>\n  <memory unit='MiB'>64</memory>\n  <vcpu placement='static'>2</vcpu>\n  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n  </os>\n  <on_poweroff>destroy</on_poweroff>\n  <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n    <controller type='usb' model='none'/>\n    <memballoon model='none'/>\n  </devices>\n</domain>\n",
             if kvm { "kvm" } else { "qemu" }
@@ -194,7 +178,7 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
         virsh(&uri, &["define", &path]);
         virsh(&uri, &["start", name]);
     }
-    let (a, b) = (lab.names[0].clone(), lab.names[1].clone());
+    let (a, b) = (lab.guests.names[0].clone(), lab.guests.names[1].clone());
 
     // A real plan of this host, as a base.
     lab.write(
@@ -213,7 +197,10 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     let write_plan = |file: &str, plan: &Value| lab.write(file, &plan.to_string());
     let pa = [1, 0, 1];
     let pb = [0, 1, 0];
-    let plan1 = write_plan("plan1.json", &two_guest_plan(&base, &lab.names, pa, pb));
+    let plan1 = write_plan(
+        "plan1.json",
+        &two_guest_plan(&base, &lab.guests.names, pa, pb),
+    );
 
     // Dry run: nothing changes.
     let before = lab.state();
@@ -223,14 +210,14 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     assert_eq!(lab.state(), before);
 
     // Preconditions: each refusal is exit 2 and changes nothing.
-    let mut wrong_count = two_guest_plan(&base, &lab.names, pa, pb);
+    let mut wrong_count = two_guest_plan(&base, &lab.guests.names, pa, pb);
     wrong_count["vms"][1]["vcpus"] =
         json!([{"vcpu": 0, "cpu": 0}, {"vcpu": 1, "cpu": 1}, {"vcpu": 2, "cpu": 1}]);
-    let mut unknown = two_guest_plan(&base, &lab.names, pa, pb);
+    let mut unknown = two_guest_plan(&base, &lab.guests.names, pa, pb);
     unknown["vms"][0]["name"] = json!(format!("pinplan-apply-nosuch-{pid}"));
-    let mut other_host = two_guest_plan(&base, &lab.names, pa, pb);
+    let mut other_host = two_guest_plan(&base, &lab.guests.names, pa, pb);
     other_host["host"]["fingerprint"] = json!("fnv1a64:0000000000000000");
-    let mut no_cpu = two_guest_plan(&base, &lab.names, pa, pb);
+    let mut no_cpu = two_guest_plan(&base, &lab.guests.names, pa, pb);
     no_cpu["vms"][1]["vcpus"][1]["cpu"] = json!(64);
     for (file, plan, why) in [
         (
@@ -272,7 +259,7 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     assert_eq!(code(&out), Some(0), "{}", text(&out));
     assert!(text(&out).contains("already in effect"), "{}", text(&out));
     // The config pins hold across a restart.
-    for name in &lab.names {
+    for name in &lab.guests.names {
         virsh(&uri, &["destroy", name]);
         virsh(&uri, &["start", name]);
     }
@@ -281,7 +268,10 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
 
     // A fault on the second VM: both are back exactly as they were.
     let before = lab.state();
-    let plan2 = write_plan("plan2.json", &two_guest_plan(&base, &lab.names, pb, pa));
+    let plan2 = write_plan(
+        "plan2.json",
+        &two_guest_plan(&base, &lab.guests.names, pb, pa),
+    );
     // a takes 6 pin calls (2 vCPUs + emulator, live and config); 8 is b's second.
     let out = lab.pinplan(
         &["apply", &plan2, "--connect", &uri, "--journal", "j2.json"],

@@ -2,6 +2,9 @@
 //! and N+28 (x86-Intel-Broadwell-2xXeon-E5-2650Lv4.xml): sibling sharing is
 //! found by core, not by CPU-number adjacency.
 
+mod common;
+
+use common::{virsh, Guests};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -156,41 +159,6 @@ fn bad_input_is_exit_2() {
         assert!(stderr.starts_with("error: "), "{stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
         assert!(out.stdout.is_empty());
-    }
-}
-
-/// Runs `virsh -c URI ARGS`, panicking with its output on failure.
-fn virsh(uri: &str, args: &[&str]) -> String {
-    let out = Command::new("virsh")
-        .args(["-q", "-c", uri])
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run virsh: {e}"));
-    assert!(
-        out.status.success(),
-        "virsh {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Destroys and undefines the test guests, even when the test fails.
-struct Guests {
-    uri: String,
-    names: Vec<String>,
-}
-
-impl Drop for Guests {
-    fn drop(&mut self) {
-        for name in &self.names {
-            let _ = Command::new("virsh")
-                .args(["-q", "-c", &self.uri, "destroy", name])
-                .output();
-            let _ = Command::new("virsh")
-                .args(["-q", "-c", &self.uri, "undefine", name])
-                .output();
-        }
     }
 }
 
