@@ -87,19 +87,16 @@ pub fn render(
             if let Some(m) = c.mark {
                 text.push(m);
             }
-            let padded = format!("{text:<width$}");
             let _ = write!(line, " {:>3}:", cpu.0);
+            // Colour the text, not the padding after it.
+            let pad = " ".repeat(width - text.chars().count());
             match sgr(c.paint).filter(|_| colour) {
                 Some(code) => {
-                    // Colour the text, not the padding after it.
-                    let used = text.chars().count();
-                    let _ = write!(
-                        line,
-                        "\x1b[{code}m{text}\x1b[0m{}",
-                        " ".repeat(width - used)
-                    );
+                    let _ = write!(line, "\x1b[{code}m{text}\x1b[0m{pad}");
                 }
-                None => line.push_str(&padded),
+                None => {
+                    let _ = write!(line, "{text}{pad}");
+                }
             }
         }
         out.push_str(line.trim_end());

@@ -487,6 +487,7 @@ impl Report {
             .filter(|t| t.pinned)
             .enumerate()
             .collect();
+        let usable_cpus = host.usable_cpus();
         crate::hostmap::render(host, 8, colour, |cpu| {
             let mut names = Vec::new();
             let mut paint = Paint::Plain;
@@ -512,7 +513,7 @@ impl Report {
                     names.push(format!("{}/{}", t.name, on[0]));
                 } else if !on.is_empty() {
                     names.push(t.name.clone());
-                } else if t.emulator_cpus.contains(cpu) && t.emulator_cpus != host.usable_cpus() {
+                } else if t.emulator_cpus.contains(cpu) && t.emulator_cpus != usable_cpus {
                     names.push(format!("{}/emu", t.name));
                 } else {
                     continue;
