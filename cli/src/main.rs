@@ -14,7 +14,7 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     name = "pinplan",
-    version,
+    version = planner::solve::backend::VERSION,
     about = "Plans CPU pinning for packet-processing libvirt/KVM VMs"
 )]
 struct Cli {

@@ -141,6 +141,9 @@ pub struct Objective {
     pub placed: u32,
     /// VMs placed per priority level, highest priority first: `[priority, count]`.
     pub placed_by_priority: Vec<(i64, u32)>,
+    /// vCPUs of the VMs placed (the second objective: the bigger work first).
+    #[serde(default)]
+    pub vcpus_placed: u32,
     /// NUMA nodes beyond the first used by `numa = "preferred"` VMs.
     pub extra_numa_nodes: u32,
     /// Cores of `nic_affinity = "preferred"` VMs off their NIC's node.
@@ -170,8 +173,21 @@ pub struct PlanHost {
 pub struct Plan {
     /// Optimal, feasible or infeasible.
     pub status: Status,
+    /// Whether the solver proved that no better placement exists (also when
+    /// not every VM fits: a plan placing 70 of 91 VMs can be proven best).
+    #[serde(default)]
+    pub proven: bool,
     /// `ilp` or `greedy`.
     pub solver: String,
+    /// The MIP backend of the `ilp` solver (`cbc`, `highs` or `microlp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    /// When VMs were left out: what they ask for, what is free, who is out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Seconds the solver took (not in the JSON: the same input gives the same bytes).
+    #[serde(skip)]
+    pub solve_seconds: Option<f64>,
     /// The host.
     pub host: PlanHost,
     /// Placed VMs, in spec order.
@@ -208,15 +224,26 @@ impl Plan {
         let total = placed + self.unplaced.len();
         let status = match self.status {
             Status::Optimal => "optimal",
-            Status::Feasible => "feasible (not proven optimal)",
+            Status::Feasible => "feasible",
             Status::Infeasible => "infeasible (not every VM fits)",
+        };
+        let proof = match (self.solver.as_str(), self.proven, self.solve_seconds) {
+            ("greedy", _, _) => String::new(),
+            _ if self.status == Status::Optimal => String::new(),
+            (_, true, _) => ", proven optimal".to_owned(),
+            (_, false, Some(s)) => format!(", best found in {s:.1} s, not proven"),
+            (_, false, None) => ", not proven optimal".to_owned(),
         };
         // Writing to a String cannot fail.
         let _ = writeln!(
             out,
-            "plan for {}: {status}, {placed} of {total} VMs placed ({} solver); host reserved: {}",
+            "plan for {}: {status}{proof}, {placed} of {total} VMs placed ({} solver{}); host reserved: {}",
             self.host.source,
             self.solver,
+            match &self.backend {
+                Some(b) => format!(", {b}"),
+                None => String::new(),
+            },
             if self.host.reserved_cpus.is_empty() {
                 "none".to_owned()
             } else {
@@ -261,11 +288,20 @@ impl Plan {
         for f in &self.fixed {
             let _ = writeln!(out, "{:<16} fixed on cpus {}", f.name, f.cpus);
         }
+        if let Some(summary) = &self.summary {
+            let _ = writeln!(out, "\n{summary}");
+        }
+        // Free cores per node are the same for every unplaced VM: printed
+        // once, then one line per VM.
+        let mut shown: Option<&Vec<String>> = None;
         for e in &self.explanations {
-            let _ = writeln!(out, "\nunplaced: {}", e.message);
-            for line in &e.free {
-                let _ = writeln!(out, "  {line}");
+            if shown != Some(&e.free) {
+                for line in &e.free {
+                    let _ = writeln!(out, "  {line}");
+                }
+                shown = Some(&e.free);
             }
+            let _ = writeln!(out, "unplaced: {}", e.message);
         }
         for w in &self.warnings {
             let _ = writeln!(out, "warning: {w}");

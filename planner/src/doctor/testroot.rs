@@ -178,7 +178,11 @@ pub(crate) fn plan(reserved: &str, vms: &[Vm<'_>]) -> Plan {
     };
     Plan {
         status: Status::Optimal,
+        proven: true,
         solver: "ilp".to_owned(),
+        backend: None,
+        summary: None,
+        solve_seconds: None,
         host: PlanHost {
             source: "test".to_owned(),
             reserved_cpus: set(reserved),

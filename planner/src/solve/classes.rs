@@ -109,9 +109,13 @@ pub fn classes(free: &[FreeCore]) -> Vec<Class> {
         .collect()
 }
 
-/// Whether `vm` may use cores of `class` at all.
+/// Whether `vm` may use cores of `class` at all. A `numa = "strict"` VM
+/// never uses cores with no known NUMA node: its plan must name its node.
 pub fn allowed(vm: &VmRequest, node: Option<NodeId>, threads: u32) -> bool {
     if vm.threads == ThreadPolicy::Require && threads < 2 {
+        return false;
+    }
+    if vm.numa == super::NumaPolicy::Strict && node.is_none() {
         return false;
     }
     match vm.required_node() {

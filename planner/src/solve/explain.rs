@@ -1,16 +1,20 @@
 //! Why a VM could not be placed, and the smallest change that makes it fit.
 //!
-//! For each unplaced VM: what it needs (cores, on one node or not), what is
-//! free per NUMA node (after the host's reservation and fixed tenants, and
-//! after the VMs that were placed), which constraint binds, and a fix found by
-//! trying single changes in order — thread policy, emulator, NUMA policy, NIC
-//! affinity, a smaller demand from the tables (`min_fraction`), fewer vCPUs —
-//! and re-solving: a change counts only if the VM then fits without pushing
-//! out a VM that was placed.
+//! One summary for the host (what the VMs ask for, what is free, what fits,
+//! who is left out), then for each unplaced VM: what it needs (cores, on one
+//! node or not), what is free per NUMA node (after the host's reservation and
+//! fixed tenants, and after the VMs that were placed — naming a few of them,
+//! never the full list), which constraint binds, and a fix found by trying
+//! single changes in order — thread policy, emulator, NUMA policy, NIC
+//! affinity, a smaller demand from the tables (`min_fraction`), fewer vCPUs.
+//! A change counts only if the VM then fits without pushing out a VM that was
+//! placed: first checked against the cores the plan leaves free (cheap), then,
+//! for policy changes and while time is left before the deadline, by
+//! re-solving exactly.
 
 use super::classes::{self, FreeCore};
 use super::{
-    ilp, EmulatorPolicy, NicAffinity, NumaPolicy, Placement, PlanRequest, SolveOptions, SolverKind,
+    EmulatorPolicy, NicAffinity, NumaPolicy, Placement, PlanRequest, SolveOptions, SolverKind,
     ThreadPolicy, VmRequest,
 };
 use crate::ids::{CoreId, NodeId};
@@ -41,8 +45,57 @@ fn plural(n: u32, one: &str) -> String {
     }
 }
 
-/// Re-solves with `vm_index` changed; `Some(cores of that VM)` when it then fits
-/// and every VM placed before still is.
+/// At most `most` names, then "and N more".
+pub(crate) fn some_names(names: &[&str], most: usize) -> String {
+    if names.len() <= most {
+        return names.join(", ");
+    }
+    format!(
+        "{} and {} more",
+        names[..most].join(", "),
+        names.len() - most
+    )
+}
+
+/// Whether `changed` (VM `vm_index`) fits in the cores `placement` leaves free,
+/// every placed VM staying where it is: its cores if so.
+fn fits_in_leftover(
+    request: &PlanRequest,
+    placement: &Placement,
+    changed: &VmRequest,
+) -> Option<u32> {
+    let mut rest = PlanRequest {
+        host: request.host.clone(),
+        reserved: request.reserved.clone(),
+        fixed: request.fixed.clone(),
+        vms: vec![changed.clone()],
+    };
+    for (&i, cores) in &placement.cores {
+        let mut cpus = crate::cpuset::CpuSet::default();
+        for core in cores {
+            if let Some(c) = request.host.cores.iter().find(|c| c.id == *core) {
+                cpus = cpus.union(&c.cpus);
+            }
+        }
+        rest.fixed.push(super::FixedTenant {
+            name: request
+                .vms
+                .get(i)
+                .map(|v| v.name.clone())
+                .unwrap_or_default(),
+            cpus,
+        });
+    }
+    let placed = super::greedy::place(&rest);
+    placed
+        .cores
+        .get(&0)
+        .map(|c| u32::try_from(c.len()).unwrap_or(u32::MAX))
+}
+
+/// Whether `vm_index` fits once changed: in the cores left free, or (when
+/// `resolve` and time is left) by re-solving; `Some(cores of that VM)` when it
+/// then fits and every VM placed before still is.
 fn fits_with(
     request: &PlanRequest,
     before: &Placement,
@@ -50,15 +103,19 @@ fn fits_with(
     changed: VmRequest,
     options: &SolveOptions,
     deadline: Instant,
+    resolve: bool,
 ) -> Option<u32> {
+    if let Some(cores) = fits_in_leftover(request, before, &changed) {
+        return Some(cores);
+    }
     let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
+    if !resolve || left.is_zero() {
         return None;
     }
     let mut trial = request.clone();
     trial.vms[vm_index] = changed;
     let placement = match options.solver {
-        SolverKind::Ilp => ilp::place(&trial, left.min(Duration::from_secs(2))).ok()?,
+        SolverKind::Ilp => super::exact(&trial, left.min(Duration::from_secs(2))).ok()?,
         SolverKind::Greedy => super::greedy::place(&trial),
     };
     let keeps_others = before.cores.keys().all(|i| placement.cores.contains_key(i));
@@ -71,8 +128,8 @@ pub fn explain(
     request: &PlanRequest,
     placement: &Placement,
     options: &SolveOptions,
+    deadline: Instant,
 ) -> Vec<Explanation> {
-    let deadline = Instant::now() + options.time_limit;
     let free: Vec<FreeCore> = classes::free_cores(request);
     let taken: BTreeSet<CoreId> = placement.cores.values().flatten().copied().collect();
     let reserved_cores = super::reserved_cores(&request.host, &request.reserved).len();
@@ -88,6 +145,7 @@ pub fn explain(
         .keys()
         .filter_map(|&i| request.vms.get(i).map(|v| v.name.as_str()))
         .collect();
+    let placed_list = some_names(&placed_names, 3);
 
     let mut out = Vec::new();
     for (i, vm) in request.vms.iter().enumerate() {
@@ -129,10 +187,9 @@ pub fn explain(
                     format!("{}{nic}: {} free", node_name(node), plural(total, "core"))
                 } else {
                     format!(
-                        "{}{nic}: {} free, {left} left after {}",
+                        "{}{nic}: {} free, {left} left after {placed_list}",
                         node_name(node),
                         plural(total, "core"),
-                        placed_names.join(", ")
                     )
                 }
             })
@@ -246,7 +303,9 @@ pub fn explain(
         let mut fix = None;
         if options.explain {
             for (label, changed) in candidates {
-                if let Some(cores) = fits_with(request, placement, i, changed, options, deadline) {
+                if let Some(cores) =
+                    fits_with(request, placement, i, changed, options, deadline, true)
+                {
                     fix = Some(format!(
                         "with {label} it needs {} and fits",
                         plural(cores, "core")
@@ -261,7 +320,8 @@ pub fn explain(
                 while lo < hi {
                     let mid = (lo + hi).div_ceil(2);
                     let changed = with(&|v| v.vcpus = mid);
-                    if fits_with(request, placement, i, changed, options, deadline).is_some() {
+                    if fits_with(request, placement, i, changed, options, deadline, false).is_some()
+                    {
                         best = Some(mid);
                         lo = mid;
                     } else {
@@ -291,10 +351,7 @@ pub fn explain(
             parts
         };
         let usable_note = if left_allowed < total_free && !placed_names.is_empty() {
-            format!(
-                ", {left_allowed} usable by it left after {}",
-                placed_names.join(", ")
-            )
+            format!(", {left_allowed} usable by it left after {placed_list}")
         } else {
             String::new()
         };
@@ -329,4 +386,31 @@ pub fn explain(
         });
     }
     out
+}
+
+/// One line for the host when VMs were left out: "91 VMs ask for 375 cores,
+/// 190 are free: 65 fit; left out: vm3, vm9, vm12 and 23 more".
+pub fn summary(request: &PlanRequest, placement: &Placement) -> String {
+    let free = classes::free_cores(request);
+    let threads = free.iter().map(FreeCore::threads).max().unwrap_or(1);
+    let asked: u32 = request.vms.iter().map(|vm| cores_needed(vm, threads)).sum();
+    let left_out: Vec<&str> = request
+        .vms
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !placement.cores.contains_key(i))
+        .map(|(_, vm)| vm.name.as_str())
+        .collect();
+    format!(
+        "{} ask for {}, {} free: {} fit; left out: {}",
+        plural(u32::try_from(request.vms.len()).unwrap_or(0), "VM"),
+        plural(asked, "core"),
+        if free.len() == 1 {
+            "1 is".to_owned()
+        } else {
+            format!("{} are", free.len())
+        },
+        placement.cores.len(),
+        some_names(&left_out, 5)
+    )
 }

@@ -13,132 +13,12 @@
 //! Every solve gets what is left of the time limit, and the whole sequence
 //! runs under a watchdog thread.
 
+use super::backend::{run, value_of, Model, Op, Terms};
 use super::classes::{self, Class, Domain};
-use super::{EmulatorPolicy, NumaPolicy, Placement, PlanRequest, ThreadPolicy};
+use super::{EmulatorPolicy, NumaPolicy, Placement, PlanRequest, ThreadPolicy, Tier};
 use crate::ids::{CoreId, NodeId};
-use good_lp::{
-    Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, WithInitialSolution,
-    WithTimeLimit,
-};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
-
-/// A linear term list: `(variable index, coefficient)`.
-type Terms = Vec<(usize, f64)>;
-
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    Le,
-    Ge,
-    Eq,
-}
-
-#[derive(Debug, Clone)]
-struct Var {
-    integer: bool,
-    min: f64,
-    max: f64,
-}
-
-#[derive(Debug, Clone)]
-struct Con {
-    terms: Terms,
-    op: Op,
-    rhs: f64,
-}
-
-/// A backend-neutral model: rebuilt into good_lp for every solve.
-#[derive(Debug, Clone, Default)]
-struct Model {
-    vars: Vec<Var>,
-    cons: Vec<Con>,
-}
-
-impl Model {
-    fn int(&mut self, max: f64) -> usize {
-        self.vars.push(Var {
-            integer: true,
-            min: 0.0,
-            max,
-        });
-        self.vars.len() - 1
-    }
-
-    fn binary(&mut self) -> usize {
-        self.int(1.0)
-    }
-
-    fn con(&mut self, terms: Terms, op: Op, rhs: f64) {
-        self.cons.push(Con { terms, op, rhs });
-    }
-}
-
-fn expression(vars: &[good_lp::Variable], terms: &Terms) -> Expression {
-    let mut e = Expression::from(0.0);
-    for &(i, coef) in terms {
-        if let Some(v) = vars.get(i) {
-            e += coef * *v;
-        }
-    }
-    e
-}
-
-/// Solves `model` minimising `objective`; returns values and whether the
-/// solver proved optimality.
-fn run(
-    model: &Model,
-    objective: &Terms,
-    time_limit: Duration,
-    start: Option<&[f64]>,
-) -> Result<(Vec<f64>, bool), String> {
-    let mut problem = ProblemVariables::new();
-    let vars: Vec<good_lp::Variable> = model
-        .vars
-        .iter()
-        .map(|v| {
-            let def = good_lp::variable().min(v.min).max(v.max);
-            problem.add(if v.integer { def.integer() } else { def })
-        })
-        .collect();
-    let goal = expression(&vars, objective);
-    let seconds = time_limit.as_secs_f64().max(0.001);
-    #[cfg(feature = "highs")]
-    let mut solver = problem
-        .minimise(goal)
-        .using(good_lp::highs)
-        .set_option("mip_heuristic_run_rens", false)
-        .with_time_limit(seconds);
-    #[cfg(not(feature = "highs"))]
-    let mut solver = problem
-        .minimise(goal)
-        .using(good_lp::microlp)
-        .with_time_limit(seconds);
-    // A known feasible point (the previous objective's optimum) gives the
-    // branch and bound an incumbent from the start: without it, symmetric
-    // hosts (24 identical NUMA nodes) can keep it from finding any.
-    if let Some(start) = start {
-        solver = solver.with_initial_solution(vars.iter().zip(start).map(|(v, x)| (*v, x.round())));
-    }
-    for c in &model.cons {
-        let lhs = expression(&vars, &c.terms);
-        let constraint = match c.op {
-            Op::Le => good_lp::constraint::leq(lhs, c.rhs),
-            Op::Ge => good_lp::constraint::geq(lhs, c.rhs),
-            Op::Eq => good_lp::constraint::eq(lhs, c.rhs),
-        };
-        solver.add_constraint(constraint);
-    }
-    let solution = solver.solve().map_err(|e| e.to_string())?;
-    let proven = matches!(solution.status(), SolutionStatus::Optimal);
-    Ok((vars.iter().map(|v| solution.value(*v)).collect(), proven))
-}
-
-fn value_of(values: &[f64], terms: &Terms) -> f64 {
-    terms
-        .iter()
-        .map(|&(i, c)| c * values.get(i).copied().unwrap_or(0.0))
-        .sum()
-}
 
 /// The integer program for one request.
 struct Program {
@@ -156,10 +36,10 @@ struct Program {
     /// Per domain: (touched, full, capacity in cores).
     domains: BTreeMap<Domain, (usize, usize, u32)>,
     /// Objective tiers, in order (each minimised).
-    tiers: Vec<(String, Terms)>,
+    tiers: Vec<(Tier, Terms)>,
     /// A lower bound of each non-placement tier when every VM is placed: a
     /// start point that reaches it is optimal without a solve.
-    bounds: BTreeMap<String, f64>,
+    bounds: BTreeMap<Tier, f64>,
 }
 
 fn build(request: &PlanRequest) -> Program {
@@ -439,23 +319,31 @@ fn build(request: &PlanRequest) -> Program {
             .filter(|(vm, _)| vm.priority == level.0)
             .filter_map(|(_, p)| p.map(|p| (p, -1.0)))
             .collect();
-        tiers.push((format!("placed (priority {})", level.0), terms));
+        tiers.push((Tier::Placed(level.0), terms));
     }
-    tiers.push(("cores used".to_owned(), cores_used));
-    tiers.push(("extra NUMA nodes".to_owned(), extra_nodes));
-    tiers.push(("cores off the NIC's node".to_owned(), nic_remote));
-    tiers.push(("L3 domains per VM".to_owned(), l3_terms));
-    tiers.push(("partially used L3 domains".to_owned(), partial));
+    let vcpus: Terms = request
+        .vms
+        .iter()
+        .zip(&placed)
+        .filter_map(|(vm, p)| p.map(|p| (p, -f64::from(vm.vcpus))))
+        .collect();
+    tiers.push((Tier::Vcpus, vcpus));
+    tiers.push((Tier::Cores, cores_used));
+    tiers.push((Tier::ExtraNodes, extra_nodes));
+    tiers.push((Tier::NicRemote, nic_remote));
+    tiers.push((Tier::L3PerVm, l3_terms));
+    tiers.push((Tier::PartialL3, partial));
     tiers.retain(|(_, t)| !t.is_empty());
-    let bounds: BTreeMap<String, f64> = [
-        ("cores used", bound_cores),
-        ("extra NUMA nodes", bound_nodes),
-        ("cores off the NIC's node", 0.0),
-        ("L3 domains per VM", bound_l3),
-        ("partially used L3 domains", 0.0),
+    let total_vcpus: f64 = request.vms.iter().map(|v| f64::from(v.vcpus)).sum();
+    let bounds: BTreeMap<Tier, f64> = [
+        (Tier::Vcpus, -total_vcpus),
+        (Tier::Cores, bound_cores),
+        (Tier::ExtraNodes, bound_nodes),
+        (Tier::NicRemote, 0.0),
+        (Tier::L3PerVm, bound_l3),
+        (Tier::PartialL3, 0.0),
     ]
     .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
     .collect();
 
     Program {
@@ -470,25 +358,6 @@ fn build(request: &PlanRequest) -> Program {
         tiers,
         bounds,
     }
-}
-
-/// Whether `values` satisfy every constraint and bound of `model`.
-fn feasible(model: &Model, values: &[f64]) -> bool {
-    const EPS: f64 = 1e-6;
-    values.len() == model.vars.len()
-        && model
-            .vars
-            .iter()
-            .zip(values)
-            .all(|(v, &x)| x >= v.min - EPS && x <= v.max + EPS)
-        && model.cons.iter().all(|c| {
-            let lhs = value_of(values, &c.terms);
-            match c.op {
-                Op::Le => lhs <= c.rhs + EPS,
-                Op::Ge => lhs >= c.rhs - EPS,
-                Op::Eq => (lhs - c.rhs).abs() <= EPS,
-            }
-        })
 }
 
 /// Whether some subset of `caps` sums to exactly `target`.
@@ -597,7 +466,7 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
     for (name, terms) in &tiers {
         // The quality objectives (L3 domains) are bin packing at heart; they
         // get a share of the time, so that one of them cannot eat it all.
-        let quality = name.starts_with("L3") || name.starts_with("partially");
+        let quality = matches!(name, Tier::L3PerVm | Tier::PartialL3);
         let budget = if quality {
             time_limit.mul_f64(0.4).max(Duration::from_millis(50))
         } else {
@@ -615,14 +484,14 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
         let start = values
             .iter()
             .chain(candidates.iter())
-            .filter(|v| feasible(&program.model, v))
+            .filter(|v| program.model.feasible(v))
             .min_by(|a, b| value_of(a, terms).total_cmp(&value_of(b, terms)))
             .cloned();
         // A start at the objective's lower bound is optimal: no solve needed.
-        let bound = if name.starts_with("placed") {
+        let bound = if let Tier::Placed(_) = name {
             Some(-(terms.len() as f64))
         } else if all_fixed {
-            program.bounds.get(name.as_str()).copied()
+            program.bounds.get(name).copied()
         } else {
             None
         };
@@ -662,25 +531,26 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
                 // VMs of the level to leave out.
                 let whole =
                     terms.iter().all(|&(_, c)| c == -1.0) && best <= -(terms.len() as f64) + 0.5;
-                if name.starts_with("placed") && !whole {
+                let level = matches!(name, Tier::Placed(_));
+                if level && !whole {
                     all_fixed = false;
                 }
-                if name.starts_with("placed") && whole {
+                if level && whole {
                     for &(var, _) in terms {
                         program.model.con(vec![(var, 1.0)], Op::Ge, 1.0);
                     }
                 } else {
-                    program.model.con(terms.clone(), Op::Le, best + 0.5);
+                    // Objectives are integers: hold the optimum exactly
+                    // (`best + 0.5` would loosen every later objective).
+                    program.model.con(terms.clone(), Op::Le, best);
                 }
                 // Cores used is now fixed: when no set of whole domains adds up
                 // to it, some domain must be partly used.
-                if name == "cores used" && !partial_terms.is_empty() {
+                if *name == Tier::Cores && !partial_terms.is_empty() {
                     let caps: Vec<u32> = program.domains.values().map(|&(_, _, c)| c).collect();
                     if !subset_sum(&caps, best.max(0.0) as u32) {
                         program.model.con(partial_terms.clone(), Op::Ge, 1.0);
-                        program
-                            .bounds
-                            .insert("partially used L3 domains".to_owned(), 1.0);
+                        program.bounds.insert(Tier::PartialL3, 1.0);
                     }
                 }
             }
@@ -729,31 +599,4 @@ fn assign_counts(
         cores.insert(i, mine);
     }
     Placement { cores, proven }
-}
-
-/// [`place`] in a worker thread, abandoned if it overruns the limit by more
-/// than a second (a solver that ignores its time limit must not hang pinplan).
-pub fn place_with_watchdog(
-    request: &PlanRequest,
-    time_limit: Duration,
-) -> Result<Placement, String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let owned = request.clone();
-    let worker = std::thread::Builder::new()
-        .name("pinplan-ilp".to_owned())
-        .spawn(move || {
-            // The receiver may be gone after a timeout; nothing to do then.
-            let _ = tx.send(place(&owned, time_limit));
-        })
-        .map_err(|e| format!("cannot start the solver thread: {e}"))?;
-    match rx.recv_timeout(time_limit + Duration::from_secs(1)) {
-        Ok(result) => {
-            let _ = worker.join();
-            result
-        }
-        Err(_) => Err(format!(
-            "the integer program did not finish within the {} s time limit",
-            time_limit.as_secs_f64()
-        )),
-    }
 }

@@ -9,7 +9,10 @@
 //! first-fit baseline; [`explain`] says why a VM did not fit and what would make
 //! it. Pure functions over in-memory values: no files, no host, no libvirt.
 
+pub mod agg;
+mod arcflow;
 pub mod assign;
+pub mod backend;
 pub mod classes;
 pub mod explain;
 pub mod greedy;
@@ -27,7 +30,7 @@ use crate::topology::{HostTopology, PciAddress};
 use classes::FreeCore;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How vCPUs use SMT siblings (names follow OpenStack Nova).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +85,41 @@ impl ThreadPolicy {
             ThreadPolicy::Isolate => "isolate",
             ThreadPolicy::Require => "require",
             ThreadPolicy::Prefer => "prefer",
+        }
+    }
+}
+
+/// One objective of the lexicographic order, optimised one after the other
+/// (docs/plan.md, "Objective"): each is held at its optimum while the next is
+/// optimised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tier {
+    /// (1) Most VMs placed at this priority level; levels highest first.
+    Placed(i64),
+    /// (2) Then the most vCPUs placed: the bigger work, with the same count.
+    Vcpus,
+    /// (3) Fewest cores used.
+    Cores,
+    /// (4) Fewest NUMA nodes beyond the first for `numa = "preferred"` VMs.
+    ExtraNodes,
+    /// (5) Fewest cores off a preferred NIC's node.
+    NicRemote,
+    /// (6) Fewest L3 domains per VM, summed.
+    L3PerVm,
+    /// (7) Fewest partially used L3 domains.
+    PartialL3,
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tier::Placed(level) => write!(f, "VMs placed (priority {level})"),
+            Tier::Vcpus => f.write_str("vCPUs placed"),
+            Tier::Cores => f.write_str("cores used"),
+            Tier::ExtraNodes => f.write_str("extra NUMA nodes"),
+            Tier::NicRemote => f.write_str("cores off the NIC's node"),
+            Tier::L3PerVm => f.write_str("L3 domains per VM"),
+            Tier::PartialL3 => f.write_str("partially used L3 domains"),
         }
     }
 }
@@ -256,6 +294,7 @@ pub fn objective(request: &PlanRequest, placement: &Placement) -> Objective {
             continue;
         };
         objective.placed += 1;
+        objective.vcpus_placed += vm.vcpus;
         *by_priority
             .entry(std::cmp::Reverse(vm.priority))
             .or_default() += 1;
@@ -303,9 +342,53 @@ pub fn objective(request: &PlanRequest, placement: &Placement) -> Objective {
     objective
 }
 
+/// The exact solver for `request`: the aggregated model where it applies
+/// (every free core with the same usable threads), else the per-class model.
+pub fn exact(request: &PlanRequest, time_limit: Duration) -> Result<Placement, String> {
+    if agg::supported(request) {
+        agg::place(request, time_limit)
+    } else {
+        ilp::place(request, time_limit)
+    }
+}
+
+/// [`exact`] in a worker thread, abandoned if it overruns the limit by more
+/// than a quarter second (a backend that ignores its time limit must not hang
+/// pinplan).
+pub fn exact_with_watchdog(
+    request: &PlanRequest,
+    time_limit: Duration,
+) -> Result<Placement, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owned = request.clone();
+    let worker = std::thread::Builder::new()
+        .name("pinplan-ilp".to_owned())
+        .spawn(move || {
+            // The receiver may be gone after a timeout; nothing to do then.
+            let _ = tx.send(exact(&owned, time_limit));
+        })
+        .map_err(|e| format!("cannot start the solver thread: {e}"))?;
+    match rx.recv_timeout(time_limit + Duration::from_millis(250)) {
+        Ok(result) => {
+            let _ = worker.join();
+            result
+        }
+        Err(_) => Err(format!(
+            "the integer program did not finish within the {} s time limit",
+            time_limit.as_secs_f64()
+        )),
+    }
+}
+
+/// The share of the time limit the exact solver may use when VMs may be left
+/// out: the rest is kept for explaining them.
+const SOLVE_SHARE: f64 = 0.8;
+
 /// Places the VMs. Never fails: what does not fit is listed as unplaced,
-/// with explanations.
+/// with explanations. `options.time_limit` bounds the whole call, the
+/// explanations' re-solves included.
 pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
+    let deadline = Instant::now() + options.time_limit;
     let mut warnings = Vec::new();
     for vm in &request.vms {
         if vm.nic.is_some() && vm.nic_node.is_none() && vm.nic_affinity != NicAffinity::Ignore {
@@ -317,26 +400,55 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
             ));
         }
     }
+    let unknown = classes::free_cores(request)
+        .iter()
+        .filter(|c| c.node.is_none())
+        .count();
+    if unknown > 0 && request.vms.iter().any(|v| v.numa == NumaPolicy::Strict) {
+        warnings.push(format!(
+            "{} of this host {} no known NUMA node (offline or unreported node): \
+             numa = \"strict\" VMs do not use {}, other VMs may",
+            if unknown == 1 {
+                "1 free core".to_owned()
+            } else {
+                format!("{unknown} free cores")
+            },
+            if unknown == 1 { "has" } else { "have" },
+            if unknown == 1 { "it" } else { "them" },
+        ));
+    }
+    let started = Instant::now();
     let (placement, solver_name) = match options.solver {
         SolverKind::Greedy => (greedy::place(request), "greedy"),
-        SolverKind::Ilp => match ilp::place_with_watchdog(request, options.time_limit) {
-            Ok(p) => (p, "ilp"),
-            Err(why) => {
-                warnings.push(format!(
-                    "{why}; the greedy first-fit answer is given instead"
-                ));
-                (greedy::place(request), "greedy")
+        SolverKind::Ilp => {
+            match exact_with_watchdog(request, options.time_limit.mul_f64(SOLVE_SHARE)) {
+                Ok(p) => (p, "ilp"),
+                Err(why) => {
+                    warnings.push(format!(
+                        "{why}; the greedy first-fit answer is given instead"
+                    ));
+                    (greedy::place(request), "greedy")
+                }
             }
-        },
+        }
     };
     if !placement.proven && options.solver == SolverKind::Ilp && solver_name == "ilp" {
         warnings.push(format!(
-            "the solver ran out of time (--time-limit {} s; the L3-domain objectives get a share \
-             of it) before proving the plan optimal: it is feasible, not proven best",
+            "best found in {:.1} s, not proven optimal (--time-limit {} s)",
+            started.elapsed().as_secs_f64(),
             options.time_limit.as_secs_f64()
         ));
     }
-    build_plan(request, &placement, solver_name, options, warnings)
+    let mut plan = build_plan(
+        request,
+        &placement,
+        solver_name,
+        options,
+        warnings,
+        deadline,
+    );
+    plan.solve_seconds = Some(started.elapsed().as_secs_f64());
+    plan
 }
 
 /// Turns a placement into a plan: vCPU layout, objective, explanations.
@@ -346,6 +458,7 @@ pub fn build_plan(
     solver_name: &str,
     options: &SolveOptions,
     warnings: Vec<String>,
+    deadline: Instant,
 ) -> Plan {
     let emulator_host = request.reserved.clone();
     let vms: Vec<VmPlan> = request
@@ -366,10 +479,13 @@ pub fn build_plan(
         .filter(|(i, _)| !placement.cores.contains_key(i))
         .map(|(_, vm)| vm.name.clone())
         .collect();
-    let explanations = if unplaced.is_empty() {
-        Vec::new()
+    let (explanations, summary) = if unplaced.is_empty() {
+        (Vec::new(), None)
     } else {
-        explain::explain(request, placement, options)
+        (
+            explain::explain(request, placement, options, deadline),
+            Some(explain::summary(request, placement)),
+        )
     };
     let status = if !unplaced.is_empty() {
         Status::Infeasible
@@ -380,7 +496,11 @@ pub fn build_plan(
     };
     Plan {
         status,
+        proven: placement.proven,
         solver: solver_name.to_owned(),
+        backend: (solver_name == "ilp").then(|| backend::NAME.to_owned()),
+        summary,
+        solve_seconds: None,
         host: PlanHost {
             source: request.host.source.clone(),
             reserved_cpus: request.reserved.clone(),

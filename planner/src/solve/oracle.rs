@@ -89,6 +89,9 @@ fn may_use(vm: &super::VmRequest, core: &FreeCore) -> bool {
     if vm.threads == ThreadPolicy::Require && core.pus.len() < 2 {
         return false;
     }
+    if vm.numa == NumaPolicy::Strict && core.node.is_none() {
+        return false;
+    }
     match (vm.nic_affinity, vm.nic_node) {
         (NicAffinity::Required, Some(node)) => core.node == Some(node),
         _ => true,
@@ -291,6 +294,14 @@ pub(super) fn place_within(request: &PlanRequest, limit: Duration) -> Option<Pla
                 .collect(),
         );
     }
+    tiers.push(
+        request
+            .vms
+            .iter()
+            .zip(&placed)
+            .map(|(vm, &p)| (p, -f64::from(vm.vcpus)))
+            .collect(),
+    );
     tiers.extend([cores_used, extra_nodes, nic_remote, l3, partial]);
     tiers.retain(|t| !t.is_empty());
 
@@ -298,7 +309,7 @@ pub(super) fn place_within(request: &PlanRequest, limit: Duration) -> Option<Pla
     for tier in &tiers {
         values = m.minimise(tier, deadline.saturating_duration_since(Instant::now()))?;
         let best = value(&values, tier).round();
-        m.con(tier.clone(), Sense::Le, best + 0.5);
+        m.con(tier.clone(), Sense::Le, best);
     }
 
     let mut cores = BTreeMap::new();

@@ -492,7 +492,14 @@ proptest! {
         let Some(placement) = oracle::place_within(&req, ORACLE_LIMIT) else {
             return Ok(());
         };
-        let plan = build_plan(&req, &placement, "oracle", &options(SolverKind::Ilp), Vec::new());
+        let plan = build_plan(
+            &req,
+            &placement,
+            "oracle",
+            &options(SolverKind::Ilp),
+            Vec::new(),
+            std::time::Instant::now(),
+        );
         check_plan(&req, &plan)?;
         let expected = objective(&req, &placement);
         prop_assert_eq!(
@@ -673,4 +680,35 @@ fn time_limited_ilp_plan_gives_no_spare_core() {
     };
     let ilp = super::solve(&req, &options(SolverKind::Ilp));
     check_plan(&req, &ilp).unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 96,
+        failure_persistence: None,
+        max_shrink_iters: 32,
+        ..ProptestConfig::default()
+    })]
+
+    /// Issue 12: on hosts where the aggregated model applies, its objective
+    /// equals the per-class model's wherever both prove their answer.
+    #[test]
+    fn aggregated_model_equals_per_class_model(
+        host in host_spec(16),
+        vms in prop::collection::vec(vm_spec(8), 1..=8),
+    ) {
+        let req = request(&host, &vms);
+        prop_assume!(super::agg::supported(&req));
+        let agg = super::agg::place(&req, TIME_LIMIT).unwrap();
+        let old = super::ilp::place(&req, TIME_LIMIT).unwrap();
+        prop_assume!(agg.proven && old.proven);
+        prop_assert_eq!(
+            objective(&req, &agg),
+            objective(&req, &old),
+            "aggregated vs per-class on {}: {:?} vs {:?}",
+            host.description(),
+            agg.cores,
+            old.cores
+        );
+    }
 }

@@ -1,0 +1,212 @@
+//! Arc-flow graphs for packing VM pieces into L3 domains (objectives 6–7).
+//!
+//! Each L3 domain's free cores (a *cell*) is a bin. Cells of one group (same
+//! NUMA node, same free cores) are interchangeable, so a group is one flow
+//! graph over the vertices `0..=cap`: an arc `i → i+s` per piece size s, a
+//! *loss* arc `i → cap` that ends a partly used cell, an *empty* arc
+//! `0 → cap`, and as many units of flow as the group has cells. Each unit is
+//! one cell's pattern; the flow on arcs of size s is how many pieces of that
+//! size the group holds. The LP relaxation of this model is the strong
+//! (Gilmore–Gomory) bound of bin packing, which a per-cell model lacks: there
+//! the relaxation fills every domain exactly with fractions of VMs.
+//!
+//! Along a path, sizes never increase (an arc of size s starts only at 0 or at
+//! a vertex reached by arcs of size ≥ s): one path per pattern, not one per
+//! ordering of it.
+
+use super::backend::{Model, Op, Terms};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One group's flow graph in a model.
+#[derive(Debug, Clone)]
+pub(crate) struct Flow {
+    cells: u32,
+    cap: u32,
+    /// (from, size, variable).
+    arcs: Vec<(u32, u32, usize)>,
+    /// (from, variable).
+    losses: Vec<(u32, usize)>,
+    empty: usize,
+}
+
+impl Flow {
+    /// Adds the graph of `cells` cells of `cap` free cores, for pieces of
+    /// `sizes` (those above `cap` are left out), to `m`.
+    pub(crate) fn add(m: &mut Model, cells: u32, cap: u32, sizes: &BTreeSet<u32>) -> Flow {
+        let mut reach: BTreeSet<u32> = BTreeSet::from([0]);
+        let mut arcs = Vec::new();
+        for &s in sizes.iter().rev().filter(|&&s| s >= 1 && s <= cap) {
+            let mut queue: Vec<u32> = reach.iter().copied().collect();
+            while let Some(i) = queue.pop() {
+                if i + s <= cap && reach.insert(i + s) {
+                    queue.push(i + s);
+                }
+            }
+            for &i in reach.iter().filter(|&&i| i + s <= cap) {
+                arcs.push((i, s, m.int(f64::from(cells))));
+            }
+        }
+        let losses: Vec<(u32, usize)> = reach
+            .iter()
+            .filter(|&&i| i > 0 && i < cap)
+            .map(|&i| (i, m.int(f64::from(cells))))
+            .collect();
+        let empty = m.int(f64::from(cells));
+        for &i in reach.iter().filter(|&&i| i < cap) {
+            let mut net = Terms::new();
+            for &(from, s, v) in &arcs {
+                if from == i {
+                    net.push((v, 1.0));
+                }
+                if from + s == i {
+                    net.push((v, -1.0));
+                }
+            }
+            for &(from, v) in &losses {
+                if from == i {
+                    net.push((v, 1.0));
+                }
+            }
+            if i == 0 {
+                net.push((empty, 1.0));
+                m.con(net, Op::Eq, f64::from(cells));
+            } else {
+                m.con(net, Op::Eq, 0.0);
+            }
+        }
+        Flow {
+            cells,
+            cap,
+            arcs,
+            losses,
+            empty,
+        }
+    }
+
+    /// The flow on arcs of size `s`: pieces of that size in the group.
+    pub(crate) fn pieces(&self, s: u32) -> Terms {
+        self.arcs
+            .iter()
+            .filter(|&&(_, size, _)| size == s)
+            .map(|&(_, _, v)| (v, 1.0))
+            .collect()
+    }
+
+    /// Partly used cells of the group.
+    pub(crate) fn partial(&self) -> Terms {
+        self.losses.iter().map(|&(_, v)| (v, 1.0)).collect()
+    }
+
+    /// Splits the flow at `values` into one path per cell: the piece sizes of
+    /// each cell, largest first (empty cells last).
+    pub(crate) fn patterns(&self, values: &[f64]) -> Vec<Vec<u32>> {
+        let count = |v: usize| values.get(v).copied().unwrap_or(0.0).round().max(0.0) as u32;
+        let mut left: BTreeMap<usize, u32> = self
+            .arcs
+            .iter()
+            .map(|&(_, _, v)| v)
+            .chain(self.losses.iter().map(|&(_, v)| v))
+            .map(|v| (v, count(v)))
+            .collect();
+        let empty = count(self.empty) as usize;
+        let mut out = Vec::new();
+        while out.len() + empty < self.cells as usize {
+            let mut at = 0;
+            let mut path = Vec::new();
+            while at < self.cap {
+                let next = self
+                    .arcs
+                    .iter()
+                    .filter(|&&(from, _, v)| from == at && left.get(&v).is_some_and(|&n| n > 0))
+                    .max_by_key(|&&(_, s, _)| s)
+                    .copied();
+                let Some((_, s, v)) = next else {
+                    // A loss arc ends the path (or, were the flow broken,
+                    // nothing does: the path ends here all the same).
+                    let loss = self
+                        .losses
+                        .iter()
+                        .find(|&&(from, v)| from == at && left.get(&v).is_some_and(|&n| n > 0))
+                        .map(|&(_, v)| v);
+                    if let Some(n) = loss.and_then(|v| left.get_mut(&v)) {
+                        *n -= 1;
+                    }
+                    break;
+                };
+                if let Some(n) = left.get_mut(&v) {
+                    *n -= 1;
+                }
+                path.push(s);
+                at += s;
+            }
+            if path.is_empty() {
+                break;
+            }
+            out.push(path);
+        }
+        out.resize(self.cells as usize, Vec::new());
+        out
+    }
+}
+
+/// The partitions of `n` into at most `parts` parts of at most `largest`
+/// each, largest part first.
+pub(crate) fn partitions(n: u32, largest: u32, parts: u32) -> Vec<Vec<u32>> {
+    fn go(n: u32, largest: u32, parts: u32, current: &mut Vec<u32>, out: &mut Vec<Vec<u32>>) {
+        if n == 0 {
+            out.push(current.clone());
+            return;
+        }
+        if parts == 0 {
+            return;
+        }
+        for part in (1..=largest.min(n)).rev() {
+            current.push(part);
+            go(n - part, part, parts - 1, current, out);
+            current.pop();
+        }
+    }
+    let mut out = Vec::new();
+    go(n, largest, parts, &mut Vec::new(), &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_are_counted_by_hand() {
+        // 4 = 4 = 3+1 = 2+2 = 2+1+1 = 1+1+1+1.
+        assert_eq!(partitions(4, 4, 4).len(), 5);
+        assert_eq!(partitions(4, 3, 2), vec![vec![3, 1], vec![2, 2]]);
+        assert_eq!(partitions(5, 2, 3), vec![vec![2, 2, 1]]);
+        assert!(partitions(7, 2, 3).is_empty());
+    }
+
+    #[test]
+    fn a_flow_is_one_pattern_per_cell() {
+        // Two cells of 4: pieces 3, 1, 2 → patterns [3, 1] and [2] (partial).
+        let mut m = Model::default();
+        let sizes = BTreeSet::from([1, 2, 3]);
+        let flow = Flow::add(&mut m, 2, 4, &sizes);
+        for (s, n) in [(1, 1.0), (2, 1.0), (3, 1.0)] {
+            m.con(flow.pieces(s), Op::Eq, n);
+        }
+        let (values, proven) = super::super::backend::run(
+            &m,
+            &flow.partial(),
+            std::time::Duration::from_secs(5),
+            None,
+        )
+        .expect("solves");
+        assert!(proven);
+        assert_eq!(
+            super::super::backend::value_of(&values, &flow.partial()),
+            1.0
+        );
+        let mut patterns = flow.patterns(&values);
+        patterns.sort();
+        assert_eq!(patterns, vec![vec![2], vec![3, 1]]);
+    }
+}

@@ -1,0 +1,247 @@
+//! The MIP backend behind every integer program pinplan solves, and the small
+//! backend-neutral model the programs are written in.
+//!
+//! Backend (chosen at build time, by the `planner` crate's features): HiGHS
+//! with `highs`, else CBC with `cbc` (the default: Debian's
+//! `coinor-libcbc-dev`, linked as a system library), else microlp, a pure-Rust
+//! fallback that proves small models only. [`NAME`] says which one this build
+//! has; `pinplan --version` and every plan name it.
+//!
+//! CBC is not thread-safe: the `singlethread-cbc` feature of good_lp serialises
+//! its calls, so one solve runs at a time in a process. Its log is switched
+//! off (it would print on stdout, where pinplan prints JSON).
+
+#[cfg(any(feature = "highs", not(feature = "cbc")))]
+use good_lp::WithInitialSolution;
+#[cfg(not(any(feature = "highs", feature = "cbc")))]
+use good_lp::WithTimeLimit;
+use good_lp::{Expression, ProblemVariables, Solution, SolutionStatus, SolverModel};
+use std::time::Duration;
+
+/// The backend this build solves with.
+#[cfg(feature = "highs")]
+pub const NAME: &str = "highs";
+/// The backend this build solves with.
+#[cfg(all(feature = "cbc", not(feature = "highs")))]
+pub const NAME: &str = "cbc";
+/// The backend this build solves with.
+#[cfg(not(any(feature = "highs", feature = "cbc")))]
+pub const NAME: &str = "microlp";
+
+/// `pinplan --version`: the version and the backend.
+#[cfg(feature = "highs")]
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (MIP backend: HiGHS)");
+/// `pinplan --version`: the version and the backend.
+#[cfg(all(feature = "cbc", not(feature = "highs")))]
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (MIP backend: CBC)");
+/// `pinplan --version`: the version and the backend.
+#[cfg(not(any(feature = "highs", feature = "cbc")))]
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (MIP backend: microlp)");
+
+/// A linear term list: `(variable index, coefficient)`.
+pub(crate) type Terms = Vec<(usize, f64)>;
+
+/// The sense of a constraint.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Op {
+    Le,
+    Ge,
+    Eq,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Var {
+    pub(crate) integer: bool,
+    pub(crate) min: f64,
+    pub(crate) max: f64,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Con {
+    pub(crate) terms: Terms,
+    pub(crate) op: Op,
+    pub(crate) rhs: f64,
+}
+
+/// A backend-neutral model: rebuilt into good_lp for every solve.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Model {
+    pub(crate) vars: Vec<Var>,
+    pub(crate) cons: Vec<Con>,
+}
+
+impl Model {
+    /// A new integer variable in `0..=max`.
+    pub(crate) fn int(&mut self, max: f64) -> usize {
+        self.vars.push(Var {
+            integer: true,
+            min: 0.0,
+            max,
+        });
+        self.vars.len() - 1
+    }
+
+    /// A new 0/1 variable.
+    pub(crate) fn binary(&mut self) -> usize {
+        self.int(1.0)
+    }
+
+    /// A new constraint `terms op rhs`.
+    pub(crate) fn con(&mut self, terms: Terms, op: Op, rhs: f64) {
+        self.cons.push(Con { terms, op, rhs });
+    }
+
+    /// Whether `values` satisfy every constraint and bound.
+    pub(crate) fn feasible(&self, values: &[f64]) -> bool {
+        const EPS: f64 = 1e-6;
+        values.len() == self.vars.len()
+            && self
+                .vars
+                .iter()
+                .zip(values)
+                .all(|(v, &x)| x >= v.min - EPS && x <= v.max + EPS)
+            && self.cons.iter().all(|c| {
+                let lhs = value_of(values, &c.terms);
+                match c.op {
+                    Op::Le => lhs <= c.rhs + EPS,
+                    Op::Ge => lhs >= c.rhs - EPS,
+                    Op::Eq => (lhs - c.rhs).abs() <= EPS,
+                }
+            })
+    }
+}
+
+/// The value of `terms` at `values`.
+pub(crate) fn value_of(values: &[f64], terms: &Terms) -> f64 {
+    terms
+        .iter()
+        .map(|&(i, c)| c * values.get(i).copied().unwrap_or(0.0))
+        .sum()
+}
+
+fn expression(vars: &[good_lp::Variable], terms: &Terms) -> Expression {
+    let mut e = Expression::from(0.0);
+    for &(i, coef) in terms {
+        if let Some(v) = vars.get(i) {
+            e += coef * *v;
+        }
+    }
+    e
+}
+
+/// Solves `model` minimising `objective` within `time_limit`; returns the
+/// values (integer variables rounded) and whether the backend proved them
+/// optimal. `start` is a known feasible point.
+pub(crate) fn run(
+    model: &Model,
+    objective: &Terms,
+    time_limit: Duration,
+    start: Option<&[f64]>,
+) -> Result<(Vec<f64>, bool), String> {
+    let mut problem = ProblemVariables::new();
+    let vars: Vec<good_lp::Variable> = model
+        .vars
+        .iter()
+        .map(|v| {
+            let def = good_lp::variable().min(v.min).max(v.max);
+            problem.add(if v.integer { def.integer() } else { def })
+        })
+        .collect();
+    let goal = expression(&vars, objective);
+    let seconds = time_limit.as_secs_f64().max(0.001);
+    #[cfg(feature = "highs")]
+    let mut solver = {
+        use good_lp::WithTimeLimit;
+        problem
+            .minimise(goal)
+            .using(good_lp::highs)
+            .set_option("mip_heuristic_run_rens", false)
+            .with_time_limit(seconds)
+    };
+    #[cfg(all(feature = "cbc", not(feature = "highs")))]
+    let mut solver = {
+        let mut s = problem.minimise(goal).using(good_lp::coin_cbc);
+        s.set_parameter("log", "0");
+        s.set_parameter("slog", "0");
+        // good_lp's with_time_limit rounds up to whole seconds; CBC takes
+        // fractions, which a 1 s command limit needs.
+        s.set_parameter("sec", &format!("{seconds:.3}"));
+        s
+    };
+    #[cfg(not(any(feature = "highs", feature = "cbc")))]
+    let mut solver = problem
+        .minimise(goal)
+        .using(good_lp::microlp)
+        .with_time_limit(seconds);
+    // CBC 2.10's C interface takes the start as the LP's column solution, not
+    // as a MIP start, and then may hand back a fractional point as "optimal"
+    // (seen on a one-variable model): CBC gets no start; the callers keep the
+    // better of the start and the answer.
+    #[cfg(any(feature = "highs", not(feature = "cbc")))]
+    if let Some(start) = start {
+        solver = solver.with_initial_solution(vars.iter().zip(start).map(|(v, x)| (*v, x.round())));
+    }
+    #[cfg(all(feature = "cbc", not(feature = "highs")))]
+    let _ = start;
+    for c in &model.cons {
+        let lhs = expression(&vars, &c.terms);
+        let constraint = match c.op {
+            Op::Le => good_lp::constraint::leq(lhs, c.rhs),
+            Op::Ge => good_lp::constraint::geq(lhs, c.rhs),
+            Op::Eq => good_lp::constraint::eq(lhs, c.rhs),
+        };
+        solver.add_constraint(constraint);
+    }
+    let solution = solver.solve().map_err(|e| e.to_string())?;
+    let proven = matches!(solution.status(), SolutionStatus::Optimal);
+    let values: Vec<f64> = model
+        .vars
+        .iter()
+        .zip(&vars)
+        .map(|(def, v)| {
+            let x = solution.value(*v);
+            if def.integer {
+                x.round()
+            } else {
+                x
+            }
+        })
+        .collect();
+    // A backend's answer within its tolerances may still break a constraint
+    // once rounded (CBC once returned a point one VM over capacity): such a
+    // point is never used.
+    if !model.feasible(&values) {
+        if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
+            for c in &model.cons {
+                let lhs = value_of(&values, &c.terms);
+                eprintln!("con {:?} {:?} {} lhs={lhs}", c.terms, c.op, c.rhs);
+            }
+            let raw: Vec<f64> = vars.iter().map(|v| solution.value(*v)).collect();
+            eprintln!("raw {raw:?} status {:?}", solution.status());
+        }
+        return Err("the solver returned a point that breaks the model once rounded".to_owned());
+    }
+    Ok((values, proven))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A start point must never turn the answer fractional (CBC 2.10 did).
+    #[test]
+    fn integer_answers_with_and_without_a_start() {
+        for start in [None, Some(vec![0.0])] {
+            let mut m = Model::default();
+            let x = m.int(5.0);
+            m.con(vec![(x, 2.0)], Op::Le, 1.0);
+            let answer = run(
+                &m,
+                &vec![(x, -1.0)],
+                Duration::from_secs(5),
+                start.as_deref(),
+            );
+            assert_eq!(answer, Ok((vec![0.0], true)), "start {start:?}");
+        }
+    }
+}
