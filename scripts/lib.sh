@@ -24,8 +24,9 @@ apt_install() {
 }
 
 # What the build needs (hwlocality-sys links hwloc with pkg-config --static,
-# which needs libudev; virt needs libvirt).
-BUILD_PACKAGES=(pkg-config gcc libc6-dev libvirt-dev libhwloc-dev libudev-dev)
+# which needs libudev; virt needs libvirt; the default MIP backend links
+# Debian's CBC, coinor-libcbc-dev: ~27 MB, no C++ build of ours).
+BUILD_PACKAGES=(pkg-config gcc libc6-dev libvirt-dev libhwloc-dev libudev-dev coinor-libcbc-dev)
 
 # hwlocality is built against the hwloc 2.8 API (Debian 12 ships 2.9.0,
 # Ubuntu 24.04 2.10.0; Ubuntu 22.04's 2.7.0 is too old).
