@@ -232,3 +232,102 @@ fn ilp_plans_about_90_percent_of_every_fixture() {
     eprintln!("{}", summary.join("\n"));
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// Issue 12: an overloaded 384-CPU host (2 packages × 96 cores × 2 threads,
+/// 24 L3 domains of 8 cores, one core per package reserved) with 90 strict
+/// VMs asking for ~200 % of its free cores, in three priority levels. The
+/// plan must place exactly the lexicographic maximum (VMs per priority level,
+/// highest first, then vCPUs), computed here independently by dynamic
+/// programming over the two nodes' used cores, and say it is proven.
+#[test]
+fn overloaded_384_cpu_host_places_the_exact_maximum() {
+    let host = load(&Source::Synthetic(
+        "package:2 l3:12 core:8 pu:2(indexes=2*192:1*2)".to_owned(),
+    ))
+    .unwrap();
+    let reserved: CpuSet = host
+        .cores
+        .iter()
+        .filter(|c| c.id.0 == 0 || c.id.0 == 96)
+        .flat_map(|c| c.cpus.iter())
+        .collect();
+    assert_eq!(reserved.len(), 4, "test bug: {reserved}");
+    // Deterministic sizes (cores) and priorities: 90 VMs, 2–8 cores each.
+    let mut state: u64 = 0x1234_5678;
+    let mut next = |n: u64| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    };
+    let mut vms = Vec::new();
+    let mut items: Vec<(u32, i64)> = Vec::new();
+    for i in 0..90 {
+        let cores = 2 + next(7) as u32;
+        let priority = next(3) as i64;
+        items.push((cores, priority));
+        vms.push(VmRequest {
+            threads: ThreadPolicy::Require,
+            numa: NumaPolicy::Strict,
+            priority,
+            ..VmRequest::new(&format!("vm{i}"), 2 * cores)
+        });
+    }
+    let asked: u32 = items.iter().map(|&(c, _)| c).sum();
+    assert!(asked >= 360, "about 200 % of 190 free cores: {asked}");
+    let req = PlanRequest {
+        host,
+        reserved,
+        fixed: Vec::new(),
+        vms,
+    };
+    let options = SolveOptions {
+        solver: SolverKind::Ilp,
+        time_limit: Duration::from_secs(20),
+        explain: false,
+    };
+    let plan = solve::solve(&req, &options);
+    assert!(plan.proven, "{:?}", plan.warnings);
+    for p in check(&req, &plan) {
+        panic!("{p}");
+    }
+
+    // The oracle: best[a][b] = lexicographic best (placed at priority 2, 1,
+    // 0, then vCPUs) with a and b cores used on the two nodes (95 free each).
+    const CAP: usize = 95;
+    let mut best: Vec<Option<[u32; 4]>> = vec![None; (CAP + 1) * (CAP + 1)];
+    best[0] = Some([0; 4]);
+    for &(c, priority) in &items {
+        let c = c as usize;
+        let level = (2 - priority) as usize;
+        let mut grown = best.clone();
+        for a in 0..=CAP {
+            for b in 0..=CAP {
+                let Some(v) = best[a * (CAP + 1) + b] else {
+                    continue;
+                };
+                let mut with = v;
+                with[level] += 1;
+                with[3] += 2 * c as u32;
+                for (na, nb) in [(a + c, b), (a, b + c)] {
+                    if na <= CAP && nb <= CAP {
+                        let slot = &mut grown[na * (CAP + 1) + nb];
+                        if slot.is_none_or(|s| with > s) {
+                            *slot = Some(with);
+                        }
+                    }
+                }
+            }
+        }
+        best = grown;
+    }
+    let optimum = best.iter().flatten().max().copied().unwrap();
+    let placed: BTreeMap<i64, u32> = plan.objective.placed_by_priority.iter().copied().collect();
+    let got = [
+        placed.get(&2).copied().unwrap_or(0),
+        placed.get(&1).copied().unwrap_or(0),
+        placed.get(&0).copied().unwrap_or(0),
+        plan.objective.vcpus_placed,
+    ];
+    assert_eq!(got, optimum, "placed per level 2/1/0 and vCPUs");
+}

@@ -9,18 +9,35 @@
 //!    the greedy first fit — VMs and vCPUs placed, and physical cores shared
 //!    between tenants, computed from the plan independently of the solver.
 //!    Targets: the ILP never places fewer VMs than greedy, 0 shared cores.
+//!    One `SCENARIO` line per seed (placed per priority level, vCPUs, status,
+//!    time) to compare with another commit's run.
+//! 3. The seeded set: 8 hosts (6 real hwloc fixtures, the synthetic 256- and
+//!    384-CPU hosts of part 1) × 5 loads (90–130 % of the free cores) = 40
+//!    instances of 40–120 VMs with every policy, each solved with `solve()`
+//!    (ILP, 10 s, explanations on) and again by the exact solver alone for
+//!    its per-objective statistics. `PLAN_BENCH_SPECS=DIR` also writes each
+//!    instance as a plan spec (DIR/NAME.toml) for timing the CLI
+//!    (scripts/bench-plan-cli.sh).
+//!
+//! Environment: `PLAN_BENCH_PART=3` (or `1`, `2`, `1,3`...) runs only those
+//! parts; `PLAN_BENCH_SEED=0x5eed0007` reruns one scenario of part 2;
+//! `PLAN_BENCH_INSTANCE=epyc7763-110` runs one instance of part 3;
+//! `PLAN_BENCH_SPECS_ONLY=1` (with `PLAN_BENCH_SPECS`) only writes part 3's
+//! specs, solving nothing.
 //!
 //! Results are recorded in docs/benchmarks.md.
 
 use planner::ids::{CoreId, CpuId, NodeId, PackageId};
 use planner::plan::{Plan, Status};
 use planner::solve::{
-    self, EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest, SolveOptions,
-    SolverKind, ThreadPolicy, VmRequest,
+    self, agg, ilp, EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest,
+    SolveOptions, SolverKind, ThreadPolicy, Tier, VmRequest,
 };
 use planner::topology::{self, Source};
 use planner::{CpuSet, HostTopology};
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 type BoxResult<T> = Result<T, Box<dyn std::error::Error>>;
@@ -521,6 +538,28 @@ fn vcpus_placed(plan: &Plan) -> usize {
     plan.vms.iter().map(|v| v.vcpus.len()).sum()
 }
 
+/// Part 2's machine-readable line for one scenario: the ILP's VMs placed per
+/// priority level (highest first), vCPUs placed, status, solver and time.
+/// A baseline run of another commit prints the same line (patched in), so
+/// that the two can be compared per seed.
+fn scenario_line(seed: u64, request: &PlanRequest, plan: &Plan, took: Duration) -> String {
+    let placed: Vec<String> = placed_key(request, plan)
+        .iter()
+        .map(|(p, n)| format!("p{}={n}", p.0))
+        .collect();
+    format!(
+        "SCENARIO {seed:#x} placed {} vms {}/{} vcpus {} status {} solver {} proven {} ms {:.1}",
+        placed.join(","),
+        plan.vms.len(),
+        request.vms.len(),
+        vcpus_placed(plan),
+        format!("{:?}", plan.status).to_lowercase(),
+        plan.solver,
+        plan.proven,
+        ms(took)
+    )
+}
+
 fn part2(only: Option<u64>) -> BoxResult<()> {
     println!();
     println!(
@@ -578,6 +617,7 @@ fn part2(only: Option<u64>) -> BoxResult<()> {
         greedy_errors += cg.errors.len();
         ilp_shared += ci.shared_cores;
         greedy_shared += cg.shared_cores;
+        println!("{}", scenario_line(seed, &s.request, &ilp, took));
         let ki = placed_key(&s.request, &ilp);
         let kg = placed_key(&s.request, &greedy);
         match ki.cmp(&kg) {
@@ -648,6 +688,610 @@ fn part2(only: Option<u64>) -> BoxResult<()> {
     Ok(())
 }
 
+// ---------------------------------------------------------------------------
+// Part 3: the seeded set: real and synthetic hosts at 90–130 % load.
+
+/// Seed of part 3's instance `i` is `SEED3_BASE + i` (hosts in order, 5 loads each).
+const SEED3_BASE: u64 = 0x5eed_3000;
+/// Loads of part 3: the VMs' summed core demand, in % of the free cores.
+const LOADS: [u32; 5] = [90, 100, 110, 120, 130];
+/// VMs per instance of part 3.
+const MIN_VMS: usize = 40;
+/// VMs per instance of part 3, at most.
+const MAX_VMS: usize = 120;
+/// vCPUs per VM, at most.
+const MAX_VCPUS: u32 = 16;
+/// `solve()`'s time limit in part 3 (`pinplan plan`'s default).
+const TIME_LIMIT: Duration = Duration::from_secs(10);
+/// The share of it `solve()` gives the exact solver when VMs may be left out
+/// (`SOLVE_SHARE` in planner/src/solve/mod.rs): the limit of the stats run.
+const EXACT_SHARE: f64 = 0.8;
+/// The hwloc XML fixtures (the bench runs with cwd = planner/).
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/hwloc-xml");
+
+/// Part 3's hosts: (short name, source).
+fn hosts3() -> Vec<(&'static str, Source)> {
+    let file = |name: &str| Source::File(Path::new(FIXTURES).join(name));
+    vec![
+        ("epyc7763", file("x86-AMD-19h-Zen3-2xEpyc-7763.xml")),
+        ("epyc7451", file("x86-AMD-17h-Zen-2xEpyc-7451.xml")),
+        ("knl7210", file("x86-Intel-KnightsLanding-XeonPhi-7210.xml")),
+        ("24n8c2t", file("192em64t-24n8c2t.xml")),
+        (
+            "opteron6348",
+            file("x86-AMD-15h-Piledriver-4xOpteron-6348.xml"),
+        ),
+        (
+            "e5-4620v2",
+            file("x86-Intel-IvyBridge-12xXeon-E5-4620v2.xml"),
+        ),
+        (
+            "synth256",
+            Source::Synthetic(synthetic(2, 1, 8, 8, 2, true)),
+        ),
+        (
+            "synth384",
+            Source::Synthetic(synthetic(2, 1, 12, 8, 2, true)),
+        ),
+    ]
+}
+
+struct Instance {
+    name: String,
+    seed: u64,
+    load: u32,
+    source: Source,
+    request: PlanRequest,
+    smt: u32,
+    free_cores: u32,
+    demand_cores: u32,
+    /// VMs with a NIC node but no PCI device to name in a spec.
+    nic_without_address: usize,
+}
+
+/// Free cores per NUMA node (`None`: cores of no known node).
+fn free_per_node(request: &PlanRequest) -> BTreeMap<Option<NodeId>, u32> {
+    let mut per: BTreeMap<Option<NodeId>, u32> = BTreeMap::new();
+    for core in solve::free_cores(request) {
+        *per.entry(core.node).or_default() += 1;
+    }
+    per
+}
+
+/// One VM of part 3: 1–16 vCPUs, mostly 2–8, every policy.
+fn draw_vm3(
+    rng: &mut Rng,
+    i: usize,
+    smt: u32,
+    nic_nodes: &[(NodeId, Option<planner::topology::PciAddress>)],
+    priorities: bool,
+) -> VmRequest {
+    let vcpus = match rng.range(0, 19) {
+        0..=1 => 1,
+        2..=16 => rng.range(2, 8),
+        _ => rng.range(9, MAX_VCPUS),
+    };
+    let mut vm = VmRequest::new(&format!("vm{i:03}"), vcpus);
+    vm.threads = match rng.range(0, 19) {
+        0..=8 if smt >= 2 => ThreadPolicy::Require,
+        0..=15 => ThreadPolicy::Prefer,
+        _ => ThreadPolicy::Isolate,
+    };
+    vm.numa = match rng.range(0, 9) {
+        0..=6 => NumaPolicy::Strict,
+        7..=8 => NumaPolicy::Preferred,
+        _ => NumaPolicy::Spread,
+    };
+    if rng.chance(20) {
+        vm.emulator = EmulatorPolicy::Isolate;
+    }
+    vm.iothreads = match rng.range(0, 9) {
+        0..=6 => 0,
+        7..=8 => 1,
+        _ => 2,
+    };
+    if !nic_nodes.is_empty() && rng.chance(30) {
+        let k = rng.range(0, u32::try_from(nic_nodes.len() - 1).unwrap_or(0)) as usize;
+        if let Some(&(node, address)) = nic_nodes.get(k) {
+            vm.nic_node = Some(node);
+            vm.nic = address;
+            vm.nic_affinity = if rng.chance(50) {
+                NicAffinity::Required
+            } else {
+                NicAffinity::Preferred
+            };
+        }
+    }
+    if priorities {
+        vm.priority = i64::from(rng.range(0, 2));
+    }
+    vm
+}
+
+/// Whether `vm` fits in `node_cap` cores (the largest node's free cores: a VM
+/// bigger than every node is not realistic).
+fn fits_node(vm: &VmRequest, smt: u32, node_cap: u32) -> bool {
+    cores_needed(vm, smt) <= node_cap
+}
+
+/// Instance `name` of part 3: `load` % of the free cores of `host` asked by
+/// 40–120 VMs. VMs are drawn with realistic sizes until their demand reaches
+/// the load; when that takes fewer than 40 (small hosts) or more than 120
+/// VMs, the count is clamped and vCPUs are taken from or added to random VMs
+/// until the demand is the load again (never below 1 or above 16 vCPUs, never
+/// beyond the largest node's free cores).
+fn instance(
+    name: String,
+    seed: u64,
+    source: &Source,
+    host: &HostTopology,
+    load: u32,
+    priorities: bool,
+) -> Instance {
+    let mut rng = Rng::new(seed);
+    let mut request = PlanRequest {
+        host: host.clone(),
+        reserved: first_core_per_package(host),
+        fixed: Vec::new(),
+        vms: Vec::new(),
+    };
+    let free = solve::free_cores(&request);
+    let free_cores = u32::try_from(free.len()).unwrap_or(0);
+    let smt = free
+        .iter()
+        .map(solve::classes::FreeCore::threads)
+        .max()
+        .unwrap_or(1);
+    let per_node = free_per_node(&request);
+    let node_cap = per_node
+        .iter()
+        .filter(|(n, _)| n.is_some())
+        .map(|(_, c)| *c)
+        .max()
+        .unwrap_or(free_cores);
+    // NIC nodes: nodes with free cores; with a PCI device when the host lists
+    // any on such a node (then the spec can name it).
+    let cpu_nodes: Vec<NodeId> = per_node.keys().filter_map(|n| *n).collect();
+    let with_device: Vec<(NodeId, Option<planner::topology::PciAddress>)> = cpu_nodes
+        .iter()
+        .filter_map(|&node| {
+            let on_node = host.pci.iter().filter(|d| d.numa_node == Some(node));
+            let mut devices: Vec<_> = on_node.collect();
+            devices.sort_by_key(|d| (!d.is_network(), d.address.to_string()));
+            devices.first().map(|d| (node, Some(d.address)))
+        })
+        .collect();
+    let nic_nodes: Vec<(NodeId, Option<planner::topology::PciAddress>)> = if with_device.is_empty()
+    {
+        cpu_nodes.iter().map(|&n| (n, None)).collect()
+    } else {
+        with_device
+    };
+
+    let target = (free_cores * load).div_ceil(100);
+    let mut vms: Vec<VmRequest> = Vec::new();
+    let demand_of = |vms: &[VmRequest]| -> u32 { vms.iter().map(|v| cores_needed(v, smt)).sum() };
+    while (demand_of(&vms) < target && vms.len() < MAX_VMS) || vms.len() < MIN_VMS {
+        let mut vm = draw_vm3(&mut rng, vms.len(), smt, &nic_nodes, priorities);
+        while vm.vcpus > 1 && !fits_node(&vm, smt, node_cap) {
+            vm.vcpus -= 1;
+        }
+        vms.push(vm);
+    }
+    // Down to the load, then up to it (each vCPU moves the demand by 0 or 1 core).
+    loop {
+        let demand = demand_of(&vms);
+        if demand <= target {
+            break;
+        }
+        let smaller: Vec<usize> = (0..vms.len()).filter(|&i| vms[i].vcpus > 1).collect();
+        if smaller.is_empty() {
+            break;
+        }
+        let k = smaller[rng.range(0, u32::try_from(smaller.len() - 1).unwrap_or(0)) as usize];
+        vms[k].vcpus -= 1;
+    }
+    loop {
+        let demand = demand_of(&vms);
+        if demand >= target {
+            break;
+        }
+        let bigger: Vec<usize> = (0..vms.len())
+            .filter(|&i| {
+                let mut grown = vms[i].clone();
+                grown.vcpus += 1;
+                grown.vcpus <= MAX_VCPUS && fits_node(&grown, smt, node_cap)
+            })
+            .collect();
+        if bigger.is_empty() {
+            break;
+        }
+        let k = bigger[rng.range(0, u32::try_from(bigger.len() - 1).unwrap_or(0)) as usize];
+        vms[k].vcpus += 1;
+    }
+    let demand_cores = demand_of(&vms);
+    let nic_without_address = vms
+        .iter()
+        .filter(|v| v.nic_node.is_some() && v.nic.is_none())
+        .count();
+    request.vms = vms;
+    Instance {
+        name,
+        seed,
+        load,
+        source: source.clone(),
+        request,
+        smt,
+        free_cores,
+        demand_cores,
+        nic_without_address,
+    }
+}
+
+fn toml_string(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// Writes `inst` as a plan spec, DIR/NAME.toml. The topology source is in a
+/// `# source: ` comment line for `pinplan plan --source` (a spec's `[host]
+/// source` is a file: synthetic hosts have none), and in `[host] source` for
+/// the fixtures (absolute path). NICs are named only where the host lists a
+/// PCI device on the VM's NIC node; other NIC nodes are left out (the comment
+/// says how many).
+fn write_spec(dir: &Path, inst: &Instance) -> BoxResult<PathBuf> {
+    let req = &inst.request;
+    let mut t = String::new();
+    writeln!(
+        t,
+        "# pinplan bench (cargo bench -p planner --bench plan, part 3): instance {}, seed {:#x}",
+        inst.name, inst.seed
+    )?;
+    writeln!(
+        t,
+        "# {} VMs asking {} of {} free cores ({} % load, SMT {})",
+        req.vms.len(),
+        inst.demand_cores,
+        inst.free_cores,
+        inst.load,
+        inst.smt
+    )?;
+    let source = match &inst.source {
+        Source::File(path) => Source::File(std::fs::canonicalize(path)?),
+        other => other.clone(),
+    };
+    writeln!(t, "# source: {}", source.describe())?;
+    if inst.nic_without_address > 0 {
+        writeln!(
+            t,
+            "# not here: the NIC node of {} VMs (the host lists no PCI device on it)",
+            inst.nic_without_address
+        )?;
+    }
+    writeln!(t, "\n[host]")?;
+    if let Source::File(path) = &source {
+        writeln!(t, "source = {}", toml_string(&path.display().to_string()))?;
+    }
+    writeln!(t, "reserved_cpus = \"{}\"", req.reserved)?;
+    for vm in &req.vms {
+        writeln!(t, "\n[[vm]]")?;
+        writeln!(t, "name = {}", toml_string(&vm.name))?;
+        writeln!(t, "vcpus = {}", vm.vcpus)?;
+        writeln!(t, "threads = \"{}\"", vm.threads.name())?;
+        let numa = match vm.numa {
+            NumaPolicy::Strict => "strict",
+            NumaPolicy::Preferred => "preferred",
+            NumaPolicy::Spread => "spread",
+        };
+        writeln!(t, "numa = \"{numa}\"")?;
+        let emulator = match vm.emulator {
+            EmulatorPolicy::Host => "host",
+            EmulatorPolicy::Isolate => "isolate",
+        };
+        writeln!(t, "emulator = \"{emulator}\"")?;
+        if vm.iothreads > 0 {
+            writeln!(t, "iothreads = {}", vm.iothreads)?;
+        }
+        if vm.priority != 0 {
+            writeln!(t, "priority = {}", vm.priority)?;
+        }
+        if let Some(address) = vm.nic {
+            let affinity = match vm.nic_affinity {
+                NicAffinity::Required => "required",
+                NicAffinity::Preferred => "preferred",
+                NicAffinity::Ignore => "ignore",
+            };
+            writeln!(t, "nic = \"{address}\"")?;
+            writeln!(t, "nic_affinity = \"{affinity}\"")?;
+        }
+    }
+    let path = dir.join(format!("{}.toml", inst.name));
+    std::fs::write(&path, t)?;
+    Ok(path)
+}
+
+/// An objective's short name in part 3's lines.
+fn tier_letter(tier: Tier) -> String {
+    match tier {
+        Tier::Placed(level) => format!("P{level}"),
+        Tier::Vcpus => "V".to_owned(),
+        Tier::Cores => "C".to_owned(),
+        Tier::ExtraNodes => "N".to_owned(),
+        Tier::NicRemote => "R".to_owned(),
+        Tier::L3PerVm => "L".to_owned(),
+        Tier::PartialL3 => "D".to_owned(),
+    }
+}
+
+/// `letter=value:ms` per objective; `!` unproven, `b` proven by a bound.
+fn tier_runs(stats: &agg::Stats) -> String {
+    stats
+        .tiers
+        .iter()
+        .map(|t| {
+            let mark = if !t.proven {
+                "!"
+            } else if t.by_bound {
+                "b"
+            } else {
+                ""
+            };
+            format!("{}={:.0}:{:.1}{mark}", tier_letter(t.tier), t.value, t.ms)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The value at quantile `q` (0–1) of sorted `values`.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+/// Part 3's instances (only the one named `only`, if given): per host, one
+/// per load; priorities in every other one.
+fn instances3(only: Option<&str>) -> BoxResult<Vec<Instance>> {
+    let mut instances = Vec::new();
+    let mut seed = SEED3_BASE;
+    for (host_index, (host_name, source)) in hosts3().into_iter().enumerate() {
+        let host = topology::load(&source)?;
+        for (load_index, &load) in LOADS.iter().enumerate() {
+            let name = format!("{host_name}-{load}");
+            if only.is_none_or(|o| o == name) {
+                let priorities = (host_index + load_index) % 2 == 1;
+                instances.push(instance(name, seed, &source, &host, load, priorities));
+            }
+            seed += 1;
+        }
+    }
+    if instances.is_empty() {
+        return Err(format!("PLAN_BENCH_INSTANCE: no instance {}", only.unwrap_or("")).into());
+    }
+    Ok(instances)
+}
+
+/// Writes part 3's specs to `dir` without solving them.
+fn part3_specs(only: Option<&str>, dir: &Path) -> BoxResult<()> {
+    std::fs::create_dir_all(dir)?;
+    let instances = instances3(only)?;
+    for inst in &instances {
+        write_spec(dir, inst)?;
+    }
+    println!("wrote {} plan specs to {}", instances.len(), dir.display());
+    Ok(())
+}
+
+fn part3(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
+    println!();
+    println!(
+        "== seeded set: 8 hosts x loads {LOADS:?} % (seeds {SEED3_BASE:#x}..); \
+         solve(): ILP, {} s, explain = true ==",
+        TIME_LIMIT.as_secs()
+    );
+    let legend: Vec<String> = [
+        Tier::Placed(0),
+        Tier::Vcpus,
+        Tier::Cores,
+        Tier::ExtraNodes,
+        Tier::NicRemote,
+        Tier::L3PerVm,
+        Tier::PartialL3,
+    ]
+    .iter()
+    .map(|&t| format!("{}: {t}", tier_letter(t)))
+    .collect();
+    println!(
+        "objectives (value:ms; ! not proven, b proven by a bound): {}",
+        legend.join(", ")
+    );
+    println!(
+        "{:<16} {:>4} {:>3} {:>4} {:>4} {:>6} {:>3} {:>8} {:>7} {:>3} {:>11} {:>8} {:>9} {:<3} objectives",
+        "instance",
+        "cpus",
+        "smt",
+        "free",
+        "load",
+        "demand",
+        "vms",
+        "vcpu min/med/max",
+        "placed",
+        "grd",
+        "vars n/c",
+        "exact ms",
+        "solve() ms",
+        "prv"
+    );
+    if let Some(dir) = specs {
+        std::fs::create_dir_all(dir)?;
+    }
+    let options = SolveOptions {
+        solver: SolverKind::Ilp,
+        time_limit: TIME_LIMIT,
+        explain: true,
+    };
+    let greedy_options = SolveOptions {
+        solver: SolverKind::Greedy,
+        explain: false,
+        ..Default::default()
+    };
+    let mut solve_times = Vec::new();
+    let mut exact_times = Vec::new();
+    let (mut proven, mut all_placed, mut count) = (0, 0, 0);
+    let (mut errors, mut shared) = (0, 0);
+    let (mut more, mut equal, mut fewer) = (0, 0, 0);
+    let mut not_proven = Vec::new();
+    let mut over_1s = Vec::new();
+    let instances = instances3(only)?;
+    for inst in &instances {
+        if let Some(dir) = specs {
+            write_spec(dir, inst)?;
+        }
+        let req = &inst.request;
+        count += 1;
+
+        let start = Instant::now();
+        let plan = solve::solve(req, &options);
+        let solve_ms = ms(start.elapsed());
+        let check = check_plan(req, &plan);
+        for e in &check.errors {
+            println!("  ERROR ({}): {e}", inst.name);
+        }
+        errors += check.errors.len();
+        shared += check.shared_cores;
+
+        // The exact solver alone, for its statistics.
+        let limit = TIME_LIMIT.mul_f64(EXACT_SHARE);
+        let start = Instant::now();
+        let exact = if agg::supported(req) {
+            agg::place_with_stats(req, limit).map(|(p, s)| (p, Some(s)))
+        } else {
+            ilp::place(req, limit).map(|p| (p, None))
+        };
+        let exact_ms = ms(start.elapsed());
+        let (vars, objectives) = match &exact {
+            Ok((placement, Some(stats))) => {
+                if placement.cores.len() != plan.vms.len() {
+                    println!(
+                        "  NOTE ({}): the stats run placed {} VMs, solve() {}",
+                        inst.name,
+                        placement.cores.len(),
+                        plan.vms.len()
+                    );
+                }
+                (
+                    format!("{}/{}", stats.variables.0, stats.variables.1),
+                    tier_runs(stats),
+                )
+            }
+            Ok((placement, None)) => (
+                "-".to_owned(),
+                format!(
+                    "per-class model (ilp::place), {} placed, proven {}",
+                    placement.cores.len(),
+                    placement.proven
+                ),
+            ),
+            Err(e) => ("-".to_owned(), format!("exact solver failed: {e}")),
+        };
+        let greedy = solve::solve(req, &greedy_options);
+        match placed_key(req, &plan).cmp(&placed_key(req, &greedy)) {
+            std::cmp::Ordering::Greater => more += 1,
+            std::cmp::Ordering::Equal => equal += 1,
+            std::cmp::Ordering::Less => fewer += 1,
+        }
+        if plan.proven {
+            proven += 1;
+        } else {
+            not_proven.push(inst.name.clone());
+        }
+        if plan.unplaced.is_empty() {
+            all_placed += 1;
+        }
+        if solve_ms > 1000.0 {
+            over_1s.push(format!("{} ({solve_ms:.0} ms)", inst.name));
+        }
+        let mut sizes: Vec<u32> = req.vms.iter().map(|v| v.vcpus).collect();
+        sizes.sort_unstable();
+        println!(
+            "{:<16} {:>4} {:>3} {:>4} {:>3}% {:>6} {:>3} {:>5}/{:>2}/{:<2} {:>3}/{:<3} {:>3} {:>11} {:>8.1} {:>10.1} {:<3} {}{}",
+            inst.name,
+            req.host.pus.len(),
+            inst.smt,
+            inst.free_cores,
+            inst.load,
+            inst.demand_cores,
+            req.vms.len(),
+            sizes.first().copied().unwrap_or(0),
+            sizes.get(sizes.len() / 2).copied().unwrap_or(0),
+            sizes.last().copied().unwrap_or(0),
+            plan.vms.len(),
+            req.vms.len(),
+            greedy.vms.len(),
+            vars,
+            exact_ms,
+            solve_ms,
+            if plan.proven { "yes" } else { "no" },
+            objectives,
+            if check.shared_cores > 0 {
+                format!(" SHARED CORES {}", check.shared_cores)
+            } else {
+                String::new()
+            },
+        );
+        solve_times.push(solve_ms);
+        exact_times.push(exact_ms);
+    }
+    solve_times.sort_by(f64::total_cmp);
+    exact_times.sort_by(f64::total_cmp);
+    println!();
+    println!(
+        "seeded set: {count} instances, proven optimal {proven}/{count}, every VM placed in {all_placed}; \
+         plan errors {errors}, shared cores {shared}"
+    );
+    println!(
+        "solve() time (explanations included): median {:.1} ms, p90 {:.1} ms, max {:.1} ms; \
+         exact solver alone: median {:.1} ms, p90 {:.1} ms, max {:.1} ms",
+        quantile(&solve_times, 0.5),
+        quantile(&solve_times, 0.9),
+        quantile(&solve_times, 1.0),
+        quantile(&exact_times, 0.5),
+        quantile(&exact_times, 0.9),
+        quantile(&exact_times, 1.0),
+    );
+    println!(
+        "ILP vs greedy, VMs placed (lexicographic by priority): more in {more}, equal in {equal}, fewer in {fewer}"
+    );
+    println!("not proven: {not_proven:?}; solve() over 1 s: {over_1s:?}");
+    if let Some(dir) = specs {
+        println!("wrote {count} plan specs to {}", dir.display());
+    }
+    Ok(())
+}
+
+/// The parts to run: `PLAN_BENCH_PART` (`3`, `1,3`...), else all; a seed
+/// alone means part 2 only, an instance alone part 3 only.
+fn parts(seed: Option<u64>, instance: Option<&str>) -> BoxResult<BTreeSet<u32>> {
+    if let Ok(text) = std::env::var("PLAN_BENCH_PART") {
+        let mut parts = BTreeSet::new();
+        for item in text.split(',') {
+            let part: u32 = item.trim().parse()?;
+            if !(1..=3).contains(&part) {
+                return Err(format!("PLAN_BENCH_PART: no part {part} (1, 2 or 3)").into());
+            }
+            parts.insert(part);
+        }
+        return Ok(parts);
+    }
+    Ok(match (seed, instance) {
+        (Some(_), None) => [2].into(),
+        (None, Some(_)) => [3].into(),
+        (Some(_), Some(_)) => [2, 3].into(),
+        (None, None) => [1, 2, 3].into(),
+    })
+}
+
 fn main() -> BoxResult<()> {
     // `PLAN_BENCH_SEED=0x5eed0007` reruns one scenario of part 2 only.
     let only = match std::env::var("PLAN_BENCH_SEED") {
@@ -657,8 +1301,21 @@ fn main() -> BoxResult<()> {
         }
         Err(_) => None,
     };
-    if only.is_none() {
+    // `PLAN_BENCH_INSTANCE=epyc7763-110` runs one instance of part 3 only.
+    let instance = std::env::var("PLAN_BENCH_INSTANCE").ok();
+    let specs = std::env::var_os("PLAN_BENCH_SPECS").map(PathBuf::from);
+    let parts = parts(only, instance.as_deref())?;
+    if parts.contains(&1) {
         part1()?;
     }
-    part2(only)
+    if parts.contains(&2) {
+        part2(only)?;
+    }
+    if parts.contains(&3) {
+        match (&specs, std::env::var_os("PLAN_BENCH_SPECS_ONLY")) {
+            (Some(dir), Some(_)) => part3_specs(instance.as_deref(), dir)?,
+            _ => part3(instance.as_deref(), specs.as_deref())?,
+        }
+    }
+    Ok(())
 }

@@ -340,7 +340,7 @@ fn node_model(request: &PlanRequest, host: &Host, vms: &Vms) -> NodeModel {
             .map(|(i, c)| f(i, c))
             .sum()
     };
-    let bounds: BTreeMap<Tier, f64> = [
+    let mut bounds: BTreeMap<Tier, f64> = [
         (Tier::Vcpus, -all(&|i, _| f64::from(request.vms[i].vcpus))),
         (Tier::Cores, all(&|_, c| f64::from(c))),
         (Tier::ExtraNodes, bounds_nodes),
@@ -348,6 +348,10 @@ fn node_model(request: &PlanRequest, host: &Host, vms: &Vms) -> NodeModel {
     ]
     .into_iter()
     .collect();
+    for l in priority_levels(request) {
+        let at_level = all(&|i, _| f64::from(u8::from(request.vms[i].priority == l)));
+        bounds.insert(Tier::Placed(l), -at_level);
+    }
     NodeModel {
         model: m,
         x,
@@ -1062,9 +1066,9 @@ fn lexicographic(
             .cloned();
         // Bounds of tiers 2–6 hold when every VM is placed; those of 5 and 7
         // (0, or 1 when no set of whole domains has the cores used) always.
+        // Placed: every VM of the level (a variable may count several VMs).
         let bound = match tier {
-            Tier::Placed(_) => Some(-(terms.len() as f64)),
-            Tier::NicRemote | Tier::PartialL3 => bounds.get(tier).copied(),
+            Tier::Placed(_) | Tier::NicRemote | Tier::PartialL3 => bounds.get(tier).copied(),
             _ if all_placed => bounds.get(tier).copied(),
             _ => None,
         };
@@ -1116,7 +1120,7 @@ fn lexicographic(
             return (values, false);
         }
         if let Tier::Placed(_) = tier {
-            if best > -(terms.len() as f64) + 0.5 {
+            if bounds.get(tier).is_none_or(|&b| best > b + 0.5) {
                 all_placed = false;
             }
         }
@@ -1177,20 +1181,202 @@ pub fn place_with_stats(
         return Ok((best, stats));
     }
 
-    // 2. Objectives 6–7 on cells, 1–5 held.
-    let mut cm = cell_model(request, &host, &vms);
+    let held: BTreeMap<Tier, f64> = stats.tiers.iter().map(|r| (r.tier, r.value)).collect();
+    let all_placed = placed_everything(&stats, request);
+
+    // 2. Objectives 6–7 by patterns and arc flow, where each L3 domain is one
+    // cell (else, or when that model is too big, on the cell model).
+    let domains: BTreeSet<Domain> = host.cells.iter().map(|c| c.domain).collect();
+    if domains.len() == host.cells.len() {
+        let placed = -held
+            .iter()
+            .filter(|(t, _)| matches!(t, Tier::Placed(_)))
+            .map(|(_, v)| v)
+            .sum::<f64>();
+        let start_pieces = pieces_of(&laid_out);
+        let most_parts = u32::try_from((start_pieces - placed + 1.0).max(1.0) as u64).unwrap_or(1);
+        if let Some(pm) = pattern_model(request, &host, &vms, &held, most_parts) {
+            stats.variables.1 = pm.model.vars.len();
+            let bounds = stage2_bounds(request, &host, &vms, &held, all_placed);
+            let placement =
+                patterns_stage(request, &host, pm, &laid_out, &bounds, deadline, &mut stats);
+            return Ok((placement, stats));
+        }
+    }
+    cells_stage(
+        request,
+        &host,
+        &vms,
+        &held,
+        &laid_out,
+        &start_units,
+        all_placed,
+        deadline,
+        stats,
+    )
+}
+
+/// Lower bounds of objectives 6 (when every VM is placed: each VM's fewest
+/// domains) and 7 (1 when no set of whole domains holds the cores used).
+fn stage2_bounds(
+    request: &PlanRequest,
+    host: &Host,
+    vms: &Vms,
+    held: &BTreeMap<Tier, f64>,
+    all_placed: bool,
+) -> BTreeMap<Tier, f64> {
+    let mut bounds = BTreeMap::new();
+    if all_placed {
+        let fewest_of = |vm: &VmRequest, c: u32| -> u32 {
+            host.nodes
+                .iter()
+                .filter(|(k, _)| allowed(vm, **k, host.threads))
+                .map(|(_, cells)| {
+                    let caps: Vec<u32> = cells.iter().map(|&e| host.cells[e].cap()).collect();
+                    if caps.iter().any(|&cap| cap >= c) {
+                        1
+                    } else {
+                        fewest(&caps, c)
+                    }
+                })
+                .min()
+                .unwrap_or(1)
+        };
+        let mut total = 0.0;
+        for (members, c) in &vms.types {
+            total += f64::from(fewest_of(&request.vms[members[0]], *c)) * members.len() as f64;
+        }
+        for &(i, c) in &vms.loose {
+            let vm = &request.vms[i];
+            // A VM that may span nodes can join cells of several nodes.
+            total += f64::from(if vm.numa == NumaPolicy::Spread {
+                let caps: Vec<u32> = host.cells.iter().map(Cell::cap).collect();
+                fewest(&caps, c)
+            } else {
+                fewest_of(vm, c)
+            });
+        }
+        bounds.insert(Tier::L3PerVm, total);
+    }
+    let mut partial = 0.0;
+    if let Some(&cores) = held.get(&Tier::Cores) {
+        let mut capacity: BTreeMap<Domain, u32> = BTreeMap::new();
+        for cell in &host.cells {
+            *capacity.entry(cell.domain).or_default() += cell.cap();
+        }
+        let caps: Vec<u32> = capacity.values().copied().collect();
+        if !subset_sum(&caps, cores.max(0.0) as u32) {
+            partial = 1.0;
+        }
+    }
+    bounds.insert(Tier::PartialL3, partial);
+    bounds
+}
+
+/// L3 domains touched, summed over VMs (one cell per domain).
+fn pieces_of(units: &Units) -> f64 {
+    units.values().map(|cells| cells.len() as f64).sum()
+}
+
+/// Partly used domains of a layout.
+fn partial_of(host: &Host, units: &Units) -> f64 {
+    let mut used: BTreeMap<Domain, u32> = BTreeMap::new();
+    let mut capacity: BTreeMap<Domain, u32> = BTreeMap::new();
+    for cell in &host.cells {
+        *capacity.entry(cell.domain).or_default() += cell.cap();
+    }
+    for cells in units.values() {
+        for (&e, &c) in cells {
+            *used.entry(host.cells[e].domain).or_default() += c;
+        }
+    }
+    used.iter()
+        .filter(|(d, &u)| u > 0 && capacity.get(d).is_some_and(|&cap| u < cap))
+        .count() as f64
+}
+
+/// Objectives 6 then 7 on the pattern model; `start` is a layout that holds
+/// objectives 1–5 (the node model's, laid out). Never returns worse than it.
+fn patterns_stage(
+    request: &PlanRequest,
+    host: &Host,
+    mut pm: PatternModel,
+    start: &Units,
+    bounds: &BTreeMap<Tier, f64>,
+    deadline: Instant,
+    stats: &mut Stats,
+) -> Placement {
+    let mut best = start.clone();
+    for tier in [Tier::L3PerVm, Tier::PartialL3] {
+        let started = Instant::now();
+        let (terms, start_value) = match tier {
+            Tier::L3PerVm => (pm.pieces.clone(), pieces_of(&best)),
+            _ => (pm.partial.clone(), partial_of(host, &best)),
+        };
+        let at_bound = bounds.get(&tier).is_some_and(|&b| start_value <= b + 1e-6);
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut outcome = (start_value, at_bound);
+        if !at_bound && !left.is_zero() {
+            if let Ok((values, proven)) = run(&pm.model, &terms, left, None) {
+                let value = value_of(&values, &terms).round();
+                if let Some(units) = pm.layout(&values) {
+                    // The layout may merge pieces: count what it is.
+                    let real = match tier {
+                        Tier::L3PerVm => pieces_of(&units),
+                        _ => partial_of(host, &units),
+                    };
+                    if real <= start_value + 1e-6
+                        && (tier != Tier::PartialL3 || pieces_of(&units) <= pieces_of(&best) + 1e-6)
+                    {
+                        best = units;
+                        outcome = (real, proven && real <= value + 1e-6);
+                    }
+                }
+            }
+        }
+        let (value, proven) = outcome;
+        stats.tiers.push(TierRun {
+            tier,
+            value,
+            ms: started.elapsed().as_secs_f64() * 1e3,
+            proven,
+            by_bound: at_bound,
+        });
+        trace_tier(tier, started, proven, value);
+        if !proven {
+            return cores_of(request, host, &best, false);
+        }
+        pm.model.con(terms, Op::Le, value);
+    }
+    cores_of(request, host, &best, true)
+}
+
+/// Objectives 6–7 on the cell model, objectives 1–5 held.
+#[allow(clippy::too_many_arguments)]
+fn cells_stage(
+    request: &PlanRequest,
+    host: &Host,
+    vms: &Vms,
+    held: &BTreeMap<Tier, f64>,
+    laid_out: &Units,
+    start_units: &[Units],
+    all_placed: bool,
+    deadline: Instant,
+    mut stats: Stats,
+) -> Result<(Placement, Stats), String> {
+    // Objectives 6–7 on cells, 1–5 held.
+    let mut cm = cell_model(request, host, vms);
     stats.variables.1 = cm.model.vars.len();
     let mut candidates: Vec<Vec<f64>> = Vec::new();
     if let Some(v) = cell_start(&host, &vms, &cm, &laid_out) {
         candidates.push(v);
     }
-    for u in &start_units {
+    for u in start_units {
         if let Some(v) = cell_start(&host, &vms, &cm, u) {
             candidates.push(v);
         }
     }
     let tiers = std::mem::take(&mut cm.tiers);
-    let held: BTreeMap<Tier, f64> = stats.tiers.iter().map(|r| (r.tier, r.value)).collect();
     for (tier, terms) in &tiers {
         if let Some(&best) = held.get(tier) {
             cm.model.con(terms.clone(), Op::Le, best);
@@ -1200,7 +1386,6 @@ pub fn place_with_stats(
         .into_iter()
         .filter(|(t, _)| matches!(t, Tier::L3PerVm | Tier::PartialL3))
         .collect();
-    let all_placed = placed_everything(&stats, request);
     // Cores used is fixed now: when no set of whole domains adds up to it,
     // some domain must be partly used.
     let mut bounds = cm.bounds.clone();
@@ -1251,15 +1436,13 @@ pub fn place_with_stats(
             return Ok((placement, stats));
         }
     };
-    let l3_value = cell_stats.last().map_or(0.0, |r| r.value);
     stats.tiers.extend(cell_stats);
     let l3_units = cell_units(&vms, &cm, &l3_values);
     let Some((_, partial_terms)) = partial_tier.first() else {
         return Ok((cores_of(request, &host, &l3_units, true), stats));
     };
 
-    // 7. Partly used L3 domains: by arc flow when no VM is split (then it is
-    // bin packing), else on the cell model.
+    // 7. Partly used L3 domains.
     let started = Instant::now();
     let best_start = std::iter::once(&l3_values)
         .chain(candidates.iter())
@@ -1269,10 +1452,6 @@ pub fn place_with_stats(
         .unwrap_or_else(|| l3_values.clone());
     let start_value = value_of(&best_start, partial_terms).round();
     let bound = bounds.get(&Tier::PartialL3).copied().unwrap_or(0.0);
-    let one_cell_per_domain = {
-        let domains: BTreeSet<Domain> = host.cells.iter().map(|c| c.domain).collect();
-        domains.len() == host.cells.len()
-    };
     if start_value <= bound + 1e-6 {
         stats.tiers.push(TierRun {
             tier: Tier::PartialL3,
@@ -1283,36 +1462,6 @@ pub fn place_with_stats(
         });
         let units = cell_units(&vms, &cm, &best_start);
         return Ok((cores_of(request, &host, &units, true), stats));
-    }
-    let mut held = held;
-    held.insert(Tier::L3PerVm, l3_value);
-    let flow = if one_cell_per_domain {
-        let left = deadline.saturating_duration_since(Instant::now());
-        partial_by_patterns(request, &host, &vms, &held, left)
-    } else {
-        None
-    };
-    if let Some((units, partial, proven)) = flow {
-        trace_tier(Tier::PartialL3, started, proven, f64::from(partial));
-        if f64::from(partial) <= start_value + 1e-6 {
-            stats.tiers.push(TierRun {
-                tier: Tier::PartialL3,
-                value: f64::from(partial),
-                ms: started.elapsed().as_secs_f64() * 1e3,
-                proven,
-                by_bound: false,
-            });
-            return Ok((cores_of(request, &host, &units, proven), stats));
-        }
-        stats.tiers.push(TierRun {
-            tier: Tier::PartialL3,
-            value: start_value,
-            ms: started.elapsed().as_secs_f64() * 1e3,
-            proven: false,
-            by_bound: false,
-        });
-        let units = cell_units(&vms, &cm, &best_start);
-        return Ok((cores_of(request, &host, &units, false), stats));
     }
     let mut cell_stats = Vec::new();
     let (cell_values, cell_proven) = lexicographic(
@@ -1354,7 +1503,25 @@ fn placed_everything(stats: &Stats, request: &PlanRequest) -> bool {
     placed as usize == request.vms.len()
 }
 
-/// Objective 7 on a pattern and arc-flow model, objectives 1–6 held.
+/// The pattern model of objectives 6–7 (see [`pattern_model`]).
+struct PatternModel {
+    model: Model,
+    /// Kinds: members (spec order), cores per VM, kept to one node.
+    kinds: Vec<(Vec<usize>, u32, bool)>,
+    /// Groups of cells: (node, free cores) and their cells.
+    groups: Vec<((Option<NodeId>, u32), Vec<usize>)>,
+    /// Per kind: (node for kinds kept to one, pattern, `σ`).
+    sigma: Vec<Vec<(Option<Option<NodeId>>, Vec<u32>, usize)>>,
+    /// Per kind: (group, piece size) → `ρ`.
+    rho: Vec<BTreeMap<(usize, u32), usize>>,
+    flows: Vec<super::arcflow::Flow>,
+    /// Objective 6: pieces (L3 domains touched), summed.
+    pieces: Terms,
+    /// Objective 7: partly used cells.
+    partial: Terms,
+}
+
+/// Objectives 6–7 on a pattern and arc-flow model, objectives 1–5 held.
 ///
 /// VMs that agree on everything placement sees form *kinds* (the strict types,
 /// and the other VMs grouped alike). A VM is laid out by a *pattern*: a
@@ -1363,30 +1530,25 @@ fn placed_everything(stats: &Stats, request: &PlanRequest) -> bool {
 /// (on a node, for VMs kept to one node) with each pattern; `ρ` the pieces of
 /// each size a group of cells gets; each group is an [`arcflow::Flow`].
 ///
-/// Exact: every layout is one of these; conversely, pieces of one VM that a
-/// flow puts in one cell would give a layout with fewer pieces than the held
-/// optimum of objective 6, which cannot exist. With objective 6 at `l6` and
-/// `placed` VMs, no VM has more than `l6 − placed + 1` pieces. `None` when the
-/// model does not apply (an L3 domain over several cells, preferred VMs over
-/// several nodes) or would be too big; the cell model is used then.
-fn partial_by_patterns(
+/// Exact: every layout is one of these (pieces = L3 domains touched, with one
+/// cell per domain); conversely, pieces of one VM that a flow puts in one cell
+/// are merged by [`PatternModel::layout`], which only lowers objective 6 —
+/// so the model's optimum is a layout's. Patterns have at most `most_parts`
+/// pieces: with a known layout of L pieces for P placed VMs, no better layout
+/// gives a VM more than L − P + 1. `None` when the model does not apply
+/// (preferred VMs over several nodes) or would be too big (then the cell model
+/// is used).
+fn pattern_model(
     request: &PlanRequest,
     host: &Host,
     vms: &Vms,
     held: &BTreeMap<Tier, f64>,
-    time_limit: Duration,
-) -> Option<(Units, u32, bool)> {
+    most_parts: u32,
+) -> Option<PatternModel> {
     use super::arcflow::{partitions, Flow};
     if held.get(&Tier::ExtraNodes).copied().unwrap_or(0.0) > 0.5 {
         return None;
     }
-    let l6 = held.get(&Tier::L3PerVm).copied()?;
-    let placed: f64 = held
-        .iter()
-        .filter(|(t, _)| matches!(t, Tier::Placed(_)))
-        .map(|(_, v)| -v)
-        .sum();
-    let most_parts = u32::try_from((l6 - placed + 1.0).max(1.0) as u64).unwrap_or(1);
     // Kinds: (members, cores, kept to one node).
     let mut kinds: Vec<(Vec<usize>, u32, bool)> = vms
         .types
@@ -1548,6 +1710,7 @@ fn partial_by_patterns(
             m.con(level.remove(&l).unwrap_or_default(), Op::Le, value);
         }
     }
+    let pieces_l3 = pieces.clone();
     for (tier, terms) in [
         (Tier::Vcpus, vcpus),
         (Tier::Cores, cores),
@@ -1558,52 +1721,72 @@ fn partial_by_patterns(
             m.con(terms, Op::Le, value);
         }
     }
-    let (values, proven) = run(&m, &objective, time_limit, None).ok()?;
-    let partial = value_of(&values, &objective).round().max(0.0) as u32;
-    let count = |v: usize| values.get(v).copied().unwrap_or(0.0).round().max(0.0) as u32;
+    Some(PatternModel {
+        model: m,
+        kinds,
+        groups,
+        sigma,
+        rho,
+        flows,
+        pieces: pieces_l3,
+        partial: objective,
+    })
+}
 
-    // Flows → cells → pieces per kind → VMs.
-    let mut pool: Vec<BTreeMap<(Option<Option<NodeId>>, u32), Vec<usize>>> =
-        vec![BTreeMap::new(); kinds.len()];
-    for (g, ((node, _), cells)) in groups.iter().enumerate() {
-        let mut positions: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        for (&e, pattern) in cells.iter().zip(flows[g].patterns(&values)) {
-            for p in pattern {
-                positions.entry(p).or_default().push(e);
+impl PatternModel {
+    /// The layout at `values`: flows → cells → pieces per kind → VMs.
+    fn layout(&self, values: &[f64]) -> Option<Units> {
+        let (kinds, groups, sigma, rho, flows) = (
+            &self.kinds,
+            &self.groups,
+            &self.sigma,
+            &self.rho,
+            &self.flows,
+        );
+        let count = |v: usize| values.get(v).copied().unwrap_or(0.0).round().max(0.0) as u32;
+        // Flows → cells → pieces per kind → VMs.
+        let mut pool: Vec<BTreeMap<(Option<Option<NodeId>>, u32), Vec<usize>>> =
+            vec![BTreeMap::new(); kinds.len()];
+        for (g, ((node, _), cells)) in groups.iter().enumerate() {
+            let mut positions: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+            for (&e, pattern) in cells.iter().zip(flows[g].patterns(&values)) {
+                for p in pattern {
+                    positions.entry(p).or_default().push(e);
+                }
             }
-        }
-        for (p, cells_of_size) in positions {
-            let mut next = cells_of_size.into_iter();
-            for (t, rh) in rho.iter().enumerate() {
-                let Some(&r) = rh.get(&(g, p)) else { continue };
-                let scope = if kinds[t].2 { Some(*node) } else { None };
-                for _ in 0..count(r) {
-                    pool[t].entry((scope, p)).or_default().push(next.next()?);
+            for (p, cells_of_size) in positions {
+                let mut next = cells_of_size.into_iter();
+                for (t, rh) in rho.iter().enumerate() {
+                    let Some(&r) = rh.get(&(g, p)) else { continue };
+                    let scope = if kinds[t].2 { Some(*node) } else { None };
+                    for _ in 0..count(r) {
+                        pool[t].entry((scope, p)).or_default().push(next.next()?);
+                    }
                 }
             }
         }
-    }
-    let mut units = Units::new();
-    for (t, sig) in sigma.iter().enumerate() {
-        let mut members = kinds[t].0.iter().copied();
-        for (scope, pattern, v) in sig {
-            for _ in 0..count(*v) {
-                let i = members.next()?;
-                let entry = units.entry(i).or_default();
-                for &p in pattern {
-                    let cells = pool[t].get_mut(&(*scope, p))?;
-                    // A cell of its own first (one always exists at the optimum).
-                    let at = cells
-                        .iter()
-                        .rposition(|e| !entry.contains_key(e))
-                        .unwrap_or(cells.len().checked_sub(1)?);
-                    let e = cells.remove(at);
-                    *entry.entry(e).or_default() += p;
+        let mut units = Units::new();
+        for (t, sig) in sigma.iter().enumerate() {
+            let mut members = kinds[t].0.iter().copied();
+            for (scope, pattern, v) in sig {
+                for _ in 0..count(*v) {
+                    let i = members.next()?;
+                    let entry = units.entry(i).or_default();
+                    for &p in pattern {
+                        let cells = pool[t].get_mut(&(*scope, p))?;
+                        // A cell of its own first (one always exists at the optimum).
+                        let at = cells
+                            .iter()
+                            .rposition(|e| !entry.contains_key(e))
+                            .unwrap_or(cells.len().checked_sub(1)?);
+                        let e = cells.remove(at);
+                        *entry.entry(e).or_default() += p;
+                    }
                 }
             }
         }
+        Some(units)
     }
-    Some((units, partial, proven))
 }
 
 /// Whether `a` is lexicographically better than `b` on objectives 1–2.
@@ -1636,4 +1819,63 @@ fn subset_sum(caps: &[u32], target: u32) -> bool {
         }
     }
     reachable[target]
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::topology::{load, Source};
+
+    fn request(desc: &str, vms: Vec<VmRequest>) -> PlanRequest {
+        PlanRequest {
+            host: load(&Source::Synthetic(desc.to_owned())).unwrap(),
+            reserved: crate::cpuset::CpuSet::new(),
+            fixed: Vec::new(),
+            vms,
+        }
+    }
+
+    fn vm(name: &str, vcpus: u32) -> VmRequest {
+        VmRequest {
+            threads: ThreadPolicy::Prefer,
+            ..VmRequest::new(name, vcpus)
+        }
+    }
+
+    /// A level's bound is its number of VMs, not of variables: one variable
+    /// counts every VM of a type. Greedy places the 6-core VM and one 2-core
+    /// VM; three 2-core VMs is one more.
+    #[test]
+    fn identical_vms_count_as_many_not_as_one_variable() {
+        let req = request(
+            "package:1 core:8 pu:1",
+            vec![vm("big", 6), vm("a", 2), vm("b", 2), vm("c", 2)],
+        );
+        assert_eq!(super::super::greedy::place(&req).cores.len(), 2);
+        let placement = place(&req, Duration::from_secs(10)).unwrap();
+        assert!(placement.proven);
+        let placed: BTreeSet<usize> = placement.cores.keys().copied().collect();
+        assert_eq!(placed, BTreeSet::from([1, 2, 3]));
+    }
+
+    /// A VM larger than any L3 domain is split over the fewest domains of its
+    /// node; the pattern model and the cell model agree.
+    #[test]
+    fn a_vm_larger_than_a_domain_touches_the_fewest_domains() {
+        // 2 nodes × 3 L3 × 4 cores, 1 thread: a 10-core VM needs 3 domains.
+        let req = request(
+            "package:1 numa:2 l3:3 core:4 pu:1",
+            vec![vm("big", 10), vm("small", 2)],
+        );
+        let (placement, stats) = place_with_stats(&req, Duration::from_secs(10)).unwrap();
+        assert!(placement.proven, "{stats:?}");
+        let o = super::super::objective(&req, &placement);
+        assert_eq!(o.placed, 2);
+        // big: 3 domains; small: 1 (the big VM's leftover domain or another).
+        assert_eq!(o.vm_l3_domains, 4);
+        // 12 cores used of 24: big's three domains hold 12 with small in the
+        // third → no partial domain.
+        assert_eq!(o.partial_l3_domains, 0);
+    }
 }
