@@ -1368,11 +1368,11 @@ fn cells_stage(
     let mut cm = cell_model(request, host, vms);
     stats.variables.1 = cm.model.vars.len();
     let mut candidates: Vec<Vec<f64>> = Vec::new();
-    if let Some(v) = cell_start(&host, &vms, &cm, &laid_out) {
+    if let Some(v) = cell_start(host, vms, &cm, laid_out) {
         candidates.push(v);
     }
     for u in start_units {
-        if let Some(v) = cell_start(&host, &vms, &cm, u) {
+        if let Some(v) = cell_start(host, vms, &cm, u) {
             candidates.push(v);
         }
     }
@@ -1429,17 +1429,17 @@ fn cells_stage(
             stats.tiers.extend(cell_stats);
             let placement = match other {
                 Some(v) if v.len() == cm.model.vars.len() => {
-                    cores_of(request, &host, &cell_units(&vms, &cm, &v), false)
+                    cores_of(request, host, &cell_units(vms, &cm, &v), false)
                 }
-                _ => cores_of(request, &host, &laid_out, false),
+                _ => cores_of(request, host, laid_out, false),
             };
             return Ok((placement, stats));
         }
     };
     stats.tiers.extend(cell_stats);
-    let l3_units = cell_units(&vms, &cm, &l3_values);
+    let l3_units = cell_units(vms, &cm, &l3_values);
     let Some((_, partial_terms)) = partial_tier.first() else {
-        return Ok((cores_of(request, &host, &l3_units, true), stats));
+        return Ok((cores_of(request, host, &l3_units, true), stats));
     };
 
     // 7. Partly used L3 domains.
@@ -1460,8 +1460,8 @@ fn cells_stage(
             proven: true,
             by_bound: true,
         });
-        let units = cell_units(&vms, &cm, &best_start);
-        return Ok((cores_of(request, &host, &units, true), stats));
+        let units = cell_units(vms, &cm, &best_start);
+        return Ok((cores_of(request, host, &units, true), stats));
     }
     let mut cell_stats = Vec::new();
     let (cell_values, cell_proven) = lexicographic(
@@ -1476,9 +1476,9 @@ fn cells_stage(
     stats.tiers.extend(cell_stats);
     let placement = match cell_values {
         Some(v) if cm.model.vars.len() == v.len() => {
-            cores_of(request, &host, &cell_units(&vms, &cm, &v), cell_proven)
+            cores_of(request, host, &cell_units(vms, &cm, &v), cell_proven)
         }
-        _ => cores_of(request, &host, &l3_units, false),
+        _ => cores_of(request, host, &l3_units, false),
     };
     Ok((placement, stats))
 }
@@ -1503,15 +1503,23 @@ fn placed_everything(stats: &Stats, request: &PlanRequest) -> bool {
     placed as usize == request.vms.len()
 }
 
+/// Where a kind's patterns live: `Some(node)` for VMs kept to one node,
+/// `None` for VMs that may span nodes.
+type Scope = Option<Option<NodeId>>;
+/// A group of like cells: (node, free cores) and the cells.
+type CellGroup = ((Option<NodeId>, u32), Vec<usize>);
+/// A pattern's count variable: scope, piece sizes, `σ`.
+type PatternVar = (Scope, Vec<u32>, usize);
+
 /// The pattern model of objectives 6–7 (see [`pattern_model`]).
 struct PatternModel {
     model: Model,
     /// Kinds: members (spec order), cores per VM, kept to one node.
     kinds: Vec<(Vec<usize>, u32, bool)>,
     /// Groups of cells: (node, free cores) and their cells.
-    groups: Vec<((Option<NodeId>, u32), Vec<usize>)>,
+    groups: Vec<CellGroup>,
     /// Per kind: (node for kinds kept to one, pattern, `σ`).
-    sigma: Vec<Vec<(Option<Option<NodeId>>, Vec<u32>, usize)>>,
+    sigma: Vec<Vec<PatternVar>>,
     /// Per kind: (group, piece size) → `ρ`.
     rho: Vec<BTreeMap<(usize, u32), usize>>,
     flows: Vec<super::arcflow::Flow>,
@@ -1592,11 +1600,11 @@ fn pattern_model(
     for (e, cell) in host.cells.iter().enumerate() {
         by_group.entry((cell.node, cell.cap())).or_default().push(e);
     }
-    let groups: Vec<((Option<NodeId>, u32), Vec<usize>)> = by_group.into_iter().collect();
+    let groups: Vec<CellGroup> = by_group.into_iter().collect();
 
     let mut m = Model::default();
     // Per kind: σ as (scope node or None for any, pattern, variable); ρ per (group, size).
-    let mut sigma: Vec<Vec<(Option<Option<NodeId>>, Vec<u32>, usize)>> = Vec::new();
+    let mut sigma: Vec<Vec<PatternVar>> = Vec::new();
     let mut rho: Vec<BTreeMap<(usize, u32), usize>> = Vec::new();
     let mut sizes_of_group: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); groups.len()];
     let mut level: BTreeMap<i64, Terms> = BTreeMap::new();
@@ -1607,7 +1615,7 @@ fn pattern_model(
         let usable: Vec<usize> = (0..groups.len())
             .filter(|&g| allowed(vm, groups[g].0 .0, host.threads))
             .collect();
-        let scopes: Vec<Option<Option<NodeId>>> = if *one_node {
+        let scopes: Vec<Scope> = if *one_node {
             usable
                 .iter()
                 .map(|&g| Some(groups[g].0 .0))
@@ -1745,11 +1753,10 @@ impl PatternModel {
         );
         let count = |v: usize| values.get(v).copied().unwrap_or(0.0).round().max(0.0) as u32;
         // Flows → cells → pieces per kind → VMs.
-        let mut pool: Vec<BTreeMap<(Option<Option<NodeId>>, u32), Vec<usize>>> =
-            vec![BTreeMap::new(); kinds.len()];
+        let mut pool: Vec<BTreeMap<(Scope, u32), Vec<usize>>> = vec![BTreeMap::new(); kinds.len()];
         for (g, ((node, _), cells)) in groups.iter().enumerate() {
             let mut positions: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-            for (&e, pattern) in cells.iter().zip(flows[g].patterns(&values)) {
+            for (&e, pattern) in cells.iter().zip(flows[g].patterns(values)) {
                 for p in pattern {
                     positions.entry(p).or_default().push(e);
                 }

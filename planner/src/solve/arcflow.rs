@@ -173,6 +173,7 @@ pub(crate) fn partitions(n: u32, largest: u32, parts: u32) -> Vec<Vec<u32>> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::expect_used)]
     use super::*;
 
     #[test]
