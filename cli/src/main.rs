@@ -617,6 +617,15 @@ fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
 }
 
 fn plan_command(args: &PlanArgs) -> Result<ExitCode, Hinted> {
+    // --time-limit bounds the whole command: reading the topology counts.
+    let started = std::time::Instant::now();
+    if !(args.time_limit.is_finite() && args.time_limit > 0.0) {
+        return Err(Hinted {
+            error: anyhow::anyhow!("--time-limit must be a number of seconds above 0"),
+            hint: None,
+            code: 2,
+        });
+    }
     let spec = planner::spec::Spec::load(&args.spec)?;
     let source = match (&args.connect, &args.source, &spec.source) {
         (Some(uri), _, _) => Source::Libvirt(uri.clone()),
@@ -626,19 +635,17 @@ fn plan_command(args: &PlanArgs) -> Result<ExitCode, Hinted> {
     };
     let host = topology::load(&source)?;
     let (request, spec_warnings) = spec.request(host.clone())?;
-    if !(args.time_limit.is_finite() && args.time_limit > 0.0) {
-        return Err(Hinted {
-            error: anyhow::anyhow!("--time-limit must be a number of seconds above 0"),
-            hint: None,
-            code: 2,
-        });
-    }
+    // What is left of the limit, less a little for writing the plan out.
+    let left = std::time::Duration::from_secs_f64(args.time_limit)
+        .saturating_sub(started.elapsed())
+        .saturating_sub(std::time::Duration::from_millis(20))
+        .max(std::time::Duration::from_millis(10));
     let options = planner::solve::SolveOptions {
         solver: match args.solver {
             SolverArg::Ilp => planner::solve::SolverKind::Ilp,
             SolverArg::Greedy => planner::solve::SolverKind::Greedy,
         },
-        time_limit: std::time::Duration::from_secs_f64(args.time_limit),
+        time_limit: left,
         explain: true,
     };
     let mut plan = planner::solve::solve(&request, &options);

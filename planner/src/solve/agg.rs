@@ -186,6 +186,45 @@ fn allowed(vm: &VmRequest, node: Option<NodeId>, threads: u32) -> bool {
     classes::allowed(vm, node, threads)
 }
 
+/// Nodes that no VM can tell apart: the same free cores per cell, and no VM
+/// whose NIC is on one of them. Their contents can be swapped in any layout,
+/// so the models may order them by cores used (symmetry breaking).
+fn interchangeable_nodes(request: &PlanRequest, host: &Host) -> Vec<Vec<Option<NodeId>>> {
+    let named: BTreeSet<NodeId> = request.vms.iter().filter_map(|v| v.nic_node).collect();
+    let mut by_shape: BTreeMap<Vec<u32>, Vec<Option<NodeId>>> = BTreeMap::new();
+    for (&k, cells) in &host.nodes {
+        let Some(node) = k else { continue };
+        if named.contains(&node) {
+            continue;
+        }
+        let mut shape: Vec<u32> = cells.iter().map(|&e| host.cells[e].cap()).collect();
+        shape.sort();
+        by_shape.entry(shape).or_default().push(k);
+    }
+    by_shape
+        .into_values()
+        .filter(|nodes| nodes.len() > 1)
+        .collect()
+}
+
+/// `used(a) ≥ used(b)` for consecutive interchangeable nodes.
+fn order_nodes(
+    m: &mut Model,
+    used: &BTreeMap<Option<NodeId>, Terms>,
+    groups: &[Vec<Option<NodeId>>],
+) {
+    for nodes in groups {
+        for pair in nodes.windows(2) {
+            let (Some(a), Some(b)) = (used.get(&pair[0]), used.get(&pair[1])) else {
+                continue;
+            };
+            let mut terms = a.clone();
+            terms.extend(b.iter().map(|&(v, c)| (v, -c)));
+            m.con(terms, Op::Ge, 0.0);
+        }
+    }
+}
+
 /// The fewest groups of `caps` that hold `demand`.
 fn fewest(caps: &[u32], demand: u32) -> u32 {
     let mut caps = caps.to_vec();
@@ -1139,11 +1178,24 @@ pub fn place_with_stats(
     request: &PlanRequest,
     time_limit: Duration,
 ) -> Result<(Placement, Stats), String> {
+    place_with_progress(request, time_limit, &super::Progress::default())
+}
+
+/// [`place_with_stats`], publishing the best placement known so far in
+/// `progress` (for a watchdog that cannot wait any longer).
+pub fn place_with_progress(
+    request: &PlanRequest,
+    time_limit: Duration,
+    progress: &super::Progress,
+) -> Result<(Placement, Stats), String> {
     let deadline = Instant::now() + time_limit;
     let host = Host::new(request);
     let vms = group(request, &host);
     let mut stats = Stats::default();
     let starts: Vec<Placement> = vec![super::greedy::place(request), super::pack::place(request)];
+    for s in &starts {
+        progress.offer(request, s);
+    }
     let start_units: Vec<Units> = starts.iter().filter_map(|p| units_of(&host, p)).collect();
     let every = request.vms.len();
 
@@ -1167,13 +1219,14 @@ pub fn place_with_stats(
     );
     let node_values = node_values.unwrap_or_else(|| vec![0.0; nm.model.vars.len()]);
     let laid_out = realise(&host, &vms, &nm, &node_values);
+    progress.offer(request, &cores_of(request, &host, &laid_out, false));
     if !node_proven {
         // Stopped early: the best of the starts and this, objective by objective.
         let mut best = cores_of(request, &host, &laid_out, false);
-        for s in starts {
-            if better(request, &s, &best) {
+        for s in &starts {
+            if better(request, s, &best) {
                 best = Placement {
-                    cores: s.cores,
+                    cores: s.cores.clone(),
                     proven: false,
                 };
             }
@@ -1198,8 +1251,21 @@ pub fn place_with_stats(
         if let Some(pm) = pattern_model(request, &host, &vms, &held, most_parts) {
             stats.variables.1 = pm.model.vars.len();
             let bounds = stage2_bounds(request, &host, &vms, &held, all_placed);
+            // The best start that holds objectives 1–5: the node model's
+            // layout, or greedy's or the packing's when as good.
+            let mut start = laid_out.clone();
+            for p in &starts {
+                let Some(u) = units_of(&host, p) else {
+                    continue;
+                };
+                let better_start = (pieces_of(&u), partial_of(&host, &u))
+                    < (pieces_of(&start), partial_of(&host, &start));
+                if better_start && holds(request, p, &held) {
+                    start = u;
+                }
+            }
             let placement =
-                patterns_stage(request, &host, pm, &laid_out, &bounds, deadline, &mut stats);
+                patterns_stage(request, &host, pm, &start, &bounds, deadline, &mut stats);
             return Ok((placement, stats));
         }
     }
@@ -1271,6 +1337,23 @@ fn stage2_bounds(
     }
     bounds.insert(Tier::PartialL3, partial);
     bounds
+}
+
+/// Whether `placement` reaches the held optima of objectives 1–5.
+fn holds(request: &PlanRequest, placement: &Placement, held: &BTreeMap<Tier, f64>) -> bool {
+    let o = super::objective(request, placement);
+    let by_level: BTreeMap<i64, u32> = o.placed_by_priority.iter().copied().collect();
+    held.iter().all(|(tier, &value)| {
+        let got = match tier {
+            Tier::Placed(l) => -f64::from(by_level.get(l).copied().unwrap_or(0)),
+            Tier::Vcpus => -f64::from(o.vcpus_placed),
+            Tier::Cores => f64::from(o.cores_used),
+            Tier::ExtraNodes => f64::from(o.extra_numa_nodes),
+            Tier::NicRemote => f64::from(o.nic_remote_cores),
+            Tier::L3PerVm | Tier::PartialL3 => return true,
+        };
+        got <= value + 1e-6
+    })
 }
 
 /// L3 domains touched, summed over VMs (one cell per domain).
@@ -1554,7 +1637,10 @@ fn pattern_model(
     most_parts: u32,
 ) -> Option<PatternModel> {
     use super::arcflow::{partitions, Flow};
-    if held.get(&Tier::ExtraNodes).copied().unwrap_or(0.0) > 0.5 {
+    // Preferred VMs over several nodes: only where each node is one cell,
+    // so that a VM's pieces are its nodes and extra nodes = pieces − 1.
+    let spanning = held.get(&Tier::ExtraNodes).copied().unwrap_or(0.0) > 0.5;
+    if spanning && host.nodes.values().any(|cells| cells.len() != 1) {
         return None;
     }
     // Kinds: (members, cores, kept to one node).
@@ -1575,7 +1661,7 @@ fn pattern_model(
     let mut loose: BTreeMap<LooseKey, (Vec<usize>, u32, bool)> = BTreeMap::new();
     for &(i, c) in &vms.loose {
         let vm = &request.vms[i];
-        let one_node = vm.numa == NumaPolicy::Preferred;
+        let one_node = vm.numa == NumaPolicy::Preferred && !spanning;
         let key = (
             vm.vcpus,
             vm.threads.name(),
@@ -1608,8 +1694,13 @@ fn pattern_model(
     let mut rho: Vec<BTreeMap<(usize, u32), usize>> = Vec::new();
     let mut sizes_of_group: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); groups.len()];
     let mut level: BTreeMap<i64, Terms> = BTreeMap::new();
-    let (mut vcpus, mut cores, mut remote, mut pieces) =
-        (Terms::new(), Terms::new(), Terms::new(), Terms::new());
+    let (mut vcpus, mut cores, mut remote, mut pieces, mut extra) = (
+        Terms::new(),
+        Terms::new(),
+        Terms::new(),
+        Terms::new(),
+        Terms::new(),
+    );
     for (members, c, one_node) in &kinds {
         let vm = &request.vms[members[0]];
         let usable: Vec<usize> = (0..groups.len())
@@ -1654,6 +1745,9 @@ fn pattern_model(
                 vcpus.push((v, -f64::from(vm.vcpus)));
                 cores.push((v, f64::from(*c)));
                 pieces.push((v, pattern.len() as f64));
+                if spanning && vm.numa == NumaPolicy::Preferred && pattern.len() > 1 {
+                    extra.push((v, pattern.len() as f64 - 1.0));
+                }
                 for &p in &pattern {
                     let entry = per_size.entry(p).or_default();
                     match entry.iter_mut().find(|(var, _)| *var == v) {
@@ -1712,6 +1806,11 @@ fn pattern_model(
         objective.extend(flow.partial());
         flows.push(flow);
     }
+    let mut used: BTreeMap<Option<NodeId>, Terms> = BTreeMap::new();
+    for (((node, _), _), flow) in groups.iter().zip(&flows) {
+        used.entry(*node).or_default().extend(flow.cores());
+    }
+    order_nodes(&mut m, &used, &interchangeable_nodes(request, host));
     // Objectives 1–6 held.
     for l in priority_levels(request) {
         if let Some(&value) = held.get(&Tier::Placed(l)) {
@@ -1724,6 +1823,7 @@ fn pattern_model(
         (Tier::Cores, cores),
         (Tier::NicRemote, remote),
         (Tier::L3PerVm, pieces),
+        (Tier::ExtraNodes, extra),
     ] {
         if let Some(&value) = held.get(&tier) {
             m.con(terms, Op::Le, value);
@@ -1796,8 +1896,8 @@ impl PatternModel {
     }
 }
 
-/// Whether `a` is lexicographically better than `b` on objectives 1–2.
-fn better(request: &PlanRequest, a: &Placement, b: &Placement) -> bool {
+/// Whether `a` is lexicographically better than `b` on objectives 1–3.
+pub(crate) fn better(request: &PlanRequest, a: &Placement, b: &Placement) -> bool {
     let key = |p: &Placement| {
         let o = super::objective(request, p);
         (

@@ -52,6 +52,26 @@ impl Flow {
             .map(|&i| (i, m.int(f64::from(cells))))
             .collect();
         let empty = m.int(f64::from(cells));
+        // Full cells, as a variable of its own: cores = cap · full + what the
+        // partly used cells hold, which gives the backend's rounding (MIR)
+        // cuts something to work on.
+        let full = m.int(f64::from(cells));
+        let mut ends: Terms = arcs
+            .iter()
+            .filter(|&&(from, s, _)| from + s == cap)
+            .map(|&(_, _, v)| (v, 1.0))
+            .collect();
+        ends.push((full, -1.0));
+        m.con(ends, Op::Eq, 0.0);
+        let mut split: Terms = arcs
+            .iter()
+            .map(|&(_, size, v)| (v, f64::from(size)))
+            .collect();
+        split.push((full, -f64::from(cap)));
+        for &(from, v) in &losses {
+            split.push((v, -f64::from(from)));
+        }
+        m.con(split, Op::Eq, 0.0);
         for &i in reach.iter().filter(|&&i| i < cap) {
             let mut net = Terms::new();
             for &(from, s, v) in &arcs {
@@ -89,6 +109,14 @@ impl Flow {
             .iter()
             .filter(|&&(_, size, _)| size == s)
             .map(|&(_, _, v)| (v, 1.0))
+            .collect()
+    }
+
+    /// Cores the group's pieces take.
+    pub(crate) fn cores(&self) -> Terms {
+        self.arcs
+            .iter()
+            .map(|&(_, size, v)| (v, f64::from(size)))
             .collect()
     }
 

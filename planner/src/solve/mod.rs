@@ -352,31 +352,82 @@ pub fn exact(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
     }
 }
 
-/// [`exact`] in a worker thread, abandoned if it overruns the limit by more
-/// than a quarter second (a backend that ignores its time limit must not hang
-/// pinplan).
-pub fn exact_with_watchdog(
-    request: &PlanRequest,
-    time_limit: Duration,
-) -> Result<Placement, String> {
+/// The best placement a solver has found so far, shared with a watchdog.
+#[derive(Debug, Default)]
+pub struct Progress(std::sync::Mutex<Option<Placement>>);
+
+impl Progress {
+    /// Keeps `placement` if it is better than what is kept (objectives 1–3).
+    pub fn offer(&self, request: &PlanRequest, placement: &Placement) {
+        // A poisoned lock only means a solver thread panicked: keep going.
+        let mut best = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if best
+            .as_ref()
+            .is_none_or(|b| agg::better(request, placement, b))
+        {
+            *best = Some(Placement {
+                cores: placement.cores.clone(),
+                proven: false,
+            });
+        }
+    }
+
+    /// The best kept, unproven.
+    pub fn best(&self) -> Option<Placement> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// What [`exact_with_watchdog`] gives back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watched {
+    /// The placement (the best found so far when the solver was abandoned).
+    pub placement: Placement,
+    /// The solver overran its limit and still runs in its thread: no other
+    /// solve should start (CBC runs one at a time).
+    pub abandoned: bool,
+}
+
+/// [`exact`] in a worker thread. If it overruns the limit by more than a
+/// tenth (at least 50 ms) the best placement it published is taken and the
+/// thread abandoned: a backend that ignores its time limit must not hang
+/// pinplan or break `--time-limit`.
+pub fn exact_with_watchdog(request: &PlanRequest, time_limit: Duration) -> Result<Watched, String> {
     let (tx, rx) = std::sync::mpsc::channel();
     let owned = request.clone();
+    let progress = std::sync::Arc::new(Progress::default());
+    let shared = std::sync::Arc::clone(&progress);
     let worker = std::thread::Builder::new()
         .name("pinplan-ilp".to_owned())
         .spawn(move || {
+            let result = if agg::supported(&owned) {
+                agg::place_with_progress(&owned, time_limit, &shared).map(|(p, _)| p)
+            } else {
+                ilp::place(&owned, time_limit)
+            };
             // The receiver may be gone after a timeout; nothing to do then.
-            let _ = tx.send(exact(&owned, time_limit));
+            let _ = tx.send(result);
         })
         .map_err(|e| format!("cannot start the solver thread: {e}"))?;
-    match rx.recv_timeout(time_limit + Duration::from_millis(250)) {
+    let grace = time_limit.mul_f64(0.1).max(Duration::from_millis(50));
+    match rx.recv_timeout(time_limit + grace) {
         Ok(result) => {
             let _ = worker.join();
-            result
+            result.map(|placement| Watched {
+                placement,
+                abandoned: false,
+            })
         }
-        Err(_) => Err(format!(
-            "the integer program did not finish within the {} s time limit",
-            time_limit.as_secs_f64()
-        )),
+        Err(_) => match progress.best() {
+            Some(placement) => Ok(Watched {
+                placement,
+                abandoned: true,
+            }),
+            None => Err(format!(
+                "the integer program did not finish within the {} s time limit",
+                time_limit.as_secs_f64()
+            )),
+        },
     }
 }
 
@@ -418,11 +469,15 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
         ));
     }
     let started = Instant::now();
+    let mut resolve = true;
     let (placement, solver_name) = match options.solver {
         SolverKind::Greedy => (greedy::place(request), "greedy"),
         SolverKind::Ilp => {
             match exact_with_watchdog(request, options.time_limit.mul_f64(SOLVE_SHARE)) {
-                Ok(p) => (p, "ilp"),
+                Ok(w) => {
+                    resolve = !w.abandoned;
+                    (w.placement, "ilp")
+                }
                 Err(why) => {
                     warnings.push(format!(
                         "{why}; the greedy first-fit answer is given instead"
@@ -439,13 +494,16 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
             options.time_limit.as_secs_f64()
         ));
     }
+    // An abandoned solver thread still holds the backend: explanations then
+    // check the cores left free only (a deadline already passed: no re-solve).
+    let explain_deadline = if resolve { deadline } else { Instant::now() };
     let mut plan = build_plan(
         request,
         &placement,
         solver_name,
         options,
         warnings,
-        deadline,
+        explain_deadline,
     );
     plan.solve_seconds = Some(started.elapsed().as_secs_f64());
     plan
