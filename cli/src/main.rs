@@ -127,7 +127,8 @@ struct PlanArgs {
     /// The exact integer program, or the first-fit baseline.
     #[arg(long, value_enum, default_value = "ilp")]
     solver: SolverArg,
-    /// Wall-clock limit for the solver, in seconds.
+    /// Wall-clock limit for the whole command (topology, solve, explanations),
+    /// in seconds; the best plan found by then is given, marked not proven.
     #[arg(long, value_name = "S", default_value_t = 10.0)]
     time_limit: f64,
     /// Write DIR/plan.json (atomically); the directory is created if needed.

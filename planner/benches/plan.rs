@@ -819,7 +819,8 @@ fn fits_node(vm: &VmRequest, smt: u32, node_cap: u32) -> bool {
 /// the load; when that takes fewer than 40 (small hosts) or more than 120
 /// VMs, the count is clamped and vCPUs are taken from or added to random VMs
 /// until the demand is the load again (never below 1 or above 16 vCPUs, never
-/// beyond the largest node's free cores).
+/// beyond the largest node's free cores; on a host too small for 40 VMs of
+/// 1 vCPU, emulators move to the host).
 fn instance(
     name: String,
     seed: u64,
@@ -890,6 +891,16 @@ fn instance(
         }
         let k = smaller[rng.range(0, u32::try_from(smaller.len() - 1).unwrap_or(0)) as usize];
         vms[k].vcpus -= 1;
+    }
+    // Still above it with 1 vCPU each (small hosts): emulators to the host.
+    while demand_of(&vms) > target {
+        let Some(vm) = vms
+            .iter_mut()
+            .find(|v| v.emulator == EmulatorPolicy::Isolate && cores_needed(v, smt) > 1)
+        else {
+            break;
+        };
+        vm.emulator = EmulatorPolicy::Host;
     }
     loop {
         let demand = demand_of(&vms);
@@ -1035,7 +1046,13 @@ fn tier_runs(stats: &agg::Stats) -> String {
             } else {
                 ""
             };
-            format!("{}={:.0}:{:.1}{mark}", tier_letter(t.tier), t.value, t.ms)
+            // `+ 0.0`: no "-0" for a placed count of 0.
+            format!(
+                "{}={:.0}:{:.1}{mark}",
+                tier_letter(t.tier),
+                t.value + 0.0,
+                t.ms
+            )
         })
         .collect::<Vec<_>>()
         .join(" ")

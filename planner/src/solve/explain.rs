@@ -332,6 +332,38 @@ pub fn explain(
                     fix = Some(format!("with vcpus = {v} it fits"));
                 }
             }
+            // A full host: the VM fits alone, so above every other priority it
+            // is placed (the first objective places the highest level first),
+            // and VMs of lower priority make room.
+            if fix.is_none() && !placed_names.is_empty() {
+                let alone = PlanRequest {
+                    vms: vec![vm.clone()],
+                    ..request.clone()
+                };
+                if !super::greedy::place(&alone).cores.is_empty() {
+                    let top = request.vms.iter().map(|v| v.priority).max().unwrap_or(0);
+                    let lower: Vec<&str> = placement
+                        .cores
+                        .keys()
+                        .filter_map(|&j| request.vms.get(j))
+                        .filter(|v| v.priority <= vm.priority)
+                        .map(|v| v.name.as_str())
+                        .collect();
+                    fix = Some(if lower.is_empty() {
+                        format!(
+                            "with priority = {} it fits, in place of VMs of higher priority now",
+                            top.saturating_add(1)
+                        )
+                    } else {
+                        format!(
+                            "with priority = {} it fits, in place of VMs of its priority or \
+                             lower ({})",
+                            top.saturating_add(1),
+                            some_names(&lower, 3)
+                        )
+                    });
+                }
+            }
         }
 
         let after: Vec<String> = {
