@@ -362,6 +362,7 @@ fn node_model(request: &PlanRequest, host: &Host, vms: &Vms) -> NodeModel {
     for (&k, terms) in &cap {
         m.con(terms.clone(), Op::Le, f64::from(host.node_cap(k)));
     }
+    order_nodes(&mut m, &cap, &interchangeable_nodes(request, host));
     let mut tiers: Tiers = priority_levels(request)
         .into_iter()
         .map(|l| (Tier::Placed(l), level.remove(&l).unwrap_or_default()))
@@ -424,12 +425,37 @@ fn units_of(host: &Host, placement: &Placement) -> Option<Units> {
     Some(units)
 }
 
-fn node_start(host: &Host, vms: &Vms, nm: &NodeModel, units: &Units) -> Vec<f64> {
+/// Node model values for a layout. Interchangeable nodes are relabelled so
+/// that their cores used do not increase along each group (the order the
+/// model imposes).
+fn node_start(
+    host: &Host,
+    vms: &Vms,
+    nm: &NodeModel,
+    units: &Units,
+    symmetric: &[Vec<Option<NodeId>>],
+) -> Vec<f64> {
     let mut values = vec![0.0; nm.model.vars.len()];
+    let mut used: BTreeMap<Option<NodeId>, u32> = BTreeMap::new();
+    for cells in units.values() {
+        for (&e, &c) in cells {
+            *used.entry(host.cells[e].node).or_default() += c;
+        }
+    }
+    let mut relabel: BTreeMap<Option<NodeId>, Option<NodeId>> = BTreeMap::new();
+    for group in symmetric {
+        let mut by_use = group.clone();
+        by_use.sort_by_key(|k| std::cmp::Reverse(used.get(k).copied().unwrap_or(0)));
+        for (from, to) in by_use.into_iter().zip(group) {
+            relabel.insert(from, *to);
+        }
+    }
     let node_count = |i: usize| -> BTreeMap<Option<NodeId>, u32> {
         let mut per = BTreeMap::new();
         for (&e, &c) in units.get(&i).into_iter().flatten() {
-            *per.entry(host.cells[e].node).or_default() += c;
+            let node = host.cells[e].node;
+            *per.entry(relabel.get(&node).copied().unwrap_or(node))
+                .or_default() += c;
         }
         per
     };
@@ -465,7 +491,6 @@ fn node_start(host: &Host, vms: &Vms, nm: &NodeModel, units: &Units) -> Vec<f64>
 /// if that splits more VMs than the cell model has slots, a plain sequential
 /// fill (at most one split per cell boundary) instead.
 fn realise(host: &Host, vms: &Vms, nm: &NodeModel, values: &[f64]) -> Units {
-    let mut units = Units::new();
     // Strict VMs per node: the first members of each type in spec order.
     let mut per_node: BTreeMap<Option<NodeId>, Vec<(usize, u32)>> = BTreeMap::new();
     for ((members, c), xs) in vms.types.iter().zip(&nm.x) {
@@ -477,14 +502,12 @@ fn realise(host: &Host, vms: &Vms, nm: &NodeModel, values: &[f64]) -> Units {
             }
         }
     }
-    // Loose VMs: their per-node amounts, laid out first (they may take any
-    // cells of the node; strict VMs then pack around them).
+    // Loose VMs: their per-node amounts.
     let mut loose_per_node: BTreeMap<Option<NodeId>, Vec<(usize, u32)>> = BTreeMap::new();
     for (j, &(i, _)) in vms.loose.iter().enumerate() {
         if values.get(nm.p[j]).copied().unwrap_or(0.0) < 0.5 {
             continue;
         }
-        units.entry(i).or_default();
         for &(k, v) in &nm.n[j] {
             let amount = values.get(v).copied().unwrap_or(0.0).round().max(0.0) as u32;
             if amount > 0 {
@@ -492,6 +515,17 @@ fn realise(host: &Host, vms: &Vms, nm: &NodeModel, values: &[f64]) -> Units {
             }
         }
     }
+    lay_out(host, per_node, loose_per_node)
+}
+
+/// Per-node loads → cells: strict VMs `(vm, cores)` and pieces of the other
+/// VMs `(vm, cores)` on each node.
+fn lay_out(
+    host: &Host,
+    mut per_node: BTreeMap<Option<NodeId>, Vec<(usize, u32)>>,
+    mut loose_per_node: BTreeMap<Option<NodeId>, Vec<(usize, u32)>>,
+) -> Units {
+    let mut units = Units::new();
     for (&k, cells) in &host.nodes {
         let strict = per_node.remove(&k).unwrap_or_default();
         let loose = loose_per_node.remove(&k).unwrap_or_default();
@@ -509,6 +543,307 @@ fn realise(host: &Host, vms: &Vms, nm: &NodeModel, values: &[f64]) -> Units {
         }
     }
     units
+}
+
+/// Objectives 1–5 on a pattern and arc-flow model over NUMA nodes (the node
+/// model's counts per node have a weak LP on hosts of many small nodes: the
+/// 24-node fixture left "vCPUs placed" unproven after 7 s). Nodes of the same
+/// free cores form one arc-flow group (a node some VM's NIC is on is a group
+/// of its own); a strict VM is one piece, another VM any partition of its
+/// cores into pieces on distinct nodes (extra NUMA nodes = pieces − 1 for
+/// `numa = "preferred"`). Pieces of one VM that the flow puts on one node are
+/// merged by the layout, which only lowers objective 4, so the model's
+/// optima are layouts'. `None` when it would be too big (VMs of many cores
+/// that may span nodes); the counting node model is used then.
+fn node_patterns(
+    request: &PlanRequest,
+    host: &Host,
+    vms: &Vms,
+    deadline: Instant,
+    stats: &mut Stats,
+) -> Option<(Units, bool, bool)> {
+    use super::arcflow::{partitions, Flow};
+    let named: BTreeSet<Option<NodeId>> = request
+        .vms
+        .iter()
+        .filter_map(|v| v.nic_node.map(Some))
+        .collect();
+    // Groups of nodes: (key, free cores) → nodes; a NIC's node or the node
+    // of unknown id alone.
+    let mut by_group: BTreeMap<(Option<Option<NodeId>>, u32), Vec<Option<NodeId>>> =
+        BTreeMap::new();
+    for &k in host.nodes.keys() {
+        let own = (named.contains(&k) || k.is_none()).then_some(k);
+        by_group.entry((own, host.node_cap(k))).or_default().push(k);
+    }
+    let groups: Vec<((Option<Option<NodeId>>, u32), Vec<Option<NodeId>>)> = by_group
+        .into_iter()
+        .filter(|((_, cap), _)| *cap > 0)
+        .collect();
+    // Kinds: strict types (one piece), the others grouped alike.
+    let mut kinds: Vec<(Vec<usize>, u32, bool)> = vms
+        .types
+        .iter()
+        .map(|(m, c)| (m.clone(), *c, true))
+        .collect();
+    let mut loose: BTreeMap<
+        (
+            u32,
+            &'static str,
+            bool,
+            bool,
+            Option<NodeId>,
+            Option<NodeId>,
+            i64,
+        ),
+        Vec<usize>,
+    > = BTreeMap::new();
+    for &(i, _) in &vms.loose {
+        let vm = &request.vms[i];
+        let key = (
+            vm.vcpus,
+            vm.threads.name(),
+            vm.emulator == EmulatorPolicy::Isolate,
+            vm.numa == NumaPolicy::Preferred,
+            vm.required_node(),
+            vm.preferred_node(),
+            vm.priority,
+        );
+        loose.entry(key).or_default().push(i);
+    }
+    let mut loose: Vec<Vec<usize>> = loose.into_values().collect();
+    loose.sort_by_key(|members| members.first().copied());
+    for members in loose {
+        let c = cores_per_vm(&request.vms[members[0]], host.threads)?;
+        kinds.push((members, c, false));
+    }
+
+    let mut m = Model::default();
+    let mut sigma: Vec<Vec<(Vec<u32>, usize)>> = Vec::new();
+    let mut rho: Vec<BTreeMap<(usize, u32), usize>> = Vec::new();
+    let mut sizes_of_group: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); groups.len()];
+    let mut level: BTreeMap<i64, Terms> = BTreeMap::new();
+    let (mut vcpus, mut cores, mut extra, mut remote, mut pieces) = (
+        Terms::new(),
+        Terms::new(),
+        Terms::new(),
+        Terms::new(),
+        Terms::new(),
+    );
+    let mut bounds: BTreeMap<Tier, f64> = BTreeMap::new();
+    let (mut all_vcpus, mut all_cores, mut least_extra, mut least_pieces) = (0.0, 0.0, 0.0, 0.0);
+    let mut patterns_total = 0usize;
+    for (members, c, strict) in &kinds {
+        let vm = &request.vms[members[0]];
+        let count = members.len() as f64;
+        *bounds.entry(Tier::Placed(vm.priority)).or_default() -= count;
+        all_vcpus += f64::from(vm.vcpus) * count;
+        all_cores += f64::from(*c) * count;
+        let usable: Vec<usize> = (0..groups.len())
+            .filter(|&g| groups[g].1.iter().all(|&k| allowed(vm, k, host.threads)))
+            .collect();
+        let largest = usable.iter().map(|&g| groups[g].0 .1).max().unwrap_or(0);
+        let nodes: u32 = usable
+            .iter()
+            .map(|&g| u32::try_from(groups[g].1.len()).unwrap_or(0))
+            .sum();
+        let patterns: Vec<Vec<u32>> = if *strict {
+            if *c <= largest {
+                vec![vec![*c]]
+            } else {
+                Vec::new()
+            }
+        } else {
+            partitions(*c, largest.min(*c), nodes.min(*c))
+        };
+        let caps: Vec<u32> = usable
+            .iter()
+            .flat_map(|&g| std::iter::repeat_n(groups[g].0 .1, groups[g].1.len()))
+            .collect();
+        let least = if *strict {
+            1.0
+        } else {
+            f64::from(fewest(&caps, *c))
+        };
+        least_pieces += least * count;
+        if !*strict && vm.numa == NumaPolicy::Preferred {
+            least_extra += (least - 1.0) * count;
+        }
+        patterns_total += patterns.len();
+        if patterns_total > 20_000 {
+            return None;
+        }
+        let mut sig = Vec::new();
+        let mut per_size: BTreeMap<u32, Terms> = BTreeMap::new();
+        let mut counted = Terms::new();
+        for pattern in patterns {
+            let v = m.int(count);
+            counted.push((v, 1.0));
+            level.entry(vm.priority).or_default().push((v, -1.0));
+            vcpus.push((v, -f64::from(vm.vcpus)));
+            cores.push((v, f64::from(*c)));
+            pieces.push((v, pattern.len() as f64));
+            if !*strict && vm.numa == NumaPolicy::Preferred && pattern.len() > 1 {
+                extra.push((v, pattern.len() as f64 - 1.0));
+            }
+            for &p in &pattern {
+                let entry = per_size.entry(p).or_default();
+                match entry.iter_mut().find(|(var, _)| *var == v) {
+                    Some(term) => term.1 += 1.0,
+                    None => entry.push((v, 1.0)),
+                }
+            }
+            sig.push((pattern, v));
+        }
+        if !counted.is_empty() {
+            m.con(counted, Op::Le, count);
+        }
+        let mut rh = BTreeMap::new();
+        for (p, from_patterns) in per_size {
+            let mut link: Terms = from_patterns.iter().map(|&(v, k)| (v, -k)).collect();
+            for &g in &usable {
+                if p > groups[g].0 .1 {
+                    continue;
+                }
+                let r = m.int(f64::from(*c) * count);
+                rh.insert((g, p), r);
+                link.push((r, 1.0));
+                sizes_of_group[g].insert(p);
+                if let Some(nic) = vm.preferred_node() {
+                    if !groups[g].1.contains(&Some(nic)) {
+                        remote.push((r, f64::from(p)));
+                    }
+                }
+            }
+            m.con(link, Op::Eq, 0.0);
+        }
+        sigma.push(sig);
+        rho.push(rh);
+    }
+    let mut flows = Vec::new();
+    for (g, (key, nodes)) in groups.iter().enumerate() {
+        let flow = Flow::add(
+            &mut m,
+            u32::try_from(nodes.len()).unwrap_or(u32::MAX),
+            key.1,
+            &sizes_of_group[g],
+        );
+        for &p in &sizes_of_group[g] {
+            let mut link = flow.pieces(p);
+            for rh in &rho {
+                if let Some(&r) = rh.get(&(g, p)) {
+                    link.push((r, -1.0));
+                }
+            }
+            m.con(link, Op::Eq, 0.0);
+        }
+        flows.push(flow);
+    }
+    bounds.insert(Tier::Vcpus, -all_vcpus);
+    bounds.insert(Tier::Cores, all_cores);
+    bounds.insert(Tier::ExtraNodes, least_extra);
+    bounds.insert(Tier::NicRemote, 0.0);
+    let mut tiers: Tiers = priority_levels(request)
+        .into_iter()
+        .map(|l| (Tier::Placed(l), level.remove(&l).unwrap_or_default()))
+        .collect();
+    tiers.push((Tier::Vcpus, vcpus));
+    tiers.push((Tier::Cores, cores));
+    tiers.push((Tier::ExtraNodes, extra));
+    tiers.push((Tier::NicRemote, remote));
+    tiers.retain(|(_, t)| !t.is_empty());
+    stats.variables.0 = m.vars.len();
+    let every = kinds.iter().map(|(mm, _, _)| mm.len()).sum::<usize>() == request.vms.len();
+    let (values, mut proven) = lexicographic(
+        &mut m,
+        &tiers,
+        &bounds,
+        &[],
+        deadline,
+        every,
+        &mut stats.tiers,
+    );
+    let mut values = values?;
+    // Where every node is one L3 domain (or L3 is unknown), pieces are the
+    // domains a VM touches and partly used nodes are partly used domains:
+    // objectives 6–7 on this model too.
+    let one_domain_per_node = {
+        let domains: BTreeSet<Domain> = host.cells.iter().map(|c| c.domain).collect();
+        domains.len() == host.cells.len() && host.nodes.values().all(|cells| cells.len() == 1)
+    };
+    let complete = proven && one_domain_per_node;
+    if complete {
+        let held: BTreeMap<Tier, f64> = stats.tiers.iter().map(|r| (r.tier, r.value)).collect();
+        let all_placed = placed_everything(stats, request);
+        let mut more = stage2_bounds(request, host, vms, &held, all_placed);
+        if all_placed {
+            more.insert(Tier::L3PerVm, least_pieces);
+        }
+        let partial: Terms = flows.iter().flat_map(|f| f.partial()).collect();
+        let rest: Tiers = vec![(Tier::L3PerVm, pieces), (Tier::PartialL3, partial)];
+        let (v, p) = lexicographic(
+            &mut m,
+            &rest,
+            &more,
+            std::slice::from_ref(&values),
+            deadline,
+            all_placed,
+            &mut stats.tiers,
+        );
+        if let Some(v) = v {
+            values = v;
+        }
+        proven = p;
+    }
+    let count = |v: usize| values.get(v).copied().unwrap_or(0.0).round().max(0.0) as u32;
+
+    // Flows → nodes → pieces per kind → VMs → per-node loads.
+    let mut pool: Vec<BTreeMap<u32, Vec<Option<NodeId>>>> = vec![BTreeMap::new(); kinds.len()];
+    for (g, (_, nodes)) in groups.iter().enumerate() {
+        let mut positions: BTreeMap<u32, Vec<Option<NodeId>>> = BTreeMap::new();
+        for (&k, pattern) in nodes.iter().zip(flows[g].patterns(&values)) {
+            for p in pattern {
+                positions.entry(p).or_default().push(k);
+            }
+        }
+        for (p, nodes_of_size) in positions {
+            let mut next = nodes_of_size.into_iter();
+            for (t, rh) in rho.iter().enumerate() {
+                let Some(&r) = rh.get(&(g, p)) else { continue };
+                for _ in 0..count(r) {
+                    pool[t].entry(p).or_default().push(next.next()?);
+                }
+            }
+        }
+    }
+    let mut per_node: BTreeMap<Option<NodeId>, Vec<(usize, u32)>> = BTreeMap::new();
+    let mut loose_per_node: BTreeMap<Option<NodeId>, Vec<(usize, u32)>> = BTreeMap::new();
+    for (t, sig) in sigma.iter().enumerate() {
+        let mut members = kinds[t].0.iter().copied();
+        for (pattern, v) in sig {
+            for _ in 0..count(*v) {
+                let i = members.next()?;
+                let mut mine: BTreeMap<Option<NodeId>, u32> = BTreeMap::new();
+                for &p in pattern {
+                    let nodes = pool[t].get_mut(&p)?;
+                    let at = nodes
+                        .iter()
+                        .rposition(|k| !mine.contains_key(k))
+                        .unwrap_or(nodes.len().checked_sub(1)?);
+                    *mine.entry(nodes.remove(at)).or_default() += p;
+                }
+                let target = if kinds[t].2 {
+                    &mut per_node
+                } else {
+                    &mut loose_per_node
+                };
+                for (k, amount) in mine {
+                    target.entry(k).or_default().push((i, amount));
+                }
+            }
+        }
+    }
+    Some((lay_out(host, per_node, loose_per_node), proven, complete))
 }
 
 type Layout = Vec<(usize, Vec<(usize, u32)>)>;
@@ -1199,12 +1534,43 @@ pub fn place_with_progress(
     let start_units: Vec<Units> = starts.iter().filter_map(|p| units_of(&host, p)).collect();
     let every = request.vms.len();
 
-    // 1. Objectives 1–5 on nodes.
+    // 1. Objectives 1–5 on nodes: patterns and arc flow, else counts.
+    if let Some((laid_out, proven, complete)) =
+        node_patterns(request, &host, &vms, deadline, &mut stats)
+    {
+        progress.offer(request, &cores_of(request, &host, &laid_out, false));
+        if complete {
+            return Ok((cores_of(request, &host, &laid_out, proven), stats));
+        }
+        if !proven {
+            let mut best = cores_of(request, &host, &laid_out, false);
+            for s in &starts {
+                if better(request, s, &best) {
+                    best = Placement {
+                        cores: s.cores.clone(),
+                        proven: false,
+                    };
+                }
+            }
+            return Ok((best, stats));
+        }
+        return stage2(
+            request,
+            &host,
+            &vms,
+            laid_out,
+            &starts,
+            &start_units,
+            deadline,
+            stats,
+        );
+    }
     let mut nm = node_model(request, &host, &vms);
     stats.variables.0 = nm.model.vars.len();
+    let symmetric = interchangeable_nodes(request, &host);
     let candidates: Vec<Vec<f64>> = start_units
         .iter()
-        .map(|u| node_start(&host, &vms, &nm, u))
+        .map(|u| node_start(&host, &vms, &nm, u, &symmetric))
         .collect();
     let tiers = std::mem::take(&mut nm.tiers);
     let placeable = vms.types.iter().map(|(m, _)| m.len()).sum::<usize>() + vms.loose.len();
@@ -1234,6 +1600,31 @@ pub fn place_with_progress(
         return Ok((best, stats));
     }
 
+    stage2(
+        request,
+        &host,
+        &vms,
+        laid_out,
+        &starts,
+        &start_units,
+        deadline,
+        stats,
+    )
+}
+
+/// Objectives 6–7, with 1–5 held at the values in `stats`; `laid_out` is the
+/// layout of the optimum of 1–5.
+#[allow(clippy::too_many_arguments)]
+fn stage2(
+    request: &PlanRequest,
+    host: &Host,
+    vms: &Vms,
+    laid_out: Units,
+    starts: &[Placement],
+    start_units: &[Units],
+    deadline: Instant,
+    mut stats: Stats,
+) -> Result<(Placement, Stats), String> {
     let held: BTreeMap<Tier, f64> = stats.tiers.iter().map(|r| (r.tier, r.value)).collect();
     let all_placed = placed_everything(&stats, request);
 
@@ -1250,11 +1641,20 @@ pub fn place_with_progress(
         let most_parts = u32::try_from((start_pieces - placed + 1.0).max(1.0) as u64).unwrap_or(1);
         if let Some(pm) = pattern_model(request, &host, &vms, &held, most_parts) {
             stats.variables.1 = pm.model.vars.len();
+            if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
+                eprintln!(
+                    "agg: pattern model: {} variables, {} constraints, at most {most_parts} \
+                     pieces per VM, {} cells",
+                    pm.model.vars.len(),
+                    pm.model.cons.len(),
+                    host.cells.len()
+                );
+            }
             let bounds = stage2_bounds(request, &host, &vms, &held, all_placed);
             // The best start that holds objectives 1–5: the node model's
             // layout, or greedy's or the packing's when as good.
             let mut start = laid_out.clone();
-            for p in &starts {
+            for p in starts {
                 let Some(u) = units_of(&host, p) else {
                     continue;
                 };

@@ -494,9 +494,15 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
             options.time_limit.as_secs_f64()
         ));
     }
-    // An abandoned solver thread still holds the backend: explanations then
-    // check the cores left free only (a deadline already passed: no re-solve).
-    let explain_deadline = if resolve { deadline } else { Instant::now() };
+    // Explanations check the cores left free first; their re-solves get as
+    // long as the solve took (at least 0.1 s, never past the limit), so that
+    // explaining 30 VMs does not take 30 solves' time. An abandoned solver
+    // thread still holds the backend: then no re-solve at all.
+    let explain_deadline = if resolve {
+        (Instant::now() + started.elapsed().max(Duration::from_millis(100))).min(deadline)
+    } else {
+        Instant::now()
+    };
     let mut plan = build_plan(
         request,
         &placement,
