@@ -1092,7 +1092,7 @@ fn part3_specs(only: Option<&str>, dir: &Path) -> BoxResult<()> {
     std::fs::create_dir_all(dir)?;
     let instances = instances3(only)?;
     for inst in &instances {
-        write_spec(dir, inst)?;
+        check_spec(&write_spec(dir, inst)?, inst)?;
     }
     println!("wrote {} plan specs to {}", instances.len(), dir.display());
     Ok(())
@@ -1161,7 +1161,7 @@ fn part3(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
     let instances = instances3(only)?;
     for inst in &instances {
         if let Some(dir) = specs {
-            write_spec(dir, inst)?;
+            check_spec(&write_spec(dir, inst)?, inst)?;
         }
         let req = &inst.request;
         count += 1;

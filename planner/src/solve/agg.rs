@@ -570,13 +570,12 @@ fn node_patterns(
         .collect();
     // Groups of nodes: (key, free cores) → nodes; a NIC's node or the node
     // of unknown id alone.
-    let mut by_group: BTreeMap<(Option<Option<NodeId>>, u32), Vec<Option<NodeId>>> =
-        BTreeMap::new();
+    let mut by_group: BTreeMap<(Scope, u32), Vec<Option<NodeId>>> = BTreeMap::new();
     for &k in host.nodes.keys() {
         let own = (named.contains(&k) || k.is_none()).then_some(k);
         by_group.entry((own, host.node_cap(k))).or_default().push(k);
     }
-    let groups: Vec<((Option<Option<NodeId>>, u32), Vec<Option<NodeId>>)> = by_group
+    let groups: Vec<NodeGroup> = by_group
         .into_iter()
         .filter(|((_, cap), _)| *cap > 0)
         .collect();
@@ -586,18 +585,7 @@ fn node_patterns(
         .iter()
         .map(|(m, c)| (m.clone(), *c, true))
         .collect();
-    let mut loose: BTreeMap<
-        (
-            u32,
-            &'static str,
-            bool,
-            bool,
-            Option<NodeId>,
-            Option<NodeId>,
-            i64,
-        ),
-        Vec<usize>,
-    > = BTreeMap::new();
+    let mut loose: BTreeMap<LooseKey, Vec<usize>> = BTreeMap::new();
     for &(i, _) in &vms.loose {
         let vm = &request.vms[i];
         let key = (
@@ -1639,7 +1627,7 @@ fn stage2(
             .sum::<f64>();
         let start_pieces = pieces_of(&laid_out);
         let most_parts = u32::try_from((start_pieces - placed + 1.0).max(1.0) as u64).unwrap_or(1);
-        if let Some(pm) = pattern_model(request, &host, &vms, &held, most_parts) {
+        if let Some(pm) = pattern_model(request, host, vms, &held, most_parts) {
             stats.variables.1 = pm.model.vars.len();
             if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
                 eprintln!(
@@ -1650,32 +1638,32 @@ fn stage2(
                     host.cells.len()
                 );
             }
-            let bounds = stage2_bounds(request, &host, &vms, &held, all_placed);
+            let bounds = stage2_bounds(request, host, vms, &held, all_placed);
             // The best start that holds objectives 1–5: the node model's
             // layout, or greedy's or the packing's when as good.
             let mut start = laid_out.clone();
             for p in starts {
-                let Some(u) = units_of(&host, p) else {
+                let Some(u) = units_of(host, p) else {
                     continue;
                 };
-                let better_start = (pieces_of(&u), partial_of(&host, &u))
-                    < (pieces_of(&start), partial_of(&host, &start));
+                let better_start = (pieces_of(&u), partial_of(host, &u))
+                    < (pieces_of(&start), partial_of(host, &start));
                 if better_start && holds(request, p, &held) {
                     start = u;
                 }
             }
             let placement =
-                patterns_stage(request, &host, pm, &start, &bounds, deadline, &mut stats);
+                patterns_stage(request, host, pm, &start, &bounds, deadline, &mut stats);
             return Ok((placement, stats));
         }
     }
     cells_stage(
         request,
-        &host,
-        &vms,
+        host,
+        vms,
         &held,
         &laid_out,
-        &start_units,
+        start_units,
         all_placed,
         deadline,
         stats,
@@ -1986,6 +1974,22 @@ fn placed_everything(stats: &Stats, request: &PlanRequest) -> bool {
     placed as usize == request.vms.len()
 }
 
+/// What the models see of a VM that may span nodes: vCPUs, thread policy,
+/// emulator isolated, `numa = "preferred"` (or kept to one node), required
+/// node, preferred NIC node, priority.
+type LooseKey = (
+    u32,
+    &'static str,
+    bool,
+    bool,
+    Option<NodeId>,
+    Option<NodeId>,
+    i64,
+);
+
+/// Nodes of one arc-flow group: (a NIC's node alone, free cores) and the nodes.
+type NodeGroup = ((Scope, u32), Vec<Option<NodeId>>);
+
 /// Where a kind's patterns live: `Some(node)` for VMs kept to one node,
 /// `None` for VMs that may span nodes.
 type Scope = Option<Option<NodeId>>;
@@ -2049,15 +2053,7 @@ fn pattern_model(
         .iter()
         .map(|(m, c)| (m.clone(), *c, true))
         .collect();
-    type LooseKey = (
-        u32,
-        &'static str,
-        bool,
-        bool,
-        Option<NodeId>,
-        Option<NodeId>,
-        i64,
-    );
+
     let mut loose: BTreeMap<LooseKey, (Vec<usize>, u32, bool)> = BTreeMap::new();
     for &(i, c) in &vms.loose {
         let vm = &request.vms[i];
