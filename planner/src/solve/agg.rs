@@ -545,6 +545,9 @@ fn lay_out(
     units
 }
 
+/// Nodes of at most this many free cores are packed by [`node_patterns`].
+const SMALL_NODE: u32 = 32;
+
 /// Objectives 1–5 on a pattern and arc-flow model over NUMA nodes (the node
 /// model's counts per node have a weak LP on hosts of many small nodes: the
 /// 24-node fixture left "vCPUs placed" unproven after 7 s). Nodes of the same
@@ -563,6 +566,12 @@ fn node_patterns(
     stats: &mut Stats,
 ) -> Option<(Units, bool, bool)> {
     use super::arcflow::{partitions, Flow};
+    // Big nodes are few bins that take many VMs each: there the counting
+    // model's LP is tight and this one's graphs (one vertex per free core)
+    // only cost time. Small nodes are where bin packing bites.
+    if host.nodes.keys().any(|&k| host.node_cap(k) > SMALL_NODE) {
+        return None;
+    }
     let named: BTreeSet<Option<NodeId>> = request
         .vms
         .iter()
@@ -1448,12 +1457,15 @@ fn lexicographic(
             Ok((v, proven)) => {
                 // Never worse than the start (a backend stopped early may
                 // return a worse incumbent).
-                match &start {
+                let (v, proven) = match &start {
                     Some(s) if value_of(s, terms) < value_of(&v, terms) - 1e-6 => {
                         (s.clone(), false)
                     }
                     _ => (v, proven),
-                }
+                };
+                // An answer at a lower bound is optimal, stopped or not.
+                let at = bound.is_some_and(|b| value_of(&v, terms) <= b + 1e-6);
+                (v, proven || at)
             }
             Err(_) => match start {
                 Some(s) => (s, false),
@@ -1787,6 +1799,10 @@ fn patterns_stage(
         let at_bound = bounds.get(&tier).is_some_and(|&b| start_value <= b + 1e-6);
         let left = deadline.saturating_duration_since(Instant::now());
         let mut outcome = (start_value, at_bound);
+        if let Some(&b) = bounds.get(&tier).filter(|&&b| b > 0.0) {
+            // A valid cut: the backend need not find the bound itself.
+            pm.model.con(terms.clone(), Op::Ge, b);
+        }
         if !at_bound && !left.is_zero() {
             if let Ok((values, proven)) = run(&pm.model, &terms, left, None) {
                 let value = value_of(&values, &terms).round();
@@ -1800,7 +1816,9 @@ fn patterns_stage(
                         && (tier != Tier::PartialL3 || pieces_of(&units) <= pieces_of(&best) + 1e-6)
                     {
                         best = units;
-                        outcome = (real, proven && real <= value + 1e-6);
+                        // Optimal if proven so, or if at the lower bound.
+                        let at = bounds.get(&tier).is_some_and(|&b| real <= b + 1e-6);
+                        outcome = (real, (proven && real <= value + 1e-6) || at);
                     }
                 }
             }

@@ -489,7 +489,8 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
     };
     if !placement.proven && options.solver == SolverKind::Ilp && solver_name == "ilp" {
         warnings.push(format!(
-            "best found in {:.1} s, not proven optimal (--time-limit {} s)",
+            "best found in {:.1} s, not proven optimal within the time limit ({:.1} s left \
+             for the solve)",
             started.elapsed().as_secs_f64(),
             options.time_limit.as_secs_f64()
         ));
