@@ -16,14 +16,16 @@
 //!    instances of 40–120 VMs with every policy, each solved with `solve()`
 //!    (ILP, 10 s, explanations on) and again by the exact solver alone for
 //!    its per-objective statistics. `PLAN_BENCH_SPECS=DIR` also writes each
-//!    instance as a plan spec (DIR/NAME.toml) for timing the CLI
-//!    (scripts/bench-plan-cli.sh).
+//!    instance as a plan spec (DIR/NAME.toml, read back and compared with the
+//!    instance) for timing the CLI (scripts/bench-plan-cli.sh).
 //!
 //! Environment: `PLAN_BENCH_PART=3` (or `1`, `2`, `1,3`...) runs only those
 //! parts; `PLAN_BENCH_SEED=0x5eed0007` reruns one scenario of part 2;
 //! `PLAN_BENCH_INSTANCE=epyc7763-110` runs one instance of part 3;
 //! `PLAN_BENCH_SPECS_ONLY=1` (with `PLAN_BENCH_SPECS`) only writes part 3's
-//! specs, solving nothing.
+//! specs, solving nothing; `PLAN_BENCH_NICS=spec` drops from part 3's VMs
+//! the NIC nodes the specs cannot name (hosts without PCI devices), so that
+//! the bench solves exactly what `pinplan plan` reads from the specs.
 //!
 //! Results are recorded in docs/benchmarks.md.
 
@@ -1018,6 +1020,50 @@ fn write_spec(dir: &Path, inst: &Instance) -> BoxResult<PathBuf> {
     Ok(path)
 }
 
+/// Reads back a spec written by [`write_spec`] the way `pinplan plan` does
+/// and checks that it asks for the instance's request (less the NIC nodes
+/// the spec cannot name).
+fn check_spec(path: &Path, inst: &Instance) -> BoxResult<()> {
+    let spec = planner::spec::Spec::load(path).map_err(|e| format!("{e}"))?;
+    let (request, _warnings) = spec
+        .request(inst.request.host.clone())
+        .map_err(|e| format!("{e}"))?;
+    let expected: Vec<VmRequest> = inst
+        .request
+        .vms
+        .iter()
+        .map(|vm| {
+            let mut vm = vm.clone();
+            if vm.nic.is_none() {
+                vm.nic_node = None;
+                vm.nic_affinity = NicAffinity::Ignore;
+            }
+            vm
+        })
+        .collect();
+    if request.reserved != inst.request.reserved {
+        return Err(format!(
+            "{}: reserved {} read back, {} meant",
+            path.display(),
+            request.reserved,
+            inst.request.reserved
+        )
+        .into());
+    }
+    if let Some((got, want)) = request
+        .vms
+        .iter()
+        .zip(&expected)
+        .find(|(got, want)| got != want)
+    {
+        return Err(format!("{}: {got:?} read back, {want:?} meant", path.display()).into());
+    }
+    if request.vms.len() != expected.len() || !request.fixed.is_empty() {
+        return Err(format!("{}: not the instance's VMs", path.display()).into());
+    }
+    Ok(())
+}
+
 /// An objective's short name in part 3's lines.
 fn tier_letter(tier: Tier) -> String {
     match tier {
@@ -1065,6 +1111,13 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[i]
 }
 
+/// Whether part 3's VMs keep only the NICs a spec can name
+/// (`PLAN_BENCH_NICS=spec`): then the bench solves what `pinplan plan` reads
+/// from the specs, and the two can be timed on the same requests.
+fn spec_nics_only() -> bool {
+    std::env::var("PLAN_BENCH_NICS").is_ok_and(|v| v == "spec")
+}
+
 /// Part 3's instances (only the one named `only`, if given): per host, one
 /// per load; priorities in every other one.
 fn instances3(only: Option<&str>) -> BoxResult<Vec<Instance>> {
@@ -1076,7 +1129,14 @@ fn instances3(only: Option<&str>) -> BoxResult<Vec<Instance>> {
             let name = format!("{host_name}-{load}");
             if only.is_none_or(|o| o == name) {
                 let priorities = (host_index + load_index) % 2 == 1;
-                instances.push(instance(name, seed, &source, &host, load, priorities));
+                let mut inst = instance(name, seed, &source, &host, load, priorities);
+                if spec_nics_only() {
+                    for vm in inst.request.vms.iter_mut().filter(|v| v.nic.is_none()) {
+                        vm.nic_node = None;
+                        vm.nic_affinity = NicAffinity::Ignore;
+                    }
+                }
+                instances.push(inst);
             }
             seed += 1;
         }
@@ -1102,8 +1162,13 @@ fn part3(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
     println!();
     println!(
         "== seeded set: 8 hosts x loads {LOADS:?} % (seeds {SEED3_BASE:#x}..); \
-         solve(): ILP, {} s, explain = true ==",
-        TIME_LIMIT.as_secs()
+         solve(): ILP, {} s, explain = true{} ==",
+        TIME_LIMIT.as_secs(),
+        if spec_nics_only() {
+            "; NICs: only those the specs name (PLAN_BENCH_NICS=spec)"
+        } else {
+            ""
+        }
     );
     let legend: Vec<String> = [
         Tier::Placed(0),
