@@ -496,11 +496,14 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
         ));
     }
     // Explanations check the cores left free first; their re-solves get as
-    // long as the solve took (at least 0.1 s, never past the limit), so that
+    // long as the solve took (0.1 to 1 s, never past the limit), so that
     // explaining 30 VMs does not take 30 solves' time. An abandoned solver
     // thread still holds the backend: then no re-solve at all.
     let explain_deadline = if resolve {
-        (Instant::now() + started.elapsed().max(Duration::from_millis(100))).min(deadline)
+        let budget = started
+            .elapsed()
+            .clamp(Duration::from_millis(100), Duration::from_secs(1));
+        (Instant::now() + budget).min(deadline)
     } else {
         Instant::now()
     };
