@@ -28,6 +28,7 @@
 
 use super::backend::{run, value_of, Model, Op, Terms};
 use super::classes::{self, Domain, FreeCore};
+use super::ilp::subset_sum;
 use super::{EmulatorPolicy, NumaPolicy, Placement, PlanRequest, ThreadPolicy, Tier, VmRequest};
 use crate::ids::{CoreId, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -2324,22 +2325,6 @@ pub(crate) fn better(request: &PlanRequest, a: &Placement, b: &Placement) -> boo
         )
     };
     key(a) > key(b)
-}
-
-/// Whether some subset of `caps` sums to exactly `target`.
-fn subset_sum(caps: &[u32], target: u32) -> bool {
-    let target = target as usize;
-    let mut reachable = vec![false; target + 1];
-    reachable[0] = true;
-    for &c in caps {
-        let c = c as usize;
-        for t in (c..=target).rev() {
-            if reachable[t - c] {
-                reachable[t] = true;
-            }
-        }
-    }
-    reachable[target]
 }
 
 #[cfg(test)]

@@ -166,13 +166,16 @@ pub(crate) fn run(
         // good_lp's with_time_limit rounds up to whole seconds; CBC takes
         // fractions, which a 1 s command limit needs.
         s.set_parameter("sec", &format!("{seconds:.3}"));
-        // Chosen by measurement on the benchmarks' seeded set (40 specs):
+        // Chosen by measurement on the benchmarks (docs/benchmarks.md):
         // Gomory and two-step MIR cuts at every node find the packings that
-        // meet the partly-used-domain bound; with CBC's defaults one spec
-        // stayed unproven after 8 s, total 26.6 s; with these, all proven,
-        // total 13.3 s, worst 1.75 s (docs/benchmarks.md).
+        // meet the partly-used-domain bound (CBC's defaults left one of the
+        // 40 seeded CLI specs unproven after 8 s, 26.6 s for all 40; with
+        // these, all proven in 13.3 s); strong branching on 10 variables
+        // proved the last seeded instance with NIC locality (9 s unproven →
+        // 4.6 s) and the worst random scenario (4.3 s → 2.9 s).
         s.set_parameter("gomoryCuts", "forceOn");
         s.set_parameter("twoMirCuts", "forceOn");
+        s.set_parameter("strongBranching", "10");
         // PINPLAN_CBC_PARAMS=key=value,…: more CBC parameters, for
         // experiments (docs/plan.md).
         if let Ok(extra) = std::env::var("PINPLAN_CBC_PARAMS") {

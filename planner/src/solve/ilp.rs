@@ -361,7 +361,7 @@ fn build(request: &PlanRequest) -> Program {
 }
 
 /// Whether some subset of `caps` sums to exactly `target`.
-fn subset_sum(caps: &[u32], target: u32) -> bool {
+pub(crate) fn subset_sum(caps: &[u32], target: u32) -> bool {
     let target = target as usize;
     let mut reachable = vec![false; target + 1];
     reachable[0] = true;
