@@ -67,15 +67,8 @@ pub fn supported(request: &PlanRequest) -> bool {
 
 /// Cores one VM needs on cores of `threads` usable threads, if it may use them.
 fn cores_per_vm(vm: &VmRequest, threads: u32) -> Option<u32> {
-    if vm.vcpus == 0 || (vm.threads == ThreadPolicy::Require && threads < 2) {
-        return None;
-    }
-    Some(match vm.threads {
-        ThreadPolicy::Isolate => {
-            vm.vcpus + u32::from(vm.emulator == EmulatorPolicy::Isolate && threads < 2)
-        }
-        ThreadPolicy::Require | ThreadPolicy::Prefer => vm.pus_needed().div_ceil(threads.max(1)),
-    })
+    let unplaceable = vm.vcpus == 0 || (vm.threads == ThreadPolicy::Require && threads < 2);
+    (!unplaceable).then(|| classes::cores_needed(vm, threads))
 }
 
 /// A NUMA node and L3 domain: interchangeable free cores.
@@ -243,6 +236,18 @@ fn fewest(caps: &[u32], demand: u32) -> u32 {
 /// Objective terms of one model, by tier.
 type Tiers = Vec<(Tier, Terms)>;
 
+/// The objectives in their order: VMs placed per priority level (highest
+/// first, from `level`), then `rest`; objectives without terms left out.
+fn in_order(request: &PlanRequest, mut level: BTreeMap<i64, Terms>, rest: Tiers) -> Tiers {
+    let mut tiers: Tiers = priority_levels(request)
+        .into_iter()
+        .map(|l| (Tier::Placed(l), level.remove(&l).unwrap_or_default()))
+        .collect();
+    tiers.extend(rest);
+    tiers.retain(|(_, t)| !t.is_empty());
+    tiers
+}
+
 fn priority_levels(request: &PlanRequest) -> Vec<i64> {
     let levels: BTreeSet<std::cmp::Reverse<i64>> = request
         .vms
@@ -364,15 +369,16 @@ fn node_model(request: &PlanRequest, host: &Host, vms: &Vms) -> NodeModel {
         m.con(terms.clone(), Op::Le, f64::from(host.node_cap(k)));
     }
     order_nodes(&mut m, &cap, &interchangeable_nodes(request, host));
-    let mut tiers: Tiers = priority_levels(request)
-        .into_iter()
-        .map(|l| (Tier::Placed(l), level.remove(&l).unwrap_or_default()))
-        .collect();
-    tiers.push((Tier::Vcpus, vcpus));
-    tiers.push((Tier::Cores, cores));
-    tiers.push((Tier::ExtraNodes, extra));
-    tiers.push((Tier::NicRemote, remote));
-    tiers.retain(|(_, t)| !t.is_empty());
+    let tiers = in_order(
+        request,
+        level,
+        vec![
+            (Tier::Vcpus, vcpus),
+            (Tier::Cores, cores),
+            (Tier::ExtraNodes, extra),
+            (Tier::NicRemote, remote),
+        ],
+    );
     let all = |f: &dyn Fn(usize, u32) -> f64| -> f64 {
         vms.types
             .iter()
@@ -546,6 +552,68 @@ fn lay_out(
     units
 }
 
+/// VM kinds for the pattern models: the strict types (kept to one node),
+/// then the other VMs grouped by what placement sees of them (a kind of these
+/// is kept to one node when `one_node` says so of its VMs).
+fn kinds_of(
+    request: &PlanRequest,
+    vms: &Vms,
+    one_node: impl Fn(&VmRequest) -> bool,
+) -> Vec<(Vec<usize>, u32, bool)> {
+    let mut kinds: Vec<(Vec<usize>, u32, bool)> = vms
+        .types
+        .iter()
+        .map(|(m, c)| (m.clone(), *c, true))
+        .collect();
+    let mut loose: BTreeMap<LooseKey, (Vec<usize>, u32, bool)> = BTreeMap::new();
+    for &(i, c) in &vms.loose {
+        let vm = &request.vms[i];
+        let key = (
+            vm.vcpus,
+            vm.threads.name(),
+            vm.emulator == EmulatorPolicy::Isolate,
+            vm.numa == NumaPolicy::Preferred,
+            vm.required_node(),
+            vm.preferred_node(),
+            vm.priority,
+        );
+        loose
+            .entry(key)
+            .or_insert((Vec::new(), c, one_node(vm)))
+            .0
+            .push(i);
+    }
+    let mut loose: Vec<(Vec<usize>, u32, bool)> = loose.into_values().collect();
+    loose.sort_by_key(|(members, _, _)| members.first().copied());
+    kinds.extend(loose);
+    kinds
+}
+
+/// One arc-flow graph per group (`(bins, free cores)`), its arcs of each
+/// piece size tied to the kinds' pieces of that size in the group (`rho`).
+fn add_flows(
+    m: &mut Model,
+    groups: &[(u32, u32)],
+    sizes_of_group: &[BTreeSet<u32>],
+    rho: &[BTreeMap<(usize, u32), usize>],
+) -> Vec<super::arcflow::Flow> {
+    let mut flows = Vec::new();
+    for (g, &(bins, cap)) in groups.iter().enumerate() {
+        let flow = super::arcflow::Flow::add(m, bins, cap, &sizes_of_group[g]);
+        for &p in &sizes_of_group[g] {
+            let mut link = flow.pieces(p);
+            for rh in rho {
+                if let Some(&r) = rh.get(&(g, p)) {
+                    link.push((r, -1.0));
+                }
+            }
+            m.con(link, Op::Eq, 0.0);
+        }
+        flows.push(flow);
+    }
+    flows
+}
+
 /// Nodes of at most this many free cores are packed by [`node_patterns`].
 const SMALL_NODE: u32 = 32;
 
@@ -566,7 +634,7 @@ fn node_patterns(
     deadline: Instant,
     stats: &mut Stats,
 ) -> Option<(Units, bool, bool)> {
-    use super::arcflow::{partitions, Flow};
+    use super::arcflow::partitions;
     // Big nodes are few bins that take many VMs each: there the counting
     // model's LP is tight and this one's graphs (one vertex per free core)
     // only cost time. Small nodes are where bin packing bites.
@@ -589,33 +657,8 @@ fn node_patterns(
         .into_iter()
         .filter(|((_, cap), _)| *cap > 0)
         .collect();
-    // Kinds: strict types (one piece), the others grouped alike.
-    let mut kinds: Vec<(Vec<usize>, u32, bool)> = vms
-        .types
-        .iter()
-        .map(|(m, c)| (m.clone(), *c, true))
-        .collect();
-    let mut loose: BTreeMap<LooseKey, Vec<usize>> = BTreeMap::new();
-    for &(i, _) in &vms.loose {
-        let vm = &request.vms[i];
-        let key = (
-            vm.vcpus,
-            vm.threads.name(),
-            vm.emulator == EmulatorPolicy::Isolate,
-            vm.numa == NumaPolicy::Preferred,
-            vm.required_node(),
-            vm.preferred_node(),
-            vm.priority,
-        );
-        loose.entry(key).or_default().push(i);
-    }
-    let mut loose: Vec<Vec<usize>> = loose.into_values().collect();
-    loose.sort_by_key(|members| members.first().copied());
-    for members in loose {
-        let c = cores_per_vm(&request.vms[members[0]], host.threads)?;
-        kinds.push((members, c, false));
-    }
-
+    // Kinds: strict types (one piece), the others any partition over nodes.
+    let kinds = kinds_of(request, vms, |_| false);
     let mut m = Model::default();
     let mut sigma: Vec<Vec<(Vec<u32>, usize)>> = Vec::new();
     let mut rho: Vec<BTreeMap<(usize, u32), usize>> = Vec::new();
@@ -718,38 +761,25 @@ fn node_patterns(
         sigma.push(sig);
         rho.push(rh);
     }
-    let mut flows = Vec::new();
-    for (g, (key, nodes)) in groups.iter().enumerate() {
-        let flow = Flow::add(
-            &mut m,
-            u32::try_from(nodes.len()).unwrap_or(u32::MAX),
-            key.1,
-            &sizes_of_group[g],
-        );
-        for &p in &sizes_of_group[g] {
-            let mut link = flow.pieces(p);
-            for rh in &rho {
-                if let Some(&r) = rh.get(&(g, p)) {
-                    link.push((r, -1.0));
-                }
-            }
-            m.con(link, Op::Eq, 0.0);
-        }
-        flows.push(flow);
-    }
+    let bins: Vec<(u32, u32)> = groups
+        .iter()
+        .map(|(key, nodes)| (u32::try_from(nodes.len()).unwrap_or(u32::MAX), key.1))
+        .collect();
+    let flows = add_flows(&mut m, &bins, &sizes_of_group, &rho);
     bounds.insert(Tier::Vcpus, -all_vcpus);
     bounds.insert(Tier::Cores, all_cores);
     bounds.insert(Tier::ExtraNodes, least_extra);
     bounds.insert(Tier::NicRemote, 0.0);
-    let mut tiers: Tiers = priority_levels(request)
-        .into_iter()
-        .map(|l| (Tier::Placed(l), level.remove(&l).unwrap_or_default()))
-        .collect();
-    tiers.push((Tier::Vcpus, vcpus));
-    tiers.push((Tier::Cores, cores));
-    tiers.push((Tier::ExtraNodes, extra));
-    tiers.push((Tier::NicRemote, remote));
-    tiers.retain(|(_, t)| !t.is_empty());
+    let tiers = in_order(
+        request,
+        level,
+        vec![
+            (Tier::Vcpus, vcpus),
+            (Tier::Cores, cores),
+            (Tier::ExtraNodes, extra),
+            (Tier::NicRemote, remote),
+        ],
+    );
     stats.variables.0 = m.vars.len();
     let every = kinds.iter().map(|(mm, _, _)| mm.len()).sum::<usize>() == request.vms.len();
     let (values, mut proven) = lexicographic(
@@ -1260,17 +1290,18 @@ fn cell_model(request: &PlanRequest, host: &Host, vms: &Vms) -> CellModel {
         partial.push((full, -1.0));
         domains.insert(d, (touched, full));
     }
-    let mut tiers: Tiers = priority_levels(request)
-        .into_iter()
-        .map(|l| (Tier::Placed(l), level.remove(&l).unwrap_or_default()))
-        .collect();
-    tiers.push((Tier::Vcpus, vcpus));
-    tiers.push((Tier::Cores, cores));
-    tiers.push((Tier::ExtraNodes, extra));
-    tiers.push((Tier::NicRemote, remote));
-    tiers.push((Tier::L3PerVm, l3));
-    tiers.push((Tier::PartialL3, partial));
-    tiers.retain(|(_, t)| !t.is_empty());
+    let tiers = in_order(
+        request,
+        level,
+        vec![
+            (Tier::Vcpus, vcpus),
+            (Tier::Cores, cores),
+            (Tier::ExtraNodes, extra),
+            (Tier::NicRemote, remote),
+            (Tier::L3PerVm, l3),
+            (Tier::PartialL3, partial),
+        ],
+    );
     let bounds = [
         (Tier::L3PerVm, bound_l3),
         (Tier::PartialL3, 0.0),
@@ -1533,74 +1564,24 @@ pub fn place_with_progress(
         progress.offer(request, s);
     }
     let start_units: Vec<Units> = starts.iter().filter_map(|p| units_of(&host, p)).collect();
-    let every = request.vms.len();
 
     // 1. Objectives 1–5 on nodes: patterns and arc flow, else counts.
-    if let Some((laid_out, proven, complete)) =
-        node_patterns(request, &host, &vms, deadline, &mut stats)
-    {
-        progress.offer(request, &cores_of(request, &host, &laid_out, false));
-        if complete {
-            return Ok((cores_of(request, &host, &laid_out, proven), stats));
-        }
-        if !proven {
-            let mut best = cores_of(request, &host, &laid_out, false);
-            for s in &starts {
-                if better(request, s, &best) {
-                    best = Placement {
-                        cores: s.cores.clone(),
-                        proven: false,
-                    };
-                }
-            }
-            return Ok((best, stats));
-        }
-        return stage2(
-            request,
-            &host,
-            &vms,
-            laid_out,
-            &starts,
-            &start_units,
-            deadline,
-            stats,
-        );
-    }
-    let mut nm = node_model(request, &host, &vms);
-    stats.variables.0 = nm.model.vars.len();
-    let symmetric = interchangeable_nodes(request, &host);
-    let candidates: Vec<Vec<f64>> = start_units
-        .iter()
-        .map(|u| node_start(&host, &vms, &nm, u, &symmetric))
-        .collect();
-    let tiers = std::mem::take(&mut nm.tiers);
-    let placeable = vms.types.iter().map(|(m, _)| m.len()).sum::<usize>() + vms.loose.len();
-    let (node_values, node_proven) = lexicographic(
-        &mut nm.model,
-        &tiers,
-        &nm.bounds,
-        &candidates,
-        deadline,
-        placeable == every,
-        &mut stats.tiers,
-    );
-    let node_values = node_values.unwrap_or_else(|| vec![0.0; nm.model.vars.len()]);
-    let laid_out = realise(&host, &vms, &nm, &node_values);
+    let (laid_out, proven, complete) =
+        match node_patterns(request, &host, &vms, deadline, &mut stats) {
+            Some(outcome) => outcome,
+            None => counting_stage(request, &host, &vms, &start_units, deadline, &mut stats),
+        };
     progress.offer(request, &cores_of(request, &host, &laid_out, false));
-    if !node_proven {
+    if complete {
+        return Ok((cores_of(request, &host, &laid_out, proven), stats));
+    }
+    if !proven {
         // Stopped early: the best of the starts and this, objective by objective.
-        let mut best = cores_of(request, &host, &laid_out, false);
-        for s in &starts {
-            if better(request, s, &best) {
-                best = Placement {
-                    cores: s.cores.clone(),
-                    proven: false,
-                };
-            }
-        }
+        let best = progress
+            .best()
+            .unwrap_or_else(|| cores_of(request, &host, &laid_out, false));
         return Ok((best, stats));
     }
-
     stage2(
         request,
         &host,
@@ -1611,6 +1592,38 @@ pub fn place_with_progress(
         deadline,
         stats,
     )
+}
+
+/// Objectives 1–5 on the counting node model; the layout of its answer,
+/// whether proven, and `false` (objectives 6–7 are left to [`stage2`]).
+fn counting_stage(
+    request: &PlanRequest,
+    host: &Host,
+    vms: &Vms,
+    start_units: &[Units],
+    deadline: Instant,
+    stats: &mut Stats,
+) -> (Units, bool, bool) {
+    let mut nm = node_model(request, host, vms);
+    stats.variables.0 = nm.model.vars.len();
+    let symmetric = interchangeable_nodes(request, host);
+    let candidates: Vec<Vec<f64>> = start_units
+        .iter()
+        .map(|u| node_start(host, vms, &nm, u, &symmetric))
+        .collect();
+    let tiers = std::mem::take(&mut nm.tiers);
+    let placeable = vms.types.iter().map(|(m, _)| m.len()).sum::<usize>() + vms.loose.len();
+    let (node_values, node_proven) = lexicographic(
+        &mut nm.model,
+        &tiers,
+        &nm.bounds,
+        &candidates,
+        deadline,
+        placeable == request.vms.len(),
+        &mut stats.tiers,
+    );
+    let node_values = node_values.unwrap_or_else(|| vec![0.0; nm.model.vars.len()]);
+    (realise(host, vms, &nm, &node_values), node_proven, false)
 }
 
 /// Objectives 6–7, with 1–5 held at the values in `stats`; `laid_out` is the
@@ -2059,42 +2072,17 @@ fn pattern_model(
     held: &BTreeMap<Tier, f64>,
     most_parts: u32,
 ) -> Option<PatternModel> {
-    use super::arcflow::{partitions, Flow};
+    use super::arcflow::partitions;
     // Preferred VMs over several nodes: only where each node is one cell,
     // so that a VM's pieces are its nodes and extra nodes = pieces − 1.
     let spanning = held.get(&Tier::ExtraNodes).copied().unwrap_or(0.0) > 0.5;
     if spanning && host.nodes.values().any(|cells| cells.len() != 1) {
         return None;
     }
-    // Kinds: (members, cores, kept to one node).
-    let mut kinds: Vec<(Vec<usize>, u32, bool)> = vms
-        .types
-        .iter()
-        .map(|(m, c)| (m.clone(), *c, true))
-        .collect();
-
-    let mut loose: BTreeMap<LooseKey, (Vec<usize>, u32, bool)> = BTreeMap::new();
-    for &(i, c) in &vms.loose {
-        let vm = &request.vms[i];
-        let one_node = vm.numa == NumaPolicy::Preferred && !spanning;
-        let key = (
-            vm.vcpus,
-            vm.threads.name(),
-            vm.emulator == EmulatorPolicy::Isolate,
-            one_node,
-            vm.required_node(),
-            vm.preferred_node(),
-            vm.priority,
-        );
-        loose
-            .entry(key)
-            .or_insert((Vec::new(), c, one_node))
-            .0
-            .push(i);
-    }
-    let mut loose: Vec<(Vec<usize>, u32, bool)> = loose.into_values().collect();
-    loose.sort_by_key(|(members, _, _)| members.first().copied());
-    kinds.extend(loose);
+    // Kinds kept to one node: strict, and preferred unless spanning.
+    let kinds = kinds_of(request, vms, |vm| {
+        vm.numa == NumaPolicy::Preferred && !spanning
+    });
 
     // Groups: cells of one node with the same free cores.
     let mut by_group: BTreeMap<(Option<NodeId>, u32), Vec<usize>> = BTreeMap::new();
@@ -2200,27 +2188,12 @@ fn pattern_model(
         sigma.push(sig);
         rho.push(rh);
     }
-    let mut objective = Terms::new();
-    let mut flows = Vec::new();
-    for (g, (key, cells)) in groups.iter().enumerate() {
-        let flow = Flow::add(
-            &mut m,
-            u32::try_from(cells.len()).unwrap_or(u32::MAX),
-            key.1,
-            &sizes_of_group[g],
-        );
-        for &p in &sizes_of_group[g] {
-            let mut link = flow.pieces(p);
-            for rh in &rho {
-                if let Some(&r) = rh.get(&(g, p)) {
-                    link.push((r, -1.0));
-                }
-            }
-            m.con(link, Op::Eq, 0.0);
-        }
-        objective.extend(flow.partial());
-        flows.push(flow);
-    }
+    let bins: Vec<(u32, u32)> = groups
+        .iter()
+        .map(|(key, cells)| (u32::try_from(cells.len()).unwrap_or(u32::MAX), key.1))
+        .collect();
+    let flows = add_flows(&mut m, &bins, &sizes_of_group, &rho);
+    let objective: Terms = flows.iter().flat_map(|f| f.partial()).collect();
     let mut used: BTreeMap<Option<NodeId>, Terms> = BTreeMap::new();
     for (((node, _), _), flow) in groups.iter().zip(&flows) {
         used.entry(*node).or_default().extend(flow.cores());
@@ -2309,22 +2282,6 @@ impl PatternModel {
         }
         Some(units)
     }
-}
-
-/// Whether `a` is lexicographically better than `b` on objectives 1–3.
-pub(crate) fn better(request: &PlanRequest, a: &Placement, b: &Placement) -> bool {
-    let key = |p: &Placement| {
-        let o = super::objective(request, p);
-        (
-            o.placed_by_priority
-                .iter()
-                .map(|&(_, n)| n)
-                .collect::<Vec<_>>(),
-            o.vcpus_placed,
-            std::cmp::Reverse(o.cores_used),
-        )
-    };
-    key(a) > key(b)
 }
 
 #[cfg(test)]

@@ -132,6 +132,19 @@ pub fn pus_per_core(vm: &VmRequest, threads: u32) -> u32 {
     }
 }
 
+/// Whole cores `vm` needs on cores of `threads` usable threads each: one per
+/// vCPU with `threads = "isolate"` (one more for an isolated emulator when
+/// there is no idle sibling), else its CPUs over the threads, rounded up.
+pub fn cores_needed(vm: &VmRequest, threads: u32) -> u32 {
+    let t = threads.max(1);
+    match vm.threads {
+        ThreadPolicy::Isolate => {
+            vm.vcpus + u32::from(vm.emulator == super::EmulatorPolicy::Isolate && t < 2)
+        }
+        ThreadPolicy::Require | ThreadPolicy::Prefer => vm.pus_needed().div_ceil(t),
+    }
+}
+
 /// Whether `cores` (given as their usable thread counts) are exactly what `vm`
 /// needs: enough CPUs for its vCPUs and emulator, and no whole core to spare.
 /// Every solver (ILP, greedy, oracle) must agree with this rule.

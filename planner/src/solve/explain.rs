@@ -12,7 +12,7 @@
 //! for policy changes and while time is left before the deadline, by
 //! re-solving exactly.
 
-use super::classes::{self, FreeCore};
+use super::classes::{self, cores_needed, FreeCore};
 use super::{
     EmulatorPolicy, NicAffinity, NumaPolicy, Placement, PlanRequest, SolveOptions, SolverKind,
     ThreadPolicy, VmRequest,
@@ -21,17 +21,6 @@ use crate::ids::{CoreId, NodeId};
 use crate::plan::Explanation;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
-
-/// Cores `vm` needs on cores of `threads` usable threads.
-fn cores_needed(vm: &VmRequest, threads: u32) -> u32 {
-    let t = threads.max(1);
-    match vm.threads {
-        ThreadPolicy::Isolate => {
-            vm.vcpus + u32::from(vm.emulator == EmulatorPolicy::Isolate && t < 2)
-        }
-        ThreadPolicy::Require | ThreadPolicy::Prefer => vm.pus_needed().div_ceil(t),
-    }
-}
 
 fn node_name(node: Option<NodeId>) -> String {
     node.map_or_else(|| "node ?".to_owned(), |n| format!("node {n}"))
@@ -57,24 +46,20 @@ pub(crate) fn some_names(names: &[&str], most: usize) -> String {
     )
 }
 
-/// Whether `changed` (VM `vm_index`) fits in the cores `placement` leaves free,
-/// every placed VM staying where it is: its cores if so.
-fn fits_in_leftover(
-    request: &PlanRequest,
-    placement: &Placement,
-    changed: &VmRequest,
-) -> Option<u32> {
+/// The host as `placement` leaves it: the placed VMs become fixed tenants,
+/// no VM to place yet. Built once per explanation run.
+fn leftover(request: &PlanRequest, placement: &Placement) -> PlanRequest {
+    let cpus_of: std::collections::BTreeMap<CoreId, &crate::cpuset::CpuSet> =
+        request.host.cores.iter().map(|c| (c.id, &c.cpus)).collect();
     let mut rest = PlanRequest {
-        host: request.host.clone(),
-        reserved: request.reserved.clone(),
-        fixed: request.fixed.clone(),
-        vms: vec![changed.clone()],
+        vms: Vec::new(),
+        ..request.clone()
     };
     for (&i, cores) in &placement.cores {
         let mut cpus = crate::cpuset::CpuSet::default();
         for core in cores {
-            if let Some(c) = request.host.cores.iter().find(|c| c.id == *core) {
-                cpus = cpus.union(&c.cpus);
+            if let Some(c) = cpus_of.get(core) {
+                cpus = cpus.union(c);
             }
         }
         rest.fixed.push(super::FixedTenant {
@@ -86,7 +71,14 @@ fn fits_in_leftover(
             cpus,
         });
     }
-    let placed = super::greedy::place(&rest);
+    rest
+}
+
+/// Whether `changed` fits in the cores of `rest` ([`leftover`]), every placed
+/// VM staying where it is: its cores if so.
+fn fits_in_leftover(rest: &mut PlanRequest, changed: &VmRequest) -> Option<u32> {
+    rest.vms = vec![changed.clone()];
+    let placed = super::greedy::place(rest);
     placed
         .cores
         .get(&0)
@@ -96,8 +88,10 @@ fn fits_in_leftover(
 /// Whether `vm_index` fits once changed: in the cores left free, or (when
 /// `resolve` and time is left) by re-solving; `Some(cores of that VM)` when it
 /// then fits and every VM placed before still is.
+#[allow(clippy::too_many_arguments)]
 fn fits_with(
     request: &PlanRequest,
+    rest: &mut PlanRequest,
     before: &Placement,
     vm_index: usize,
     changed: VmRequest,
@@ -105,7 +99,7 @@ fn fits_with(
     deadline: Instant,
     resolve: bool,
 ) -> Option<u32> {
-    if let Some(cores) = fits_in_leftover(request, before, &changed) {
+    if let Some(cores) = fits_in_leftover(rest, &changed) {
         return Some(cores);
     }
     let left = deadline.saturating_duration_since(Instant::now());
@@ -146,6 +140,7 @@ pub fn explain(
         .filter_map(|&i| request.vms.get(i).map(|v| v.name.as_str()))
         .collect();
     let placed_list = some_names(&placed_names, 3);
+    let mut rest = leftover(request, placement);
 
     let mut out = Vec::new();
     for (i, vm) in request.vms.iter().enumerate() {
@@ -303,9 +298,9 @@ pub fn explain(
         let mut fix = None;
         if options.explain {
             for (label, changed) in candidates {
-                if let Some(cores) =
-                    fits_with(request, placement, i, changed, options, deadline, true)
-                {
+                if let Some(cores) = fits_with(
+                    request, &mut rest, placement, i, changed, options, deadline, true,
+                ) {
                     fix = Some(format!(
                         "with {label} it needs {} and fits",
                         plural(cores, "core")
@@ -320,7 +315,10 @@ pub fn explain(
                 while lo < hi {
                     let mid = (lo + hi).div_ceil(2);
                     let changed = with(&|v| v.vcpus = mid);
-                    if fits_with(request, placement, i, changed, options, deadline, false).is_some()
+                    if fits_with(
+                        request, &mut rest, placement, i, changed, options, deadline, false,
+                    )
+                    .is_some()
                     {
                         best = Some(mid);
                         lo = mid;

@@ -345,8 +345,17 @@ pub fn objective(request: &PlanRequest, placement: &Placement) -> Objective {
 /// The exact solver for `request`: the aggregated model where it applies
 /// (every free core with the same usable threads), else the per-class model.
 pub fn exact(request: &PlanRequest, time_limit: Duration) -> Result<Placement, String> {
+    exact_with_progress(request, time_limit, &Progress::default())
+}
+
+/// [`exact`], publishing the best placement found so far in `progress`.
+fn exact_with_progress(
+    request: &PlanRequest,
+    time_limit: Duration,
+    progress: &Progress,
+) -> Result<Placement, String> {
     if agg::supported(request) {
-        agg::place(request, time_limit)
+        agg::place_with_progress(request, time_limit, progress).map(|(p, _)| p)
     } else {
         ilp::place(request, time_limit)
     }
@@ -361,10 +370,7 @@ impl Progress {
     pub fn offer(&self, request: &PlanRequest, placement: &Placement) {
         // A poisoned lock only means a solver thread panicked: keep going.
         let mut best = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if best
-            .as_ref()
-            .is_none_or(|b| agg::better(request, placement, b))
-        {
+        if best.as_ref().is_none_or(|b| better(request, placement, b)) {
             *best = Some(Placement {
                 cores: placement.cores.clone(),
                 proven: false,
@@ -400,11 +406,7 @@ pub fn exact_with_watchdog(request: &PlanRequest, time_limit: Duration) -> Resul
     let worker = std::thread::Builder::new()
         .name("pinplan-ilp".to_owned())
         .spawn(move || {
-            let result = if agg::supported(&owned) {
-                agg::place_with_progress(&owned, time_limit, &shared).map(|(p, _)| p)
-            } else {
-                ilp::place(&owned, time_limit)
-            };
+            let result = exact_with_progress(&owned, time_limit, &shared);
             // The receiver may be gone after a timeout; nothing to do then.
             let _ = tx.send(result);
         })
@@ -434,6 +436,22 @@ pub fn exact_with_watchdog(request: &PlanRequest, time_limit: Duration) -> Resul
 /// The share of the time limit the exact solver may use when VMs may be left
 /// out: the rest is kept for explaining them.
 const SOLVE_SHARE: f64 = 0.8;
+
+/// Whether `a` is lexicographically better than `b` on objectives 1–3.
+pub(crate) fn better(request: &PlanRequest, a: &Placement, b: &Placement) -> bool {
+    let key = |p: &Placement| {
+        let o = objective(request, p);
+        (
+            o.placed_by_priority
+                .iter()
+                .map(|&(_, n)| n)
+                .collect::<Vec<_>>(),
+            o.vcpus_placed,
+            std::cmp::Reverse(o.cores_used),
+        )
+    };
+    key(a) > key(b)
+}
 
 /// Places the VMs. Never fails: what does not fit is listed as unplaced,
 /// with explanations. `options.time_limit` bounds the whole call, the
