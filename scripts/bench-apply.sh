@@ -13,7 +13,7 @@ apt_install "${BUILD_PACKAGES[@]}"
 libvirt_up
 rounds=${1:-20}
 uri=qemu:///system
-cargo build --release --locked -q -p cli
+cargo build --release --locked -q -p pinplan-cli
 bin=$CARGO_TARGET_DIR/release/pinplan
 work=$(mktemp -d)
 names=(pinplan-bench-a pinplan-bench-b)

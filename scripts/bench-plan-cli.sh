@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Times `pinplan plan SPEC --format json` end to end (process start, topology
 # load, spec check, solve with explanations, JSON output) on the 40 specs of
-# the plan bench's seeded set (part 3 of `cargo bench -p planner --bench plan`:
+# the plan bench's seeded set (part 3 of `cargo bench -p pinplan --bench plan`:
 # 8 hosts x 90-130 % load), release build: RUNS runs per spec (default 3), the
 # median per spec, then median / p90 / max over the specs; then one pass with
 # `--time-limit 1` and its worst wall time. Results go in docs/benchmarks.md.
@@ -18,7 +18,7 @@ need_cargo
 apt_install "${BUILD_PACKAGES[@]}"
 command -v python3 >/dev/null || { echo "error: python3 is needed to read the plans" >&2; exit 2; }
 runs=${1:-3}
-cargo build --release --locked -q -p cli
+cargo build --release --locked -q -p pinplan-cli
 bin=$CARGO_TARGET_DIR/release/pinplan
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -27,7 +27,7 @@ if [ -z "$specs" ]; then
   specs=$work/specs
   # The bench writes the specs only (no solving) with PLAN_BENCH_SPECS_ONLY.
   PLAN_BENCH_PART=3 PLAN_BENCH_SPECS=$specs PLAN_BENCH_SPECS_ONLY=1 \
-    cargo bench --locked -q -p planner --bench plan >/dev/null
+    cargo bench --locked -q -p pinplan --bench plan >/dev/null
 fi
 shopt -s nullglob
 files=("$specs"/*.toml)

@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 need_cargo
 apt_install "${BUILD_PACKAGES[@]}"
 need_hwloc
-cargo build --locked -q -p cli
+cargo build --locked -q -p pinplan-cli
 "$CARGO_TARGET_DIR/debug/pinplan" plan examples/lab/b1.toml

@@ -22,5 +22,5 @@ export PINPLAN_TEST_LIBVIRT_URI=qemu:///system
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -q -- -D warnings
 # The tests run with apply's fault-injection hook built in (off by default).
-cargo clippy --locked --all-targets -q --features cli/fault-injection -- -D warnings
-cargo test --locked --workspace --features cli/fault-injection
+cargo clippy --locked --all-targets -q --features pinplan-cli/fault-injection -- -D warnings
+cargo test --locked --workspace --features pinplan-cli/fault-injection

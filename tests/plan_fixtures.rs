@@ -7,13 +7,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use planner::plan::{Plan, Status};
-use planner::solve::{
+use pinplan::plan::{Plan, Status};
+use pinplan::solve::{
     self, EmulatorPolicy, NumaPolicy, PlanRequest, SolveOptions, SolverKind, ThreadPolicy,
     VmRequest,
 };
-use planner::topology::{load, HostTopology, Source};
-use planner::{CoreId, CpuId, CpuSet, NodeId};
+use pinplan::topology::{load, HostTopology, Source};
+use pinplan::{CoreId, CpuId, CpuSet, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

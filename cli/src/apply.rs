@@ -1,13 +1,13 @@
 //! `pinplan apply`: preconditions, journal, pin calls with read-back, and
-//! rollback, printed for a person. The work is `planner::libvirt::apply`'s;
+//! rollback, printed for a person. The work is `pinplan::libvirt::apply`'s;
 //! this module parses arguments, writes the journal file and says what
 //! happened. With the `fault-injection` feature (tests only), the
 //! environment can make the N-th pin call fail or abort the process.
 
 use crate::{bad_input, libvirt_error, print, read_plan, write_atomically_with_mode, Hinted};
 use anyhow::Context as _;
-use planner::libvirt::apply::{Journal, Scope, Session, JOURNAL_VERSION};
-use planner::topology::{self, Source};
+use pinplan::libvirt::apply::{Journal, Scope, Session, JOURNAL_VERSION};
+use pinplan::topology::{self, Source};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -198,7 +198,7 @@ pub fn command(args: &ApplyArgs) -> Result<ExitCode, Hinted> {
     }
 }
 
-fn names(targets: &[planner::libvirt::apply::Target]) -> String {
+fn names(targets: &[pinplan::libvirt::apply::Target]) -> String {
     targets
         .iter()
         .map(|t| t.name.as_str())
@@ -208,12 +208,12 @@ fn names(targets: &[planner::libvirt::apply::Target]) -> String {
 
 /// `report --plan` for the selected VMs: what would move, which conflicts go.
 fn dry_run(
-    plan: &planner::plan::Plan,
-    targets: &[planner::libvirt::apply::Target],
+    plan: &pinplan::plan::Plan,
+    targets: &[pinplan::libvirt::apply::Target],
     host: &topology::HostTopology,
     uri: &str,
 ) -> Result<ExitCode, Hinted> {
-    use planner::report;
+    use pinplan::report;
     let mut selected = plan.clone();
     selected
         .vms
@@ -222,7 +222,7 @@ fn dry_run(
     if !plan.host.reserved_cpus.is_empty() {
         tenants.push(report::host_tenant(&plan.host.reserved_cpus));
     }
-    tenants.extend(planner::libvirt::domain_tenants(uri, host).map_err(libvirt_error)?);
+    tenants.extend(pinplan::libvirt::domain_tenants(uri, host).map_err(libvirt_error)?);
     let result = report::Report::new(host, tenants, Some(&selected));
     print(&result.to_text(host, crate::use_colour(crate::ColorArg::Auto)))?;
     print(&format!(

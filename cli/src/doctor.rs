@@ -1,10 +1,10 @@
-//! `pinplan doctor`: turns arguments into a [`planner::doctor::run`] call
+//! `pinplan doctor`: turns arguments into a [`pinplan::doctor::run`] call
 //! and prints the report. Exit status: 0 when no check fails, 1 when one
 //! does, 2 for bad input.
 
 use crate::{print, read_plan, Format, Hinted};
-use planner::doctor::{self, DoctorError, DoctorOptions};
-use planner::topology::PciAddress;
+use pinplan::doctor::{self, DoctorError, DoctorOptions};
+use pinplan::topology::PciAddress;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -6,15 +6,15 @@ mod doctor;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use planner::demand::{self, Basis, DemandError, DemandOptions, Table, TableError};
-use planner::topology::{self, Source, TopologyError};
+use pinplan::demand::{self, Basis, DemandError, DemandOptions, Table, TableError};
+use pinplan::topology::{self, Source, TopologyError};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(
     name = "pinplan",
-    version = planner::solve::backend::VERSION,
+    version = pinplan::solve::backend::VERSION,
     about = "Plans CPU pinning for packet-processing libvirt/KVM VMs"
 )]
 struct Cli {
@@ -308,8 +308,8 @@ fn demand_command(args: &DemandArgs) -> Result<(), Hinted> {
     print(&text)
 }
 
-impl From<planner::spec::SpecError> for Hinted {
-    fn from(error: planner::spec::SpecError) -> Self {
+impl From<pinplan::spec::SpecError> for Hinted {
+    fn from(error: pinplan::spec::SpecError) -> Self {
         let hint = error.hint.clone();
         Hinted {
             error: error.into(),
@@ -382,8 +382,8 @@ fn bad_input(message: String, hint: Option<String>) -> Hinted {
     }
 }
 
-impl From<planner::libvirt::patch::PatchError> for Hinted {
-    fn from(error: planner::libvirt::patch::PatchError) -> Self {
+impl From<pinplan::libvirt::patch::PatchError> for Hinted {
+    fn from(error: pinplan::libvirt::patch::PatchError) -> Self {
         Hinted {
             error: error.into(),
             hint: None,
@@ -392,7 +392,7 @@ impl From<planner::libvirt::patch::PatchError> for Hinted {
     }
 }
 
-fn read_plan(path: &std::path::Path) -> Result<planner::plan::Plan, Hinted> {
+fn read_plan(path: &std::path::Path) -> Result<pinplan::plan::Plan, Hinted> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         bad_input(
             format!("cannot read the plan {}: {e}", path.display()),
@@ -409,10 +409,10 @@ fn read_plan(path: &std::path::Path) -> Result<planner::plan::Plan, Hinted> {
 
 /// The plan's VM by name, or a clear error listing the plan's VMs.
 fn plan_vm<'p>(
-    plan: &'p planner::plan::Plan,
+    plan: &'p pinplan::plan::Plan,
     name: &str,
     plan_path: &std::path::Path,
-) -> Result<&'p planner::plan::VmPlan, Hinted> {
+) -> Result<&'p pinplan::plan::VmPlan, Hinted> {
     plan.vms.iter().find(|v| v.name == name).ok_or_else(|| {
         let placed: Vec<&str> = plan.vms.iter().map(|v| v.name.as_str()).collect();
         let why = if plan.unplaced.iter().any(|u| u == name) {
@@ -431,7 +431,7 @@ fn plan_vm<'p>(
 }
 
 fn xml_command(args: &XmlArgs) -> Result<(), Hinted> {
-    use planner::libvirt::{emit, patch};
+    use pinplan::libvirt::{emit, patch};
     let plan = read_plan(&args.plan)?;
     let input: Option<(String, String)> = match (&args.patch, &args.connect) {
         (Some(path), _) => Some((
@@ -454,7 +454,7 @@ fn xml_command(args: &XmlArgs) -> Result<(), Hinted> {
                     None,
                 )
             })?;
-            let xml = planner::libvirt::inactive_xml(uri, &name).map_err(|e| Hinted {
+            let xml = pinplan::libvirt::inactive_xml(uri, &name).map_err(|e| Hinted {
                 error: anyhow::anyhow!(e),
                 hint: Some(
                     "the domain must be defined in libvirt under the VM's name (virsh list --all)"
@@ -528,10 +528,10 @@ fn is_local_uri(uri: &str) -> bool {
 /// every usable CPU not isolated, or `None` without `isolcpus=`.
 fn host_cpus_from_isolcpus(
     host: &topology::HostTopology,
-) -> Result<Option<planner::CpuSet>, Hinted> {
-    let cmdline = planner::cmdline::KernelCmdline::read(std::path::Path::new("/"))
+) -> Result<Option<pinplan::CpuSet>, Hinted> {
+    let cmdline = pinplan::cmdline::KernelCmdline::read(std::path::Path::new("/"))
         .map_err(|e| bad_input(format!("cannot read /proc/cmdline: {e}"), None))?;
-    planner::report::host_cpus_from_cmdline(&cmdline, host).map_err(|e| {
+    pinplan::report::host_cpus_from_cmdline(&cmdline, host).map_err(|e| {
         bad_input(
             format!("/proc/cmdline: {e}"),
             Some("give the host's CPUs with --host-cpus CPUSET".to_owned()),
@@ -554,7 +554,7 @@ fn use_colour(arg: ColorArg) -> bool {
 }
 
 fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
-    use planner::report;
+    use pinplan::report;
     let source = match &args.connect {
         Some(uri) => Source::Libvirt(uri.clone()),
         None => Source::from_arg(&args.source),
@@ -568,7 +568,7 @@ fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
     };
     let host_cpus = match (&args.host_cpus, &plan) {
         (Some(cpus), _) => Some(
-            cpus.parse::<planner::CpuSet>()
+            cpus.parse::<pinplan::CpuSet>()
                 .map_err(|e| bad_input(format!("--host-cpus: {e}"), None))?,
         ),
         (None, Some(plan)) if !plan.host.reserved_cpus.is_empty() => {
@@ -582,7 +582,7 @@ fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
         tenants.push(report::host_tenant(&set));
     }
     if let Some(uri) = &args.connect {
-        tenants.extend(planner::libvirt::domain_tenants(uri, &host).map_err(libvirt_error)?);
+        tenants.extend(pinplan::libvirt::domain_tenants(uri, &host).map_err(libvirt_error)?);
     }
     // --domains and --connect exclude each other: only files can repeat a domain.
     let mut seen = std::collections::BTreeMap::new();
@@ -607,7 +607,7 @@ fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
     let text = match args.format {
         ReportFormat::Text => result.to_text(&host, use_colour(args.color)),
         ReportFormat::Json => result.to_json(),
-        ReportFormat::Svg => planner::report_svg::render(&host, &result),
+        ReportFormat::Svg => pinplan::report_svg::render(&host, &result),
     };
     print(&text)?;
     Ok(if result.has_errors() {
@@ -627,7 +627,7 @@ fn plan_command(args: &PlanArgs) -> Result<ExitCode, Hinted> {
             code: 2,
         });
     }
-    let spec = planner::spec::Spec::load(&args.spec)?;
+    let spec = pinplan::spec::Spec::load(&args.spec)?;
     let source = match (&args.connect, &args.source, &spec.source) {
         (Some(uri), _, _) => Source::Libvirt(uri.clone()),
         (None, Some(src), _) => Source::from_arg(src),
@@ -641,15 +641,15 @@ fn plan_command(args: &PlanArgs) -> Result<ExitCode, Hinted> {
         .saturating_sub(started.elapsed())
         .saturating_sub(std::time::Duration::from_millis(20))
         .max(std::time::Duration::from_millis(10));
-    let options = planner::solve::SolveOptions {
+    let options = pinplan::solve::SolveOptions {
         solver: match args.solver {
-            SolverArg::Ilp => planner::solve::SolverKind::Ilp,
-            SolverArg::Greedy => planner::solve::SolverKind::Greedy,
+            SolverArg::Ilp => pinplan::solve::SolverKind::Ilp,
+            SolverArg::Greedy => pinplan::solve::SolverKind::Greedy,
         },
         time_limit: left,
         explain: true,
     };
-    let mut plan = planner::solve::solve(&request, &options);
+    let mut plan = pinplan::solve::solve(&request, &options);
     plan.warnings.splice(0..0, spec_warnings);
     let json = plan.to_json();
     if let Some(dir) = &args.out {
@@ -668,11 +668,11 @@ fn plan_command(args: &PlanArgs) -> Result<ExitCode, Hinted> {
                             None,
                         )
                     })?;
-                    let patched = planner::libvirt::patch::patch(
+                    let patched = pinplan::libvirt::patch::patch(
                         &path.display().to_string(),
                         &xml,
                         vm,
-                        &planner::libvirt::patch::PatchOptions {
+                        &pinplan::libvirt::patch::PatchOptions {
                             set_vcpus: false,
                             name_given: true,
                         },
@@ -681,7 +681,7 @@ fn plan_command(args: &PlanArgs) -> Result<ExitCode, Hinted> {
                 }
                 None => files.push((
                     dir.join(format!("{}.fragment.xml", vm.name)),
-                    planner::libvirt::emit::fragment(vm),
+                    pinplan::libvirt::emit::fragment(vm),
                 )),
             }
         }

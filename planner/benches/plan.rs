@@ -29,14 +29,14 @@
 //!
 //! Results are recorded in docs/benchmarks.md.
 
-use planner::ids::{CoreId, CpuId, NodeId, PackageId};
-use planner::plan::Plan;
-use planner::solve::{
+use pinplan::ids::{CoreId, CpuId, NodeId, PackageId};
+use pinplan::plan::Plan;
+use pinplan::solve::{
     self, agg, ilp, EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest,
     SolveOptions, SolverKind, ThreadPolicy, Tier, VmRequest,
 };
-use planner::topology::{self, Source};
-use planner::{CpuSet, HostTopology};
+use pinplan::topology::{self, Source};
+use pinplan::{CpuSet, HostTopology};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -763,7 +763,7 @@ fn draw_vm3(
     rng: &mut Rng,
     i: usize,
     smt: u32,
-    nic_nodes: &[(NodeId, Option<planner::topology::PciAddress>)],
+    nic_nodes: &[(NodeId, Option<pinplan::topology::PciAddress>)],
     priorities: bool,
 ) -> VmRequest {
     let vcpus = match rng.range(0, 19) {
@@ -853,7 +853,7 @@ fn instance(
     // NIC nodes: nodes with free cores; with a PCI device when the host lists
     // any on such a node (then the spec can name it).
     let cpu_nodes: Vec<NodeId> = per_node.keys().filter_map(|n| *n).collect();
-    let with_device: Vec<(NodeId, Option<planner::topology::PciAddress>)> = cpu_nodes
+    let with_device: Vec<(NodeId, Option<pinplan::topology::PciAddress>)> = cpu_nodes
         .iter()
         .filter_map(|&node| {
             let on_node = host.pci.iter().filter(|d| d.numa_node == Some(node));
@@ -862,7 +862,7 @@ fn instance(
             devices.first().map(|d| (node, Some(d.address)))
         })
         .collect();
-    let nic_nodes: Vec<(NodeId, Option<planner::topology::PciAddress>)> = if with_device.is_empty()
+    let nic_nodes: Vec<(NodeId, Option<pinplan::topology::PciAddress>)> = if with_device.is_empty()
     {
         cpu_nodes.iter().map(|&n| (n, None)).collect()
     } else {
@@ -1024,7 +1024,7 @@ fn write_spec(dir: &Path, inst: &Instance) -> BoxResult<PathBuf> {
 /// and checks that it asks for the instance's request (less the NIC nodes
 /// the spec cannot name).
 fn check_spec(path: &Path, inst: &Instance) -> BoxResult<()> {
-    let spec = planner::spec::Spec::load(path).map_err(|e| format!("{e}"))?;
+    let spec = pinplan::spec::Spec::load(path).map_err(|e| format!("{e}"))?;
     let (request, _warnings) = spec
         .request(inst.request.host.clone())
         .map_err(|e| format!("{e}"))?;

@@ -3,7 +3,7 @@
 //! `pinplan topology --source FILE --format json`. Target: ≤ 50 ms.
 //! Results are recorded in docs/benchmarks.md.
 
-use planner::topology::{self, Source};
+use pinplan::topology::{self, Source};
 use std::time::{Duration, Instant};
 
 const RUNS: usize = 30;

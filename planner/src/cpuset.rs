@@ -14,10 +14,10 @@ use std::str::FromStr;
 /// A set of CPUs, always kept sorted, printed in canonical cpulist form.
 ///
 /// ```
-/// use planner::CpuSet;
+/// use pinplan::CpuSet;
 /// let set: CpuSet = "0-3,^2,8".parse()?;
 /// assert_eq!(set.to_string(), "0-1,3,8");
-/// # Ok::<(), planner::CpuSetError>(())
+/// # Ok::<(), pinplan::CpuSetError>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CpuSet(BTreeSet<CpuId>);

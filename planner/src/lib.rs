@@ -5,11 +5,11 @@
 //! with CPU lists in libvirt/Linux syntax through [`CpuSet`].
 //!
 //! ```
-//! use planner::topology::{self, Source};
+//! use pinplan::topology::{self, Source};
 //! let host = topology::load(&Source::Synthetic("package:1 core:4 pu:2(indexes=2*4:1*2)".into()))?;
 //! assert_eq!(host.cores.len(), 4);
 //! assert_eq!(host.cores[1].cpus.to_string(), "1,5");
-//! # Ok::<(), planner::topology::TopologyError>(())
+//! # Ok::<(), pinplan::topology::TopologyError>(())
 //! ```
 
 pub mod cmdline;

@@ -7,7 +7,7 @@
 //! is not this module's business.
 //!
 //! ```
-//! use planner::demand::{demand, DemandOptions, Table};
+//! use pinplan::demand::{demand, DemandOptions, Table};
 //! let table = Table::parse(
 //!     std::path::Path::new("lab.csv"),
 //!     "profile,packet_bytes,tx_cores,rx_cores,gbps\nvm-64b,64,12,1,97\nvm-64b,64,14,1,100\n",

@@ -10,7 +10,7 @@
 //! [`DoctorError`]. Argument parsing and printing are the CLI's business.
 //!
 //! ```
-//! use planner::doctor::{self, DoctorOptions, Status};
+//! use pinplan::doctor::{self, DoctorOptions, Status};
 //! let root = std::env::temp_dir().join(format!("pinplan-doctor-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(root.join("proc"))?;
 //! std::fs::write(root.join("proc/cmdline"), "ro quiet\n")?;

@@ -1,7 +1,7 @@
 //! The MIP backend behind every integer program pinplan solves, and the small
 //! backend-neutral model the programs are written in.
 //!
-//! Backend (chosen at build time, by the `planner` crate's features): HiGHS
+//! Backend (chosen at build time, by the `pinplan` library crate's features): HiGHS
 //! with `highs`, else CBC with `cbc` (the default: Debian's
 //! `coinor-libcbc-dev`, linked as a system library), else microlp, a pure-Rust
 //! fallback that proves small models only. [`NAME`] says which one this build

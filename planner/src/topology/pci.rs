@@ -323,7 +323,7 @@ pub(crate) fn read_sysfs_link(dir: &std::path::Path) -> Option<PcieLink> {
 /// comes on top, so real payload throughput is lower still.
 ///
 /// ```
-/// use planner::topology::link_gbps;
+/// use pinplan::topology::link_gbps;
 /// // 8 GT/s x16: 8 × 16 × 128/130 = 126.03 Gb/s; 2.5 GT/s x1: 2.5 × 0.8 = 2 Gb/s.
 /// assert!((link_gbps(8.0, 16) - 126.03).abs() < 0.01);
 /// assert_eq!(link_gbps(2.5, 1), 2.0);
