@@ -220,7 +220,7 @@ fn dry_run(
         .retain(|v| targets.iter().any(|t| t.name == v.name));
     let mut tenants = Vec::new();
     if !plan.host.reserved_cpus.is_empty() {
-        tenants.push(report::host_tenant(&plan.host.reserved_cpus));
+        tenants.push(pinplan::tenant::host_tenant(&plan.host.reserved_cpus));
     }
     tenants.extend(pinplan::libvirt::domain_tenants(uri, host).map_err(libvirt_error)?);
     let result = report::Report::new(host, tenants, Some(&selected));

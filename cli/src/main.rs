@@ -531,7 +531,7 @@ fn host_cpus_from_isolcpus(
 ) -> Result<Option<pinplan::CpuSet>, Hinted> {
     let cmdline = pinplan::cmdline::KernelCmdline::read(std::path::Path::new("/"))
         .map_err(|e| bad_input(format!("cannot read /proc/cmdline: {e}"), None))?;
-    pinplan::report::host_cpus_from_cmdline(&cmdline, host).map_err(|e| {
+    pinplan::tenant::host_cpus_from_cmdline(&cmdline, host).map_err(|e| {
         bad_input(
             format!("/proc/cmdline: {e}"),
             Some("give the host's CPUs with --host-cpus CPUSET".to_owned()),
@@ -579,7 +579,7 @@ fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
     };
     let mut tenants = Vec::new();
     if let Some(set) = host_cpus.filter(|s| !s.is_empty()) {
-        tenants.push(report::host_tenant(&set));
+        tenants.push(pinplan::tenant::host_tenant(&set));
     }
     if let Some(uri) = &args.connect {
         tenants.extend(pinplan::libvirt::domain_tenants(uri, &host).map_err(libvirt_error)?);
@@ -590,7 +590,7 @@ fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
         let source_name = path.display().to_string();
         let text = std::fs::read_to_string(path)
             .map_err(|e| bad_input(format!("cannot read {source_name}: {e}"), None))?;
-        let tenant = report::tenant_from_domain(&source_name, &text, &host)
+        let tenant = pinplan::libvirt::domain::tenant_from_domain(&source_name, &text, &host)
             .map_err(|e| bad_input(e.to_string(), None))?;
         if let Some(first) = seen.insert(tenant.name.clone(), source_name.clone()) {
             return Err(bad_input(
@@ -607,7 +607,7 @@ fn report_command(args: &ReportArgs) -> Result<ExitCode, Hinted> {
     let text = match args.format {
         ReportFormat::Text => result.to_text(&host, use_colour(args.color)),
         ReportFormat::Json => result.to_json(),
-        ReportFormat::Svg => pinplan::report_svg::render(&host, &result),
+        ReportFormat::Svg => pinplan::report::svg::render(&host, &result),
     };
     print(&text)?;
     Ok(if result.has_errors() {

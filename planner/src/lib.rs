@@ -16,14 +16,14 @@ pub mod cmdline;
 pub mod cpuset;
 pub mod demand;
 pub mod doctor;
-pub mod hostmap;
 pub mod ids;
 pub mod libvirt;
 pub mod plan;
 pub mod report;
-pub mod report_svg;
 pub mod solve;
 pub mod spec;
+pub mod tenant;
+pub mod text;
 pub mod topology;
 pub mod xml;
 

@@ -347,13 +347,13 @@ impl Plan {
             out,
             "\nhost map (tenant/vCPU; idle = owned but unused; - = free; x = not usable):"
         );
-        let map = crate::hostmap::render(host, 12, false, |cpu| crate::hostmap::Cell {
+        let map = crate::topology::map::render(host, 12, false, |cpu| crate::topology::map::Cell {
             text: match tenant.get(&cpu) {
                 Some(t) => t.clone(),
                 None if host.pu(cpu).is_some_and(|p| p.usable) => "-".to_owned(),
                 None => "x".to_owned(),
             },
-            paint: crate::hostmap::Paint::Plain,
+            paint: crate::topology::map::Paint::Plain,
             mark: None,
         });
         out.push_str(&map);

@@ -14,6 +14,7 @@ use crate::topology::{HostTopology, PciAddress};
 use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use crate::text::closest;
 use toml::Spanned;
 
 /// A problem in a spec file.
@@ -163,14 +164,6 @@ pub struct Spec {
     fixed: Vec<(String, CpuSet, usize)>,
 }
 
-fn closest<'a>(word: &str, options: impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    options
-        .map(|o| (crate::demand::distance(word, o), o))
-        .filter(|(d, o)| *d <= o.len().max(word.len()) / 2 + 1)
-        .min()
-        .map(|(_, o)| o)
-}
-
 impl Spec {
     /// The `domain_xml` a VM's `[[vm]]` names, resolved against the spec's directory.
     pub fn domain_xml(&self, vm: &str) -> Option<PathBuf> {
@@ -220,7 +213,7 @@ impl Spec {
                     } else {
                         expected
                     };
-                    closest(unknown, pool.into_iter()).map(|k| format!("did you mean `{k}`?"))
+                    closest(unknown, pool).map(|k| format!("did you mean `{k}`?"))
                 });
             SpecError {
                 file: path.to_owned(),
@@ -350,7 +343,7 @@ impl Spec {
                             "vm.profile",
                             format!("{name}: no profile {profile:?} in the tables"),
                         );
-                        e.hint = Some(match closest(&profile, spec.table.profiles().into_iter()) {
+                        e.hint = Some(match closest(&profile, spec.table.profiles()) {
                             Some(c) => format!(
                                 "did you mean {c:?}? profiles: {}",
                                 spec.table.profiles().join(", ")
@@ -492,7 +485,7 @@ impl Spec {
                     ));
                 }
                 // Whole cores: a reserved CPU takes its siblings with it.
-                let cores = crate::solve::reserved_cores(&host, set);
+                let cores = host.whole_cores(set);
                 host.cores
                     .iter()
                     .filter(|c| cores.contains(&c.id))

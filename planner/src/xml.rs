@@ -59,13 +59,7 @@ impl Element {
     }
 }
 
-/// 1-based line and column of a byte offset.
-pub fn line_col(text: &[u8], offset: usize) -> (usize, usize) {
-    let before = text.get(..offset.min(text.len())).unwrap_or(text);
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let column = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
-    (line, column)
-}
+pub use crate::text::line_col;
 
 fn position_error(text: &str, offset: usize, message: String) -> XmlError {
     let (line, column) = line_col(text.as_bytes(), offset);

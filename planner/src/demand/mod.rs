@@ -131,21 +131,6 @@ impl DemandError {
     }
 }
 
-/// Edit distance, for suggesting the closest name.
-pub(crate) fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = previous[j] + usize::from(ca != *cb);
-            current.push(substitute.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
-    }
-    previous[b.len()]
-}
-
 /// The most common value (ties: the smallest); `default` when there is none.
 fn most_common(values: impl Iterator<Item = u32>, default: u32) -> u32 {
     let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
@@ -192,11 +177,8 @@ pub fn demand(
     let all: Vec<&Row> = table.profile_rows(profile).collect();
     if all.is_empty() {
         let known: Vec<String> = table.profiles().into_iter().map(str::to_owned).collect();
-        let suggestion = known
-            .iter()
-            .min_by_key(|k| (distance(profile, k), k.as_str()))
-            .filter(|k| distance(profile, k) <= k.len().max(profile.len()) / 2 + 1)
-            .cloned();
+        let suggestion =
+            crate::text::closest(profile, known.iter().map(String::as_str)).map(str::to_owned);
         return Err(DemandError::UnknownProfile {
             name: profile.to_owned(),
             suggestion,

@@ -9,7 +9,7 @@
 use super::ffi;
 use crate::cpuset::CpuSet;
 use crate::plan::{IothreadPin, Plan, VmPlan};
-use crate::report;
+use crate::tenant::Tenant;
 use crate::topology::HostTopology;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -243,7 +243,7 @@ impl Session {
     ) -> Result<Vec<Target>, Vec<Problem>> {
         let mut problems = Vec::new();
         let mut targets = Vec::new();
-        let fingerprint = crate::solve::fingerprint(host);
+        let fingerprint = host.fingerprint();
         if plan.host.fingerprint != fingerprint {
             problems.push(Problem {
                 vm: "(plan)".to_owned(),
@@ -380,7 +380,7 @@ impl Session {
     }
 
     /// Every domain at the URI that the plan does not place, as a tenant.
-    fn others(&self, plan: &Plan, host: &HostTopology) -> Result<Vec<report::Tenant>, String> {
+    fn others(&self, plan: &Plan, host: &HostTopology) -> Result<Vec<Tenant>, String> {
         let mut all = super::domain_tenants(&self.uri, host)?;
         all.retain(|t| !plan.vms.iter().any(|v| v.name == t.name));
         Ok(all)

@@ -4,6 +4,7 @@
 //! and apply a plan to live and defined domains ([`apply`]).
 
 pub mod apply;
+pub mod domain;
 pub mod emit;
 mod ffi;
 pub mod patch;
@@ -56,17 +57,17 @@ pub fn all_domain_xml(uri: &str) -> Result<Vec<(String, String)>, String> {
     Ok(out)
 }
 
-/// Every domain at `uri` as a [`crate::report::Tenant`] on `host` (running
+/// Every domain at `uri` as a [`crate::tenant::Tenant`] on `host` (running
 /// domains with their live pins, the others with their config), sorted by
 /// name: what `report --connect` and `apply` see of a host.
 pub fn domain_tenants(
     uri: &str,
     host: &crate::topology::HostTopology,
-) -> Result<Vec<crate::report::Tenant>, String> {
+) -> Result<Vec<crate::tenant::Tenant>, String> {
     all_domain_xml(uri)?
         .iter()
         .map(|(name, xml)| {
-            crate::report::tenant_from_domain(&format!("{uri} domain {name}"), xml, host)
+            domain::tenant_from_domain(&format!("{uri} domain {name}"), xml, host)
                 .map_err(|e| e.to_string())
         })
         .collect()

@@ -27,11 +27,7 @@ fn node_name(node: Option<NodeId>) -> String {
 }
 
 fn plural(n: u32, one: &str) -> String {
-    if n == 1 {
-        format!("{n} {one}")
-    } else {
-        format!("{n} {one}s")
-    }
+    crate::text::plural(n as usize, one, &format!("{one}s"))
 }
 
 /// At most `most` names, then "and N more".
@@ -126,7 +122,7 @@ pub fn explain(
 ) -> Vec<Explanation> {
     let free: Vec<FreeCore> = classes::free_cores(request);
     let taken: BTreeSet<CoreId> = placement.cores.values().flatten().copied().collect();
-    let reserved_cores = super::reserved_cores(&request.host, &request.reserved).len();
+    let reserved_cores = request.host.whole_cores(&request.reserved).len();
     let fixed_cores = request
         .host
         .cores

@@ -10,8 +10,10 @@
 mod assemble;
 mod caps;
 mod detect;
+mod fingerprint;
 mod hwloc;
 mod libvirt;
+pub mod map;
 mod pci;
 mod render;
 
@@ -263,6 +265,16 @@ pub struct HostTopology {
 }
 
 impl HostTopology {
+    /// The cores that `cpus` touch: a set of CPUs widened to whole cores (a
+    /// core with one reserved CPU is the host's entirely).
+    pub fn whole_cores(&self, cpus: &CpuSet) -> std::collections::BTreeSet<CoreId> {
+        self.cores
+            .iter()
+            .filter(|c| c.cpus.intersects(cpus))
+            .map(|c| c.id)
+            .collect()
+    }
+
     /// The CPUs a plan may use (online and allowed).
     pub fn usable_cpus(&self) -> CpuSet {
         self.pus

@@ -3,24 +3,8 @@
 //! marked), the unusable CPUs with the reason, and PCI devices.
 
 use super::{HostTopology, PcieLink};
+use crate::text::{bytes, plural};
 use std::fmt::Write;
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-fn bytes(n: u64) -> String {
-    const GIB: u64 = 1 << 30;
-    const MIB: u64 = 1 << 20;
-    const KIB: u64 = 1 << 10;
-    if n >= GIB {
-        format!("{:.1} GiB", n as f64 / GIB as f64)
-    } else if n >= MIB {
-        format!("{:.1} MiB", n as f64 / MIB as f64)
-    } else {
-        format!("{} KiB", n / KIB)
-    }
-}
 
 fn cpus_or_none(cpus: &crate::cpuset::CpuSet) -> String {
     if cpus.is_empty() {

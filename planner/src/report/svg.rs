@@ -8,8 +8,10 @@
 //! by tenant order, nothing iterated out of a hash map.
 
 use crate::cpuset::CpuSet;
+use crate::text::{bytes, plural};
 use crate::ids::{CoreId, CpuId, NodeId};
-use crate::report::{Conflict, Report, Severity, Tenant, TenantKind};
+use crate::report::{Conflict, Report, Severity};
+use crate::tenant::{Tenant, TenantKind};
 use crate::topology::{Core, HostTopology, Pu};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -1539,10 +1541,6 @@ fn esc(s: &str) -> String {
     out
 }
 
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
 fn or_none(cpus: &CpuSet) -> String {
     if cpus.is_empty() {
         "none".to_owned()
@@ -1558,22 +1556,12 @@ fn severity_word(s: Severity) -> &'static str {
     }
 }
 
-fn bytes(n: u64) -> String {
-    const GIB: u64 = 1 << 30;
-    const MIB: u64 = 1 << 20;
-    if n >= GIB {
-        format!("{:.1} GiB", n as f64 / GIB as f64)
-    } else if n >= MIB {
-        format!("{:.1} MiB", n as f64 / MIB as f64)
-    } else {
-        format!("{} KiB", n >> 10)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{conflicts, host_tenant, tenant_from_domain};
+    use crate::libvirt::domain::tenant_from_domain;
+    use crate::report::conflicts;
+    use crate::tenant::host_tenant;
     use crate::topology::{self, Source};
 
     fn synthetic(desc: &str) -> HostTopology {

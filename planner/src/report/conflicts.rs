@@ -1,0 +1,377 @@
+//! Conflicts: who shares a CPU or a physical core with whom, who overlaps
+//! the host, who floats, whose memory or NIC is on another node.
+
+use crate::cpuset::CpuSet;
+use crate::ids::{CoreId, CpuId, NodeId};
+use crate::tenant::{MemoryTune, Tenant, TenantKind};
+use crate::topology::{HostTopology, PciAddress};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// How bad a conflict is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Throughput collapses: fix it.
+    Error,
+    /// Worth a look.
+    Warning,
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Conflict {
+    /// `cpu-shared`, `core-shared`, `host-overlap`, `emulator-overlap`,
+    /// `floating`, `numa-split`, `nic-remote`.
+    pub kind: String,
+    /// Error or warning.
+    pub severity: Severity,
+    /// The tenants involved.
+    pub tenants: Vec<String>,
+    /// The CPUs involved.
+    pub cpus: CpuSet,
+    /// One line: why.
+    pub message: String,
+}
+
+fn core_of(host: &HostTopology) -> BTreeMap<CpuId, CoreId> {
+    host.pus
+        .iter()
+        .filter_map(|p| p.core.map(|c| (p.cpu, c)))
+        .collect()
+}
+
+/// Every conflict among `tenants` on `host`, in a stable order.
+pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
+    let mut out = Vec::new();
+    let core = core_of(host);
+    let pinned: Vec<&Tenant> = tenants.iter().filter(|t| t.pinned).collect();
+    for t in tenants.iter().filter(|t| !t.pinned) {
+        out.push(Conflict {
+            kind: "floating".to_owned(),
+            severity: Severity::Warning,
+            tenants: vec![t.name.clone()],
+            cpus: t.cpus.clone(),
+            message: format!(
+                "{} is not pinned: its vCPUs can run on any CPU, next to anyone",
+                t.name
+            ),
+        });
+    }
+    for (i, a) in pinned.iter().enumerate() {
+        for b in pinned.iter().skip(i + 1) {
+            let names = vec![a.name.clone(), b.name.clone()];
+            let shared = a.cpus.intersection(&b.cpus);
+            let host_pair = a.kind == TenantKind::Host || b.kind == TenantKind::Host;
+            if !shared.is_empty() {
+                let (kind, message) = if host_pair {
+                    let vm = if a.kind == TenantKind::Host {
+                        &b.name
+                    } else {
+                        &a.name
+                    };
+                    (
+                        "host-overlap",
+                        format!("{vm} runs vCPUs on the host's CPUs {shared}"),
+                    )
+                } else {
+                    (
+                        "cpu-shared",
+                        format!(
+                            "{} and {} have vCPUs on the same CPUs {shared}",
+                            a.name, b.name
+                        ),
+                    )
+                };
+                out.push(Conflict {
+                    kind: kind.to_owned(),
+                    severity: Severity::Error,
+                    tenants: names.clone(),
+                    cpus: shared.clone(),
+                    message,
+                });
+            }
+            // Siblings: different CPUs of one physical core.
+            let cores_a: BTreeMap<CoreId, CpuSet> = group_by_core(&a.cpus, &core);
+            let cores_b: BTreeMap<CoreId, CpuSet> = group_by_core(&b.cpus, &core);
+            let mut sibling_cpus = CpuSet::new();
+            let mut sibling_cores = BTreeSet::new();
+            for (c, ca) in &cores_a {
+                if let Some(cb) = cores_b.get(c) {
+                    let only_a = ca.difference(cb);
+                    let only_b = cb.difference(ca);
+                    if !only_a.is_empty() || !only_b.is_empty() {
+                        sibling_cpus = sibling_cpus.union(&ca.union(cb));
+                        sibling_cores.insert(*c);
+                    }
+                }
+            }
+            if !sibling_cores.is_empty() {
+                let cores: Vec<String> = sibling_cores.iter().map(|c| c.to_string()).collect();
+                out.push(Conflict {
+                    kind: "core-shared".to_owned(),
+                    severity: Severity::Error,
+                    tenants: names,
+                    cpus: sibling_cpus.clone(),
+                    message: format!(
+                        "{} and {} run on SMT siblings of core{} {} (CPUs {sibling_cpus}): noisy neighbours",
+                        a.name,
+                        b.name,
+                        if cores.len() == 1 { "" } else { "s" },
+                        cores.join(",")
+                    ),
+                });
+            }
+        }
+    }
+    // Emulator threads on vCPU CPUs.
+    for t in tenants
+        .iter()
+        .filter(|t| t.kind == TenantKind::Vm && t.pinned)
+    {
+        for other in tenants
+            .iter()
+            .filter(|o| o.kind == TenantKind::Vm && o.pinned)
+        {
+            let shared = t.emulator_cpus.intersection(&other.cpus);
+            if !shared.is_empty() {
+                let whose = if other.name == t.name {
+                    "its own".to_owned()
+                } else {
+                    format!("{}'s", other.name)
+                };
+                out.push(Conflict {
+                    kind: "emulator-overlap".to_owned(),
+                    severity: Severity::Warning,
+                    tenants: if other.name == t.name {
+                        vec![t.name.clone()]
+                    } else {
+                        vec![t.name.clone(), other.name.clone()]
+                    },
+                    cpus: shared.clone(),
+                    message: format!(
+                        "{}'s emulator threads run on {whose} vCPU CPUs {shared}",
+                        t.name
+                    ),
+                });
+            }
+        }
+    }
+    // NUMA: vCPUs on several nodes under strict memory, or memory elsewhere.
+    let node_of: BTreeMap<CpuId, NodeId> = host
+        .pus
+        .iter()
+        .filter_map(|p| p.numa_node.map(|n| (p.cpu, n)))
+        .collect();
+    for t in tenants
+        .iter()
+        .filter(|t| t.kind == TenantKind::Vm && t.pinned)
+    {
+        let nodes: BTreeSet<NodeId> = t
+            .cpus
+            .iter()
+            .filter_map(|c| node_of.get(&c).copied())
+            .collect();
+        let listed: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+        let MemoryTune { mode, nodeset } = t.memory.clone().unwrap_or_default();
+        let memory_nodes: BTreeSet<NodeId> = nodeset
+            .parse::<CpuSet>()
+            .map(|s| s.iter().map(|c| NodeId(c.0)).collect())
+            .unwrap_or_default();
+        let split = nodes.len() > 1 && mode == "strict";
+        let elsewhere =
+            !memory_nodes.is_empty() && !nodes.is_empty() && memory_nodes.is_disjoint(&nodes);
+        if split || elsewhere {
+            out.push(Conflict {
+                kind: "numa-split".to_owned(),
+                severity: Severity::Warning,
+                tenants: vec![t.name.clone()],
+                cpus: t.cpus.clone(),
+                message: if split {
+                    format!(
+                        "{}'s vCPUs span NUMA nodes {} under strict memory",
+                        t.name,
+                        listed.join(",")
+                    )
+                } else {
+                    format!(
+                        "{}'s memory is on node(s) {nodeset}, its vCPUs on {}",
+                        t.name,
+                        listed.join(",")
+                    )
+                },
+            });
+        }
+    }
+    for t in tenants
+        .iter()
+        .filter(|t| t.kind == TenantKind::Vm && t.pinned)
+    {
+        for nic in &t.nics {
+            let Some(nic_node) = nic_node(host, nic) else {
+                continue;
+            };
+            let remote: CpuSet = t
+                .cpus
+                .iter()
+                .filter(|c| node_of.get(c).is_some_and(|n| *n != nic_node))
+                .collect();
+            if !remote.is_empty() {
+                out.push(Conflict {
+                    kind: "nic-remote".to_owned(),
+                    severity: Severity::Warning,
+                    tenants: vec![t.name.clone()],
+                    cpus: remote.clone(),
+                    message: format!(
+                        "{}'s vCPUs on CPUs {remote} are on another NUMA node than its NIC {nic} (node {nic_node})",
+                        t.name
+                    ),
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| (a.severity, &a.kind, &a.tenants).cmp(&(b.severity, &b.kind, &b.tenants)));
+    out
+}
+
+/// The NUMA node of a PCI device: its own, else that of another function of
+/// the same physical device (a VF's PF often is the only function a
+/// topology lists).
+fn nic_node(host: &HostTopology, wanted: &PciAddress) -> Option<NodeId> {
+    let same_slot = |a: &PciAddress| {
+        a.domain == wanted.domain && a.bus == wanted.bus && a.device == wanted.device
+    };
+    host.pci
+        .iter()
+        .find(|d| d.address == *wanted)
+        .and_then(|d| d.numa_node)
+        .or_else(|| {
+            host.pci
+                .iter()
+                .filter(|d| same_slot(&d.address))
+                .find_map(|d| d.numa_node)
+        })
+}
+
+fn group_by_core(cpus: &CpuSet, core: &BTreeMap<CpuId, CoreId>) -> BTreeMap<CoreId, CpuSet> {
+    let mut out: BTreeMap<CoreId, CpuSet> = BTreeMap::new();
+    for cpu in cpus.iter() {
+        if let Some(c) = core.get(&cpu) {
+            out.entry(*c).or_default().insert(cpu);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::libvirt::domain::{tenant_from_domain, DomainError};
+    use crate::tenant::host_tenant;
+    use crate::topology::{self, Source};
+
+    fn host() -> HostTopology {
+        // Siblings N and N+4, like servers (not adjacent).
+        topology::load(&Source::Synthetic(
+            "package:1 core:4 pu:2(indexes=2*4:1*2)".into(),
+        ))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn domain(name: &str, pins: &[(u32, &str)], emulator: Option<&str>) -> String {
+        let mut cputune = String::new();
+        for (v, c) in pins {
+            cputune.push_str(&format!("<vcpupin vcpu='{v}' cpuset='{c}'/>"));
+        }
+        if let Some(e) = emulator {
+            cputune.push_str(&format!("<emulatorpin cpuset='{e}'/>"));
+        }
+        format!(
+            "<domain type='kvm'><name>{name}</name><vcpu placement='static'>{}</vcpu><cputune>{cputune}</cputune></domain>",
+            pins.len().max(1)
+        )
+    }
+
+    fn kinds(c: &[Conflict]) -> Vec<(String, Vec<String>, String)> {
+        c.iter()
+            .map(|c| (c.kind.clone(), c.tenants.clone(), c.cpus.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn finds_sibling_sharing_by_core_not_by_number() -> Result<(), DomainError> {
+        let h = host();
+        // vm1 on CPU 1, vm2 on CPU 5: CPU numbers far apart, same core (1,5).
+        let a = tenant_from_domain("a.xml", &domain("vm1", &[(0, "1")], Some("0")), &h)?;
+        let b = tenant_from_domain("b.xml", &domain("vm2", &[(0, "5")], Some("0")), &h)?;
+        let c = tenant_from_domain("c.xml", &domain("vm3", &[(0, "2")], Some("0")), &h)?;
+        let found = conflicts(
+            &h,
+            &[host_tenant(&"0,4".parse().unwrap_or_default()), a, b, c],
+        );
+        assert_eq!(
+            kinds(&found),
+            [(
+                "core-shared".to_owned(),
+                vec!["vm1".to_owned(), "vm2".to_owned()],
+                "1,5".to_owned()
+            )]
+        );
+        Ok(())
+    }
+
+
+    #[test]
+    fn finds_cpu_sharing_host_overlap_floating_and_emulators() -> Result<(), DomainError> {
+        let h = host();
+        let a = tenant_from_domain(
+            "a.xml",
+            &domain("vm1", &[(0, "1"), (1, "5")], Some("1")),
+            &h,
+        )?;
+        let b = tenant_from_domain(
+            "b.xml",
+            &domain("vm2", &[(0, "5"), (1, "0")], Some("3")),
+            &h,
+        )?;
+        let free = tenant_from_domain(
+            "f.xml",
+            "<domain><name>loose</name><vcpu>2</vcpu></domain>",
+            &h,
+        )?;
+        let found = kinds(&conflicts(
+            &h,
+            &[host_tenant(&"0,4".parse().unwrap_or_default()), a, b, free],
+        ));
+        let expect = |k: &str, t: &[&str], c: &str| {
+            (
+                k.to_owned(),
+                t.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>(),
+                c.to_owned(),
+            )
+        };
+        assert!(
+            found.contains(&expect("cpu-shared", &["vm1", "vm2"], "5")),
+            "{found:?}"
+        );
+        assert!(
+            found.contains(&expect("host-overlap", &["host", "vm2"], "0")),
+            "{found:?}"
+        );
+        assert!(
+            found.contains(&expect("floating", &["loose"], "0-7")),
+            "{found:?}"
+        );
+        assert!(
+            found.contains(&expect("emulator-overlap", &["vm1"], "1")),
+            "{found:?}"
+        );
+        // vm1 on 1 and 5, vm2 on 5: vm1's CPU 1 is vm2's CPU 5's sibling.
+        assert!(
+            found.contains(&expect("core-shared", &["vm1", "vm2"], "1,5")),
+            "{found:?}"
+        );
+        Ok(())
+    }
+
+}

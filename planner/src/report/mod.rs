@@ -1,0 +1,95 @@
+//! Overlap analysis: which CPUs and physical cores [`Tenant`]s share
+//! ([`conflicts`]), what a [`Plan`] would move and which conflicts it removes
+//! ([`moves`]), printed as text with a host map ([`text`]) or as a picture
+//! ([`svg`]). Reading domains into tenants is [`crate::libvirt::domain`]'s.
+
+pub mod conflicts;
+pub mod moves;
+pub mod svg;
+mod text;
+
+pub use conflicts::{conflicts, Conflict, Severity};
+pub use moves::{moves, planned_tenants, Move};
+
+use crate::plan::Plan;
+use crate::tenant::Tenant;
+use crate::topology::HostTopology;
+use serde::Serialize;
+use std::collections::BTreeSet;
+
+/// What applying a plan would do to the conflicts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanEffect {
+    /// Conflicts now that the plan removes.
+    pub resolved: Vec<Conflict>,
+    /// Conflicts now that stay under the plan (with their CPUs after it).
+    pub remaining: Vec<Conflict>,
+    /// Conflicts the plan would add.
+    pub introduced: Vec<Conflict>,
+}
+
+/// What `pinplan report --format json` prints.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// Every tenant (the host first).
+    pub tenants: Vec<Tenant>,
+    /// Every conflict, errors first.
+    pub conflicts: Vec<Conflict>,
+    /// Threads a plan would move (empty without a plan).
+    pub moves: Vec<Move>,
+    /// With a plan: which conflicts it removes, leaves and adds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanEffect>,
+}
+
+impl Report {
+    /// The report of `tenants` on `host`, compared with `plan` when given.
+    pub fn new(host: &HostTopology, tenants: Vec<Tenant>, plan: Option<&Plan>) -> Report {
+        let conflicts = conflicts(host, &tenants);
+        let (moves, effect) = match plan {
+            None => (Vec::new(), None),
+            Some(plan) => {
+                let after = self::conflicts(host, &planned_tenants(&tenants, plan));
+                let key = |c: &Conflict| (c.kind.clone(), c.tenants.clone());
+                let before_keys: BTreeSet<_> = conflicts.iter().map(key).collect();
+                let after_keys: BTreeSet<_> = after.iter().map(key).collect();
+                let effect = PlanEffect {
+                    resolved: conflicts
+                        .iter()
+                        .filter(|c| !after_keys.contains(&key(c)))
+                        .cloned()
+                        .collect(),
+                    remaining: after
+                        .iter()
+                        .filter(|c| before_keys.contains(&key(c)))
+                        .cloned()
+                        .collect(),
+                    introduced: after
+                        .iter()
+                        .filter(|c| !before_keys.contains(&key(c)))
+                        .cloned()
+                        .collect(),
+                };
+                (moves(&tenants, plan), Some(effect))
+            }
+        };
+        Report {
+            tenants,
+            conflicts,
+            moves,
+            plan: effect,
+        }
+    }
+
+    /// Whether any conflict is an error (exit status 1).
+    pub fn has_errors(&self) -> bool {
+        self.conflicts.iter().any(|c| c.severity == Severity::Error)
+    }
+
+    /// The JSON form.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+}

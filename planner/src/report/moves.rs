@@ -1,0 +1,138 @@
+//! What a plan changes: the tenants as they would be under it, and every
+//! thread whose CPUs it moves.
+
+use crate::cpuset::CpuSet;
+use crate::ids::CpuId;
+use crate::plan::{Plan, VmPlan};
+use crate::tenant::{host_tenant, IothreadCpus, MemoryTune, Tenant, TenantKind, VcpuCpus};
+use serde::Serialize;
+
+/// One thread a plan moves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Move {
+    /// The VM.
+    pub vm: String,
+    /// `vcpu`, `emulator` or `iothread`.
+    pub thread: String,
+    /// The vCPU or I/O thread number (none for the emulator).
+    pub id: Option<u32>,
+    /// Its CPUs now (none when the thread does not exist yet, e.g. a VM
+    /// that is not defined or has fewer vCPUs).
+    pub from: Option<CpuSet>,
+    /// Its CPUs under the plan.
+    pub to: CpuSet,
+}
+
+/// A planned VM as a tenant (its NICs and memory mode from `now`, if known).
+fn planned_tenant(vm: &VmPlan, now: Option<&Tenant>) -> Tenant {
+    let vcpus: Vec<VcpuCpus> = vm
+        .vcpus
+        .iter()
+        .map(|p| VcpuCpus {
+            vcpu: p.vcpu,
+            cpus: std::iter::once(p.cpu).collect(),
+        })
+        .collect();
+    let nodes: CpuSet = vm.numa_nodes.iter().map(|n| CpuId(n.0)).collect();
+    Tenant {
+        name: vm.name.clone(),
+        kind: TenantKind::Vm,
+        cpus: vcpus.iter().fold(CpuSet::new(), |a, v| a.union(&v.cpus)),
+        vcpus,
+        emulator_cpus: vm.emulator_cpus.clone(),
+        iothreads: vm
+            .iothreads
+            .iter()
+            .map(|t| IothreadCpus {
+                iothread: t.iothread,
+                cpus: t.cpus.clone(),
+            })
+            .collect(),
+        nics: now.map(|t| t.nics.clone()).unwrap_or_default(),
+        pinned: true,
+        memory: (!nodes.is_empty()).then(|| MemoryTune {
+            mode: "strict".to_owned(),
+            nodeset: nodes.to_string(),
+        }),
+    }
+}
+
+/// The tenants as they would be under `plan`: the plan's reserved CPUs as the
+/// host, its VMs as planned, every other tenant as it is now.
+pub fn planned_tenants(now: &[Tenant], plan: &Plan) -> Vec<Tenant> {
+    let mut out = Vec::new();
+    if !plan.host.reserved_cpus.is_empty() {
+        out.push(host_tenant(&plan.host.reserved_cpus));
+    }
+    let find = |name: &str| {
+        now.iter()
+            .find(|t| t.kind == TenantKind::Vm && t.name == name)
+    };
+    for t in now.iter().filter(|t| t.kind == TenantKind::Vm) {
+        match plan.vms.iter().find(|v| v.name == t.name) {
+            Some(vm) => out.push(planned_tenant(vm, Some(t))),
+            None => out.push(t.clone()),
+        }
+    }
+    for vm in plan.vms.iter().filter(|v| find(&v.name).is_none()) {
+        out.push(planned_tenant(vm, None));
+    }
+    for f in plan.fixed.iter().filter(|f| find(&f.name).is_none()) {
+        let mut t = host_tenant(&f.cpus);
+        t.name = f.name.clone();
+        t.kind = TenantKind::Vm;
+        out.push(t);
+    }
+    out
+}
+
+/// Every thread of the plan's VMs whose CPUs would change, in plan order.
+pub fn moves(now: &[Tenant], plan: &Plan) -> Vec<Move> {
+    let mut out = Vec::new();
+    for vm in &plan.vms {
+        let current = now
+            .iter()
+            .find(|t| t.kind == TenantKind::Vm && t.name == vm.name);
+        let mut push = |thread: &str, id: Option<u32>, from: Option<CpuSet>, to: CpuSet| {
+            if from.as_ref() != Some(&to) {
+                out.push(Move {
+                    vm: vm.name.clone(),
+                    thread: thread.to_owned(),
+                    id,
+                    from,
+                    to,
+                });
+            }
+        };
+        for pin in &vm.vcpus {
+            let from = current.and_then(|t| {
+                t.vcpus
+                    .iter()
+                    .find(|v| v.vcpu == pin.vcpu)
+                    .map(|v| v.cpus.clone())
+            });
+            push(
+                "vcpu",
+                Some(pin.vcpu),
+                from,
+                std::iter::once(pin.cpu).collect(),
+            );
+        }
+        push(
+            "emulator",
+            None,
+            current.map(|t| t.emulator_cpus.clone()),
+            vm.emulator_cpus.clone(),
+        );
+        for io in &vm.iothreads {
+            let from = current.and_then(|t| {
+                t.iothreads
+                    .iter()
+                    .find(|i| i.iothread == io.iothread)
+                    .map(|i| i.cpus.clone())
+            });
+            push("iothread", Some(io.iothread), from, io.cpus.clone());
+        }
+    }
+    out
+}

@@ -1,0 +1,187 @@
+//! What the solver is asked: a [`PlanRequest`] (the host, its reserved and
+//! fixed CPUs, the VMs with their vCPU counts and policies) and the
+//! [`SolveOptions`] (which solver, how long).
+
+use crate::cpuset::CpuSet;
+use crate::ids::NodeId;
+use crate::plan::PlannedDemand;
+use crate::topology::{HostTopology, PciAddress};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// How vCPUs use SMT siblings (names follow OpenStack Nova).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThreadPolicy {
+    /// One vCPU per physical core; the siblings stay idle, owned by the VM.
+    Isolate,
+    /// vCPUs fill every thread of their cores; only cores with 2+ usable threads.
+    Require,
+    /// Like require, but cores with a single usable thread may be used too.
+    Prefer,
+}
+
+/// Where the emulator (and I/O) threads run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmulatorPolicy {
+    /// On the host's reserved CPUs.
+    Host,
+    /// On one more CPU of the VM's own (an idle sibling when there is one).
+    Isolate,
+}
+
+/// How a VM may use NUMA nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NumaPolicy {
+    /// All vCPUs (and memory) on one node.
+    Strict,
+    /// One node unless impossible.
+    Preferred,
+    /// Any nodes; the plan records guest NUMA cells.
+    Spread,
+}
+
+/// How much the NIC's NUMA node matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NicAffinity {
+    /// vCPUs only on the NIC's node.
+    Required,
+    /// As many as possible on it.
+    Preferred,
+    /// Don't care.
+    Ignore,
+}
+
+impl ThreadPolicy {
+    /// The spec/plan name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadPolicy::Isolate => "isolate",
+            ThreadPolicy::Require => "require",
+            ThreadPolicy::Prefer => "prefer",
+        }
+    }
+}
+
+/// A VM to place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmRequest {
+    /// Domain name.
+    pub name: String,
+    /// vCPUs.
+    pub vcpus: u32,
+    /// SMT policy.
+    pub threads: ThreadPolicy,
+    /// Emulator placement.
+    pub emulator: EmulatorPolicy,
+    /// NUMA policy.
+    pub numa: NumaPolicy,
+    /// Its NIC, if named.
+    pub nic: Option<PciAddress>,
+    /// The NIC's NUMA node, when known.
+    pub nic_node: Option<NodeId>,
+    /// How much the NIC's node matters.
+    pub nic_affinity: NicAffinity,
+    /// libvirt I/O threads (pinned with the emulator).
+    pub iothreads: u32,
+    /// Higher is placed first when not all fit.
+    pub priority: i64,
+    /// The demand it was sized by, if from a table.
+    pub demand: Option<PlannedDemand>,
+    /// Smaller demands to try when it does not fit (`("min_fraction = 0.97", 14)`).
+    pub alternatives: Vec<(String, u32)>,
+}
+
+impl VmRequest {
+    /// A VM with default policies (require, host emulator, strict NUMA).
+    pub fn new(name: &str, vcpus: u32) -> Self {
+        VmRequest {
+            name: name.to_owned(),
+            vcpus,
+            threads: ThreadPolicy::Require,
+            emulator: EmulatorPolicy::Host,
+            numa: NumaPolicy::Strict,
+            nic: None,
+            nic_node: None,
+            nic_affinity: NicAffinity::Ignore,
+            iothreads: 0,
+            priority: 0,
+            demand: None,
+            alternatives: Vec::new(),
+        }
+    }
+
+    /// CPUs the VM needs for itself: vCPUs, plus one with `emulator = "isolate"`.
+    pub fn pus_needed(&self) -> u32 {
+        self.vcpus + u32::from(self.emulator == EmulatorPolicy::Isolate)
+    }
+
+    /// The NIC node to keep to, when affinity is required and the node known.
+    pub fn required_node(&self) -> Option<NodeId> {
+        (self.nic_affinity == NicAffinity::Required)
+            .then_some(self.nic_node)
+            .flatten()
+    }
+
+    /// The NIC node to prefer, when affinity is preferred and the node known.
+    pub fn preferred_node(&self) -> Option<NodeId> {
+        (self.nic_affinity == NicAffinity::Preferred)
+            .then_some(self.nic_node)
+            .flatten()
+    }
+}
+
+/// A tenant that already runs and keeps its CPUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FixedTenant {
+    /// Its name.
+    pub name: String,
+    /// Its CPUs.
+    pub cpus: CpuSet,
+}
+
+/// Everything the solver needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanRequest {
+    /// The host.
+    pub host: HostTopology,
+    /// The host's own CPUs (whole cores are kept from VMs).
+    pub reserved: CpuSet,
+    /// Tenants planned around.
+    pub fixed: Vec<FixedTenant>,
+    /// VMs to place, in spec order.
+    pub vms: Vec<VmRequest>,
+}
+
+/// Which solver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SolverKind {
+    /// The aggregated integer program (exact).
+    Ilp,
+    /// First fit (baseline).
+    Greedy,
+}
+
+/// Solver settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SolveOptions {
+    /// Which solver.
+    pub solver: SolverKind,
+    /// Wall-clock limit for the whole solve; a watchdog enforces it.
+    pub time_limit: Duration,
+    /// Look for the smallest change that fits unplaced VMs (re-solves).
+    pub explain: bool,
+}
+
+impl Default for SolveOptions {
+    fn default() -> Self {
+        SolveOptions {
+            solver: SolverKind::Ilp,
+            time_limit: Duration::from_secs(10),
+            explain: true,
+        }
+    }
+}

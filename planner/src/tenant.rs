@@ -1,0 +1,128 @@
+//! Who is pinned where: a [`Tenant`] is the host or a VM with the CPUs each
+//! of its threads may run on. libvirt/ reads them from domain XML, report/
+//! compares them; the host's own CPUs come from the plan or `isolcpus=`.
+
+use crate::cpuset::CpuSet;
+use crate::topology::{HostTopology, PciAddress};
+use serde::Serialize;
+
+/// Who a tenant is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TenantKind {
+    /// The host's own CPUs.
+    Host,
+    /// A VM (libvirt domain).
+    Vm,
+}
+
+/// One vCPU's allowed CPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VcpuCpus {
+    /// Guest vCPU.
+    pub vcpu: u32,
+    /// Host CPUs it may run on.
+    pub cpus: CpuSet,
+}
+
+/// A domain's `<numatune><memory>`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct MemoryTune {
+    /// `strict`, `preferred`, `interleave` or `restrictive`.
+    pub mode: String,
+    /// Host NUMA nodes, e.g. `0-1`.
+    pub nodeset: String,
+}
+
+/// One I/O thread's allowed CPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IothreadCpus {
+    /// libvirt I/O thread id (1-based).
+    pub iothread: u32,
+    /// Host CPUs it may run on.
+    pub cpus: CpuSet,
+}
+
+/// A tenant's current pinning.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tenant {
+    /// Name (`host` for the host).
+    pub name: String,
+    /// Host or VM.
+    pub kind: TenantKind,
+    /// Each vCPU's allowed CPUs (vcpupin, else `<vcpu cpuset>`, else every CPU).
+    pub vcpus: Vec<VcpuCpus>,
+    /// The CPUs its vCPUs may run on, together.
+    pub cpus: CpuSet,
+    /// emulatorpin (else the `<vcpu cpuset>`, else every CPU).
+    pub emulator_cpus: CpuSet,
+    /// Each I/O thread's CPUs (iothreadpin, else the `<vcpu cpuset>`, else
+    /// every CPU).
+    pub iothreads: Vec<IothreadCpus>,
+    /// PCI addresses of its passed-through devices (`<hostdev>`,
+    /// `<interface type='hostdev'>`), e.g. `0000:65:00.2`.
+    pub nics: Vec<PciAddress>,
+    /// Whether any pin keeps it off some usable CPU (a VM with no pinning, or
+    /// pinned to every CPU, floats).
+    pub pinned: bool,
+    /// `<numatune><memory mode nodeset>`, when set.
+    pub memory: Option<MemoryTune>,
+}
+
+/// The host as a tenant of its own CPUs.
+pub fn host_tenant(cpus: &CpuSet) -> Tenant {
+    Tenant {
+        name: "host".to_owned(),
+        kind: TenantKind::Host,
+        vcpus: Vec::new(),
+        cpus: cpus.clone(),
+        emulator_cpus: CpuSet::new(),
+        iothreads: Vec::new(),
+        nics: Vec::new(),
+        pinned: true,
+        memory: None,
+    }
+}
+
+/// The host's own CPUs by the kernel command line: every usable CPU not in
+/// `isolcpus=`; `None` without `isolcpus=`.
+pub fn host_cpus_from_cmdline(
+    cmdline: &crate::cmdline::KernelCmdline,
+    host: &HostTopology,
+) -> Result<Option<CpuSet>, crate::cmdline::CmdlineError> {
+    let usable = host.usable_cpus();
+    cmdline
+        .cpu_list("isolcpus", &usable)
+        .transpose()
+        .map(|isolated| isolated.map(|i| usable.difference(&i)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{self, Source};
+
+    fn host() -> HostTopology {
+        topology::load(&Source::Synthetic(
+            "package:1 core:4 pu:2(indexes=2*4:1*2)".into(),
+        ))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_host_keeps_what_isolcpus_leaves() {
+        use crate::cmdline::KernelCmdline;
+        let h = host();
+        let c = KernelCmdline::parse("ro isolcpus=managed_irq,domain,1-3,5-7");
+        assert_eq!(
+            host_cpus_from_cmdline(&c, &h).map(|s| s.map(|s| s.to_string())),
+            Ok(Some("0,4".to_owned()))
+        );
+        assert_eq!(
+            host_cpus_from_cmdline(&KernelCmdline::parse("ro"), &h),
+            Ok(None)
+        );
+        assert!(host_cpus_from_cmdline(&KernelCmdline::parse("isolcpus=x"), &h).is_err());
+    }
+
+}
