@@ -1,0 +1,105 @@
+//! The plan request file (TOML), documented in `docs/formats.md`: the host's
+//! reservation, throughput tables, defaults, the VMs to place and the tenants
+//! to plan around. Parsing checks the file on its own ([`Spec::load`]); the
+//! host-dependent checks and the demands happen in [`Spec::request`]. Every
+//! error names the file, the line and the key. The TOML shape is `schema`'s,
+//! the host-free checks `parse`'s, the host-dependent ones `request`'s.
+
+mod parse;
+mod request;
+mod schema;
+
+use crate::cpuset::CpuSet;
+use crate::demand::Table;
+use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, ThreadPolicy};
+use crate::topology::PciAddress;
+use std::path::{Path, PathBuf};
+
+/// A problem in a spec file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}:{line}: {message}", file.display())]
+pub struct SpecError {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line (1 when the problem is the whole file).
+    pub line: usize,
+    /// The key at fault, e.g. `vm.threads`.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+    /// What to do, when known.
+    pub hint: Option<String>,
+}
+
+/// How a VM's vCPU count is given.
+#[derive(Debug, Clone, PartialEq)]
+enum Sizing {
+    Explicit(u32),
+    Table { profile: String, target_gbps: f64 },
+}
+
+/// One VM as the spec says, with defaults applied.
+#[derive(Debug, Clone, PartialEq)]
+struct VmSpec {
+    name: String,
+    line: usize,
+    sizing: Sizing,
+    sizing_line: usize,
+    nic: Option<(PciAddress, usize)>,
+    threads: ThreadPolicy,
+    emulator: EmulatorPolicy,
+    numa: NumaPolicy,
+    nic_affinity: NicAffinity,
+    min_fraction: f64,
+    iothreads: u32,
+    priority: i64,
+    packet_bytes: Option<u32>,
+    domain_xml: Option<PathBuf>,
+}
+
+/// A parsed and checked plan spec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    /// The file.
+    pub file: PathBuf,
+    /// `[host] source`, resolved against the spec's directory.
+    pub source: Option<PathBuf>,
+    reserved_cores: Option<(u32, usize)>,
+    reserved_cpus: Option<(CpuSet, usize)>,
+    table: Table,
+    line_rate_gbps: f64,
+    vms: Vec<VmSpec>,
+    fixed: Vec<(String, CpuSet, usize)>,
+}
+
+impl Spec {
+    /// The `domain_xml` a VM's `[[vm]]` names, resolved against the spec's directory.
+    pub fn domain_xml(&self, vm: &str) -> Option<PathBuf> {
+        self.vms
+            .iter()
+            .find(|v| v.name == vm)
+            .and_then(|v| v.domain_xml.clone())
+    }
+
+    fn error(&self, line: usize, key: &str, message: String) -> SpecError {
+        SpecError {
+            file: self.file.clone(),
+            line,
+            key: Some(key.to_owned()),
+            message,
+            hint: None,
+        }
+    }
+
+    /// Reads and checks a spec file (and the tables it names).
+    pub fn load(path: &Path) -> Result<Spec, SpecError> {
+        let text = std::fs::read_to_string(path).map_err(|e| SpecError {
+            file: path.to_owned(),
+            line: 1,
+            key: None,
+            message: format!("cannot read the plan spec: {e}"),
+            hint: None,
+        })?;
+        Spec::parse(path, &text)
+    }
+}

@@ -1,0 +1,349 @@
+//! Checking a spec file on its own, before any host is known: TOML syntax and
+//! keys, the host's reservation and tables, each VM's sizing and policies
+//! with the defaults applied, and the fixed tenants. Every error names the
+//! file, the line and the key.
+
+use super::schema::{FixedSection, HostSection, Policies, SpecFile, VmSection, KEYS};
+use super::{Sizing, Spec, SpecError, VmSpec};
+use crate::cpuset::CpuSet;
+use crate::demand::Table;
+use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, ThreadPolicy};
+use crate::text::{closest, line_col};
+use crate::topology::PciAddress;
+use std::collections::BTreeSet;
+use std::path::Path;
+use toml::Spanned;
+
+/// The spec text, for turning byte offsets into line numbers.
+struct Lines<'a>(&'a str);
+
+impl Lines<'_> {
+    fn at(&self, offset: usize) -> usize {
+        line_col(self.0.as_bytes(), offset).0
+    }
+
+    fn of<T>(&self, value: &Spanned<T>) -> usize {
+        self.at(value.span().start)
+    }
+}
+
+/// The TOML document, or an error at its line with a "did you mean" for an
+/// unknown key or value.
+fn read_toml(path: &Path, text: &str, lines: &Lines) -> Result<SpecFile, SpecError> {
+    toml::from_str(text).map_err(|e| {
+        let line = e.span().map_or(1, |s| lines.at(s.start));
+        let message = e.message().trim().to_owned();
+        // serde: "unknown field `threds`, expected one of `threads`, ..."
+        let hint = message
+            .strip_prefix("unknown field `")
+            .or_else(|| message.strip_prefix("unknown variant `"))
+            .and_then(|rest| rest.split('`').next())
+            .and_then(|unknown| {
+                let expected: Vec<&str> = message.split('`').skip(3).step_by(2).collect();
+                let pool: Vec<&str> = if expected.is_empty() {
+                    KEYS.to_vec()
+                } else {
+                    expected
+                };
+                closest(unknown, pool).map(|k| format!("did you mean `{k}`?"))
+            });
+        SpecError {
+            file: path.to_owned(),
+            line,
+            key: None,
+            message,
+            hint,
+        }
+    })
+}
+
+impl Spec {
+    /// Parses and checks spec text; `path` names it and anchors relative paths.
+    pub fn parse(path: &Path, text: &str) -> Result<Spec, SpecError> {
+        let lines = Lines(text);
+        let raw = read_toml(path, text, &lines)?;
+        let base = path.parent().unwrap_or_else(|| Path::new("."));
+        let mut spec = Spec {
+            file: path.to_owned(),
+            source: raw.host.source.as_ref().map(|s| base.join(s.get_ref())),
+            reserved_cores: None,
+            reserved_cpus: None,
+            table: Table::default(),
+            line_rate_gbps: 100.0,
+            vms: Vec::new(),
+            fixed: Vec::new(),
+        };
+        spec.read_host(&raw.host, base, &lines)?;
+        let default_fraction = match &raw.defaults.min_fraction {
+            Some(f) => spec.fraction(f, "defaults.min_fraction", &lines)?,
+            None => 1.0,
+        };
+        let mut names: BTreeSet<String> = BTreeSet::new();
+        for vm in &raw.vm {
+            let vm = spec.read_vm(vm, &raw.defaults, default_fraction, base, &names, &lines)?;
+            names.insert(vm.name.clone());
+            spec.vms.push(vm);
+        }
+        for f in &raw.fixed {
+            spec.read_fixed(f.get_ref(), &names, &lines)?;
+        }
+        Ok(spec)
+    }
+
+    /// `[host]`: the reservation (cores or CPUs, not both), the line rate and
+    /// the throughput tables.
+    fn read_host(&mut self, host: &HostSection, base: &Path, lines: &Lines) -> Result<(), SpecError> {
+        if let (Some(_), Some(cpus)) = (&host.reserved_cores, &host.reserved_cpus) {
+            return Err(self.error(
+                lines.of(cpus),
+                "host.reserved_cpus",
+                "give either reserved_cores or reserved_cpus, not both".to_owned(),
+            ));
+        }
+        self.reserved_cores = host
+            .reserved_cores
+            .as_ref()
+            .map(|c| (*c.get_ref(), lines.of(c)));
+        if let Some(cpus) = &host.reserved_cpus {
+            let line = lines.of(cpus);
+            let set: CpuSet = cpus.get_ref().parse().map_err(|e| {
+                self.error(line, "host.reserved_cpus", format!("reserved_cpus: {e}"))
+            })?;
+            self.reserved_cpus = Some((set, line));
+        }
+        if let Some(rate) = &host.line_rate_gbps {
+            if !(rate.get_ref().is_finite() && *rate.get_ref() > 0.0) {
+                return Err(self.error(
+                    lines.of(rate),
+                    "host.line_rate_gbps",
+                    "line_rate_gbps must be above 0".to_owned(),
+                ));
+            }
+            self.line_rate_gbps = *rate.get_ref();
+        }
+        for t in &host.tables {
+            let table = Table::load(&base.join(t.get_ref())).map_err(|e| {
+                self.error(
+                    lines.of(t),
+                    "host.tables",
+                    format!("table {}: {e}", t.get_ref()),
+                )
+            })?;
+            self.table.rows.extend(table.rows);
+        }
+        Ok(())
+    }
+
+    /// A `min_fraction`: above 0 and at most 1.
+    fn fraction(&self, f: &Spanned<f64>, key: &str, lines: &Lines) -> Result<f64, SpecError> {
+        let v = *f.get_ref();
+        if v > 0.0 && v <= 1.0 {
+            Ok(v)
+        } else {
+            Err(self.error(
+                lines.of(f),
+                key,
+                format!("min_fraction is {v}: it must be above 0 and at most 1"),
+            ))
+        }
+    }
+
+    /// One `[[vm]]` with the defaults applied.
+    fn read_vm(
+        &self,
+        vm: &Spanned<VmSection>,
+        defaults: &Policies,
+        default_fraction: f64,
+        base: &Path,
+        names: &BTreeSet<String>,
+        lines: &Lines,
+    ) -> Result<VmSpec, SpecError> {
+        let line = lines.of(vm);
+        let vm = vm.get_ref();
+        let name = vm.name.get_ref().trim().to_owned();
+        let name_line = lines.of(&vm.name);
+        if name.is_empty() {
+            return Err(self.error(name_line, "vm.name", "a VM needs a name".to_owned()));
+        }
+        if names.contains(&name) {
+            return Err(self.error(
+                name_line,
+                "vm.name",
+                format!("two VMs are named {name:?}"),
+            ));
+        }
+        let (sizing, sizing_line) = self.sizing(&name, vm, line, lines)?;
+        let nic = match &vm.nic {
+            None => None,
+            Some(n) => {
+                let nl = lines.of(n);
+                let address: PciAddress = n
+                    .get_ref()
+                    .parse()
+                    .map_err(|e| self.error(nl, "vm.nic", format!("{name}: {e}")))?;
+                Some((address, nl))
+            }
+        };
+        let min_fraction = match &vm.min_fraction {
+            Some(f) => self.fraction(f, "vm.min_fraction", lines)?,
+            None => default_fraction,
+        };
+        let default_affinity = if vm.nic.is_some() {
+            NicAffinity::Preferred
+        } else {
+            NicAffinity::Ignore
+        };
+        Ok(VmSpec {
+            name,
+            line,
+            sizing,
+            sizing_line,
+            nic,
+            threads: vm
+                .threads
+                .or(defaults.threads)
+                .unwrap_or(ThreadPolicy::Require),
+            emulator: vm
+                .emulator
+                .or(defaults.emulator)
+                .unwrap_or(EmulatorPolicy::Host),
+            numa: vm.numa.or(defaults.numa).unwrap_or(NumaPolicy::Strict),
+            nic_affinity: vm
+                .nic_affinity
+                .or(defaults.nic_affinity)
+                .unwrap_or(default_affinity),
+            min_fraction,
+            iothreads: vm.iothreads.or(defaults.iothreads).unwrap_or(0),
+            priority: vm.priority.or(defaults.priority).unwrap_or(0),
+            packet_bytes: vm.packet_bytes.or(defaults.packet_bytes),
+            domain_xml: vm.domain_xml.as_ref().map(|d| base.join(d.get_ref())),
+        })
+    }
+
+    /// How a VM's vCPU count is given: `vcpus`, or `profile` + `target_gbps`
+    /// (never both), with the line of the key that sizes it.
+    fn sizing(
+        &self,
+        name: &str,
+        vm: &VmSection,
+        line: usize,
+        lines: &Lines,
+    ) -> Result<(Sizing, usize), SpecError> {
+        match (&vm.vcpus, &vm.profile, &vm.target_gbps) {
+            (Some(v), None, None) => {
+                if *v.get_ref() == 0 {
+                    return Err(self.error(
+                        lines.of(v),
+                        "vm.vcpus",
+                        format!("{name}: vcpus must be at least 1"),
+                    ));
+                }
+                Ok((Sizing::Explicit(*v.get_ref()), lines.of(v)))
+            }
+            (Some(v), Some(_), _) | (Some(v), _, Some(_)) => Err(self.error(
+                lines.of(v),
+                "vm.vcpus",
+                format!("{name}: give either vcpus or profile + target_gbps, not both"),
+            )),
+            (None, Some(p), Some(t)) => self.table_sizing(name, p, t, lines),
+            (None, Some(p), None) => Err(self.error(
+                lines.of(p),
+                "vm.target_gbps",
+                format!("{name}: profile needs target_gbps (the rate to reach)"),
+            )),
+            (None, None, Some(t)) => Err(self.error(
+                lines.of(t),
+                "vm.profile",
+                format!("{name}: target_gbps needs a profile from the tables"),
+            )),
+            (None, None, None) => Err(self.error(
+                line,
+                "vm.vcpus",
+                format!("{name}: give vcpus = N, or profile and target_gbps"),
+            )),
+        }
+    }
+
+    /// Sizing from the tables: the profile must be in them, the target above 0.
+    fn table_sizing(
+        &self,
+        name: &str,
+        profile: &Spanned<String>,
+        target: &Spanned<f64>,
+        lines: &Lines,
+    ) -> Result<(Sizing, usize), SpecError> {
+        let line = lines.of(profile);
+        let profile = profile.get_ref().clone();
+        if self.table.rows.is_empty() {
+            return Err(self.error(
+                line,
+                "vm.profile",
+                format!("{name}: profile {profile:?} needs throughput tables: add tables = [\"...csv\"] to [host]"),
+            ));
+        }
+        let profiles = self.table.profiles();
+        if !profiles.contains(&profile.as_str()) {
+            let mut e = self.error(
+                line,
+                "vm.profile",
+                format!("{name}: no profile {profile:?} in the tables"),
+            );
+            e.hint = Some(match closest(&profile, profiles.iter().copied()) {
+                Some(c) => format!("did you mean {c:?}? profiles: {}", profiles.join(", ")),
+                None => format!("profiles: {}", profiles.join(", ")),
+            });
+            return Err(e);
+        }
+        let target_gbps = *target.get_ref();
+        if !(target_gbps.is_finite() && target_gbps > 0.0) {
+            return Err(self.error(
+                lines.of(target),
+                "vm.target_gbps",
+                format!("{name}: target_gbps must be above 0"),
+            ));
+        }
+        Ok((
+            Sizing::Table {
+                profile,
+                target_gbps,
+            },
+            line,
+        ))
+    }
+
+    /// One `[[fixed]]`: its CPUs parse, overlap no other fixed tenant, and its
+    /// name is nobody else's.
+    fn read_fixed(
+        &mut self,
+        f: &FixedSection,
+        vm_names: &BTreeSet<String>,
+        lines: &Lines,
+    ) -> Result<(), SpecError> {
+        let line = lines.of(&f.cpus);
+        let name = f.name.get_ref().trim().to_owned();
+        let cpus: CpuSet = f
+            .cpus
+            .get_ref()
+            .parse()
+            .map_err(|e| self.error(line, "fixed.cpus", format!("fixed {name}: {e}")))?;
+        if let Some((other, theirs, _)) = self.fixed.iter().find(|(_, c, _)| c.intersects(&cpus)) {
+            return Err(self.error(
+                line,
+                "fixed.cpus",
+                format!(
+                    "fixed {name} and fixed {other} both claim CPUs {}",
+                    theirs.intersection(&cpus)
+                ),
+            ));
+        }
+        if vm_names.contains(&name) || self.fixed.iter().any(|(n, _, _)| *n == name) {
+            return Err(self.error(
+                lines.of(&f.name),
+                "fixed.name",
+                format!("the name {name:?} is used twice"),
+            ));
+        }
+        self.fixed.push((name, cpus, line));
+        Ok(())
+    }
+}

@@ -1,0 +1,250 @@
+//! A checked spec on a concrete host: the reservation and fixed tenants
+//! against the host's CPUs, each VM's NIC looked up, vCPU counts from the
+//! throughput tables, and the [`PlanRequest`] the solver takes.
+
+use super::{Sizing, Spec, SpecError, VmSpec};
+use crate::cpuset::CpuSet;
+use crate::demand::{self, DemandOptions};
+use crate::ids::NodeId;
+use crate::plan::PlannedDemand;
+use crate::solve::{EmulatorPolicy, FixedTenant, NicAffinity, PlanRequest, VmRequest};
+use crate::topology::{HostTopology, PciAddress};
+use std::collections::BTreeSet;
+
+/// A VM's vCPU count, how the tables gave it, and smaller measured
+/// configurations reachable by lowering `min_fraction`.
+type Sized = (u32, Option<PlannedDemand>, Vec<(String, u32)>);
+
+impl Spec {
+    /// Host-dependent checks, demands from the tables, and the solver's input.
+    /// Returns the request and warnings (from the tables and the NICs).
+    pub fn request(&self, host: HostTopology) -> Result<(PlanRequest, Vec<String>), SpecError> {
+        let mut warnings = Vec::new();
+        let reserved = self.reserved(&host)?;
+        let fixed = self.fixed_tenants(&host, &reserved)?;
+        let mut vms = Vec::new();
+        for vm in &self.vms {
+            let (nic, nic_node) = self.nic(vm, &host, &mut warnings)?;
+            let (vcpus, demand, alternatives) = self.vcpus(vm, &mut warnings)?;
+            if vm.emulator == EmulatorPolicy::Host && reserved.is_empty() {
+                return Err(self.error(
+                    vm.line,
+                    "vm.emulator",
+                    format!("{}: emulator = \"host\" pins the emulator to the host's reserved CPUs, but none are reserved: set reserved_cores or reserved_cpus in [host], or emulator = \"isolate\"", vm.name),
+                ));
+            }
+            vms.push(VmRequest {
+                name: vm.name.clone(),
+                vcpus,
+                threads: vm.threads,
+                emulator: vm.emulator,
+                numa: vm.numa,
+                nic,
+                nic_node,
+                nic_affinity: vm.nic_affinity,
+                iothreads: vm.iothreads,
+                priority: vm.priority,
+                demand,
+                alternatives,
+            });
+        }
+        Ok((
+            PlanRequest {
+                host,
+                reserved,
+                fixed,
+                vms,
+            },
+            warnings,
+        ))
+    }
+
+    /// The host's CPUs: `reserved_cpus` widened to whole cores, or the first
+    /// `reserved_cores` usable cores, or none.
+    fn reserved(&self, host: &HostTopology) -> Result<CpuSet, SpecError> {
+        let known: CpuSet = host.pus.iter().map(|p| p.cpu).collect();
+        match (&self.reserved_cpus, self.reserved_cores) {
+            (Some((set, line)), _) => {
+                let missing = set.difference(&known);
+                if !missing.is_empty() {
+                    return Err(self.error(
+                        *line,
+                        "host.reserved_cpus",
+                        format!("reserved_cpus names CPUs {missing} that {} does not have (its CPUs: {known})", host.source),
+                    ));
+                }
+                // Whole cores: a reserved CPU takes its siblings with it.
+                let cores = host.whole_cores(set);
+                Ok(host
+                    .cores
+                    .iter()
+                    .filter(|c| cores.contains(&c.id))
+                    .flat_map(|c| c.cpus.iter())
+                    .chain(set.iter())
+                    .collect())
+            }
+            (None, Some((n, line))) => {
+                let usable_cores: Vec<&crate::topology::Core> = host
+                    .cores
+                    .iter()
+                    .filter(|c| {
+                        c.cpus
+                            .iter()
+                            .any(|cpu| host.pu(cpu).is_some_and(|p| p.usable))
+                    })
+                    .collect();
+                if n as usize >= usable_cores.len() {
+                    return Err(self.error(
+                        line,
+                        "host.reserved_cores",
+                        format!(
+                            "reserved_cores = {n} leaves no core for VMs: {} has {}",
+                            host.source,
+                            usable_cores.len()
+                        ),
+                    ));
+                }
+                Ok(usable_cores
+                    .iter()
+                    .take(n as usize)
+                    .flat_map(|c| c.cpus.iter())
+                    .collect())
+            }
+            (None, None) => Ok(CpuSet::new()),
+        }
+    }
+
+    /// The `[[fixed]]` tenants, on CPUs the host has and does not reserve.
+    fn fixed_tenants(
+        &self,
+        host: &HostTopology,
+        reserved: &CpuSet,
+    ) -> Result<Vec<FixedTenant>, SpecError> {
+        let known: CpuSet = host.pus.iter().map(|p| p.cpu).collect();
+        let mut fixed = Vec::new();
+        for (name, cpus, line) in &self.fixed {
+            let missing = cpus.difference(&known);
+            if !missing.is_empty() {
+                return Err(self.error(
+                    *line,
+                    "fixed.cpus",
+                    format!("fixed {name}: CPUs {missing} are not on {}", host.source),
+                ));
+            }
+            let overlap = cpus.intersection(reserved);
+            if !overlap.is_empty() {
+                return Err(self.error(
+                    *line,
+                    "fixed.cpus",
+                    format!("fixed {name}: CPUs {overlap} are the host's reserved CPUs (a reserved CPU takes its whole core: {reserved})"),
+                ));
+            }
+            fixed.push(FixedTenant {
+                name: name.clone(),
+                cpus: cpus.clone(),
+            });
+        }
+        Ok(fixed)
+    }
+
+    /// The VM's NIC and its NUMA node on this host: a NIC the host does not
+    /// list is an error when `required`, a warning when `preferred`.
+    fn nic(
+        &self,
+        vm: &VmSpec,
+        host: &HostTopology,
+        warnings: &mut Vec<String>,
+    ) -> Result<(Option<PciAddress>, Option<NodeId>), SpecError> {
+        let Some((address, line)) = &vm.nic else {
+            return Ok((None, None));
+        };
+        if let Some(device) = host.pci.iter().find(|d| d.address == *address) {
+            return Ok((Some(*address), device.numa_node));
+        }
+        if vm.nic_affinity == NicAffinity::Required {
+            let mut e = self.error(
+                *line,
+                "vm.nic",
+                format!(
+                    "{}: NIC {address} is not on {} and nic_affinity is \"required\"",
+                    vm.name, host.source
+                ),
+            );
+            let nics: Vec<String> = host
+                .pci
+                .iter()
+                .filter(|d| d.is_network())
+                .map(|d| d.address.to_string())
+                .collect();
+            e.hint = Some(if nics.is_empty() {
+                "this topology lists no network devices; use a source with PCI devices (the live host, `lstopo --of xml`, or --connect), or nic_affinity = \"preferred\"".to_owned()
+            } else {
+                format!("network devices on the host: {}", nics.join(", "))
+            });
+            return Err(e);
+        }
+        if vm.nic_affinity == NicAffinity::Preferred {
+            warnings.push(format!(
+                "{}: NIC {address} is not on {}: its locality is unknown",
+                vm.name, host.source
+            ));
+        }
+        Ok((Some(*address), None))
+    }
+
+    /// The VM's vCPU count: as given, or the demand from the tables.
+    fn vcpus(&self, vm: &VmSpec, warnings: &mut Vec<String>) -> Result<Sized, SpecError> {
+        let (profile, target_gbps) = match &vm.sizing {
+            Sizing::Explicit(n) => return Ok((*n, None, Vec::new())),
+            Sizing::Table {
+                profile,
+                target_gbps,
+            } => (profile, target_gbps),
+        };
+        let options = DemandOptions {
+            min_fraction: vm.min_fraction,
+            packet_bytes: vm.packet_bytes,
+            line_rate_gbps: self.line_rate_gbps,
+            basis: None,
+            allow_extrapolation: false,
+        };
+        let d = demand::demand(&self.table, profile, *target_gbps, &options)
+            .map_err(|e| self.error(vm.sizing_line, "vm.profile", format!("{}: {e}", vm.name)))?;
+        warnings.extend(d.warnings.iter().map(|w| format!("{}: {w}", vm.name)));
+        let alternatives = self.alternatives(vm, profile, *target_gbps, &d);
+        let planned = PlannedDemand {
+            basis: d.basis,
+            predicted_gbps: d.predicted_gbps,
+            profile: profile.clone(),
+            target_gbps: *target_gbps,
+            min_fraction: vm.min_fraction,
+        };
+        Ok((d.vcpus, Some(planned), alternatives))
+    }
+
+    /// Smaller measured configurations than the demand `d`, largest first,
+    /// each with the `min_fraction` that would accept it.
+    fn alternatives(
+        &self,
+        vm: &VmSpec,
+        profile: &str,
+        target_gbps: f64,
+        d: &demand::Demand,
+    ) -> Vec<(String, u32)> {
+        let mut alternatives: Vec<(String, u32)> = Vec::new();
+        let mut seen = BTreeSet::new();
+        let mut rows: Vec<&demand::Row> = self
+            .table
+            .profile_rows(profile)
+            .filter(|r| r.packet_bytes == d.packet_bytes && r.vcpus < d.vcpus)
+            .collect();
+        rows.sort_by_key(|r| std::cmp::Reverse(r.vcpus));
+        for r in rows {
+            let f = (r.gbps / target_gbps * 100.0).floor() / 100.0;
+            if f > 0.0 && f < vm.min_fraction && seen.insert(r.vcpus) {
+                alternatives.push((format!("min_fraction = {f}"), r.vcpus));
+            }
+        }
+        alternatives
+    }
+}

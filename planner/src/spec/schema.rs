@@ -1,0 +1,96 @@
+//! The spec file's TOML shape, as serde reads it: every table and key, with
+//! the position of each value for error messages. Checking is `super::parse`'s.
+
+use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, ThreadPolicy};
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct HostSection {
+    pub(super) source: Option<Spanned<String>>,
+    pub(super) reserved_cores: Option<Spanned<u32>>,
+    pub(super) reserved_cpus: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) tables: Vec<Spanned<String>>,
+    pub(super) line_rate_gbps: Option<Spanned<f64>>,
+}
+
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Policies {
+    pub(super) threads: Option<ThreadPolicy>,
+    pub(super) emulator: Option<EmulatorPolicy>,
+    pub(super) numa: Option<NumaPolicy>,
+    pub(super) nic_affinity: Option<NicAffinity>,
+    pub(super) min_fraction: Option<Spanned<f64>>,
+    pub(super) iothreads: Option<u32>,
+    pub(super) priority: Option<i64>,
+    pub(super) packet_bytes: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct VmSection {
+    pub(super) name: Spanned<String>,
+    pub(super) profile: Option<Spanned<String>>,
+    pub(super) target_gbps: Option<Spanned<f64>>,
+    pub(super) vcpus: Option<Spanned<u32>>,
+    pub(super) nic: Option<Spanned<String>>,
+    pub(super) threads: Option<ThreadPolicy>,
+    pub(super) emulator: Option<EmulatorPolicy>,
+    pub(super) numa: Option<NumaPolicy>,
+    pub(super) nic_affinity: Option<NicAffinity>,
+    pub(super) min_fraction: Option<Spanned<f64>>,
+    pub(super) iothreads: Option<u32>,
+    pub(super) priority: Option<i64>,
+    pub(super) packet_bytes: Option<u32>,
+    pub(super) domain_xml: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FixedSection {
+    pub(super) name: Spanned<String>,
+    pub(super) cpus: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SpecFile {
+    #[serde(default)]
+    pub(super) host: HostSection,
+    #[serde(default)]
+    pub(super) defaults: Policies,
+    #[serde(default)]
+    pub(super) vm: Vec<Spanned<VmSection>>,
+    #[serde(default)]
+    pub(super) fixed: Vec<Spanned<FixedSection>>,
+}
+
+/// Keys each table accepts, for suggestions.
+pub(super) const KEYS: &[&str] = &[
+    "host",
+    "defaults",
+    "vm",
+    "fixed",
+    "source",
+    "reserved_cores",
+    "reserved_cpus",
+    "tables",
+    "line_rate_gbps",
+    "name",
+    "profile",
+    "target_gbps",
+    "vcpus",
+    "nic",
+    "threads",
+    "emulator",
+    "numa",
+    "nic_affinity",
+    "min_fraction",
+    "iothreads",
+    "priority",
+    "packet_bytes",
+    "cpus",
+];
