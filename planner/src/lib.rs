@@ -1,8 +1,27 @@
-//! pinplan's library: everything that is not argument parsing.
+//! pinplan's library: everything that is not argument parsing. The modules
+//! follow the pipeline, each stage reading only the ones above it
+//! (`docs/architecture.md` has the picture):
 //!
-//! It reads a host's CPU topology from hwloc (live, XML, synthetic) or libvirt
-//! (capabilities XML or a live connection) into a [`HostTopology`], and works
-//! with CPU lists in libvirt/Linux syntax through [`CpuSet`].
+//! - [`ids`], [`cpuset`], [`cmdline`], [`text`], [`error`]: shared small
+//!   pieces — typed ids, CPU lists in libvirt/Linux syntax, the kernel
+//!   command line, text helpers, and the [`error::Diagnostic`] trait every
+//!   error implements.
+//! - [`topology`]: read a host (hwloc live, XML, synthetic; libvirt
+//!   capabilities or a connection) into a [`HostTopology`]; its map and
+//!   fingerprint.
+//! - [`demand`]: vCPUs a VM needs, from measured throughput tables.
+//! - [`spec`]: the plan request file, checked on its own and on the host.
+//! - [`solve`]: the placement (exact integer program, greedy baseline) and
+//!   the explanations of what did not fit.
+//! - [`plan`]: the resulting [`plan::Plan`], its JSON and text.
+//! - [`output`]: the files `plan --out` and `xml` write, atomically.
+//! - [`tenant`]: who is pinned where now.
+//! - [`libvirt`]: domain XML in and out (read, emit, lossless patch), reading
+//!   domains through a connection, applying a plan.
+//! - [`report`]: conflicts between tenants, what a plan would move; text,
+//!   JSON and SVG.
+//! - [`doctor`]: host checks from sysfs and procfs (IOMMU, VFIO, SR-IOV,
+//!   PCIe, NIC locality, SMT, isolation, IRQs).
 //!
 //! ```
 //! use pinplan::topology::{self, Source};
@@ -16,8 +35,10 @@ pub mod cmdline;
 pub mod cpuset;
 pub mod demand;
 pub mod doctor;
+pub mod error;
 pub mod ids;
 pub mod libvirt;
+pub mod output;
 pub mod plan;
 pub mod report;
 pub mod solve;

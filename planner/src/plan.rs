@@ -7,7 +7,9 @@ use crate::cpuset::CpuSet;
 use crate::demand::Basis;
 use crate::ids::{CoreId, CpuId, NodeId};
 use crate::topology::PciAddress;
+use crate::error::Diagnostic;
 use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 /// How sure the plan is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -202,6 +204,85 @@ pub struct Plan {
     pub warnings: Vec<String>,
     /// The objective reached.
     pub objective: Objective,
+}
+
+/// Why a plan file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The file could not be read.
+    #[error("cannot read the plan {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a plan.
+    #[error("{}:{line}: not a pinplan plan", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What the JSON reader said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// No placed VM of that name.
+    #[error("the plan {} has no placed VM {name:?}{}", path.display(), if *unplaced { " (it was not placed: see the plan's explanations)" } else { "" })]
+    NoVm {
+        /// The plan file.
+        path: PathBuf,
+        /// The name asked for.
+        name: String,
+        /// Whether the plan lists it as unplaced.
+        unplaced: bool,
+        /// The VMs it places.
+        placed: Vec<String>,
+    },
+}
+
+impl Diagnostic for PlanError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            PlanError::Read { .. } => None,
+            PlanError::Parse { .. } => {
+                Some("give the plan.json written by `pinplan plan SPEC --out DIR`".to_owned())
+            }
+            PlanError::NoVm { placed, .. } => Some(format!("VMs in the plan: {}", placed.join(", "))),
+        }
+    }
+}
+
+impl Plan {
+    /// Reads a plan file (`pinplan plan --out DIR` writes DIR/plan.json).
+    pub fn load(path: &Path) -> Result<Plan, PlanError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|source| PlanError::Parse {
+            path: path.to_owned(),
+            line: source.line(),
+            source,
+        })
+    }
+
+    /// The placed VM `name`; `path` names the plan in the error.
+    pub fn vm(&self, name: &str, path: &Path) -> Result<&VmPlan, PlanError> {
+        self.vms.iter().find(|v| v.name == name).ok_or_else(|| PlanError::NoVm {
+            path: path.to_owned(),
+            name: name.to_owned(),
+            unplaced: self.unplaced.iter().any(|u| u == name),
+            placed: self.names(),
+        })
+    }
+
+    /// The names of the VMs it places, in plan order.
+    pub fn names(&self) -> Vec<String> {
+        self.vms.iter().map(|v| v.name.clone()).collect()
+    }
 }
 
 impl Plan {

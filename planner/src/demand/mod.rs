@@ -19,8 +19,10 @@
 //! ```
 
 pub mod model;
+mod loo;
 pub mod table;
 
+pub use loo::{leave_one_out, LooCheck, LooChecks};
 pub use table::{Row, Table, TableError};
 
 use serde::{Deserialize, Serialize};
@@ -128,6 +130,25 @@ impl DemandError {
     /// Whether this is "the answer is no" (exit 1) rather than bad input (exit 2).
     pub fn is_unreachable(&self) -> bool {
         matches!(self, DemandError::Unreachable(_))
+    }
+}
+
+impl crate::error::Diagnostic for DemandError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            DemandError::UnknownProfile { known, .. } => {
+                Some(format!("profiles in the table: {}", known.join(", ")))
+            }
+            _ => None,
+        }
+    }
+
+    fn exit(&self) -> crate::error::Exit {
+        if self.is_unreachable() {
+            crate::error::Exit::No
+        } else {
+            crate::error::Exit::Error
+        }
     }
 }
 
@@ -408,63 +429,6 @@ fn fmt_mpps(pps: f64) -> String {
     format!("{:.2}", pps / 1e6)
 }
 
-/// One leave-one-out check of the model (see `docs/demand-model.md`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LooCheck {
-    /// `file:line` of the row left out.
-    pub row: String,
-    /// Its profile.
-    pub profile: String,
-    /// Its packet size.
-    pub packet_bytes: u32,
-    /// Its tx cores.
-    pub tx_cores: u32,
-    /// What it measured.
-    pub measured_gbps: f64,
-    /// What the model fitted on the other rows predicts for it.
-    pub predicted_gbps: f64,
-    /// (predicted − measured) / measured.
-    pub relative_error: f64,
-}
-
-/// For every row not at line rate, fits the model on the other rows of its
-/// profile (same packet size when any remain) and predicts the row.
-pub fn leave_one_out(table: &Table, line_rate_gbps: f64) -> Vec<LooCheck> {
-    let mut checks = Vec::new();
-    for (i, row) in table.rows.iter().enumerate() {
-        if model::censored(row, line_rate_gbps) {
-            continue;
-        }
-        let others: Vec<&Row> = table
-            .rows
-            .iter()
-            .enumerate()
-            .filter(|(j, r)| *j != i && r.profile == row.profile)
-            .map(|(_, r)| r)
-            .collect();
-        let same: Vec<&Row> = others
-            .iter()
-            .copied()
-            .filter(|r| r.packet_bytes == row.packet_bytes)
-            .collect();
-        let fit_rows = if same.is_empty() { others } else { same };
-        let Some(m) = model::fit(&fit_rows, line_rate_gbps) else {
-            continue;
-        };
-        let predicted = m.predict_gbps(row.tx_cores, row.packet_bytes, line_rate_gbps, false);
-        checks.push(LooCheck {
-            row: row.at(),
-            profile: row.profile.clone(),
-            packet_bytes: row.packet_bytes,
-            tx_cores: row.tx_cores,
-            measured_gbps: row.gbps,
-            predicted_gbps: predicted,
-            relative_error: (predicted - row.gbps) / row.gbps,
-        });
-    }
-    checks
-}
-
 impl Demand {
     /// The text printed by `pinplan demand`.
     pub fn to_text(&self) -> String {
@@ -635,7 +599,7 @@ mod tests {
 
     #[test]
     fn leave_one_out_on_the_lab_table_stays_within_five_percent() -> Result<(), TableError> {
-        let checks = leave_one_out(&lab()?, 100.0);
+        let checks = leave_one_out(&lab()?, 100.0).0;
         // Rows not at line rate: 88, 97, 98 (64 B) and 98 (512 B).
         let rows: Vec<&str> = checks.iter().map(|c| c.row.as_str()).collect();
         assert_eq!(rows, ["lab.csv:5", "lab.csv:6", "lab.csv:7", "lab.csv:10"]);

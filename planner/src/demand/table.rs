@@ -5,6 +5,7 @@
 //! [`super::select`]; the packet-rate model in [`super::model`].
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::path::{Path, PathBuf};
 
 /// One measurement.
@@ -68,15 +69,22 @@ pub struct Table {
 }
 
 /// Why a table could not be read. Every variant names the file and line.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum TableError {
     /// The file could not be read.
-    #[error("cannot read {file}: {reason}")]
+    #[error("cannot read {file}")]
     Io {
         /// The file.
         file: PathBuf,
         /// What the OS said.
-        reason: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// The file is not text.
+    #[error("cannot read {file}: not UTF-8 text: a throughput table is a CSV text file")]
+    NotText {
+        /// The file.
+        file: PathBuf,
     },
     /// A problem at a line.
     #[error("{file}:{line}: {problem}")]
@@ -156,13 +164,17 @@ fn parse_gbps(text: &str) -> Option<f64> {
 impl Table {
     /// Reads and parses one file.
     pub fn load(path: &Path) -> Result<Table, TableError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TableError::Io {
-            file: path.to_owned(),
-            reason: if e.kind() == std::io::ErrorKind::InvalidData {
-                "not UTF-8 text: a throughput table is a CSV text file".to_owned()
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidData {
+                TableError::NotText {
+                    file: path.to_owned(),
+                }
             } else {
-                e.to_string()
-            },
+                TableError::Io {
+                    file: path.to_owned(),
+                    source: Arc::new(e),
+                }
+            }
         })?;
         Table::parse(path, &text)
     }
@@ -503,5 +515,11 @@ mod tests {
         );
         assert!(table.check(Some("vm-x"), 200.0).len() == 1);
         Ok(())
+    }
+}
+
+impl crate::error::Diagnostic for TableError {
+    fn hint(&self) -> Option<String> {
+        Some("see docs/formats.md (Throughput tables) for the columns and an example".to_owned())
     }
 }

@@ -183,9 +183,8 @@ pub enum DoctorError {
     },
 }
 
-impl DoctorError {
-    /// What to do about it.
-    pub fn hint(&self) -> Option<String> {
+impl crate::error::Diagnostic for DoctorError {
+    fn hint(&self) -> Option<String> {
         match self {
             DoctorError::NoSysOrProc { .. } => Some(
                 "--root takes the directory that holds sys/ and proc/: / for this machine, or an unpacked capture (hwloc-gather-topology, a ghw snapshot)"
@@ -418,6 +417,7 @@ fn gbps_from_mbps(mbps: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Diagnostic as _;
 
     #[test]
     fn ids_and_statuses_print_as_documented() {

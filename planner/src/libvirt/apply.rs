@@ -8,20 +8,21 @@
 
 use super::ffi;
 use crate::cpuset::CpuSet;
+use crate::error::{Diagnostic, Exit, LibvirtAction, LibvirtError};
 use crate::plan::{IothreadPin, Plan, VmPlan};
 use crate::tenant::Tenant;
 use crate::topology::HostTopology;
 use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use virt::connect::Connect;
 use virt::domain::Domain;
 
-const AFFECT_LIVE: u32 = 1;
-const AFFECT_CONFIG: u32 = 2;
-const VCPU_LIVE: u32 = 1;
-const VCPU_CONFIG: u32 = 2;
-const XML_SECURE: u32 = 1;
-const XML_INACTIVE: u32 = 2;
+use virt_sys::{
+    VIR_DOMAIN_AFFECT_CONFIG as AFFECT_CONFIG, VIR_DOMAIN_AFFECT_LIVE as AFFECT_LIVE,
+    VIR_DOMAIN_VCPU_CONFIG as VCPU_CONFIG, VIR_DOMAIN_VCPU_LIVE as VCPU_LIVE,
+    VIR_DOMAIN_XML_INACTIVE as XML_INACTIVE, VIR_DOMAIN_XML_SECURE as XML_SECURE,
+};
 
 /// The version of the journal format.
 pub const JOURNAL_VERSION: u32 = 1;
@@ -137,6 +138,182 @@ impl Journal {
     }
 }
 
+/// Why a journal file cannot be used for a rollback.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// The file could not be read.
+    #[error("cannot read the journal {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a journal.
+    #[error("{}:{line}: not a pinplan journal", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What the JSON reader said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A journal format this pinplan does not read.
+    #[error("{}: journal version {version}, this pinplan reads version {JOURNAL_VERSION}", path.display())]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// Its version.
+        version: u32,
+    },
+    /// The journal is of another libvirt host.
+    #[error("{} was written for {written_for}, not {uri}", path.display())]
+    OtherHost {
+        /// The file.
+        path: PathBuf,
+        /// The URI it was written for.
+        written_for: String,
+        /// The URI given.
+        uri: String,
+    },
+}
+
+impl Diagnostic for JournalError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            JournalError::Parse { .. } => {
+                Some("give the journal file that `pinplan apply` printed".to_owned())
+            }
+            JournalError::OtherHost { written_for, .. } => {
+                Some(format!("use --connect {written_for}"))
+            }
+            JournalError::Read { .. } | JournalError::Version { .. } => None,
+        }
+    }
+}
+
+impl Journal {
+    /// Reads the journal at `path`, checking its version and that it was
+    /// written for `uri`.
+    pub fn load(path: &Path, uri: &str) -> Result<Journal, JournalError> {
+        let text = std::fs::read_to_string(path).map_err(|source| JournalError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let journal: Journal =
+            serde_json::from_str(&text).map_err(|source| JournalError::Parse {
+                path: path.to_owned(),
+                line: source.line(),
+                source,
+            })?;
+        if journal.pinplan_journal != JOURNAL_VERSION {
+            return Err(JournalError::Version {
+                path: path.to_owned(),
+                version: journal.pinplan_journal,
+            });
+        }
+        if journal.uri != uri {
+            return Err(JournalError::OtherHost {
+                path: path.to_owned(),
+                written_for: journal.uri,
+                uri: uri.to_owned(),
+            });
+        }
+        Ok(journal)
+    }
+}
+
+/// Why `apply` (or its rollback) did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// A precondition failed: nothing was changed.
+    #[error("{} cannot be applied to {uri}; nothing was changed:\n{}", plan.display(), problems.iter().map(|p| format!("  {}: {}", p.vm, p.reason)).collect::<Vec<_>>().join("\n"))]
+    Refused {
+        /// The plan file.
+        plan: PathBuf,
+        /// The libvirt URI.
+        uri: String,
+        /// Every precondition that failed.
+        problems: Vec<Problem>,
+    },
+    /// The journal could not be written: nothing was changed.
+    #[error("cannot write the journal; nothing was changed")]
+    Journal(#[source] crate::error::WriteError),
+    /// A pin call or read-back failed; what was touched was restored.
+    #[error("{}: {}\n{}", failure.vm, failure.error, restore_state(failure, &retry(journal, uri)))]
+    Failed {
+        /// What happened.
+        failure: Failure,
+        /// The journal written before the first change.
+        journal: PathBuf,
+        /// The libvirt URI.
+        uri: String,
+    },
+    /// A rollback that could not restore every VM.
+    #[error("the rollback did not restore everything:\n  {}\nrestored: {}", errors.join("\n  "), restored.join(", "))]
+    Rollback {
+        /// The journal.
+        journal: PathBuf,
+        /// The libvirt URI.
+        uri: String,
+        /// VMs restored.
+        restored: Vec<String>,
+        /// What could not be restored.
+        errors: Vec<String>,
+    },
+}
+
+/// The command that puts the journalled VMs back.
+pub fn retry(journal: &Path, uri: &str) -> String {
+    format!(
+        "pinplan apply --rollback {} --connect {uri}",
+        journal.display()
+    )
+}
+
+/// How the host stands after a failed apply.
+fn restore_state(failure: &Failure, retry: &str) -> String {
+    if failure.restore_errors.is_empty() {
+        format!(
+            "restored {} from the journal and verified: the host is back as it was",
+            failure.restored.join(", ")
+        )
+    } else {
+        format!(
+            "the restore failed too, so these are NOT as they were:\n  {}\nrestored: {}\nretry with: {retry}",
+            failure.restore_errors.join("\n  "),
+            if failure.restored.is_empty() {
+                "none".to_owned()
+            } else {
+                failure.restored.join(", ")
+            }
+        )
+    }
+}
+
+impl Diagnostic for ApplyError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            ApplyError::Journal(_) => Some("give a writable path with --journal FILE".to_owned()),
+            ApplyError::Rollback { journal, uri, .. } => Some(format!(
+                "fix the cause and run again: {}",
+                retry(journal, uri)
+            )),
+            ApplyError::Refused { .. } | ApplyError::Failed { .. } => None,
+        }
+    }
+
+    fn exit(&self) -> Exit {
+        match self {
+            ApplyError::Refused { .. } | ApplyError::Journal(_) => Exit::Error,
+            ApplyError::Failed { .. } | ApplyError::Rollback { .. } => Exit::No,
+        }
+    }
+}
+
 /// Which definitions to change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scope {
@@ -192,6 +369,39 @@ pub struct Failure {
     pub restore_errors: Vec<String>,
 }
 
+/// What `apply` prints after a successful apply: one line per VM, then the count.
+pub fn summary(done: &[Applied]) -> String {
+    let mut out = String::new();
+    for a in done {
+        let what = match (a.live, a.config) {
+            (true, true) => "live + config",
+            (true, false) => "live",
+            (false, true) => "config (not running)",
+            (false, false) => "nothing",
+        };
+        out.push_str(&format!(
+            "  {:<16} {what:<20} {:>3} pin calls, read back and verified in {:.1} ms\n",
+            a.vm,
+            a.calls,
+            a.elapsed.as_secs_f64() * 1000.0
+        ));
+    }
+    out.push_str(&format!(
+        "applied: {} pinned as planned\n",
+        crate::text::plural(done.len(), "VM", "VMs")
+    ));
+    out
+}
+
+/// The names of `targets`, comma-separated.
+pub fn names(targets: &[Target]) -> String {
+    targets
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A libvirt connection that applies plans.
 pub struct Session {
     uri: String,
@@ -214,12 +424,12 @@ fn lv(e: &virt::error::Error) -> String {
 
 impl Session {
     /// Opens a read-write connection.
-    pub fn open(uri: &str) -> Result<Session, String> {
+    pub fn open(uri: &str) -> Result<Session, LibvirtError> {
         virt::error::clear_error_callback();
-        let conn =
-            Connect::open(Some(uri)).map_err(|e| format!("cannot connect to {uri}: {}", lv(&e)))?;
+        let conn = Connect::open(Some(uri))
+            .map_err(|e| LibvirtError::new(uri, LibvirtAction::Connect, &e))?;
         let ncpus = ffi::host_cpu_count(&conn)
-            .map_err(|e| format!("cannot count the CPUs of {uri}: {}", lv(&e)))?;
+            .map_err(|e| LibvirtError::new(uri, LibvirtAction::CountCpus, &e))?;
         Ok(Session {
             uri: uri.to_owned(),
             conn,
@@ -381,16 +591,15 @@ impl Session {
 
     /// Every domain at the URI that the plan does not place, as a tenant.
     fn others(&self, plan: &Plan, host: &HostTopology) -> Result<Vec<Tenant>, String> {
-        let mut all = super::domain_tenants(&self.uri, host)?;
+        let mut all = super::tenants::domain_tenants(&self.uri, host).map_err(|e| e.to_string())?;
         all.retain(|t| !plan.vms.iter().any(|v| v.name == t.name));
         Ok(all)
     }
 
-    fn pins(&self, domain: &Domain, vcpus: u32, flags: u32) -> Result<Pins, String> {
-        let vcpu_maps = ffi::vcpu_pin_info(domain, vcpus, self.ncpus, flags).map_err(|e| lv(&e))?;
-        let emulator = ffi::emulator_pin_info(domain, self.ncpus, flags).map_err(|e| lv(&e))?;
-        let iothreads = ffi::iothread_info(domain, flags)
-            .map_err(|e| lv(&e))?
+    fn pins(&self, domain: &Domain, vcpus: u32, flags: u32) -> Result<Pins, virt::error::Error> {
+        let vcpu_maps = ffi::vcpu_pin_info(domain, vcpus, self.ncpus, flags)?;
+        let emulator = ffi::emulator_pin_info(domain, self.ncpus, flags)?;
+        let iothreads = ffi::iothread_info(domain, flags)?
             .into_iter()
             .map(|(iothread, cpus)| IothreadPin { iothread, cpus })
             .collect();
@@ -402,25 +611,27 @@ impl Session {
     }
 
     /// What the targets have now: the journal to write before any change.
-    pub fn capture(&self, targets: &[Target]) -> Result<Journal, String> {
+    pub fn capture(&self, targets: &[Target]) -> Result<Journal, LibvirtError> {
         let mut vms = Vec::new();
         for t in targets {
             let n = u32::try_from(t.planned.vcpus.len()).unwrap_or(u32::MAX);
-            let what = |e: String| format!("{}: cannot read its pinning: {e}", t.name);
+            let what = |e: &virt::error::Error| {
+                LibvirtError::new(&self.uri, LibvirtAction::ReadPins(t.name.clone()), e)
+            };
             let live = if t.running {
-                Some(self.pins(&t.domain, n, AFFECT_LIVE).map_err(what)?)
+                Some(self.pins(&t.domain, n, AFFECT_LIVE).map_err(|e| what(&e))?)
             } else {
                 None
             };
             vms.push(JournalVm {
                 name: t.name.clone(),
-                uuid: t.domain.uuid_string().map_err(|e| what(lv(&e)))?,
+                uuid: t.domain.uuid_string().map_err(|e| what(&e))?,
                 live,
-                config: self.pins(&t.domain, n, AFFECT_CONFIG).map_err(what)?,
+                config: self.pins(&t.domain, n, AFFECT_CONFIG).map_err(|e| what(&e))?,
                 config_xml: t
                     .domain
                     .xml_desc(XML_INACTIVE | XML_SECURE)
-                    .map_err(|e| what(lv(&e)))?,
+                    .map_err(|e| what(&e))?,
             });
         }
         Ok(Journal {
@@ -493,7 +704,7 @@ impl Session {
         let n = u32::try_from(want.vcpus.len()).unwrap_or(u32::MAX);
         let got = self
             .pins(domain, n, flags)
-            .map_err(|e| format!("reading back its {scope} pinning: {e}"))?;
+            .map_err(|e| format!("reading back its {scope} pinning: {}", lv(&e)))?;
         match got.restricted_to(want).describe_difference(want) {
             None => Ok(()),
             Some(diff) => Err(format!("read-back ({scope}) differs from {why}: {diff}")),

@@ -1,74 +1,90 @@
-//! libvirt domain XML: emit the pinning elements for a planned VM
-//! ([`emit`]), patch them losslessly into an existing domain ([`patch`]), and
-//! read a defined domain's XML through a libvirt connection ([`inactive_xml`]),
-//! and apply a plan to live and defined domains ([`apply`]).
+//! libvirt domains: read a domain's XML into a [`crate::tenant::Tenant`]
+//! ([`domain`]), emit the pinning elements for a planned VM ([`emit`]), patch
+//! them losslessly into an existing domain ([`patch`]), read domains through
+//! a connection (this module), and apply a plan to live and defined domains
+//! ([`apply`]). Every libvirt failure is a [`LibvirtError`] naming the URI
+//! and what was asked.
 
 pub mod apply;
 pub mod domain;
 pub mod emit;
 mod ffi;
 pub mod patch;
+pub mod tenants;
 
+pub use crate::error::{LibvirtAction, LibvirtError};
 use virt::connect::Connect;
+use virt_sys::VIR_DOMAIN_XML_INACTIVE;
 
-/// `virDomainGetXMLDesc` flag: the persistent (next boot) definition.
-const XML_INACTIVE: u32 = 1 << 1;
+/// Opens `uri` read-only, with libvirt's own printing to stderr off (we
+/// report its errors ourselves).
+pub(crate) fn open_read_only(uri: &str) -> Result<Connect, LibvirtError> {
+    virt::error::clear_error_callback();
+    Connect::open_read_only(Some(uri))
+        .map_err(|e| LibvirtError::new(uri, LibvirtAction::Connect, &e))
+}
 
 /// The defined (inactive) XML of domain `name` at `uri`, as
 /// `virsh dumpxml --inactive` prints it.
-pub fn inactive_xml(uri: &str, name: &str) -> Result<String, String> {
-    virt::error::clear_error_callback();
-    let conn = Connect::open_read_only(Some(uri))
-        .map_err(|e| format!("cannot connect to {uri}: {}", e.message()))?;
+pub fn inactive_xml(uri: &str, name: &str) -> Result<String, LibvirtError> {
+    let conn = open_read_only(uri)?;
     let domain = conn
         .lookup_domain_by_name(name)
-        .map_err(|e| format!("{uri} has no domain {name:?}: {}", e.message()))?;
+        .map_err(|e| LibvirtError::new(uri, LibvirtAction::LookUp(name.to_owned()), &e))?;
     domain
-        .xml_desc(XML_INACTIVE)
-        .map_err(|e| format!("cannot read the XML of {name} at {uri}: {}", e.message()))
+        .xml_desc(VIR_DOMAIN_XML_INACTIVE)
+        .map_err(|e| LibvirtError::new(uri, LibvirtAction::DomainXml(name.to_owned()), &e))
 }
 
 /// Every domain at `uri`, running and defined, as `(name, XML)` sorted by
 /// name: the live XML (live pins) for running domains, the persistent
 /// definition for the others — what `pinplan report --connect` reads.
-pub fn all_domain_xml(uri: &str) -> Result<Vec<(String, String)>, String> {
-    virt::error::clear_error_callback();
-    let conn = Connect::open_read_only(Some(uri))
-        .map_err(|e| format!("cannot connect to {uri}: {}", e.message()))?;
+pub fn all_domain_xml(uri: &str) -> Result<Vec<(String, String)>, LibvirtError> {
+    let conn = open_read_only(uri)?;
     let domains = conn
         .list_all_domains(0)
-        .map_err(|e| format!("cannot list the domains at {uri}: {}", e.message()))?;
+        .map_err(|e| LibvirtError::new(uri, LibvirtAction::ListDomains, &e))?;
     let mut out = Vec::new();
     for d in domains {
         let name = d
             .name()
-            .map_err(|e| format!("cannot read a domain name at {uri}: {}", e.message()))?;
+            .map_err(|e| LibvirtError::new(uri, LibvirtAction::DomainName, &e))?;
         let flags = if d.is_active().unwrap_or(false) {
             0
         } else {
-            XML_INACTIVE
+            VIR_DOMAIN_XML_INACTIVE
         };
         let xml = d
             .xml_desc(flags)
-            .map_err(|e| format!("cannot read the XML of {name} at {uri}: {}", e.message()))?;
+            .map_err(|e| LibvirtError::new(uri, LibvirtAction::DomainXml(name.clone()), &e))?;
         out.push((name, xml));
     }
     out.sort();
     Ok(out)
 }
 
-/// Every domain at `uri` as a [`crate::tenant::Tenant`] on `host` (running
-/// domains with their live pins, the others with their config), sorted by
-/// name: what `report --connect` and `apply` see of a host.
-pub fn domain_tenants(
-    uri: &str,
-    host: &crate::topology::HostTopology,
-) -> Result<Vec<crate::tenant::Tenant>, String> {
-    all_domain_xml(uri)?
-        .iter()
-        .map(|(name, xml)| {
-            domain::tenant_from_domain(&format!("{uri} domain {name}"), xml, host)
-                .map_err(|e| e.to_string())
-        })
-        .collect()
+/// Whether a libvirt URI names this machine (no host part), so that its
+/// kernel command line is ours to read: `qemu:///system` and
+/// `qemu+unix:///system` do, `qemu+ssh://h/system` and `test:///default` not.
+pub fn is_local_uri(uri: &str) -> bool {
+    let Some((scheme, rest)) = uri.split_once("://") else {
+        return false;
+    };
+    let transport_local = !scheme.contains('+') || scheme.ends_with("+unix");
+    transport_local && rest.starts_with('/') && !scheme.starts_with("test")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_local_uri;
+
+    #[test]
+    fn only_uris_without_a_host_are_local() {
+        assert!(is_local_uri("qemu:///system"));
+        assert!(is_local_uri("qemu+unix:///system"));
+        assert!(!is_local_uri("qemu+ssh://root@b1/system"));
+        assert!(!is_local_uri("qemu+tls://b1/system"));
+        assert!(!is_local_uri("test:///default"));
+        assert!(!is_local_uri("not a uri"));
+    }
 }

@@ -28,6 +28,8 @@ pub struct PatchError {
     pub message: String,
 }
 
+impl crate::error::Diagnostic for PatchError {}
+
 /// Options for [`patch`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PatchOptions {

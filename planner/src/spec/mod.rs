@@ -14,9 +14,10 @@ use crate::demand::Table;
 use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, ThreadPolicy};
 use crate::topology::PciAddress;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A problem in a spec file.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("{}:{line}: {message}", file.display())]
 pub struct SpecError {
     /// The file.
@@ -29,6 +30,15 @@ pub struct SpecError {
     pub message: String,
     /// What to do, when known.
     pub hint: Option<String>,
+    /// The underlying error (the OS's, a table's), when there is one.
+    #[source]
+    pub cause: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl crate::error::Diagnostic for SpecError {
+    fn hint(&self) -> Option<String> {
+        self.hint.clone()
+    }
 }
 
 /// How a VM's vCPU count is given.
@@ -73,6 +83,16 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// Where to read the host: `given` (a command-line source), else the
+    /// spec's `[host] source` file, else the live host.
+    pub fn topology_source(&self, given: Option<crate::topology::Source>) -> crate::topology::Source {
+        match (given, &self.source) {
+            (Some(source), _) => source,
+            (None, Some(path)) => crate::topology::Source::File(path.clone()),
+            (None, None) => crate::topology::Source::LiveHost,
+        }
+    }
+
     /// The `domain_xml` a VM's `[[vm]]` names, resolved against the spec's directory.
     pub fn domain_xml(&self, vm: &str) -> Option<PathBuf> {
         self.vms
@@ -88,6 +108,7 @@ impl Spec {
             key: Some(key.to_owned()),
             message,
             hint: None,
+            cause: None,
         }
     }
 
@@ -97,8 +118,9 @@ impl Spec {
             file: path.to_owned(),
             line: 1,
             key: None,
-            message: format!("cannot read the plan spec: {e}"),
+            message: "cannot read the plan spec".to_owned(),
             hint: None,
+            cause: Some(Arc::new(e)),
         })?;
         Spec::parse(path, &text)
     }

@@ -53,6 +53,7 @@ fn read_toml(path: &Path, text: &str, lines: &Lines) -> Result<SpecFile, SpecErr
             key: None,
             message,
             hint,
+            cause: None,
         }
     })
 }
@@ -123,11 +124,9 @@ impl Spec {
         }
         for t in &host.tables {
             let table = Table::load(&base.join(t.get_ref())).map_err(|e| {
-                self.error(
-                    lines.of(t),
-                    "host.tables",
-                    format!("table {}: {e}", t.get_ref()),
-                )
+                let mut error = self.error(lines.of(t), "host.tables", format!("table {}", t.get_ref()));
+                error.cause = Some(std::sync::Arc::new(e));
+                error
             })?;
             self.table.rows.extend(table.rows);
         }

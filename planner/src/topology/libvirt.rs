@@ -10,26 +10,21 @@ use crate::xml::{self, Element};
 use std::collections::BTreeMap;
 use virt::connect::Connect;
 
-// virConnectListAllNodeDevices flags (libvirt-nodedev.h).
-const LIST_PCI_DEV: u32 = 1 << 1;
-const LIST_NET: u32 = 1 << 4;
-
-fn libvirt_error(uri: &str, what: &str, e: &virt::error::Error) -> TopologyError {
-    TopologyError::Libvirt {
-        uri: uri.to_owned(),
-        message: format!("{what}: {}", e.message()),
-    }
-}
+use crate::error::{LibvirtAction, LibvirtError};
+use virt_sys::{
+    VIR_CONNECT_LIST_NODE_DEVICES_CAP_NET as LIST_NET,
+    VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV as LIST_PCI_DEV,
+};
 
 /// Opens `uri` read-only and reads capabilities and PCI node devices.
 pub(crate) fn connect(uri: &str) -> Result<RawTopology, TopologyError> {
     // libvirt prints every error to stderr by default; we report them ourselves.
     virt::error::clear_error_callback();
-    let conn =
-        Connect::open_read_only(Some(uri)).map_err(|e| libvirt_error(uri, "cannot connect", &e))?;
+    let conn = Connect::open_read_only(Some(uri))
+        .map_err(|e| LibvirtError::new(uri, LibvirtAction::Connect, &e))?;
     let caps = conn
         .capabilities()
-        .map_err(|e| libvirt_error(uri, "cannot read capabilities", &e))?;
+        .map_err(|e| LibvirtError::new(uri, LibvirtAction::Capabilities, &e))?;
     let mut raw = super::caps::parse(uri, &caps)?;
 
     // Node devices are optional: some drivers (test://, remote hosts without

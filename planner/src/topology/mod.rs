@@ -24,6 +24,7 @@ pub(crate) use pci::read_sysfs_link;
 pub use pci::{link_gbps, PciAddress, PciDevice, PcieLink};
 
 use crate::cpuset::CpuSet;
+use crate::error::Diagnostic;
 use crate::ids::{CoreId, CpuId, L3Id, NodeId, PackageId};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -137,19 +138,13 @@ pub enum TopologyError {
         /// hwloc's own words.
         message: String,
     },
-    /// libvirt refused (connection, capabilities, node devices).
-    #[error("libvirt at {uri}: {message}")]
-    Libvirt {
-        /// The connection URI.
-        uri: String,
-        /// libvirt's own words.
-        message: String,
-    },
+    /// libvirt refused (connection, capabilities).
+    #[error(transparent)]
+    Libvirt(#[from] crate::error::LibvirtError),
 }
 
-impl TopologyError {
-    /// A suggestion of what to do, where one is known.
-    pub fn hint(&self) -> Option<String> {
+impl Diagnostic for TopologyError {
+    fn hint(&self) -> Option<String> {
         match self {
             TopologyError::UnsupportedHwlocFormat { .. } => Some(
                 "re-export it in format 2.0: on a machine with hwloc 2.10 or newer run \
@@ -163,11 +158,7 @@ impl TopologyError {
                  (libvirt), or use --source host / --connect URI"
                     .to_owned(),
             ),
-            TopologyError::Libvirt { .. } => Some(
-                "check that libvirtd is running and the URI is right \
-                 (e.g. `virsh -c qemu:///system capabilities`)"
-                    .to_owned(),
-            ),
+            TopologyError::Libvirt(e) => e.hint(),
             TopologyError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 Some(
                     "check the path; relative paths are taken from the current directory"

@@ -2,8 +2,10 @@
 //! and prints the report. Exit status: 0 when no check fails, 1 when one
 //! does, 2 for bad input.
 
-use crate::{print, read_plan, Format, Hinted};
-use pinplan::doctor::{self, DoctorError, DoctorOptions};
+use super::Format;
+use crate::error::{print, verdict, Failure};
+use pinplan::doctor::{self, DoctorOptions};
+use pinplan::plan::Plan;
 use pinplan::topology::PciAddress;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,33 +33,17 @@ fn parse_address(text: &str) -> Result<PciAddress, String> {
     text.parse::<PciAddress>().map_err(|e| e.to_string())
 }
 
-impl From<DoctorError> for Hinted {
-    fn from(error: DoctorError) -> Self {
-        let hint = error.hint();
-        Hinted {
-            error: error.into(),
-            hint,
-            code: 2,
-        }
-    }
-}
-
 /// Runs every check and prints the report.
-pub fn command(args: &DoctorArgs) -> Result<ExitCode, Hinted> {
-    let plan = args.plan.as_deref().map(read_plan).transpose()?;
+pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
+    let plan = args.plan.as_deref().map(Plan::load).transpose()?;
     let report = doctor::run(&DoctorOptions {
         root: args.root.clone(),
         plan,
         nics: args.nic.clone(),
     })?;
-    let text = match args.format {
+    print(&match args.format {
         Format::Text => report.to_text(),
         Format::Json => report.to_json(),
-    };
-    print(&text)?;
-    Ok(if report.has_failures() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    })?;
+    Ok(verdict(!report.has_failures()))
 }

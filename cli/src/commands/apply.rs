@@ -1,0 +1,181 @@
+//! `pinplan apply`: preconditions, journal, pin calls with read-back, and
+//! rollback. The work is `pinplan::libvirt::apply`'s; this module turns the
+//! arguments into its calls and prints what happened. With the
+//! `fault-injection` feature (tests only), the environment can make the N-th
+//! pin call fail or abort the process.
+
+use super::{use_colour, ColorArg};
+use crate::error::{print, Failure, Usage};
+use pinplan::libvirt::apply::{self, ApplyError, Journal, Scope, Session, Target};
+use pinplan::libvirt::tenants::{self, Domains};
+use pinplan::output::write_atomically;
+use pinplan::plan::Plan;
+use pinplan::report::Report;
+use pinplan::topology::{self, HostTopology, Source};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct ApplyArgs {
+    /// The plan (`pinplan plan SPEC --connect URI --out DIR` writes DIR/plan.json).
+    #[arg(value_name = "PLAN.json", required_unless_present = "rollback")]
+    plan: Option<PathBuf>,
+    /// The libvirt host to change.
+    #[arg(long, value_name = "URI")]
+    connect: String,
+    /// Pin running domains now (default with --config: both).
+    #[arg(long)]
+    live: bool,
+    /// Pin the persistent definitions, for the next start (default with --live: both).
+    #[arg(long)]
+    config: bool,
+    /// Only these VMs of the plan (repeat; default all).
+    #[arg(long = "vm", value_name = "NAME")]
+    vms: Vec<String>,
+    /// Check the preconditions and print what would change; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Where to write the journal (default ./pinplan-journal-SECONDS-PID.json).
+    #[arg(long, value_name = "FILE")]
+    journal: Option<PathBuf>,
+    /// Apply even if domains outside the plan are pinned onto the planned CPUs.
+    #[arg(long)]
+    force: bool,
+    /// Restore every VM of a journal (e.g. after an interrupted apply).
+    #[arg(long, value_name = "JOURNAL", conflicts_with_all = ["plan", "live", "config", "vms", "dry_run", "journal", "force"])]
+    rollback: Option<PathBuf>,
+}
+
+/// The fault-injection hook: `PINPLAN_FAULT_PIN_CALL=N` makes the N-th pin
+/// call fail (`PINPLAN_FAULT_MODE=error`, the default) or abort the process
+/// (`abort`), as if it were killed mid-apply.
+#[cfg(feature = "fault-injection")]
+fn hook() -> impl FnMut(u32) -> Result<(), String> {
+    let at: Option<u32> = std::env::var("PINPLAN_FAULT_PIN_CALL")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let abort = std::env::var("PINPLAN_FAULT_MODE").is_ok_and(|m| m == "abort");
+    move |call| match at {
+        Some(n) if n == call && abort => {
+            eprintln!("fault injection: aborting before pin call {call}");
+            std::process::abort()
+        }
+        Some(n) if n == call => Err(format!("fault injected at pin call {call}")),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn hook() -> impl FnMut(u32) -> Result<(), String> {
+    |_| Ok(())
+}
+
+fn default_journal() -> PathBuf {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    PathBuf::from(format!(
+        "pinplan-journal-{secs}-{}.json",
+        std::process::id()
+    ))
+}
+
+pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
+    if let Some(journal) = &args.rollback {
+        return rollback(journal, &args.connect);
+    }
+    let Some(plan_path) = &args.plan else {
+        return Err(Usage::new("give a plan: pinplan apply PLAN.json --connect URI").into());
+    };
+    let plan = Plan::load(plan_path)?;
+    let host = topology::load(&Source::Libvirt(args.connect.clone()))?;
+    let session = Session::open(&args.connect)?;
+    let scope = if args.live || args.config {
+        Scope {
+            live: args.live,
+            config: args.config,
+        }
+    } else {
+        Scope {
+            live: true,
+            config: true,
+        }
+    };
+    let targets = session
+        .check(&plan, &args.vms, &host, args.force)
+        .map_err(|problems| ApplyError::Refused {
+            plan: plan_path.clone(),
+            uri: args.connect.clone(),
+            problems,
+        })?;
+    if args.dry_run {
+        return dry_run(&plan, &targets, &host, &args.connect);
+    }
+    let journal = session.capture(&targets)?;
+    if session.in_effect(&targets, &journal, scope) {
+        print(&format!(
+            "the plan is already in effect for {}: nothing changed\n",
+            apply::names(&targets)
+        ))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let journal_path = args.journal.clone().unwrap_or_else(default_journal);
+    write_atomically(&journal_path, &journal.to_json(), 0o600).map_err(ApplyError::Journal)?;
+    print(&format!(
+        "journal: {} (undo: {})\n",
+        journal_path.display(),
+        apply::retry(&journal_path, &args.connect)
+    ))?;
+    let done = session
+        .apply(&targets, &journal, scope, &mut hook())
+        .map_err(|failure| ApplyError::Failed {
+            failure,
+            journal: journal_path.clone(),
+            uri: args.connect.clone(),
+        })?;
+    print(&apply::summary(&done))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `report --plan` for the selected VMs: what would move, which conflicts go.
+fn dry_run(
+    plan: &Plan,
+    targets: &[Target],
+    host: &HostTopology,
+    uri: &str,
+) -> Result<ExitCode, Failure> {
+    let mut selected = plan.clone();
+    selected
+        .vms
+        .retain(|v| targets.iter().any(|t| t.name == v.name));
+    let host_cpus = tenants::host_cpus(host, None, Some(plan), false)?;
+    let tenants = tenants::tenants(host, host_cpus.as_ref(), Domains::Connect(uri))?;
+    let result = Report::new(host, tenants, Some(&selected));
+    print(&result.to_text(host, use_colour(ColorArg::Auto)))?;
+    print(&format!(
+        "\ndry run: the preconditions hold for {}; nothing was changed\n",
+        apply::names(targets)
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn rollback(path: &Path, uri: &str) -> Result<ExitCode, Failure> {
+    let journal = Journal::load(path, uri)?;
+    let session = Session::open(uri)?;
+    let (restored, errors) = session.rollback(&journal);
+    if !errors.is_empty() {
+        return Err(ApplyError::Rollback {
+            journal: path.to_owned(),
+            uri: uri.to_owned(),
+            restored,
+            errors,
+        }
+        .into());
+    }
+    print(&format!(
+        "rolled back {} from {} and verified: as they were before the apply\n",
+        restored.join(", "),
+        path.display()
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}

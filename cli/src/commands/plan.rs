@@ -1,0 +1,86 @@
+//! `pinplan plan`: place every VM of a spec on the host, print the plan and
+//! with `--out DIR` write it with each VM's domain XML.
+
+use super::Format;
+use crate::error::{print, verdict, Failure, Usage};
+use clap::ValueEnum;
+use pinplan::output;
+use pinplan::solve::{self, SolveOptions, SolverKind};
+use pinplan::spec::Spec;
+use pinplan::topology::{self, Source};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SolverArg {
+    Ilp,
+    Greedy,
+}
+
+#[derive(clap::Args)]
+pub struct PlanArgs {
+    /// The plan spec (TOML, see docs/formats.md).
+    spec: PathBuf,
+    /// Topology source (overrides the spec's [host] source): `host`, a file, or
+    /// `synthetic:DESC`.
+    #[arg(long, value_name = "SRC", conflicts_with = "connect")]
+    source: Option<String>,
+    /// Read the topology through libvirt (overrides the spec's source).
+    #[arg(long, value_name = "URI")]
+    connect: Option<String>,
+    /// The exact integer program, or the first-fit baseline.
+    #[arg(long, value_enum, default_value = "ilp")]
+    solver: SolverArg,
+    /// Wall-clock limit for the whole command (topology, solve, explanations),
+    /// in seconds; the best plan found by then is given, marked not proven.
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    time_limit: f64,
+    /// Write DIR/plan.json (atomically); the directory is created if needed.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+}
+
+pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
+    // --time-limit bounds the whole command: reading the topology counts.
+    let started = Instant::now();
+    if !(args.time_limit.is_finite() && args.time_limit > 0.0) {
+        return Err(Usage::new("--time-limit must be a number of seconds above 0").into());
+    }
+    let spec = Spec::load(&args.spec)?;
+    let given = match (&args.connect, &args.source) {
+        (Some(uri), _) => Some(Source::Libvirt(uri.clone())),
+        (None, Some(src)) => Some(Source::from_arg(src)),
+        (None, None) => None,
+    };
+    let host = topology::load(&spec.topology_source(given))?;
+    let (request, spec_warnings) = spec.request(host.clone())?;
+    // What is left of the limit, less a little for writing the plan out.
+    let left = Duration::from_secs_f64(args.time_limit)
+        .saturating_sub(started.elapsed())
+        .saturating_sub(Duration::from_millis(20))
+        .max(Duration::from_millis(10));
+    let options = SolveOptions {
+        solver: match args.solver {
+            SolverArg::Ilp => SolverKind::Ilp,
+            SolverArg::Greedy => SolverKind::Greedy,
+        },
+        time_limit: left,
+        explain: true,
+    };
+    let mut plan = solve::solve(&request, &options);
+    plan.warnings.splice(0..0, spec_warnings);
+    let json = plan.to_json();
+    if let Some(dir) = &args.out {
+        let files = output::plan_files(&plan, &json, &spec, dir)?;
+        output::write_files(dir, &files)?;
+    }
+    print(&match args.format {
+        Format::Text => plan.to_text(&host),
+        Format::Json => json,
+    })?;
+    Ok(verdict(plan.unplaced.is_empty()))
+}

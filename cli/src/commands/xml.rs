@@ -1,0 +1,62 @@
+//! `pinplan xml`: a planned VM's pinning as domain XML, alone or patched
+//! into a domain (a file, or the defined domain read through libvirt).
+
+use crate::error::{print, Failure};
+use pinplan::libvirt::{self, patch::PatchOptions};
+use pinplan::output::{self, Domain};
+use pinplan::plan::Plan;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct XmlArgs {
+    /// The plan (`pinplan plan --out DIR` writes DIR/plan.json).
+    #[arg(long, value_name = "PLAN.json")]
+    plan: PathBuf,
+    /// The plan's VM (default: the patched domain's name, or the plan's only VM).
+    #[arg(long, value_name = "NAME")]
+    vm: Option<String>,
+    /// Patch this domain XML (virsh dumpxml --inactive) and print it whole.
+    #[arg(long, value_name = "DOMAIN.xml", conflicts_with = "connect")]
+    patch: Option<PathBuf>,
+    /// Read the defined domain named like the VM from libvirt and print it patched.
+    #[arg(long, value_name = "URI")]
+    connect: Option<String>,
+    /// Write to FILE (atomically) instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Change the domain's vCPU count to the plan's instead of refusing.
+    #[arg(long)]
+    set_vcpus: bool,
+}
+
+pub fn run(args: &XmlArgs) -> Result<ExitCode, Failure> {
+    let plan = Plan::load(&args.plan)?;
+    let input: Option<(String, String)> = match (&args.patch, &args.connect) {
+        (Some(path), _) => Some((
+            path.display().to_string(),
+            output::read_domain("--patch", path)?,
+        )),
+        (None, Some(uri)) => {
+            let name = match &args.vm {
+                Some(name) => name.clone(),
+                None => output::only_vm(&plan)?,
+            };
+            let xml = libvirt::inactive_xml(uri, &name)?;
+            Some((format!("{uri} domain {name}"), xml))
+        }
+        (None, None) => None,
+    };
+    let domain = input.as_ref().map(|(source_name, xml)| Domain { source_name, xml });
+    let name = output::xml_vm(&plan, &args.plan, args.vm.as_deref(), domain)?;
+    let options = PatchOptions {
+        set_vcpus: args.set_vcpus,
+        name_given: args.vm.is_some(),
+    };
+    let text = output::xml_text(&plan, &args.plan, &name, domain, &options)?;
+    match &args.out {
+        Some(path) => output::write_atomically(path, &text, 0o644)?,
+        None => print(&text)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,159 @@
+//! How every error reaches the user: each public error type implements
+//! [`Diagnostic`], which says what to do about it ([`Diagnostic::hint`]) and
+//! whether it means "the answer is no" or "bad input / something failed"
+//! ([`Diagnostic::exit`]). Causes stay attached as `#[source]`, so the CLI
+//! prints `error: …`, `Caused by: …` and `hint: …` from one path.
+//!
+//! [`LibvirtError`] lives here because the topology readers and the libvirt
+//! stage both call libvirt.
+
+use std::fmt;
+
+/// What an error means for the command's exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The question was answered, and the answer is no (exit status 1): a
+    /// demand the tables cannot reach, an apply that failed and was rolled back.
+    No,
+    /// Bad input or a failure to do the work (exit status 2).
+    Error,
+}
+
+impl Exit {
+    /// The process exit status.
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::No => 1,
+            Exit::Error => 2,
+        }
+    }
+}
+
+/// An error that knows how it should reach the user.
+pub trait Diagnostic: std::error::Error + Send + Sync + 'static {
+    /// What to do about it, when known.
+    fn hint(&self) -> Option<String> {
+        None
+    }
+
+    /// Whether it is a "no" (exit 1) or an error (exit 2, the default).
+    fn exit(&self) -> Exit {
+        Exit::Error
+    }
+}
+
+/// What pinplan asked libvirt when it refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LibvirtAction {
+    /// Opening the connection.
+    Connect,
+    /// Reading the host's capabilities.
+    Capabilities,
+    /// Counting the host's CPUs.
+    CountCpus,
+    /// Listing the domains.
+    ListDomains,
+    /// Reading a domain's name.
+    DomainName,
+    /// Looking a domain up by name.
+    LookUp(String),
+    /// Reading a domain's XML.
+    DomainXml(String),
+    /// Reading a domain's current pinning.
+    ReadPins(String),
+}
+
+impl fmt::Display for LibvirtAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LibvirtAction::Connect => f.write_str("cannot connect"),
+            LibvirtAction::Capabilities => f.write_str("cannot read the capabilities"),
+            LibvirtAction::CountCpus => f.write_str("cannot count the host's CPUs"),
+            LibvirtAction::ListDomains => f.write_str("cannot list the domains"),
+            LibvirtAction::DomainName => f.write_str("cannot read a domain's name"),
+            LibvirtAction::LookUp(name) => write!(f, "there is no domain {name:?}"),
+            LibvirtAction::DomainXml(name) => write!(f, "cannot read the XML of domain {name}"),
+            LibvirtAction::ReadPins(name) => write!(f, "{name}: cannot read its pinning"),
+        }
+    }
+}
+
+/// libvirt's own words for a failed call, and its error code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct LibvirtCause {
+    /// libvirt's message.
+    pub message: String,
+    /// libvirt's error code (`virErrorNumber`), e.g. `NoDomain`.
+    pub code: String,
+}
+
+impl From<&virt::error::Error> for LibvirtCause {
+    fn from(e: &virt::error::Error) -> Self {
+        LibvirtCause {
+            message: e.message().to_owned(),
+            code: format!("{:?}", e.code()),
+        }
+    }
+}
+
+/// A libvirt call that failed: which URI, what was asked, and libvirt's answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("libvirt at {uri}: {action}")]
+pub struct LibvirtError {
+    /// The connection URI.
+    pub uri: String,
+    /// What was asked.
+    pub action: LibvirtAction,
+    /// libvirt's answer.
+    #[source]
+    pub cause: LibvirtCause,
+}
+
+impl LibvirtError {
+    /// The error of `action` at `uri`.
+    pub fn new(uri: &str, action: LibvirtAction, e: &virt::error::Error) -> LibvirtError {
+        LibvirtError {
+            uri: uri.to_owned(),
+            action,
+            cause: e.into(),
+        }
+    }
+}
+
+impl Diagnostic for LibvirtError {
+    fn hint(&self) -> Option<String> {
+        Some(match &self.action {
+            LibvirtAction::LookUp(_) => {
+                format!("the domain must be defined in libvirt under the VM's name (`virsh -c {} list --all`)", self.uri)
+            }
+            _ => format!(
+                "check that libvirtd is running and the URI is right (e.g. `virsh -c {} capabilities`)",
+                self.uri
+            ),
+        })
+    }
+}
+
+/// Writing a file failed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {}", path.display())]
+pub struct WriteError {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// What the OS said.
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl Diagnostic for WriteError {
+    fn hint(&self) -> Option<String> {
+        match self.source.kind() {
+            std::io::ErrorKind::NotFound => Some("check that its directory exists".to_owned()),
+            std::io::ErrorKind::PermissionDenied => {
+                Some("give a path you may write to".to_owned())
+            }
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Who is on a host now, as `report` and `apply --dry-run` see it: the host's
+//! own CPUs (given, the plan's reservation, or what `isolcpus=` leaves) and
+//! every domain, from XML files or through a libvirt connection.
+
+use super::domain::{tenant_from_domain, DomainError};
+use crate::cmdline::{CmdlineError, KernelCmdline};
+use crate::cpuset::CpuSet;
+use crate::error::{Diagnostic, LibvirtError};
+use crate::plan::Plan;
+use crate::tenant::{host_cpus_from_cmdline, host_tenant, Tenant};
+use crate::topology::HostTopology;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+impl Diagnostic for DomainError {
+    fn hint(&self) -> Option<String> {
+        Some(
+            "give a domain XML as `virsh dumpxml NAME` prints it; the line named is where it is wrong"
+                .to_owned(),
+        )
+    }
+}
+
+/// Where the domains come from.
+#[derive(Debug, Clone, Copy)]
+pub enum Domains<'a> {
+    /// Domain XML files (`virsh dumpxml`), each domain once.
+    Files(&'a [PathBuf]),
+    /// Every domain at a libvirt URI: running ones with their live pins,
+    /// the others with their config.
+    Connect(&'a str),
+}
+
+/// Why the tenants could not be gathered.
+#[derive(Debug, thiserror::Error)]
+pub enum TenantsError {
+    /// A domain file could not be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A domain's XML is not what libvirt writes.
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    /// Two files hold the same domain.
+    #[error("{}: domain {name:?} is already given by {first}", path.display())]
+    Repeated {
+        /// The second file.
+        path: PathBuf,
+        /// The domain.
+        name: String,
+        /// The first file that gave it.
+        first: String,
+    },
+    /// libvirt refused.
+    #[error(transparent)]
+    Libvirt(#[from] LibvirtError),
+    /// `/proc/cmdline` could not be read.
+    #[error("cannot read /proc/cmdline")]
+    Cmdline(#[source] std::io::Error),
+    /// `isolcpus=` is not a CPU list.
+    #[error("/proc/cmdline: {0}")]
+    Isolcpus(#[source] CmdlineError),
+}
+
+impl Diagnostic for TenantsError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            TenantsError::Domain(e) => e.hint(),
+            TenantsError::Libvirt(e) => e.hint(),
+            TenantsError::Repeated { .. } => Some("give each domain once".to_owned()),
+            TenantsError::Isolcpus(_) => {
+                Some("give the host's CPUs with --host-cpus CPUSET".to_owned())
+            }
+            TenantsError::Read { .. } | TenantsError::Cmdline(_) => None,
+        }
+    }
+}
+
+/// The host's own CPUs for a report: `given`, else the plan's reserved CPUs,
+/// else on this machine (`live`) every usable CPU `isolcpus=` leaves; `None`
+/// when nothing says.
+pub fn host_cpus(
+    host: &HostTopology,
+    given: Option<&CpuSet>,
+    plan: Option<&Plan>,
+    live: bool,
+) -> Result<Option<CpuSet>, TenantsError> {
+    if let Some(set) = given {
+        return Ok(Some(set.clone()));
+    }
+    if let Some(plan) = plan.filter(|p| !p.host.reserved_cpus.is_empty()) {
+        return Ok(Some(plan.host.reserved_cpus.clone()));
+    }
+    if !live {
+        return Ok(None);
+    }
+    let cmdline = KernelCmdline::read(Path::new("/")).map_err(TenantsError::Cmdline)?;
+    host_cpus_from_cmdline(&cmdline, host).map_err(TenantsError::Isolcpus)
+}
+
+/// The host (when its CPUs are known and not empty) and every domain, as
+/// tenants on `host`, the host first.
+pub fn tenants(
+    host: &HostTopology,
+    host_cpus: Option<&CpuSet>,
+    domains: Domains<'_>,
+) -> Result<Vec<Tenant>, TenantsError> {
+    let mut tenants = Vec::new();
+    if let Some(set) = host_cpus.filter(|s| !s.is_empty()) {
+        tenants.push(host_tenant(set));
+    }
+    match domains {
+        Domains::Connect(uri) => tenants.extend(domain_tenants(uri, host)?),
+        Domains::Files(paths) => tenants.extend(file_tenants(paths, host)?),
+    }
+    Ok(tenants)
+}
+
+/// Every domain at `uri` as a tenant on `host` (running domains with their
+/// live pins, the others with their config), sorted by name: what
+/// `report --connect` and `apply` see of a host.
+pub fn domain_tenants(uri: &str, host: &HostTopology) -> Result<Vec<Tenant>, TenantsError> {
+    let mut out = Vec::new();
+    for (name, xml) in super::all_domain_xml(uri)? {
+        out.push(tenant_from_domain(&format!("{uri} domain {name}"), &xml, host)?);
+    }
+    Ok(out)
+}
+
+/// Domain XML files as tenants, in the order given; a domain given twice is
+/// an error.
+fn file_tenants(paths: &[PathBuf], host: &HostTopology) -> Result<Vec<Tenant>, TenantsError> {
+    let mut seen = BTreeMap::new();
+    let mut out = Vec::new();
+    for path in paths {
+        let source_name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| TenantsError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let tenant = tenant_from_domain(&source_name, &text, host)?;
+        if let Some(first) = seen.insert(tenant.name.clone(), source_name) {
+            return Err(TenantsError::Repeated {
+                path: path.clone(),
+                name: tenant.name,
+                first,
+            });
+        }
+        out.push(tenant);
+    }
+    Ok(out)
+}
