@@ -150,9 +150,7 @@ impl Diagnostic for WriteError {
     fn hint(&self) -> Option<String> {
         match self.source.kind() {
             std::io::ErrorKind::NotFound => Some("check that its directory exists".to_owned()),
-            std::io::ErrorKind::PermissionDenied => {
-                Some("give a path you may write to".to_owned())
-            }
+            std::io::ErrorKind::PermissionDenied => Some("give a path you may write to".to_owned()),
             _ => None,
         }
     }

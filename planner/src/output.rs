@@ -69,7 +69,9 @@ impl Diagnostic for OutputError {
             OutputError::Write(e) => e.hint(),
             OutputError::Patch(e) => e.hint(),
             OutputError::Plan(e) => e.hint(),
-            OutputError::WhichVm { placed } => Some(format!("VMs in the plan: {}", placed.join(", "))),
+            OutputError::WhichVm { placed } => {
+                Some(format!("VMs in the plan: {}", placed.join(", ")))
+            }
             OutputError::NotInPlan { placed, .. } => Some(format!(
                 "pass --vm NAME to patch it with one of the plan's VMs: {}",
                 placed.join(", ")

@@ -5,9 +5,9 @@
 
 use crate::cpuset::CpuSet;
 use crate::demand::Basis;
+use crate::error::Diagnostic;
 use crate::ids::{CoreId, CpuId, NodeId};
 use crate::topology::PciAddress;
-use crate::error::Diagnostic;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -250,7 +250,9 @@ impl Diagnostic for PlanError {
             PlanError::Parse { .. } => {
                 Some("give the plan.json written by `pinplan plan SPEC --out DIR`".to_owned())
             }
-            PlanError::NoVm { placed, .. } => Some(format!("VMs in the plan: {}", placed.join(", "))),
+            PlanError::NoVm { placed, .. } => {
+                Some(format!("VMs in the plan: {}", placed.join(", ")))
+            }
         }
     }
 }
@@ -271,12 +273,15 @@ impl Plan {
 
     /// The placed VM `name`; `path` names the plan in the error.
     pub fn vm(&self, name: &str, path: &Path) -> Result<&VmPlan, PlanError> {
-        self.vms.iter().find(|v| v.name == name).ok_or_else(|| PlanError::NoVm {
-            path: path.to_owned(),
-            name: name.to_owned(),
-            unplaced: self.unplaced.iter().any(|u| u == name),
-            placed: self.names(),
-        })
+        self.vms
+            .iter()
+            .find(|v| v.name == name)
+            .ok_or_else(|| PlanError::NoVm {
+                path: path.to_owned(),
+                name: name.to_owned(),
+                unplaced: self.unplaced.iter().any(|u| u == name),
+                placed: self.names(),
+            })
     }
 
     /// The names of the VMs it places, in plan order.

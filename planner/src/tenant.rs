@@ -124,5 +124,4 @@ mod tests {
         );
         assert!(host_cpus_from_cmdline(&KernelCmdline::parse("isolcpus=x"), &h).is_err());
     }
-
 }

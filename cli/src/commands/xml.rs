@@ -47,7 +47,9 @@ pub fn run(args: &XmlArgs) -> Result<ExitCode, Failure> {
         }
         (None, None) => None,
     };
-    let domain = input.as_ref().map(|(source_name, xml)| Domain { source_name, xml });
+    let domain = input
+        .as_ref()
+        .map(|(source_name, xml)| Domain { source_name, xml });
     let name = output::xml_vm(&plan, &args.plan, args.vm.as_deref(), domain)?;
     let options = PatchOptions {
         set_vcpus: args.set_vcpus,

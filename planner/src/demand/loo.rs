@@ -61,7 +61,6 @@ pub fn leave_one_out(table: &Table, line_rate_gbps: f64) -> LooChecks {
     LooChecks(checks)
 }
 
-
 /// Every check of [`leave_one_out`], in table order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(transparent)]

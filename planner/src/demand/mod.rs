@@ -18,8 +18,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod model;
 mod loo;
+pub mod model;
 pub mod table;
 
 pub use loo::{leave_one_out, LooCheck, LooChecks};

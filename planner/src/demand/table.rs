@@ -5,8 +5,8 @@
 //! [`super::select`]; the packet-rate model in [`super::model`].
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One measurement.
 #[derive(Debug, Clone, PartialEq)]

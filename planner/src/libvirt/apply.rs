@@ -627,7 +627,9 @@ impl Session {
                 name: t.name.clone(),
                 uuid: t.domain.uuid_string().map_err(|e| what(&e))?,
                 live,
-                config: self.pins(&t.domain, n, AFFECT_CONFIG).map_err(|e| what(&e))?,
+                config: self
+                    .pins(&t.domain, n, AFFECT_CONFIG)
+                    .map_err(|e| what(&e))?,
                 config_xml: t
                     .domain
                     .xml_desc(XML_INACTIVE | XML_SECURE)

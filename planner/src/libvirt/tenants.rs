@@ -14,8 +14,11 @@ use std::path::{Path, PathBuf};
 
 impl Diagnostic for DomainError {
     fn hint(&self) -> Option<String> {
+        // Not a libvirtd problem: the XML was read, and one element of it is
+        // not what pinplan can use.
         Some(
-            "give a domain XML as `virsh dumpxml NAME` prints it; the line named is where it is wrong"
+            "the line counts in the domain XML as `virsh dumpxml NAME` prints it: fix that element \
+             (virsh edit NAME), or if libvirt wrote it so, report the XML to pinplan"
                 .to_owned(),
         )
     }
@@ -127,7 +130,11 @@ pub fn tenants(
 pub fn domain_tenants(uri: &str, host: &HostTopology) -> Result<Vec<Tenant>, TenantsError> {
     let mut out = Vec::new();
     for (name, xml) in super::all_domain_xml(uri)? {
-        out.push(tenant_from_domain(&format!("{uri} domain {name}"), &xml, host)?);
+        out.push(tenant_from_domain(
+            &format!("{uri} domain {name}"),
+            &xml,
+            host,
+        )?);
     }
     Ok(out)
 }
@@ -154,4 +161,32 @@ fn file_tenants(paths: &[PathBuf], host: &HostTopology) -> Result<Vec<Tenant>, T
         out.push(tenant);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{self, Source};
+
+    /// A domain read through `--connect` whose XML pinplan cannot use is an
+    /// XML problem at a line, not a libvirtd problem (it used to be told to
+    /// "check that libvirtd is running").
+    #[test]
+    fn a_malformed_domain_from_libvirt_is_not_blamed_on_libvirtd() {
+        let host = topology::load(&Source::Synthetic("package:1 core:2 pu:2".into()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let xml = "<domain>\n<name>vm1</name>\n<vcpu>two</vcpu>\n</domain>";
+        let error = tenant_from_domain("qemu:///system domain vm1", xml, &host)
+            .map_err(TenantsError::from)
+            .err()
+            .unwrap_or_else(|| panic!("a <vcpu> that is not a count must be refused"));
+        assert_eq!(
+            error.to_string(),
+            "qemu:///system domain vm1:3: <vcpu> holds \"two\", not a count"
+        );
+        let hint = error.hint().unwrap_or_default();
+        assert!(!hint.contains("libvirtd"), "{hint}");
+        assert!(hint.contains("virsh dumpxml"), "{hint}");
+        assert_eq!(error.exit(), crate::error::Exit::Error);
+    }
 }

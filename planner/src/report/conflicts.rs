@@ -18,12 +18,53 @@ pub enum Severity {
     Warning,
 }
 
+/// The kinds of conflict, serialised as their names (`cpu-shared`, …);
+/// ordered by name, as reports list them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConflictKind {
+    /// Two tenants on SMT siblings of one physical core.
+    CoreShared,
+    /// Two VMs on the same CPU.
+    CpuShared,
+    /// A VM's emulator threads on vCPU CPUs.
+    EmulatorOverlap,
+    /// A VM not pinned at all.
+    Floating,
+    /// A VM on the host's own CPUs.
+    HostOverlap,
+    /// vCPUs on another NUMA node than the VM's NIC.
+    NicRemote,
+    /// vCPUs across NUMA nodes under strict memory, or memory elsewhere.
+    NumaSplit,
+}
+
+impl ConflictKind {
+    /// The name reports print.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConflictKind::CoreShared => "core-shared",
+            ConflictKind::CpuShared => "cpu-shared",
+            ConflictKind::EmulatorOverlap => "emulator-overlap",
+            ConflictKind::Floating => "floating",
+            ConflictKind::HostOverlap => "host-overlap",
+            ConflictKind::NicRemote => "nic-remote",
+            ConflictKind::NumaSplit => "numa-split",
+        }
+    }
+}
+
+impl std::fmt::Display for ConflictKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.name())
+    }
+}
+
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Conflict {
-    /// `cpu-shared`, `core-shared`, `host-overlap`, `emulator-overlap`,
-    /// `floating`, `numa-split`, `nic-remote`.
-    pub kind: String,
+    /// What kind of sharing.
+    pub kind: ConflictKind,
     /// Error or warning.
     pub severity: Severity,
     /// The tenants involved.
@@ -43,12 +84,32 @@ fn core_of(host: &HostTopology) -> BTreeMap<CpuId, CoreId> {
 
 /// Every conflict among `tenants` on `host`, in a stable order.
 pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
+    let mut out = floating(tenants);
+    out.extend(shared(host, tenants));
+    let vms: Vec<&Tenant> = tenants
+        .iter()
+        .filter(|t| t.kind == TenantKind::Vm && t.pinned)
+        .collect();
+    out.extend(emulator_overlap(&vms));
+    let node_of: BTreeMap<CpuId, NodeId> = host
+        .pus
+        .iter()
+        .filter_map(|p| p.numa_node.map(|n| (p.cpu, n)))
+        .collect();
+    out.extend(vms.iter().filter_map(|t| numa_split(t, &node_of)));
+    for t in &vms {
+        out.extend(nic_remote(host, t, &node_of));
+    }
+    out.sort_by(|a, b| (a.severity, &a.kind, &a.tenants).cmp(&(b.severity, &b.kind, &b.tenants)));
+    out
+}
+
+/// Tenants that are not pinned at all.
+fn floating(tenants: &[Tenant]) -> Vec<Conflict> {
     let mut out = Vec::new();
-    let core = core_of(host);
-    let pinned: Vec<&Tenant> = tenants.iter().filter(|t| t.pinned).collect();
     for t in tenants.iter().filter(|t| !t.pinned) {
         out.push(Conflict {
-            kind: "floating".to_owned(),
+            kind: ConflictKind::Floating,
             severity: Severity::Warning,
             tenants: vec![t.name.clone()],
             cpus: t.cpus.clone(),
@@ -58,6 +119,15 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
             ),
         });
     }
+    out
+}
+
+/// Pairs of pinned tenants on the same CPUs (`cpu-shared`, or
+/// `host-overlap` with the host) or on SMT siblings (`core-shared`).
+fn shared(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
+    let mut out = Vec::new();
+    let core = core_of(host);
+    let pinned: Vec<&Tenant> = tenants.iter().filter(|t| t.pinned).collect();
     for (i, a) in pinned.iter().enumerate() {
         for b in pinned.iter().skip(i + 1) {
             let names = vec![a.name.clone(), b.name.clone()];
@@ -71,12 +141,12 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
                         &a.name
                     };
                     (
-                        "host-overlap",
+                        ConflictKind::HostOverlap,
                         format!("{vm} runs vCPUs on the host's CPUs {shared}"),
                     )
                 } else {
                     (
-                        "cpu-shared",
+                        ConflictKind::CpuShared,
                         format!(
                             "{} and {} have vCPUs on the same CPUs {shared}",
                             a.name, b.name
@@ -84,7 +154,7 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
                     )
                 };
                 out.push(Conflict {
-                    kind: kind.to_owned(),
+                    kind,
                     severity: Severity::Error,
                     tenants: names.clone(),
                     cpus: shared.clone(),
@@ -109,7 +179,7 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
             if !sibling_cores.is_empty() {
                 let cores: Vec<String> = sibling_cores.iter().map(|c| c.to_string()).collect();
                 out.push(Conflict {
-                    kind: "core-shared".to_owned(),
+                    kind: ConflictKind::CoreShared,
                     severity: Severity::Error,
                     tenants: names,
                     cpus: sibling_cpus.clone(),
@@ -124,15 +194,14 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
             }
         }
     }
-    // Emulator threads on vCPU CPUs.
-    for t in tenants
-        .iter()
-        .filter(|t| t.kind == TenantKind::Vm && t.pinned)
-    {
-        for other in tenants
-            .iter()
-            .filter(|o| o.kind == TenantKind::Vm && o.pinned)
-        {
+    out
+}
+
+/// Emulator threads on vCPU CPUs (their own VM's or another's).
+fn emulator_overlap(vms: &[&Tenant]) -> Vec<Conflict> {
+    let mut out = Vec::new();
+    for t in vms {
+        for other in vms {
             let shared = t.emulator_cpus.intersection(&other.cpus);
             if !shared.is_empty() {
                 let whose = if other.name == t.name {
@@ -141,7 +210,7 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
                     format!("{}'s", other.name)
                 };
                 out.push(Conflict {
-                    kind: "emulator-overlap".to_owned(),
+                    kind: ConflictKind::EmulatorOverlap,
                     severity: Severity::Warning,
                     tenants: if other.name == t.name {
                         vec![t.name.clone()]
@@ -157,68 +226,62 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
             }
         }
     }
-    // NUMA: vCPUs on several nodes under strict memory, or memory elsewhere.
-    let node_of: BTreeMap<CpuId, NodeId> = host
-        .pus
+    out
+}
+
+/// A VM's vCPUs on several nodes under strict memory, or its memory on
+/// other nodes than its vCPUs.
+fn numa_split(t: &Tenant, node_of: &BTreeMap<CpuId, NodeId>) -> Option<Conflict> {
+    let nodes: BTreeSet<NodeId> = t
+        .cpus
         .iter()
-        .filter_map(|p| p.numa_node.map(|n| (p.cpu, n)))
+        .filter_map(|c| node_of.get(&c).copied())
         .collect();
-    for t in tenants
-        .iter()
-        .filter(|t| t.kind == TenantKind::Vm && t.pinned)
-    {
-        let nodes: BTreeSet<NodeId> = t
+    let listed: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+    let MemoryTune { mode, nodeset } = t.memory.clone().unwrap_or_default();
+    let memory_nodes: BTreeSet<NodeId> = nodeset
+        .parse::<CpuSet>()
+        .map(|s| s.iter().map(|c| NodeId(c.0)).collect())
+        .unwrap_or_default();
+    let split = nodes.len() > 1 && mode == "strict";
+    let elsewhere =
+        !memory_nodes.is_empty() && !nodes.is_empty() && memory_nodes.is_disjoint(&nodes);
+    (split || elsewhere).then(|| Conflict {
+        kind: ConflictKind::NumaSplit,
+        severity: Severity::Warning,
+        tenants: vec![t.name.clone()],
+        cpus: t.cpus.clone(),
+        message: if split {
+            format!(
+                "{}'s vCPUs span NUMA nodes {} under strict memory",
+                t.name,
+                listed.join(",")
+            )
+        } else {
+            format!(
+                "{}'s memory is on node(s) {nodeset}, its vCPUs on {}",
+                t.name,
+                listed.join(",")
+            )
+        },
+    })
+}
+
+/// A VM's vCPUs on another NUMA node than each of its NICs.
+fn nic_remote(host: &HostTopology, t: &Tenant, node_of: &BTreeMap<CpuId, NodeId>) -> Vec<Conflict> {
+    let mut out = Vec::new();
+    for nic in &t.nics {
+        let Some(nic_node) = nic_node(host, nic) else {
+            continue;
+        };
+        let remote: CpuSet = t
             .cpus
             .iter()
-            .filter_map(|c| node_of.get(&c).copied())
+            .filter(|c| node_of.get(c).is_some_and(|n| *n != nic_node))
             .collect();
-        let listed: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
-        let MemoryTune { mode, nodeset } = t.memory.clone().unwrap_or_default();
-        let memory_nodes: BTreeSet<NodeId> = nodeset
-            .parse::<CpuSet>()
-            .map(|s| s.iter().map(|c| NodeId(c.0)).collect())
-            .unwrap_or_default();
-        let split = nodes.len() > 1 && mode == "strict";
-        let elsewhere =
-            !memory_nodes.is_empty() && !nodes.is_empty() && memory_nodes.is_disjoint(&nodes);
-        if split || elsewhere {
+        if !remote.is_empty() {
             out.push(Conflict {
-                kind: "numa-split".to_owned(),
-                severity: Severity::Warning,
-                tenants: vec![t.name.clone()],
-                cpus: t.cpus.clone(),
-                message: if split {
-                    format!(
-                        "{}'s vCPUs span NUMA nodes {} under strict memory",
-                        t.name,
-                        listed.join(",")
-                    )
-                } else {
-                    format!(
-                        "{}'s memory is on node(s) {nodeset}, its vCPUs on {}",
-                        t.name,
-                        listed.join(",")
-                    )
-                },
-            });
-        }
-    }
-    for t in tenants
-        .iter()
-        .filter(|t| t.kind == TenantKind::Vm && t.pinned)
-    {
-        for nic in &t.nics {
-            let Some(nic_node) = nic_node(host, nic) else {
-                continue;
-            };
-            let remote: CpuSet = t
-                .cpus
-                .iter()
-                .filter(|c| node_of.get(c).is_some_and(|n| *n != nic_node))
-                .collect();
-            if !remote.is_empty() {
-                out.push(Conflict {
-                    kind: "nic-remote".to_owned(),
+                    kind: ConflictKind::NicRemote,
                     severity: Severity::Warning,
                     tenants: vec![t.name.clone()],
                     cpus: remote.clone(),
@@ -227,10 +290,8 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
                         t.name
                     ),
                 });
-            }
         }
     }
-    out.sort_by(|a, b| (a.severity, &a.kind, &a.tenants).cmp(&(b.severity, &b.kind, &b.tenants)));
     out
 }
 
@@ -294,7 +355,7 @@ mod tests {
 
     fn kinds(c: &[Conflict]) -> Vec<(String, Vec<String>, String)> {
         c.iter()
-            .map(|c| (c.kind.clone(), c.tenants.clone(), c.cpus.to_string()))
+            .map(|c| (c.kind.to_string(), c.tenants.clone(), c.cpus.to_string()))
             .collect()
     }
 
@@ -319,7 +380,6 @@ mod tests {
         );
         Ok(())
     }
-
 
     #[test]
     fn finds_cpu_sharing_host_overlap_floating_and_emulators() -> Result<(), DomainError> {
@@ -373,5 +433,4 @@ mod tests {
         );
         Ok(())
     }
-
 }

@@ -8,7 +8,7 @@ pub mod moves;
 pub mod svg;
 mod text;
 
-pub use conflicts::{conflicts, Conflict, Severity};
+pub use conflicts::{conflicts, Conflict, ConflictKind, Severity};
 pub use moves::{moves, planned_tenants, Move};
 
 use crate::plan::Plan;
@@ -50,7 +50,7 @@ impl Report {
             None => (Vec::new(), None),
             Some(plan) => {
                 let after = self::conflicts(host, &planned_tenants(&tenants, plan));
-                let key = |c: &Conflict| (c.kind.clone(), c.tenants.clone());
+                let key = |c: &Conflict| (c.kind, c.tenants.clone());
                 let before_keys: BTreeSet<_> = conflicts.iter().map(key).collect();
                 let after_keys: BTreeSet<_> = after.iter().map(key).collect();
                 let effect = PlanEffect {

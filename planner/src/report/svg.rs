@@ -8,10 +8,10 @@
 //! by tenant order, nothing iterated out of a hash map.
 
 use crate::cpuset::CpuSet;
-use crate::text::{bytes, plural};
 use crate::ids::{CoreId, CpuId, NodeId};
 use crate::report::{Conflict, Report, Severity};
 use crate::tenant::{Tenant, TenantKind};
+use crate::text::{bytes, plural};
 use crate::topology::{Core, HostTopology, Pu};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -84,9 +84,11 @@ impl Report {
     fn host_map(&self, host: &HostTopology, colour: bool) -> String {
         use crate::topology::map::{Cell, Paint};
         let in_conflict = |cpu: CpuId, severity: Severity| {
-            self.conflicts
-                .iter()
-                .any(|c| c.severity == severity && c.kind != "floating" && c.cpus.contains(cpu))
+            self.conflicts.iter().any(|c| {
+                c.severity == severity
+                    && c.kind != super::ConflictKind::Floating
+                    && c.cpus.contains(cpu)
+            })
         };
         let pinned: Vec<(usize, &Tenant)> = self
             .tenants

@@ -35,7 +35,6 @@ use classes::FreeCore;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-
 /// One objective of the lexicographic order, optimised one after the other
 /// (docs/plan.md, "Objective"): each is held at its optimum while the next is
 /// optimised.

@@ -85,7 +85,10 @@ pub struct Spec {
 impl Spec {
     /// Where to read the host: `given` (a command-line source), else the
     /// spec's `[host] source` file, else the live host.
-    pub fn topology_source(&self, given: Option<crate::topology::Source>) -> crate::topology::Source {
+    pub fn topology_source(
+        &self,
+        given: Option<crate::topology::Source>,
+    ) -> crate::topology::Source {
         match (given, &self.source) {
             (Some(source), _) => source,
             (None, Some(path)) => crate::topology::Source::File(path.clone()),

@@ -93,7 +93,12 @@ impl Spec {
 
     /// `[host]`: the reservation (cores or CPUs, not both), the line rate and
     /// the throughput tables.
-    fn read_host(&mut self, host: &HostSection, base: &Path, lines: &Lines) -> Result<(), SpecError> {
+    fn read_host(
+        &mut self,
+        host: &HostSection,
+        base: &Path,
+        lines: &Lines,
+    ) -> Result<(), SpecError> {
         if let (Some(_), Some(cpus)) = (&host.reserved_cores, &host.reserved_cpus) {
             return Err(self.error(
                 lines.of(cpus),
@@ -124,7 +129,8 @@ impl Spec {
         }
         for t in &host.tables {
             let table = Table::load(&base.join(t.get_ref())).map_err(|e| {
-                let mut error = self.error(lines.of(t), "host.tables", format!("table {}", t.get_ref()));
+                let mut error =
+                    self.error(lines.of(t), "host.tables", format!("table {}", t.get_ref()));
                 error.cause = Some(std::sync::Arc::new(e));
                 error
             })?;
@@ -165,11 +171,7 @@ impl Spec {
             return Err(self.error(name_line, "vm.name", "a VM needs a name".to_owned()));
         }
         if names.contains(&name) {
-            return Err(self.error(
-                name_line,
-                "vm.name",
-                format!("two VMs are named {name:?}"),
-            ));
+            return Err(self.error(name_line, "vm.name", format!("two VMs are named {name:?}")));
         }
         let (sizing, sizing_line) = self.sizing(&name, vm, line, lines)?;
         let nic = match &vm.nic {
