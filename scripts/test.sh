@@ -20,6 +20,8 @@ trap libvirt_down EXIT
 export PINPLAN_TEST_LIBVIRT_URI=qemu:///system
 
 cargo fmt --all -- --check
+# The API docs build without a warning (broken links, private links).
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --workspace -q
 cargo clippy --locked --all-targets -q -- -D warnings
 # The tests run with apply's fault-injection hook built in (off by default).
 cargo clippy --locked --all-targets -q --features pinplan-cli/fault-injection -- -D warnings

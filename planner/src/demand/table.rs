@@ -2,7 +2,7 @@
 //! (`profile,packet_bytes,tx_cores,rx_cores,gbps[,vcpus][,note]`), and the
 //! checks on a table itself (non-monotonic rows, rows above line rate,
 //! duplicates that disagree). Choosing a demand from a table is in
-//! [`super::select`]; the packet-rate model in [`super::model`].
+//! [`super::demand`]; the packet-rate model in [`super::model`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! Overlap analysis: which CPUs and physical cores [`Tenant`]s share
-//! ([`conflicts`]), what a [`Plan`] would move and which conflicts it removes
-//! ([`moves`]), printed as text with a host map ([`text`]) or as a picture
+//! ([`conflicts()`]), what a [`Plan`] would move and which conflicts it removes
+//! ([`moves()`]), printed as text with a host map (`text`) or as a picture
 //! ([`svg`]). Reading domains into tenants is [`crate::libvirt::domain`]'s.
 
 pub mod conflicts;
@@ -9,7 +9,7 @@ pub mod svg;
 mod text;
 
 pub use conflicts::{conflicts, Conflict, ConflictKind, Severity};
-pub use moves::{moves, planned_tenants, Move};
+pub use moves::{moves, planned_tenants, Move, Thread};
 
 use crate::plan::Plan;
 use crate::tenant::Tenant;

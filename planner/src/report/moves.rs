@@ -7,13 +7,36 @@ use crate::plan::{Plan, VmPlan};
 use crate::tenant::{host_tenant, IothreadCpus, MemoryTune, Tenant, TenantKind, VcpuCpus};
 use serde::Serialize;
 
+/// The threads of a VM that can be pinned, serialised as `vcpu`,
+/// `emulator`, `iothread`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Thread {
+    /// A vCPU.
+    Vcpu,
+    /// The emulator threads.
+    Emulator,
+    /// An I/O thread.
+    Iothread,
+}
+
+impl std::fmt::Display for Thread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            Thread::Vcpu => "vcpu",
+            Thread::Emulator => "emulator",
+            Thread::Iothread => "iothread",
+        })
+    }
+}
+
 /// One thread a plan moves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Move {
     /// The VM.
     pub vm: String,
-    /// `vcpu`, `emulator` or `iothread`.
-    pub thread: String,
+    /// Which thread.
+    pub thread: Thread,
     /// The vCPU or I/O thread number (none for the emulator).
     pub id: Option<u32>,
     /// Its CPUs now (none when the thread does not exist yet, e.g. a VM
@@ -93,11 +116,11 @@ pub fn moves(now: &[Tenant], plan: &Plan) -> Vec<Move> {
         let current = now
             .iter()
             .find(|t| t.kind == TenantKind::Vm && t.name == vm.name);
-        let mut push = |thread: &str, id: Option<u32>, from: Option<CpuSet>, to: CpuSet| {
+        let mut push = |thread: Thread, id: Option<u32>, from: Option<CpuSet>, to: CpuSet| {
             if from.as_ref() != Some(&to) {
                 out.push(Move {
                     vm: vm.name.clone(),
-                    thread: thread.to_owned(),
+                    thread,
                     id,
                     from,
                     to,
@@ -112,14 +135,14 @@ pub fn moves(now: &[Tenant], plan: &Plan) -> Vec<Move> {
                     .map(|v| v.cpus.clone())
             });
             push(
-                "vcpu",
+                Thread::Vcpu,
                 Some(pin.vcpu),
                 from,
                 std::iter::once(pin.cpu).collect(),
             );
         }
         push(
-            "emulator",
+            Thread::Emulator,
             None,
             current.map(|t| t.emulator_cpus.clone()),
             vm.emulator_cpus.clone(),
@@ -131,7 +154,7 @@ pub fn moves(now: &[Tenant], plan: &Plan) -> Vec<Move> {
                     .find(|i| i.iothread == io.iothread)
                     .map(|i| i.cpus.clone())
             });
-            push("iothread", Some(io.iothread), from, io.cpus.clone());
+            push(Thread::Iothread, Some(io.iothread), from, io.cpus.clone());
         }
     }
     out

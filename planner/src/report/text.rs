@@ -55,7 +55,7 @@ impl Report {
             for m in &self.moves {
                 let thread = match m.id {
                     Some(id) => format!("{} {id}", m.thread),
-                    None => m.thread.clone(),
+                    None => m.thread.to_string(),
                 };
                 let from = m
                     .from

@@ -3,7 +3,7 @@
 //! Every reader — live hwloc, hwloc XML, hwloc synthetic descriptions, libvirt
 //! capabilities XML, a live libvirt connection — first collects a flat list of
 //! CPUs with the keys of their core, package, node and L3 domain
-//! ([`assemble::RawTopology`]); one shared step turns that into the model, so all
+//! (`assemble::RawTopology`); one shared step turns that into the model, so all
 //! sources number cores and packages the same way. Planning, reports and XML are
 //! not this module's business.
 
