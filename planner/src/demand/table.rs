@@ -104,6 +104,12 @@ pub enum TableError {
     },
 }
 
+impl crate::error::Diagnostic for TableError {
+    fn hint(&self) -> Option<String> {
+        Some("see docs/formats.md (Throughput tables) for the columns and an example".to_owned())
+    }
+}
+
 const REQUIRED: [&str; 5] = ["profile", "packet_bytes", "tx_cores", "rx_cores", "gbps"];
 
 /// Splits one CSV line into fields: commas separate, double quotes enclose
@@ -515,11 +521,5 @@ mod tests {
         );
         assert!(table.check(Some("vm-x"), 200.0).len() == 1);
         Ok(())
-    }
-}
-
-impl crate::error::Diagnostic for TableError {
-    fn hint(&self) -> Option<String> {
-        Some("see docs/formats.md (Throughput tables) for the columns and an example".to_owned())
     }
 }

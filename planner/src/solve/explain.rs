@@ -81,36 +81,406 @@ fn fits_in_leftover(rest: &mut PlanRequest, changed: &VmRequest) -> Option<u32> 
         .map(|c| u32::try_from(c.len()).unwrap_or(u32::MAX))
 }
 
-/// Whether `vm_index` fits once changed: in the cores left free, or (when
-/// `resolve` and time is left) by re-solving; `Some(cores of that VM)` when it
-/// then fits and every VM placed before still is.
-#[allow(clippy::too_many_arguments)]
-fn fits_with(
-    request: &PlanRequest,
-    rest: &mut PlanRequest,
-    before: &Placement,
-    vm_index: usize,
-    changed: VmRequest,
-    options: &SolveOptions,
+/// What one explanation run shares: the request and its placement, the
+/// free cores, the host as the placement leaves it, and the time left.
+struct Explainer<'a> {
+    request: &'a PlanRequest,
+    placement: &'a Placement,
+    options: &'a SolveOptions,
     deadline: Instant,
-    resolve: bool,
-) -> Option<u32> {
-    if let Some(cores) = fits_in_leftover(rest, &changed) {
-        return Some(cores);
+    free: Vec<FreeCore>,
+    taken: BTreeSet<CoreId>,
+    nodes: BTreeSet<Option<NodeId>>,
+    placed_names: Vec<&'a str>,
+    /// A few of the placed VMs' names, for "left after vm1, vm2 and 3 more".
+    placed_list: String,
+    /// The host with the placed VMs as fixed tenants ([`leftover`]).
+    rest: PlanRequest,
+}
+
+/// The constraint that keeps a VM out, as the plan JSON names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Binding {
+    /// `threads = "require"` on a host without SMT.
+    Threads,
+    /// Its NIC's node is too small.
+    Nic,
+    /// No single node is big enough under `numa = "strict"`.
+    Numa,
+    /// Not enough free cores.
+    Capacity,
+}
+
+impl Binding {
+    fn name(self) -> &'static str {
+        match self {
+            Binding::Threads => "threads",
+            Binding::Nic => "nic",
+            Binding::Numa => "numa",
+            Binding::Capacity => "capacity",
+        }
     }
-    let left = deadline.saturating_duration_since(Instant::now());
-    if !resolve || left.is_zero() {
-        return None;
+}
+
+/// What a VM needs and what the host has for it.
+struct Need<'f> {
+    /// Free cores the VM may use.
+    allowed: Vec<&'f FreeCore>,
+    /// Cores it needs.
+    cores: u32,
+    /// The most allowed cores on one node.
+    best_node: u32,
+}
+
+impl<'a> Explainer<'a> {
+    /// Whether `vm_index` fits once changed: in the cores left free, or (when
+    /// `resolve` and time is left) by re-solving; `Some(cores of that VM)`
+    /// when it then fits and every VM placed before still is.
+    fn fits_with(&mut self, vm_index: usize, changed: VmRequest, resolve: bool) -> Option<u32> {
+        if let Some(cores) = fits_in_leftover(&mut self.rest, &changed) {
+            return Some(cores);
+        }
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if !resolve || left.is_zero() {
+            return None;
+        }
+        let mut trial = self.request.clone();
+        trial.vms[vm_index] = changed;
+        let placement = match self.options.solver {
+            SolverKind::Ilp => super::exact(&trial, left.min(Duration::from_secs(2))).ok()?,
+            SolverKind::Greedy => super::greedy::place(&trial),
+        };
+        let keeps_others = self
+            .placement
+            .cores
+            .keys()
+            .all(|i| placement.cores.contains_key(i));
+        let cores = placement.cores.get(&vm_index)?;
+        keeps_others.then(|| u32::try_from(cores.len()).unwrap_or(u32::MAX))
     }
-    let mut trial = request.clone();
-    trial.vms[vm_index] = changed;
-    let placement = match options.solver {
-        SolverKind::Ilp => super::exact(&trial, left.min(Duration::from_secs(2))).ok()?,
-        SolverKind::Greedy => super::greedy::place(&trial),
+
+    /// Free cores of `node` among `cores`, without the placed VMs' when
+    /// `exclude_taken`.
+    fn per_node(&self, cores: &[&FreeCore], node: Option<NodeId>, exclude_taken: bool) -> u32 {
+        let n = cores
+            .iter()
+            .filter(|c| c.node == node && !(exclude_taken && self.taken.contains(&c.core)))
+            .count();
+        u32::try_from(n).unwrap_or(0)
+    }
+
+    fn need(&self, vm: &VmRequest) -> Need<'_> {
+        let allowed: Vec<&FreeCore> = self
+            .free
+            .iter()
+            .filter(|c| classes::allowed(vm, c.node, c.threads()))
+            .collect();
+        let typical_threads = allowed
+            .iter()
+            .copied()
+            .chain(self.free.iter())
+            .map(|c| c.threads())
+            .max()
+            .unwrap_or(1);
+        let cores = cores_needed(vm, typical_threads);
+        let best_node = self
+            .nodes
+            .iter()
+            .map(|&n| self.per_node(&allowed, n, false))
+            .max()
+            .unwrap_or(0);
+        Need {
+            allowed,
+            cores,
+            best_node,
+        }
+    }
+
+    /// Per NUMA node: free cores, and what the placed VMs leave of them.
+    fn free_lines(&self, vm: &VmRequest) -> Vec<String> {
+        let all: Vec<&FreeCore> = self.free.iter().collect();
+        self.nodes
+            .iter()
+            .map(|&node| {
+                let total = self.per_node(&all, node, false);
+                let left = self.per_node(&all, node, true);
+                let nic = if vm.nic_node.is_some() && vm.nic_node == node {
+                    " (the NIC's node)"
+                } else {
+                    ""
+                };
+                if left == total {
+                    format!("{}{nic}: {} free", node_name(node), plural(total, "core"))
+                } else {
+                    format!(
+                        "{}{nic}: {} free, {left} left after {}",
+                        node_name(node),
+                        plural(total, "core"),
+                        self.placed_list
+                    )
+                }
+            })
+            .collect()
+    }
+
+    /// Which constraint binds.
+    fn binding(&self, vm: &VmRequest, need: &Need) -> Binding {
+        let cores = need.cores as usize;
+        let without_nic = VmRequest {
+            nic_affinity: NicAffinity::Ignore,
+            ..vm.clone()
+        };
+        if need.allowed.is_empty()
+            && vm.threads == ThreadPolicy::Require
+            && self.free.iter().all(|c| c.threads() < 2)
+        {
+            Binding::Threads
+        } else if vm.required_node().is_some()
+            && need.allowed.len() < cores
+            && self
+                .free
+                .iter()
+                .filter(|c| classes::allowed(&without_nic, c.node, c.threads()))
+                .count()
+                >= cores
+        {
+            Binding::Nic
+        } else if need.allowed.len() < cores {
+            Binding::Capacity
+        } else if vm.numa == NumaPolicy::Strict && need.best_node < need.cores {
+            Binding::Numa
+        } else {
+            Binding::Capacity
+        }
+    }
+
+    /// The first change that makes the VM fit: a single policy or demand
+    /// change, else fewer vCPUs, else a higher priority.
+    fn fix(&mut self, i: usize, vm: &VmRequest) -> Option<String> {
+        if !self.options.explain {
+            return None;
+        }
+        for (label, changed) in candidates(vm, self.request) {
+            if let Some(cores) = self.fits_with(i, changed, true) {
+                return Some(format!(
+                    "with {label} it needs {} and fits",
+                    plural(cores, "core")
+                ));
+            }
+        }
+        if vm.demand.is_none() && vm.vcpus > 1 {
+            if let Some(v) = self.most_vcpus_that_fit(i, vm) {
+                return Some(format!("with vcpus = {v} it fits"));
+            }
+        }
+        self.priority_fix(vm)
+    }
+
+    /// The largest vCPU count that fits, by bisection.
+    fn most_vcpus_that_fit(&mut self, i: usize, vm: &VmRequest) -> Option<u32> {
+        let (mut lo, mut hi) = (0u32, vm.vcpus - 1);
+        let mut best = None;
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            let changed = VmRequest {
+                vcpus: mid,
+                ..vm.clone()
+            };
+            if self.fits_with(i, changed, false).is_some() {
+                best = Some(mid);
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        best
+    }
+
+    /// A full host: the VM fits alone, so above every other priority it is
+    /// placed (the first objective places the highest level first), and VMs
+    /// of lower priority make room.
+    fn priority_fix(&self, vm: &VmRequest) -> Option<String> {
+        if self.placed_names.is_empty() {
+            return None;
+        }
+        let alone = PlanRequest {
+            vms: vec![vm.clone()],
+            ..self.request.clone()
+        };
+        if super::greedy::place(&alone).cores.is_empty() {
+            return None;
+        }
+        let top = self.request.vms.iter().map(|v| v.priority).max().unwrap_or(0);
+        let lower: Vec<&str> = self
+            .placement
+            .cores
+            .keys()
+            .filter_map(|&j| self.request.vms.get(j))
+            .filter(|v| v.priority <= vm.priority)
+            .map(|v| v.name.as_str())
+            .collect();
+        Some(if lower.is_empty() {
+            format!(
+                "with priority = {} it fits, in place of VMs of higher priority now",
+                top.saturating_add(1)
+            )
+        } else {
+            format!(
+                "with priority = {} it fits, in place of VMs of its priority or \
+                 lower ({})",
+                top.saturating_add(1),
+                some_names(&lower, 3)
+            )
+        })
+    }
+
+    /// "N cores free after the host's M reserved cores and K of fixed tenants".
+    fn free_summary(&self) -> String {
+        let reserved = self.request.host.whole_cores(&self.request.reserved).len();
+        let fixed = self
+            .request
+            .host
+            .cores
+            .iter()
+            .filter(|c| self.request.fixed.iter().any(|f| c.cpus.intersects(&f.cpus)))
+            .count();
+        let mut parts = vec![format!(
+            "{} free",
+            plural(u32::try_from(self.free.len()).unwrap_or(0), "core")
+        )];
+        if reserved > 0 {
+            parts.push(format!(
+                "after the host's {}",
+                plural(u32::try_from(reserved).unwrap_or(0), "reserved core")
+            ));
+        }
+        if fixed > 0 {
+            parts.push(format!(
+                "and {} of fixed tenants",
+                plural(u32::try_from(fixed).unwrap_or(0), "core")
+            ));
+        }
+        parts.join(" ")
+    }
+
+    /// The explanation of one unplaced VM.
+    fn explain_vm(&mut self, i: usize, vm: &VmRequest) -> Explanation {
+        let fix = self.fix(i, vm);
+        let need = self.need(vm);
+        let needs = needs_text(vm, need.cores);
+        let binding = self.binding(vm, &need);
+        let total_free = u32::try_from(self.free.len()).unwrap_or(0);
+        let left_allowed = u32::try_from(
+            need.allowed
+                .iter()
+                .filter(|c| !self.taken.contains(&c.core))
+                .count(),
+        )
+        .unwrap_or(0);
+        let usable_note = if left_allowed < total_free && !self.placed_names.is_empty() {
+            format!(", {left_allowed} usable by it left after {}", self.placed_list)
+        } else {
+            String::new()
+        };
+        let why = match binding {
+            Binding::Threads => {
+                " — threads=require needs cores with two usable threads and this host has none"
+                    .to_owned()
+            }
+            Binding::Nic => format!(
+                " — its NIC's {} has only {} for it",
+                node_name(vm.nic_node),
+                plural(u32::try_from(need.allowed.len()).unwrap_or(0), "free core")
+            ),
+            Binding::Numa => format!(
+                " — no single node has {} (the most on one node is {})",
+                need.cores, need.best_node
+            ),
+            Binding::Capacity => String::new(),
+        };
+        let message = format!(
+            "{} needs {needs}; {}{usable_note}{why}{}",
+            vm.name,
+            self.free_summary(),
+            fix.as_ref()
+                .map(|f| format!(" — {f}"))
+                .unwrap_or_else(|| " — no single change found that makes it fit".to_owned())
+        );
+        Explanation {
+            vm: vm.name.clone(),
+            needs,
+            free: self.free_lines(vm),
+            binding: binding.name().to_owned(),
+            fix,
+            message,
+        }
+    }
+}
+
+/// "3 cores (4 vCPUs + its emulator, threads=require) on one NUMA node".
+fn needs_text(vm: &VmRequest, cores: u32) -> String {
+    let where_ = match (vm.required_node(), vm.numa) {
+        (Some(node), _) => format!(" on {} (its NIC's)", node_name(Some(node))),
+        (None, NumaPolicy::Strict) => " on one NUMA node".to_owned(),
+        _ => String::new(),
     };
-    let keeps_others = before.cores.keys().all(|i| placement.cores.contains_key(i));
-    let cores = placement.cores.get(&vm_index)?;
-    keeps_others.then(|| u32::try_from(cores.len()).unwrap_or(u32::MAX))
+    let emu = if vm.emulator == EmulatorPolicy::Isolate {
+        " + its emulator"
+    } else {
+        ""
+    };
+    format!(
+        "{} ({} vCPUs{emu}, threads={}){where_}",
+        plural(cores, "core"),
+        vm.vcpus,
+        vm.threads.name()
+    )
+}
+
+/// Candidate single changes, smallest first: thread policy, emulator, NUMA
+/// policy, NIC affinity, smaller measured demands.
+fn candidates(vm: &VmRequest, request: &PlanRequest) -> Vec<(String, VmRequest)> {
+    let with = |f: &dyn Fn(&mut VmRequest)| {
+        let mut v = vm.clone();
+        f(&mut v);
+        v
+    };
+    let mut candidates: Vec<(String, VmRequest)> = Vec::new();
+    if vm.threads == ThreadPolicy::Isolate {
+        candidates.push((
+            "threads = \"require\"".to_owned(),
+            with(&|v| v.threads = ThreadPolicy::Require),
+        ));
+    }
+    if vm.threads != ThreadPolicy::Prefer {
+        candidates.push((
+            "threads = \"prefer\"".to_owned(),
+            with(&|v| v.threads = ThreadPolicy::Prefer),
+        ));
+    }
+    if vm.emulator == EmulatorPolicy::Isolate && !request.reserved.is_empty() {
+        candidates.push((
+            "emulator = \"host\"".to_owned(),
+            with(&|v| v.emulator = EmulatorPolicy::Host),
+        ));
+    }
+    if vm.numa == NumaPolicy::Strict {
+        candidates.push((
+            "numa = \"preferred\"".to_owned(),
+            with(&|v| v.numa = NumaPolicy::Preferred),
+        ));
+    }
+    if vm.nic_affinity == NicAffinity::Required {
+        candidates.push((
+            "nic_affinity = \"preferred\"".to_owned(),
+            with(&|v| v.nic_affinity = NicAffinity::Preferred),
+        ));
+    }
+    for (label, vcpus) in &vm.alternatives {
+        let v = *vcpus;
+        candidates.push((format!("{label} ({v} vCPUs)"), with(&|x| x.vcpus = v)));
+    }
+    candidates
 }
 
 /// Explanations for every VM the placement left out.
@@ -121,297 +491,30 @@ pub fn explain(
     deadline: Instant,
 ) -> Vec<Explanation> {
     let free: Vec<FreeCore> = classes::free_cores(request);
-    let taken: BTreeSet<CoreId> = placement.cores.values().flatten().copied().collect();
-    let reserved_cores = request.host.whole_cores(&request.reserved).len();
-    let fixed_cores = request
-        .host
-        .cores
-        .iter()
-        .filter(|c| request.fixed.iter().any(|f| c.cpus.intersects(&f.cpus)))
-        .count();
-    let nodes: BTreeSet<Option<NodeId>> = free.iter().map(|c| c.node).collect();
     let placed_names: Vec<&str> = placement
         .cores
         .keys()
         .filter_map(|&i| request.vms.get(i).map(|v| v.name.as_str()))
         .collect();
-    let placed_list = some_names(&placed_names, 3);
-    let mut rest = leftover(request, placement);
-
-    let mut out = Vec::new();
-    for (i, vm) in request.vms.iter().enumerate() {
-        if placement.cores.contains_key(&i) {
-            continue;
-        }
-        let allowed: Vec<&FreeCore> = free
-            .iter()
-            .filter(|c| classes::allowed(vm, c.node, c.threads()))
-            .collect();
-        let typical_threads = allowed
-            .iter()
-            .chain(free.iter().collect::<Vec<_>>().iter())
-            .map(|c| c.threads())
-            .max()
-            .unwrap_or(1);
-        let need = cores_needed(vm, typical_threads);
-        let per_node = |cores: &[&FreeCore], node: Option<NodeId>, exclude_taken: bool| {
-            u32::try_from(
-                cores
-                    .iter()
-                    .filter(|c| c.node == node && !(exclude_taken && taken.contains(&c.core)))
-                    .count(),
-            )
-            .unwrap_or(0)
-        };
-        let free_lines: Vec<String> = nodes
-            .iter()
-            .map(|&node| {
-                let all: Vec<&FreeCore> = free.iter().collect();
-                let total = per_node(&all, node, false);
-                let left = per_node(&all, node, true);
-                let nic = if vm.nic_node.is_some() && vm.nic_node == node {
-                    " (the NIC's node)"
-                } else {
-                    ""
-                };
-                if left == total {
-                    format!("{}{nic}: {} free", node_name(node), plural(total, "core"))
-                } else {
-                    format!(
-                        "{}{nic}: {} free, {left} left after {placed_list}",
-                        node_name(node),
-                        plural(total, "core"),
-                    )
-                }
-            })
-            .collect();
-        let total_free = u32::try_from(free.len()).unwrap_or(0);
-        let left_allowed =
-            u32::try_from(allowed.iter().filter(|c| !taken.contains(&c.core)).count()).unwrap_or(0);
-        let best_node = nodes
-            .iter()
-            .map(|&n| per_node(&allowed, n, false))
-            .max()
-            .unwrap_or(0);
-
-        let where_ = match (vm.required_node(), vm.numa) {
-            (Some(node), _) => format!(" on {} (its NIC's)", node_name(Some(node))),
-            (None, NumaPolicy::Strict) => " on one NUMA node".to_owned(),
-            _ => String::new(),
-        };
-        let emu = if vm.emulator == EmulatorPolicy::Isolate {
-            " + its emulator"
-        } else {
-            ""
-        };
-        let needs = format!(
-            "{} ({} vCPUs{emu}, threads={}){where_}",
-            plural(need, "core"),
-            vm.vcpus,
-            vm.threads.name()
-        );
-        let binding = if allowed.is_empty()
-            && vm.threads == ThreadPolicy::Require
-            && free.iter().all(|c| c.threads() < 2)
-        {
-            "threads"
-        } else if vm.required_node().is_some()
-            && allowed.len() < need as usize
-            && free
-                .iter()
-                .filter(|c| {
-                    classes::allowed(
-                        &VmRequest {
-                            nic_affinity: NicAffinity::Ignore,
-                            ..vm.clone()
-                        },
-                        c.node,
-                        c.threads(),
-                    )
-                })
-                .count()
-                >= need as usize
-        {
-            "nic"
-        } else if (allowed.len() as u32) < need {
-            "capacity"
-        } else if vm.numa == NumaPolicy::Strict && best_node < need {
-            "numa"
-        } else {
-            "capacity"
-        }
-        .to_owned();
-
-        // Candidate single changes, smallest first.
-        let mut candidates: Vec<(String, VmRequest)> = Vec::new();
-        let with = |f: &dyn Fn(&mut VmRequest)| {
-            let mut v = vm.clone();
-            f(&mut v);
-            v
-        };
-        match vm.threads {
-            ThreadPolicy::Isolate => {
-                candidates.push((
-                    "threads = \"require\"".to_owned(),
-                    with(&|v| v.threads = ThreadPolicy::Require),
-                ));
-                candidates.push((
-                    "threads = \"prefer\"".to_owned(),
-                    with(&|v| v.threads = ThreadPolicy::Prefer),
-                ));
-            }
-            ThreadPolicy::Require => {
-                candidates.push((
-                    "threads = \"prefer\"".to_owned(),
-                    with(&|v| v.threads = ThreadPolicy::Prefer),
-                ));
-            }
-            ThreadPolicy::Prefer => {}
-        }
-        if vm.emulator == EmulatorPolicy::Isolate && !request.reserved.is_empty() {
-            candidates.push((
-                "emulator = \"host\"".to_owned(),
-                with(&|v| v.emulator = EmulatorPolicy::Host),
-            ));
-        }
-        if vm.numa == NumaPolicy::Strict {
-            candidates.push((
-                "numa = \"preferred\"".to_owned(),
-                with(&|v| v.numa = NumaPolicy::Preferred),
-            ));
-        }
-        if vm.nic_affinity == NicAffinity::Required {
-            candidates.push((
-                "nic_affinity = \"preferred\"".to_owned(),
-                with(&|v| v.nic_affinity = NicAffinity::Preferred),
-            ));
-        }
-        for (label, vcpus) in &vm.alternatives {
-            let v = *vcpus;
-            candidates.push((format!("{label} ({v} vCPUs)"), with(&|x| x.vcpus = v)));
-        }
-
-        let mut fix = None;
-        if options.explain {
-            for (label, changed) in candidates {
-                if let Some(cores) = fits_with(
-                    request, &mut rest, placement, i, changed, options, deadline, true,
-                ) {
-                    fix = Some(format!(
-                        "with {label} it needs {} and fits",
-                        plural(cores, "core")
-                    ));
-                    break;
-                }
-            }
-            if fix.is_none() && vm.demand.is_none() && vm.vcpus > 1 {
-                // The largest vCPU count that fits, by bisection.
-                let (mut lo, mut hi) = (0u32, vm.vcpus - 1);
-                let mut best = None;
-                while lo < hi {
-                    let mid = (lo + hi).div_ceil(2);
-                    let changed = with(&|v| v.vcpus = mid);
-                    if fits_with(
-                        request, &mut rest, placement, i, changed, options, deadline, false,
-                    )
-                    .is_some()
-                    {
-                        best = Some(mid);
-                        lo = mid;
-                    } else {
-                        hi = mid - 1;
-                    }
-                }
-                if let Some(v) = best {
-                    fix = Some(format!("with vcpus = {v} it fits"));
-                }
-            }
-            // A full host: the VM fits alone, so above every other priority it
-            // is placed (the first objective places the highest level first),
-            // and VMs of lower priority make room.
-            if fix.is_none() && !placed_names.is_empty() {
-                let alone = PlanRequest {
-                    vms: vec![vm.clone()],
-                    ..request.clone()
-                };
-                if !super::greedy::place(&alone).cores.is_empty() {
-                    let top = request.vms.iter().map(|v| v.priority).max().unwrap_or(0);
-                    let lower: Vec<&str> = placement
-                        .cores
-                        .keys()
-                        .filter_map(|&j| request.vms.get(j))
-                        .filter(|v| v.priority <= vm.priority)
-                        .map(|v| v.name.as_str())
-                        .collect();
-                    fix = Some(if lower.is_empty() {
-                        format!(
-                            "with priority = {} it fits, in place of VMs of higher priority now",
-                            top.saturating_add(1)
-                        )
-                    } else {
-                        format!(
-                            "with priority = {} it fits, in place of VMs of its priority or \
-                             lower ({})",
-                            top.saturating_add(1),
-                            some_names(&lower, 3)
-                        )
-                    });
-                }
-            }
-        }
-
-        let after: Vec<String> = {
-            let mut parts = vec![format!("{} free", plural(total_free, "core"))];
-            if reserved_cores > 0 {
-                parts.push(format!(
-                    "after the host's {}",
-                    plural(u32::try_from(reserved_cores).unwrap_or(0), "reserved core")
-                ));
-            }
-            if fixed_cores > 0 {
-                parts.push(format!(
-                    "and {} of fixed tenants",
-                    plural(u32::try_from(fixed_cores).unwrap_or(0), "core")
-                ));
-            }
-            parts
-        };
-        let usable_note = if left_allowed < total_free && !placed_names.is_empty() {
-            format!(", {left_allowed} usable by it left after {placed_list}")
-        } else {
-            String::new()
-        };
-        let why = match binding.as_str() {
-            "threads" => {
-                " — threads=require needs cores with two usable threads and this host has none"
-                    .to_owned()
-            }
-            "nic" => format!(
-                " — its NIC's {} has only {} for it",
-                node_name(vm.nic_node),
-                plural(u32::try_from(allowed.len()).unwrap_or(0), "free core")
-            ),
-            "numa" => format!(" — no single node has {need} (the most on one node is {best_node})"),
-            _ => String::new(),
-        };
-        let message = format!(
-            "{} needs {needs}; {}{usable_note}{why}{}",
-            vm.name,
-            after.join(" "),
-            fix.as_ref()
-                .map(|f| format!(" — {f}"))
-                .unwrap_or_else(|| " — no single change found that makes it fit".to_owned())
-        );
-        out.push(Explanation {
-            vm: vm.name.clone(),
-            needs,
-            free: free_lines,
-            binding,
-            fix,
-            message,
-        });
-    }
-    out
+    let mut explainer = Explainer {
+        request,
+        placement,
+        options,
+        deadline,
+        taken: placement.cores.values().flatten().copied().collect(),
+        nodes: free.iter().map(|c| c.node).collect(),
+        free,
+        placed_list: some_names(&placed_names, 3),
+        placed_names,
+        rest: leftover(request, placement),
+    };
+    request
+        .vms
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !placement.cores.contains_key(i))
+        .map(|(i, vm)| explainer.explain_vm(i, vm))
+        .collect()
 }
 
 /// One line for the host when VMs were left out: "91 VMs ask for 375 cores,
