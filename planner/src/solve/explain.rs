@@ -310,7 +310,13 @@ impl<'a> Explainer<'a> {
         if super::greedy::place(&alone).cores.is_empty() {
             return None;
         }
-        let top = self.request.vms.iter().map(|v| v.priority).max().unwrap_or(0);
+        let top = self
+            .request
+            .vms
+            .iter()
+            .map(|v| v.priority)
+            .max()
+            .unwrap_or(0);
         let lower: Vec<&str> = self
             .placement
             .cores
@@ -342,7 +348,12 @@ impl<'a> Explainer<'a> {
             .host
             .cores
             .iter()
-            .filter(|c| self.request.fixed.iter().any(|f| c.cpus.intersects(&f.cpus)))
+            .filter(|c| {
+                self.request
+                    .fixed
+                    .iter()
+                    .any(|f| c.cpus.intersects(&f.cpus))
+            })
             .count();
         let mut parts = vec![format!(
             "{} free",
@@ -378,7 +389,10 @@ impl<'a> Explainer<'a> {
         )
         .unwrap_or(0);
         let usable_note = if left_allowed < total_free && !self.placed_names.is_empty() {
-            format!(", {left_allowed} usable by it left after {}", self.placed_list)
+            format!(
+                ", {left_allowed} usable by it left after {}",
+                self.placed_list
+            )
         } else {
             String::new()
         };

@@ -1,0 +1,104 @@
+//! How `apply` and its rollback fail: refused before any change, the journal
+//! not written, a pin call that failed (and what the restore did), a
+//! rollback that could not restore everything.
+
+use super::Failure;
+use crate::error::{Diagnostic, Exit};
+use std::path::{Path, PathBuf};
+
+/// A precondition that failed for one VM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The VM.
+    pub vm: String,
+    /// Why it cannot be applied.
+    pub reason: String,
+}
+
+/// Why `apply` (or its rollback) did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// A precondition failed: nothing was changed.
+    #[error("{} cannot be applied to {uri}; nothing was changed:\n{}", plan.display(), problems.iter().map(|p| format!("  {}: {}", p.vm, p.reason)).collect::<Vec<_>>().join("\n"))]
+    Refused {
+        /// The plan file.
+        plan: PathBuf,
+        /// The libvirt URI.
+        uri: String,
+        /// Every precondition that failed.
+        problems: Vec<Problem>,
+    },
+    /// The journal could not be written: nothing was changed.
+    #[error("cannot write the journal; nothing was changed")]
+    Journal(#[source] crate::error::WriteError),
+    /// A pin call or read-back failed; what was touched was restored.
+    #[error("{}: {}\n{}", failure.vm, failure.error, restore_state(failure, &retry(journal, uri)))]
+    Failed {
+        /// What happened.
+        failure: Failure,
+        /// The journal written before the first change.
+        journal: PathBuf,
+        /// The libvirt URI.
+        uri: String,
+    },
+    /// A rollback that could not restore every VM.
+    #[error("the rollback did not restore everything:\n  {}\nrestored: {}", errors.join("\n  "), restored.join(", "))]
+    Rollback {
+        /// The journal.
+        journal: PathBuf,
+        /// The libvirt URI.
+        uri: String,
+        /// VMs restored.
+        restored: Vec<String>,
+        /// What could not be restored.
+        errors: Vec<String>,
+    },
+}
+
+/// The command that puts the journalled VMs back.
+pub fn retry(journal: &Path, uri: &str) -> String {
+    format!(
+        "pinplan apply --rollback {} --connect {uri}",
+        journal.display()
+    )
+}
+
+/// How the host stands after a failed apply.
+fn restore_state(failure: &Failure, retry: &str) -> String {
+    if failure.restore_errors.is_empty() {
+        format!(
+            "restored {} from the journal and verified: the host is back as it was",
+            failure.restored.join(", ")
+        )
+    } else {
+        format!(
+            "the restore failed too, so these are NOT as they were:\n  {}\nrestored: {}\nretry with: {retry}",
+            failure.restore_errors.join("\n  "),
+            if failure.restored.is_empty() {
+                "none".to_owned()
+            } else {
+                failure.restored.join(", ")
+            }
+        )
+    }
+}
+
+impl Diagnostic for ApplyError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            ApplyError::Journal(_) => Some("give a writable path with --journal FILE".to_owned()),
+            ApplyError::Rollback { journal, uri, .. } => Some(format!(
+                "fix the cause and run again: {}",
+                retry(journal, uri)
+            )),
+            ApplyError::Refused { .. } | ApplyError::Failed { .. } => None,
+        }
+    }
+
+    fn exit(&self) -> Exit {
+        match self {
+            ApplyError::Refused { .. } | ApplyError::Journal(_) => Exit::Error,
+            ApplyError::Failed { .. } | ApplyError::Rollback { .. } => Exit::No,
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! Applying a plan to libvirt domains: preconditions for every VM before
+//! anything changes, a journal of what was there, the pin calls
+//! (`virDomainPinVcpuFlags`, `virDomainPinEmulator`, `virDomainPinIOThread`,
+//! live and/or config), a read-back after each VM, and all-or-nothing
+//! rollback from the journal. Writing the journal file and printing are the
+//! caller's business; [`Session::apply`] takes a hook called before each pin
+//! call, which is where tests inject faults. The journal is [`journal`]'s,
+//! the preconditions `check`'s, the errors [`error`]'s.
+
+mod check;
+pub mod error;
+pub mod journal;
+
+pub use error::{retry, ApplyError, Problem};
+pub use journal::{Journal, JournalError, JournalVm, Pins, JOURNAL_VERSION};
+
+use super::ffi;
+use crate::error::{LibvirtAction, LibvirtError};
+use crate::plan::IothreadPin;
+use std::time::{Duration, Instant};
+use virt::connect::Connect;
+use virt::domain::Domain;
+
+use virt_sys::{
+    VIR_DOMAIN_AFFECT_CONFIG as AFFECT_CONFIG, VIR_DOMAIN_AFFECT_LIVE as AFFECT_LIVE,
+    VIR_DOMAIN_VCPU_CONFIG as VCPU_CONFIG, VIR_DOMAIN_VCPU_LIVE as VCPU_LIVE,
+    VIR_DOMAIN_XML_INACTIVE as XML_INACTIVE, VIR_DOMAIN_XML_SECURE as XML_SECURE,
+};
+
+/// Which definitions to change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scope {
+    /// The running domain (ignored for domains that are not running).
+    pub live: bool,
+    /// The persistent definition.
+    pub config: bool,
+}
+
+/// A VM that passed the preconditions.
+pub struct Target {
+    /// Its name.
+    pub name: String,
+    domain: Domain,
+    running: bool,
+    planned: Pins,
+}
+
+/// What happened to one VM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The VM.
+    pub vm: String,
+    /// Whether the live domain was pinned (it was running and live was asked).
+    pub live: bool,
+    /// Whether the config was pinned.
+    pub config: bool,
+    /// Pin calls made.
+    pub calls: u32,
+    /// Wall time for its pin calls and read-back.
+    pub elapsed: Duration,
+}
+
+/// How a failed apply ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The VM being pinned when it failed.
+    pub vm: String,
+    /// What failed.
+    pub error: String,
+    /// VMs restored from the journal (and verified).
+    pub restored: Vec<String>,
+    /// What the restore could not do, if anything (then the host is not as it was).
+    pub restore_errors: Vec<String>,
+}
+
+/// What `apply` prints after a successful apply: one line per VM, then the count.
+pub fn summary(done: &[Applied]) -> String {
+    let mut out = String::new();
+    for a in done {
+        let what = match (a.live, a.config) {
+            (true, true) => "live + config",
+            (true, false) => "live",
+            (false, true) => "config (not running)",
+            (false, false) => "nothing",
+        };
+        out.push_str(&format!(
+            "  {:<16} {what:<20} {:>3} pin calls, read back and verified in {:.1} ms\n",
+            a.vm,
+            a.calls,
+            a.elapsed.as_secs_f64() * 1000.0
+        ));
+    }
+    out.push_str(&format!(
+        "applied: {} pinned as planned\n",
+        crate::text::plural(done.len(), "VM", "VMs")
+    ));
+    out
+}
+
+/// The names of `targets`, comma-separated.
+pub fn names(targets: &[Target]) -> String {
+    targets
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A libvirt connection that applies plans.
+pub struct Session {
+    uri: String,
+    conn: Connect,
+    ncpus: u32,
+}
+
+/// `live` or `config`, for messages.
+fn scope_name(flags: u32) -> &'static str {
+    if flags == AFFECT_LIVE {
+        "live"
+    } else {
+        "config"
+    }
+}
+
+fn lv(e: &virt::error::Error) -> String {
+    e.message().to_owned()
+}
+
+impl Session {
+    /// Opens a read-write connection.
+    pub fn open(uri: &str) -> Result<Session, LibvirtError> {
+        virt::error::clear_error_callback();
+        let conn = Connect::open(Some(uri))
+            .map_err(|e| LibvirtError::new(uri, LibvirtAction::Connect, &e))?;
+        let ncpus = ffi::host_cpu_count(&conn)
+            .map_err(|e| LibvirtError::new(uri, LibvirtAction::CountCpus, &e))?;
+        Ok(Session {
+            uri: uri.to_owned(),
+            conn,
+            ncpus,
+        })
+    }
+
+    fn pins(&self, domain: &Domain, vcpus: u32, flags: u32) -> Result<Pins, virt::error::Error> {
+        let vcpu_maps = ffi::vcpu_pin_info(domain, vcpus, self.ncpus, flags)?;
+        let emulator = ffi::emulator_pin_info(domain, self.ncpus, flags)?;
+        let iothreads = ffi::iothread_info(domain, flags)?
+            .into_iter()
+            .map(|(iothread, cpus)| IothreadPin { iothread, cpus })
+            .collect();
+        Ok(Pins {
+            vcpus: vcpu_maps,
+            emulator,
+            iothreads,
+        })
+    }
+
+    /// What the targets have now: the journal to write before any change.
+    pub fn capture(&self, targets: &[Target]) -> Result<Journal, LibvirtError> {
+        let mut vms = Vec::new();
+        for t in targets {
+            let n = u32::try_from(t.planned.vcpus.len()).unwrap_or(u32::MAX);
+            let what = |e: &virt::error::Error| {
+                LibvirtError::new(&self.uri, LibvirtAction::ReadPins(t.name.clone()), e)
+            };
+            let live = if t.running {
+                Some(self.pins(&t.domain, n, AFFECT_LIVE).map_err(|e| what(&e))?)
+            } else {
+                None
+            };
+            vms.push(JournalVm {
+                name: t.name.clone(),
+                uuid: t.domain.uuid_string().map_err(|e| what(&e))?,
+                live,
+                config: self
+                    .pins(&t.domain, n, AFFECT_CONFIG)
+                    .map_err(|e| what(&e))?,
+                config_xml: t
+                    .domain
+                    .xml_desc(XML_INACTIVE | XML_SECURE)
+                    .map_err(|e| what(&e))?,
+            });
+        }
+        Ok(Journal {
+            pinplan_journal: JOURNAL_VERSION,
+            uri: self.uri.clone(),
+            vms,
+        })
+    }
+
+    /// Whether every target already has its planned pins in `scope`.
+    pub fn in_effect(&self, targets: &[Target], journal: &Journal, scope: Scope) -> bool {
+        targets.iter().zip(&journal.vms).all(|(t, j)| {
+            let live_ok = !(scope.live && t.running)
+                || j.live.as_ref().is_some_and(|p| {
+                    p.restricted_to(&t.planned)
+                        .describe_difference(&t.planned)
+                        .is_none()
+                });
+            let config_ok = !scope.config
+                || j.config
+                    .restricted_to(&t.planned)
+                    .describe_difference(&t.planned)
+                    .is_none();
+            live_ok && config_ok
+        })
+    }
+
+    /// Pins every thread of `want` on `domain` in one scope (`flags`), calling
+    /// `hook` before each pin call (fault injection may refuse it), then
+    /// reads the pinning back and compares it with `want` (its I/O threads
+    /// only). `why` names the goal in errors: "the plan", "the journal".
+    fn set_and_verify(
+        &self,
+        domain: &Domain,
+        want: &Pins,
+        flags: u32,
+        why: &str,
+        calls: &mut u32,
+        hook: &mut dyn FnMut(u32) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let scope = scope_name(flags);
+        let mut pin = |what: String, call: &dyn Fn() -> Result<(), virt::error::Error>| {
+            *calls += 1;
+            hook(*calls).map_err(|e| format!("pinning {what} ({scope}): {e}"))?;
+            call().map_err(|e| format!("pinning {what} ({scope}): {}", lv(&e)))
+        };
+        for (vcpu, cpus) in want.vcpus.iter().enumerate() {
+            let map = ffi::to_cpumap(cpus, self.ncpus);
+            let vcpu = u32::try_from(vcpu).unwrap_or(u32::MAX);
+            pin(format!("vCPU {vcpu}"), &|| {
+                domain.pin_vcpu_flags(vcpu, &map, flags)
+            })?;
+        }
+        let map = ffi::to_cpumap(&want.emulator, self.ncpus);
+        pin("the emulator".to_owned(), &|| {
+            domain.pin_emulator(&map, flags)
+        })?;
+        for io in &want.iothreads {
+            pin(format!("I/O thread {}", io.iothread), &|| {
+                ffi::pin_iothread(domain, io.iothread, &io.cpus, self.ncpus, flags)
+            })?;
+        }
+        self.verify(domain, want, flags, why)
+    }
+
+    /// Reads a domain's pinning in one scope back from libvirt and compares
+    /// it with `want` (its I/O threads only).
+    fn verify(&self, domain: &Domain, want: &Pins, flags: u32, why: &str) -> Result<(), String> {
+        let scope = scope_name(flags);
+        let n = u32::try_from(want.vcpus.len()).unwrap_or(u32::MAX);
+        let got = self
+            .pins(domain, n, flags)
+            .map_err(|e| format!("reading back its {scope} pinning: {}", lv(&e)))?;
+        match got.restricted_to(want).describe_difference(want) {
+            None => Ok(()),
+            Some(diff) => Err(format!("read-back ({scope}) differs from {why}: {diff}")),
+        }
+    }
+
+    /// Applies the plan to every target in order, `hook` before each pin
+    /// call. On the first failure, every VM touched so far is restored from
+    /// `journal` (live and config) and the restore verified.
+    pub fn apply(
+        &self,
+        targets: &[Target],
+        journal: &Journal,
+        scope: Scope,
+        hook: &mut dyn FnMut(u32) -> Result<(), String>,
+    ) -> Result<Vec<Applied>, Failure> {
+        let mut done = Vec::new();
+        let mut calls = 0;
+        for (i, t) in targets.iter().enumerate() {
+            let start = Instant::now();
+            let before = calls;
+            let live = scope.live && t.running;
+            let mut result = Ok(());
+            if live {
+                result = self.set_and_verify(
+                    &t.domain,
+                    &t.planned,
+                    AFFECT_LIVE,
+                    "the plan",
+                    &mut calls,
+                    hook,
+                );
+            }
+            if result.is_ok() && scope.config {
+                result = self.set_and_verify(
+                    &t.domain,
+                    &t.planned,
+                    AFFECT_CONFIG,
+                    "the plan",
+                    &mut calls,
+                    hook,
+                );
+            }
+            if let Err(error) = result {
+                let touched = &journal.vms[..=i.min(journal.vms.len().saturating_sub(1))];
+                let (restored, restore_errors) = self.restore(touched);
+                return Err(Failure {
+                    vm: t.name.clone(),
+                    error,
+                    restored,
+                    restore_errors,
+                });
+            }
+            done.push(Applied {
+                vm: t.name.clone(),
+                live,
+                config: scope.config,
+                calls: calls - before,
+                elapsed: start.elapsed(),
+            });
+        }
+        Ok(done)
+    }
+
+    /// Puts every VM of `journal` back (used by `apply --rollback`).
+    pub fn rollback(&self, journal: &Journal) -> (Vec<String>, Vec<String>) {
+        self.restore(&journal.vms)
+    }
+
+    /// Restores VMs from the journal and verifies them: live pins by pin
+    /// calls (when the domain is still running), the config by redefining the
+    /// journalled definition. Returns the VMs restored and the errors.
+    fn restore(&self, vms: &[JournalVm]) -> (Vec<String>, Vec<String>) {
+        let mut restored = Vec::new();
+        let mut errors = Vec::new();
+        for j in vms {
+            match self.restore_one(j) {
+                Ok(()) => restored.push(j.name.clone()),
+                Err(e) => errors.push(format!("{}: {e}", j.name)),
+            }
+        }
+        (restored, errors)
+    }
+
+    fn restore_one(&self, j: &JournalVm) -> Result<(), String> {
+        let domain = self
+            .conn
+            .lookup_domain_by_name(&j.name)
+            .map_err(|e| format!("not found: {}", lv(&e)))?;
+        let uuid = domain.uuid_string().map_err(|e| lv(&e))?;
+        if uuid != j.uuid {
+            return Err(format!(
+                "its UUID is now {uuid}, the journal's {}: another domain of the same name, not restored",
+                j.uuid
+            ));
+        }
+        if let Some(live) = &j.live {
+            if domain.is_active().unwrap_or(false) {
+                // Restoring is never fault-injected.
+                self.set_and_verify(
+                    &domain,
+                    live,
+                    AFFECT_LIVE,
+                    "the journal",
+                    &mut 0,
+                    &mut |_| Ok(()),
+                )?;
+            }
+        }
+        self.conn
+            .define_domain_xml(&j.config_xml)
+            .map_err(|e| format!("redefining its config: {}", lv(&e)))?;
+        self.verify(&domain, &j.config, AFFECT_CONFIG, "the journal")?;
+        Ok(())
+    }
+}
