@@ -97,17 +97,21 @@ pub fn host_cpus_from_cmdline(
         .map(|isolated| isolated.map(|i| usable.difference(&i)))
 }
 
+/// The tests' host: one package of 4 cores whose SMT siblings are N and
+/// N+4, numbered like servers (not adjacent).
+#[cfg(test)]
+pub(crate) fn test_host() -> HostTopology {
+    use crate::topology::{self, Source};
+    topology::load(&Source::Synthetic(
+        "package:1 core:4 pu:2(indexes=2*4:1*2)".into(),
+    ))
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_host as host;
     use super::*;
-    use crate::topology::{self, Source};
-
-    fn host() -> HostTopology {
-        topology::load(&Source::Synthetic(
-            "package:1 core:4 pu:2(indexes=2*4:1*2)".into(),
-        ))
-        .unwrap_or_else(|e| panic!("{e}"))
-    }
 
     #[test]
     fn the_host_keeps_what_isolcpus_leaves() {

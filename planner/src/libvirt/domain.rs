@@ -189,14 +189,7 @@ fn passthrough_devices(doc: &Element) -> Vec<PciAddress> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::{self, Source};
-
-    fn host() -> HostTopology {
-        topology::load(&Source::Synthetic(
-            "package:1 core:4 pu:2(indexes=2*4:1*2)".into(),
-        ))
-        .unwrap_or_else(|e| panic!("{e}"))
-    }
+    use crate::tenant::test_host as host;
 
     fn domain(pins: &str, emulator: &str) -> String {
         format!(

@@ -329,15 +329,7 @@ mod tests {
     use super::*;
     use crate::libvirt::domain::{tenant_from_domain, DomainError};
     use crate::tenant::host_tenant;
-    use crate::topology::{self, Source};
-
-    fn host() -> HostTopology {
-        // Siblings N and N+4, like servers (not adjacent).
-        topology::load(&Source::Synthetic(
-            "package:1 core:4 pu:2(indexes=2*4:1*2)".into(),
-        ))
-        .unwrap_or_else(|e| panic!("{e}"))
-    }
+    use crate::tenant::test_host as host;
 
     fn domain(name: &str, pins: &[(u32, &str)], emulator: Option<&str>) -> String {
         let mut cputune = String::new();
