@@ -18,6 +18,8 @@ trap libvirt_down EXIT
 
 # Tests that need libvirt read this; they fail (never skip) when it is set.
 export PINPLAN_TEST_LIBVIRT_URI=qemu:///system
+# A missing or changed snapshot (tests/snapshots/) fails and writes nothing.
+export INSTA_UPDATE=no
 
 cargo fmt --all -- --check
 # The API docs build without a warning (broken links, private links).

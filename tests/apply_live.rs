@@ -6,42 +6,34 @@
 //!
 //! Needs PINPLAN_TEST_LIBVIRT_URI (set by scripts/test.sh: then this test
 //! fails, never skips) and the `fault-injection` feature
-//! (`cargo test --features cli/fault-injection`, as scripts/test.sh does).
+//! (`cargo test --features pinplan-cli/fault-injection`, as scripts/test.sh
+//! does). The refusals' messages are compared with snapshots.
 
-mod common;
-
-use common::{virsh, Guests};
+use crate::util::{self, arg, virsh, Guests, TempDir};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// The test's guests and scratch directory, removed even when the test fails.
 struct Lab {
     guests: Guests,
-    dir: PathBuf,
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    dir: TempDir,
 }
 
 impl Lab {
+    /// `pinplan ARGS` in the scratch directory, with `env` added.
     fn pinplan(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_pinplan"))
+        util::command()
             .args(args)
             .envs(env.iter().copied())
-            .current_dir(&self.dir)
+            .current_dir(self.dir.root())
             .output()
-            .unwrap_or_else(|e| panic!("cannot run pinplan: {e}"))
+            .expect("cannot run pinplan")
     }
 
     fn write(&self, name: &str, text: &str) -> String {
-        let path = self.dir.join(name);
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
-        path.display().to_string()
+        arg(&self.dir.write(name, text)).to_owned()
     }
 
     /// Each guest's thread affinities as taskset reports them: `CPU n` for
@@ -55,8 +47,7 @@ impl Lab {
                     .unwrap_or_else(|e| panic!("{name} is not running: {e}"));
                 let pid = pid.trim();
                 let mut threads = BTreeMap::new();
-                let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
-                    .unwrap_or_else(|e| panic!("{e}"));
+                let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
                 for task in tasks.flatten() {
                     let tid = task.file_name().to_string_lossy().into_owned();
                     let comm = std::fs::read_to_string(task.path().join("comm"))
@@ -74,7 +65,7 @@ impl Lab {
                     let out = Command::new("taskset")
                         .args(["-pc", &tid])
                         .output()
-                        .unwrap_or_else(|e| panic!("cannot run taskset: {e}"));
+                        .expect("cannot run taskset");
                     let text = String::from_utf8_lossy(&out.stdout);
                     let cpus = text.rsplit(": ").next().unwrap_or("").trim().to_owned();
                     threads.insert(key, cpus);
@@ -96,10 +87,26 @@ impl Lab {
     }
 }
 
+/// Stderr for a snapshot: without this run's scratch directory and process
+/// id, this host's fingerprint (the base plan's) and its online CPUs.
+fn this_host(out: &Output, base: &Value) -> String {
+    let mut stderr =
+        util::redact(&util::text(&out.stderr)).replace(&std::process::id().to_string(), "[PID]");
+    if let Some(fingerprint) = base["host"]["fingerprint"].as_str() {
+        stderr = stderr.replace(fingerprint, "[THIS HOST]");
+    }
+    if let Some((head, tail)) = stderr.split_once("(online: ") {
+        let rest = tail.split_once(')').map_or("", |(_, rest)| rest);
+        stderr = format!("{head}(online: [THIS HOST]){rest}");
+    }
+    stderr
+}
+
 fn code(out: &Output) -> Option<i32> {
     out.status.code()
 }
 
+/// Stdout and stderr, for messages and searches.
 fn text(out: &Output) -> String {
     format!(
         "{}{}",
@@ -143,17 +150,13 @@ fn expect_affinity(lab: &Lab, name: &str, p: [u32; 3]) {
 
 #[test]
 fn apply_is_verified_all_or_nothing_and_reversible() {
-    let Ok(uri) = std::env::var("PINPLAN_TEST_LIBVIRT_URI") else {
-        eprintln!("PINPLAN_TEST_LIBVIRT_URI is not set: no live guests (scripts/test.sh sets it)");
+    let Some(uri) = util::libvirt_uri("no live guests") else {
         return;
     };
     if !cfg!(feature = "fault-injection") {
-        panic!("run with --features cli/fault-injection (scripts/test.sh does)");
+        panic!("run with --features pinplan-cli/fault-injection (scripts/test.sh does)");
     }
     let pid = std::process::id();
-    let dir = std::env::temp_dir().join(format!("pinplan-apply-{pid}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let lab = Lab {
         guests: Guests {
             uri: uri.clone(),
@@ -162,19 +165,14 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
                 format!("pinplan-apply-b-{pid}"),
             ],
         },
-        dir,
+        dir: TempDir::new(),
     };
-    let kvm = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_ok();
+    let domain_type = util::guest_type(&uri);
     for name in &lab.guests.names {
-        let xml = format!(
-            "<domain type='{}'>\n  <name>{name}</name>\n  <memory unit='MiB'>64</memory>\n  <vcpu placement='static'>2</vcpu>\n  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n  </os>\n  <on_poweroff>destroy</on_poweroff>\n  <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n    <controller type='usb' model='none'/>\n    <memballoon model='none'/>\n  </devices>\n</domain>\n",
-            if kvm { "kvm" } else { "qemu" }
+        let path = lab.write(
+            &format!("{name}.xml"),
+            &util::guest_xml(domain_type, name, 2, ""),
         );
-        let path = lab.write(&format!("{name}.xml"), &xml);
         virsh(&uri, &["define", &path]);
         virsh(&uri, &["start", name]);
     }
@@ -191,9 +189,9 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     );
     assert_eq!(code(&out), Some(0), "{}", text(&out));
     let base: Value = serde_json::from_str(
-        &std::fs::read_to_string(lab.dir.join("base/plan.json")).unwrap_or_default(),
+        &std::fs::read_to_string(lab.dir.path("base/plan.json")).unwrap_or_default(),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let write_plan = |file: &str, plan: &Value| lab.write(file, &plan.to_string());
     let pa = [1, 0, 1];
     let pb = [0, 1, 0];
@@ -235,6 +233,7 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
         assert!(text(&out).contains(why), "{file}: {}", text(&out));
         assert!(text(&out).contains("nothing was changed"), "{}", text(&out));
         assert_eq!(lab.state(), before, "{file} changed something");
+        insta::assert_snapshot!(file.replace(".json", ""), this_host(&out, &base));
     }
 
     // Apply: the QEMU threads and the config carry the plan.
@@ -293,7 +292,7 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     assert_eq!(code(&out), None, "expected an abort: {}", text(&out));
     assert_ne!(lab.state(), before, "the abort came before any change");
     expect_affinity(&lab, &a, pb);
-    let journal = lab.dir.join("j3.json").display().to_string();
+    let journal = arg(&lab.dir.path("j3.json")).to_owned();
     let out = lab.pinplan(&["apply", "--rollback", &journal, "--connect", &uri], &[]);
     assert_eq!(code(&out), Some(0), "{}", text(&out));
     assert_eq!(lab.state(), before, "--rollback did not restore");
@@ -311,4 +310,5 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
         &[],
     );
     assert_eq!(code(&out), Some(2), "{}", text(&out));
+    insta::assert_snapshot!("journal-for-another-uri", this_host(&out, &base));
 }

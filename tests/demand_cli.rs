@@ -2,38 +2,27 @@
 //! (worked out by hand from the packet-rate model, not copied from the
 //! program's output), bad input, the table checks, several tables, and
 //! deterministic output.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//!
+//! Every refusal's message is compared with its snapshot.
 
+use crate::util::{self, arg, pinplan, text, TempDir};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 const LAB: &str = "examples/lab/b1-tx-cores.csv";
 const HEADER: &str = "profile,packet_bytes,tx_cores,rx_cores,gbps\n";
 
-fn pinplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pinplan"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .output()
-        .expect("cannot run pinplan")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn demand_args<'a>(tables: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
+/// `demand --table T… REST` (REST split at spaces).
+fn demand_args<'a>(tables: &[&'a str], rest: &'a str) -> Vec<&'a str> {
     let mut args = vec!["demand"];
     for t in tables {
         args.extend(["--table", t]);
     }
-    args.extend_from_slice(rest);
+    args.extend(rest.split_whitespace());
     args
 }
 
 /// Runs `pinplan demand … --format json`, expects exit 0, parses stdout.
-fn ok_json(tables: &[&str], rest: &[&str]) -> Value {
+fn ok_json(tables: &[&str], rest: &str) -> Value {
     let mut args = demand_args(tables, rest);
     args.extend(["--format", "json"]);
     let out = pinplan(&args);
@@ -44,13 +33,12 @@ fn ok_json(tables: &[&str], rest: &[&str]) -> Value {
         text(&out.stdout),
         text(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{args:?}: stdout is not JSON ({e}): {}", text(&out.stdout)))
+    util::stdout_json(&out)
 }
 
 /// Runs `pinplan demand …`, expects exit `code` with an error message on
-/// stderr and nothing on stdout; returns stderr.
-fn fails(code: i32, tables: &[&str], rest: &[&str]) -> String {
+/// stderr (the same as snapshot `name`) and nothing on stdout; returns stderr.
+fn fails(name: &str, code: i32, tables: &[&str], rest: &str) -> String {
     let args = demand_args(tables, rest);
     let out = pinplan(&args);
     let stderr = text(&out.stderr);
@@ -67,11 +55,40 @@ fn fails(code: i32, tables: &[&str], rest: &[&str]) -> String {
         "{args:?}: stdout: {}",
         text(&out.stdout)
     );
+    insta::assert_snapshot!(name, util::redact(&stderr));
     stderr
 }
 
-fn bad(tables: &[&str], rest: &[&str]) -> String {
-    fails(2, tables, rest)
+fn bad(name: &str, tables: &[&str], rest: &str) -> String {
+    fails(name, 2, tables, rest)
+}
+
+/// `bad` for the question every table check asks: vm-64b at 100 G.
+fn bad_table(name: &str, tables: &[&str]) -> String {
+    bad(name, tables, "--profile vm-64b --target 100")
+}
+
+/// `bad` on the lab table for `--profile PROFILE --target TARGET`.
+fn bad_lab(name: &str, profile: &str, target: &str) -> String {
+    bad(
+        name,
+        &[LAB],
+        &format!("--profile {profile} --target {target}"),
+    )
+}
+
+/// Writes table `file` into `dir` and asks it for vm-64b at 100 G: refused,
+/// naming `file:line` and every one of `words`. Its message is snapshot
+/// `file` (less the extension). Returns stderr.
+fn bad_row(dir: &TempDir, file: &str, contents: &str, line: usize, words: &[&str]) -> String {
+    let t = table(dir, file, contents);
+    let name = file.rsplit_once('.').map_or(file, |(stem, _)| stem);
+    let stderr = bad_table(name, &[&t]);
+    assert!(stderr.contains(&format!("{t}:{line}")), "{file}: {stderr}");
+    for word in words {
+        assert!(stderr.contains(word), "{file}: {word:?}: {stderr}");
+    }
+    stderr
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -100,51 +117,16 @@ fn approx(v: &Value, expected: f64) -> bool {
     v.as_f64().is_some_and(|x| (x - expected).abs() < 1e-9)
 }
 
-/// A directory of temporary tables, removed on drop. Named with the process
-/// id (and the test, since tests run in parallel threads).
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Scratch {
-        let dir =
-            std::env::temp_dir().join(format!("pinplan-demand-cli-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn file(&self, name: &str, contents: impl AsRef<[u8]>) -> String {
-        let path = self.0.join(name);
-        std::fs::write(&path, contents).unwrap();
-        path_str(&path)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn path_str(path: &Path) -> String {
-    path.to_str().expect("temp path is UTF-8").to_owned()
+/// Writes table `name` into `dir`; returns its path as given on the command line.
+fn table(dir: &TempDir, name: &str, contents: impl AsRef<[u8]>) -> String {
+    arg(&dir.write(name, contents)).to_owned()
 }
 
 // ---------------------------------------------------------------- the issue
 
 #[test]
 fn vm_64b_at_100_accepting_97_percent_is_14_vcpus() {
-    let v = ok_json(
-        &[LAB],
-        &[
-            "--profile",
-            "vm-64b",
-            "--target",
-            "100",
-            "--min-fraction",
-            "0.97",
-        ],
-    );
+    let v = ok_json(&[LAB], "--profile vm-64b --target 100 --min-fraction 0.97");
     assert_eq!(summary(&v), (14, 12, 1, "measured".to_owned()));
     assert_eq!(v["profile"], "vm-64b");
     assert_eq!(v["packet_bytes"], 64);
@@ -159,7 +141,7 @@ fn vm_64b_at_100_accepting_97_percent_is_14_vcpus() {
 
 #[test]
 fn json_has_exactly_the_contract_fields() {
-    let v = ok_json(&[LAB], &["--profile", "vm-64b", "--target", "100"]);
+    let v = ok_json(&[LAB], "--profile vm-64b --target 100");
     let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort_unstable();
     let mut expected = [
@@ -182,41 +164,20 @@ fn json_has_exactly_the_contract_fields() {
 
 #[test]
 fn text_format_says_14_vcpus() {
-    let out = pinplan(&[
-        "demand",
-        "--table",
-        LAB,
-        "--profile",
-        "vm-64b",
-        "--target",
-        "100",
-        "--min-fraction",
-        "0.97",
-        "--format",
-        "text",
-    ]);
+    let ask = "--profile vm-64b --target 100 --min-fraction 0.97";
+    let out = pinplan(demand_args(&[LAB], &format!("{ask} --format text")));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("14 vCPUs"), "{stdout}");
     assert!(stdout.contains("measured"), "{stdout}");
     // Text is the default format.
-    let default = pinplan(&[
-        "demand",
-        "--table",
-        LAB,
-        "--profile",
-        "vm-64b",
-        "--target",
-        "100",
-        "--min-fraction",
-        "0.97",
-    ]);
+    let default = pinplan(demand_args(&[LAB], ask));
     assert_eq!(default.stdout, out.stdout);
 }
 
 #[test]
 fn vm_64b_at_full_100_is_16_vcpus() {
-    let v = ok_json(&[LAB], &["--profile", "vm-64b", "--target", "100"]);
+    let v = ok_json(&[LAB], "--profile vm-64b --target 100");
     assert_eq!(summary(&v), (16, 14, 1, "measured".to_owned()));
     assert!(approx(&v["min_fraction"], 1.0), "{v}");
     assert!(approx(&v["predicted_gbps"], 100.0), "{v}");
@@ -227,7 +188,7 @@ fn vm_64b_at_full_100_is_16_vcpus() {
 
 #[test]
 fn vm_512b_at_100_is_4_vcpus_with_a_monotonicity_warning() {
-    let v = ok_json(&[LAB], &["--profile", "vm-512b", "--target", "100"]);
+    let v = ok_json(&[LAB], "--profile vm-512b --target 100");
     assert_eq!(summary(&v), (4, 2, 1, "measured".to_owned()));
     assert_eq!(v["packet_bytes"], 512);
     assert_eq!(strings(&v["rows"]), [format!("{LAB}:9")]);
@@ -244,7 +205,7 @@ fn vm_512b_at_100_is_4_vcpus_with_a_monotonicity_warning() {
 fn vm_64b_at_50_is_the_smallest_row_with_a_model_hint() {
     // 50 G at 64 B = 50e9 / (8 · 84) = 74.40 Mpps; best per-core rate is the
     // 97 G / 12-core row: 97e9 / (8 · 84) / 12 = 12.03 Mpps → 6.19 → 7 tx.
-    let v = ok_json(&[LAB], &["--profile", "vm-64b", "--target", "50"]);
+    let v = ok_json(&[LAB], "--profile vm-64b --target 50");
     assert_eq!(summary(&v), (13, 11, 1, "measured".to_owned()));
     assert!(approx(&v["predicted_gbps"], 88.0), "{v}");
     assert_eq!(strings(&v["rows"]), [format!("{LAB}:5")]);
@@ -252,10 +213,7 @@ fn vm_64b_at_50_is_the_smallest_row_with_a_model_hint() {
     assert_eq!(hints.len(), 1, "{hints:?}");
     assert!(hints[0].contains("predicts 7 tx cores"), "{hints:?}");
 
-    let v = ok_json(
-        &[LAB],
-        &["--profile", "vm-64b", "--target", "50", "--basis", "model"],
-    );
+    let v = ok_json(&[LAB], "--profile vm-64b --target 50 --basis model");
     assert_eq!(summary(&v), (9, 7, 1, "model".to_owned()));
     assert!(strings(&v["hints"]).is_empty(), "{v}");
     // 7 × 12.03 Mpps × 8 · 84 = 56.6 G: the prediction reaches the target.
@@ -267,17 +225,7 @@ fn vm_64b_at_50_is_the_smallest_row_with_a_model_hint() {
 #[test]
 fn vm_64b_at_256_bytes_comes_from_the_model() {
     // 100e9 / (8 · 276) = 45.29 Mpps; 12.03 Mpps per tx core → 3.77 → 4 tx.
-    let v = ok_json(
-        &[LAB],
-        &[
-            "--profile",
-            "vm-64b",
-            "--packet-bytes",
-            "256",
-            "--target",
-            "100",
-        ],
-    );
+    let v = ok_json(&[LAB], "--profile vm-64b --packet-bytes 256 --target 100");
     assert_eq!(summary(&v), (6, 4, 1, "model".to_owned()));
     assert_eq!(v["packet_bytes"], 256);
     // 4 × 12.03 Mpps at 256 B is 106 G, capped at the 100 G line rate.
@@ -289,38 +237,24 @@ fn vm_64b_at_256_bytes_comes_from_the_model() {
 
     // No measured 256 B row exists, so --basis measured cannot answer.
     let stderr = fails(
+        "measured-only-256-bytes",
         1,
         &[LAB],
-        &[
-            "--profile",
-            "vm-64b",
-            "--packet-bytes",
-            "256",
-            "--target",
-            "100",
-            "--basis",
-            "measured",
-        ],
+        "--profile vm-64b --packet-bytes 256 --target 100 --basis measured",
     );
     assert!(stderr.contains("tops out at 100 G"), "{stderr}");
 }
 
 #[test]
 fn vm_64b_at_1000_is_refused_saying_where_the_table_tops_out() {
-    let stderr = fails(1, &[LAB], &["--profile", "vm-64b", "--target", "1000"]);
+    let stderr = fails("target-1000", 1, &[LAB], "--profile vm-64b --target 1000");
     assert!(stderr.contains("tops out at 100 G"), "{stderr}");
 
     // With --allow-extrapolation the model guesses: 1000 G at 64 B is
     // 1488.1 Mpps / 12.03 Mpps per core → 123.7 → 124 tx cores.
     let v = ok_json(
         &[LAB],
-        &[
-            "--profile",
-            "vm-64b",
-            "--target",
-            "1000",
-            "--allow-extrapolation",
-        ],
+        "--profile vm-64b --target 1000 --allow-extrapolation",
     );
     assert_eq!(summary(&v), (126, 124, 1, "model".to_owned()));
     assert!(!strings(&v["warnings"]).is_empty(), "{v}");
@@ -328,15 +262,12 @@ fn vm_64b_at_1000_is_refused_saying_where_the_table_tops_out() {
 
 #[test]
 fn more_than_one_and_a_half_times_the_measured_cores_is_refused() {
-    let dir = Scratch::new("too-many");
+    let dir = TempDir::new();
     // Best per-core rate 10 G (64 B): 100 G needs 10 tx cores > 1.5 × 2.
-    let t = dir.file("t.csv", format!("{HEADER}p,64,1,1,10\np,64,2,1,15\n"));
-    let stderr = fails(1, &[&t], &["--profile", "p", "--target", "100"]);
+    let t = table(&dir, "t.csv", format!("{HEADER}p,64,1,1,10\np,64,2,1,15\n"));
+    let stderr = fails("too-many-cores", 1, &[&t], "--profile p --target 100");
     assert!(stderr.contains("tops out at 15 G"), "{stderr}");
-    let v = ok_json(
-        &[&t],
-        &["--profile", "p", "--target", "100", "--allow-extrapolation"],
-    );
+    let v = ok_json(&[&t], "--profile p --target 100 --allow-extrapolation");
     assert_eq!(summary(&v), (12, 10, 1, "model".to_owned()));
 }
 
@@ -344,59 +275,48 @@ fn more_than_one_and_a_half_times_the_measured_cores_is_refused() {
 
 #[test]
 fn header_missing_a_column_names_file_line_1() {
-    let dir = Scratch::new("missing-column");
-    let t = dir.file(
-        "t.csv",
-        "profile,packet_bytes,tx_cores,gbps\nvm-64b,64,12,97\n",
+    let header = "profile,packet_bytes,tx_cores,gbps";
+    let rows = format!("{header}\nvm-64b,64,12,97\n");
+    bad_row(
+        &TempDir::new(),
+        "missing-column.csv",
+        &rows,
+        1,
+        &["rx_cores"],
     );
-    let stderr = bad(&[&t], &["--profile", "vm-64b", "--target", "100"]);
-    assert!(stderr.contains(&format!("{t}:1")), "{stderr}");
-    assert!(stderr.contains("rx_cores"), "{stderr}");
 }
 
 #[test]
 fn non_number_in_a_numeric_column_names_file_and_line() {
-    let dir = Scratch::new("non-number");
+    let dir = TempDir::new();
     // Comments and blank lines count for line numbers: the bad row is line 5.
-    let t = dir.file(
-        "t.csv",
-        format!("# lab\n{HEADER}\nvm-64b,64,11,1,88G\nvm-64b,64,twelve,1,97G\n"),
-    );
-    let stderr = bad(&[&t], &["--profile", "vm-64b", "--target", "100"]);
-    assert!(stderr.contains(&format!("{t}:5")), "{stderr}");
-    assert!(stderr.contains("tx_cores"), "{stderr}");
+    let rows = format!("# lab\n{HEADER}\nvm-64b,64,11,1,88G\nvm-64b,64,twelve,1,97G\n");
+    bad_row(&dir, "non-number-tx-cores.csv", &rows, 5, &["tx_cores"]);
 
-    let t = dir.file("g.csv", format!("{HEADER}vm-64b,64,11,1,fast\n"));
-    let stderr = bad(&[&t], &["--profile", "vm-64b", "--target", "100"]);
-    assert!(stderr.contains(&format!("{t}:2")), "{stderr}");
-    assert!(stderr.contains("gbps"), "{stderr}");
+    let rows = format!("{HEADER}vm-64b,64,11,1,fast\n");
+    bad_row(&dir, "non-number-gbps.csv", &rows, 2, &["gbps"]);
 }
 
 #[test]
 fn negative_or_zero_tx_cores_are_rejected() {
-    let dir = Scratch::new("tx-cores");
-    for (name, tx) in [("neg.csv", "-2"), ("zero.csv", "0")] {
-        let t = dir.file(
-            name,
-            format!("{HEADER}vm-64b,64,11,1,88G\nvm-64b,64,{tx},1,97G\n"),
-        );
-        let stderr = bad(&[&t], &["--profile", "vm-64b", "--target", "100"]);
-        assert!(stderr.contains(&format!("{t}:3")), "{tx}: {stderr}");
-        assert!(stderr.contains("tx_cores"), "{tx}: {stderr}");
+    let dir = TempDir::new();
+    for (name, tx) in [("tx-cores-neg.csv", "-2"), ("tx-cores-zero.csv", "0")] {
+        let rows = format!("{HEADER}vm-64b,64,11,1,88G\nvm-64b,64,{tx},1,97G\n");
+        bad_row(&dir, name, &rows, 3, &["tx_cores"]);
     }
 }
 
 #[test]
 fn unknown_profile_suggests_the_closest_name() {
-    let stderr = bad(&[LAB], &["--profile", "vm-64", "--target", "100"]);
+    let stderr = bad_lab("unknown-profile-vm-64", "vm-64", "100");
     assert!(stderr.contains("did you mean \"vm-64b\""), "{stderr}");
-    let stderr = bad(&[LAB], &["--profile", "vm-521b", "--target", "100"]);
+    let stderr = bad_lab("unknown-profile-vm-521b", "vm-521b", "100");
     assert!(stderr.contains("did you mean \"vm-512b\""), "{stderr}");
 }
 
 #[test]
 fn empty_tables_are_rejected() {
-    let dir = Scratch::new("empty");
+    let dir = TempDir::new();
     for (name, contents) in [
         ("header-only.csv", HEADER.to_owned()),
         (
@@ -405,8 +325,8 @@ fn empty_tables_are_rejected() {
         ),
         ("empty.csv", String::new()),
     ] {
-        let t = dir.file(name, contents);
-        let stderr = bad(&[&t], &["--profile", "vm-64b", "--target", "100"]);
+        let t = table(&dir, name, contents);
+        let stderr = bad_table(&format!("empty-{}", name.trim_end_matches(".csv")), &[&t]);
         assert!(stderr.contains(&t), "{name}: {stderr}");
     }
 }
@@ -414,65 +334,52 @@ fn empty_tables_are_rejected() {
 #[test]
 fn files_that_are_not_csv_are_rejected() {
     let xml = "examples/lab/b1-host.xml";
-    let stderr = bad(&[xml], &["--profile", "vm-64b", "--target", "100"]);
+    let stderr = bad_table("not-csv-xml", &[xml]);
     assert!(stderr.contains(&format!("{xml}:1")), "{stderr}");
 
-    let dir = Scratch::new("not-csv");
-    let prose = dir.file(
-        "notes.txt",
-        "Remember to ask about the NIC firmware.\nAlso: coffee.\n",
-    );
-    let stderr = bad(&[&prose], &["--profile", "vm-64b", "--target", "100"]);
-    assert!(stderr.contains(&format!("{prose}:1")), "{stderr}");
+    let dir = TempDir::new();
+    let prose = "Remember to ask about the NIC firmware.\nAlso: coffee.\n";
+    bad_row(&dir, "not-csv-prose.txt", prose, 1, &[]);
 
     // A header-less table: data where the header should be.
-    let data = dir.file("data.csv", "vm-64b,64,12,1,97G\nvm-64b,64,14,1,100G\n");
-    let stderr = bad(&[&data], &["--profile", "vm-64b", "--target", "100"]);
-    assert!(stderr.contains(&format!("{data}:1")), "{stderr}");
+    let data = "vm-64b,64,12,1,97G\nvm-64b,64,14,1,100G\n";
+    bad_row(&dir, "not-csv-headerless.csv", data, 1, &[]);
 
     // Binary garbage.
-    let binary = dir.file("blob.bin", [0xffu8, 0xfe, 0x00, 0x81, 0xc3, 0x28, 0x0a]);
-    let stderr = bad(&[&binary], &["--profile", "vm-64b", "--target", "100"]);
+    let binary = table(
+        &dir,
+        "blob.bin",
+        [0xffu8, 0xfe, 0x00, 0x81, 0xc3, 0x28, 0x0a],
+    );
+    let stderr = bad_table("not-csv-binary", &[&binary]);
     assert!(stderr.contains(&binary), "{stderr}");
 }
 
 #[test]
 fn missing_file_is_rejected() {
-    let dir = Scratch::new("missing-file");
-    let missing = path_str(&dir.0.join("no-such-table.csv"));
-    let stderr = bad(&[&missing], &["--profile", "vm-64b", "--target", "100"]);
-    assert!(stderr.contains(&missing), "{stderr}");
+    let dir = TempDir::new();
+    let missing = dir.path("no-such-table.csv");
+    let missing = arg(&missing);
+    let stderr = bad_table("missing-file", &[missing]);
+    assert!(stderr.contains(missing), "{stderr}");
 }
 
 #[test]
 fn wrong_field_count_names_file_and_line() {
-    let dir = Scratch::new("field-count");
-    let few = dir.file(
-        "few.csv",
-        format!("{HEADER}vm-64b,64,11,1,88G\nvm-64b,64,12,1\n"),
-    );
-    let stderr = bad(&[&few], &["--profile", "vm-64b", "--target", "100"]);
-    assert!(stderr.contains(&format!("{few}:3")), "{stderr}");
-    let many = dir.file(
-        "many.csv",
-        format!("{HEADER}vm-64b,64,11,1,88G,13,extra\nvm-64b,64,12,1,97G\n"),
-    );
-    let stderr = bad(&[&many], &["--profile", "vm-64b", "--target", "100"]);
-    assert!(stderr.contains(&format!("{many}:2")), "{stderr}");
+    let dir = TempDir::new();
+    let few = format!("{HEADER}vm-64b,64,11,1,88G\nvm-64b,64,12,1\n");
+    bad_row(&dir, "field-count-few.csv", &few, 3, &[]);
+    let many = format!("{HEADER}vm-64b,64,11,1,88G,13,extra\nvm-64b,64,12,1,97G\n");
+    bad_row(&dir, "field-count-many.csv", &many, 2, &[]);
 }
 
 #[test]
 fn min_fraction_outside_0_to_1_is_rejected() {
     for f in ["0", "1.5", "-0.5"] {
         let stderr = bad(
+            &format!("min-fraction-{f}"),
             &[LAB],
-            &[
-                "--profile",
-                "vm-64b",
-                "--target",
-                "100",
-                &format!("--min-fraction={f}"),
-            ],
+            &format!("--profile vm-64b --target 100 --min-fraction={f}"),
         );
         assert!(stderr.contains("min-fraction"), "{f}: {stderr}");
     }
@@ -480,18 +387,22 @@ fn min_fraction_outside_0_to_1_is_rejected() {
 
 #[test]
 fn target_zero_is_rejected() {
-    let stderr = bad(&[LAB], &["--profile", "vm-64b", "--target", "0"]);
+    let stderr = bad_lab("target-0", "vm-64b", "0");
     assert!(stderr.contains("target"), "{stderr}");
-    bad(&[LAB], &["--profile", "vm-64b", "--target=-5"]);
+    bad("target-negative", &[LAB], "--profile vm-64b --target=-5");
 }
 
 // ------------------------------------------------------------- table checks
 
 #[test]
 fn row_above_line_rate_is_warned_about_unless_the_line_is_faster() {
-    let dir = Scratch::new("line-rate");
-    let t = dir.file("t.csv", format!("{HEADER}p,64,2,1,50\np,64,4,1,120G\n"));
-    let v = ok_json(&[&t], &["--profile", "p", "--target", "100"]);
+    let dir = TempDir::new();
+    let t = table(
+        &dir,
+        "t.csv",
+        format!("{HEADER}p,64,2,1,50\np,64,4,1,120G\n"),
+    );
+    let v = ok_json(&[&t], "--profile p --target 100");
     assert_eq!(summary(&v), (6, 4, 1, "measured".to_owned()));
     let warnings = strings(&v["warnings"]);
     assert!(
@@ -501,10 +412,7 @@ fn row_above_line_rate_is_warned_about_unless_the_line_is_faster() {
         "{warnings:?}"
     );
 
-    let v = ok_json(
-        &[&t],
-        &["--profile", "p", "--target", "100", "--line-rate", "200"],
-    );
+    let v = ok_json(&[&t], "--profile p --target 100 --line-rate 200");
     assert_eq!(summary(&v), (6, 4, 1, "measured".to_owned()));
     let warnings = strings(&v["warnings"]);
     assert!(
@@ -515,15 +423,15 @@ fn row_above_line_rate_is_warned_about_unless_the_line_is_faster() {
 
 #[test]
 fn disagreeing_duplicates_are_warned_about_and_the_lower_rate_counts() {
-    let dir = Scratch::new("duplicates");
+    let dir = TempDir::new();
     // 2 tx cores measured at 100 G, then again at 90 G: only 3 tx cores are
     // known to reach 100 G. With the higher rate the answer would be 4 vCPUs.
     for (name, rows, low_line) in [
         ("later.csv", "p,64,2,1,100\np,64,3,1,100\np,64,2,1,90\n", 4),
         ("first.csv", "p,64,2,1,90\np,64,3,1,100\np,64,2,1,100\n", 2),
     ] {
-        let t = dir.file(name, format!("{HEADER}{rows}"));
-        let v = ok_json(&[&t], &["--profile", "p", "--target", "100"]);
+        let t = table(&dir, name, format!("{HEADER}{rows}"));
+        let v = ok_json(&[&t], "--profile p --target 100");
         assert_eq!(summary(&v), (5, 3, 1, "measured".to_owned()), "{name}");
         assert_eq!(strings(&v["rows"]), [format!("{t}:3")], "{name}");
         // Nor may the model claim 2 tx cores would do.
@@ -537,10 +445,7 @@ fn disagreeing_duplicates_are_warned_about_and_the_lower_rate_counts() {
         );
 
         // Accepting 90 G, the 2-core configuration counts, at its lower rate.
-        let v = ok_json(
-            &[&t],
-            &["--profile", "p", "--target", "100", "--min-fraction", "0.9"],
-        );
+        let v = ok_json(&[&t], "--profile p --target 100 --min-fraction 0.9");
         assert_eq!(summary(&v), (4, 2, 1, "measured".to_owned()), "{name}");
         assert!(approx(&v["predicted_gbps"], 90.0), "{name}: {v}");
         assert_eq!(strings(&v["rows"]), [format!("{t}:{low_line}")], "{name}");
@@ -552,13 +457,14 @@ fn disagreeing_duplicates_are_warned_about_and_the_lower_rate_counts() {
 /// rate"; the selection must then not rest on the higher-rate row.
 #[test]
 fn duplicate_warning_and_selection_agree_when_vcpus_differ() {
-    let dir = Scratch::new("duplicates-vcpus");
-    let t = dir.file(
+    let dir = TempDir::new();
+    let t = table(
+        &dir,
         "t.csv",
         "profile,packet_bytes,tx_cores,rx_cores,gbps,vcpus\n\
          p,64,2,1,100,4\np,64,2,1,90,5\np,64,3,1,100,5\n",
     );
-    let v = ok_json(&[&t], &["--profile", "p", "--target", "100"]);
+    let v = ok_json(&[&t], "--profile p --target 100");
     let warnings = strings(&v["warnings"]);
     let says_lower = warnings
         .iter()
@@ -576,34 +482,26 @@ fn duplicate_warning_and_selection_agree_when_vcpus_differ() {
 
 #[test]
 fn rows_from_several_tables_are_used_and_named_by_file() {
-    let dir = Scratch::new("several");
-    let a = dir.file(
+    let dir = TempDir::new();
+    let a = table(
+        &dir,
         "a.csv",
         format!("{HEADER}vm-64b,64,11,1,88G\nvm-64b,64,12,1,97G\n"),
     );
     // Different column order and case, a comment, a non-monotonic row.
-    let b = dir.file(
+    let b = table(
+        &dir,
         "b.csv",
         "# second run\nGBPS,Profile,Packet_Bytes,RX_cores,tx_cores\n\
          96G,vm-64b,64,1,13\n100G,vm-64b,64,1,14\n",
     );
     let tables = [a.as_str(), b.as_str()];
 
-    let v = ok_json(&tables, &["--profile", "vm-64b", "--target", "100"]);
+    let v = ok_json(&tables, "--profile vm-64b --target 100");
     assert_eq!(summary(&v), (16, 14, 1, "measured".to_owned()));
     assert_eq!(strings(&v["rows"]), [format!("{b}:4")]);
 
-    let v = ok_json(
-        &tables,
-        &[
-            "--profile",
-            "vm-64b",
-            "--target",
-            "100",
-            "--min-fraction",
-            "0.97",
-        ],
-    );
+    let v = ok_json(&tables, "--profile vm-64b --target 100 --min-fraction 0.97");
     assert_eq!(summary(&v), (14, 12, 1, "measured".to_owned()));
     assert_eq!(strings(&v["rows"]), [format!("{a}:3")]);
     // 13 tx cores (b.csv:3) gave less than 12 (a.csv:3).
@@ -616,10 +514,7 @@ fn rows_from_several_tables_are_used_and_named_by_file() {
     );
 
     // The model is fitted on both files' rows.
-    let v = ok_json(
-        &tables,
-        &["--profile", "vm-64b", "--target", "50", "--basis", "model"],
-    );
+    let v = ok_json(&tables, "--profile vm-64b --target 50 --basis model");
     assert_eq!(summary(&v), (9, 7, 1, "model".to_owned()));
     let rows = strings(&v["rows"]);
     assert!(
@@ -632,8 +527,8 @@ fn rows_from_several_tables_are_used_and_named_by_file() {
     );
 
     // A bad row in the second file is reported against the second file.
-    let broken = dir.file("broken.csv", format!("{HEADER}vm-64b,64,13,1,lots\n"));
-    let stderr = bad(&[&a, &broken], &["--profile", "vm-64b", "--target", "100"]);
+    let broken = table(&dir, "broken.csv", format!("{HEADER}vm-64b,64,13,1,lots\n"));
+    let stderr = bad_table("bad-row-in-second-table", &[&a, &broken]);
     assert!(stderr.contains(&format!("{broken}:2")), "{stderr}");
     assert!(!stderr.contains(&a), "{stderr}");
 }
@@ -642,40 +537,23 @@ fn rows_from_several_tables_are_used_and_named_by_file() {
 
 #[test]
 fn same_command_twice_gives_identical_output() {
-    let dir = Scratch::new("determinism");
-    let extra = dir.file(
+    let dir = TempDir::new();
+    let extra = table(
+        &dir,
         "extra.csv",
         format!("{HEADER}vm-64b,64,12,1,95G\nvm-64b,64,13,1,120G\n"),
     );
     let commands: [Vec<&str>; 4] = [
-        demand_args(&[LAB], &["--profile", "vm-64b", "--target", "50"]),
+        demand_args(&[LAB], "--profile vm-64b --target 50"),
         demand_args(
             &[LAB],
-            &[
-                "--profile",
-                "vm-64b",
-                "--packet-bytes",
-                "256",
-                "--target",
-                "100",
-                "--format",
-                "json",
-            ],
+            "--profile vm-64b --packet-bytes 256 --target 100 --format json",
         ),
         demand_args(
             &[LAB, &extra],
-            &[
-                "--profile",
-                "vm-64b",
-                "--target",
-                "100",
-                "--min-fraction",
-                "0.9",
-                "--format",
-                "json",
-            ],
+            "--profile vm-64b --target 100 --min-fraction 0.9 --format json",
         ),
-        demand_args(&[LAB], &["--profile", "vm-64", "--target", "100"]),
+        demand_args(&[LAB], "--profile vm-64 --target 100"),
     ];
     for args in commands {
         let first = pinplan(&args);

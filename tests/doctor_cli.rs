@@ -1,12 +1,12 @@
 //! `pinplan doctor` end to end: real sysfs/procfs captures from
 //! `tests/fixtures/doctor/` (unpacked into a temporary directory), small
-//! trees built here for each failure, bad input, and this machine (`--root /`).
+//! trees built here for each failure, bad input (its messages compared with
+//! snapshots), and this machine (`--root /`).
 
+use crate::util::{self, fixture, pinplan, TempDir};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/doctor");
+use std::process::Command;
 /// hwloc's capture of a 2-socket Supermicro box with 8 Vector Engines:
 /// X722 PFs 0000:60:00.0/.1 (sriov_totalvfs 64, link 2.5 GT/s x1 of 8 GT/s
 /// x1), ConnectX-4 InfiniBand at 8 GT/s x16, SMT on, no IOMMU groups.
@@ -16,33 +16,30 @@ const PROCFS_E810: &str = "procfs-fixtures-pci-subset.tar.gz";
 /// ghw: a 2-node Xeon with bnx2 ports at numa_node -1 and igb ports on 0 and 1.
 const GHW_2NODE: &str = "ghw-linux-amd64-8581cf3a529e5d8b97ea876eade2f60d.tar.gz";
 
-/// A temporary directory, removed on drop.
-struct Dir(PathBuf);
+/// A host's sys/ and proc/ in a scratch directory, built file by file as the
+/// kernel lays them out, or unpacked from a capture.
+struct Tree(TempDir);
 
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let dir =
-            std::env::temp_dir().join(format!("pinplan-doctor-cli-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-        Dir(dir)
+impl Tree {
+    fn new() -> Tree {
+        Tree(TempDir::new())
     }
 
     fn path(&self) -> &Path {
-        &self.0
+        self.0.root()
     }
 
     /// Unpacks a fixture tarball here (GNU tar picks gzip or bzip2) and
     /// returns the directory holding its sys/ and proc/.
-    fn unpack(name: &str, tarball: &str, top: &str) -> (Dir, PathBuf) {
-        let dir = Dir::new(name);
+    fn unpack(tarball: &str, top: &str) -> (Tree, PathBuf) {
+        let dir = Tree::new();
         let status = Command::new("tar")
             .arg("-xf")
-            .arg(Path::new(FIXTURES).join(tarball))
+            .arg(fixture("doctor").join(tarball))
             .arg("-C")
             .arg(dir.path())
             .status()
-            .unwrap_or_else(|e| panic!("cannot run tar: {e}"));
+            .expect("cannot run tar");
         assert!(
             status.success(),
             "tar -xf {tarball} failed (is bzip2 installed?)"
@@ -52,18 +49,14 @@ impl Dir {
     }
 
     fn file(&self, rel: &str, text: &str) -> &Self {
-        let path = self.0.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
-        }
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        self.0.write(rel, text);
         self
     }
 
     fn link(&self, rel: &str, target: &str) -> &Self {
-        let path = self.0.join(rel);
+        let path = self.0.path(rel);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(parent).unwrap();
         }
         let _ = std::fs::remove_file(&path);
         std::os::unix::fs::symlink(target, &path)
@@ -156,24 +149,9 @@ impl Dir {
                           "nic_remote_cores": 0, "vm_l3_domains": 0, "partial_l3_domains": 0,
                           "cores_used": 0}
         });
-        let path = self.0.join("plan.json");
-        std::fs::write(&path, plan.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        let path = self.0.write("plan.json", plan.to_string());
         path.display().to_string()
     }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn pinplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pinplan"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run pinplan: {e}"))
 }
 
 /// `pinplan doctor --root ROOT --format json ARGS...`: (exit code, JSON).
@@ -184,13 +162,7 @@ fn doctor(root: &Path, args: &[&str]) -> (Option<i32>, Value) {
     let out = pinplan(&all);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}\n{stderr}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    });
-    (out.status.code(), v)
+    (out.status.code(), util::stdout_json(&out))
 }
 
 /// The finding of check `id` about `subject`.
@@ -205,7 +177,8 @@ fn find<'v>(v: &'v Value, id: &str, subject: &str) -> &'v Value {
         .unwrap_or_else(|| panic!("no {id} check for {subject} in {v:#}"))
 }
 
-fn text<'v>(c: &'v Value, key: &str) -> &'v str {
+/// A finding's string field; "" when it has none.
+fn str_at<'v>(c: &'v Value, key: &str) -> &'v str {
     c[key].as_str().unwrap_or("")
 }
 
@@ -214,7 +187,7 @@ fn expect(c: &Value, status: &str, needles: &[&str]) {
     assert_eq!(c["status"], status, "{c:#}");
     for needle in needles {
         assert!(
-            text(c, "message").contains(needle),
+            str_at(c, "message").contains(needle),
             "{needle:?} not in {c:#}"
         );
     }
@@ -224,7 +197,7 @@ fn expect(c: &Value, status: &str, needles: &[&str]) {
 
 #[test]
 fn hwloc_capture_x722_link_trained_down_fails() {
-    let (_dir, root) = Dir::unpack("hwloc32", HWLOC_32INTEL64, "32intel64-2p8co2t+8ve");
+    let (_dir, root) = Tree::unpack(HWLOC_32INTEL64, "32intel64-2p8co2t+8ve");
     let (code, v) = doctor(&root, &[]);
     assert_eq!(code, Some(1), "{v:#}");
     // 2.5 GT/s x 1 lane x 8/10 = 2.0 Gb/s usable; 8 GT/s x 1 x 128/130 = 7.88.
@@ -256,8 +229,11 @@ fn hwloc_capture_x722_link_trained_down_fails() {
     let iommu = find(&v, "iommu-enabled", "host");
     expect(iommu, "warn", &["/sys/kernel/iommu_groups is absent"]);
     // /proc/cpuinfo says GenuineIntel: the Intel parameter only.
-    assert!(text(iommu, "hint").contains("intel_iommu=on"), "{iommu:#}");
-    assert!(!text(iommu, "hint").contains("amd_iommu"), "{iommu:#}");
+    assert!(
+        str_at(iommu, "hint").contains("intel_iommu=on"),
+        "{iommu:#}"
+    );
+    assert!(!str_at(iommu, "hint").contains("amd_iommu"), "{iommu:#}");
     // The IOMMU is off on this host: said once, not per NIC.
     expect(
         find(&v, "iommu-dma-mode", "nics"),
@@ -271,12 +247,8 @@ fn hwloc_capture_x722_link_trained_down_fails() {
 fn a_real_plan_for_the_captured_host_needs_a_vf_and_isolation() {
     // Plan with the hwloc XML hwloc made from this very capture, then check
     // the capture against that plan.
-    let (dir, root) = Dir::unpack("hwloc32-plan", HWLOC_32INTEL64, "32intel64-2p8co2t+8ve");
-    let xml = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/fixtures/hwloc-xml"
-    ))
-    .join("gen29-32intel64-2p8co2t+8ve.xml");
+    let (dir, root) = Tree::unpack(HWLOC_32INTEL64, "32intel64-2p8co2t+8ve");
+    let xml = fixture("hwloc-xml/gen29-32intel64-2p8co2t+8ve.xml");
     dir.file(
         "spec.toml",
         &format!(
@@ -286,7 +258,7 @@ fn a_real_plan_for_the_captured_host_needs_a_vf_and_isolation() {
     );
     let spec = dir.path().join("spec.toml").display().to_string();
     let out_dir = dir.path().join("out").display().to_string();
-    let planned = pinplan(&["plan", &spec, "--out", &out_dir]);
+    let planned = pinplan(["plan", &spec, "--out", &out_dir]);
     assert_eq!(
         planned.status.code(),
         Some(0),
@@ -307,7 +279,7 @@ fn a_real_plan_for_the_captured_host_needs_a_vf_and_isolation() {
     let vfs = find(&v, "sriov-vfs", "0000:60:00.0");
     expect(vfs, "warn", &["0 of 64 VFs enabled", "vm1: 1 VF(s) needed"]);
     assert!(
-        text(vfs, "hint").starts_with("echo 1 > /sys/bus/pci/devices/0000:60:00.0/sriov_numvfs"),
+        str_at(vfs, "hint").starts_with("echo 1 > /sys/bus/pci/devices/0000:60:00.0/sriov_numvfs"),
         "{vfs:#}"
     );
     // Only the plan's NIC is examined now.
@@ -327,7 +299,7 @@ fn a_real_plan_for_the_captured_host_needs_a_vf_and_isolation() {
     let iso = find(&v, "isolation", "vm1");
     expect(iso, "warn", &["isolcpus= lacks 1-4,17-20"]);
     assert!(
-        text(iso, "hint").ends_with(
+        str_at(iso, "hint").ends_with(
             "isolcpus=managed_irq,domain,1-4,17-20 nohz_full=1-4,17-20 rcu_nocbs=1-4,17-20"
         ),
         "{iso:#}"
@@ -338,7 +310,7 @@ fn a_real_plan_for_the_captured_host_needs_a_vf_and_isolation() {
 
 #[test]
 fn procfs_capture_e810_runs_at_its_capability() {
-    let (_dir, root) = Dir::unpack("procfs", PROCFS_E810, "fixtures");
+    let (_dir, root) = Tree::unpack(PROCFS_E810, "fixtures");
     let (code, v) = doctor(&root, &["--nic", "0000:a2:00.0"]);
     assert_eq!(code, Some(0), "{v:#}");
     // 16 GT/s x 8 lanes x 128/130 = 126.0 Gb/s, spelled "16.0 GT/s PCIe".
@@ -360,8 +332,8 @@ fn procfs_capture_e810_runs_at_its_capability() {
     // No cpuinfo in this capture: both parameters are named.
     let iommu = find(&v, "iommu-enabled", "host");
     assert!(
-        text(iommu, "hint").contains("intel_iommu=on")
-            && text(iommu, "hint").contains("amd_iommu=on"),
+        str_at(iommu, "hint").contains("intel_iommu=on")
+            && str_at(iommu, "hint").contains("amd_iommu=on"),
         "{iommu:#}"
     );
     expect(
@@ -373,7 +345,7 @@ fn procfs_capture_e810_runs_at_its_capability() {
 
 #[test]
 fn ghw_capture_unknown_nic_locality_warns_on_a_two_node_host() {
-    let (_dir, root) = Dir::unpack("ghw", GHW_2NODE, "");
+    let (_dir, root) = Tree::unpack(GHW_2NODE, "");
     let (code, v) = doctor(&root, &[]);
     assert_eq!(code, Some(0), "{v:#}");
     expect(
@@ -391,7 +363,7 @@ fn ghw_capture_unknown_nic_locality_warns_on_a_two_node_host() {
     );
     let iommu = find(&v, "iommu-enabled", "host");
     assert!(
-        text(iommu, "hint").contains("the CPU is GenuineIntel"),
+        str_at(iommu, "hint").contains("the CPU is GenuineIntel"),
         "{iommu:#}"
     );
 }
@@ -400,7 +372,7 @@ fn ghw_capture_unknown_nic_locality_warns_on_a_two_node_host() {
 
 #[test]
 fn iommu_enabled_pass_and_warn() {
-    let on = Dir::new("iommu-on");
+    let on = Tree::new();
     on.device("0000:65:00.0", "0x020000", &[])
         .group("0000:65:00.0", 4, "DMA-FQ");
     let (_, v) = doctor(on.path(), &[]);
@@ -410,7 +382,7 @@ fn iommu_enabled_pass_and_warn() {
         &["1 IOMMU groups"],
     );
 
-    let off = Dir::new("iommu-off");
+    let off = Tree::new();
     off.device("0000:65:00.0", "0x020000", &[]).file(
         "proc/cpuinfo",
         "processor\t: 0\nvendor_id\t: AuthenticAMD\n",
@@ -420,14 +392,14 @@ fn iommu_enabled_pass_and_warn() {
     let c = find(&v, "iommu-enabled", "host");
     expect(c, "warn", &["VFIO cannot pass SR-IOV VFs through"]);
     assert!(
-        text(c, "hint").contains("amd_iommu=on") && !text(c, "hint").contains("intel_iommu"),
+        str_at(c, "hint").contains("amd_iommu=on") && !str_at(c, "hint").contains("intel_iommu"),
         "{c:#}"
     );
 }
 
 #[test]
 fn strict_dma_type_warns_with_the_measured_cost() {
-    let dir = Dir::new("dma");
+    let dir = Tree::new();
     dir.file("proc/cmdline", "BOOT_IMAGE=/vmlinuz ro iommu.strict=1\n")
         .device("0000:65:00.0", "0x020000", &[])
         .group("0000:65:00.0", 12, "DMA")
@@ -447,7 +419,7 @@ fn strict_dma_type_warns_with_the_measured_cost() {
         ],
     );
     assert!(
-        text(c, "hint").contains("iommu.strict=0") && text(c, "hint").contains("iommu=pt"),
+        str_at(c, "hint").contains("iommu.strict=0") && str_at(c, "hint").contains("iommu=pt"),
         "{c:#}"
     );
     expect(
@@ -459,7 +431,7 @@ fn strict_dma_type_warns_with_the_measured_cost() {
 
 #[test]
 fn a_group_with_a_second_device_on_another_driver_is_not_viable() {
-    let dir = Dir::new("vfio");
+    let dir = Tree::new();
     dir.device("0000:01:00.1", "0x020000", &[])
         .driver("0000:01:00.1", "vfio-pci")
         .group("0000:01:00.1", 1, "DMA-FQ")
@@ -481,13 +453,13 @@ fn a_group_with_a_second_device_on_another_driver_is_not_viable() {
         ],
     );
     assert!(
-        !text(c, "message").contains("0000:00:01.0"),
+        !str_at(c, "message").contains("0000:00:01.0"),
         "bridges do not count: {c:#}"
     );
     assert!(
-        text(c, "hint")
+        str_at(c, "hint")
             .contains("echo vfio-pci > /sys/bus/pci/devices/0000:01:00.0/driver_override")
-            && text(c, "hint").contains("ACS"),
+            && str_at(c, "hint").contains("ACS"),
         "{c:#}"
     );
 
@@ -506,7 +478,7 @@ fn a_group_with_a_second_device_on_another_driver_is_not_viable() {
 
 #[test]
 fn sriov_vfs_the_plan_needs() {
-    let dir = Dir::new("sriov");
+    let dir = Tree::new();
     dir.device(
         "0000:65:00.0",
         "0x020000",
@@ -527,7 +499,7 @@ fn sriov_vfs_the_plan_needs() {
         &["0 of 8 VFs enabled", "to vm1, vm2: 2 VF(s) needed"],
     );
     assert!(
-        text(c, "hint").starts_with("echo 2 > /sys/bus/pci/devices/0000:65:00.0/sriov_numvfs"),
+        str_at(c, "hint").starts_with("echo 2 > /sys/bus/pci/devices/0000:65:00.0/sriov_numvfs"),
         "{c:#}"
     );
 
@@ -542,7 +514,7 @@ fn sriov_vfs_the_plan_needs() {
 
 #[test]
 fn an_x8_link_on_an_x16_card_fails_below_the_port_rate() {
-    let dir = Dir::new("pcie");
+    let dir = Tree::new();
     fn link(width: &str) -> [(&'static str, &str); 4] {
         [
             ("current_link_speed", "8.0 GT/s PCIe"),
@@ -566,7 +538,7 @@ fn an_x8_link_on_an_x16_card_fails_below_the_port_rate() {
             "port ens1f0np0 at 100 Gb/s — below the port's line rate",
         ],
     );
-    assert!(text(c, "hint").contains("LnkCap and LnkSta"), "{c:#}");
+    assert!(str_at(c, "hint").contains("LnkCap and LnkSta"), "{c:#}");
 
     dir.device("0000:65:00.0", "0x020000", &link("16"));
     let (code, v) = doctor(dir.path(), &[]);
@@ -580,7 +552,7 @@ fn an_x8_link_on_an_x16_card_fails_below_the_port_rate() {
 
 #[test]
 fn nic_numa_unknown_warns_known_passes() {
-    let dir = Dir::new("numa");
+    let dir = Tree::new();
     dir.file("sys/devices/system/node/node0/cpulist", "0-3\n")
         .file("sys/devices/system/node/node1/cpulist", "4-7\n")
         .device("0000:65:00.0", "0x020000", &[("numa_node", "-1")])
@@ -600,7 +572,7 @@ fn nic_numa_unknown_warns_known_passes() {
 
 #[test]
 fn smt_off_fails_a_plan_that_needs_siblings() {
-    let dir = Dir::new("smt");
+    let dir = Tree::new();
     dir.file("sys/devices/system/cpu/smt/control", "off\n");
     let require = dir.plan("0,8", &[("vm1", "1-3,9-11", "require", 2, None)]);
     let (code, v) = doctor(dir.path(), &["--plan", &require]);
@@ -615,7 +587,7 @@ fn smt_off_fails_a_plan_that_needs_siblings() {
         ],
     );
     assert!(
-        text(c, "hint").starts_with("echo on > /sys/devices/system/cpu/smt/control"),
+        str_at(c, "hint").starts_with("echo on > /sys/devices/system/cpu/smt/control"),
         "{c:#}"
     );
 
@@ -627,7 +599,7 @@ fn smt_off_fails_a_plan_that_needs_siblings() {
 
 #[test]
 fn vm_cpus_not_isolated_warn_host_cpus_isolated_fail() {
-    let dir = Dir::new("isolation");
+    let dir = Tree::new();
     let plan = dir.plan("0-1", &[("vm1", "2-5", "isolate", 1, None)]);
     dir.file(
         "proc/cmdline",
@@ -643,7 +615,7 @@ fn vm_cpus_not_isolated_warn_host_cpus_isolated_fail() {
         &["isolcpus= lacks 4-5, nohz_full= lacks 4-5, rcu_nocbs= lacks 4-5"],
     );
     assert_eq!(
-        text(c, "hint"),
+        str_at(c, "hint"),
         "add to the kernel command line (replacing any existing value) and reboot: isolcpus=domain,managed_irq,2-5 nohz_full=2-5 rcu_nocbs=2-5"
     );
 
@@ -669,12 +641,15 @@ fn vm_cpus_not_isolated_warn_host_cpus_isolated_fail() {
     assert_eq!(code, Some(1), "{v:#}");
     let c = find(&v, "isolation", "host");
     expect(c, "fail", &["the host's reserved CPUs 0-1 are isolated"]);
-    assert_eq!(text(c, "hint"), "on the kernel command line: isolcpus=2-5");
+    assert_eq!(
+        str_at(c, "hint"),
+        "on the kernel command line: isolcpus=2-5"
+    );
 }
 
 #[test]
 fn an_irq_on_a_vm_cpu_warns_with_the_command_to_move_it() {
-    let dir = Dir::new("irq");
+    let dir = Tree::new();
     let plan = dir.plan("0", &[("vm1", "1-3", "isolate", 1, None)]);
     dir.file(
         "proc/interrupts",
@@ -693,7 +668,7 @@ fn an_irq_on_a_vm_cpu_warns_with_the_command_to_move_it() {
         &["1 of 2 IRQs may run on the VMs' CPUs 1-3: 42 (ice-ens1f0-TxRx-0) on 0-3"],
     );
     assert!(
-        text(c, "hint").starts_with("echo 0 > /proc/irq/42/smp_affinity_list"),
+        str_at(c, "hint").starts_with("echo 0 > /proc/irq/42/smp_affinity_list"),
         "{c:#}"
     );
 
@@ -710,10 +685,10 @@ fn an_irq_on_a_vm_cpu_warns_with_the_command_to_move_it() {
 
 #[test]
 fn text_output_is_a_table_with_hints() {
-    let dir = Dir::new("text");
+    let dir = Tree::new();
     dir.device("0000:65:00.0", "0x020000", &[("numa_node", "0")]);
     let root = dir.path().display().to_string();
-    let out = pinplan(&["doctor", "--root", &root]);
+    let out = pinplan(["doctor", "--root", &root]);
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let mut lines = stdout.lines();
@@ -738,34 +713,45 @@ fn text_output_is_a_table_with_hints() {
         "{stdout}"
     );
     // Same input, same bytes.
-    assert_eq!(pinplan(&["doctor", "--root", &root]).stdout, out.stdout);
+    assert_eq!(pinplan(["doctor", "--root", &root]).stdout, out.stdout);
 }
 
 #[test]
 fn bad_input_exits_2() {
-    let empty = Dir::new("empty");
+    let empty = Tree::new();
     let root = empty.path().display().to_string();
-    let out = pinplan(&["doctor", "--root", &root]);
+    let out = pinplan(["doctor", "--root", &root]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("has neither sys/ nor proc/") && stderr.contains("hint: --root takes"),
         "{stderr}"
     );
+    insta::assert_snapshot!("empty-root", util::redact(&stderr));
 
-    let dir = Dir::new("bad-input");
+    let dir = Tree::new();
     dir.device("0000:65:00.0", "0x020000", &[])
         .file("bad.json", "{\"status\": ");
     let root = dir.path().display().to_string();
     let bad_plan = dir.path().join("bad.json").display().to_string();
-    for (args, needle) in [
-        (vec!["--plan", bad_plan.as_str()], "not a pinplan plan"),
+    for (snapshot, args, needle) in [
         (
+            "plan-not-json",
+            vec!["--plan", bad_plan.as_str()],
+            "not a pinplan plan",
+        ),
+        (
+            "plan-missing",
             vec!["--plan", "/nonexistent/plan.json"],
             "cannot read the plan",
         ),
-        (vec!["--nic", "65:00"], "is not a PCI address"),
         (
+            "nic-not-an-address",
+            vec!["--nic", "65:00"],
+            "is not a PCI address",
+        ),
+        (
+            "nic-not-on-the-host",
             vec!["--nic", "0000:66:00.0"],
             "0000:66:00.0 (--nic) is not a PCI device",
         ),
@@ -777,17 +763,23 @@ fn bad_input_exits_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
         assert!(out.stdout.is_empty(), "{args:?}");
+        insta::assert_snapshot!(snapshot, util::redact(&stderr));
     }
-    let out = pinplan(&["doctor", "--root", &root, "--nic", "0000:66:00.0"]);
+    let out = pinplan(["doctor", "--root", &root, "--nic", "0000:66:00.0"]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("hint: network devices there: 0000:65:00.0")
     );
 
     // A plan naming a NIC the host does not have.
     let plan = dir.plan("0", &[("vm1", "1", "isolate", 1, Some("0000:99:00.0"))]);
-    let out = pinplan(&["doctor", "--root", &root, "--plan", &plan]);
+    let out = pinplan(["doctor", "--root", &root, "--plan", &plan]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("0000:99:00.0 (the plan's VM vm1)"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("0000:99:00.0 (the plan's VM vm1)"),
+        "{stderr}"
+    );
+    insta::assert_snapshot!("plan-nic-not-on-the-host", util::redact(&stderr));
 }
 
 // ---- this machine ---------------------------------------------------------
@@ -812,14 +804,17 @@ fn this_machine_runs_to_completion() {
         assert!(checks.iter().any(|c| c["id"] == id), "no {id} in {v:#}");
     }
     for c in &checks {
-        assert!(ids.contains(&text(c, "id")), "{c:#}");
+        assert!(ids.contains(&str_at(c, "id")), "{c:#}");
         assert!(
-            ["pass", "warn", "fail", "skip"].contains(&text(c, "status")),
+            ["pass", "warn", "fail", "skip"].contains(&str_at(c, "status")),
             "{c:#}"
         );
-        assert!(!text(c, "message").is_empty(), "{c:#}");
-        assert!(!text(c, "subject").is_empty(), "{c:#}");
-        assert!(c["hint"].is_null() || !text(c, "hint").is_empty(), "{c:#}");
+        assert!(!str_at(c, "message").is_empty(), "{c:#}");
+        assert!(!str_at(c, "subject").is_empty(), "{c:#}");
+        assert!(
+            c["hint"].is_null() || !str_at(c, "hint").is_empty(),
+            "{c:#}"
+        );
     }
     assert_eq!(
         code == Some(1),

@@ -2,38 +2,17 @@
 //! worked out by hand from the host file and the lab table, not copied from
 //! the program's output), an unplaceable VM with its explanation and fix,
 //! `--out`, deterministic output, the greedy solver, `--source` overrides,
-//! explicit vCPU counts, and bad specs with the file and line of the fault.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! explicit vCPU counts, and how a bad spec is reported (exit 2, `error:`
+//! with the file and line, `hint:`; the spec checks themselves are
+//! `spec_parse`'s).
 
+use crate::util::{self, arg, cpuset as cpulist, describe, pinplan, text, TempDir};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 const LAB: &str = "examples/lab/b1.toml";
 /// Host b1: 10 cores, CPU n's sibling is n + 10.
 const B1_CORES: u32 = 10;
-
-fn pinplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pinplan"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .output()
-        .expect("cannot run pinplan")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn describe(args: &[&str], out: &Output) -> String {
-    format!(
-        "{args:?}\nstatus: {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    )
-}
 
 /// Runs `pinplan plan … --format json`, expects exit `code`, parses stdout.
 fn plan_json(code: i32, args: &[&str]) -> Value {
@@ -47,68 +26,22 @@ fn plan_json(code: i32, args: &[&str]) -> Value {
         "{}",
         describe(&all, &out)
     );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not JSON ({e})\n{}", describe(&all, &out)))
+    util::stdout_json(&out)
 }
 
-/// A directory of its own under the system's temp dir (one per process and
-/// test), removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> TempDir {
-        let root = std::env::temp_dir().join(format!("pinplan-plan-cli-{}", std::process::id()));
-        let dir = root.join(test);
-        let _ = std::fs::remove_dir_all(&dir);
-        // Another test may remove the (empty) root at the same moment: retry.
-        for _ in 0..5 {
-            if std::fs::create_dir_all(&dir).is_ok() {
-                break;
-            }
-        }
-        assert!(dir.is_dir(), "cannot create {}", dir.display());
-        TempDir(dir)
+/// A scratch directory with a copy of the lab's host file, table and domain,
+/// next to which specs can be written (their paths are relative to the spec).
+fn lab_dir() -> TempDir {
+    let dir = TempDir::new();
+    for f in ["b1-host.xml", "b1-tx-cores.csv", "vm1.xml"] {
+        dir.copy(&util::repo().join("examples/lab").join(f), f);
     }
-
-    /// A copy of the lab's host file and table, next to which specs can be
-    /// written (their paths are relative to the spec).
-    fn with_lab_files(test: &str) -> TempDir {
-        let dir = TempDir::new(test);
-        let lab = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/lab"));
-        for f in ["b1-host.xml", "b1-tx-cores.csv", "vm1.xml"] {
-            std::fs::copy(lab.join(f), dir.0.join(f)).unwrap();
-        }
-        dir
-    }
-
-    fn write(&self, name: &str, contents: &str) -> String {
-        let path = self.0.join(name);
-        std::fs::write(&path, contents).unwrap();
-        path.to_str().unwrap().to_owned()
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).to_str().unwrap().to_owned()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-        if let Some(root) = self.0.parent() {
-            // Only succeeds once every test's directory is gone.
-            let _ = std::fs::remove_dir(root);
-        }
-    }
+    dir
 }
 
 /// The lab spec with `line` inserted right after the line `after`.
 fn lab_with(after: &str, line: &str) -> String {
-    let lab = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../examples/lab/b1.toml"
-    ))
-    .unwrap();
+    let lab = std::fs::read_to_string(util::repo().join(LAB)).unwrap();
     let mut out = String::new();
     let mut done = false;
     for l in lab.lines() {
@@ -122,20 +55,6 @@ fn lab_with(after: &str, line: &str) -> String {
     }
     assert!(done, "no line starting with {after:?} in the lab spec");
     out
-}
-
-/// A cpulist (`"1-7,11-17"`, `""`) as a set.
-fn cpulist(s: &str) -> BTreeSet<u32> {
-    let mut set = BTreeSet::new();
-    for part in s.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => set.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap()),
-            None => {
-                set.insert(part.parse::<u32>().unwrap());
-            }
-        }
-    }
-    set
 }
 
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
@@ -269,7 +188,7 @@ fn lab_plan_places_both_vms_on_whole_cores() {
     assert_eq!(vm2["demand"]["profile"], "vm-512b");
 
     // The text form says the same.
-    let out = pinplan(&["plan", LAB]);
+    let out = pinplan(["plan", LAB]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&[LAB], &out));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("optimal, 2 of 2 VMs placed"), "{stdout}");
@@ -278,12 +197,12 @@ fn lab_plan_places_both_vms_on_whole_cores() {
 
 #[test]
 fn isolate_does_not_fit_and_the_fix_is_require() {
-    let dir = TempDir::with_lab_files("isolate");
+    let dir = lab_dir();
     let spec = dir.write(
         "b1.toml",
-        &lab_with("priority = 10", "threads = \"isolate\""),
+        lab_with("priority = 10", "threads = \"isolate\""),
     );
-    let plan = plan_json(1, &[spec.as_str()]);
+    let plan = plan_json(1, &[arg(&spec)]);
     assert_eq!(plan["status"], "infeasible");
     assert_eq!(plan["unplaced"], serde_json::json!(["vm1"]));
     assert_eq!(names(&plan["vms"]), ["vm2"]);
@@ -302,8 +221,13 @@ fn isolate_does_not_fit_and_the_fix_is_require() {
     assert!(fix.contains("7 cores"), "{e}");
 
     // The text form prints the plan and the explanation, exit 1 as well.
-    let out = pinplan(&["plan", &spec]);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&[&spec], &out));
+    let out = pinplan(["plan", arg(&spec)]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        describe(&[arg(&spec)], &out)
+    );
     let stdout = text(&out.stdout);
     assert!(stdout.contains("unplaced: vm1"), "{stdout}");
     assert!(stdout.contains("threads = \"require\""), "{stdout}");
@@ -311,12 +235,12 @@ fn isolate_does_not_fit_and_the_fix_is_require() {
 
 #[test]
 fn out_dir_gets_plan_json_atomically() {
-    let dir = TempDir::new("out");
+    let dir = TempDir::new();
     let out_dir = dir.path("a/b");
-    let args = ["plan", LAB, "--format", "json", "--out", out_dir.as_str()];
-    let out = pinplan(&args);
+    let args = ["plan", LAB, "--format", "json", "--out", arg(&out_dir)];
+    let out = pinplan(args);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
-    let written = std::fs::read(Path::new(&out_dir).join("plan.json")).unwrap();
+    let written = std::fs::read(out_dir.join("plan.json")).unwrap();
     assert_eq!(text(&written), text(&out.stdout));
     let entries = || -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(&out_dir)
@@ -331,29 +255,29 @@ fn out_dir_gets_plan_json_atomically() {
     assert_eq!(entries(), ["plan.json", "vm1.xml", "vm2.fragment.xml"]);
 
     // Over an existing plan.json (text on stdout this time): replaced.
-    std::fs::write(Path::new(&out_dir).join("plan.json"), "stale").unwrap();
-    let args = ["plan", LAB, "--out", out_dir.as_str()];
-    let again = pinplan(&args);
+    std::fs::write(out_dir.join("plan.json"), "stale").unwrap();
+    let args = ["plan", LAB, "--out", arg(&out_dir)];
+    let again = pinplan(args);
     assert_eq!(again.status.code(), Some(0), "{}", describe(&args, &again));
     assert!(text(&again.stdout).starts_with("plan for "));
-    let rewritten = std::fs::read(Path::new(&out_dir).join("plan.json")).unwrap();
+    let rewritten = std::fs::read(out_dir.join("plan.json")).unwrap();
     assert_eq!(text(&rewritten), text(&out.stdout));
     assert_eq!(entries(), ["plan.json", "vm1.xml", "vm2.fragment.xml"]);
 }
 
 #[test]
 fn output_is_deterministic() {
-    let dir = TempDir::with_lab_files("determinism");
+    let dir = lab_dir();
     let isolate = dir.write(
         "b1.toml",
-        &lab_with("priority = 10", "threads = \"isolate\""),
+        lab_with("priority = 10", "threads = \"isolate\""),
     );
     for args in [
         vec!["plan", LAB],
         vec!["plan", LAB, "--format", "json"],
         vec!["plan", LAB, "--solver", "greedy", "--format", "json"],
-        vec!["plan", isolate.as_str(), "--format", "json"],
-        vec!["plan", isolate.as_str()],
+        vec!["plan", arg(&isolate), "--format", "json"],
+        vec!["plan", arg(&isolate)],
     ] {
         let a = pinplan(&args);
         let b = pinplan(&args);
@@ -373,7 +297,7 @@ fn greedy_solver_is_feasible_not_proven() {
 
 #[test]
 fn source_override_and_explicit_vcpus() {
-    let dir = TempDir::with_lab_files("source");
+    let dir = lab_dir();
     // On b1 (one node, 9 free cores) both would fit on node 0; on two nodes of
     // 4 cores, with core 0 (CPUs 0-1) the host's, each needs a node of its own.
     let spec = dir.write(
@@ -382,7 +306,7 @@ fn source_override_and_explicit_vcpus() {
          [[vm]]\nname = \"a\"\nvcpus = 6\n\n[[vm]]\nname = \"b\"\nvcpus = 6\n",
     );
     let synthetic = "synthetic:package:2 numa:1 core:4 pu:2";
-    let plan = plan_json(0, &[spec.as_str(), "--source", synthetic]);
+    let plan = plan_json(0, &[arg(&spec), "--source", synthetic]);
     assert_eq!(plan["host"]["source"], synthetic);
     // One reserved CPU takes its whole core (siblings 2k, 2k+1 here).
     assert_eq!(plan["host"]["reserved_cpus"], "0-1");
@@ -418,7 +342,7 @@ fn source_override_and_explicit_vcpus() {
     assert_eq!(nodes.len(), 2, "{plan}");
 
     // Without the override, the spec's b1-host.xml.
-    let plan = plan_json(0, &[spec.as_str()]);
+    let plan = plan_json(0, &[arg(&spec)]);
     assert!(
         str_of(&plan["host"], "source").ends_with("b1-host.xml"),
         "{plan}"
@@ -428,13 +352,13 @@ fn source_override_and_explicit_vcpus() {
 
 #[test]
 fn demand_beyond_the_host_is_explained() {
-    let dir = TempDir::with_lab_files("big");
+    let dir = lab_dir();
     let spec = dir.write(
         "big.toml",
         "[host]\nsource = \"b1-host.xml\"\nreserved_cores = 1\n\n\
          [[vm]]\nname = \"big\"\nvcpus = 40\n",
     );
-    let plan = plan_json(1, &[spec.as_str()]);
+    let plan = plan_json(1, &[arg(&spec)]);
     assert_eq!(plan["status"], "infeasible");
     assert_eq!(plan["unplaced"], serde_json::json!(["big"]));
     assert_eq!(plan["vms"], serde_json::json!([]));
@@ -457,7 +381,8 @@ fn bad_spec(dir: &TempDir, name: &str, spec: &str, line: usize, key: &str) -> St
         "test bug: line {line} of {name} is {on_line:?}"
     );
     let path = dir.write(name, spec);
-    bad_run(&[path.as_str()], &format!("error: {path}:{line}: "))
+    let path = arg(&path);
+    bad_run(&[path], &format!("error: {path}:{line}: "))
 }
 
 fn bad_run(args: &[&str], prefix: &str) -> String {
@@ -476,179 +401,34 @@ fn bad_run(args: &[&str], prefix: &str) -> String {
     stderr
 }
 
-const HOST: &str = "[host]\nsource = \"b1-host.xml\"\nreserved_cores = 1\n";
-const HOST_TABLES: &str =
-    "[host]\nsource = \"b1-host.xml\"\nreserved_cores = 1\ntables = [\"b1-tx-cores.csv\"]\n";
-
+/// How the binary reports a bad spec: exit 2, `error: FILE:LINE: …`, a blank
+/// line, `hint: …`. Each check of the spec is in `spec_parse`, on the library.
 #[test]
 fn bad_specs_name_file_and_line() {
-    let dir = TempDir::with_lab_files("bad");
+    let dir = lab_dir();
 
-    // Lines 1-3: HOST; 4 blank; 5 [[vm]]; 6 name.
+    // Lines 1-3: [host]; 4 blank; 5 [[vm]]; 6 name.
     let e = bad_spec(
         &dir,
         "threds.toml",
-        &format!("{HOST}\n[[vm]]\nname = \"vm1\"\nvcpus = 4\nthreds = \"require\"\n"),
+        "[host]\nsource = \"b1-host.xml\"\nreserved_cores = 1\n\n\
+         [[vm]]\nname = \"vm1\"\nvcpus = 4\nthreds = \"require\"\n",
         8,
         "threds",
     );
     assert!(e.contains("hint: did you mean `threads`?"), "{e}");
-
-    let e = bad_spec(
-        &dir,
-        "host-key.toml",
-        "[host]\nsource = \"b1-host.xml\"\nreserved_core = 1\n",
-        3,
-        "reserved_core",
-    );
-    assert!(e.contains("reserved_core"), "{e}");
-    assert!(e.contains("hint: did you mean `reserved_cores`?"), "{e}");
-
-    // Lines 1-4: HOST_TABLES; 5 blank; 6 [[vm]]; 7 name.
-    let e = bad_spec(
-        &dir,
-        "profile.toml",
-        &format!("{HOST_TABLES}\n[[vm]]\nname = \"vm1\"\nprofile = \"vm-64\"\ntarget_gbps = 100\n"),
-        8,
-        "profile",
-    );
-    assert!(e.contains("vm-64"), "{e}");
-    assert!(e.contains("hint: did you mean \"vm-64b\"?"), "{e}");
-
-    let e = bad_spec(
-        &dir,
-        "both.toml",
-        &format!(
-            "{HOST_TABLES}\n[[vm]]\nname = \"vm1\"\nvcpus = 4\nprofile = \"vm-64b\"\ntarget_gbps = 100\n"
-        ),
-        8,
-        "vcpus",
-    );
-    assert!(e.contains("vm1"), "{e}");
-
-    // Neither vcpus nor profile: the VM's table, from its header.
-    let e = bad_spec(
-        &dir,
-        "neither.toml",
-        &format!("{HOST}\n[[vm]]\nname = \"vm1\"\nnic_affinity = \"ignore\"\n"),
-        5,
-        "[[vm]]",
-    );
-    assert!(e.contains("vm1") && e.contains("vcpus"), "{e}");
-
-    let e = bad_spec(
-        &dir,
-        "reserved99.toml",
-        "[host]\nsource = \"b1-host.xml\"\nreserved_cpus = \"0,99\"\n\n[[vm]]\nname = \"vm1\"\nvcpus = 4\n",
-        3,
-        "reserved_cpus",
-    );
-    assert!(e.contains("99"), "{e}");
-
-    // Lines 1-3 HOST; 4 blank; 5-7 vm; 8 blank; 9-11 fixed a; 12 blank; 13-15 fixed b.
-    let vm = "[[vm]]\nname = \"vm1\"\nvcpus = 4\n";
-    let e = bad_spec(
-        &dir,
-        "fixed-overlap.toml",
-        &format!(
-            "{HOST}\n{vm}\n[[fixed]]\nname = \"a\"\ncpus = \"1-2,11-12\"\n\n\
-             [[fixed]]\nname = \"b\"\ncpus = \"2,12\"\n"
-        ),
-        15,
-        "cpus = \"2,12\"",
-    );
-    assert!(
-        e.contains('a') && e.contains('b') && e.contains("2,12"),
-        "{e}"
-    );
-
-    let e = bad_spec(
-        &dir,
-        "fixed-reserved.toml",
-        &format!("{HOST}\n{vm}\n[[fixed]]\nname = \"old\"\ncpus = \"5,10\"\n"),
-        11,
-        "cpus",
-    );
-    assert!(e.contains("old") && e.contains("10"), "{e}");
-
-    // Lines 1-3 HOST; 4 blank; 5 [[vm]]; 6 name; 7 vcpus; 8 nic.
-    let e = bad_spec(
-        &dir,
-        "nic.toml",
-        &format!(
-            "{HOST}\n[[vm]]\nname = \"vm1\"\nvcpus = 4\nnic = \"0000:66:00.0\"\nnic_affinity = \"required\"\n"
-        ),
-        8,
-        "nic = ",
-    );
-    assert!(e.contains("0000:66:00.0"), "{e}");
-    assert!(e.contains("hint: ") && e.contains("0000:65:00.0"), "{e}");
-
-    let e = bad_spec(
-        &dir,
-        "enum.toml",
-        &format!("{HOST}\n[[vm]]\nname = \"vm1\"\nvcpus = 4\nthreads = \"sometimes\"\n"),
-        8,
-        "threads",
-    );
-    assert!(e.contains("sometimes"), "{e}");
-
-    let e = bad_spec(
-        &dir,
-        "syntax.toml",
-        &format!("{HOST}\n[[vm]]\nname = \"vm1\nvcpus = 4\n"),
-        6,
-        "name",
-    );
-    assert!(e.len() > "error: ".len(), "{e}");
+    insta::assert_snapshot!("bad-spec-threds", util::redact(&e));
 
     let missing = dir.path("no-such-spec.toml");
-    let e = bad_run(&[missing.as_str()], &format!("error: {missing}:1: "));
+    let missing = arg(&missing);
+    let e = bad_run(&[missing], &format!("error: {missing}:1: "));
     assert!(e.contains("cannot read"), "{e}");
-
-    let e = bad_spec(
-        &dir,
-        "fraction.toml",
-        &format!(
-            "{HOST_TABLES}\n[[vm]]\nname = \"vm1\"\nprofile = \"vm-64b\"\ntarget_gbps = 100\nmin_fraction = 1.5\n"
-        ),
-        10,
-        "min_fraction",
-    );
-    assert!(e.contains("1.5"), "{e}");
-
-    let e = bad_spec(
-        &dir,
-        "defaults-fraction.toml",
-        &format!("{HOST}\n[defaults]\nmin_fraction = 1.5\n\n{vm}"),
-        6,
-        "min_fraction",
-    );
-    assert!(e.contains("1.5"), "{e}");
-
-    // 5-7 first vm; 8 blank; 9 [[vm]]; 10 its name.
-    let e = bad_spec(
-        &dir,
-        "duplicate.toml",
-        &format!("{HOST}\n{vm}\n{vm}"),
-        10,
-        "name",
-    );
-    assert!(e.contains("vm1"), "{e}");
-
-    let e = bad_spec(
-        &dir,
-        "no-target.toml",
-        &format!("{HOST_TABLES}\n[[vm]]\nname = \"vm1\"\nprofile = \"vm-64b\"\n"),
-        8,
-        "profile",
-    );
-    assert!(e.contains("target_gbps"), "{e}");
+    insta::assert_snapshot!("bad-spec-missing", util::redact(&e));
 }
 
 #[test]
 fn bad_arguments_exit_2() {
-    let out = pinplan(&["plan", LAB, "--time-limit", "0"]);
+    let out = pinplan(["plan", LAB, "--time-limit", "0"]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&[], &out));
     assert!(out.stdout.is_empty());
     assert!(
@@ -656,8 +436,9 @@ fn bad_arguments_exit_2() {
         "{}",
         describe(&[], &out)
     );
+    insta::assert_snapshot!("time-limit-0", text(&out.stderr));
 
-    let out = pinplan(&[
+    let out = pinplan([
         "plan",
         LAB,
         "--source",
@@ -667,11 +448,12 @@ fn bad_arguments_exit_2() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&[], &out));
     assert!(out.stdout.is_empty());
+    insta::assert_snapshot!("source-and-connect", text(&out.stderr));
 }
 
 #[test]
 fn fixed_tenant_keeps_its_whole_core() {
-    let dir = TempDir::with_lab_files("fixed");
+    let dir = lab_dir();
     // Core 0 the host's, CPU 5 a running tenant's: core 5 (CPUs 5 and 15) is
     // no VM's, 8 whole cores are left, exactly what 16 vCPUs need.
     let spec = dir.write(
@@ -679,7 +461,7 @@ fn fixed_tenant_keeps_its_whole_core() {
         "[host]\nsource = \"b1-host.xml\"\nreserved_cpus = \"0\"\n\n\
          [[vm]]\nname = \"a\"\nvcpus = 16\n\n[[fixed]]\nname = \"old\"\ncpus = \"5\"\n",
     );
-    let plan = plan_json(0, &[spec.as_str()]);
+    let plan = plan_json(0, &[arg(&spec)]);
     assert_eq!(plan["host"]["reserved_cpus"], "0,10");
     assert_eq!(
         plan["fixed"],
@@ -699,7 +481,7 @@ fn fixed_tenant_keeps_its_whole_core() {
          [[vm]]\nname = \"a\"\nvcpus = 17\nthreads = \"prefer\"\n\n\
          [[fixed]]\nname = \"old\"\ncpus = \"5\"\n",
     );
-    let plan = plan_json(1, &[spec.as_str()]);
+    let plan = plan_json(1, &[arg(&spec)]);
     assert_eq!(plan["unplaced"], serde_json::json!(["a"]));
 }
 
@@ -707,7 +489,7 @@ fn fixed_tenant_keeps_its_whole_core() {
 /// says it is proven; objective 2 counts the lab's vCPUs (14 + 4, by hand).
 #[test]
 fn version_and_plan_name_the_backend_and_the_proof() {
-    let out = pinplan(&["--version"]);
+    let out = pinplan(["--version"]);
     assert_eq!(out.status.code(), Some(0));
     let version = text(&out.stdout);
     let backend = ["CBC", "HiGHS", "microlp"]
@@ -729,7 +511,7 @@ fn version_and_plan_name_the_backend_and_the_proof() {
 /// explanations that name a few other VMs, never all of them.
 #[test]
 fn overloaded_host_plan_is_proven_and_explained_briefly() {
-    let dir = TempDir::new("overloaded");
+    let dir = TempDir::new();
     let mut spec = String::from("[host]\nreserved_cores = 2\n[defaults]\nthreads = \"require\"\n");
     // 90 VMs of 2–8 cores (4–16 vCPUs), cycling: 12 cycles of 2+…+8 = 35
     // cores, then 2+…+7 = 27: 447 cores asked.
@@ -742,7 +524,7 @@ fn overloaded_host_plan_is_proven_and_explained_briefly() {
     }
     let path = dir.write("over.toml", &spec);
     let source = "synthetic:package:2 l3:12 core:8 pu:2(indexes=2*192:1*2)";
-    let plan = plan_json(1, &[path.as_str(), "--source", source]);
+    let plan = plan_json(1, &[arg(&path), "--source", source]);
     assert_eq!(plan["status"], "infeasible");
     assert_eq!(plan["proven"], true, "{}", plan["warnings"]);
     let unplaced = plan["unplaced"].as_array().unwrap().len();
@@ -761,7 +543,7 @@ fn overloaded_host_plan_is_proven_and_explained_briefly() {
         "{summary}"
     );
 
-    let out = pinplan(&["plan", path.as_str(), "--source", source]);
+    let out = pinplan(["plan", arg(&path), "--source", source]);
     assert_eq!(out.status.code(), Some(1));
     let stdout = text(&out.stdout);
     assert!(
@@ -787,7 +569,7 @@ fn overloaded_host_plan_is_proven_and_explained_briefly() {
 /// watchdog may even fall back to greedy: the plan then says that instead.)
 #[test]
 fn a_time_limited_plan_is_not_called_proven() {
-    let dir = TempDir::new("limited");
+    let dir = TempDir::new();
     let mut spec = String::from("[host]\nreserved_cores = 1\n");
     let threads = ["require", "prefer", "isolate"];
     let numa = ["strict", "preferred", "spread", "strict"];
@@ -804,7 +586,7 @@ fn a_time_limited_plan_is_not_called_proven() {
     let fixture = "tests/fixtures/hwloc-xml/192em64t-24n8c2t.xml";
     let plan = plan_json(
         1,
-        &[path.as_str(), "--source", fixture, "--time-limit", "0.05"],
+        &[arg(&path), "--source", fixture, "--time-limit", "0.05"],
     );
     assert_eq!(plan["proven"], false, "{plan}");
     let warnings = plan["warnings"].to_string();
@@ -814,7 +596,7 @@ fn a_time_limited_plan_is_not_called_proven() {
         "{warnings}"
     );
     // Without the limit the same spec is proven: the flag is about the limit.
-    let plan = plan_json(1, &[path.as_str(), "--source", fixture]);
+    let plan = plan_json(1, &[arg(&path), "--source", fixture]);
     assert_eq!(plan["proven"], true, "{}", plan["warnings"]);
 }
 
@@ -823,7 +605,7 @@ fn a_time_limited_plan_is_not_called_proven() {
 /// may spread uses them; the plan warns.
 #[test]
 fn strict_vms_never_get_cores_of_an_unknown_node() {
-    let dir = TempDir::new("unknown-node");
+    let dir = TempDir::new();
     let spec = dir.write(
         "unknown.toml",
         "[host]\nsource = \"unknown-node.xml\"\nreserved_cpus = \"6\"\n\
@@ -832,17 +614,13 @@ fn strict_vms_never_get_cores_of_an_unknown_node() {
          [[vm]]\nname = \"big\"\nvcpus = 3\n\n\
          [[vm]]\nname = \"wide\"\nvcpus = 4\nnuma = \"spread\"\n",
     );
-    std::fs::copy(
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/fixtures/hwloc-xml/16amd64-8n2c-cpusets.xml"
-        ),
-        dir.path("unknown-node.xml"),
-    )
-    .unwrap();
+    dir.copy(
+        &util::fixture("hwloc-xml/16amd64-8n2c-cpusets.xml"),
+        "unknown-node.xml",
+    );
     // Known nodes: 1 (CPUs 2-3), 2 (CPU 5), 3 (CPU 6, reserved): no node has
     // 3 free cores, so "big" cannot be placed strictly.
-    let plan = plan_json(1, &[spec.as_str()]);
+    let plan = plan_json(1, &[arg(&spec)]);
     assert_eq!(plan["unplaced"], serde_json::json!(["big"]), "{plan}");
     assert_eq!(vm(&plan, "small")["numa_nodes"], serde_json::json!([1]));
     assert_eq!(vm(&plan, "small")["cpus"], "2-3");

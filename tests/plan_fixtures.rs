@@ -5,8 +5,7 @@
 //! at least 80 % of the requested vCPUs. Every fixture is checked and the test
 //! fails once at the end with the whole list of problems.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
+use crate::util::fixture;
 use pinplan::plan::{Plan, Status};
 use pinplan::solve::{
     self, EmulatorPolicy, NumaPolicy, PlanRequest, SolveOptions, SolverKind, ThreadPolicy,
@@ -18,22 +17,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-const HWLOC_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/hwloc-xml");
-const CAPS_DIR: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../tests/fixtures/libvirt-caps"
-);
-
 fn fixtures() -> Vec<PathBuf> {
     let mut files = Vec::new();
     for (dir, skip) in [
         (
-            HWLOC_DIR,
+            "hwloc-xml",
             &(|n: &str| n.ends_with(".v3.xml")) as &dyn Fn(&str) -> bool,
         ),
-        (CAPS_DIR, &|n: &str| n == "caps-test2.xml"),
+        ("libvirt-caps", &|n: &str| n == "caps-test2.xml"),
     ] {
-        for entry in std::fs::read_dir(dir).unwrap() {
+        for entry in std::fs::read_dir(fixture(dir)).unwrap() {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
             if name.ends_with(".xml") && !skip(&name) {

@@ -2,83 +2,55 @@
 //! and N+28 (x86-Intel-Broadwell-2xXeon-E5-2650Lv4.xml): sibling sharing is
 //! found by core, not by CPU-number adjacency.
 
-mod common;
-
-use common::{virsh, Guests};
-use std::path::PathBuf;
+use crate::util::{self, arg, stdout_json as json, text, TempDir};
+use serde_json::Value;
 use std::process::{Command, Output};
 
 const HOST: &str = "tests/fixtures/hwloc-xml/x86-Intel-Broadwell-2xXeon-E5-2650Lv4.xml";
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let dir =
-            std::env::temp_dir().join(format!("pinplan-report-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-        Dir(dir)
+/// Writes domain `name` into `dir`: its vCPUs pinned one each to `pins`, the
+/// emulator to `emulator`. Returns its path.
+fn domain(dir: &TempDir, name: &str, pins: &[u32], emulator: &str) -> String {
+    let mut cputune = String::new();
+    for (i, cpu) in pins.iter().enumerate() {
+        cputune.push_str(&format!("    <vcpupin vcpu='{i}' cpuset='{cpu}'/>\n"));
     }
-
-    fn domain(&self, name: &str, pins: &[u32], emulator: &str) -> String {
-        let mut cputune = String::new();
-        for (i, cpu) in pins.iter().enumerate() {
-            cputune.push_str(&format!("    <vcpupin vcpu='{i}' cpuset='{cpu}'/>\n"));
-        }
-        let text = format!(
-            "<domain type='kvm'>\n  <name>{name}</name>\n  <vcpu placement='static'>{}</vcpu>\n  <cputune>\n{cputune}    <emulatorpin cpuset='{emulator}'/>\n  </cputune>\n</domain>\n",
-            pins.len()
-        );
-        let path = self.0.join(format!("{name}.xml"));
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
-        path.display().to_string()
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    let text = format!(
+        "<domain type='kvm'>\n  <name>{name}</name>\n  <vcpu placement='static'>{}</vcpu>\n  <cputune>\n{cputune}    <emulatorpin cpuset='{emulator}'/>\n  </cputune>\n</domain>\n",
+        pins.len()
+    );
+    arg(&dir.write(&format!("{name}.xml"), text)).to_owned()
 }
 
 fn report(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pinplan"))
-        .arg("report")
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run pinplan: {e}"))
+    util::pinplan(["report"].iter().chain(args))
 }
 
-fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+/// The first conflict of `kind` in a JSON report.
+fn conflict(report: &Value, kind: &str) -> Value {
+    report["conflicts"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["kind"] == kind))
+        .cloned()
+        .unwrap_or_else(|| panic!("no {kind} conflict: {report}"))
+}
+
+/// `report` of domains `a` and `b` on the Broadwell host, whose CPUs 0 and
+/// 28 (core 0) are the host's.
+fn report_two(a: &str, b: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["--domains", a, b, "--source", HOST, "--host-cpus", "0,28"];
+    args.extend_from_slice(extra);
+    report(&args)
 }
 
 #[test]
 fn siblings_n_and_n_plus_28_are_one_core() {
-    let dir = Dir::new("siblings");
+    let dir = TempDir::new();
     // CPU 1's sibling is 29 (cores pair N and N+28), CPU 2's is 30.
-    let a = dir.domain("vm1", &[1, 2], "0");
-    let b = dir.domain("vm2", &[29, 30], "0");
-    let out = report(&[
-        "--domains",
-        &a,
-        &b,
-        "--source",
-        HOST,
-        "--host-cpus",
-        "0,28",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let a = domain(&dir, "vm1", &[1, 2], "0");
+    let b = domain(&dir, "vm2", &[29, 30], "0");
+    let out = report_two(&a, &b, &["--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let v = json(&out);
     let conflicts = v["conflicts"].as_array().cloned().unwrap_or_default();
     assert_eq!(conflicts.len(), 1, "{conflicts:?}");
@@ -88,33 +60,18 @@ fn siblings_n_and_n_plus_28_are_one_core() {
     assert_eq!(conflicts[0]["tenants"], serde_json::json!(["vm1", "vm2"]));
 
     // Adjacent CPU numbers (1 and 2) are different cores: no conflict.
-    let a = dir.domain("vm1", &[1], "0");
-    let b = dir.domain("vm2", &[2], "0");
-    let out = report(&["--domains", &a, &b, "--source", HOST, "--host-cpus", "0,28"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    let a = domain(&dir, "vm1", &[1], "0");
+    let b = domain(&dir, "vm2", &[2], "0");
+    let out = report_two(&a, &b, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 }
 
 #[test]
 fn same_cpu_and_host_overlap_are_errors() {
-    let dir = Dir::new("errors");
-    let a = dir.domain("vm1", &[3, 4], "0");
-    let b = dir.domain("vm2", &[4, 28], "0");
-    let out = report(&[
-        "--domains",
-        &a,
-        &b,
-        "--source",
-        HOST,
-        "--host-cpus",
-        "0,28",
-        "--format",
-        "json",
-    ]);
+    let dir = TempDir::new();
+    let a = domain(&dir, "vm1", &[3, 4], "0");
+    let b = domain(&dir, "vm2", &[4, 28], "0");
+    let out = report_two(&a, &b, &["--format", "json"]);
     assert_eq!(out.status.code(), Some(1));
     let kinds: Vec<String> = json(&out)["conflicts"]
         .as_array()
@@ -136,22 +93,22 @@ fn same_cpu_and_host_overlap_are_errors() {
 
 #[test]
 fn bad_input_is_exit_2() {
-    let dir = Dir::new("bad");
-    let bad = dir.0.join("bad.xml");
-    std::fs::write(&bad, "<domain><name>x</name>\n<vcpu>two</vcpu></domain>")
-        .unwrap_or_else(|e| panic!("{e}"));
-    let bad = bad.display().to_string();
-    for args in [
-        vec!["--domains", bad.as_str(), "--source", HOST],
-        vec!["--domains", "/nonexistent.xml", "--source", HOST],
-        vec![
-            "--domains",
-            bad.as_str(),
-            "--source",
-            HOST,
-            "--host-cpus",
-            "3-1",
-        ],
+    let dir = TempDir::new();
+    let bad = dir.write(
+        "bad.xml",
+        "<domain><name>x</name>\n<vcpu>two</vcpu></domain>",
+    );
+    let bad = arg(&bad);
+    for (snapshot, args) in [
+        ("bad-vcpu-count", vec!["--domains", bad, "--source", HOST]),
+        (
+            "missing-domain",
+            vec!["--domains", "/nonexistent.xml", "--source", HOST],
+        ),
+        (
+            "reversed-host-cpus",
+            vec!["--domains", bad, "--source", HOST, "--host-cpus", "3-1"],
+        ),
     ] {
         let out = report(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -159,18 +116,18 @@ fn bad_input_is_exit_2() {
         assert!(stderr.starts_with("error: "), "{stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
         assert!(out.stdout.is_empty());
+        insta::assert_snapshot!(snapshot, util::redact(&stderr));
     }
 }
 
 #[test]
 fn live_guests_pinned_to_one_cpu_conflict_until_repinned() {
-    let Ok(uri) = std::env::var("PINPLAN_TEST_LIBVIRT_URI") else {
-        eprintln!("PINPLAN_TEST_LIBVIRT_URI is not set: no live guests (scripts/test.sh sets it)");
+    let Some(uri) = util::libvirt_uri("no live guests") else {
         return;
     };
-    let dir = Dir::new("live");
+    let dir = TempDir::new();
     let pid = std::process::id();
-    let guests = Guests {
+    let guests = util::Guests {
         uri: uri.clone(),
         names: vec![
             format!("pinplan-report-a-{pid}"),
@@ -179,30 +136,19 @@ fn live_guests_pinned_to_one_cpu_conflict_until_repinned() {
     };
     for name in &guests.names {
         // Tiny diskless TCG guests, both pinned on purpose to CPU 0.
-        let xml = format!(
-            "<domain type='qemu'>\n  <name>{name}</name>\n  <memory unit='MiB'>64</memory>\n  <vcpu placement='static'>1</vcpu>\n  <cputune>\n    <vcpupin vcpu='0' cpuset='0'/>\n    <emulatorpin cpuset='0'/>\n  </cputune>\n  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n  </os>\n  <on_poweroff>destroy</on_poweroff>\n  <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n    <controller type='usb' model='none'/>\n    <memballoon model='none'/>\n  </devices>\n</domain>\n"
+        let cputune = "  <cputune>\n    <vcpupin vcpu='0' cpuset='0'/>\n    <emulatorpin cpuset='0'/>\n  </cputune>\n";
+        let path = dir.write(
+            &format!("{name}.xml"),
+            util::guest_xml("qemu", name, 1, cputune),
         );
-        let path = dir.0.join(format!("{name}.xml"));
-        std::fs::write(&path, xml).unwrap_or_else(|e| panic!("{e}"));
-        virsh(&uri, &["define", &path.display().to_string()]);
-        virsh(&uri, &["start", name]);
+        util::virsh(&uri, &["define", arg(&path)]);
+        util::virsh(&uri, &["start", name]);
     }
     let (a, b) = (&guests.names[0], &guests.names[1]);
     let out = report(&["--connect", &uri, "--format", "json"]);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let v = json(&out);
-    let shared = v["conflicts"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c["kind"] == "cpu-shared")
-        .unwrap_or_else(|| panic!("no cpu-shared conflict: {v}"));
+    let shared = conflict(&v, "cpu-shared");
     assert_eq!(shared["tenants"], serde_json::json!([a, b]));
     assert_eq!(shared["cpus"], "0");
 
@@ -213,8 +159,8 @@ fn live_guests_pinned_to_one_cpu_conflict_until_repinned() {
         "0"
     };
     if other == "1" {
-        virsh(&uri, &["vcpupin", b, "0", "1", "--live"]);
-        virsh(&uri, &["emulatorpin", b, "1", "--live"]);
+        util::virsh(&uri, &["vcpupin", b, "0", "1", "--live"]);
+        util::virsh(&uri, &["emulatorpin", b, "1", "--live"]);
         let out = report(&["--connect", &uri, "--format", "json"]);
         assert_eq!(
             out.status.code(),
@@ -229,37 +175,9 @@ const LAB_HOST: &str = "examples/lab/b1-host.xml";
 const LAB_NOW: [&str; 2] = ["examples/lab/now/vm1.xml", "examples/lab/now/vm2.xml"];
 
 /// Plans the lab example into `dir` and returns the plan.json path.
-fn lab_plan(dir: &Dir) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_pinplan"))
-        .args(["plan", "examples/lab/b1.toml", "--out"])
-        .arg(&dir.0)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run pinplan: {e}"));
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    dir.0.join("plan.json").display().to_string()
-}
-
-/// Compares `actual` with tests/snapshots/NAME, or rewrites the file when
-/// PINPLAN_UPDATE_SNAPSHOTS is set (then check the diff by hand).
-fn snapshot(name: &str, actual: &str) {
-    let path = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/snapshots")).join(name);
-    if std::env::var_os("PINPLAN_UPDATE_SNAPSHOTS").is_some() {
-        std::fs::write(&path, actual).unwrap_or_else(|e| panic!("{e}"));
-        return;
-    }
-    let expected =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert!(
-        expected == actual,
-        "{} differs from the output:\n{actual}",
-        path.display()
-    );
+fn lab_plan(dir: &TempDir) -> String {
+    util::pinplan_ok(&["plan", "examples/lab/b1.toml", "--out", arg(dir.root())]);
+    arg(&dir.path("plan.json")).to_owned()
 }
 
 /// The lab as it was pinned by hand (examples/lab/now/) against pinplan's
@@ -271,7 +189,7 @@ fn snapshot(name: &str, actual: &str) {
 /// figures) and so removes all six conflicts.
 #[test]
 fn lab_snapshots_text_and_json() {
-    let dir = Dir::new("lab");
+    let dir = TempDir::new();
     let plan = lab_plan(&dir);
     let args = [
         "--domains",
@@ -284,21 +202,15 @@ fn lab_snapshots_text_and_json() {
     ];
     let text = report(&args);
     assert_eq!(text.status.code(), Some(1));
-    snapshot("report-lab.txt", &String::from_utf8_lossy(&text.stdout));
+    insta::assert_snapshot!("report-lab.txt", String::from_utf8_lossy(&text.stdout));
     let mut json_args = args.to_vec();
     json_args.extend(["--format", "json"]);
     let out = report(&json_args);
     assert_eq!(out.status.code(), Some(1));
-    snapshot("report-lab.json", &String::from_utf8_lossy(&out.stdout));
+    insta::assert_snapshot!("report-lab.json", String::from_utf8_lossy(&out.stdout));
     // The JSON contract's fields, independent of the snapshot.
     let v = json(&out);
-    let shared = v["conflicts"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c["kind"] == "core-shared")
-        .unwrap_or_else(|| panic!("no core-shared: {v}"));
+    let shared = conflict(&v, "core-shared");
     assert_eq!(shared["severity"], "error");
     assert_eq!(shared["tenants"], serde_json::json!(["vm1", "vm2"]));
     assert_eq!(shared["cpus"], "2-5,12-15");
@@ -310,7 +222,7 @@ fn lab_snapshots_text_and_json() {
 
 #[test]
 fn plan_moves_name_new_vms_and_bad_plans_are_exit_2() {
-    let dir = Dir::new("moves");
+    let dir = TempDir::new();
     let plan = lab_plan(&dir);
     // Only vm2 is defined now: vm1's threads come from nowhere.
     let out = report(&[
@@ -335,39 +247,38 @@ fn plan_moves_name_new_vms_and_bad_plans_are_exit_2() {
     assert_eq!(vm2_vcpu0["from"], "12");
     assert_eq!(vm2_vcpu0["to"], "8");
 
-    let bad = dir.0.join("bad-plan.json");
-    std::fs::write(&bad, "{\"status\": \"optimal\"}").unwrap_or_else(|e| panic!("{e}"));
+    let bad = dir.write("bad-plan.json", "{\"status\": \"optimal\"}");
     let out = report(&[
         "--domains",
         LAB_NOW[1],
         "--source",
         LAB_HOST,
         "--plan",
-        &bad.display().to_string(),
+        arg(&bad),
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("bad-plan.json"), "{stderr}");
+    insta::assert_snapshot!("bad-plan", util::redact(&stderr));
 
     // The same domain twice is refused, not counted as two tenants.
     let out = report(&["--domains", LAB_NOW[1], LAB_NOW[1], "--source", LAB_HOST]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("already given"), "{stderr}");
+    insta::assert_snapshot!("domain-twice", util::redact(&stderr));
 }
 
 #[test]
 fn nic_remote_uses_the_nics_node_or_its_slots() {
     // Real topology with eth0 at 0000:81:00.0 on node 1 (CPUs 8-15,24-31).
     const HOST2: &str = "tests/fixtures/hwloc-xml/32em64t-2n8c2t-pci-wholeio.xml";
-    let dir = Dir::new("nic");
+    let dir = TempDir::new();
     let with_nic = |name: &str, cpu: u32, nic_function: u32| {
         let text = format!(
             "<domain type='kvm'><name>{name}</name><vcpu>1</vcpu><cputune><vcpupin vcpu='0' cpuset='{cpu}'/><emulatorpin cpuset='16'/></cputune><devices><hostdev mode='subsystem' type='pci'><source><address domain='0x0000' bus='0x81' slot='0x00' function='{nic_function:#x}'/></source></hostdev></devices></domain>"
         );
-        let path = dir.0.join(format!("{name}.xml"));
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
-        path.display().to_string()
+        arg(&dir.write(&format!("{name}.xml"), text)).to_owned()
     };
     let remote = with_nic("remote", 1, 0);
     let local = with_nic("local", 9, 0);
@@ -387,7 +298,7 @@ fn nic_remote_uses_the_nics_node_or_its_slots() {
         out.status.code(),
         Some(0),
         "warnings only: {}",
-        String::from_utf8_lossy(&out.stdout)
+        text(&out.stdout)
     );
     let v = json(&out);
     let found: Vec<(String, String)> = v["conflicts"]
@@ -436,14 +347,12 @@ fn colour_only_on_a_terminal_without_no_color() {
             &format!("{bin} report {}", args.join(" ")),
             "/dev/null",
         ])
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .current_dir(util::repo())
         .env_remove("NO_COLOR");
         if let Some(v) = no_color {
             cmd.env("NO_COLOR", v);
         }
-        let out = cmd
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run script: {e}"));
+        let out = cmd.output().expect("cannot run script");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     assert!(on_tty(None).contains("\x1b[1;97;41m"), "{}", on_tty(None));
@@ -468,7 +377,7 @@ fn svg_is_well_formed_renders_to_png_and_matches_the_docs() {
     ]);
     assert_eq!(out.status.code(), Some(1), "errors in the lab: exit 1");
     let svg = String::from_utf8_lossy(&out.stdout).into_owned();
-    let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("not XML: {e}"));
+    let doc = roxmltree::Document::parse(&svg).expect("the SVG is XML");
     assert_eq!(doc.root_element().tag_name().name(), "svg");
     let cells: Vec<_> = doc
         .descendants()
@@ -495,27 +404,35 @@ fn svg_is_well_formed_renders_to_png_and_matches_the_docs() {
         class_of("cpu-16")
     );
 
-    let dir = Dir::new("svg");
-    let svg_path = dir.0.join("lab.svg");
-    let png_path = dir.0.join("lab.png");
-    std::fs::write(&svg_path, &svg).unwrap_or_else(|e| panic!("{e}"));
+    let dir = TempDir::new();
+    let svg_path = dir.write("lab.svg", &svg);
+    let png_path = dir.path("lab.png");
     let render = Command::new("rsvg-convert")
         .arg("-o")
         .arg(&png_path)
         .arg(&svg_path)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run rsvg-convert (apt install librsvg2-bin): {e}"));
+        .expect("cannot run rsvg-convert (apt install librsvg2-bin)");
     assert!(
         render.status.success() && render.stderr.is_empty(),
         "rsvg-convert: {}",
         String::from_utf8_lossy(&render.stderr)
     );
-    let png = std::fs::read(&png_path).unwrap_or_else(|e| panic!("{e}"));
+    let png = std::fs::read(&png_path).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     // IHDR: width and height, big-endian, after the 8-byte signature and 8-byte chunk header.
     let width = u32::from_be_bytes([png[16], png[17], png[18], png[19]]);
     let height = u32::from_be_bytes([png[20], png[21], png[22], png[23]]);
     assert!(width >= 400 && height >= 200, "{width}x{height}");
 
-    snapshot("../../docs/report-lab.svg", &svg);
+    // The docs show this very picture: same bytes.
+    let docs = util::repo().join("docs/report-lab.svg");
+    assert!(
+        std::fs::read_to_string(&docs).unwrap() == svg,
+        "{} is not the current picture: pinplan report --domains {} {} --source {LAB_HOST} \
+         --host-cpus 0,10 --format svg > docs/report-lab.svg (and check it)",
+        docs.display(),
+        LAB_NOW[0],
+        LAB_NOW[1],
+    );
 }

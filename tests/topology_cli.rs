@@ -2,24 +2,8 @@
 //! against what the issue and hwloc's synthetic syntax say they are (not
 //! against the program's own earlier output).
 
+use crate::util::{pinplan, pinplan_json};
 use serde_json::Value;
-use std::process::{Command, Output};
-
-fn pinplan(args: &[&str]) -> Result<Output, String> {
-    Command::new(env!("CARGO_BIN_EXE_pinplan"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .output()
-        .map_err(|e| format!("cannot run pinplan: {e}"))
-}
-
-fn json(args: &[&str]) -> Result<Value, String> {
-    let out = pinplan(args)?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
-}
 
 fn cores(topology: &Value) -> Vec<Vec<u64>> {
     topology["cores"]
@@ -39,14 +23,14 @@ fn cores(topology: &Value) -> Vec<Vec<u64>> {
 }
 
 #[test]
-fn lab_host_is_ten_cores_with_siblings_n_and_n_plus_10() -> Result<(), String> {
-    let host = json(&[
+fn lab_host_is_ten_cores_with_siblings_n_and_n_plus_10() {
+    let host = pinplan_json(&[
         "topology",
         "--source",
         "examples/lab/b1-host.xml",
         "--format",
         "json",
-    ])?;
+    ]);
     let expected: Vec<Vec<u64>> = (0..10).map(|n| vec![n, n + 10]).collect();
     assert_eq!(cores(&host), expected);
     assert_eq!(host["packages"].as_array().map(Vec::len), Some(1));
@@ -61,19 +45,18 @@ fn lab_host_is_ten_cores_with_siblings_n_and_n_plus_10() -> Result<(), String> {
         .as_array()
         .map(|p| p.iter().filter(|p| p["usable"] == true).count());
     assert_eq!(usable, Some(20));
-    Ok(())
 }
 
 #[test]
-fn synthetic_hosts_follow_the_description() -> Result<(), String> {
+fn synthetic_hosts_follow_the_description() {
     // Two packages of 4 cores, siblings N and N+8: package 0 = cores 0-3.
-    let host = json(&[
+    let host = pinplan_json(&[
         "topology",
         "--source",
         "synthetic:package:2 core:4 pu:2(indexes=2*8:1*2)",
         "--format",
         "json",
-    ])?;
+    ]);
     let expected: Vec<Vec<u64>> = (0..8).map(|n| vec![n, n + 8]).collect();
     assert_eq!(cores(&host), expected);
     assert_eq!(host["packages"][0]["cpus"], "0-3,8-11");
@@ -81,21 +64,20 @@ fn synthetic_hosts_follow_the_description() -> Result<(), String> {
     assert_eq!(host["cores"][5]["package"], 1);
 
     // SMT4 with adjacent numbering and two NUMA nodes.
-    let host = json(&[
+    let host = pinplan_json(&[
         "topology",
         "--source",
         "synthetic:numa:2 core:2 pu:4",
         "--format",
         "json",
-    ])?;
+    ]);
     let expected: Vec<Vec<u64>> = (0..4).map(|c| (c * 4..c * 4 + 4).collect()).collect();
     assert_eq!(cores(&host), expected);
     assert_eq!(host["numa_nodes"][1]["cpus"], "8-15");
-    Ok(())
 }
 
 #[test]
-fn output_is_the_same_bytes_every_time() -> Result<(), String> {
+fn output_is_the_same_bytes_every_time() {
     for format in ["text", "json"] {
         let args = [
             "topology",
@@ -104,8 +86,8 @@ fn output_is_the_same_bytes_every_time() -> Result<(), String> {
             "--format",
             format,
         ];
-        let first = pinplan(&args)?;
-        let second = pinplan(&args)?;
+        let first = pinplan(args);
+        let second = pinplan(args);
         assert!(first.status.success());
         assert!(!first.stdout.is_empty());
         assert_eq!(
@@ -113,16 +95,15 @@ fn output_is_the_same_bytes_every_time() -> Result<(), String> {
             "{format} output differs between runs"
         );
     }
-    Ok(())
 }
 
 #[test]
-fn text_map_marks_unusable_cpus_and_names_cores() -> Result<(), String> {
-    let out = pinplan(&[
+fn text_map_marks_unusable_cpus_and_names_cores() {
+    let out = pinplan([
         "topology",
         "--source",
         "tests/fixtures/hwloc-xml/linux-16em64t-4s2c2t-offlines.xml",
-    ])?;
+    ]);
     let text = String::from_utf8_lossy(&out.stdout);
     // Siblings N and N+8; CPUs 2, 5, 13, 14 are offline (see PROVENANCE-INDEX.md).
     assert!(text.contains("core 0: cpus 0,8 "), "{text}");
@@ -134,5 +115,4 @@ fn text_map_marks_unusable_cpus_and_names_cores() -> Result<(), String> {
         );
     }
     assert!(text.contains("16 CPUs (12 usable)"), "{text}");
-    Ok(())
 }

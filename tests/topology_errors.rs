@@ -3,58 +3,29 @@
 //! print on stderr a message that starts with "error: ", names the source, and
 //! is not a Rust panic.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
+use crate::util::{self, fixture, TempDir};
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures");
-
-fn run(source: &OsStr) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pinplan"))
-        .args(["topology", "--source"])
-        .arg(source)
-        .args(["--format", "json"])
-        .output()
-        .expect("cannot start pinplan")
-}
-
-/// A directory of its own under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("pinplan-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-
-    fn write(&self, name: &str, contents: &[u8]) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, contents).expect("write temp file");
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use std::path::PathBuf;
 
 /// One bad input and what its message must contain besides the source name.
 struct Case {
+    /// Also the name of its snapshot, with `-` for spaces and punctuation.
     name: &'static str,
     source: PathBuf,
     /// Fragments that must all appear in stderr; alternatives are separated by `|`.
     must_mention: Vec<String>,
 }
 
-/// What is wrong with how the program handled one case.
-fn problems(case: &Case) -> Vec<String> {
-    let output = run(case.source.as_os_str());
+/// How the program handled one case: what is wrong with it, and stderr.
+fn problems(case: &Case) -> (Vec<String>, String) {
+    let source = case.source.as_os_str();
+    let output = util::pinplan([
+        OsStr::new("topology"),
+        OsStr::new("--source"),
+        source,
+        OsStr::new("--format"),
+        OsStr::new("json"),
+    ]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let source = case.source.display().to_string();
@@ -83,27 +54,46 @@ fn problems(case: &Case) -> Vec<String> {
             problems.push(format!("stderr must mention {fragment:?}"));
         }
     }
-    if problems.is_empty() {
-        Vec::new()
-    } else {
-        vec![format!(
+    let failure = (!problems.is_empty()).then(|| {
+        format!(
             "{}: {}\n    stderr was: {:?}",
             case.name,
             problems.join("; "),
             stderr
-        )]
-    }
+        )
+    });
+    (failure.into_iter().collect(), stderr.into_owned())
 }
 
+/// Checks every case, fails once with all that is wrong, then compares each
+/// message with its snapshot.
 fn check_all(cases: &[Case]) {
-    let failures: Vec<String> = cases.iter().flat_map(problems).collect();
+    let results: Vec<(Vec<String>, String)> = cases.iter().map(problems).collect();
+    let failures: Vec<&String> = results.iter().flat_map(|(p, _)| p).collect();
     assert!(
         failures.is_empty(),
         "{} of {} bad inputs were not handled cleanly:\n{}",
         failures.len(),
         cases.len(),
-        failures.join("\n")
+        failures
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
     );
+    for (case, (_, stderr)) in cases.iter().zip(&results) {
+        insta::assert_snapshot!(slug(case.name), util::redact(stderr));
+    }
+}
+
+/// `"hwloc format 3.0 (Skylake)"` → `"hwloc-format-3-0-skylake"`.
+fn slug(name: &str) -> String {
+    let lower = name.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.join("-")
 }
 
 fn case(name: &'static str, source: PathBuf, must_mention: &[&str]) -> Case {
@@ -117,8 +107,8 @@ fn case(name: &'static str, source: PathBuf, must_mention: &[&str]) -> Case {
 /// The first half of an hwloc fixture, cut in the middle of an element start
 /// tag, and the line that unclosed tag starts on.
 fn truncated_fixture() -> (Vec<u8>, usize) {
-    let text = std::fs::read(format!(
-        "{FIXTURES}/hwloc-xml/x86-Intel-Broadwell-2xXeon-E5-2650Lv4.xml"
+    let text = std::fs::read(fixture(
+        "hwloc-xml/x86-Intel-Broadwell-2xXeon-E5-2650Lv4.xml",
     ))
     .expect("fixture");
     let half = text.len() / 2;
@@ -135,7 +125,7 @@ fn truncated_fixture() -> (Vec<u8>, usize) {
 
 #[test]
 fn bad_inputs_are_clean_errors() {
-    let tmp = TempDir::new("topology-errors");
+    let tmp = TempDir::new();
     let (truncated, truncated_line) = truncated_fixture();
     let truncated_path = tmp.write("truncated.xml", &truncated);
     let truncated_at = format!(
@@ -146,10 +136,10 @@ fn bad_inputs_are_clean_errors() {
     let cases = vec![
         case(
             "missing file",
-            tmp.0.join("does-not-exist.xml"),
+            tmp.path("does-not-exist.xml"),
             &["does-not-exist.xml"],
         ),
-        case("directory instead of a file", tmp.0.clone(), &[]),
+        case("directory instead of a file", tmp.root().to_owned(), &[]),
         case(
             "plain text, not XML",
             tmp.write("notes.txt", b"CPU 0-3 are for the VM\n"),
@@ -159,11 +149,7 @@ fn bad_inputs_are_clean_errors() {
         case("whitespace only", tmp.write("blank.xml", b"  \n\t\n"), &[]),
         case(
             "libvirt domain XML",
-            tmp.write(
-                "domain.xml",
-                b"<domain type='kvm'>\n  <name>vm1</name>\n  <memory unit='KiB'>1048576</memory>\n  \
-                  <vcpu placement='static'>2</vcpu>\n  <os><type arch='x86_64'>hvm</type></os>\n</domain>\n",
-            ),
+            fixture("inputs/libvirt-guest.xml"),
             &["domain"],
         ),
         case(
@@ -177,31 +163,30 @@ fn bad_inputs_are_clean_errors() {
         case("truncated hwloc XML", truncated_path, &[&truncated_at]),
         case(
             "hwloc format 3.0 (cxlmem+dax)",
-            PathBuf::from(format!("{FIXTURES}/hwloc-xml/cxlmem+dax.v3.xml")),
+            fixture("hwloc-xml/cxlmem+dax.v3.xml"),
             &["format 3.0"],
         ),
         case(
             "hwloc format 3.0 (Skylake)",
-            PathBuf::from(format!(
-                "{FIXTURES}/hwloc-xml/x86-Intel-Skylake-2xXeon6140.v3.xml"
-            )),
+            fixture("hwloc-xml/x86-Intel-Skylake-2xXeon6140.v3.xml"),
             &["format 3.0"],
         ),
         case(
             "hwloc format 3.0 (disallowed CPUs)",
-            PathBuf::from(format!(
-                "{FIXTURES}/hwloc-xml/irregulargroups-disallowed.v3.xml"
-            )),
+            fixture("hwloc-xml/irregulargroups-disallowed.v3.xml"),
             &["format 3.0"],
         ),
         case(
             "hwloc XML without any object",
-            tmp.write("no-objects.xml", b"<topology version=\"2.0\">\n</topology>\n"),
+            tmp.write(
+                "no-objects.xml",
+                b"<topology version=\"2.0\">\n</topology>\n",
+            ),
             &[],
         ),
         case(
             "capabilities without <cells>",
-            PathBuf::from(format!("{FIXTURES}/libvirt-caps/caps-test2.xml")),
+            fixture("libvirt-caps/caps-test2.xml"),
             &["no <host><topology><cells>"],
         ),
         case(
@@ -238,20 +223,7 @@ fn bad_inputs_are_clean_errors() {
 /// not crash.
 #[test]
 fn inconsistent_hwloc_xml_is_an_error_not_a_crash() {
-    let tmp = TempDir::new("topology-inconsistent");
-    let path = tmp.write(
-        "duplicate-pu.xml",
-        br#"<?xml version="1.0" encoding="UTF-8"?>
-<!DOCTYPE topology SYSTEM "hwloc2.dtd">
-<topology version="2.0">
-  <object type="Machine" os_index="0" cpuset="0x00000003" complete_cpuset="0x00000003" allowed_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001" allowed_nodeset="0x00000001">
-    <object type="NUMANode" os_index="0" cpuset="0x00000003" complete_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001" local_memory="1073741824"/>
-    <object type="PU" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001"/>
-    <object type="PU" os_index="0" cpuset="0x00000002" complete_cpuset="0x00000002" nodeset="0x00000001" complete_nodeset="0x00000001"/>
-  </object>
-</topology>
-"#,
-    );
+    let path = fixture("inputs/hwloc-duplicate-pu.xml");
     check_all(&[case("PU os_index 0 twice", path, &[])]);
 }
 
@@ -262,5 +234,5 @@ fn truncation_helper_cuts_inside_a_tag() {
     let last = text.lines().last().expect("some lines");
     assert!(last.trim_start().starts_with("<object ty"), "{last:?}");
     assert_eq!(text.lines().count(), line);
-    assert!(Path::new(FIXTURES).is_dir());
+    assert!(fixture("").is_dir());
 }

@@ -7,20 +7,13 @@
 //! next to the code that encodes it. Every fixture is checked, all differences
 //! are collected, and the test fails once at the end with the whole list.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
+use crate::util::{self, arg, fixture};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 type Cpus = BTreeSet<u32>;
-
-const HWLOC_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/hwloc-xml");
-const CAPS_DIR: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../tests/fixtures/libvirt-caps"
-);
 
 // ---------------------------------------------------------------------------
 // CPU sets
@@ -1116,12 +1109,7 @@ fn compare(expected: &Expected, actual: &Actual, problems: &mut Vec<String>) {
 // ---------------------------------------------------------------------------
 
 fn run_pinplan(source: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pinplan"))
-        .args(["topology", "--source"])
-        .arg(source)
-        .args(["--format", "json"])
-        .output()
-        .expect("cannot start pinplan")
+    util::pinplan(["topology", "--source", arg(source), "--format", "json"])
 }
 
 /// Runs the program on one fixture and returns what is wrong.
@@ -1173,7 +1161,7 @@ fn check_fixture(path: &Path, oracle: Result<Oracle, String>) -> Vec<String> {
     problems
 }
 
-fn fixtures(dir: &str) -> Vec<PathBuf> {
+fn fixtures(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("fixture directory")
         .map(|entry| entry.expect("directory entry").path())
@@ -1186,7 +1174,7 @@ fn fixtures(dir: &str) -> Vec<PathBuf> {
 /// Checks every fixture of a directory (on two threads) and fails once with
 /// every problem of every fixture.
 fn check_directory(dir: &str, oracle: fn(&Path) -> Result<Oracle, String>, minimum: usize) {
-    let files = fixtures(dir);
+    let files = fixtures(&fixture(dir));
     assert!(
         files.len() >= minimum,
         "expected at least {minimum} fixtures in {dir}, found {}",
@@ -1234,39 +1222,24 @@ fn check_directory(dir: &str, oracle: fn(&Path) -> Result<Oracle, String>, minim
 
 #[test]
 fn hwloc_xml_fixtures_match_the_oracle() {
-    check_directory(HWLOC_DIR, hwloc_oracle, 90);
+    check_directory("hwloc-xml", hwloc_oracle, 90);
 }
 
 #[test]
 fn libvirt_caps_fixtures_match_the_oracle() {
-    check_directory(CAPS_DIR, caps_oracle, 16);
+    check_directory("libvirt-caps", caps_oracle, 16);
 }
 
 /// No capabilities fixture has a `<cpu>` without topology attributes next to
-/// ones with them (libvirt's way of showing an offline CPU), so one is written
-/// here and checked through the same oracle.
+/// ones with them (libvirt's way of showing an offline CPU), so one was
+/// written for this test (`inputs/caps-offline-cpu.xml`) and is checked
+/// through the same oracle.
 #[test]
 fn caps_cpu_without_topology_attributes_is_offline() {
-    let path =
-        std::env::temp_dir().join(format!("pinplan-caps-offline-{}.xml", std::process::id()));
-    std::fs::write(
-        &path,
-        "<capabilities><host><topology><cells num='2'>\n\
-         <cell id='0'><memory unit='KiB'>1024</memory><cpus num='3'>\n\
-         <cpu id='0' socket_id='0' die_id='0' core_id='0' siblings='0,2'/>\n\
-         <cpu id='1' socket_id='0' die_id='0' core_id='1' siblings='1'/>\n\
-         <cpu id='2'/>\n\
-         </cpus></cell>\n\
-         <cell id='3'><memory unit='KiB'>2048</memory><cpus num='1'>\n\
-         <cpu id='5' socket_id='1' die_id='0' core_id='0' siblings='5'/>\n\
-         </cpus></cell>\n\
-         </cells></topology></host></capabilities>\n",
-    )
-    .unwrap();
+    let path = fixture("inputs/caps-offline-cpu.xml");
     let oracle = caps_oracle(&path);
     let problems = check_fixture(&path, oracle);
     let output = run_pinplan(&path);
-    let _ = std::fs::remove_file(&path);
     assert!(problems.is_empty(), "{problems:#?}");
     let json: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
     assert_eq!(pu(&json, 2)["online"], Value::Bool(false));
@@ -1305,23 +1278,16 @@ fn oracle_parses_and_formats_cpulists() {
 // Hand-checked cases from PROVENANCE-INDEX.md (literal values, no oracle)
 // ---------------------------------------------------------------------------
 
-fn json_of(path: &str) -> Value {
-    let output = run_pinplan(Path::new(path));
-    assert!(
-        output.status.success(),
-        "{path}: exit {:?}: {}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("JSON on stdout")
+fn json_of(path: &Path) -> Value {
+    util::pinplan_json(&["topology", "--source", arg(path), "--format", "json"])
 }
 
-fn hwloc(name: &str) -> String {
-    format!("{HWLOC_DIR}/{name}")
+fn hwloc(name: &str) -> PathBuf {
+    fixture("hwloc-xml").join(name)
 }
 
-fn caps(name: &str) -> String {
-    format!("{CAPS_DIR}/{name}")
+fn caps(name: &str) -> PathBuf {
+    fixture("libvirt-caps").join(name)
 }
 
 /// The CPUs of the core that `cpu` belongs to, found through pus[].core.

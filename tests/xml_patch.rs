@@ -20,86 +20,30 @@
 //!    `pinplan xml --connect`, `virsh define` of the result, `virsh dumpxml`
 //!    shows the pins. Fails (never skips) when the variable is set and libvirt
 //!    does not work; without it, says so and does nothing.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//!
+//! The hand-written plan, domain and expected output are files:
+//! `tests/fixtures/inputs/tab-vm-plan.json`, `inputs/tab-vm.xml`,
+//! `expected/tab-vm-patched.xml`. Refusals' messages are compared with
+//! snapshots.
 
+use crate::util::{
+    self, arg as s, cpuset, describe, fixture, fixture_text, pinplan, pinplan_ok, text, Guests,
+    TempDir,
+};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 /// 2 packages x 16 cores x 2 threads, one NUMA node; CPU n's sibling is n + 32.
 const BIG_HOST: &str = "synthetic:package:2 core:16 pu:2(indexes=2*32:1*2)";
 
-fn pinplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pinplan"))
-        .args(args)
-        .current_dir(REPO)
-        .output()
-        .expect("cannot run pinplan")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn describe(args: &[&str], out: &Output) -> String {
-    format!(
-        "pinplan {args:?}\nstatus: {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    )
-}
-
-/// Runs pinplan, requires exit 0, returns stdout.
-fn pinplan_ok(args: &[&str]) -> String {
-    let out = pinplan(args);
-    assert_eq!(out.status.code(), Some(0), "{}", describe(args, &out));
-    text(&out.stdout)
-}
-
-/// A directory of its own under the system's temp dir (one per process and
-/// test), removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> TempDir {
-        let root = std::env::temp_dir().join(format!("pinplan-xml-patch-{}", std::process::id()));
-        let dir = root.join(test);
-        let _ = std::fs::remove_dir_all(&dir);
-        for _ in 0..5 {
-            if std::fs::create_dir_all(&dir).is_ok() {
-                break;
-            }
-        }
-        assert!(dir.is_dir(), "cannot create {}", dir.display());
-        TempDir(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    fn write(&self, name: &str, content: &str) -> PathBuf {
-        let p = self.path(name);
-        std::fs::write(&p, content).unwrap();
-        p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-        if let Some(root) = self.0.parent() {
-            let _ = std::fs::remove_dir(root);
-        }
-    }
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
+/// `xml --plan PLAN --patch DOMAIN MORE…`.
+fn patch<'a>(plan: &'a Path, domain: &'a Path, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["xml", "--plan", s(plan), "--patch", s(domain)];
+    args.extend_from_slice(more);
+    args
 }
 
 /// `virt-xml-validate FILE domain`: Ok, or the validator's complaint.
@@ -128,35 +72,6 @@ fn validate_text(dir: &TempDir, name: &str, xml: &str) -> Result<(), String> {
 
 // ---------------------------------------------------------------------------
 // Reading pins back, independently of the program.
-
-/// A libvirt CPU/node list (`1-3,8,^2`) as a set.
-fn cpuset(list: &str) -> BTreeSet<u32> {
-    let mut set = BTreeSet::new();
-    let mut excluded = BTreeSet::new();
-    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (neg, p) = match part.strip_prefix('^') {
-            Some(p) => (true, p),
-            None => (false, part),
-        };
-        let (a, b): (u32, u32) = match p.split_once('-') {
-            Some((a, b)) => (a.trim().parse().unwrap(), b.trim().parse().unwrap()),
-            None => {
-                let v = p
-                    .parse()
-                    .unwrap_or_else(|_| panic!("bad cpu list {list:?}"));
-                (v, v)
-            }
-        };
-        for c in a..=b {
-            if neg {
-                excluded.insert(c);
-            } else {
-                set.insert(c);
-            }
-        }
-    }
-    set.difference(&excluded).copied().collect()
-}
 
 fn num(v: &Value) -> u32 {
     u32::try_from(v.as_u64().unwrap()).unwrap()
@@ -522,7 +437,7 @@ fn make_plan(dir: &Path, source: &str, spec: &str) -> Result<(PathBuf, Value), S
         "--out",
         s(&out_dir),
     ];
-    let out = pinplan(&args);
+    let out = pinplan(args);
     if out.status.code() != Some(0) {
         return Err(describe(&args, &out));
     }
@@ -583,15 +498,7 @@ fn check_fixture(
             "the plan did not spread {vcpus} vCPUs over nodes"
         )));
     }
-    let args = [
-        "xml",
-        "--plan",
-        s(&plan_path),
-        "--vm",
-        &name,
-        "--patch",
-        s(fixture),
-    ];
+    let args = patch(&plan_path, fixture, &["--vm", &name]);
     let out = pinplan(&args);
     if out.status.code() != Some(0) || !out.stderr.is_empty() {
         return Err(describe(&args, &out));
@@ -646,8 +553,7 @@ fn check_fixture(
 }
 
 fn fixtures() -> Vec<PathBuf> {
-    let dir = Path::new(REPO).join("tests/fixtures/libvirt-domains");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+    let mut v: Vec<PathBuf> = std::fs::read_dir(fixture("libvirt-domains"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "xml"))
@@ -659,13 +565,13 @@ fn fixtures() -> Vec<PathBuf> {
 /// Test 1: every schema-valid fixture domain.
 #[test]
 fn fixture_domains_are_patched_losslessly() {
-    let tmp = TempDir::new("fixtures");
+    let tmp = TempDir::new();
     // Kept for inspection of failures when set.
     let keep = std::env::var_os("PINPLAN_TEST_KEEP").is_some();
     let work_root = if keep {
         std::env::temp_dir().join(format!("pinplan-xml-fixtures-{}", std::process::id()))
     } else {
-        tmp.0.clone()
+        tmp.root().to_owned()
     };
     let mut invalid = Vec::new();
     let mut checked = 0;
@@ -747,128 +653,35 @@ fn fixture_domains_are_patched_losslessly() {
 // ---------------------------------------------------------------------------
 // Test 2: a hand-written domain, exact output.
 
-const TAB_PLAN: &str = r#"{
-  "status": "optimal",
-  "solver": "ilp",
-  "host": {"source": "hand-written", "reserved_cpus": "0,10", "fingerprint": "fnv1a64:0"},
-  "vms": [
-    {
-      "name": "tab-vm",
-      "vcpus": [
-        {"vcpu": 0, "cpu": 1}, {"vcpu": 1, "cpu": 11},
-        {"vcpu": 2, "cpu": 2}, {"vcpu": 3, "cpu": 12}
-      ],
-      "cores": [1, 2],
-      "cpus": "1-2,11-12",
-      "emulator_cpus": "0,10",
-      "iothreads": [{"iothread": 1, "cpus": "0,10"}],
-      "numa_nodes": [0],
-      "guest_cells": [],
-      "guest_topology": {"sockets": 1, "cores": 2, "threads": 2},
-      "threads": "require",
-      "demand": null
-    }
-  ],
-  "fixed": [],
-  "unplaced": [],
-  "explanations": [],
-  "warnings": [],
-  "objective": {"placed": 1, "placed_by_priority": [[0, 1]], "extra_numa_nodes": 0,
-                "nic_remote_cores": 0, "vm_l3_domains": 1, "partial_l3_domains": 0, "cores_used": 2}
+/// The hand-written plan: one VM, `tab-vm`, 4 vCPUs on CPUs 1-2,11-12 (cores
+/// 1 and 2 of a host whose siblings are n and n + 10), emulator and one I/O
+/// thread on the host's 0,10.
+fn tab_plan() -> PathBuf {
+    fixture("inputs/tab-vm-plan.json")
 }
-"#;
 
-const TAB_DOMAIN: &str =
-    "<domain type=\"kvm\" xmlns:qemu=\"http://libvirt.org/schemas/domain/qemu/1.0\">
-\t<name>tab-vm</name>
-\t<description>DPDK tx &amp; rx &lt;test&gt; VM</description>
-\t<memory unit=\"KiB\">1048576</memory>
-\t<vcpu current='2'>4</vcpu>
-\t<cputune>
-\t\t<!-- tuned by hand: keep this comment -->
-\t\t<shares>2048</shares>
-\t\t<period>1000000</period>
-\t\t<quota>-1</quota>
-\t\t<!-- old pins follow -->
-\t\t<vcpupin vcpu=\"0\" cpuset=\"5\"/>
-\t\t<vcpupin vcpu=\"1\" cpuset=\"6\"/>
-\t\t<emulatorpin cpuset=\"4\"/>
-\t\t<vcpusched vcpus=\"0-1\" scheduler=\"fifo\" priority=\"1\"/>
-\t\t<cachetune vcpus=\"0-3\">
-\t\t\t<cache id=\"0\" level=\"3\" type=\"both\" size=\"3\" unit=\"MiB\"/>
-\t\t</cachetune>
-\t</cputune>
-\t<os>
-\t\t<type arch=\"x86_64\" machine=\"pc\">hvm</type>
-\t\t<boot dev=\"hd\"/>
-\t</os>
-\t<cpu mode=\"host-passthrough\">
-\t\t<feature policy=\"disable\" name=\"vmx\"/>
-\t</cpu>
-\t<clock offset=\"utc\"/>
-\t<devices>
-\t\t<emulator>/usr/bin/qemu-system-x86_64</emulator>
-\t\t<memballoon model=\"none\"/>
-\t</devices>
-\t<qemu:commandline>
-\t\t<qemu:arg value=\"-trace\"/>
-\t\t<qemu:arg value=\"events=/tmp/a&amp;b\"/>
-\t</qemu:commandline>
-</domain>
-";
+/// The hand-written plan's VM.
+fn tab_vm() -> Value {
+    let plan: Value = serde_json::from_str(&fixture_text("inputs/tab-vm-plan.json")).unwrap();
+    plan["vms"][0].clone()
+}
 
-/// Written by hand from the plan above: `<vcpu>` gets placement and cpuset
+/// A domain for the plan's VM in the style of a hand-edited file: tabs, double
+/// quotes, comments, an entity, the qemu namespace, `<cputune>` children
+/// pinplan does not own, a `host-passthrough` `<cpu>`, `<vcpu current>`.
+fn tab_domain() -> String {
+    fixture_text("inputs/tab-vm.xml")
+}
+
+/// Written by hand from the plan: `<vcpu>` gets placement and cpuset
 /// (libvirt's attribute order, `current` kept), `<iothreads>` is added after
 /// it, the pins replace the old ones where they were (vcpupin, emulatorpin,
 /// iothreadpin: libvirt's order) in the document's tab indentation and
 /// pinplan's single quotes, `<numatune>` follows `<cputune>`, `<topology>`
 /// opens `<cpu>`; every other byte is the input's.
-const TAB_EXPECTED: &str =
-    "<domain type=\"kvm\" xmlns:qemu=\"http://libvirt.org/schemas/domain/qemu/1.0\">
-\t<name>tab-vm</name>
-\t<description>DPDK tx &amp; rx &lt;test&gt; VM</description>
-\t<memory unit=\"KiB\">1048576</memory>
-\t<vcpu placement='static' cpuset='1-2,11-12' current='2'>4</vcpu>
-\t<iothreads>1</iothreads>
-\t<cputune>
-\t\t<!-- tuned by hand: keep this comment -->
-\t\t<shares>2048</shares>
-\t\t<period>1000000</period>
-\t\t<quota>-1</quota>
-\t\t<!-- old pins follow -->
-\t\t<vcpupin vcpu='0' cpuset='1'/>
-\t\t<vcpupin vcpu='1' cpuset='11'/>
-\t\t<vcpupin vcpu='2' cpuset='2'/>
-\t\t<vcpupin vcpu='3' cpuset='12'/>
-\t\t<emulatorpin cpuset='0,10'/>
-\t\t<iothreadpin iothread='1' cpuset='0,10'/>
-\t\t<vcpusched vcpus=\"0-1\" scheduler=\"fifo\" priority=\"1\"/>
-\t\t<cachetune vcpus=\"0-3\">
-\t\t\t<cache id=\"0\" level=\"3\" type=\"both\" size=\"3\" unit=\"MiB\"/>
-\t\t</cachetune>
-\t</cputune>
-\t<numatune>
-\t\t<memory mode='strict' nodeset='0'/>
-\t</numatune>
-\t<os>
-\t\t<type arch=\"x86_64\" machine=\"pc\">hvm</type>
-\t\t<boot dev=\"hd\"/>
-\t</os>
-\t<cpu mode=\"host-passthrough\">
-\t\t<topology sockets='1' dies='1' cores='2' threads='2'/>
-\t\t<feature policy=\"disable\" name=\"vmx\"/>
-\t</cpu>
-\t<clock offset=\"utc\"/>
-\t<devices>
-\t\t<emulator>/usr/bin/qemu-system-x86_64</emulator>
-\t\t<memballoon model=\"none\"/>
-\t</devices>
-\t<qemu:commandline>
-\t\t<qemu:arg value=\"-trace\"/>
-\t\t<qemu:arg value=\"events=/tmp/a&amp;b\"/>
-\t</qemu:commandline>
-</domain>
-";
+fn tab_expected() -> String {
+    fixture_text("expected/tab-vm-patched.xml")
+}
 
 /// Shows the first differing line of two texts, with invisible characters.
 fn first_difference(want: &str, got: &str) -> String {
@@ -889,54 +702,47 @@ fn first_difference(want: &str, got: &str) -> String {
 
 #[test]
 fn hand_written_domain_keeps_every_other_byte() {
-    let dir = TempDir::new("hand-written");
-    let plan = dir.write("plan.json", TAB_PLAN);
-    let domain = dir.write("tab-vm.xml", TAB_DOMAIN);
+    let dir = TempDir::new();
+    let plan = tab_plan();
+    let domain = fixture("inputs/tab-vm.xml");
+    let (tab_domain, tab_expected) = (tab_domain(), tab_expected());
     validate(&domain).expect("the hand-written input must be a valid domain");
-    validate_text(&dir, "expected.xml", TAB_EXPECTED)
+    validate(&fixture("expected/tab-vm-patched.xml"))
         .expect("the hand-written expected output must be a valid domain");
     // Self-check of the byte-identity method of test 1: the hand-written
     // answer passes it, and a changed byte or quote outside the pins fails it.
-    same_outside_pins(TAB_DOMAIN, TAB_EXPECTED).unwrap();
+    same_outside_pins(&tab_domain, &tab_expected).unwrap();
     for (from, to) in [
         ("<shares>2048", "<shares>2049"),
         ("scheduler=\"fifo\"", "scheduler='fifo'"),
         ("\t<clock", "  <clock"),
         ("&amp; rx", "&#38; rx"),
     ] {
-        assert!(TAB_EXPECTED.contains(from));
-        let changed = TAB_EXPECTED.replace(from, to);
+        assert!(tab_expected.contains(from));
+        let changed = tab_expected.replace(from, to);
         assert!(
-            same_outside_pins(TAB_DOMAIN, &changed).is_err(),
+            same_outside_pins(&tab_domain, &changed).is_err(),
             "the identity check misses {from:?} -> {to:?}"
         );
     }
     // The domain's name is the plan's VM: no --vm needed.
-    let got = pinplan_ok(&["xml", "--plan", s(&plan), "--patch", s(&domain)]);
+    let got = pinplan_ok(&patch(&plan, &domain, &[]));
     assert!(
-        got == TAB_EXPECTED,
+        got == tab_expected,
         "{}",
-        first_difference(TAB_EXPECTED, &got)
+        first_difference(&tab_expected, &got)
     );
     // --out writes the same bytes.
     let out_file = dir.path("patched.xml");
-    let stdout = pinplan_ok(&[
-        "xml",
-        "--plan",
-        s(&plan),
-        "--patch",
-        s(&domain),
-        "--out",
-        s(&out_file),
-    ]);
+    let stdout = pinplan_ok(&patch(&plan, &domain, &["--out", s(&out_file)]));
     assert_eq!(stdout, "", "--out: nothing on stdout");
-    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), TAB_EXPECTED);
+    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), tab_expected);
     // Patching the patched domain again changes nothing.
-    let again = pinplan_ok(&["xml", "--plan", s(&plan), "--patch", s(&out_file)]);
+    let again = pinplan_ok(&patch(&plan, &out_file, &[]));
     assert!(
-        again == TAB_EXPECTED,
+        again == tab_expected,
         "patching twice: {}",
-        first_difference(TAB_EXPECTED, &again)
+        first_difference(&tab_expected, &again)
     );
 }
 
@@ -964,8 +770,9 @@ fn small_domain(name: &str, vcpu_tag: &str) -> String {
 /// Runs `pinplan xml ARGS` and requires a refusal: exit 2, nothing on stdout,
 /// stderr starting `error: `, naming `file` and either `file:LINE` or one of
 /// `what`. Then again with `--out` to a new file (not created) and to an
-/// existing one (unchanged), and no temporary file left behind.
-fn refused(dir: &TempDir, args: &[&str], file: &Path, what: &[&str]) -> String {
+/// existing one (unchanged), and no temporary file left behind. The message
+/// must be snapshot `snapshot`.
+fn refused(snapshot: &str, dir: &TempDir, args: &[&str], file: &Path, what: &[&str]) -> String {
     let out = pinplan(args);
     let err = text(&out.stderr);
     let ctx = describe(args, &out);
@@ -1015,46 +822,28 @@ fn refused(dir: &TempDir, args: &[&str], file: &Path, what: &[&str]) -> String {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(left.len(), 1, "files left in the --out directory: {left:?}");
+    insta::assert_snapshot!(snapshot, util::redact(&err));
     err
 }
 
 #[test]
 fn refuses_a_file_that_is_not_xml() {
-    let dir = TempDir::new("refuse-not-xml");
-    let plan = dir.write("plan.json", TAB_PLAN);
+    let dir = TempDir::new();
+    let plan = tab_plan();
     let f = dir.write("notes.txt", "this is not XML\njust some notes\n");
+    refused("not-xml", &dir, &patch(&plan, &f, &[]), &f, &["<domain>"]);
     refused(
+        "not-xml-with-vm",
         &dir,
-        &["xml", "--plan", s(&plan), "--patch", s(&f)],
-        &f,
-        &["<domain>"],
-    );
-    refused(
-        &dir,
-        &[
-            "xml",
-            "--plan",
-            s(&plan),
-            "--vm",
-            "tab-vm",
-            "--patch",
-            s(&f),
-        ],
+        &patch(&plan, &f, &["--vm", "tab-vm"]),
         &f,
         &["<domain>"],
     );
     let empty = dir.write("empty.xml", "");
     refused(
+        "empty-with-vm",
         &dir,
-        &[
-            "xml",
-            "--plan",
-            s(&plan),
-            "--vm",
-            "tab-vm",
-            "--patch",
-            s(&empty),
-        ],
+        &patch(&plan, &empty, &["--vm", "tab-vm"]),
         &empty,
         &["<domain>"],
     );
@@ -1062,50 +851,42 @@ fn refuses_a_file_that_is_not_xml() {
 
 #[test]
 fn refuses_xml_that_is_not_a_domain() {
-    let dir = TempDir::new("refuse-not-domain");
-    let plan = dir.write("plan.json", TAB_PLAN);
+    let dir = TempDir::new();
+    let plan = tab_plan();
     let network = dir.write(
         "net.xml",
         "<network>\n  <name>tab-vm</name>\n  <bridge name='virbr9'/>\n</network>\n",
     );
-    let caps = dir.path("caps.xml");
-    std::fs::copy(
-        Path::new(REPO).join("tests/fixtures/libvirt-caps/caps-test.xml"),
-        &caps,
-    )
-    .unwrap();
+    let caps = dir.copy(&fixture("libvirt-caps/caps-test.xml"), "caps.xml");
     for f in [&network, &caps] {
-        let err = refused(
-            &dir,
-            &["xml", "--plan", s(&plan), "--vm", "tab-vm", "--patch", s(f)],
-            f,
-            &["<domain>"],
-        );
         let root = if f == &network {
             "network"
         } else {
             "capabilities"
         };
-        assert!(err.contains(root), "the error should name <{root}>: {err}");
-        refused(
+        let err = refused(
+            &format!("{root}-with-vm"),
             &dir,
-            &["xml", "--plan", s(&plan), "--patch", s(f)],
+            &patch(&plan, f, &["--vm", "tab-vm"]),
             f,
             &["<domain>"],
         );
+        assert!(err.contains(root), "the error should name <{root}>: {err}");
+        refused(root, &dir, &patch(&plan, f, &[]), f, &["<domain>"]);
     }
 }
 
 #[test]
 fn refuses_a_vcpu_mismatch_unless_set_vcpus() {
-    let dir = TempDir::new("refuse-vcpus");
-    let plan = dir.write("plan.json", TAB_PLAN);
+    let dir = TempDir::new();
+    let plan = tab_plan();
     let input = small_domain("tab-vm", "<vcpu placement='static'>2</vcpu>");
     let f = dir.write("two.xml", &input);
     validate(&f).unwrap();
     let err = refused(
+        "vcpu-mismatch",
         &dir,
-        &["xml", "--plan", s(&plan), "--patch", s(&f)],
+        &patch(&plan, &f, &[]),
         &f,
         &["<vcpu>"],
     );
@@ -1115,14 +896,11 @@ fn refuses_a_vcpu_mismatch_unless_set_vcpus() {
     );
     assert!(err.contains("--set-vcpus"), "{err}");
     // With --set-vcpus: the plan's count.
-    let got = pinplan_ok(&["xml", "--plan", s(&plan), "--patch", s(&f), "--set-vcpus"]);
+    let got = pinplan_ok(&patch(&plan, &f, &["--set-vcpus"]));
     validate_text(&dir, "set.xml", &got).unwrap();
     let pins = Pins::read(&got).unwrap();
     assert_eq!(pins.vcpu_count, "4", "{got}");
-    let mut want = Pins::expected(
-        &Pins::read(&input).unwrap(),
-        &serde_json::from_str::<Value>(TAB_PLAN).unwrap()["vms"][0],
-    );
+    let mut want = Pins::expected(&Pins::read(&input).unwrap(), &tab_vm());
     want.vcpu_count = "4".to_owned();
     if let Some(d) = diff_pins(&pins, &want) {
         panic!("{d}\n{got}");
@@ -1135,14 +913,14 @@ fn refuses_a_vcpu_mismatch_unless_set_vcpus() {
 /// count"), so the output must not keep a `current` above the new count.
 #[test]
 fn set_vcpus_below_current_gives_a_definable_domain() {
-    let dir = TempDir::new("set-vcpus-current");
-    let plan = dir.write("plan.json", TAB_PLAN);
+    let dir = TempDir::new();
+    let plan = tab_plan();
     let f = dir.write(
         "eight.xml",
-        &small_domain("tab-vm", "<vcpu placement='static' current='6'>8</vcpu>"),
+        small_domain("tab-vm", "<vcpu placement='static' current='6'>8</vcpu>"),
     );
     validate(&f).unwrap();
-    let got = pinplan_ok(&["xml", "--plan", s(&plan), "--patch", s(&f), "--set-vcpus"]);
+    let got = pinplan_ok(&patch(&plan, &f, &["--set-vcpus"]));
     let pins = Pins::read(&got).unwrap();
     assert_eq!(pins.vcpu_count, "4");
     let current: u32 = pins
@@ -1159,35 +937,19 @@ fn set_vcpus_below_current_gives_a_definable_domain() {
 
 #[test]
 fn refuses_a_domain_named_otherwise_unless_vm_is_given() {
-    let dir = TempDir::new("refuse-name");
-    let plan = dir.write("plan.json", TAB_PLAN);
+    let dir = TempDir::new();
+    let plan = tab_plan();
     let input = small_domain("other-vm", "<vcpu placement='static'>4</vcpu>");
     let f = dir.write("other.xml", &input);
     validate(&f).unwrap();
-    let err = refused(
-        &dir,
-        &["xml", "--plan", s(&plan), "--patch", s(&f)],
-        &f,
-        &["<name>"],
-    );
+    let err = refused("other-name", &dir, &patch(&plan, &f, &[]), &f, &["<name>"]);
     assert!(err.contains("other-vm") && err.contains("tab-vm"), "{err}");
     // --vm names the plan's VM: patched.
-    let got = pinplan_ok(&[
-        "xml",
-        "--plan",
-        s(&plan),
-        "--vm",
-        "tab-vm",
-        "--patch",
-        s(&f),
-    ]);
+    let got = pinplan_ok(&patch(&plan, &f, &["--vm", "tab-vm"]));
     validate_text(&dir, "named.xml", &got).unwrap();
     assert!(got.contains("<name>other-vm</name>"), "{got}");
     same_outside_pins(&input, &got).unwrap();
-    let want = Pins::expected(
-        &Pins::read(&input).unwrap(),
-        &serde_json::from_str::<Value>(TAB_PLAN).unwrap()["vms"][0],
-    );
+    let want = Pins::expected(&Pins::read(&input).unwrap(), &tab_vm());
     if let Some(d) = diff_pins(&Pins::read(&got).unwrap(), &want) {
         panic!("{d}\n{got}");
     }
@@ -1195,26 +957,20 @@ fn refuses_a_domain_named_otherwise_unless_vm_is_given() {
 
 #[test]
 fn refuses_a_vm_not_in_the_plan() {
-    let dir = TempDir::new("refuse-nosuch");
-    let plan = dir.write("plan.json", TAB_PLAN);
-    let f = dir.write("tab.xml", TAB_DOMAIN);
+    let dir = TempDir::new();
+    let plan = tab_plan();
+    let f = fixture("inputs/tab-vm.xml");
     let err = refused(
+        "vm-not-in-plan",
         &dir,
-        &[
-            "xml",
-            "--plan",
-            s(&plan),
-            "--vm",
-            "nosuch",
-            "--patch",
-            s(&f),
-        ],
+        &patch(&plan, &f, &["--vm", "nosuch"]),
         &plan,
         &["\"nosuch\""],
     );
     assert!(err.contains("nosuch") && err.contains("tab-vm"), "{err}");
     // Also without --patch (the fragment).
     refused(
+        "vm-not-in-plan-fragment",
         &dir,
         &["xml", "--plan", s(&plan), "--vm", "nosuch"],
         &plan,
@@ -1224,22 +980,16 @@ fn refuses_a_vm_not_in_the_plan() {
 
 #[test]
 fn refuses_truncated_xml() {
-    let dir = TempDir::new("refuse-cut");
-    let plan = dir.write("plan.json", TAB_PLAN);
+    let dir = TempDir::new();
+    let plan = tab_plan();
     // Cut inside <cputune> (line 9, in <period>).
-    let cut = TAB_DOMAIN.find("000</period>").unwrap();
-    let f = dir.write("cut.xml", &TAB_DOMAIN[..cut]);
+    let tab_domain = tab_domain();
+    let cut = tab_domain.find("000</period>").unwrap();
+    let f = dir.write("cut.xml", &tab_domain[..cut]);
     let with_vm = refused(
+        "truncated-with-vm",
         &dir,
-        &[
-            "xml",
-            "--plan",
-            s(&plan),
-            "--vm",
-            "tab-vm",
-            "--patch",
-            s(&f),
-        ],
+        &patch(&plan, &f, &["--vm", "tab-vm"]),
         &f,
         &["truncated"],
     );
@@ -1250,8 +1000,9 @@ fn refuses_truncated_xml() {
     // Without --vm the domain's name is read first: the error must still say
     // that the file is cut short (not that it is no domain).
     let without = refused(
+        "truncated",
         &dir,
-        &["xml", "--plan", s(&plan), "--patch", s(&f)],
+        &patch(&plan, &f, &[]),
         &f,
         &["truncated"],
     );
@@ -1264,18 +1015,24 @@ fn refuses_truncated_xml() {
 
 #[test]
 fn refuses_a_plan_that_is_not_a_plan() {
-    let dir = TempDir::new("refuse-plan");
-    let f = dir.write("tab.xml", TAB_DOMAIN);
+    let dir = TempDir::new();
+    let f = fixture("inputs/tab-vm.xml");
     let json = dir.write("other.json", "{\n  \"vms\": 3\n}\n");
     let txt = dir.write("plan.txt", "not a plan\n");
-    for plan in [&json, &txt, &f] {
+    for (what, plan) in [
+        ("plan-not-a-plan", &json),
+        ("plan-text", &txt),
+        ("plan-is-xml", &f),
+    ] {
         refused(
+            &format!("{what}-patch"),
             &dir,
-            &["xml", "--plan", s(plan), "--vm", "tab-vm", "--patch", s(&f)],
+            &patch(plan, &f, &["--vm", "tab-vm"]),
             plan,
             &["not a pinplan plan"],
         );
         refused(
+            &format!("{what}-fragment"),
             &dir,
             &["xml", "--plan", s(plan)],
             plan,
@@ -1284,8 +1041,9 @@ fn refuses_a_plan_that_is_not_a_plan() {
     }
     let missing = dir.path("missing.json");
     refused(
+        "plan-missing",
         &dir,
-        &["xml", "--plan", s(&missing), "--patch", s(&f)],
+        &patch(&missing, &f, &[]),
         &missing,
         &["cannot read"],
     );
@@ -1303,7 +1061,7 @@ fn wrap_fragment(name: &str, fragment: &str) -> String {
 
 #[test]
 fn fragments_validate_inside_a_domain() {
-    let dir = TempDir::new("fragments");
+    let dir = TempDir::new();
     let out_dir = dir.path("lab");
     let args = ["plan", "examples/lab/b1.toml", "--out", s(&out_dir)];
     pinplan_ok(&args);
@@ -1355,79 +1113,31 @@ fn fragments_validate_inside_a_domain() {
         }
     }
     // The only VM of a plan needs no --vm.
-    let tab = dir.write("tab.json", TAB_PLAN);
-    let fragment = pinplan_ok(&["xml", "--plan", s(&tab)]);
+    let fragment = pinplan_ok(&["xml", "--plan", s(&tab_plan())]);
     validate_text(&dir, "tab-wrapped.xml", &wrap_fragment("tab-vm", &fragment)).unwrap();
 }
 
 // ---------------------------------------------------------------------------
 // Test 5: a live libvirtd.
 
-fn virsh(uri: &str, args: &[&str]) -> Result<String, String> {
-    let out = Command::new("virsh")
-        .args(["-q", "-c", uri])
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run virsh: {e}"))?;
-    if out.status.success() {
-        Ok(text(&out.stdout))
-    } else {
-        Err(format!(
-            "virsh -c {uri} {args:?}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        ))
-    }
-}
-
-/// Undefines the domain when dropped, whatever happened.
-struct Defined {
-    uri: String,
-    name: String,
-}
-
-impl Drop for Defined {
-    fn drop(&mut self) {
-        let _ = virsh(&self.uri, &["destroy", &self.name]);
-        if let Err(e) = virsh(&self.uri, &["undefine", &self.name]) {
-            eprintln!("cannot undefine {}: {e}", self.name);
-        }
-    }
-}
-
 #[test]
 fn live_libvirt_define_patched_domain() {
-    let Ok(uri) = std::env::var("PINPLAN_TEST_LIBVIRT_URI") else {
-        eprintln!(
-            "PINPLAN_TEST_LIBVIRT_URI is not set: not testing against libvirt (scripts/test.sh sets it)"
-        );
+    let Some(uri) = util::libvirt_uri("not testing against libvirt") else {
         return;
     };
-    virsh(&uri, &["version"]).unwrap_or_else(|e| panic!("libvirt does not answer: {e}"));
-    let caps = virsh(&uri, &["capabilities"]).unwrap();
-    let kind = if caps.contains("<domain type='kvm'")
-        && std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/kvm")
-            .is_ok()
-    {
-        "kvm"
-    } else {
-        "qemu"
-    };
+    let virsh = |args: &[&str]| util::virsh(&uri, args);
+    virsh(&["version"]);
     let name = format!("pinplan-xmltest-{}", std::process::id());
-    let dir = TempDir::new("live");
+    let dir = TempDir::new();
     // A 1-vCPU guest: on a 2-CPU host without SMT the host keeps core 0 (the
     // emulator runs there) and the vCPU gets core 1.
-    let domain = format!(
-        "<domain type='{kind}'>\n  <name>{name}</name>\n  <memory unit='MiB'>64</memory>\n  <vcpu placement='static'>1</vcpu>\n  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n    <boot dev='hd'/>\n  </os>\n  <on_poweroff>destroy</on_poweroff>\n  <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n    <controller type='usb' model='none'/>\n    <memballoon model='none'/>\n  </devices>\n</domain>\n"
-    );
+    let domain = util::guest_xml(util::guest_type(&uri), &name, 1, "");
     let dom_path = dir.write("domain.xml", &domain);
     validate(&dom_path).unwrap();
-    virsh(&uri, &["define", s(&dom_path)]).unwrap();
-    let _guard = Defined {
+    virsh(&["define", s(&dom_path)]);
+    let _guard = Guests {
         uri: uri.clone(),
-        name: name.clone(),
+        names: vec![name.clone()],
     };
     let spec = format!(
         "[host]\nreserved_cores = 1\n\n[[vm]]\nname = {}\nvcpus = 1\nthreads = \"prefer\"\nemulator = \"host\"\n",
@@ -1445,11 +1155,11 @@ fn live_libvirt_define_patched_domain() {
     ]);
     let patched_path = dir.write("patched.xml", &patched);
     validate(&patched_path).unwrap();
-    let before = virsh(&uri, &["dumpxml", "--inactive", &name]).unwrap();
+    let before = virsh(&["dumpxml", "--inactive", &name]);
     same_outside_pins(&before, &patched)
         .unwrap_or_else(|e| panic!("--connect output vs virsh dumpxml --inactive: {e}"));
-    virsh(&uri, &["define", s(&patched_path)]).unwrap();
-    let after = virsh(&uri, &["dumpxml", "--inactive", &name]).unwrap();
+    virsh(&["define", s(&patched_path)]);
+    let after = virsh(&["dumpxml", "--inactive", &name]);
     let got = Pins::read(&after).unwrap();
     let want = Pins::expected(&Pins::read(&before).unwrap(), &vm);
     if let Some(d) = diff_pins(&got, &want) {
@@ -1476,7 +1186,7 @@ fn live_libvirt_define_patched_domain() {
 
 #[test]
 fn plans_on_fixture_hosts_write_valid_xml() {
-    let dir = TempDir::new("fixture-hosts");
+    let dir = TempDir::new();
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures");
     // (host, a VM set that fits it): siblings N+28, N+192, SMT4, 8 NUMA nodes,
     // a libvirt capabilities host.
@@ -1494,7 +1204,7 @@ fn plans_on_fixture_hosts_write_valid_xml() {
     };
     let mut validated = 0;
     for (i, (host, vms)) in hosts.iter().enumerate() {
-        let work = dir.0.join(format!("h{i}"));
+        let work = dir.path(&format!("h{i}"));
         std::fs::create_dir_all(&work).unwrap();
         let mut spec =
             String::from("[host]\nreserved_cores = 1\n\n[defaults]\nthreads = \"prefer\"\n");

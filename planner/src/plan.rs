@@ -246,6 +246,9 @@ pub enum PlanError {
 impl Diagnostic for PlanError {
     fn hint(&self) -> Option<String> {
         match self {
+            PlanError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Some("`pinplan plan SPEC --out DIR` writes DIR/plan.json".to_owned())
+            }
             PlanError::Read { .. } => None,
             PlanError::Parse { .. } => {
                 Some("give the plan.json written by `pinplan plan SPEC --out DIR`".to_owned())

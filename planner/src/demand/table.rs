@@ -106,7 +106,15 @@ pub enum TableError {
 
 impl crate::error::Diagnostic for TableError {
     fn hint(&self) -> Option<String> {
-        Some("see docs/formats.md (Throughput tables) for the columns and an example".to_owned())
+        match self {
+            TableError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => Some(
+                "check the path; relative paths are taken from the current directory".to_owned(),
+            ),
+            TableError::Io { .. } => None,
+            TableError::NotText { .. } | TableError::At { .. } | TableError::Empty { .. } => Some(
+                "see docs/formats.md (Throughput tables) for the columns and an example".to_owned(),
+            ),
+        }
     }
 }
 

@@ -122,7 +122,9 @@ impl Spec {
             line: 1,
             key: None,
             message: "cannot read the plan spec".to_owned(),
-            hint: None,
+            hint: (e.kind() == std::io::ErrorKind::NotFound).then(|| {
+                "check the path; relative paths are taken from the current directory".to_owned()
+            }),
             cause: Some(Arc::new(e)),
         })?;
         Spec::parse(path, &text)

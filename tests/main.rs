@@ -1,0 +1,28 @@
+//! pinplan's integration tests, one module per area, in one test binary:
+//! the helpers in `util` are written once and CI links a single executable.
+//! Most modules run the real binary (`CARGO_BIN_EXE_pinplan`) on files under
+//! `tests/fixtures/`; `plan_fixtures` and `spec_parse` call the library.
+//! Snapshots (outputs and error messages, `insta`) are in `tests/snapshots/`;
+//! after a deliberate change, `INSTA_UPDATE=always cargo test …` (or `cargo
+//! insta review`) rewrites them, and `git diff tests/snapshots` is the review.
+//! scripts/test.sh sets `INSTA_UPDATE=no`: there a missing or changed
+//! snapshot fails.
+
+// clippy.toml allows unwrap/expect in #[test] functions; the helpers they call
+// (here and in util) are test code too, where a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod util;
+
+mod apply_live;
+mod demand_cli;
+mod doctor_cli;
+mod plan_cli;
+mod plan_fixtures;
+mod report_cli;
+mod spec_parse;
+mod topology_cli;
+mod topology_errors;
+mod topology_fixtures;
+mod topology_live;
+mod xml_patch;

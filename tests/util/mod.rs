@@ -1,0 +1,273 @@
+//! What the integration tests share: running the binary, scratch directories,
+//! fixture paths, making error messages fit for a snapshot, and the live
+//! libvirtd (`virsh`, guests removed even when a test fails). Nothing here
+//! knows what a test checks.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository's root: the tests name files as the README does
+/// (`examples/lab/b1.toml`), relative to it.
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the cli package sits in the repository")
+}
+
+/// A file or directory under `tests/fixtures/`.
+pub fn fixture(rel: &str) -> PathBuf {
+    repo().join("tests/fixtures").join(rel)
+}
+
+/// The text of a file under `tests/fixtures/`.
+pub fn fixture_text(rel: &str) -> String {
+    let path = fixture(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The binary, to run in the repository's root.
+pub fn command() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pinplan"));
+    cmd.current_dir(repo());
+    cmd
+}
+
+/// Runs `pinplan ARGS` in the repository's root, whatever its exit status.
+pub fn pinplan<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    command().args(args).output().expect("cannot run pinplan")
+}
+
+/// Runs `pinplan ARGS`, requires exit 0 and returns stdout.
+pub fn pinplan_ok(args: &[&str]) -> String {
+    let out = pinplan(args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(args, &out));
+    text(&out.stdout)
+}
+
+/// Runs `pinplan ARGS`, requires exit 0 and returns stdout parsed as JSON.
+pub fn pinplan_json(args: &[&str]) -> Value {
+    let out = pinplan(args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(args, &out));
+    stdout_json(&out)
+}
+
+/// Output bytes as text (lossy: a test shows what it got, whatever it is).
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A run for a failure message: the command, exit status, stdout and stderr.
+pub fn describe(args: &[&str], out: &Output) -> String {
+    format!(
+        "pinplan {args:?}\nstatus: {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
+/// Stdout parsed as JSON; fails showing stdout and stderr when it is not.
+pub fn stdout_json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}\nstderr: {}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    })
+}
+
+/// A path as a command-line argument (every path here is UTF-8).
+pub fn arg(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
+
+/// A Linux/libvirt CPU list (`"1-3,8,^2"`; `""` is empty) as a set.
+pub fn cpuset(list: &str) -> BTreeSet<u32> {
+    let number = |s: &str| {
+        s.trim()
+            .parse::<u32>()
+            .unwrap_or_else(|e| panic!("bad CPU list {list:?}: {s:?}: {e}"))
+    };
+    let mut set = BTreeSet::new();
+    let mut excluded = BTreeSet::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (into, range) = match part.strip_prefix('^') {
+            Some(range) => (&mut excluded, range),
+            None => (&mut set, part),
+        };
+        match range.split_once('-') {
+            Some((a, b)) => into.extend(number(a)..=number(b)),
+            None => {
+                into.insert(number(range));
+            }
+        }
+    }
+    set.difference(&excluded).copied().collect()
+}
+
+/// How every scratch directory's name starts (then random letters and digits).
+const TEMP_PREFIX: &str = "pinplan-test-";
+
+/// A scratch directory (`tempfile`), removed when dropped.
+pub struct TempDir(tempfile::TempDir);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        TempDir(
+            tempfile::Builder::new()
+                .prefix(TEMP_PREFIX)
+                .tempdir()
+                .expect("cannot create a temporary directory"),
+        )
+    }
+
+    /// The directory itself.
+    pub fn root(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// `name` inside it (nothing is created).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.root().join(name)
+    }
+
+    /// Writes `name` (creating its parent directories) and returns its path.
+    pub fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.path(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("cannot create a directory in the temp dir");
+        }
+        std::fs::write(&path, contents).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        path
+    }
+
+    /// Copies `from` in as `name` and returns the copy's path.
+    pub fn copy(&self, from: &Path, name: &str) -> PathBuf {
+        let path = self.path(name);
+        std::fs::copy(from, &path).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+        path
+    }
+}
+
+/// `text` as a snapshot can hold it: every scratch directory becomes
+/// `[TMP]`, the repository's root `[REPO]`.
+pub fn redact(text: &str) -> String {
+    let prefix = std::env::temp_dir().join(TEMP_PREFIX);
+    let prefix = prefix.display().to_string();
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(&prefix) {
+        out.push_str(&rest[..at]);
+        out.push_str("[TMP]");
+        rest = &rest[at + prefix.len()..];
+        let end = rest
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .unwrap_or(rest.len());
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out.replace(&repo().display().to_string(), "[REPO]")
+}
+
+// ---------------------------------------------------------------------------
+// The live libvirtd.
+
+/// `PINPLAN_TEST_LIBVIRT_URI`: set by scripts/test.sh, which starts a
+/// libvirtd, and then the live tests must pass. Without it (a plain `cargo
+/// test` on a laptop) says what is not tested and gives `None`.
+pub fn libvirt_uri(not_tested: &str) -> Option<String> {
+    let uri = std::env::var("PINPLAN_TEST_LIBVIRT_URI").ok();
+    if uri.is_none() {
+        eprintln!("PINPLAN_TEST_LIBVIRT_URI is not set: {not_tested} (scripts/test.sh sets it)");
+    }
+    uri
+}
+
+/// Runs `virsh -q -c URI ARGS` and returns stdout; fails the test with
+/// virsh's output when it fails.
+pub fn virsh(uri: &str, args: &[&str]) -> String {
+    let out = Command::new("virsh")
+        .args(["-q", "-c", uri])
+        .args(args)
+        .output()
+        .expect("cannot run virsh");
+    assert!(
+        out.status.success(),
+        "virsh -c {uri} {args:?}: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// The test's guests: destroyed and undefined when dropped, even when the
+/// test fails.
+pub struct Guests {
+    /// The libvirt URI.
+    pub uri: String,
+    /// Domain names.
+    pub names: Vec<String>,
+}
+
+impl Drop for Guests {
+    fn drop(&mut self) {
+        for name in &self.names {
+            // Not running is fine; still defined afterwards is worth a word.
+            let _ = Command::new("virsh")
+                .args(["-q", "-c", &self.uri, "destroy", name])
+                .output();
+            let undefined = Command::new("virsh")
+                .args(["-q", "-c", &self.uri, "undefine", name])
+                .output();
+            if !undefined.is_ok_and(|out| out.status.success()) {
+                eprintln!("cannot undefine {name} on {}", self.uri);
+            }
+        }
+    }
+}
+
+/// `kvm` when this libvirtd offers KVM and /dev/kvm is usable, else `qemu`
+/// (TCG).
+pub fn guest_type(uri: &str) -> &'static str {
+    let kvm = virsh(uri, &["capabilities"]).contains("<domain type='kvm'")
+        && std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/kvm")
+            .is_ok();
+    if kvm {
+        "kvm"
+    } else {
+        "qemu"
+    }
+}
+
+/// A tiny diskless guest that libvirt can define and start: 64 MiB, `vcpus`
+/// vCPUs, `cputune` (whole lines, or "") after `<vcpu>`.
+pub fn guest_xml(domain_type: &str, name: &str, vcpus: u32, cputune: &str) -> String {
+    format!(
+        "<domain type='{domain_type}'>
+  <name>{name}</name>
+  <memory unit='MiB'>64</memory>
+  <vcpu placement='static'>{vcpus}</vcpu>
+{cputune}  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+  </os>
+  <on_poweroff>destroy</on_poweroff>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <controller type='usb' model='none'/>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+"
+    )
+}
