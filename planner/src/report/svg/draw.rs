@@ -109,25 +109,12 @@ impl Paint<'_> {
             _ if !pu.usable => "#333333",
             _ => "#111111",
         };
-        if !plain {
-            text(
-                out,
-                x + w / 2,
-                y + CELL_TEXT_Y,
-                CELL_FONT,
-                "fill=\"#ffffff\" stroke=\"#ffffff\" stroke-width=\"2.5\" \
-                 stroke-linejoin=\"round\" text-anchor=\"middle\"",
-                &label,
-            );
+        let halo = "fill=\"#ffffff\" stroke=\"#ffffff\" stroke-width=\"2.5\" \
+                    stroke-linejoin=\"round\" text-anchor=\"middle\"";
+        let ink = format!("fill=\"{ink}\" text-anchor=\"middle\"");
+        for attrs in [(!plain).then_some(halo), Some(&ink)].into_iter().flatten() {
+            text(out, x + w / 2, y + CELL_TEXT_Y, CELL_FONT, attrs, &label);
         }
-        text(
-            out,
-            x + w / 2,
-            y + CELL_TEXT_Y,
-            CELL_FONT,
-            &format!("fill=\"{ink}\" text-anchor=\"middle\""),
-            &label,
-        );
         outline(out, x, y, w, worst);
         if claims > 1 {
             shared_mark(out, x, y, w);
