@@ -216,83 +216,97 @@ impl Tree<'_> {
                 items.extend(children);
                 continue;
             }
-            let cpus: usize = members
-                .iter()
-                .filter_map(|i| host.cores.get(*i))
-                .map(|c| c.cpus.len())
-                .sum();
-            let counts = format!(
-                "{} · {}",
-                plural(members.len(), "core", "cores"),
-                plural(cpus, "CPU", "CPUs")
-            );
-            let part = match key {
-                Some(k) if self.split.contains(&(level, k)) => " (part)",
-                _ => "",
-            };
-            let (class, label, short) = match (level, key) {
-                (Level::Package, Some(id)) => {
-                    let os = host
-                        .packages
-                        .iter()
-                        .find(|p| p.id.0 == id)
-                        .and_then(|p| p.os_index)
-                        .filter(|os| *os != id)
-                        .map(|os| format!(" (socket {os})"))
-                        .unwrap_or_default();
-                    (
-                        "package",
-                        format!("package {id}{os} · {counts}{part}"),
-                        format!("package {id}{part}"),
-                    )
-                }
-                (Level::Package, None) => (
-                    "package",
-                    format!("no package · {counts}"),
-                    "no package".to_owned(),
-                ),
-                (Level::Node, Some(id)) => {
-                    let mem = host
-                        .numa_nodes
-                        .iter()
-                        .find(|n| n.id.0 == id)
-                        .and_then(|n| n.memory_bytes)
-                        .map(|m| format!(" · {}", bytes(m)))
-                        .unwrap_or_default();
-                    (
-                        "node",
-                        format!("NUMA node {id} · {counts}{mem}{part}"),
-                        format!("node {id}{part}"),
-                    )
-                }
-                (Level::Node, None) => (
-                    "node",
-                    format!("no NUMA node · {counts}"),
-                    "no node".to_owned(),
-                ),
-                (Level::L3, _) => {
-                    let id = key.map_or_else(|| "?".to_owned(), |k| k.to_string());
-                    let size = host
-                        .l3_domains
-                        .iter()
-                        .find(|d| Some(d.id.0) == key)
-                        .and_then(|d| d.size_bytes)
-                        .map(|s| format!(" · {}", bytes(s)))
-                        .unwrap_or_default();
-                    (
-                        "l3",
-                        format!("L3 {id}{size}{part}"),
-                        format!("L3 {id}{part}"),
-                    )
-                }
-            };
-            items.push(Item::Group(Group {
-                class,
-                label,
-                short,
-                children,
-            }));
+            items.push(Item::Group(self.boxed(level, key, &members, children)));
         }
         items
+    }
+
+    /// The box of the `level` group `key` (`None`: cores outside any) that
+    /// holds `members` (indexes in `host.cores`): its class, its full header
+    /// and its short one.
+    fn boxed(
+        &self,
+        level: Level,
+        key: Option<u32>,
+        members: &[usize],
+        children: Vec<Item>,
+    ) -> Group {
+        let host = self.host;
+        let cpus: usize = members
+            .iter()
+            .filter_map(|i| host.cores.get(*i))
+            .map(|c| c.cpus.len())
+            .sum();
+        let counts = format!(
+            "{} · {}",
+            plural(members.len(), "core", "cores"),
+            plural(cpus, "CPU", "CPUs")
+        );
+        let part = match key {
+            Some(k) if self.split.contains(&(level, k)) => " (part)",
+            _ => "",
+        };
+        let (class, label, short) = match (level, key) {
+            (Level::Package, Some(id)) => {
+                let os = host
+                    .packages
+                    .iter()
+                    .find(|p| p.id.0 == id)
+                    .and_then(|p| p.os_index)
+                    .filter(|os| *os != id)
+                    .map(|os| format!(" (socket {os})"))
+                    .unwrap_or_default();
+                (
+                    "package",
+                    format!("package {id}{os} · {counts}{part}"),
+                    format!("package {id}{part}"),
+                )
+            }
+            (Level::Package, None) => (
+                "package",
+                format!("no package · {counts}"),
+                "no package".to_owned(),
+            ),
+            (Level::Node, Some(id)) => {
+                let mem = host
+                    .numa_nodes
+                    .iter()
+                    .find(|n| n.id.0 == id)
+                    .and_then(|n| n.memory_bytes)
+                    .map(|m| format!(" · {}", bytes(m)))
+                    .unwrap_or_default();
+                (
+                    "node",
+                    format!("NUMA node {id} · {counts}{mem}{part}"),
+                    format!("node {id}{part}"),
+                )
+            }
+            (Level::Node, None) => (
+                "node",
+                format!("no NUMA node · {counts}"),
+                "no node".to_owned(),
+            ),
+            (Level::L3, _) => {
+                let id = key.map_or_else(|| "?".to_owned(), |k| k.to_string());
+                let size = host
+                    .l3_domains
+                    .iter()
+                    .find(|d| Some(d.id.0) == key)
+                    .and_then(|d| d.size_bytes)
+                    .map(|s| format!(" · {}", bytes(s)))
+                    .unwrap_or_default();
+                (
+                    "l3",
+                    format!("L3 {id}{size}{part}"),
+                    format!("L3 {id}{part}"),
+                )
+            }
+        };
+        Group {
+            class,
+            label,
+            short,
+            children,
+        }
     }
 }
