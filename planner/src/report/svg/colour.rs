@@ -2,7 +2,8 @@
 //! CPUs), the hatch patterns of emulator threads, and the ink that reads on a
 //! fill.
 
-use super::paint::Paint;
+use super::paint::{Occupant, Paint};
+use crate::tenant::{Tenant, TenantKind};
 
 /// VM colours, in tenant order. Red and orange are left out (they mean
 /// conflicts), and so is grey (the host's).
@@ -15,7 +16,37 @@ pub(super) const ERROR_RED: &str = "#d62728";
 pub(super) const WARNING_ORANGE: &str = "#ff7f0e";
 pub(super) const UNUSABLE_FILL: &str = "#e6e6e6";
 
+/// Each tenant's colour, by index: the host grey, VMs the palette in turn.
+pub(super) fn tenant_colours(tenants: &[Tenant]) -> Vec<&'static str> {
+    let mut vm_index = 0;
+    tenants
+        .iter()
+        .map(|t| match t.kind {
+            TenantKind::Host => HOST_GREY,
+            TenantKind::Vm => {
+                let c = PALETTE[vm_index % PALETTE.len()];
+                vm_index += 1;
+                c
+            }
+        })
+        .collect()
+}
+
 impl Paint<'_> {
+    pub(super) fn colour(&self, tenant: usize) -> &'static str {
+        self.colours.get(tenant).copied().unwrap_or(HOST_GREY)
+    }
+
+    /// A CPU's fill for one occupant: its colour, or its hatch pattern when
+    /// only its emulator or I/O threads are there.
+    pub(super) fn fill(&self, o: Occupant) -> String {
+        if o.emulator_only {
+            format!("url(#emu-{})", o.tenant)
+        } else {
+            self.colour(o.tenant).to_owned()
+        }
+    }
+
     /// Patterns: one hatch per tenant with pinned emulator threads, and one
     /// for the legend's key.
     pub(super) fn defs(&self, out: &mut String) {

@@ -4,6 +4,7 @@
 
 use super::text::{fit, text_w};
 use super::tree::Item;
+use crate::topology::HostTopology;
 
 pub(super) const CELL_H: i64 = 20;
 pub(super) const CELL_FONT: i64 = 12;
@@ -17,8 +18,19 @@ pub(super) const BOX_PAD: i64 = 6;
 pub(super) const BOX_HEAD: i64 = 19;
 pub(super) const BOX_GAP: i64 = 8;
 
+/// Width of a CPU cell: room for the longest CPU number of `host`.
+pub(super) fn cell_width(host: &HostTopology) -> i64 {
+    let digits = host
+        .pus
+        .iter()
+        .map(|p| p.cpu.0.to_string().len())
+        .max()
+        .unwrap_or(1);
+    (text_w(&"0".repeat(digits), CELL_FONT) + 12).max(34)
+}
+
 /// Something laid out: its size and what to draw, relative to its corner.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Block {
     pub(super) w: i64,
     pub(super) h: i64,
@@ -145,11 +157,7 @@ pub(super) fn arrange(items: &[Item], max_w: i64, cell_w: i64) -> Block {
             best = Some((block.h, block));
         }
     }
-    best.map(|(_, b)| b).unwrap_or(Block {
-        w: 0,
-        h: 0,
-        ops: Vec::new(),
-    })
+    best.map(|(_, b)| b).unwrap_or_default()
 }
 
 /// Places blocks left to right, wrapping into rows within `max_w` (and after
@@ -158,11 +166,7 @@ pub(super) fn arrange(items: &[Item], max_w: i64, cell_w: i64) -> Block {
 /// and 2.
 fn flow(blocks: Vec<(bool, Block)>, max_w: i64, columns: Option<usize>) -> Block {
     if blocks.is_empty() {
-        return Block {
-            w: 0,
-            h: 0,
-            ops: Vec::new(),
-        };
+        return Block::default();
     }
     let all_cores = blocks.iter().all(|(core, _)| *core);
     let per_row = if all_cores {

@@ -6,7 +6,7 @@ use super::draw::{cell, shared_mark};
 use super::layout::{px, CELL_H, CELL_TEXT_Y};
 use super::outline::{outline, outline_sample};
 use super::paint::{Helpers, Paint};
-use super::text::{chars_fitting, or_none, severity_word, text, text_w, wrap};
+use super::text::{chars_fitting, heading, or_none, paragraph, severity_word, text, text_w, wrap};
 use super::MARGIN;
 use crate::cpuset::CpuSet;
 use crate::ids::NodeId;
@@ -26,14 +26,7 @@ impl Paint<'_> {
 
     fn legend_tenants(&self, out: &mut String, avail: i64, mut y: i64) -> i64 {
         y += 14;
-        text(
-            out,
-            MARGIN,
-            y,
-            12,
-            "font-weight=\"bold\" fill=\"#1f2a36\"",
-            "Tenants",
-        );
+        heading(out, y, 12, "Tenants");
         if self.report.tenants.is_empty() {
             y += 16;
             text(out, MARGIN, y, 11, "fill=\"#3b4754\"", "none");
@@ -68,16 +61,7 @@ impl Paint<'_> {
                 };
                 let x = MARGIN + px(col) * col_w;
                 self.swatch(out, x, row_y + 2, i, t);
-                for (n, line) in lines.iter().enumerate() {
-                    text(
-                        out,
-                        x + SWATCH,
-                        row_y + 13 + px(n) * 14,
-                        11,
-                        "fill=\"#1f2a36\"",
-                        line,
-                    );
-                }
+                paragraph(out, x + SWATCH, row_y, "fill=\"#1f2a36\"", lines);
                 lines_in_row = lines_in_row.max(lines.len());
             }
             row_y += px(lines_in_row) * 14 + 4;
@@ -102,12 +86,9 @@ impl Paint<'_> {
 
     fn legend_conflicts(&self, out: &mut String, avail: i64, mut y: i64) -> i64 {
         let conflicts = &self.report.conflicts;
-        let errors = conflicts
-            .iter()
-            .filter(|c| c.severity == Severity::Error)
-            .count();
+        let errors = self.errors();
         y += 14;
-        let heading = if conflicts.is_empty() {
+        let title = if conflicts.is_empty() {
             "Conflicts: none".to_owned()
         } else {
             format!(
@@ -116,14 +97,7 @@ impl Paint<'_> {
                 plural(conflicts.len() - errors, "warning", "warnings")
             )
         };
-        text(
-            out,
-            MARGIN,
-            y,
-            12,
-            "font-weight=\"bold\" fill=\"#1f2a36\"",
-            &heading,
-        );
+        heading(out, y, 12, &title);
         y += 6;
         let chars = chars_fitting(avail - 24, 11);
         for (i, c) in conflicts.iter().enumerate() {
@@ -134,16 +108,7 @@ impl Paint<'_> {
                 Severity::Error => "#8b1a1a",
                 Severity::Warning => "#7a4100",
             };
-            for (n, l) in lines.iter().enumerate() {
-                text(
-                    out,
-                    MARGIN + 24,
-                    y + 13 + px(n) * 14,
-                    11,
-                    &format!("fill=\"{ink}\""),
-                    l,
-                );
-            }
+            paragraph(out, MARGIN + 24, y, &format!("fill=\"{ink}\""), &lines);
             y += px(lines.len().max(1)) * 14 + 4;
         }
         y
@@ -178,14 +143,7 @@ impl Paint<'_> {
             return y;
         }
         y += 24;
-        text(
-            out,
-            MARGIN,
-            y,
-            12,
-            "font-weight=\"bold\" fill=\"#1f2a36\"",
-            "NUMA nodes without cores of their own",
-        );
+        heading(out, y, 12, "NUMA nodes without cores of their own");
         let chars = chars_fitting(avail, 11);
         for note in notes {
             for line in wrap(&note, chars) {
@@ -261,14 +219,7 @@ fn conflict_line(c: &Conflict, everywhere: bool) -> String {
 /// The key: what fills, marks and outlines mean, as samples in a row.
 fn legend_key(out: &mut String, avail: i64, mut y: i64) -> i64 {
     y += 14;
-    text(
-        out,
-        MARGIN,
-        y,
-        12,
-        "font-weight=\"bold\" fill=\"#1f2a36\"",
-        "Key",
-    );
+    heading(out, y, 12, "Key");
     y += 6;
     const W: i64 = 34;
     let items: [(&str, &str); 8] = [

@@ -1,14 +1,13 @@
 //! What the picture says about each CPU: the tenants on it (vCPUs, or only
-//! emulator and I/O threads), their colours, and the conflicts drawn on it,
-//! worked out once from the report in [`Paint::new`].
+//! emulator and I/O threads) and the conflicts outlined on it, worked out once
+//! from the report in [`Paint::new`] for every drawing step.
 
-use super::colour::{HOST_GREY, PALETTE};
-use super::layout::CELL_FONT;
-use super::text::text_w;
+use super::colour::tenant_colours;
+use super::layout::cell_width;
 use crate::cpuset::CpuSet;
 use crate::ids::CpuId;
 use crate::report::{Report, Severity};
-use crate::tenant::{Tenant, TenantKind};
+use crate::tenant::Tenant;
 use crate::topology::HostTopology;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -62,6 +61,9 @@ impl Helpers {
     }
 }
 
+/// Per CPU, per tenant (by index).
+type PerTenant<T> = BTreeMap<CpuId, BTreeMap<usize, Vec<T>>>;
+
 /// Everything a drawing step needs to know about tenants and conflicts.
 pub(super) struct Paint<'a> {
     pub(super) host: &'a HostTopology,
@@ -70,124 +72,35 @@ pub(super) struct Paint<'a> {
     pub(super) colours: Vec<&'static str>,
     /// Each tenant's pinned emulator and I/O threads.
     pub(super) helpers: Vec<Helpers>,
+    /// Per CPU: who sits there, vCPU occupants first.
     pub(super) occupants: BTreeMap<CpuId, Vec<Occupant>>,
     /// Per CPU, per tenant: the vCPUs that may run there.
-    pub(super) vcpus_on: BTreeMap<CpuId, BTreeMap<usize, Vec<u32>>>,
+    pub(super) vcpus_on: PerTenant<u32>,
     /// Per CPU, per tenant: the emulator and I/O threads that may run there.
-    pub(super) helpers_on: BTreeMap<CpuId, BTreeMap<usize, Vec<String>>>,
+    pub(super) helpers_on: PerTenant<String>,
     /// Per CPU: the conflicts drawn on it (by index), and the worst severity.
     pub(super) conflicts_on: BTreeMap<CpuId, Vec<usize>>,
     pub(super) worst: BTreeMap<CpuId, Severity>,
     /// Conflicts that cover every CPU (an unpinned VM): listed, not outlined.
     pub(super) everywhere: Vec<bool>,
+    /// Width of a CPU cell.
     pub(super) cell_w: i64,
 }
 
 impl<'a> Paint<'a> {
     pub(super) fn new(host: &'a HostTopology, report: &'a Report) -> Paint<'a> {
         let usable = host.usable_cpus();
-        let mut vm_index = 0;
-        let colours = report
-            .tenants
-            .iter()
-            .map(|t| match t.kind {
-                TenantKind::Host => HOST_GREY,
-                TenantKind::Vm => {
-                    let c = PALETTE[vm_index % PALETTE.len()];
-                    vm_index += 1;
-                    c
-                }
-            })
-            .collect();
         let helpers: Vec<Helpers> = report
             .tenants
             .iter()
             .map(|t| Helpers::of(t, &usable))
             .collect();
-
-        let mut occupants: BTreeMap<CpuId, Vec<Occupant>> = BTreeMap::new();
-        let mut vcpus_on: BTreeMap<CpuId, BTreeMap<usize, Vec<u32>>> = BTreeMap::new();
-        let mut helpers_on: BTreeMap<CpuId, BTreeMap<usize, Vec<String>>> = BTreeMap::new();
-        for (i, (t, h)) in report.tenants.iter().zip(&helpers).enumerate() {
-            if !t.pinned {
-                continue;
-            }
-            for cpu in t.cpus.iter() {
-                occupants.entry(cpu).or_default().push(Occupant {
-                    tenant: i,
-                    emulator_only: false,
-                });
-            }
-            for cpu in h.cpus().difference(&t.cpus).iter() {
-                occupants.entry(cpu).or_default().push(Occupant {
-                    tenant: i,
-                    emulator_only: true,
-                });
-            }
-            for (thread, cpus) in h.threads() {
-                for cpu in cpus.iter() {
-                    helpers_on
-                        .entry(cpu)
-                        .or_default()
-                        .entry(i)
-                        .or_default()
-                        .push(thread.clone());
-                }
-            }
-            for v in &t.vcpus {
-                for cpu in v.cpus.iter() {
-                    vcpus_on
-                        .entry(cpu)
-                        .or_default()
-                        .entry(i)
-                        .or_default()
-                        .push(v.vcpu);
-                }
-            }
-        }
-        // vCPU occupants first, then emulator-only ones, each in tenant order.
-        for list in occupants.values_mut() {
-            list.sort_by_key(|o| (o.emulator_only, o.tenant));
-        }
-
-        let floating: BTreeSet<&str> = report
-            .tenants
-            .iter()
-            .filter(|t| !t.pinned)
-            .map(|t| t.name.as_str())
-            .collect();
-        let everywhere: Vec<bool> = report
-            .conflicts
-            .iter()
-            .map(|c| {
-                !c.tenants.is_empty() && c.tenants.iter().all(|n| floating.contains(n.as_str()))
-            })
-            .collect();
-        let mut conflicts_on: BTreeMap<CpuId, Vec<usize>> = BTreeMap::new();
-        let mut worst: BTreeMap<CpuId, Severity> = BTreeMap::new();
-        for (i, c) in report.conflicts.iter().enumerate() {
-            if everywhere[i] {
-                continue;
-            }
-            for cpu in c.cpus.iter() {
-                conflicts_on.entry(cpu).or_default().push(i);
-                let w = worst.entry(cpu).or_insert(c.severity);
-                // Error sorts before Warning.
-                *w = (*w).min(c.severity);
-            }
-        }
-
-        let digits = host
-            .pus
-            .iter()
-            .map(|p| p.cpu.0.to_string().len())
-            .max()
-            .unwrap_or(1);
-        let cell_w = (text_w(&"0".repeat(digits), CELL_FONT) + 12).max(34);
+        let (occupants, vcpus_on, helpers_on) = occupancy(&report.tenants, &helpers);
+        let (conflicts_on, worst, everywhere) = conflict_marks(report);
         Paint {
             host,
             report,
-            colours,
+            colours: tenant_colours(&report.tenants),
             helpers,
             occupants,
             vcpus_on,
@@ -195,19 +108,104 @@ impl<'a> Paint<'a> {
             conflicts_on,
             worst,
             everywhere,
-            cell_w,
+            cell_w: cell_width(host),
         }
     }
 
-    pub(super) fn colour(&self, tenant: usize) -> &'static str {
-        self.colours.get(tenant).copied().unwrap_or(HOST_GREY)
+    /// How many conflicts are errors (the others are warnings).
+    pub(super) fn errors(&self) -> usize {
+        self.report
+            .conflicts
+            .iter()
+            .filter(|c| c.severity == Severity::Error)
+            .count()
     }
+}
 
-    pub(super) fn fill(&self, o: Occupant) -> String {
-        if o.emulator_only {
-            format!("url(#emu-{})", o.tenant)
-        } else {
-            self.colour(o.tenant).to_owned()
+/// Who sits on each CPU (vCPU occupants first, then emulator-only ones, each
+/// in tenant order), and which of each pinned tenant's vCPUs and helper
+/// threads may run there. Unpinned tenants sit nowhere.
+fn occupancy(
+    tenants: &[Tenant],
+    helpers: &[Helpers],
+) -> (
+    BTreeMap<CpuId, Vec<Occupant>>,
+    PerTenant<u32>,
+    PerTenant<String>,
+) {
+    let mut occupants: BTreeMap<CpuId, Vec<Occupant>> = BTreeMap::new();
+    let mut vcpus_on = PerTenant::new();
+    let mut helpers_on = PerTenant::new();
+    for (i, (t, h)) in tenants.iter().zip(helpers).enumerate() {
+        if !t.pinned {
+            continue;
+        }
+        let helpers_only = h.cpus().difference(&t.cpus);
+        for (cpus, emulator_only) in [(&t.cpus, false), (&helpers_only, true)] {
+            for cpu in cpus.iter() {
+                occupants.entry(cpu).or_default().push(Occupant {
+                    tenant: i,
+                    emulator_only,
+                });
+            }
+        }
+        for (thread, cpus) in h.threads() {
+            note(&mut helpers_on, cpus, i, || thread.clone());
+        }
+        for v in &t.vcpus {
+            note(&mut vcpus_on, &v.cpus, i, || v.vcpu);
         }
     }
+    for list in occupants.values_mut() {
+        list.sort_by_key(|o| (o.emulator_only, o.tenant));
+    }
+    (occupants, vcpus_on, helpers_on)
+}
+
+/// Notes `what` of tenant `i` on each of `cpus`.
+fn note<T>(on: &mut PerTenant<T>, cpus: &CpuSet, i: usize, what: impl Fn() -> T) {
+    for cpu in cpus.iter() {
+        on.entry(cpu)
+            .or_default()
+            .entry(i)
+            .or_default()
+            .push(what());
+    }
+}
+
+/// Per CPU, the conflicts outlined on it (by index) and the worst severity;
+/// and per conflict, whether it covers every CPU (only unpinned tenants in
+/// it), so that it is listed but not outlined.
+fn conflict_marks(
+    report: &Report,
+) -> (
+    BTreeMap<CpuId, Vec<usize>>,
+    BTreeMap<CpuId, Severity>,
+    Vec<bool>,
+) {
+    let floating: BTreeSet<&str> = report
+        .tenants
+        .iter()
+        .filter(|t| !t.pinned)
+        .map(|t| t.name.as_str())
+        .collect();
+    let everywhere: Vec<bool> = report
+        .conflicts
+        .iter()
+        .map(|c| !c.tenants.is_empty() && c.tenants.iter().all(|n| floating.contains(n.as_str())))
+        .collect();
+    let mut conflicts_on: BTreeMap<CpuId, Vec<usize>> = BTreeMap::new();
+    let mut worst: BTreeMap<CpuId, Severity> = BTreeMap::new();
+    for (i, c) in report.conflicts.iter().enumerate() {
+        if everywhere[i] {
+            continue;
+        }
+        for cpu in c.cpus.iter() {
+            conflicts_on.entry(cpu).or_default().push(i);
+            let w = worst.entry(cpu).or_insert(c.severity);
+            // Error sorts before Warning.
+            *w = (*w).min(c.severity);
+        }
+    }
+    (conflicts_on, worst, everywhere)
 }

@@ -3,6 +3,7 @@
 //! [`crate::text`]'s.)
 
 use super::layout::px;
+use super::MARGIN;
 use crate::cpuset::CpuSet;
 use crate::report::Severity;
 
@@ -11,6 +12,26 @@ pub(super) fn text(out: &mut String, x: i64, y: i64, size: i64, attrs: &str, con
         "<text x=\"{x}\" y=\"{y}\" font-size=\"{size}\" {attrs}>{}</text>\n",
         esc(content)
     ));
+}
+
+/// A bold dark line at the left margin, `y` its baseline.
+pub(super) fn heading(out: &mut String, y: i64, size: i64, content: &str) {
+    text(
+        out,
+        MARGIN,
+        y,
+        size,
+        "font-weight=\"bold\" fill=\"#1f2a36\"",
+        content,
+    );
+}
+
+/// Wrapped lines of 11-pixel text, 14 apart, the first one's baseline 13
+/// below `top`.
+pub(super) fn paragraph(out: &mut String, x: i64, top: i64, attrs: &str, lines: &[String]) {
+    for (n, line) in lines.iter().enumerate() {
+        text(out, x, top + 13 + px(n) * 14, 11, attrs, line);
+    }
 }
 
 /// Width of `s` in DejaVu Sans Mono (0.6 em a character), rounded up.

@@ -2,21 +2,15 @@
 //! CPUs, tenants and conflicts.
 
 use super::paint::Paint;
-use super::text::{chars_fitting, text, wrap};
+use super::text::{chars_fitting, heading, text, wrap};
 use super::MARGIN;
-use crate::report::Severity;
 use crate::text::plural;
 use std::collections::BTreeSet;
 
 impl Paint<'_> {
     pub(super) fn title(&self, out: &mut String, width: i64, mut y: i64) -> i64 {
         let host = self.host;
-        let errors = self
-            .report
-            .conflicts
-            .iter()
-            .filter(|c| c.severity == Severity::Error)
-            .count();
+        let errors = self.errors();
         let warnings = self.report.conflicts.len() - errors;
         let threads: BTreeSet<usize> = host.cores.iter().map(|c| c.cpus.len()).collect();
         let threads: Vec<String> = threads.iter().map(usize::to_string).collect();
@@ -48,14 +42,7 @@ impl Paint<'_> {
         let chars = chars_fitting(width - 2 * MARGIN, 16);
         for line in wrap(&format!("pinplan report: {}", host.source), chars) {
             y += 18;
-            text(
-                out,
-                MARGIN,
-                y,
-                16,
-                "font-weight=\"bold\" fill=\"#1f2a36\"",
-                &line,
-            );
+            heading(out, y, 16, &line);
         }
         let chars = chars_fitting(width - 2 * MARGIN, 12);
         for line in wrap(&counts, chars) {
