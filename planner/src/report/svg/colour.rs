@@ -33,6 +33,7 @@ pub(super) fn tenant_colours(tenants: &[Tenant]) -> Vec<&'static str> {
 }
 
 impl Paint<'_> {
+    /// Tenant `tenant`'s colour (by index in `report.tenants`).
     pub(super) fn colour(&self, tenant: usize) -> &'static str {
         self.colours.get(tenant).copied().unwrap_or(HOST_GREY)
     }

@@ -10,6 +10,7 @@ use crate::report::Severity;
 use crate::topology::Pu;
 
 impl Paint<'_> {
+    /// Draws one placed operation: a box, a core, or a CPU cell.
     pub(super) fn op(&self, out: &mut String, op: &Op) {
         match op {
             Op::Group {
@@ -67,6 +68,8 @@ impl Paint<'_> {
         }
     }
 
+    /// A CPU's `<g id="cpu-N">`: its classes, tooltip, cell, number,
+    /// conflict outline and shared mark.
     fn pu(&self, out: &mut String, x: i64, y: i64, pu: &Pu) {
         let cpu = pu.cpu;
         let occupants = self.occupants.get(&cpu).map_or(&[][..], Vec::as_slice);
@@ -122,6 +125,7 @@ impl Paint<'_> {
         out.push_str("</g>\n");
     }
 
+    /// The CPU's `<title>`: where it is, who may run there, its conflicts.
     fn tooltip(&self, pu: &Pu) -> String {
         let mut text = format!("CPU {}", pu.cpu);
         if let Some(core) = pu.core {

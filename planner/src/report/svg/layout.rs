@@ -60,6 +60,7 @@ pub(super) enum Op {
 }
 
 impl Op {
+    /// Moves the operation by `dx`, `dy`.
     pub(super) fn shift(&mut self, dx: i64, dy: i64) {
         let (x, y) = match self {
             Op::Group { x, y, .. } | Op::Core { x, y, .. } | Op::Pu { x, y, .. } => (x, y),
@@ -217,6 +218,7 @@ fn flow(blocks: Vec<(bool, Block)>, max_w: i64, columns: Option<usize>) -> Block
     }
 }
 
+/// A count as a coordinate.
 pub(super) fn px(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX / 4)
 }

@@ -16,6 +16,7 @@ use crate::text::{bytes, plural};
 use std::collections::BTreeSet;
 
 impl Paint<'_> {
+    /// Draws the legend from `y` down; returns where it ends.
     pub(super) fn legend(&self, out: &mut String, width: i64, mut y: i64) -> i64 {
         let avail = width - 2 * MARGIN;
         y = self.legend_tenants(out, avail, y);
@@ -24,6 +25,7 @@ impl Paint<'_> {
         self.legend_notes(out, avail, y)
     }
 
+    /// Every tenant, a swatch and an entry each, in columns.
     fn legend_tenants(&self, out: &mut String, avail: i64, mut y: i64) -> i64 {
         y += 14;
         heading(out, y, 12, "Tenants");
@@ -69,6 +71,7 @@ impl Paint<'_> {
         row_y
     }
 
+    /// A tenant's colour; dashed and empty for a tenant that is not pinned.
     fn swatch(&self, out: &mut String, x: i64, y: i64, i: usize, t: &Tenant) {
         let colour = self.colour(i);
         if t.pinned {
@@ -84,6 +87,7 @@ impl Paint<'_> {
         }
     }
 
+    /// Every conflict, with a sample of its outline.
     fn legend_conflicts(&self, out: &mut String, avail: i64, mut y: i64) -> i64 {
         let conflicts = &self.report.conflicts;
         let errors = self.errors();
@@ -155,6 +159,8 @@ impl Paint<'_> {
     }
 }
 
+/// A tenant's legend entry: its vCPUs, emulator and I/O threads and where
+/// they are pinned.
 fn tenant_line(t: &Tenant, helpers: &Helpers, known: &CpuSet) -> String {
     let mut line = match (t.kind, t.pinned) {
         (TenantKind::Host, _) => format!("{}: CPUs {}", t.name, or_none(&t.cpus)),
@@ -201,6 +207,7 @@ fn tenant_line(t: &Tenant, helpers: &Helpers, known: &CpuSet) -> String {
     line
 }
 
+/// A conflict's legend entry.
 fn conflict_line(c: &Conflict, everywhere: bool) -> String {
     let mut line = format!(
         "{} {} [{}] CPUs {}: {}",

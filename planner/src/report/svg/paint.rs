@@ -29,6 +29,8 @@ pub(super) struct Helpers {
 }
 
 impl Helpers {
+    /// `t`'s emulator and I/O threads that are pinned, and not to every CPU
+    /// in `usable`.
     pub(super) fn of(t: &Tenant, usable: &CpuSet) -> Helpers {
         let pinned = |cpus: &CpuSet| t.pinned && !cpus.is_empty() && cpus != usable;
         Helpers {
@@ -54,6 +56,7 @@ impl Helpers {
         out
     }
 
+    /// Every CPU a pinned thread may run on.
     pub(super) fn cpus(&self) -> CpuSet {
         self.threads()
             .iter()
@@ -88,6 +91,8 @@ pub(super) struct Paint<'a> {
 }
 
 impl<'a> Paint<'a> {
+    /// Works out tenants' colours and threads, occupants and conflict
+    /// marks of every CPU of `host`.
     pub(super) fn new(host: &'a HostTopology, report: &'a Report) -> Paint<'a> {
         let usable = host.usable_cpus();
         let helpers: Vec<Helpers> = report
@@ -96,7 +101,8 @@ impl<'a> Paint<'a> {
             .map(|t| Helpers::of(t, &usable))
             .collect();
         let (occupants, vcpus_on, helpers_on) = occupancy(&report.tenants, &helpers);
-        let (conflicts_on, worst, everywhere) = conflict_marks(report);
+        let everywhere = everywhere(report);
+        let (conflicts_on, worst) = conflict_marks(report, &everywhere);
         Paint {
             host,
             report,
@@ -173,31 +179,32 @@ fn note<T>(on: &mut PerTenant<T>, cpus: &CpuSet, i: usize, what: impl Fn() -> T)
     }
 }
 
-/// Per CPU, the conflicts outlined on it (by index) and the worst severity;
-/// and per conflict, whether it covers every CPU (only unpinned tenants in
-/// it), so that it is listed but not outlined.
-fn conflict_marks(
-    report: &Report,
-) -> (
-    BTreeMap<CpuId, Vec<usize>>,
-    BTreeMap<CpuId, Severity>,
-    Vec<bool>,
-) {
+/// Per conflict, whether it covers every CPU (only unpinned tenants in it),
+/// so that it is listed but not outlined.
+fn everywhere(report: &Report) -> Vec<bool> {
     let floating: BTreeSet<&str> = report
         .tenants
         .iter()
         .filter(|t| !t.pinned)
         .map(|t| t.name.as_str())
         .collect();
-    let everywhere: Vec<bool> = report
+    report
         .conflicts
         .iter()
         .map(|c| !c.tenants.is_empty() && c.tenants.iter().all(|n| floating.contains(n.as_str())))
-        .collect();
+        .collect()
+}
+
+/// Per CPU, the conflicts outlined on it (by index, none of those that are
+/// `everywhere`) and the worst severity among them.
+fn conflict_marks(
+    report: &Report,
+    everywhere: &[bool],
+) -> (BTreeMap<CpuId, Vec<usize>>, BTreeMap<CpuId, Severity>) {
     let mut conflicts_on: BTreeMap<CpuId, Vec<usize>> = BTreeMap::new();
     let mut worst: BTreeMap<CpuId, Severity> = BTreeMap::new();
     for (i, c) in report.conflicts.iter().enumerate() {
-        if everywhere[i] {
+        if everywhere.get(i).copied().unwrap_or(false) {
             continue;
         }
         for cpu in c.cpus.iter() {
@@ -207,5 +214,5 @@ fn conflict_marks(
             *w = (*w).min(c.severity);
         }
     }
-    (conflicts_on, worst, everywhere)
+    (conflicts_on, worst)
 }

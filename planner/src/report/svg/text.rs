@@ -7,6 +7,7 @@ use super::MARGIN;
 use crate::cpuset::CpuSet;
 use crate::report::Severity;
 
+/// A `<text>` element, `y` its baseline, `content` escaped.
 pub(super) fn text(out: &mut String, x: i64, y: i64, size: i64, attrs: &str, content: &str) {
     out.push_str(&format!(
         "<text x=\"{x}\" y=\"{y}\" font-size=\"{size}\" {attrs}>{}</text>\n",
@@ -132,6 +133,7 @@ pub(super) fn esc(s: &str) -> String {
     out
 }
 
+/// `cpus` in libvirt syntax, or `none`.
 pub(super) fn or_none(cpus: &CpuSet) -> String {
     if cpus.is_empty() {
         "none".to_owned()
@@ -140,6 +142,7 @@ pub(super) fn or_none(cpus: &CpuSet) -> String {
     }
 }
 
+/// `error` or `warning`.
 pub(super) fn severity_word(s: Severity) -> &'static str {
     match s {
         Severity::Error => "error",

@@ -8,6 +8,7 @@ use crate::text::plural;
 use std::collections::BTreeSet;
 
 impl Paint<'_> {
+    /// Draws the title from `y` down; returns its last baseline.
     pub(super) fn title(&self, out: &mut String, width: i64, mut y: i64) -> i64 {
         let host = self.host;
         let errors = self.errors();
