@@ -1,0 +1,85 @@
+//! Colours: the VM palette and the fixed colours (host, conflicts, unusable
+//! CPUs), the hatch patterns of emulator threads, and the ink that reads on a
+//! fill.
+
+use super::paint::{Occupant, Paint};
+use crate::tenant::{Tenant, TenantKind};
+
+/// VM colours, in tenant order. Red and orange are left out (they mean
+/// conflicts), and so is grey (the host's).
+pub(super) const PALETTE: [&str; 13] = [
+    "#4e79a7", "#59a14f", "#b07aa1", "#499894", "#b6992d", "#9d7660", "#6a51a3", "#a0cbe8",
+    "#8cd17d", "#d4a6c8", "#86bcb6", "#f1ce63", "#d7b5a6",
+];
+pub(super) const HOST_GREY: &str = "#b0b0b0";
+pub(super) const ERROR_RED: &str = "#d62728";
+pub(super) const WARNING_ORANGE: &str = "#ff7f0e";
+pub(super) const UNUSABLE_FILL: &str = "#e6e6e6";
+
+/// Each tenant's colour, by index: the host grey, VMs the palette in turn.
+pub(super) fn tenant_colours(tenants: &[Tenant]) -> Vec<&'static str> {
+    let mut vm_index = 0;
+    tenants
+        .iter()
+        .map(|t| match t.kind {
+            TenantKind::Host => HOST_GREY,
+            TenantKind::Vm => {
+                let c = PALETTE[vm_index % PALETTE.len()];
+                vm_index += 1;
+                c
+            }
+        })
+        .collect()
+}
+
+impl Paint<'_> {
+    /// Tenant `tenant`'s colour (by index in `report.tenants`).
+    pub(super) fn colour(&self, tenant: usize) -> &'static str {
+        self.colours.get(tenant).copied().unwrap_or(HOST_GREY)
+    }
+
+    /// A CPU's fill for one occupant: its colour, or its hatch pattern when
+    /// only its emulator or I/O threads are there.
+    pub(super) fn fill(&self, o: Occupant) -> String {
+        if o.emulator_only {
+            format!("url(#emu-{})", o.tenant)
+        } else {
+            self.colour(o.tenant).to_owned()
+        }
+    }
+
+    /// Patterns: one hatch per tenant with pinned emulator threads, and one
+    /// for the legend's key.
+    pub(super) fn defs(&self, out: &mut String) {
+        out.push_str("<defs>\n");
+        let hatch = |out: &mut String, id: &str, colour: &str| {
+            out.push_str(&format!(
+                "<pattern id=\"{id}\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" \
+                 patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#ffffff\"/>\
+                 <rect width=\"3\" height=\"6\" fill=\"{colour}\"/></pattern>\n"
+            ));
+        };
+        for (i, h) in self.helpers.iter().enumerate() {
+            if !h.cpus().is_empty() {
+                hatch(out, &format!("emu-{i}"), self.colour(i));
+            }
+        }
+        hatch(out, "emu-key", PALETTE[0]);
+        out.push_str("</defs>\n");
+    }
+}
+
+/// Black or white text, whichever reads better on `fill` (`#rrggbb`).
+pub(super) fn ink_on(fill: &str) -> &'static str {
+    let channel = |i: usize| {
+        fill.get(i..i + 2)
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+            .unwrap_or(255)
+    };
+    let luma = 299 * channel(1) + 587 * channel(3) + 114 * channel(5);
+    if luma < 140_000 {
+        "#ffffff"
+    } else {
+        "#111111"
+    }
+}

@@ -1,0 +1,278 @@
+//! The legend under the drawing: every tenant with its CPUs, the key to fills
+//! and marks, every conflict, and NUMA nodes that have no box of their own.
+
+use super::colour::{HOST_GREY, PALETTE, UNUSABLE_FILL};
+use super::draw::{cell, shared_mark};
+use super::layout::{px, CELL_H, CELL_TEXT_Y};
+use super::outline::{outline, outline_sample};
+use super::paint::{Helpers, Paint};
+use super::text::{chars_fitting, heading, or_none, paragraph, severity_word, text, text_w, wrap};
+use super::MARGIN;
+use crate::cpuset::CpuSet;
+use crate::ids::NodeId;
+use crate::report::{Conflict, Severity};
+use crate::tenant::{Tenant, TenantKind};
+use crate::text::{bytes, plural};
+use std::collections::BTreeSet;
+
+impl Paint<'_> {
+    /// Draws the legend from `y` down; returns where it ends.
+    pub(super) fn legend(&self, out: &mut String, width: i64, mut y: i64) -> i64 {
+        let avail = width - 2 * MARGIN;
+        y = self.legend_tenants(out, avail, y);
+        y = legend_key(out, avail, y + 10);
+        y = self.legend_conflicts(out, avail, y + 10);
+        self.legend_notes(out, avail, y)
+    }
+
+    /// Every tenant, a swatch and an entry each, in columns.
+    fn legend_tenants(&self, out: &mut String, avail: i64, mut y: i64) -> i64 {
+        y += 14;
+        heading(out, y, 12, "Tenants");
+        if self.report.tenants.is_empty() {
+            y += 16;
+            text(out, MARGIN, y, 11, "fill=\"#3b4754\"", "none");
+            return y;
+        }
+        let known: CpuSet = self.host.pus.iter().map(|p| p.cpu).collect();
+        let entries: Vec<String> = self
+            .report
+            .tenants
+            .iter()
+            .enumerate()
+            .map(|(i, t)| tenant_line(t, &self.helpers[i], &known))
+            .collect();
+        const SWATCH: i64 = 20;
+        const COL_GAP: i64 = 24;
+        let longest = entries.iter().map(|e| e.chars().count()).max().unwrap_or(0);
+        let fit = chars_fitting(avail - SWATCH, 11);
+        let col_chars = longest.min(fit);
+        let col_w = SWATCH + text_w(&"m".repeat(col_chars), 11) + COL_GAP;
+        let columns = usize::try_from((avail + COL_GAP) / col_w.max(1))
+            .unwrap_or(1)
+            .clamp(1, entries.len());
+        let rows = entries.len().div_ceil(columns);
+        let wrapped: Vec<Vec<String>> = entries.iter().map(|e| wrap(e, col_chars)).collect();
+        let mut row_y = y + 6;
+        for row in 0..rows {
+            let mut lines_in_row = 1;
+            for col in 0..columns {
+                let i = col * rows + row;
+                let (Some(t), Some(lines)) = (self.report.tenants.get(i), wrapped.get(i)) else {
+                    continue;
+                };
+                let x = MARGIN + px(col) * col_w;
+                self.swatch(out, x, row_y + 2, i, t);
+                paragraph(out, x + SWATCH, row_y, "fill=\"#1f2a36\"", lines);
+                lines_in_row = lines_in_row.max(lines.len());
+            }
+            row_y += px(lines_in_row) * 14 + 4;
+        }
+        row_y
+    }
+
+    /// A tenant's colour; dashed and empty for a tenant that is not pinned.
+    fn swatch(&self, out: &mut String, x: i64, y: i64, i: usize, t: &Tenant) {
+        let colour = self.colour(i);
+        if t.pinned {
+            out.push_str(&format!(
+                "<rect x=\"{x}\" y=\"{y}\" width=\"14\" height=\"12\" fill=\"{colour}\" \
+                 stroke=\"#555555\" stroke-width=\"0.8\"/>\n"
+            ));
+        } else {
+            out.push_str(&format!(
+                "<rect x=\"{x}\" y=\"{y}\" width=\"14\" height=\"12\" fill=\"#ffffff\" \
+                 stroke=\"{colour}\" stroke-width=\"2\" stroke-dasharray=\"3 2\"/>\n"
+            ));
+        }
+    }
+
+    /// Every conflict, with a sample of its outline.
+    fn legend_conflicts(&self, out: &mut String, avail: i64, mut y: i64) -> i64 {
+        let conflicts = &self.report.conflicts;
+        let errors = self.errors();
+        y += 14;
+        let title = if conflicts.is_empty() {
+            "Conflicts: none".to_owned()
+        } else {
+            format!(
+                "Conflicts: {}, {}",
+                plural(errors, "error", "errors"),
+                plural(conflicts.len() - errors, "warning", "warnings")
+            )
+        };
+        heading(out, y, 12, &title);
+        y += 6;
+        let chars = chars_fitting(avail - 24, 11);
+        for (i, c) in conflicts.iter().enumerate() {
+            let line = conflict_line(c, self.everywhere.get(i).copied().unwrap_or(false));
+            let lines = wrap(&line, chars);
+            outline_sample(out, MARGIN, y + 3, 16, 12, c.severity);
+            let ink = match c.severity {
+                Severity::Error => "#8b1a1a",
+                Severity::Warning => "#7a4100",
+            };
+            paragraph(out, MARGIN + 24, y, &format!("fill=\"{ink}\""), &lines);
+            y += px(lines.len().max(1)) * 14 + 4;
+        }
+        y
+    }
+
+    /// NUMA nodes that have no core of their own in the picture: memory-only
+    /// nodes, and nodes whose CPUs are drawn under another node (hosts where
+    /// nodes share CPUs).
+    fn legend_notes(&self, out: &mut String, avail: i64, mut y: i64) -> i64 {
+        let drawn: BTreeSet<NodeId> = self.host.cores.iter().filter_map(|c| c.numa_node).collect();
+        let notes: Vec<String> = self
+            .host
+            .numa_nodes
+            .iter()
+            .filter(|n| !drawn.contains(&n.id))
+            .map(|n| {
+                let mem = n
+                    .memory_bytes
+                    .map(|m| format!(", {}", bytes(m)))
+                    .unwrap_or_default();
+                if n.cpus.is_empty() {
+                    format!("node {}: memory only{mem}", n.id)
+                } else {
+                    format!(
+                        "node {}: CPUs {} (drawn under the node each core belongs to){mem}",
+                        n.id, n.cpus
+                    )
+                }
+            })
+            .collect();
+        if notes.is_empty() {
+            return y;
+        }
+        y += 24;
+        heading(out, y, 12, "NUMA nodes without cores of their own");
+        let chars = chars_fitting(avail, 11);
+        for note in notes {
+            for line in wrap(&note, chars) {
+                y += 14;
+                text(out, MARGIN, y, 11, "fill=\"#3b4754\"", &line);
+            }
+        }
+        y
+    }
+}
+
+/// A tenant's legend entry: its vCPUs, emulator and I/O threads and where
+/// they are pinned.
+fn tenant_line(t: &Tenant, helpers: &Helpers, known: &CpuSet) -> String {
+    let mut line = match (t.kind, t.pinned) {
+        (TenantKind::Host, _) => format!("{}: CPUs {}", t.name, or_none(&t.cpus)),
+        (TenantKind::Vm, false) => format!(
+            "{}: {}, not pinned (may run on any CPU)",
+            t.name,
+            plural(t.vcpus.len(), "vCPU", "vCPUs")
+        ),
+        (TenantKind::Vm, true) => {
+            let mut line = format!(
+                "{}: {} on {}; ",
+                t.name,
+                plural(t.vcpus.len(), "vCPU", "vCPUs"),
+                or_none(&t.cpus)
+            );
+            match &helpers.emulator {
+                Some(cpus) => line.push_str(&format!("emulator on {cpus}")),
+                None => line.push_str("emulator not pinned"),
+            }
+            if !helpers.iothreads.is_empty() {
+                let cpus = helpers
+                    .iothreads
+                    .iter()
+                    .fold(CpuSet::new(), |acc, (_, c)| acc.union(c));
+                line.push_str(&format!(
+                    "; {} on {cpus}",
+                    plural(helpers.iothreads.len(), "I/O thread", "I/O threads")
+                ));
+            }
+            if helpers.iothreads.len() < t.iothreads.len() {
+                let n = t.iothreads.len() - helpers.iothreads.len();
+                line.push_str(&format!(
+                    "; {} not pinned",
+                    plural(n, "I/O thread", "I/O threads")
+                ));
+            }
+            line
+        }
+    };
+    let missing = t.cpus.union(&helpers.cpus()).difference(known);
+    if !missing.is_empty() {
+        line.push_str(&format!("; not on this host: {missing}"));
+    }
+    line
+}
+
+/// A conflict's legend entry.
+fn conflict_line(c: &Conflict, everywhere: bool) -> String {
+    let mut line = format!(
+        "{} {} [{}] CPUs {}: {}",
+        severity_word(c.severity),
+        c.kind,
+        c.tenants.join(", "),
+        or_none(&c.cpus),
+        c.message
+    );
+    if everywhere {
+        line.push_str(" (not outlined: it covers every CPU)");
+    }
+    line
+}
+
+/// The key: what fills, marks and outlines mean, as samples in a row.
+fn legend_key(out: &mut String, avail: i64, mut y: i64) -> i64 {
+    y += 14;
+    heading(out, y, 12, "Key");
+    y += 6;
+    const W: i64 = 34;
+    let items: [(&str, &str); 8] = [
+        ("free", "free CPU"),
+        ("host", "host"),
+        ("vm", "a VM's vCPUs"),
+        ("emu", "its emulator/I/O threads only"),
+        ("shared", "claimed by several tenants"),
+        ("unusable", "offline / not allowed"),
+        ("error", "in an error conflict"),
+        ("warning", "in a warning only"),
+    ];
+    let mut x = MARGIN;
+    for (kind, label) in items {
+        let item_w = W + 6 + text_w(label, 11) + 18;
+        if x > MARGIN && x + item_w > MARGIN + avail {
+            x = MARGIN;
+            y += CELL_H + 6;
+        }
+        let fills: Vec<String> = match kind {
+            "free" => vec!["#ffffff".to_owned()],
+            "host" => vec![HOST_GREY.to_owned()],
+            "vm" | "error" | "warning" => vec![PALETTE[0].to_owned()],
+            "emu" => vec!["url(#emu-key)".to_owned()],
+            "shared" => vec![PALETTE[0].to_owned(), PALETTE[1].to_owned()],
+            _ => vec![UNUSABLE_FILL.to_owned()],
+        };
+        cell(out, x, y, W, &fills, kind == "unusable");
+        let severity = match kind {
+            "error" => Some(Severity::Error),
+            "warning" => Some(Severity::Warning),
+            _ => None,
+        };
+        outline(out, x, y, W, severity);
+        if kind == "shared" {
+            shared_mark(out, x, y, W);
+        }
+        text(
+            out,
+            x + W + 6,
+            y + CELL_TEXT_Y,
+            11,
+            "fill=\"#1f2a36\"",
+            label,
+        );
+        x += item_w;
+    }
+    y + CELL_H
+}

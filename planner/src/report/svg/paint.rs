@@ -1,0 +1,218 @@
+//! What the picture says about each CPU: the tenants on it (vCPUs, or only
+//! emulator and I/O threads) and the conflicts outlined on it, worked out once
+//! from the report in [`Paint::new`] for every drawing step.
+
+use super::colour::tenant_colours;
+use super::layout::cell_width;
+use crate::cpuset::CpuSet;
+use crate::ids::CpuId;
+use crate::report::{Report, Severity};
+use crate::tenant::Tenant;
+use crate::topology::HostTopology;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What sits on one CPU: a tenant's vCPUs, or only its emulator or I/O
+/// threads.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Occupant {
+    pub(super) tenant: usize,
+    pub(super) emulator_only: bool,
+}
+
+/// A VM's emulator and I/O threads, where they are pinned apart from
+/// "anywhere" (`tenant_from_domain` gives an unpinned thread every usable
+/// CPU: hatching the whole host with it would hide everything else).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Helpers {
+    pub(super) emulator: Option<CpuSet>,
+    pub(super) iothreads: Vec<(u32, CpuSet)>,
+}
+
+impl Helpers {
+    /// `t`'s emulator and I/O threads that are pinned, and not to every CPU
+    /// in `usable`.
+    pub(super) fn of(t: &Tenant, usable: &CpuSet) -> Helpers {
+        let pinned = |cpus: &CpuSet| t.pinned && !cpus.is_empty() && cpus != usable;
+        Helpers {
+            emulator: Some(t.emulator_cpus.clone()).filter(pinned),
+            iothreads: t
+                .iothreads
+                .iter()
+                .filter(|io| pinned(&io.cpus))
+                .map(|io| (io.iothread, io.cpus.clone()))
+                .collect(),
+        }
+    }
+
+    /// Each pinned thread with its CPUs: `emulator`, `iothread N`.
+    pub(super) fn threads(&self) -> Vec<(String, &CpuSet)> {
+        let mut out: Vec<(String, &CpuSet)> = Vec::new();
+        if let Some(cpus) = &self.emulator {
+            out.push(("emulator".to_owned(), cpus));
+        }
+        for (id, cpus) in &self.iothreads {
+            out.push((format!("iothread {id}"), cpus));
+        }
+        out
+    }
+
+    /// Every CPU a pinned thread may run on.
+    pub(super) fn cpus(&self) -> CpuSet {
+        self.threads()
+            .iter()
+            .fold(CpuSet::new(), |acc, (_, cpus)| acc.union(cpus))
+    }
+}
+
+/// Per CPU, per tenant (by index).
+type PerTenant<T> = BTreeMap<CpuId, BTreeMap<usize, Vec<T>>>;
+
+/// Everything a drawing step needs to know about tenants and conflicts.
+pub(super) struct Paint<'a> {
+    pub(super) host: &'a HostTopology,
+    pub(super) report: &'a Report,
+    /// Colour of each tenant, by index in `report.tenants`.
+    pub(super) colours: Vec<&'static str>,
+    /// Each tenant's pinned emulator and I/O threads.
+    pub(super) helpers: Vec<Helpers>,
+    /// Per CPU: who sits there, vCPU occupants first.
+    pub(super) occupants: BTreeMap<CpuId, Vec<Occupant>>,
+    /// Per CPU, per tenant: the vCPUs that may run there.
+    pub(super) vcpus_on: PerTenant<u32>,
+    /// Per CPU, per tenant: the emulator and I/O threads that may run there.
+    pub(super) helpers_on: PerTenant<String>,
+    /// Per CPU: the conflicts drawn on it (by index), and the worst severity.
+    pub(super) conflicts_on: BTreeMap<CpuId, Vec<usize>>,
+    pub(super) worst: BTreeMap<CpuId, Severity>,
+    /// Conflicts that cover every CPU (an unpinned VM): listed, not outlined.
+    pub(super) everywhere: Vec<bool>,
+    /// Width of a CPU cell.
+    pub(super) cell_w: i64,
+}
+
+impl<'a> Paint<'a> {
+    /// Works out tenants' colours and threads, occupants and conflict
+    /// marks of every CPU of `host`.
+    pub(super) fn new(host: &'a HostTopology, report: &'a Report) -> Paint<'a> {
+        let usable = host.usable_cpus();
+        let helpers: Vec<Helpers> = report
+            .tenants
+            .iter()
+            .map(|t| Helpers::of(t, &usable))
+            .collect();
+        let (occupants, vcpus_on, helpers_on) = occupancy(&report.tenants, &helpers);
+        let everywhere = everywhere(report);
+        let (conflicts_on, worst) = conflict_marks(report, &everywhere);
+        Paint {
+            host,
+            report,
+            colours: tenant_colours(&report.tenants),
+            helpers,
+            occupants,
+            vcpus_on,
+            helpers_on,
+            conflicts_on,
+            worst,
+            everywhere,
+            cell_w: cell_width(host),
+        }
+    }
+
+    /// How many conflicts are errors (the others are warnings).
+    pub(super) fn errors(&self) -> usize {
+        self.report
+            .conflicts
+            .iter()
+            .filter(|c| c.severity == Severity::Error)
+            .count()
+    }
+}
+
+/// Who sits on each CPU (vCPU occupants first, then emulator-only ones, each
+/// in tenant order), and which of each pinned tenant's vCPUs and helper
+/// threads may run there. Unpinned tenants sit nowhere.
+fn occupancy(
+    tenants: &[Tenant],
+    helpers: &[Helpers],
+) -> (
+    BTreeMap<CpuId, Vec<Occupant>>,
+    PerTenant<u32>,
+    PerTenant<String>,
+) {
+    let mut occupants: BTreeMap<CpuId, Vec<Occupant>> = BTreeMap::new();
+    let mut vcpus_on = PerTenant::new();
+    let mut helpers_on = PerTenant::new();
+    for (i, (t, h)) in tenants.iter().zip(helpers).enumerate() {
+        if !t.pinned {
+            continue;
+        }
+        let helpers_only = h.cpus().difference(&t.cpus);
+        for (cpus, emulator_only) in [(&t.cpus, false), (&helpers_only, true)] {
+            for cpu in cpus.iter() {
+                occupants.entry(cpu).or_default().push(Occupant {
+                    tenant: i,
+                    emulator_only,
+                });
+            }
+        }
+        for (thread, cpus) in h.threads() {
+            note(&mut helpers_on, cpus, i, || thread.clone());
+        }
+        for v in &t.vcpus {
+            note(&mut vcpus_on, &v.cpus, i, || v.vcpu);
+        }
+    }
+    for list in occupants.values_mut() {
+        list.sort_by_key(|o| (o.emulator_only, o.tenant));
+    }
+    (occupants, vcpus_on, helpers_on)
+}
+
+/// Notes `what` of tenant `i` on each of `cpus`.
+fn note<T>(on: &mut PerTenant<T>, cpus: &CpuSet, i: usize, what: impl Fn() -> T) {
+    for cpu in cpus.iter() {
+        on.entry(cpu)
+            .or_default()
+            .entry(i)
+            .or_default()
+            .push(what());
+    }
+}
+
+/// Per conflict, whether it covers every CPU (only unpinned tenants in it),
+/// so that it is listed but not outlined.
+fn everywhere(report: &Report) -> Vec<bool> {
+    let floating: BTreeSet<&str> = report
+        .tenants
+        .iter()
+        .filter(|t| !t.pinned)
+        .map(|t| t.name.as_str())
+        .collect();
+    report
+        .conflicts
+        .iter()
+        .map(|c| !c.tenants.is_empty() && c.tenants.iter().all(|n| floating.contains(n.as_str())))
+        .collect()
+}
+
+/// Per CPU, the conflicts outlined on it (by index, none of those that are
+/// `everywhere`) and the worst severity among them.
+fn conflict_marks(
+    report: &Report,
+    everywhere: &[bool],
+) -> (BTreeMap<CpuId, Vec<usize>>, BTreeMap<CpuId, Severity>) {
+    let mut conflicts_on: BTreeMap<CpuId, Vec<usize>> = BTreeMap::new();
+    let mut worst: BTreeMap<CpuId, Severity> = BTreeMap::new();
+    for (i, c) in report.conflicts.iter().enumerate() {
+        if everywhere.get(i).copied().unwrap_or(false) {
+            continue;
+        }
+        for cpu in c.cpus.iter() {
+            conflicts_on.entry(cpu).or_default().push(i);
+            let w = worst.entry(cpu).or_insert(c.severity);
+            // Error sorts before Warning.
+            *w = (*w).min(c.severity);
+        }
+    }
+    (conflicts_on, worst)
+}
