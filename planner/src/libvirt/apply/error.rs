@@ -35,7 +35,7 @@ pub enum ApplyError {
     #[error("{}: {}\n{}", failure.vm, failure.error, restore_state(failure, &retry(journal, uri)))]
     Failed {
         /// What happened.
-        failure: Failure,
+        failure: Box<Failure>,
         /// The journal written before the first change.
         journal: PathBuf,
         /// The libvirt URI.

@@ -15,7 +15,7 @@ pub use error::{retry, ApplyError, Problem};
 pub use journal::{Journal, JournalError, JournalVm, Pins, JOURNAL_VERSION};
 
 use super::ffi;
-use crate::error::{LibvirtAction, LibvirtError};
+use crate::error::{LibvirtAction, LibvirtCause, LibvirtError};
 use crate::plan::IothreadPin;
 use std::time::{Duration, Instant};
 use virt::connect::Connect;
@@ -66,7 +66,7 @@ pub struct Failure {
     /// The VM being pinned when it failed.
     pub vm: String,
     /// What failed.
-    pub error: String,
+    pub error: StepError,
     /// VMs restored from the journal (and verified).
     pub restored: Vec<String>,
     /// What the restore could not do, if anything (then the host is not as it was).
@@ -124,6 +124,71 @@ fn scope_name(flags: u32) -> &'static str {
 
 fn lv(e: &virt::error::Error) -> String {
     e.message().to_owned()
+}
+
+/// One step of pinning or restoring a VM that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepError {
+    /// A pin call that libvirt refused.
+    #[error("pinning {what} ({scope}): {cause}")]
+    Pin {
+        /// `vCPU 3`, `the emulator`, `I/O thread 1`.
+        what: String,
+        /// `live` or `config`.
+        scope: &'static str,
+        /// libvirt's answer.
+        #[source]
+        cause: LibvirtCause,
+    },
+    /// A pin call the fault-injection hook refused (tests only).
+    #[error("pinning {what} ({scope}): {message}")]
+    Injected {
+        /// The thread.
+        what: String,
+        /// `live` or `config`.
+        scope: &'static str,
+        /// The hook's message.
+        message: String,
+    },
+    /// Reading the pinning back failed.
+    #[error("reading back its {scope} pinning: {cause}")]
+    ReadBack {
+        /// `live` or `config`.
+        scope: &'static str,
+        /// libvirt's answer.
+        #[source]
+        cause: LibvirtCause,
+    },
+    /// The pinning read back is not what was set.
+    #[error("read-back ({scope}) differs from {goal}: {difference}")]
+    Differs {
+        /// `live` or `config`.
+        scope: &'static str,
+        /// `the plan` or `the journal`.
+        goal: &'static str,
+        /// The first difference.
+        difference: String,
+    },
+    /// Restoring: the journalled domain is gone.
+    #[error("not found: {0}")]
+    Gone(#[source] LibvirtCause),
+    /// Restoring: libvirt refused a call (its UUID, redefining its config).
+    #[error("{what}: {cause}")]
+    Libvirt {
+        /// What was being done.
+        what: &'static str,
+        /// libvirt's answer.
+        #[source]
+        cause: LibvirtCause,
+    },
+    /// Restoring: another domain has the name now.
+    #[error("its UUID is now {now}, the journal's {journal}: another domain of the same name, not restored")]
+    OtherDomain {
+        /// Its UUID now.
+        now: String,
+        /// The journal's.
+        journal: String,
+    },
 }
 
 impl Session {
@@ -215,15 +280,25 @@ impl Session {
         domain: &Domain,
         want: &Pins,
         flags: u32,
-        why: &str,
+        goal: &'static str,
         calls: &mut u32,
         hook: &mut dyn FnMut(u32) -> Result<(), String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), StepError> {
         let scope = scope_name(flags);
         let mut pin = |what: String, call: &dyn Fn() -> Result<(), virt::error::Error>| {
             *calls += 1;
-            hook(*calls).map_err(|e| format!("pinning {what} ({scope}): {e}"))?;
-            call().map_err(|e| format!("pinning {what} ({scope}): {}", lv(&e)))
+            if let Err(message) = hook(*calls) {
+                return Err(StepError::Injected {
+                    what,
+                    scope,
+                    message,
+                });
+            }
+            call().map_err(|e| StepError::Pin {
+                what,
+                scope,
+                cause: (&e).into(),
+            })
         };
         for (vcpu, cpus) in want.vcpus.iter().enumerate() {
             let map = ffi::to_cpumap(cpus, self.ncpus);
@@ -241,20 +316,33 @@ impl Session {
                 ffi::pin_iothread(domain, io.iothread, &io.cpus, self.ncpus, flags)
             })?;
         }
-        self.verify(domain, want, flags, why)
+        self.verify(domain, want, flags, goal)
     }
 
     /// Reads a domain's pinning in one scope back from libvirt and compares
     /// it with `want` (its I/O threads only).
-    fn verify(&self, domain: &Domain, want: &Pins, flags: u32, why: &str) -> Result<(), String> {
+    fn verify(
+        &self,
+        domain: &Domain,
+        want: &Pins,
+        flags: u32,
+        goal: &'static str,
+    ) -> Result<(), StepError> {
         let scope = scope_name(flags);
         let n = u32::try_from(want.vcpus.len()).unwrap_or(u32::MAX);
         let got = self
             .pins(domain, n, flags)
-            .map_err(|e| format!("reading back its {scope} pinning: {}", lv(&e)))?;
+            .map_err(|e| StepError::ReadBack {
+                scope,
+                cause: (&e).into(),
+            })?;
         match got.restricted_to(want).describe_difference(want) {
             None => Ok(()),
-            Some(diff) => Err(format!("read-back ({scope}) differs from {why}: {diff}")),
+            Some(difference) => Err(StepError::Differs {
+                scope,
+                goal,
+                difference,
+            }),
         }
     }
 
@@ -267,7 +355,7 @@ impl Session {
         journal: &Journal,
         scope: Scope,
         hook: &mut dyn FnMut(u32) -> Result<(), String>,
-    ) -> Result<Vec<Applied>, Failure> {
+    ) -> Result<Vec<Applied>, Box<Failure>> {
         let mut done = Vec::new();
         let mut calls = 0;
         for (i, t) in targets.iter().enumerate() {
@@ -298,12 +386,12 @@ impl Session {
             if let Err(error) = result {
                 let touched = &journal.vms[..=i.min(journal.vms.len().saturating_sub(1))];
                 let (restored, restore_errors) = self.restore(touched);
-                return Err(Failure {
+                return Err(Box::new(Failure {
                     vm: t.name.clone(),
                     error,
                     restored,
                     restore_errors,
-                });
+                }));
             }
             done.push(Applied {
                 vm: t.name.clone(),
@@ -336,17 +424,20 @@ impl Session {
         (restored, errors)
     }
 
-    fn restore_one(&self, j: &JournalVm) -> Result<(), String> {
+    fn restore_one(&self, j: &JournalVm) -> Result<(), StepError> {
         let domain = self
             .conn
             .lookup_domain_by_name(&j.name)
-            .map_err(|e| format!("not found: {}", lv(&e)))?;
-        let uuid = domain.uuid_string().map_err(|e| lv(&e))?;
+            .map_err(|e| StepError::Gone((&e).into()))?;
+        let uuid = domain.uuid_string().map_err(|e| StepError::Libvirt {
+            what: "reading its UUID",
+            cause: (&e).into(),
+        })?;
         if uuid != j.uuid {
-            return Err(format!(
-                "its UUID is now {uuid}, the journal's {}: another domain of the same name, not restored",
-                j.uuid
-            ));
+            return Err(StepError::OtherDomain {
+                now: uuid,
+                journal: j.uuid.clone(),
+            });
         }
         if let Some(live) = &j.live {
             if domain.is_active().unwrap_or(false) {
@@ -363,7 +454,10 @@ impl Session {
         }
         self.conn
             .define_domain_xml(&j.config_xml)
-            .map_err(|e| format!("redefining its config: {}", lv(&e)))?;
+            .map_err(|e| StepError::Libvirt {
+                what: "redefining its config",
+                cause: (&e).into(),
+            })?;
         self.verify(&domain, &j.config, AFFECT_CONFIG, "the journal")?;
         Ok(())
     }
