@@ -10,7 +10,9 @@
 
 use super::emit;
 use crate::plan::VmPlan;
-use crate::xml::line_col;
+use crate::text::line_col;
+use crate::xmldoc::spans::{self, Span as Node};
+use crate::xmldoc::Problem;
 use quick_xml::events::Event;
 use quick_xml::Reader;
 
@@ -37,93 +39,33 @@ pub struct PatchOptions {
     pub name_given: bool,
 }
 
-/// One element's byte spans.
-#[derive(Debug, Clone)]
-struct Node {
-    name: String,
-    /// Offset of `<`.
-    start: usize,
-    /// Offset just after the start tag's `>`.
-    start_tag_end: usize,
-    /// Offset of the end tag's `<` (= `start_tag_end` for an empty element).
-    end_tag_start: usize,
-    /// Offset just after the element.
-    end: usize,
-    parent: Option<usize>,
-    children: Vec<usize>,
-    empty: bool,
-}
-
+/// The element spans of `text`, or why it has none (not XML, truncated).
 fn scan(source_name: &str, text: &str) -> Result<Vec<Node>, PatchError> {
-    let err = |offset: usize, element: &str, message: String| PatchError {
-        source_name: source_name.to_owned(),
-        line: line_col(text.as_bytes(), offset).0,
-        element: element.to_owned(),
-        message,
-    };
-    let mut reader = Reader::from_str(text);
-    reader.config_mut().check_end_names = true;
-    let mut nodes: Vec<Node> = Vec::new();
-    let mut stack: Vec<usize> = Vec::new();
-    loop {
-        let before = usize::try_from(reader.buffer_position()).unwrap_or(usize::MAX);
-        let event = reader.read_event().map_err(|e| {
-            let at = usize::try_from(reader.error_position()).unwrap_or(before);
-            err(at, "", format!("not well-formed XML: {e}"))
-        })?;
-        let after = usize::try_from(reader.buffer_position()).unwrap_or(usize::MAX);
-        match event {
-            Event::Start(ref e) | Event::Empty(ref e) => {
-                let empty = matches!(event, Event::Empty(_));
-                let index = nodes.len();
-                let parent = stack.last().copied();
-                nodes.push(Node {
-                    name: e.name().as_ref().to_owned(),
-                    start: before,
-                    start_tag_end: after,
-                    end_tag_start: after,
-                    end: after,
-                    parent,
-                    children: Vec::new(),
-                    empty,
-                });
-                if let Some(p) = parent {
-                    nodes[p].children.push(index);
-                } else if nodes.iter().filter(|n| n.parent.is_none()).count() > 1 {
-                    return Err(err(before, "", "more than one root element".to_owned()));
-                }
-                if !empty {
-                    stack.push(index);
-                }
+    spans::scan(text).map_err(|e| {
+        let (line, element, message) = match e.problem {
+            Problem::Truncated { open, .. } => {
+                let message = format!("the document ends inside <{open}>: it is truncated");
+                (e.line, open, message)
             }
-            Event::End(_) => {
-                if let Some(i) = stack.pop() {
-                    nodes[i].end_tag_start = before;
-                    nodes[i].end = after;
-                }
-            }
-            Event::Eof => break,
-            _ => {}
-        }
-    }
-    if let Some(&open) = stack.last() {
-        return Err(err(
-            text.len(),
-            &nodes[open].name,
-            format!(
-                "the document ends inside <{}>: it is truncated",
-                nodes[open].name
+            Problem::SecondRoot(_) => (
+                e.line,
+                String::new(),
+                "more than one root element".to_owned(),
             ),
-        ));
-    }
-    if nodes.is_empty() {
-        return Err(err(
-            0,
-            "",
-            "no XML element: this is not a domain XML".to_owned(),
-        ));
-    }
-    Ok(nodes)
+            Problem::NoElement => (
+                1,
+                String::new(),
+                "no XML element: this is not a domain XML".to_owned(),
+            ),
+            other => (e.line, String::new(), other.to_string()),
+        };
+        PatchError {
+            source_name: source_name.to_owned(),
+            line,
+            element,
+            message,
+        }
+    })
 }
 
 /// The attributes of a start tag, unescaped, in document order.
