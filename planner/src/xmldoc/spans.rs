@@ -19,8 +19,6 @@ pub(crate) struct Span {
     pub end_tag_start: usize,
     /// Offset just after the element.
     pub end: usize,
-    /// Index of the parent element; `None` for the root.
-    pub parent: Option<usize>,
     /// Indexes of the child elements, in order.
     pub children: Vec<usize>,
     /// Written as `<name/>`.
@@ -60,10 +58,9 @@ pub(crate) fn scan(text: &str) -> Result<Vec<Span>, XmlError> {
             _ => continue,
         };
         let name = e.name().as_ref().to_owned();
-        let parent = open.last().copied();
         let index = spans.len();
-        match parent {
-            Some(p) => spans[p].children.push(index),
+        match open.last() {
+            Some(&parent) => spans[parent].children.push(index),
             None if index > 0 => return Err(XmlError::at(text, before, Problem::SecondRoot(name))),
             None => {}
         }
@@ -73,7 +70,6 @@ pub(crate) fn scan(text: &str) -> Result<Vec<Span>, XmlError> {
             start_tag_end: after,
             end_tag_start: after,
             end: after,
-            parent,
             children: Vec::new(),
             empty,
         });
@@ -104,16 +100,16 @@ mod tests {
     fn records_spans_and_structure_errors() -> Result<(), XmlError> {
         let text = "<a x='1'>\n  <b/>\n  <c>hi</c>\n</a>";
         let spans = scan(text)?;
-        let names: Vec<(&str, Option<usize>, bool)> = spans
+        let names: Vec<(&str, &[usize], bool)> = spans
             .iter()
-            .map(|s| (s.name.as_str(), s.parent, s.empty))
+            .map(|s| (s.name.as_str(), s.children.as_slice(), s.empty))
             .collect();
         assert_eq!(
             names,
             [
-                ("a", None, false),
-                ("b", Some(0), true),
-                ("c", Some(0), false)
+                ("a", &[1, 2][..], false),
+                ("b", &[], true),
+                ("c", &[], false)
             ]
         );
         assert_eq!(&text[spans[2].start..spans[2].end], "<c>hi</c>");
