@@ -158,4 +158,14 @@ mod tests {
             "{v3:?}"
         );
     }
+
+    #[test]
+    fn an_unknown_entity_names_its_line() {
+        let err = sniff_str("<topology version=\"2.0\">\n  <object type=\"&m;\"/>\n</topology>");
+        assert!(
+            err.as_ref()
+                .is_err_and(|e| e.starts_with("f.xml:2:17: unknown entity &m;")),
+            "{err:?}"
+        );
+    }
 }

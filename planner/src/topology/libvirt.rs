@@ -180,7 +180,9 @@ mod tests {
             .replace("<numa node='1'/>", "<numa node='-1'/>");
         let net = "<device><name>net_ens1f0</name><parent>pci_0000_42_00_0</parent>\
                    <capability type='net'><interface>ens1f0</interface></capability></device>";
-        let devices = pci_from_nodedevs(&[unknown_node, pci.to_owned()], &[net.to_owned()]);
+        // Unparseable (an unknown entity): skipped, not read as an empty name.
+        let broken = net.replace("ens1f0</interface>", "&ens;</interface>");
+        let devices = pci_from_nodedevs(&[unknown_node, pci.to_owned()], &[net.to_owned(), broken]);
         assert_eq!(devices.len(), 2);
         let d = &devices[0];
         assert_eq!(d.address.to_string(), "0000:42:00.0");
