@@ -46,7 +46,7 @@ pub mod spec;
 pub mod tenant;
 pub mod text;
 pub mod topology;
-pub mod xml;
+pub(crate) mod xmldoc;
 
 pub use cpuset::{CpuSet, CpuSetError};
 pub use ids::{CoreId, CpuId, L3Id, NodeId, PackageId};

@@ -5,7 +5,8 @@ use crate::cpuset::CpuSet;
 use crate::tenant::{IothreadCpus, MemoryTune, Tenant, TenantKind, VcpuCpus};
 use crate::topology::pci_parse_int as parse_int;
 use crate::topology::{HostTopology, PciAddress};
-use crate::xml::{self, Element};
+use crate::xmldoc::{self, NodeExt};
+use roxmltree::Node;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Why a domain XML could not be read.
@@ -20,15 +21,31 @@ pub struct DomainError {
     pub message: String,
 }
 
-fn cpuset_attr(source: &str, e: &Element, attr: &str) -> Result<Option<CpuSet>, DomainError> {
-    match e.attr(attr) {
+fn bad(source: &str, e: Node, message: String) -> DomainError {
+    DomainError {
+        source_name: source.to_owned(),
+        line: e.line(),
+        message,
+    }
+}
+
+fn cpuset_attr(source: &str, e: Node, attr: &str) -> Result<Option<CpuSet>, DomainError> {
+    match e.attribute(attr) {
         None => Ok(None),
-        Some(text) => text.parse().map(Some).map_err(|err| DomainError {
-            source_name: source.to_owned(),
-            line: e.line,
-            message: format!("<{}> {attr}: {err}", e.name),
+        Some(text) => text.parse().map(Some).map_err(|err| {
+            let name = e.tag_name().name();
+            bad(source, e, format!("<{name}> {attr}: {err}"))
         }),
     }
+}
+
+/// A count held as an element's text (`<vcpu>4</vcpu>`).
+fn count(source: &str, e: Node, what: &str) -> Result<u32, DomainError> {
+    let text = e.inner_text();
+    text.parse().map_err(|_| {
+        let name = e.tag_name().name();
+        bad(source, e, format!("<{name}> holds {text:?}, not a {what}"))
+    })
 }
 
 /// Reads a tenant from a domain XML (`virsh dumpxml`).
@@ -37,145 +54,171 @@ pub fn tenant_from_domain(
     text: &str,
     host: &HostTopology,
 ) -> Result<Tenant, DomainError> {
-    let doc = xml::parse(text).map_err(|e| DomainError {
+    let doc = xmldoc::parse(text).map_err(|e| DomainError {
         source_name: source.to_owned(),
         line: e.line,
-        message: e.message,
+        message: e.problem.to_string(),
     })?;
-    let bad = |e: &Element, message: String| DomainError {
-        source_name: source.to_owned(),
-        line: e.line,
-        message,
-    };
-    if doc.name != "domain" {
-        return Err(bad(
-            &doc,
-            format!("the root element is <{}>, not <domain>", doc.name),
-        ));
+    let root = doc.root_element();
+    if !root.is("domain") {
+        let message = format!(
+            "the root element is <{}>, not <domain>",
+            root.written_name()
+        );
+        return Err(bad(source, root, message));
     }
-    let name = doc
+    let name = root
         .child("name")
-        .map(|n| n.text.clone())
-        .ok_or_else(|| bad(&doc, "the domain has no <name>".to_owned()))?;
-    let vcpu = doc
+        .map(|n| n.inner_text().into_owned())
+        .ok_or_else(|| bad(source, root, "the domain has no <name>".to_owned()))?;
+    let vcpu = root
         .child("vcpu")
-        .ok_or_else(|| bad(&doc, "the domain has no <vcpu>".to_owned()))?;
-    let count: u32 = vcpu
-        .text
-        .trim()
-        .parse()
-        .map_err(|_| bad(vcpu, format!("<vcpu> holds {:?}, not a count", vcpu.text)))?;
+        .ok_or_else(|| bad(source, root, "the domain has no <vcpu>".to_owned()))?;
+    let vcpu_count = count(source, vcpu, "count")?;
     let all = host.usable_cpus();
     let default = cpuset_attr(source, vcpu, "cpuset")?;
-    let mut pins: BTreeMap<u32, CpuSet> = BTreeMap::new();
-    let mut io_pins: BTreeMap<u32, CpuSet> = BTreeMap::new();
-    let mut emulator = None;
-    if let Some(cputune) = doc.child("cputune") {
-        for pin in cputune.children_named("iothreadpin") {
-            let id: u32 = pin
-                .attr("iothread")
-                .and_then(|v| v.trim().parse().ok())
-                .ok_or_else(|| bad(pin, "<iothreadpin> without an iothread number".to_owned()))?;
-            if let Some(set) = cpuset_attr(source, pin, "cpuset")? {
-                io_pins.insert(id, set);
-            }
-        }
-        for pin in cputune.children_named("vcpupin") {
-            let id: u32 = pin
-                .attr("vcpu")
-                .and_then(|v| v.trim().parse().ok())
-                .ok_or_else(|| bad(pin, "<vcpupin> without a vcpu number".to_owned()))?;
-            if let Some(set) = cpuset_attr(source, pin, "cpuset")? {
-                pins.insert(id, set);
-            }
-        }
-        if let Some(e) = cputune.child("emulatorpin") {
-            emulator = cpuset_attr(source, e, "cpuset")?;
-        }
-    }
+    let pins = Pins::read(source, root)?;
     // Pinned means held off some CPU: a pin to every CPU (what libvirt keeps
     // after re-pinning a vCPU to all CPUs) floats like no pin at all.
-    let narrows = |set: &CpuSet| !all.is_subset(set);
     let pinned = default
         .iter()
-        .chain(pins.values())
-        .chain(emulator.iter())
-        .any(narrows);
-    let fallback = default.clone().unwrap_or_else(|| all.clone());
-    let iothread_count: u32 = match doc.child("iothreads") {
-        None => 0,
-        Some(e) => e
-            .text
-            .trim()
-            .parse()
-            .map_err(|_| bad(e, format!("<iothreads> holds {:?}, not a count", e.text)))?,
-    };
-    let mut iothread_ids: BTreeSet<u32> = (1..=iothread_count).collect();
-    if let Some(ids) = doc.child("iothreadids") {
-        iothread_ids = ids
-            .children_named("iothread")
-            .filter_map(|t| t.attr("id").and_then(|v| v.trim().parse().ok()))
-            .collect();
-    }
-    iothread_ids.extend(io_pins.keys());
-    let iothreads = iothread_ids
-        .into_iter()
-        .map(|iothread| IothreadCpus {
-            iothread,
-            cpus: io_pins
-                .get(&iothread)
-                .cloned()
-                .unwrap_or_else(|| fallback.clone()),
-        })
-        .collect();
-    let nics = passthrough_devices(&doc);
-    let vcpus: Vec<VcpuCpus> = (0..count)
+        .chain(pins.vcpus.values())
+        .chain(pins.emulator.iter())
+        .any(|set| !all.is_subset(set));
+    let fallback = default.unwrap_or(all);
+    let iothreads = iothreads(source, root, &pins.iothreads, &fallback)?;
+    let vcpus: Vec<VcpuCpus> = (0..vcpu_count)
         .map(|vcpu| VcpuCpus {
             vcpu,
-            cpus: pins.get(&vcpu).cloned().unwrap_or_else(|| fallback.clone()),
+            cpus: pins.vcpus.get(&vcpu).unwrap_or(&fallback).clone(),
         })
         .collect();
     let cpus = vcpus
         .iter()
         .fold(CpuSet::new(), |acc, v| acc.union(&v.cpus));
-    let memory = doc
-        .child("numatune")
-        .and_then(|n| n.child("memory"))
-        .map(|m| MemoryTune {
-            mode: m.attr("mode").unwrap_or("strict").to_owned(),
-            nodeset: m.attr("nodeset").unwrap_or("").to_owned(),
-        });
     Ok(Tenant {
         name,
         kind: TenantKind::Vm,
         vcpus,
         cpus,
-        emulator_cpus: emulator.unwrap_or(fallback),
+        emulator_cpus: pins.emulator.unwrap_or(fallback),
         iothreads,
-        nics,
+        nics: passthrough_devices(root),
         pinned,
-        memory,
+        memory: memory_tune(root),
+    })
+}
+
+/// The pins in `<cputune>`.
+#[derive(Default)]
+struct Pins {
+    vcpus: BTreeMap<u32, CpuSet>,
+    iothreads: BTreeMap<u32, CpuSet>,
+    emulator: Option<CpuSet>,
+}
+
+impl Pins {
+    fn read(source: &str, root: Node) -> Result<Pins, DomainError> {
+        let Some(cputune) = root.child("cputune") else {
+            return Ok(Pins::default());
+        };
+        let iothreads = by_number(source, cputune, "iothreadpin", "iothread", "an iothread")?;
+        let vcpus = by_number(source, cputune, "vcpupin", "vcpu", "a vcpu")?;
+        let emulator = match cputune.child("emulatorpin") {
+            Some(e) => cpuset_attr(source, e, "cpuset")?,
+            None => None,
+        };
+        Ok(Pins {
+            vcpus,
+            iothreads,
+            emulator,
+        })
+    }
+}
+
+/// The `cpuset` of each `<element>` by its `number` attribute
+/// (`<vcpupin vcpu='0' cpuset='2'/>`); `a_number` names it in errors.
+fn by_number(
+    source: &str,
+    cputune: Node,
+    element: &str,
+    number: &str,
+    a_number: &str,
+) -> Result<BTreeMap<u32, CpuSet>, DomainError> {
+    let mut pins = BTreeMap::new();
+    for pin in cputune.children_named(element) {
+        let id: u32 = pin
+            .attribute(number)
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| {
+                bad(
+                    source,
+                    pin,
+                    format!("<{element}> without {a_number} number"),
+                )
+            })?;
+        if let Some(set) = cpuset_attr(source, pin, "cpuset")? {
+            pins.insert(id, set);
+        }
+    }
+    Ok(pins)
+}
+
+/// Every I/O thread (`<iothreads>` counts them, `<iothreadids>` names them,
+/// pins add theirs) with its CPUs: its pin, else `fallback`.
+fn iothreads(
+    source: &str,
+    root: Node,
+    pins: &BTreeMap<u32, CpuSet>,
+    fallback: &CpuSet,
+) -> Result<Vec<IothreadCpus>, DomainError> {
+    let iothread_count = match root.child("iothreads") {
+        None => 0,
+        Some(e) => count(source, e, "count")?,
+    };
+    let mut ids: BTreeSet<u32> = (1..=iothread_count).collect();
+    if let Some(listed) = root.child("iothreadids") {
+        ids = listed
+            .children_named("iothread")
+            .filter_map(|t| t.attribute("id").and_then(|v| v.trim().parse().ok()))
+            .collect();
+    }
+    ids.extend(pins.keys());
+    Ok(ids
+        .into_iter()
+        .map(|iothread| IothreadCpus {
+            iothread,
+            cpus: pins.get(&iothread).unwrap_or(fallback).clone(),
+        })
+        .collect())
+}
+
+/// `<numatune><memory>`: its mode (libvirt's default is strict) and nodes.
+fn memory_tune(root: Node) -> Option<MemoryTune> {
+    root.path(&["numatune", "memory"]).map(|m| MemoryTune {
+        mode: m.attribute("mode").unwrap_or("strict").to_owned(),
+        nodeset: m.attribute("nodeset").unwrap_or("").to_owned(),
     })
 }
 
 /// PCI addresses of a domain's passed-through devices, as `DDDD:BB:DD.F`.
-fn passthrough_devices(doc: &Element) -> Vec<PciAddress> {
-    let Some(devices) = doc.child("devices") else {
+fn passthrough_devices(root: Node) -> Vec<PciAddress> {
+    let Some(devices) = root.child("devices") else {
         return Vec::new();
     };
     let pci = devices
         .children_named("hostdev")
-        .filter(|h| h.attr("type") == Some("pci"))
+        .filter(|h| h.attribute("type") == Some("pci"))
         .chain(
             devices
                 .children_named("interface")
-                .filter(|i| i.attr("type") == Some("hostdev")),
+                .filter(|i| i.attribute("type") == Some("hostdev")),
         );
     let mut out: Vec<PciAddress> = pci
         .filter_map(|d| d.path(&["source", "address"]))
         .filter_map(|a| {
             // A missing domain is domain 0, as libvirt reads it.
-            PciAddress::from_libvirt(|name| match a.attr(name) {
+            PciAddress::from_libvirt(|name| match a.attribute(name) {
                 Some(v) => parse_int(v),
                 None => (name == "domain").then_some(0),
             })
@@ -189,7 +232,10 @@ fn passthrough_devices(doc: &Element) -> Vec<PciAddress> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tenant::test_host as host;
+    use crate::topology::{self, Source, TopologyError};
+
+    /// Four cores, siblings N and N+4.
+    const HOST: &str = "package:1 core:4 pu:2(indexes=2*4:1*2)";
 
     fn domain(pins: &str, emulator: &str) -> String {
         format!(
@@ -198,8 +244,8 @@ mod tests {
     }
 
     #[test]
-    fn a_pin_to_every_cpu_floats() -> Result<(), DomainError> {
-        let h = host();
+    fn a_pin_to_every_cpu_floats() -> Result<(), Box<dyn std::error::Error>> {
+        let h = topology::load(&Source::Synthetic(HOST.into()))?;
         let all = tenant_from_domain("a.xml", &domain("0-7", "0-7"), &h)?;
         assert!(!all.pinned);
         let one = tenant_from_domain("b.xml", &domain("0-7", "0"), &h)?;
@@ -208,11 +254,64 @@ mod tests {
     }
 
     #[test]
-    fn bad_domains_name_the_line() {
-        let h = host();
-        let err = tenant_from_domain("x.xml", "<domain>\n<name>a</name>\n<vcpu>2</vcpu>\n<cputune><vcpupin vcpu='0' cpuset='3-1'/></cputune></domain>", &h);
-        assert_eq!(err.err().map(|e| e.line), Some(4));
-        let err = tenant_from_domain("x.xml", "<network/>", &h);
-        assert!(err.is_err());
+    fn bad_domains_name_the_line() -> Result<(), TopologyError> {
+        let h = topology::load(&Source::Synthetic(HOST.into()))?;
+        let pins = "<domain>\n<name>a</name>\n<vcpu>2</vcpu>\n<cputune>";
+        for (text, line, message) in [
+            (
+                format!("{pins}<vcpupin vcpu='0' cpuset='3-1'/></cputune></domain>"),
+                4,
+                "<vcpupin> cpuset: ",
+            ),
+            (
+                format!("{pins}<iothreadpin cpuset='1'/></cputune></domain>"),
+                4,
+                "<iothreadpin> without an iothread number",
+            ),
+            (
+                "<domain>\n<name>a</name>\n<vcpu>\n two </vcpu></domain>".to_owned(),
+                3,
+                "<vcpu> holds \"two\", not a count",
+            ),
+            (
+                "<network/>".to_owned(),
+                1,
+                "the root element is <network>, not <domain>",
+            ),
+            (
+                "<domain>\n<name>a".to_owned(),
+                2,
+                "the document ends inside <name> (opened at line 2): it is truncated",
+            ),
+        ] {
+            let err = tenant_from_domain("x.xml", &text, &h).err();
+            assert_eq!(
+                err.as_ref().map(|e| e.line),
+                Some(line),
+                "{text:?}: {err:?}"
+            );
+            assert!(
+                err.as_ref().is_some_and(|e| e.message.starts_with(message)),
+                "{text:?}: {err:?}"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn an_unknown_entity_names_its_line() -> Result<(), TopologyError> {
+        let h = topology::load(&Source::Synthetic(HOST.into()))?;
+        for text in [
+            "<domain>\n<name>vm&one;</name><vcpu>1</vcpu></domain>",
+            "<domain>\n<name>vm1</name><vcpu cpuset='&all;'>1</vcpu></domain>",
+        ] {
+            let err = tenant_from_domain("x.xml", text, &h).err();
+            assert_eq!(err.as_ref().map(|e| e.line), Some(2), "{text:?}");
+            assert!(
+                err.is_some_and(|e| e.to_string().contains(": unknown entity &")),
+                "{text:?}"
+            );
+        }
+        Ok(())
     }
 }

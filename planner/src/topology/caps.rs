@@ -11,8 +11,9 @@ use super::assemble::{RawGroup, RawNode, RawPu, RawTopology};
 use super::TopologyError;
 use crate::cpuset::CpuSet;
 use crate::ids::{CpuId, NodeId};
-use crate::xml::{self, Element};
-use std::collections::BTreeMap;
+use crate::xmldoc::{self, NodeExt};
+use roxmltree::Node;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 /// Bytes in one libvirt scaled-integer unit (`KiB`, `MiB`, `bytes`...).
@@ -37,73 +38,73 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn bad(&self, element: &Element, problem: String) -> TopologyError {
+    fn bad(&self, element: Node, problem: String) -> TopologyError {
         TopologyError::BadValue {
             path: PathBuf::from(self.source),
-            line: element.line,
+            line: element.line(),
             problem,
         }
     }
 
     fn number<T: std::str::FromStr>(
         &self,
-        element: &Element,
+        element: Node,
         attr: &str,
     ) -> Result<Option<T>, TopologyError> {
-        match element.attr(attr) {
+        match element.attribute(attr) {
             None => Ok(None),
             Some(text) => text.trim().parse().map(Some).map_err(|_| {
                 self.bad(
                     element,
                     format!(
                         "<{}> attribute {attr}='{text}' is not a number",
-                        element.name
+                        element.tag_name().name()
                     ),
                 )
             }),
         }
     }
 
-    fn cpuset(&self, element: &Element, attr: &str) -> Result<Option<CpuSet>, TopologyError> {
-        match element.attr(attr) {
+    fn cpuset(&self, element: Node, attr: &str) -> Result<Option<CpuSet>, TopologyError> {
+        match element.attribute(attr) {
             None => Ok(None),
             Some(text) => text.parse().map(Some).map_err(|e| {
-                self.bad(element, format!("<{}> attribute {attr}: {e}", element.name))
+                let name = element.tag_name().name();
+                self.bad(element, format!("<{name}> attribute {attr}: {e}"))
             }),
         }
     }
 
-    fn scaled(&self, element: &Element, value: &str) -> Result<u64, TopologyError> {
-        let unit = element.attr("unit").unwrap_or("KiB");
-        let scale = unit_bytes(unit).ok_or_else(|| {
-            self.bad(
-                element,
-                format!("<{}> has unknown unit '{unit}'", element.name),
-            )
-        })?;
-        let amount: u64 = value.trim().parse().map_err(|_| {
-            self.bad(
-                element,
-                format!("<{}> value '{value}' is not a number", element.name),
-            )
-        })?;
+    fn scaled(&self, element: Node, value: &str) -> Result<u64, TopologyError> {
+        let name = element.tag_name().name();
+        let unit = element.attribute("unit").unwrap_or("KiB");
+        let scale = unit_bytes(unit)
+            .ok_or_else(|| self.bad(element, format!("<{name}> has unknown unit '{unit}'")))?;
+        let amount: u64 = value
+            .trim()
+            .parse()
+            .map_err(|_| self.bad(element, format!("<{name}> value '{value}' is not a number")))?;
         Ok(amount.saturating_mul(scale))
     }
 }
 
 /// Parses capabilities XML; `source` names the file or URI in errors.
 pub(crate) fn parse(source: &str, text: &str) -> Result<RawTopology, TopologyError> {
-    let root = xml::parse(text).map_err(|e| TopologyError::Malformed {
+    let doc = xmldoc::parse(text).map_err(|e| TopologyError::Malformed {
         path: PathBuf::from(source),
         line: e.line,
         column: e.column,
-        problem: e.message,
+        problem: e.problem.to_string(),
     })?;
+    let root = doc.root_element();
     let ctx = Ctx { source };
-    if root.name != "capabilities" {
+    if !root.is("capabilities") {
         return Err(TopologyError::WrongKind {
             path: PathBuf::from(source),
-            problem: format!("expected libvirt <capabilities>, found <{}>", root.name),
+            problem: format!(
+                "expected libvirt <capabilities>, found <{}>",
+                root.written_name()
+            ),
         });
     }
     let Some(cells) = root.path(&["host", "topology", "cells"]) else {
@@ -115,15 +116,35 @@ pub(crate) fn parse(source: &str, text: &str) -> Result<RawTopology, TopologyErr
                 .to_owned(),
         });
     };
+    let (nodes, cpus) = cells_of(&ctx, cells)?;
+    let l3_banks = l3_banks(&ctx, root)?;
+    let pus = pus(&ctx, &cpus, &l3_banks)?;
+    Ok(RawTopology {
+        source: source.to_owned(),
+        packages: packages(&pus),
+        l3s: l3_groups(l3_banks),
+        pus,
+        nodes,
+        pci: Vec::new(),
+    })
+}
 
+/// Each `<cpu>` element with the NUMA node of its `<cell>`.
+type CellCpus<'a, 'i> = Vec<(NodeId, Node<'a, 'i>)>;
+
+/// The NUMA nodes of `<cells>`, and their CPUs.
+fn cells_of<'a, 'i>(
+    ctx: &Ctx,
+    cells: Node<'a, 'i>,
+) -> Result<(Vec<RawNode>, CellCpus<'a, 'i>), TopologyError> {
     let mut nodes = Vec::new();
-    let mut cpus: Vec<(NodeId, &Element)> = Vec::new();
+    let mut cpus = Vec::new();
     for cell in cells.children_named("cell") {
         let id: u32 = ctx
             .number(cell, "id")?
             .ok_or_else(|| ctx.bad(cell, "<cell> without an id".to_owned()))?;
         let memory_bytes = match cell.child("memory") {
-            Some(memory) => Some(ctx.scaled(memory, &memory.text)?),
+            Some(memory) => Some(ctx.scaled(memory, &memory.inner_text())?),
             None => None,
         };
         nodes.push(RawNode {
@@ -135,32 +156,41 @@ pub(crate) fn parse(source: &str, text: &str) -> Result<RawTopology, TopologyErr
             cpus.extend(list.children_named("cpu").map(|c| (NodeId(id), c)));
         }
     }
+    Ok((nodes, cpus))
+}
 
-    let l3_banks: Vec<(CpuSet, Option<u64>)> = match root.path(&["host", "cache"]) {
-        None => Vec::new(),
-        Some(cache) => {
-            let mut banks = Vec::new();
-            for bank in cache.children_named("bank") {
-                if bank.attr("level").map(str::trim) != Some("3") {
-                    continue;
-                }
-                let Some(set) = ctx.cpuset(bank, "cpus")? else {
-                    continue;
-                };
-                let size = match bank.attr("size") {
-                    Some(size) => Some(ctx.scaled(bank, size)?),
-                    None => None,
-                };
-                banks.push((set, size));
-            }
-            banks
-        }
+/// The CPUs and size of each L3 `<bank>` in `<host><cache>`.
+fn l3_banks(ctx: &Ctx, root: Node) -> Result<Vec<(CpuSet, Option<u64>)>, TopologyError> {
+    let Some(cache) = root.path(&["host", "cache"]) else {
+        return Ok(Vec::new());
     };
+    let mut banks = Vec::new();
+    for bank in cache.children_named("bank") {
+        if bank.attribute("level").map(str::trim) != Some("3") {
+            continue;
+        }
+        let Some(set) = ctx.cpuset(bank, "cpus")? else {
+            continue;
+        };
+        let size = match bank.attribute("size") {
+            Some(size) => Some(ctx.scaled(bank, size)?),
+            None => None,
+        };
+        banks.push((set, size));
+    }
+    Ok(banks)
+}
 
-    let any_topology = cpus.iter().any(|(_, c)| has_topology(c));
+/// One PU per `<cpu>`; cores numbered in order of first appearance.
+fn pus(
+    ctx: &Ctx,
+    cpus: &[(NodeId, Node)],
+    l3_banks: &[(CpuSet, Option<u64>)],
+) -> Result<Vec<RawPu>, TopologyError> {
+    let any_topology = cpus.iter().any(|&(_, c)| has_topology(c));
     let mut core_keys: BTreeMap<String, u64> = BTreeMap::new();
     let mut pus = Vec::new();
-    for (node, cpu) in cpus {
+    for &(node, cpu) in cpus {
         let id: u32 = ctx
             .number(cpu, "id")?
             .ok_or_else(|| ctx.bad(cpu, "<cpu> without an id".to_owned()))?;
@@ -170,28 +200,8 @@ pub(crate) fn parse(source: &str, text: &str) -> Result<RawTopology, TopologyErr
         let cpu_id = CpuId(id);
         let online = !any_topology || has_topology(cpu);
         let socket: Option<u32> = ctx.number(cpu, "socket_id")?;
-        let die: Option<u32> = ctx.number(cpu, "die_id")?;
-        let core_id: Option<u32> = ctx.number(cpu, "core_id")?;
-        let siblings = ctx.cpuset(cpu, "siblings")?;
-        if let Some(siblings) = &siblings {
-            if !siblings.contains(cpu_id) {
-                return Err(ctx.bad(
-                    cpu,
-                    format!("CPU {id} has siblings='{siblings}', which does not include itself"),
-                ));
-            }
-        }
-        // The siblings list is what the kernel groups as one core; fall back to
-        // (socket, die, core) when it is missing.
-        let core_key = match (&siblings, socket, core_id) {
-            (Some(set), _, _) => Some(format!("siblings {set}")),
-            (None, Some(s), Some(c)) => {
-                Some(format!("socket {s} die {} core {c}", die.unwrap_or(0)))
-            }
-            _ => None,
-        };
         let next = core_keys.len() as u64;
-        let core = core_key.map(|k| *core_keys.entry(k).or_insert(next));
+        let core = core_key(ctx, cpu, cpu_id, socket)?.map(|k| *core_keys.entry(k).or_insert(next));
         let l3 = l3_banks
             .iter()
             .position(|(set, _)| set.contains(cpu_id))
@@ -206,11 +216,42 @@ pub(crate) fn parse(source: &str, text: &str) -> Result<RawTopology, TopologyErr
             l3: if online { l3 } else { None },
         });
     }
+    Ok(pus)
+}
 
-    let packages = pus
-        .iter()
+/// What groups a CPU with its SMT siblings: the siblings list the kernel
+/// gives, else (socket, die, core); `None` when libvirt knows neither.
+fn core_key(
+    ctx: &Ctx,
+    cpu: Node,
+    id: CpuId,
+    socket: Option<u32>,
+) -> Result<Option<String>, TopologyError> {
+    let die: Option<u32> = ctx.number(cpu, "die_id")?;
+    let core_id: Option<u32> = ctx.number(cpu, "core_id")?;
+    let siblings = ctx.cpuset(cpu, "siblings")?;
+    if let Some(siblings) = &siblings {
+        if !siblings.contains(id) {
+            return Err(ctx.bad(
+                cpu,
+                format!(
+                    "CPU {} has siblings='{siblings}', which does not include itself",
+                    id.0
+                ),
+            ));
+        }
+    }
+    Ok(match (&siblings, socket, core_id) {
+        (Some(set), _, _) => Some(format!("siblings {set}")),
+        (None, Some(s), Some(c)) => Some(format!("socket {s} die {} core {c}", die.unwrap_or(0))),
+        _ => None,
+    })
+}
+
+fn packages(pus: &[RawPu]) -> Vec<RawGroup> {
+    pus.iter()
         .filter_map(|p| p.package)
-        .collect::<std::collections::BTreeSet<u64>>()
+        .collect::<BTreeSet<u64>>()
         .into_iter()
         .map(|socket| RawGroup {
             key: socket,
@@ -218,8 +259,11 @@ pub(crate) fn parse(source: &str, text: &str) -> Result<RawTopology, TopologyErr
             size_bytes: None,
             known_cpus: CpuSet::new(),
         })
-        .collect();
-    let l3s = l3_banks
+        .collect()
+}
+
+fn l3_groups(banks: Vec<(CpuSet, Option<u64>)>) -> Vec<RawGroup> {
+    banks
         .into_iter()
         .enumerate()
         .map(|(i, (cpus, size))| RawGroup {
@@ -228,21 +272,11 @@ pub(crate) fn parse(source: &str, text: &str) -> Result<RawTopology, TopologyErr
             size_bytes: size,
             known_cpus: cpus,
         })
-        .collect();
-    Ok(RawTopology {
-        source: source.to_owned(),
-        pus,
-        packages,
-        l3s,
-        nodes,
-        pci: Vec::new(),
-    })
+        .collect()
 }
 
-fn has_topology(cpu: &Element) -> bool {
-    cpu.attr("siblings").is_some()
-        || cpu.attr("core_id").is_some()
-        || cpu.attr("socket_id").is_some()
+fn has_topology(cpu: Node) -> bool {
+    cpu.has_attribute("siblings") || cpu.has_attribute("core_id") || cpu.has_attribute("socket_id")
 }
 
 #[cfg(test)]
@@ -329,5 +363,26 @@ mod tests {
                 .is_some_and(|e| e.contains("no <host><topology><cells>")),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn an_unknown_entity_names_its_line() {
+        for (from, to, at) in [
+            (
+                "<memory unit='KiB'>1024",
+                "<memory unit='KiB'>&ten;24",
+                "caps.xml:7:30:",
+            ),
+            ("<cell id='8'>", "<cell id='&eight;'>", "caps.xml:15:19:"),
+        ] {
+            let err = parse("caps.xml", &CAPS.replace(from, to))
+                .err()
+                .map(|e| e.to_string());
+            assert!(
+                err.as_deref()
+                    .is_some_and(|e| e.starts_with(at) && e.contains("unknown entity &")),
+                "{err:?}"
+            );
+        }
     }
 }

@@ -2,9 +2,9 @@
 //! formed with the line and column of the problem. It does not read topologies.
 
 use super::TopologyError;
-use crate::xml::line_col;
-use quick_xml::events::Event;
-use quick_xml::Reader;
+use crate::text::line_col;
+use crate::xmldoc::{self, NodeExt, Problem, XmlError};
+use roxmltree::Node;
 use std::path::Path;
 
 /// The kinds of topology file pinplan reads.
@@ -18,88 +18,59 @@ pub enum SourceKind {
 
 /// Checks that `text` is one well-formed XML document and says which kind.
 pub(crate) fn sniff(path: &Path, text: &str) -> Result<SourceKind, TopologyError> {
-    let malformed = |offset: usize, problem: String| {
-        let (line, column) = line_col(text.as_bytes(), offset);
-        TopologyError::Malformed {
-            path: path.to_owned(),
-            line,
-            column,
-            problem,
-        }
-    };
-    let first = text.trim_start_matches('\u{feff}').trim_start();
-    if first.is_empty() {
-        return Err(malformed(0, "the file is empty".to_owned()));
-    }
-    if !first.starts_with('<') {
-        let offset = text.len() - first.len();
-        return Err(malformed(
-            offset,
-            "this is not XML (it does not start with '<')".to_owned(),
-        ));
-    }
+    looks_like_xml(path, text)?;
+    let doc = xmldoc::parse(text).map_err(|e| malformed(path, e))?;
+    kind_of(path, doc.root_element())
+}
 
-    let mut reader = Reader::from_str(text);
-    reader.config_mut().check_end_names = true;
-    let mut open: Vec<(String, usize)> = Vec::new();
-    let mut root: Option<(String, Option<String>)> = None;
-    loop {
-        let before = usize::try_from(reader.buffer_position()).unwrap_or(usize::MAX);
-        let event = reader.read_event().map_err(|e| {
-            let at = usize::try_from(reader.error_position()).unwrap_or(before);
-            malformed(at, format!("not well-formed XML: {e}"))
-        })?;
-        match event {
-            Event::Start(ref e) | Event::Empty(ref e) => {
-                let name = e.name().as_ref().to_owned();
-                if root.is_none() {
-                    let version = e
-                        .try_get_attribute("version")
-                        .ok()
-                        .flatten()
-                        .map(|a| a.value.into_owned());
-                    root = Some((name.clone(), version));
-                } else if open.is_empty() {
-                    return Err(malformed(
-                        before,
-                        format!("a second root element <{name}> after the document ended"),
-                    ));
-                }
-                if matches!(event, Event::Start(_)) {
-                    open.push((name, before));
-                }
-            }
-            Event::End(_) => {
-                open.pop();
-            }
-            Event::Text(ref t)
-                if open.is_empty() && root.is_some() && !t.xml10_content().trim().is_empty() =>
-            {
-                return Err(malformed(before, "text after the root element".to_owned()));
-            }
-            Event::Eof => break,
-            _ => {}
-        }
-    }
-    if let Some((name, at)) = open.last() {
-        let (line, _) = line_col(text.as_bytes(), *at);
-        return Err(malformed(
-            text.len(),
-            format!(
-                "the file ends inside <{name}> (opened at line {line}): it is truncated; \
-                 export it again"
-            ),
-        ));
-    }
-    let Some((root, version)) = root else {
-        return Err(malformed(
-            text.len(),
-            "no XML element in the file".to_owned(),
-        ));
+fn malformed(path: &Path, e: XmlError) -> TopologyError {
+    let problem = match e.problem {
+        Problem::Truncated { open, opened_line } => format!(
+            "the file ends inside <{open}> (opened at line {opened_line}): it is truncated; \
+             export it again"
+        ),
+        Problem::NoElement => "no XML element in the file".to_owned(),
+        other => other.to_string(),
     };
-    match root.as_str() {
+    TopologyError::Malformed {
+        path: path.to_owned(),
+        line: e.line,
+        column: e.column,
+        problem,
+    }
+}
+
+/// Refuses, before parsing, what is empty or does not start like XML.
+fn looks_like_xml(path: &Path, text: &str) -> Result<(), TopologyError> {
+    let first = text.trim_start_matches('\u{feff}').trim_start();
+    let (offset, problem) = if first.is_empty() {
+        (0, "the file is empty")
+    } else if !first.starts_with('<') {
+        (
+            text.len() - first.len(),
+            "this is not XML (it does not start with '<')",
+        )
+    } else {
+        return Ok(());
+    };
+    let (line, column) = line_col(text.as_bytes(), offset);
+    Err(TopologyError::Malformed {
+        path: path.to_owned(),
+        line,
+        column,
+        problem: problem.to_owned(),
+    })
+}
+
+/// The kind a root element names; hwloc XML only in a format hwloc 2 reads.
+fn kind_of(path: &Path, root: Node) -> Result<SourceKind, TopologyError> {
+    let wrong = |problem: &str| TopologyError::WrongKind {
+        path: path.to_owned(),
+        problem: problem.to_owned(),
+    };
+    match root.written_name().as_str() {
         "topology" => {
-            if let Some(version) = version {
+            if let Some(version) = root.attribute("version") {
                 let major = version
                     .split('.')
                     .next()
@@ -107,7 +78,7 @@ pub(crate) fn sniff(path: &Path, text: &str) -> Result<SourceKind, TopologyError
                 if major.is_none_or(|m| m > 2) {
                     return Err(TopologyError::UnsupportedHwlocFormat {
                         path: path.to_owned(),
-                        version,
+                        version: version.to_owned(),
                         linked: super::hwloc::linked_version(),
                     });
                 }
@@ -115,28 +86,20 @@ pub(crate) fn sniff(path: &Path, text: &str) -> Result<SourceKind, TopologyError
             Ok(SourceKind::HwlocXml)
         }
         "capabilities" => Ok(SourceKind::LibvirtCapabilities),
-        "domain" => Err(TopologyError::WrongKind {
-            path: path.to_owned(),
-            problem: "this is a libvirt domain XML (a VM's definition), not a host topology"
-                .to_owned(),
-        }),
-        "domainCapabilities" => Err(TopologyError::WrongKind {
-            path: path.to_owned(),
-            problem: "this is libvirt domain capabilities (`virsh domcapabilities`), not host \
-                      capabilities (`virsh capabilities`)"
-                .to_owned(),
-        }),
-        "device" => Err(TopologyError::WrongKind {
-            path: path.to_owned(),
-            problem: "this is a libvirt node device XML, not a host topology".to_owned(),
-        }),
-        other => Err(TopologyError::WrongKind {
-            path: path.to_owned(),
-            problem: format!(
-                "the root element is <{other}>, which is neither hwloc XML (<topology>) nor \
-                 libvirt capabilities (<capabilities>)"
-            ),
-        }),
+        "domain" => Err(wrong(
+            "this is a libvirt domain XML (a VM's definition), not a host topology",
+        )),
+        "domainCapabilities" => Err(wrong(
+            "this is libvirt domain capabilities (`virsh domcapabilities`), not host \
+             capabilities (`virsh capabilities`)",
+        )),
+        "device" => Err(wrong(
+            "this is a libvirt node device XML, not a host topology",
+        )),
+        other => Err(wrong(&format!(
+            "the root element is <{other}>, which is neither hwloc XML (<topology>) nor \
+             libvirt capabilities (<capabilities>)"
+        ))),
     }
 }
 
@@ -193,6 +156,16 @@ mod tests {
         assert!(
             v3.as_ref().is_err_and(|e| e.contains("format 3.0")),
             "{v3:?}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_entity_names_its_line() {
+        let err = sniff_str("<topology version=\"2.0\">\n  <object type=\"&m;\"/>\n</topology>");
+        assert!(
+            err.as_ref()
+                .is_err_and(|e| e.starts_with("f.xml:2:17: unknown entity &m;")),
+            "{err:?}"
         );
     }
 }

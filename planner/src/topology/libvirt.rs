@@ -6,7 +6,8 @@ use super::assemble::RawTopology;
 use super::pci::{class_name, parse_int, PciAddress, PciDevice, PcieLink};
 use super::TopologyError;
 use crate::ids::NodeId;
-use crate::xml::{self, Element};
+use crate::xmldoc::{self, NodeExt};
+use roxmltree::Node;
 use std::collections::BTreeMap;
 use virt::connect::Connect;
 
@@ -48,28 +49,30 @@ pub(crate) fn connect(uri: &str) -> Result<RawTopology, TopologyError> {
 /// are skipped: node devices only enrich the topology.
 pub(crate) fn pci_from_nodedevs(pci_xml: &[String], net_xml: &[String]) -> Vec<PciDevice> {
     let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for doc in net_xml.iter().filter_map(|t| xml::parse(t).ok()) {
-        let parent = doc.child("parent").map(|p| p.text.clone());
-        let interface = doc
+    for doc in net_xml.iter().filter_map(|t| xmldoc::parse(t).ok()) {
+        let device = doc.root_element();
+        let parent = device.child("parent").map(|p| p.inner_text().into_owned());
+        let interface = device
             .children_named("capability")
-            .find(|c| c.attr("type") == Some("net"))
+            .find(|c| c.attribute("type") == Some("net"))
             .and_then(|c| c.child("interface"))
-            .map(|i| i.text.clone());
+            .map(|i| i.inner_text().into_owned());
         if let (Some(parent), Some(interface)) = (parent, interface) {
             names.entry(parent).or_default().push(interface);
         }
     }
     let mut devices: Vec<PciDevice> = pci_xml
         .iter()
-        .filter_map(|t| xml::parse(t).ok())
+        .filter_map(|t| xmldoc::parse(t).ok())
         .filter_map(|doc| {
-            let mut device = pci_device(&doc)?;
+            let root = doc.root_element();
+            let mut device = pci_device(root)?;
             if !device.is_important() {
                 return None;
             }
-            let name = doc
+            let name = root
                 .child("name")
-                .map(|n| n.text.clone())
+                .map(|n| n.inner_text().into_owned())
                 .unwrap_or_default();
             if let Some(mut n) = names.remove(&name) {
                 n.sort();
@@ -82,11 +85,11 @@ pub(crate) fn pci_from_nodedevs(pci_xml: &[String], net_xml: &[String]) -> Vec<P
     devices
 }
 
-fn pci_device(doc: &Element) -> Option<PciDevice> {
-    let cap = doc
+fn pci_device(root: Node) -> Option<PciDevice> {
+    let cap = root
         .children_named("capability")
-        .find(|c| c.attr("type") == Some("pci"))?;
-    let field = |name: &str| cap.child(name).and_then(|e| parse_int(&e.text));
+        .find(|c| c.attribute("type") == Some("pci"))?;
+    let field = |name: &str| cap.child(name).and_then(|e| parse_int(&e.inner_text()));
     let address = PciAddress::from_libvirt(field)?;
     // <class> is 0xCCSSPP (class, subclass, prog-if); hwloc's class id is 0xCCSS.
     let class_id = field("class")
@@ -94,32 +97,32 @@ fn pci_device(doc: &Element) -> Option<PciDevice> {
         .unwrap_or(0xffff);
     let id_of = |name: &str| {
         cap.child(name)
-            .and_then(|e| e.attr("id"))
+            .and_then(|e| e.attribute("id"))
             .and_then(parse_int)
             .map(|v| format!("0x{v:04x}"))
     };
     let text_of = |name: &str| {
         cap.child(name)
-            .map(|e| e.text.clone())
+            .map(|e| e.inner_text().into_owned())
             .filter(|t| !t.is_empty())
     };
     let numa_node = cap
         .child("numa")
-        .and_then(|n| n.attr("node"))
+        .and_then(|n| n.attribute("node"))
         .and_then(|n| n.trim().parse::<i64>().ok())
         .and_then(|n| u32::try_from(n).ok())
         .map(NodeId);
     let link = cap.child("pci-express").and_then(|pcie| {
         let find = |validity: &str| {
             pcie.children_named("link")
-                .find(|l| l.attr("validity") == Some(validity))
+                .find(|l| l.attribute("validity") == Some(validity))
         };
-        let speed = |l: Option<&Element>| {
-            l.and_then(|l| l.attr("speed"))
+        let speed = |l: Option<Node>| {
+            l.and_then(|l| l.attribute("speed"))
                 .and_then(|s| s.trim().parse::<f64>().ok())
         };
-        let width = |l: Option<&Element>| {
-            l.and_then(|l| l.attr("width"))
+        let width = |l: Option<Node>| {
+            l.and_then(|l| l.attribute("width"))
                 .and_then(|s| s.trim().parse::<u32>().ok())
         };
         let (sta, cap) = (find("sta"), find("cap"));
@@ -172,7 +175,9 @@ mod tests {
             .replace("<numa node='1'/>", "<numa node='-1'/>");
         let net = "<device><name>net_ens1f0</name><parent>pci_0000_42_00_0</parent>\
                    <capability type='net'><interface>ens1f0</interface></capability></device>";
-        let devices = pci_from_nodedevs(&[unknown_node, pci.to_owned()], &[net.to_owned()]);
+        // Unparseable (an unknown entity): skipped, not read as an empty name.
+        let broken = net.replace("ens1f0</interface>", "&ens;</interface>");
+        let devices = pci_from_nodedevs(&[unknown_node, pci.to_owned()], &[net.to_owned(), broken]);
         assert_eq!(devices.len(), 2);
         let d = &devices[0];
         assert_eq!(d.address.to_string(), "0000:42:00.0");

@@ -328,7 +328,7 @@ fn load_file(path: &Path) -> Result<assemble::RawTopology, TopologyError> {
         source,
     })?;
     let text = String::from_utf8(text).map_err(|e| {
-        let (line, column) = crate::xml::line_col(e.as_bytes(), e.utf8_error().valid_up_to());
+        let (line, column) = crate::text::line_col(e.as_bytes(), e.utf8_error().valid_up_to());
         TopologyError::Malformed {
             path: path.to_owned(),
             line,
