@@ -9,16 +9,11 @@
 //! first-fit baseline; [`explain`] says why a VM did not fit and what would make
 //! it. Pure functions over in-memory values: no files, no host, no libvirt.
 
-pub mod agg;
-mod arcflow;
 pub mod assign;
-pub mod backend;
 pub mod classes;
 pub mod explain;
 pub mod greedy;
 pub mod ilp;
-#[cfg(test)]
-mod oracle;
 pub mod pack;
 #[cfg(test)]
 mod proptests;
@@ -28,6 +23,7 @@ use crate::ids::{CoreId, NodeId};
 use crate::plan::{FixedPlan, Objective, Plan, PlanHost, PlannedDemand, Status, VmPlan};
 use crate::topology::{HostTopology, PciAddress};
 use classes::FreeCore;
+pub use ilp::{agg, backend};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

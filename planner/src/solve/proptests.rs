@@ -12,8 +12,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::classes;
+use super::ilp::oracle;
 use super::{
-    build_plan, objective, oracle, EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy,
+    build_plan, objective, EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy,
     PlanRequest, SolveOptions, SolverKind, ThreadPolicy, VmRequest,
 };
 use crate::cpuset::CpuSet;
@@ -712,7 +713,7 @@ proptest! {
         let req = request(&host, &vms);
         prop_assume!(super::agg::supported(&req));
         let agg = super::agg::place(&req, TIME_LIMIT).unwrap();
-        let old = super::ilp::place(&req, TIME_LIMIT).unwrap();
+        let old = super::ilp::per_class::place(&req, TIME_LIMIT).unwrap();
         prop_assume!(agg.proven && old.proven);
         prop_assert_eq!(
             objective(&req, &agg),

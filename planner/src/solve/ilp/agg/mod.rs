@@ -1,6 +1,6 @@
 //! The aggregated placement model: the default exact solver on hosts whose
 //! free cores all have the same number of usable threads (every host measured
-//! so far; others use the per-class model of [`super::ilp`]).
+//! so far; others use the per-class model of [`super::per_class`]).
 //!
 //! With one thread count, a VM needs the same number of cores wherever it
 //! goes, and cores of one NUMA node and one L3 domain (a *cell*) are
@@ -27,9 +27,9 @@
 //! time runs out during objectives 6–7.
 
 use super::backend::{run, value_of, Model, Op, Terms};
-use super::classes::{self, Domain, FreeCore};
-use super::ilp::subset_sum;
-use super::{EmulatorPolicy, NumaPolicy, Placement, PlanRequest, ThreadPolicy, Tier, VmRequest};
+use super::per_class::subset_sum;
+use crate::solve::classes::{self, Domain, FreeCore};
+use crate::solve::{EmulatorPolicy, NumaPolicy, Placement, PlanRequest, ThreadPolicy, Tier, VmRequest};
 use crate::ids::{CoreId, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -1545,7 +1545,7 @@ pub fn place_with_stats(
     request: &PlanRequest,
     time_limit: Duration,
 ) -> Result<(Placement, Stats), String> {
-    place_with_progress(request, time_limit, &super::Progress::default())
+    place_with_progress(request, time_limit, &crate::solve::Progress::default())
 }
 
 /// [`place_with_stats`], publishing the best placement known so far in
@@ -1553,13 +1553,16 @@ pub fn place_with_stats(
 pub fn place_with_progress(
     request: &PlanRequest,
     time_limit: Duration,
-    progress: &super::Progress,
+    progress: &crate::solve::Progress,
 ) -> Result<(Placement, Stats), String> {
     let deadline = Instant::now() + time_limit;
     let host = Host::new(request);
     let vms = group(request, &host);
     let mut stats = Stats::default();
-    let starts: Vec<Placement> = vec![super::greedy::place(request), super::pack::place(request)];
+    let starts: Vec<Placement> = vec![
+        crate::solve::greedy::place(request),
+        crate::solve::pack::place(request),
+    ];
     for s in &starts {
         progress.offer(request, s);
     }
@@ -1755,7 +1758,7 @@ fn stage2_bounds(
 
 /// Whether `placement` reaches the held optima of objectives 1–5.
 fn holds(request: &PlanRequest, placement: &Placement, held: &BTreeMap<Tier, f64>) -> bool {
-    let o = super::objective(request, placement);
+    let o = crate::solve::objective(request, placement);
     let by_level: BTreeMap<i64, u32> = o.placed_by_priority.iter().copied().collect();
     held.iter().all(|(tier, &value)| {
         let got = match tier {
@@ -2315,7 +2318,7 @@ mod tests {
             "package:1 core:8 pu:1",
             vec![vm("big", 6), vm("a", 2), vm("b", 2), vm("c", 2)],
         );
-        assert_eq!(super::super::greedy::place(&req).cores.len(), 2);
+        assert_eq!(crate::solve::greedy::place(&req).cores.len(), 2);
         let placement = place(&req, Duration::from_secs(10)).unwrap();
         assert!(placement.proven);
         let placed: BTreeSet<usize> = placement.cores.keys().copied().collect();
@@ -2333,7 +2336,7 @@ mod tests {
         );
         let (placement, stats) = place_with_stats(&req, Duration::from_secs(10)).unwrap();
         assert!(placement.proven, "{stats:?}");
-        let o = super::super::objective(&req, &placement);
+        let o = crate::solve::objective(&req, &placement);
         assert_eq!(o.placed, 2);
         // big: 3 domains; small: 1 (the big VM's leftover domain or another).
         assert_eq!(o.vm_l3_domains, 4);

@@ -14,8 +14,8 @@
 //! runs under a watchdog thread.
 
 use super::backend::{run, value_of, Model, Op, Terms};
-use super::classes::{self, Class, Domain};
-use super::{EmulatorPolicy, NumaPolicy, Placement, PlanRequest, ThreadPolicy, Tier};
+use crate::solve::classes::{self, Class, Domain};
+use crate::solve::{EmulatorPolicy, NumaPolicy, Placement, PlanRequest, ThreadPolicy, Tier};
 use crate::ids::{CoreId, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -445,7 +445,10 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
     // never places fewer VMs than greedy, even when stopped early.
     // A domain-aware packing is a second candidate: it usually reaches the
     // L3 objectives' bounds, which lets branch and bound stop at once.
-    let candidates: Vec<Vec<f64>> = [super::greedy::place(request), super::pack::place(request)]
+    let candidates: Vec<Vec<f64>> = [
+        crate::solve::greedy::place(request),
+        crate::solve::pack::place(request),
+    ]
         .iter()
         .map(|p| start_from(request, &program, p))
         .collect();

@@ -1,15 +1,15 @@
 //! Test oracle: the per-core binary model that DESIGN.md keeps "only as a test
 //! oracle on small hosts". One binary `a[v][k]` per (VM, free core): core k is
-//! VM v's. It shares no code with [`super::ilp`] beyond the list of free cores;
+//! VM v's. It shares no code with [`super::per_class`] beyond the list of free cores;
 //! the placement rules ([`classes::allowed`], [`classes::fits_exactly`]) are
 //! written out again per core, and the objective tiers are optimised in the
 //! order documented at the top of `ilp.rs`, each optimum fixed before the next.
-//! Its placements are compared with the ILP's through [`super::objective`].
+//! Its placements are compared with the ILP's through [`crate::solve::objective`].
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use super::classes::{self, Domain, FreeCore};
-use super::{EmulatorPolicy, NicAffinity, NumaPolicy, Placement, PlanRequest, ThreadPolicy};
+use crate::solve::classes::{self, Domain, FreeCore};
+use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, Placement, PlanRequest, ThreadPolicy};
 use crate::ids::NodeId;
 use good_lp::{
     variable, Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, WithTimeLimit,
@@ -85,7 +85,7 @@ fn value(values: &[f64], lin: &Lin) -> f64 {
 }
 
 /// Whether `vm` may have `core` at all (the per-core form of `classes::allowed`).
-fn may_use(vm: &super::VmRequest, core: &FreeCore) -> bool {
+fn may_use(vm: &crate::solve::VmRequest, core: &FreeCore) -> bool {
     if vm.threads == ThreadPolicy::Require && core.pus.len() < 2 {
         return false;
     }
@@ -100,13 +100,13 @@ fn may_use(vm: &super::VmRequest, core: &FreeCore) -> bool {
 
 /// The lexicographic optimum of the per-core model, as a [`Placement`].
 /// Panics if it takes more than a minute.
-pub(super) fn place(request: &PlanRequest) -> Placement {
+pub(crate) fn place(request: &PlanRequest) -> Placement {
     place_within(request, Duration::from_secs(60)).expect("the oracle finishes within 60 s")
 }
 
 /// The lexicographic optimum of the per-core model, or `None` when it was not
 /// proven within `limit`.
-pub(super) fn place_within(request: &PlanRequest, limit: Duration) -> Option<Placement> {
+pub(crate) fn place_within(request: &PlanRequest, limit: Duration) -> Option<Placement> {
     let deadline = Instant::now() + limit;
     let free = classes::free_cores(request);
     let threads: Vec<u32> = free.iter().map(|c| c.pus.len() as u32).collect();
@@ -333,7 +333,7 @@ pub(super) fn place_within(request: &PlanRequest, limit: Duration) -> Option<Pla
 
 #[cfg(test)]
 mod tests {
-    use super::super::{
+    use crate::solve::{
         objective, EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest, ThreadPolicy,
         VmRequest,
     };
@@ -392,7 +392,7 @@ mod tests {
             );
         }
         let ours = objective(req, &placement);
-        let ilp = super::super::ilp::place(req, Duration::from_secs(10)).expect("ilp");
+        let ilp = super::super::per_class::place(req, Duration::from_secs(10)).expect("ilp");
         assert!(ilp.proven);
         assert_eq!(objective(req, &ilp), ours, "ILP vs oracle");
         (placement, ours)
