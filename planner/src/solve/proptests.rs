@@ -14,8 +14,8 @@
 use super::classes;
 use super::ilp::oracle;
 use super::{
-    build_plan, objective, EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy,
-    PlanRequest, SolveOptions, SolverKind, ThreadPolicy, VmRequest,
+    build_plan, objective, EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest,
+    SolveOptions, SolverKind, ThreadPolicy, VmRequest,
 };
 use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, CpuId, NodeId};

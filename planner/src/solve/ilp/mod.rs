@@ -9,9 +9,12 @@
 pub mod agg;
 mod arcflow;
 pub mod backend;
+mod expr;
+mod groups;
 #[cfg(test)]
 pub(crate) mod oracle;
 pub mod per_class;
+mod tiers;
 
 use super::{Placement, PlanRequest};
 use std::time::Duration;

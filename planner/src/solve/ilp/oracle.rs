@@ -8,9 +8,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::ids::NodeId;
 use crate::solve::classes::{self, Domain, FreeCore};
 use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, Placement, PlanRequest, ThreadPolicy};
-use crate::ids::NodeId;
 use good_lp::{
     variable, Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, WithTimeLimit,
 };
@@ -333,13 +333,13 @@ pub(crate) fn place_within(request: &PlanRequest, limit: Duration) -> Option<Pla
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::cpuset::CpuSet;
+    use crate::ids::{CoreId, CpuId};
     use crate::solve::{
         objective, EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest, ThreadPolicy,
         VmRequest,
     };
-    use super::*;
-    use crate::cpuset::CpuSet;
-    use crate::ids::{CoreId, CpuId};
     use crate::topology::{load, Source};
     use std::time::Duration;
 

@@ -1,22 +1,25 @@
-//! The aggregated integer program (DESIGN.md, "aggregate first, then assign").
+//! The per-class integer program, for hosts whose free cores differ in usable
+//! threads (hybrid cores, an offline sibling): how many cores of each class
+//! every VM gets; then the lowest free cores of each class (docs/plan.md, "The
+//! model").
 //!
 //! Variables: `n[v][c]` whole cores of class c for VM v; `placed[v]`;
 //! `y[v][k]` when v must stay on one NUMA node; `u[v][d]` L3 domains a VM
-//! touches; `touched[d]`/`full[d]` per domain. Objectives are optimised one
-//! after the other (lexicographically), each optimum becoming a constraint for
-//! the next: VMs placed per priority level (highest first), cores used, extra
-//! NUMA nodes of `numa = "preferred"` VMs, cores off a preferred NIC's node, L3
-//! domains per VM, partially used L3 domains. Sequential solves keep every
-//! objective integral and small, instead of one objective with huge weights.
-//!
-//! Backend: microlp (pure Rust) by default; HiGHS with the `highs` feature.
-//! Every solve gets what is left of the time limit, and the whole sequence
-//! runs under a watchdog thread.
+//! touches; `z[v]` the emulator on an idle sibling; `touched[d]`/`full[d]` per
+//! domain. Objectives are optimised one after the other, each optimum becoming
+//! a constraint for the next (docs/plan.md, "Objective"): sequential solves
+//! keep every objective integral and small, instead of one objective with huge
+//! weights. Every solve gets what is left of the time limit.
 
-use super::backend::{run, value_of, Model, Op, Terms};
-use crate::solve::classes::{self, Class, Domain};
-use crate::solve::{EmulatorPolicy, NumaPolicy, Placement, PlanRequest, ThreadPolicy, Tier};
+use super::backend::{run, Model};
+use super::expr::{Expr, Var};
+use super::groups::{fewest, partly_used, subset_sum};
+use super::tiers::{in_order, Tiers};
 use crate::ids::{CoreId, NodeId};
+use crate::solve::classes::{self, Class, Domain};
+use crate::solve::{
+    EmulatorPolicy, NumaPolicy, Placement, PlanRequest, ThreadPolicy, Tier, VmRequest,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -24,43 +27,159 @@ use std::time::{Duration, Instant};
 struct Program {
     model: Model,
     classes: Vec<Class>,
-    /// `n[v]`: `(class index, variable)` for the classes VM v may use.
-    n: Vec<Vec<(usize, usize)>>,
-    placed: Vec<Option<usize>>,
-    /// `y[v]`: node → variable, for VMs kept to few nodes.
-    y: Vec<BTreeMap<Option<NodeId>, usize>>,
-    /// `u[v]`: domain → variable.
-    u: Vec<BTreeMap<Domain, usize>>,
-    /// `z[v]`: the emulator takes an idle sibling (isolate + emulator isolate).
-    z: Vec<Option<usize>>,
+    /// Per VM: its columns, `None` for a VM that can be placed nowhere.
+    vms: Vec<Option<VmVars>>,
     /// Per domain: (touched, full, capacity in cores).
-    domains: BTreeMap<Domain, (usize, usize, u32)>,
+    domains: BTreeMap<Domain, (Var, Var, u32)>,
     /// Objective tiers, in order (each minimised).
-    tiers: Vec<(Tier, Terms)>,
+    tiers: Tiers,
     /// A lower bound of each non-placement tier when every VM is placed: a
     /// start point that reaches it is optimal without a solve.
     bounds: BTreeMap<Tier, f64>,
 }
 
+/// One VM's variables.
+struct VmVars {
+    placed: Var,
+    /// `n[v]`: `(class index, variable)` for the classes the VM may use.
+    n: Vec<(usize, Var)>,
+    /// `y[v]`: node → variable, for VMs kept to few nodes.
+    y: BTreeMap<Option<NodeId>, Var>,
+    /// `u[v]`: domain → variable, for VMs that may touch several.
+    u: BTreeMap<Domain, Var>,
+    /// `z[v]`: the emulator takes an idle sibling (isolate + emulator isolate).
+    z: Option<Var>,
+}
+
+/// One VM's core counts while its rows are written.
+struct Columns<'a> {
+    vm: &'a VmRequest,
+    placed: Var,
+    /// `(class, n[v][c], the most cores of the class it can take)`.
+    n: Vec<(usize, Var, u32)>,
+    /// What it needs, in vCPU-bearing CPUs (vCPUs with `threads = "isolate"`).
+    demand: u32,
+}
+
+impl Columns<'_> {
+    /// `Σ n[v][c]` over the classes `keep` accepts.
+    fn cores(&self, classes: &[Class], keep: impl Fn(&Class) -> bool) -> Expr {
+        self.n
+            .iter()
+            .filter(|&&(c, _, _)| keep(&classes[c]))
+            .map(|&(_, v, _)| v)
+            .sum()
+    }
+
+    /// The most of the VM's demand class `c`'s share can hold.
+    fn units(&self, classes: &[Class], c: usize, most: u32) -> u32 {
+        most * classes::pus_per_core(self.vm, classes[c].threads)
+    }
+
+    /// The most usable threads of its classes.
+    fn most_threads(&self, classes: &[Class]) -> u32 {
+        self.n
+            .iter()
+            .map(|&(c, _, _)| classes[c].threads)
+            .max()
+            .unwrap_or(1)
+    }
+}
+
+/// The objective terms the VMs' rows add up to, and their lower bounds.
+#[derive(Default)]
+struct Sums {
+    placed: BTreeMap<i64, Expr>,
+    vcpus: Expr,
+    cores: Expr,
+    extra_nodes: Expr,
+    nic_remote: Expr,
+    l3: Expr,
+    /// Per class: the cores VMs take of it.
+    class_users: Vec<Expr>,
+    bound_cores: f64,
+    bound_nodes: f64,
+    bound_l3: f64,
+}
+
+/// Writes the program, one VM after the other.
+struct Builder<'a> {
+    classes: &'a [Class],
+    m: Model,
+    sums: Sums,
+}
+
 fn build(request: &PlanRequest) -> Program {
     let free = classes::free_cores(request);
     let classes = classes::classes(&free);
-    let mut model = Model::default();
-    let mut n: Vec<Vec<(usize, usize)>> = Vec::new();
-    let mut placed: Vec<Option<usize>> = Vec::new();
-    let mut extra_nodes: Terms = Vec::new();
-    let mut nic_remote: Terms = Vec::new();
-    let mut l3_terms: Terms = Vec::new();
-    let mut cores_used: Terms = Vec::new();
-    let mut class_users: Vec<Terms> = vec![Vec::new(); classes.len()];
-    let mut y_vars = Vec::new();
-    let mut u_vars = Vec::new();
-    let mut z_vars = Vec::new();
-    let mut bound_cores = 0.0;
-    let mut bound_nodes = 0.0;
-    let mut bound_l3 = 0.0;
+    let mut b = Builder {
+        classes: &classes,
+        m: Model::default(),
+        sums: Sums {
+            class_users: vec![Expr::default(); classes.len()],
+            ..Sums::default()
+        },
+    };
+    let vms: Vec<Option<VmVars>> = request.vms.iter().map(|vm| b.vm(vm)).collect();
+    b.capacity();
+    let (domains, partial) = b.partly_used_domains();
+    let Builder { m, sums, .. } = b;
+    let tiers = in_order(
+        request,
+        sums.placed,
+        vec![
+            (Tier::Vcpus, sums.vcpus),
+            (Tier::Cores, sums.cores),
+            (Tier::ExtraNodes, sums.extra_nodes),
+            (Tier::NicRemote, sums.nic_remote),
+            (Tier::L3PerVm, sums.l3),
+            (Tier::PartialL3, partial),
+        ],
+    );
+    let total_vcpus: f64 = request.vms.iter().map(|v| f64::from(v.vcpus)).sum();
+    let bounds: BTreeMap<Tier, f64> = [
+        (Tier::Vcpus, -total_vcpus),
+        (Tier::Cores, sums.bound_cores),
+        (Tier::ExtraNodes, sums.bound_nodes),
+        (Tier::NicRemote, 0.0),
+        (Tier::L3PerVm, sums.bound_l3),
+        (Tier::PartialL3, 0.0),
+    ]
+    .into_iter()
+    .collect();
+    Program {
+        model: m,
+        classes,
+        vms,
+        domains,
+        tiers,
+        bounds,
+    }
+}
 
-    for vm in &request.vms {
+impl Builder<'_> {
+    /// VM `vm`'s variables and rows; `None` when it can be placed nowhere.
+    fn vm(&mut self, vm: &VmRequest) -> Option<VmVars> {
+        let cols = self.columns(vm)?;
+        let z = self.demand(&cols);
+        let y = self.numa(&cols);
+        if let Some(node) = vm.preferred_node() {
+            // NIC locality as a cost.
+            self.sums.nic_remote += cols.cores(self.classes, |c| c.node != Some(node));
+        }
+        let u = self.l3(&cols);
+        Some(VmVars {
+            placed: cols.placed,
+            n: cols.n.iter().map(|&(c, v, _)| (c, v)).collect(),
+            y,
+            u,
+            z,
+        })
+    }
+
+    /// `placed[v]` and `n[v][c]` for the classes `vm` may use.
+    fn columns<'v>(&mut self, vm: &'v VmRequest) -> Option<Columns<'v>> {
+        let classes = self.classes;
         let usable: Vec<usize> = classes
             .iter()
             .enumerate()
@@ -68,15 +187,9 @@ fn build(request: &PlanRequest) -> Program {
             .map(|(i, _)| i)
             .collect();
         if usable.is_empty() || vm.vcpus == 0 {
-            n.push(Vec::new());
-            placed.push(None);
-            y_vars.push(BTreeMap::new());
-            u_vars.push(BTreeMap::new());
-            z_vars.push(None);
-            continue;
+            return None;
         }
-        let mut z_var = None;
-        let p = model.binary();
+        let placed = self.m.binary();
         // The most cores of one class the VM can take: a tight bound keeps the
         // LP relaxation of the big-M links below close to the integer problem.
         let t_max_all = usable
@@ -94,307 +207,199 @@ fn build(request: &PlanRequest) -> Program {
             };
             bound.min(classes[c].size())
         };
-        let vars: Vec<(usize, usize)> = usable
+        let n: Vec<(usize, Var, u32)> = usable
             .iter()
-            .map(|&c| (c, model.int(f64::from(most(c)))))
+            .map(|&c| (c, self.m.int(f64::from(most(c))), most(c)))
             .collect();
-        // Cover cuts: the nodes (domains) a VM uses must hold its demand.
-        // Valid for every integer solution, and they make the LP relaxation
-        // of the y/u links far tighter (branch and bound then closes quickly).
-        let units = |c: usize| f64::from(most(c) * classes::pus_per_core(vm, classes[c].threads));
-        let demand_units = f64::from(match vm.threads {
+        for &(c, v, _) in &n {
+            self.sums.class_users[c] += v;
+            self.sums.cores += v;
+        }
+        *self.sums.placed.entry(vm.priority).or_default() -= placed;
+        self.sums.vcpus -= f64::from(vm.vcpus) * placed;
+        let demand = match vm.threads {
             ThreadPolicy::Isolate => vm.vcpus,
             ThreadPolicy::Require | ThreadPolicy::Prefer => vm.pus_needed(),
-        });
-        for &(c, var) in &vars {
-            class_users[c].push((var, 1.0));
-            cores_used.push((var, 1.0));
-        }
+        };
+        Some(Columns {
+            vm,
+            placed,
+            n,
+            demand,
+        })
+    }
 
-        // Demand.
+    /// The VM's demand, by thread policy; `z[v]` when it has one.
+    fn demand(&mut self, cols: &Columns) -> Option<Var> {
+        let (vm, classes) = (cols.vm, self.classes);
         let need = f64::from(vm.pus_needed());
-        bound_cores += match vm.threads {
+        self.sums.bound_cores += match vm.threads {
             ThreadPolicy::Isolate => {
-                let spare = vars.iter().any(|&(c, _)| classes[c].threads >= 2);
+                let spare = cols.n.iter().any(|&(c, _, _)| classes[c].threads >= 2);
                 f64::from(vm.vcpus)
                     + f64::from(u8::from(vm.emulator == EmulatorPolicy::Isolate && !spare))
             }
             ThreadPolicy::Require | ThreadPolicy::Prefer => {
-                let t = vars
-                    .iter()
-                    .map(|&(c, _)| classes[c].threads)
-                    .max()
-                    .unwrap_or(1);
-                (need / f64::from(t)).ceil()
+                (need / f64::from(cols.most_threads(classes))).ceil()
             }
         };
         match vm.threads {
-            ThreadPolicy::Isolate => {
-                let count: Terms = vars.iter().map(|&(_, v)| (v, 1.0)).collect();
-                if vm.emulator == EmulatorPolicy::Isolate {
-                    // The emulator takes an idle sibling (z = 1) or one more core.
-                    let z = model.binary();
-                    z_var = Some(z);
-                    let mut eq = count.clone();
-                    eq.push((p, -(f64::from(vm.vcpus) + 1.0)));
-                    eq.push((z, 1.0));
-                    model.con(eq, Op::Eq, 0.0);
-                    model.con(vec![(z, 1.0), (p, -1.0)], Op::Le, 0.0);
-                    // …and must take it when it has one: no core to spare.
-                    for &(c, v) in &vars {
-                        if classes[c].threads >= 2 {
-                            model.con(vec![(v, 1.0), (z, -f64::from(most(c)))], Op::Le, 0.0);
-                        }
-                    }
-                    let mut siblings: Terms = vars
-                        .iter()
-                        .filter(|&&(c, _)| classes[c].threads >= 2)
-                        .map(|&(_, v)| (v, -1.0))
-                        .collect();
-                    siblings.push((z, 1.0));
-                    model.con(siblings, Op::Le, 0.0);
-                } else {
-                    let mut eq = count;
-                    eq.push((p, -f64::from(vm.vcpus)));
-                    model.con(eq, Op::Eq, 0.0);
-                }
-            }
+            ThreadPolicy::Isolate => self.isolate(cols),
             ThreadPolicy::Require | ThreadPolicy::Prefer => {
-                let pus: Terms = vars
-                    .iter()
-                    .map(|&(c, v)| (v, f64::from(classes::pus_per_core(vm, classes[c].threads))))
-                    .collect();
-                let t_max = vars
-                    .iter()
-                    .map(|&(c, _)| classes[c].threads)
-                    .max()
-                    .unwrap_or(1);
-                let mut lower = pus.clone();
-                lower.push((p, -need));
-                model.con(lower, Op::Ge, 0.0);
-                // At least ceil(need / most threads) cores: the relaxation
-                // otherwise takes fractions of cores.
-                let mut fewest: Terms = vars.iter().map(|&(_, v)| (v, 1.0)).collect();
-                fewest.push((p, -(need / f64::from(t_max)).ceil()));
-                model.con(fewest, Op::Ge, 0.0);
-                let mut upper = pus;
-                upper.push((p, -(need + f64::from(t_max) - 1.0)));
-                model.con(upper, Op::Le, 0.0);
+                self.fill_threads(cols);
+                None
             }
-        }
-
-        // NUMA.
-        let nodes: BTreeSet<Option<NodeId>> = vars.iter().map(|&(c, _)| classes[c].node).collect();
-        let mut y_map = BTreeMap::new();
-        if matches!(vm.numa, NumaPolicy::Strict | NumaPolicy::Preferred) {
-            let y: BTreeMap<Option<NodeId>, usize> =
-                nodes.iter().map(|&k| (k, model.binary())).collect();
-            for &(c, v) in &vars {
-                if let Some(&yk) = y.get(&classes[c].node) {
-                    model.con(vec![(v, 1.0), (yk, -f64::from(most(c)))], Op::Le, 0.0);
-                }
-            }
-            let mut cover: Terms = y
-                .iter()
-                .map(|(&k, &yk)| {
-                    let cap: f64 = vars
-                        .iter()
-                        .filter(|&&(c, _)| classes[c].node == k)
-                        .map(|&(c, _)| units(c))
-                        .sum();
-                    (yk, cap)
-                })
-                .collect();
-            let fewest = fewest_groups(&cover, demand_units);
-            cover.push((p, -demand_units));
-            model.con(cover, Op::Ge, 0.0);
-            let mut rounded: Terms = y.values().map(|&yk| (yk, 1.0)).collect();
-            rounded.push((p, -fewest));
-            model.con(rounded, Op::Ge, 0.0);
-            let mut sum: Terms = y.values().map(|&yk| (yk, 1.0)).collect();
-            sum.push((p, -1.0));
-            if vm.numa == NumaPolicy::Strict {
-                model.con(sum, Op::Eq, 0.0);
-            } else {
-                model.con(sum.clone(), Op::Ge, 0.0);
-                extra_nodes.extend(sum);
-                bound_nodes += fewest - 1.0;
-            }
-            y_map = y;
-        }
-
-        // NIC locality as a cost.
-        if let Some(node) = vm.preferred_node() {
-            nic_remote.extend(
-                vars.iter()
-                    .filter(|&&(c, _)| classes[c].node != Some(node))
-                    .map(|&(_, v)| (v, 1.0)),
-            );
-        }
-
-        // L3 domains the VM touches.
-        let domains: BTreeSet<Domain> = vars.iter().map(|&(c, _)| classes[c].domain).collect();
-        let mut u_map = BTreeMap::new();
-        if domains.len() > 1 {
-            let u: BTreeMap<Domain, usize> = domains.iter().map(|&d| (d, model.binary())).collect();
-            for &(c, v) in &vars {
-                if let Some(&ud) = u.get(&classes[c].domain) {
-                    model.con(vec![(v, 1.0), (ud, -f64::from(most(c)))], Op::Le, 0.0);
-                }
-            }
-            let mut cover: Terms = u
-                .iter()
-                .map(|(&d, &ud)| {
-                    let cap: f64 = vars
-                        .iter()
-                        .filter(|&&(c, _)| classes[c].domain == d)
-                        .map(|&(c, _)| units(c))
-                        .sum();
-                    (ud, cap)
-                })
-                .collect();
-            let fewest = fewest_groups(&cover, demand_units);
-            cover.push((p, -demand_units));
-            model.con(cover, Op::Ge, 0.0);
-            bound_l3 += fewest;
-            let mut rounded: Terms = u.values().map(|&ud| (ud, 1.0)).collect();
-            rounded.push((p, -fewest));
-            model.con(rounded, Op::Ge, 0.0);
-            l3_terms.extend(u.values().map(|&ud| (ud, 1.0)));
-            u_map = u;
-        }
-        n.push(vars);
-        placed.push(Some(p));
-        y_vars.push(y_map);
-        u_vars.push(u_map);
-        z_vars.push(z_var);
-    }
-
-    // Capacity per class.
-    for (c, users) in class_users.iter().enumerate() {
-        if !users.is_empty() {
-            model.con(users.clone(), Op::Le, f64::from(classes[c].size()));
         }
     }
 
-    // Partially used domains: touched but not full.
-    let mut partial: Terms = Vec::new();
-    let mut per_domain: BTreeMap<Domain, (Terms, u32)> = BTreeMap::new();
-    for (c, class) in classes.iter().enumerate() {
-        let entry = per_domain.entry(class.domain).or_default();
-        entry.0.extend(class_users[c].iter().copied());
-        entry.1 += class.size();
-    }
-    let mut domain_vars = BTreeMap::new();
-    for (&d, (used, capacity)) in &per_domain {
-        if used.is_empty() {
-            continue;
+    /// One vCPU per core; an isolated emulator takes an idle sibling (`z`)
+    /// or one more core.
+    fn isolate(&mut self, cols: &Columns) -> Option<Var> {
+        let (vm, p, classes) = (cols.vm, cols.placed, self.classes);
+        let count = cols.cores(classes, |_| true);
+        if vm.emulator != EmulatorPolicy::Isolate {
+            self.m.eq(count, f64::from(vm.vcpus) * p);
+            return None;
         }
-        let cap = f64::from(*capacity);
-        let touched = model.binary();
-        let full = model.binary();
-        let mut t = used.clone();
-        t.push((touched, -cap));
-        model.con(t, Op::Le, 0.0);
-        let mut f: Terms = used.iter().map(|&(v, c)| (v, -c)).collect();
-        f.push((full, cap));
-        model.con(f, Op::Le, 0.0);
-        partial.push((touched, 1.0));
-        partial.push((full, -1.0));
-        domain_vars.insert(d, (touched, full, *capacity));
+        let z = self.m.binary();
+        self.m.eq(count + z, (f64::from(vm.vcpus) + 1.0) * p);
+        self.m.le(z, p);
+        // …and must take it when it has one: no core to spare.
+        for &(c, v, most) in &cols.n {
+            if classes[c].threads >= 2 {
+                self.m.le(v, f64::from(most) * z);
+            }
+        }
+        self.m.le(z, cols.cores(classes, |c| c.threads >= 2));
+        Some(z)
     }
 
-    // Tiers: VMs placed per priority level, highest first (maximised, so negated).
-    let mut tiers = Vec::new();
-    let levels: BTreeSet<std::cmp::Reverse<i64>> = request
-        .vms
-        .iter()
-        .map(|v| std::cmp::Reverse(v.priority))
-        .collect();
-    for level in levels {
-        let terms: Terms = request
-            .vms
+    /// vCPUs (and an isolated emulator) fill the threads of their cores:
+    /// `need ≤ CPUs < need + most threads`.
+    fn fill_threads(&mut self, cols: &Columns) {
+        let (vm, p, classes) = (cols.vm, cols.placed, self.classes);
+        let need = f64::from(vm.pus_needed());
+        let pus: Expr = cols
+            .n
             .iter()
-            .zip(&placed)
-            .filter(|(vm, _)| vm.priority == level.0)
-            .filter_map(|(_, p)| p.map(|p| (p, -1.0)))
+            .map(|&(c, v, _)| f64::from(classes::pus_per_core(vm, classes[c].threads)) * v)
+            .sum();
+        let t_max = f64::from(cols.most_threads(classes));
+        self.m.ge(pus.clone(), need * p);
+        // At least ceil(need / most threads) cores: the relaxation otherwise
+        // takes fractions of cores.
+        self.m
+            .ge(cols.cores(classes, |_| true), (need / t_max).ceil() * p);
+        self.m.le(pus, (need + t_max - 1.0) * p);
+    }
+
+    /// `y[v][k]` for VMs kept to one node (strict) or few (preferred).
+    fn numa(&mut self, cols: &Columns) -> BTreeMap<Option<NodeId>, Var> {
+        if !matches!(cols.vm.numa, NumaPolicy::Strict | NumaPolicy::Preferred) {
+            return BTreeMap::new();
+        }
+        let (y, fewest) = self.touch(cols, |c| c.node);
+        let nodes: Expr = y.values().copied().sum();
+        if cols.vm.numa == NumaPolicy::Strict {
+            self.m.eq(nodes, cols.placed);
+        } else {
+            self.m.ge(nodes.clone(), cols.placed);
+            self.sums.extra_nodes += nodes - cols.placed;
+            self.sums.bound_nodes += fewest - 1.0;
+        }
+        y
+    }
+
+    /// `u[v][d]` for the L3 domains a VM touches, when it may touch several.
+    fn l3(&mut self, cols: &Columns) -> BTreeMap<Domain, Var> {
+        let domains: BTreeSet<Domain> = cols
+            .n
+            .iter()
+            .map(|&(c, _, _)| self.classes[c].domain)
             .collect();
-        tiers.push((Tier::Placed(level.0), terms));
+        if domains.len() <= 1 {
+            return BTreeMap::new();
+        }
+        let (u, fewest) = self.touch(cols, |c| c.domain);
+        self.sums.bound_l3 += fewest;
+        self.sums.l3 += u.values().copied().sum::<Expr>();
+        u
     }
-    let vcpus: Terms = request
-        .vms
-        .iter()
-        .zip(&placed)
-        .filter_map(|(vm, p)| p.map(|p| (p, -f64::from(vm.vcpus))))
-        .collect();
-    tiers.push((Tier::Vcpus, vcpus));
-    tiers.push((Tier::Cores, cores_used));
-    tiers.push((Tier::ExtraNodes, extra_nodes));
-    tiers.push((Tier::NicRemote, nic_remote));
-    tiers.push((Tier::L3PerVm, l3_terms));
-    tiers.push((Tier::PartialL3, partial));
-    tiers.retain(|(_, t)| !t.is_empty());
-    let total_vcpus: f64 = request.vms.iter().map(|v| f64::from(v.vcpus)).sum();
-    let bounds: BTreeMap<Tier, f64> = [
-        (Tier::Vcpus, -total_vcpus),
-        (Tier::Cores, bound_cores),
-        (Tier::ExtraNodes, bound_nodes),
-        (Tier::NicRemote, 0.0),
-        (Tier::L3PerVm, bound_l3),
-        (Tier::PartialL3, 0.0),
-    ]
-    .into_iter()
-    .collect();
 
-    Program {
-        model,
-        classes,
-        n,
-        placed,
-        y: y_vars,
-        u: u_vars,
-        z: z_vars,
-        domains: domain_vars,
-        tiers,
-        bounds,
+    /// One binary per group (node or domain, by `key`) of the VM's classes,
+    /// 1 when it has cores there; with cover cuts: the groups it uses must
+    /// hold its demand, and there are at least as many as the fewest that
+    /// can. Valid for every integer solution, they make the LP relaxation of
+    /// the links far tighter (branch and bound then closes quickly). Returns
+    /// the binaries and that fewest.
+    fn touch<K: Ord + Copy>(
+        &mut self,
+        cols: &Columns,
+        key: impl Fn(&Class) -> K,
+    ) -> (BTreeMap<K, Var>, f64) {
+        let (p, classes) = (cols.placed, self.classes);
+        let keys: BTreeSet<K> = cols.n.iter().map(|&(c, _, _)| key(&classes[c])).collect();
+        let g: BTreeMap<K, Var> = keys.iter().map(|&k| (k, self.m.binary())).collect();
+        for &(c, v, most) in &cols.n {
+            if let Some(&gk) = g.get(&key(&classes[c])) {
+                self.m.le(v, f64::from(most) * gk);
+            }
+        }
+        let caps: Vec<(Var, u32)> = g
+            .iter()
+            .map(|(&k, &gk)| {
+                let cap = cols
+                    .n
+                    .iter()
+                    .filter(|&&(c, _, _)| key(&classes[c]) == k)
+                    .map(|&(c, _, most)| cols.units(classes, c, most))
+                    .sum();
+                (gk, cap)
+            })
+            .collect();
+        let held: Vec<u32> = caps.iter().map(|&(_, cap)| cap).collect();
+        let least = fewest(&held, cols.demand).map_or(1.0, f64::from);
+        let cover: Expr = caps.iter().map(|&(gk, cap)| f64::from(cap) * gk).sum();
+        self.m.ge(cover, f64::from(cols.demand) * p);
+        self.m.ge(g.values().copied().sum::<Expr>(), least * p);
+        (g, least)
     }
-}
 
-/// Whether some subset of `caps` sums to exactly `target`.
-pub(crate) fn subset_sum(caps: &[u32], target: u32) -> bool {
-    let target = target as usize;
-    let mut reachable = vec![false; target + 1];
-    reachable[0] = true;
-    for &c in caps {
-        let c = c as usize;
-        for t in (c..=target).rev() {
-            if reachable[t - c] {
-                reachable[t] = true;
+    /// Capacity per class.
+    fn capacity(&mut self) {
+        for (c, users) in self.sums.class_users.iter().enumerate() {
+            if !users.is_empty() {
+                self.m.le(users.clone(), f64::from(self.classes[c].size()));
             }
         }
     }
-    reachable[target]
-}
 
-/// The fewest groups (nodes, domains) whose capacities `(var, capacity)` can
-/// hold `demand`: a valid lower bound on how many a VM touches, stronger than
-/// the cover cut's fractional one.
-fn fewest_groups(cover: &Terms, demand: f64) -> f64 {
-    let mut caps: Vec<f64> = cover.iter().map(|&(_, c)| c).collect();
-    caps.sort_by(|a, b| b.total_cmp(a));
-    let mut held = 0.0;
-    for (i, c) in caps.iter().enumerate() {
-        held += c;
-        if held + 1e-9 >= demand {
-            return (i + 1) as f64;
+    /// Partially used domains: touched but not full. Their binaries and the
+    /// objective that counts them.
+    fn partly_used_domains(&mut self) -> (BTreeMap<Domain, (Var, Var, u32)>, Expr) {
+        let mut per_domain: BTreeMap<Domain, (Expr, u32)> = BTreeMap::new();
+        for (c, class) in self.classes.iter().enumerate() {
+            let entry = per_domain.entry(class.domain).or_default();
+            entry.0 += self.sums.class_users[c].clone();
+            entry.1 += class.size();
         }
+        let mut partial = Expr::default();
+        let mut domains = BTreeMap::new();
+        for (d, (used, capacity)) in per_domain {
+            if used.is_empty() {
+                continue;
+            }
+            let (touched, full) = partly_used(&mut self.m, &used, f64::from(capacity));
+            partial += touched - full;
+            domains.insert(d, (touched, full, capacity));
+        }
+        (domains, partial)
     }
-    1.0
 }
 
 /// The variable values of a concrete placement (a feasible start point).
 fn start_from(request: &PlanRequest, program: &Program, placement: &Placement) -> Vec<f64> {
-    let mut values = vec![0.0; program.model.vars.len()];
+    let mut values = program.model.zeros();
     let mut class_of: BTreeMap<CoreId, usize> = BTreeMap::new();
     for (c, class) in program.classes.iter().enumerate() {
         for &core in &class.cores {
@@ -403,38 +408,47 @@ fn start_from(request: &PlanRequest, program: &Program, placement: &Placement) -
     }
     let mut used_per_domain: BTreeMap<Domain, u32> = BTreeMap::new();
     for (&i, cores) in &placement.cores {
-        let (Some(Some(p)), Some(vars)) = (program.placed.get(i), program.n.get(i)) else {
+        let Some(Some(vars)) = program.vms.get(i) else {
             continue;
         };
-        values[*p] = 1.0;
+        values[vars.placed.index()] = 1.0;
         let mut per_class: BTreeMap<usize, f64> = BTreeMap::new();
         for core in cores {
             if let Some(&c) = class_of.get(core) {
                 *per_class.entry(c).or_default() += 1.0;
                 let class = &program.classes[c];
                 *used_per_domain.entry(class.domain).or_default() += 1;
-                if let Some(&y) = program.y[i].get(&class.node) {
-                    values[y] = 1.0;
+                if let Some(&y) = vars.y.get(&class.node) {
+                    values[y.index()] = 1.0;
                 }
-                if let Some(&u) = program.u[i].get(&class.domain) {
-                    values[u] = 1.0;
+                if let Some(&u) = vars.u.get(&class.domain) {
+                    values[u.index()] = 1.0;
                 }
             }
         }
-        for &(c, var) in vars {
-            values[var] = per_class.get(&c).copied().unwrap_or(0.0);
+        for &(c, var) in &vars.n {
+            values[var.index()] = per_class.get(&c).copied().unwrap_or(0.0);
         }
-        if let (Some(z), Some(vm)) = (program.z[i], request.vms.get(i)) {
+        if let (Some(z), Some(vm)) = (vars.z, request.vms.get(i)) {
             let taken = cores.len() as f64;
-            values[z] = (f64::from(vm.vcpus) + 1.0 - taken).clamp(0.0, 1.0);
+            values[z.index()] = (f64::from(vm.vcpus) + 1.0 - taken).clamp(0.0, 1.0);
         }
     }
     for (d, &(touched, full, cap)) in &program.domains {
         let used = used_per_domain.get(d).copied().unwrap_or(0);
-        values[touched] = f64::from(u8::from(used > 0));
-        values[full] = f64::from(u8::from(used == cap));
+        values[touched.index()] = f64::from(u8::from(used > 0));
+        values[full.index()] = f64::from(u8::from(used == cap));
     }
     values
+}
+
+/// Where the tiers stand while they are solved one after the other.
+struct Search {
+    /// The last tier's answer.
+    values: Option<Vec<f64>>,
+    /// Whether every priority level so far was placed whole (then every VM's
+    /// placed variable is 1 and the tiers' lower bounds hold).
+    all_fixed: bool,
 }
 
 /// Solves lexicographically within `time_limit`.
@@ -449,27 +463,19 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
         crate::solve::greedy::place(request),
         crate::solve::pack::place(request),
     ]
-        .iter()
-        .map(|p| start_from(request, &program, p))
-        .collect();
-    let mut values: Option<Vec<f64>> = None;
-    let mut proven = true;
-    // Whether every priority level so far was placed whole (then every VM's
-    // placed variable is 1 and the tiers' lower bounds hold).
-    let mut all_fixed = true;
+    .iter()
+    .map(|p| start_from(request, &program, p))
+    .collect();
     let tiers = std::mem::take(&mut program.tiers);
-    if tiers.is_empty() {
-        values = Some(vec![0.0; program.model.vars.len()]);
-    }
-    let partial_terms: Terms = program
-        .domains
-        .values()
-        .flat_map(|&(touched, full, _)| [(touched, 1.0), (full, -1.0)])
-        .collect();
-    for (name, terms) in &tiers {
+    let mut search = Search {
+        values: tiers.is_empty().then(|| program.model.zeros()),
+        all_fixed: true,
+    };
+    let mut proven = true;
+    for (tier, terms) in &tiers {
         // The quality objectives (L3 domains) are bin packing at heart; they
         // get a share of the time, so that one of them cannot eat it all.
-        let quality = matches!(name, Tier::L3PerVm | Tier::PartialL3);
+        let quality = matches!(tier, Tier::L3PerVm | Tier::PartialL3);
         let budget = if quality {
             time_limit.mul_f64(0.4).max(Duration::from_millis(50))
         } else {
@@ -482,84 +488,19 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
             proven = false;
             break;
         }
-        let started = Instant::now();
-        // Start from the best feasible point known for this objective.
-        let start = values
-            .iter()
-            .chain(candidates.iter())
-            .filter(|v| program.model.feasible(v))
-            .min_by(|a, b| value_of(a, terms).total_cmp(&value_of(b, terms)))
-            .cloned();
-        // A start at the objective's lower bound is optimal: no solve needed.
-        let bound = if let Tier::Placed(_) = name {
-            Some(-(terms.len() as f64))
-        } else if all_fixed {
-            program.bounds.get(name).copied()
-        } else {
-            None
-        };
-        let at_bound = match (&start, bound) {
-            (Some(v), Some(b)) => value_of(v, terms) <= b + 1e-6,
-            _ => false,
-        };
-        let outcome = match (&start, at_bound) {
-            (Some(v), true) => Ok((v.clone(), true)),
-            _ => run(&program.model, terms, left, start.as_deref()),
-        };
-        if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
-            eprintln!(
-                "ilp: {name}: {:.1} ms, {} variables, {} constraints, {}",
-                started.elapsed().as_secs_f64() * 1e3,
-                program.model.vars.len(),
-                program.model.cons.len(),
-                match &outcome {
-                    Ok((v, true)) => format!("optimal {}", value_of(v, terms)),
-                    Ok((v, false)) => format!("stopped at {}", value_of(v, terms)),
-                    Err(e) => format!("failed: {e}"),
-                }
-            );
-        }
-        match outcome {
+        match solve_tier(&program, &candidates, &search, *tier, terms, left) {
             Ok((v, optimal)) => {
-                let best = value_of(&v, terms).round();
-                values = Some(v);
+                let best = terms.value(&v).round();
+                search.values = Some(v);
                 if !optimal {
                     proven = false;
                     break;
                 }
-                // Later tiers may not make this one worse. A priority level
-                // placed whole is fixed outright (a sum alone leaves the
-                // relaxation free to place VMs fractionally); otherwise the
-                // sum is kept, so that later objectives may still choose which
-                // VMs of the level to leave out.
-                let whole =
-                    terms.iter().all(|&(_, c)| c == -1.0) && best <= -(terms.len() as f64) + 0.5;
-                let level = matches!(name, Tier::Placed(_));
-                if level && !whole {
-                    all_fixed = false;
-                }
-                if level && whole {
-                    for &(var, _) in terms {
-                        program.model.con(vec![(var, 1.0)], Op::Ge, 1.0);
-                    }
-                } else {
-                    // Objectives are integers: hold the optimum exactly
-                    // (`best + 0.5` would loosen every later objective).
-                    program.model.con(terms.clone(), Op::Le, best);
-                }
-                // Cores used is now fixed: when no set of whole domains adds up
-                // to it, some domain must be partly used.
-                if *name == Tier::Cores && !partial_terms.is_empty() {
-                    let caps: Vec<u32> = program.domains.values().map(|&(_, _, c)| c).collect();
-                    if !subset_sum(&caps, best.max(0.0) as u32) {
-                        program.model.con(partial_terms.clone(), Op::Ge, 1.0);
-                        program.bounds.insert(Tier::PartialL3, 1.0);
-                    }
-                }
+                hold(&mut program, &mut search, *tier, terms, best);
             }
-            Err(e) if values.is_none() => {
+            Err(e) if search.values.is_none() => {
                 return Err(format!(
-                    "the integer program failed while optimising {name}: {e}"
+                    "the integer program failed while optimising {tier}: {e}"
                 ))
             }
             Err(_) => {
@@ -568,8 +509,93 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
             }
         }
     }
-    let values = values.ok_or_else(|| "the integer program produced no solution".to_owned())?;
+    let values = search
+        .values
+        .ok_or_else(|| "the integer program produced no solution".to_owned())?;
     Ok(assign_counts(request, &program, &values, proven))
+}
+
+/// One tier: from the best feasible point known for it, which is the answer
+/// when it meets the tier's lower bound; else the backend's answer.
+fn solve_tier(
+    program: &Program,
+    candidates: &[Vec<f64>],
+    search: &Search,
+    tier: Tier,
+    terms: &Expr,
+    left: Duration,
+) -> Result<(Vec<f64>, bool), String> {
+    let started = Instant::now();
+    let start = search
+        .values
+        .iter()
+        .chain(candidates.iter())
+        .filter(|v| program.model.feasible(v))
+        .min_by(|a, b| terms.value(a).total_cmp(&terms.value(b)))
+        .cloned();
+    let bound = if let Tier::Placed(_) = tier {
+        Some(-(terms.len() as f64))
+    } else if search.all_fixed {
+        program.bounds.get(&tier).copied()
+    } else {
+        None
+    };
+    let at_bound = match (&start, bound) {
+        (Some(v), Some(b)) => terms.value(v) <= b + 1e-6,
+        _ => false,
+    };
+    let outcome = match (&start, at_bound) {
+        (Some(v), true) => Ok((v.clone(), true)),
+        _ => run(&program.model, terms, left, start.as_deref()),
+    };
+    if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
+        eprintln!(
+            "ilp: {tier}: {:.1} ms, {} variables, {} constraints, {}",
+            started.elapsed().as_secs_f64() * 1e3,
+            program.model.vars(),
+            program.model.cons(),
+            match &outcome {
+                Ok((v, true)) => format!("optimal {}", terms.value(v)),
+                Ok((v, false)) => format!("stopped at {}", terms.value(v)),
+                Err(e) => format!("failed: {e}"),
+            }
+        );
+    }
+    outcome
+}
+
+/// Holds a solved tier at its optimum `best`: later tiers may not make it
+/// worse.
+fn hold(program: &mut Program, search: &mut Search, tier: Tier, terms: &Expr, best: f64) {
+    // A priority level placed whole is fixed outright (a sum alone leaves
+    // the relaxation free to place VMs fractionally); otherwise the sum is
+    // kept, so that later objectives may still choose which VMs of the
+    // level to leave out.
+    let whole =
+        terms.terms().iter().all(|&(_, c)| c == -1.0) && best <= -(terms.len() as f64) + 0.5;
+    let level = matches!(tier, Tier::Placed(_));
+    if level && !whole {
+        search.all_fixed = false;
+    }
+    if level && whole {
+        for &(var, _) in terms.terms() {
+            program.model.ge(var, 1.0);
+        }
+    } else {
+        // Objectives are integers: hold the optimum exactly (`best + 0.5`
+        // would loosen every later objective).
+        program.model.le(terms.clone(), best);
+    }
+    // Cores used is now fixed: when no set of whole domains adds up to it,
+    // some domain must be partly used.
+    if tier == Tier::Cores && !program.domains.is_empty() {
+        let caps: Vec<u32> = program.domains.values().map(|&(_, _, c)| c).collect();
+        if !subset_sum(&caps, best.max(0.0) as u32) {
+            let partial: Expr = program.domains.values().map(|&(t, f, _)| t - f).sum();
+            program.model.ge(partial, 1.0);
+            program.bounds.insert(Tier::PartialL3, 1.0);
+        }
+    }
 }
 
 /// Counts → concrete cores: VMs by priority (then spec order) take the lowest
@@ -585,13 +611,15 @@ fn assign_counts(
     order.sort_by_key(|&i| (std::cmp::Reverse(request.vms[i].priority), i));
     let mut cores: BTreeMap<usize, Vec<CoreId>> = BTreeMap::new();
     for i in order {
-        let Some(p) = program.placed[i] else { continue };
-        if values.get(p).copied().unwrap_or(0.0) < 0.5 {
+        let Some(Some(vars)) = program.vms.get(i) else {
+            continue;
+        };
+        if values.get(vars.placed.index()).copied().unwrap_or(0.0) < 0.5 {
             continue;
         }
         let mut mine = Vec::new();
-        for &(c, var) in &program.n[i] {
-            let count = values.get(var).copied().unwrap_or(0.0).round().max(0.0) as usize;
+        for &(c, var) in &vars.n {
+            let count = var.count(values) as usize;
             let class = &program.classes[c];
             let start = next[c];
             let end = (start + count).min(class.cores.len());
