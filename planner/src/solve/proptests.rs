@@ -19,8 +19,8 @@ use super::{
 };
 use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, CpuId, NodeId};
-use crate::plan::{Plan, Status};
-use crate::topology::{load, HostTopology, Source};
+use crate::plan::{Plan, Status, VmPlan};
+use crate::topology::{load, Source};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use std::collections::{BTreeMap, BTreeSet};
@@ -261,8 +261,6 @@ fn request(host: &HostSpec, vms: &[VmSpec]) -> PlanRequest {
 
 /// The safety properties every plan must have, whatever the solver.
 pub(super) fn check_plan(req: &PlanRequest, plan: &Plan) -> Result<(), TestCaseError> {
-    let host: &HostTopology = &req.host;
-    let usable = host.usable_cpus();
     prop_assert_eq!(plan.vms.len() + plan.unplaced.len(), req.vms.len());
     let expected_status = if !plan.unplaced.is_empty() {
         vec![Status::Infeasible]
@@ -271,19 +269,7 @@ pub(super) fn check_plan(req: &PlanRequest, plan: &Plan) -> Result<(), TestCaseE
     };
     prop_assert!(expected_status.contains(&plan.status), "{:?}", plan.status);
     prop_assert_eq!(&plan.host.reserved_cpus, &req.reserved);
-
-    // Who holds each CPU: the host, fixed tenants, then the VMs.
-    let mut owner: BTreeMap<CpuId, String> = BTreeMap::new();
-    for cpu in req.reserved.iter() {
-        owner.insert(cpu, "host".to_owned());
-    }
-    for f in &req.fixed {
-        for cpu in f.cpus.iter() {
-            prop_assert!(owner.insert(cpu, f.name.clone()).is_none(), "bad input");
-        }
-    }
-    let outside: CpuSet = owner.keys().copied().collect();
-    let mut core_owner: BTreeMap<CoreId, &str> = BTreeMap::new();
+    let mut owners = Owners::new(req)?;
     let mut seen = BTreeSet::new();
     let mut last_index = None;
     for vm_plan in &plan.vms {
@@ -296,10 +282,62 @@ pub(super) fn check_plan(req: &PlanRequest, plan: &Plan) -> Result<(), TestCaseE
         last_index = Some(index);
         prop_assert!(seen.insert(index));
         let vm = &req.vms[index];
-        let name = vm.name.as_str();
         prop_assert!(!plan.unplaced.contains(&vm.name));
+        let cores = owners.take(req, vm, vm_plan)?;
+        check_vcpus(req, vm, vm_plan, &cores)?;
+        check_numa(vm, vm_plan, &cores)?;
+        check_emulator(req, vm, vm_plan, &cores)?;
+    }
+    for name in &plan.unplaced {
+        prop_assert!(req.vms.iter().any(|v| &v.name == name));
+    }
+    Ok(())
+}
 
-        // Whole cores, no one else's.
+/// Who holds each CPU and core: the host, fixed tenants, then the VMs.
+struct Owners {
+    cpu: BTreeMap<CpuId, String>,
+    /// The host's and the fixed tenants' CPUs.
+    outside: CpuSet,
+    core: BTreeMap<CoreId, String>,
+}
+
+/// What a VM's cores are: usable threads of each, its CPUs, its nodes.
+struct VmCores {
+    threads: Vec<u32>,
+    cpus: CpuSet,
+    nodes: BTreeSet<Option<NodeId>>,
+}
+
+impl Owners {
+    fn new(req: &PlanRequest) -> Result<Owners, TestCaseError> {
+        let mut cpu: BTreeMap<CpuId, String> = BTreeMap::new();
+        for c in req.reserved.iter() {
+            cpu.insert(c, "host".to_owned());
+        }
+        for f in &req.fixed {
+            for c in f.cpus.iter() {
+                prop_assert!(cpu.insert(c, f.name.clone()).is_none(), "bad input");
+            }
+        }
+        let outside: CpuSet = cpu.keys().copied().collect();
+        Ok(Owners {
+            cpu,
+            outside,
+            core: BTreeMap::new(),
+        })
+    }
+
+    /// Gives `vm` its planned cores: whole cores, no one else's, that fit it
+    /// exactly.
+    fn take(
+        &mut self,
+        req: &PlanRequest,
+        vm: &VmRequest,
+        vm_plan: &VmPlan,
+    ) -> Result<VmCores, TestCaseError> {
+        let (host, name) = (&req.host, vm.name.as_str());
+        let usable = host.usable_cpus();
         prop_assert!(!vm_plan.cores.is_empty(), "{name}: no cores");
         let mut threads = Vec::new();
         let mut cpus = CpuSet::new();
@@ -308,13 +346,13 @@ pub(super) fn check_plan(req: &PlanRequest, plan: &Plan) -> Result<(), TestCaseE
             let core = host
                 .core(id)
                 .ok_or_else(|| TestCaseError::fail(format!("{name}: no core {id}")))?;
-            if let Some(other) = core_owner.insert(id, name) {
+            if let Some(other) = self.core.insert(id, name.to_owned()) {
                 return Err(TestCaseError::fail(format!(
                     "core {id} given to {other} and {name}"
                 )));
             }
             prop_assert!(
-                !core.cpus.intersects(&outside),
+                !core.cpus.intersects(&self.outside),
                 "{}: core {} ({}) shares CPUs with the host or a fixed tenant",
                 name,
                 id,
@@ -329,7 +367,7 @@ pub(super) fn check_plan(req: &PlanRequest, plan: &Plan) -> Result<(), TestCaseE
         prop_assert_eq!(&vm_plan.cpus, &cpus, "{}: cpus", name);
         for cpu in cpus.iter() {
             prop_assert!(
-                owner.insert(cpu, name.to_owned()).is_none(),
+                self.cpu.insert(cpu, name.to_owned()).is_none(),
                 "{}: CPU {} already taken",
                 name,
                 cpu
@@ -342,85 +380,110 @@ pub(super) fn check_plan(req: &PlanRequest, plan: &Plan) -> Result<(), TestCaseE
             threads,
             vm
         );
+        Ok(VmCores {
+            threads,
+            cpus,
+            nodes,
+        })
+    }
+}
 
-        // vCPUs.
+/// vCPUs: numbered, one CPU each, on the VM's cores, by its thread policy.
+fn check_vcpus(
+    req: &PlanRequest,
+    vm: &VmRequest,
+    vm_plan: &VmPlan,
+    cores: &VmCores,
+) -> Result<(), TestCaseError> {
+    let name = vm.name.as_str();
+    prop_assert_eq!(
+        vm_plan.vcpus.len(),
+        vm.vcpus as usize,
+        "{}: vCPU count",
+        name
+    );
+    let pinned: CpuSet = vm_plan.vcpus.iter().map(|p| p.cpu).collect();
+    prop_assert_eq!(pinned.len(), vm_plan.vcpus.len(), "{}: a CPU twice", name);
+    prop_assert!(pinned.is_subset(&cores.cpus), "{}: pin off its cores", name);
+    for (i, pin) in vm_plan.vcpus.iter().enumerate() {
+        prop_assert_eq!(pin.vcpu as usize, i, "{}: vCPU numbering", name);
+    }
+    let cores_of_pins: BTreeSet<CoreId> = vm_plan
+        .vcpus
+        .iter()
+        .filter_map(|p| req.host.pu(p.cpu).and_then(|pu| pu.core))
+        .collect();
+    if vm.threads == ThreadPolicy::Isolate {
         prop_assert_eq!(
+            cores_of_pins.len(),
             vm_plan.vcpus.len(),
-            vm.vcpus as usize,
-            "{}: vCPU count",
+            "{}: isolate shares a core between vCPUs",
             name
         );
-        let pinned: CpuSet = vm_plan.vcpus.iter().map(|p| p.cpu).collect();
-        prop_assert_eq!(pinned.len(), vm_plan.vcpus.len(), "{}: a CPU twice", name);
-        prop_assert!(pinned.is_subset(&cpus), "{}: pin off its cores", name);
-        for (i, pin) in vm_plan.vcpus.iter().enumerate() {
-            prop_assert_eq!(pin.vcpu as usize, i, "{}: vCPU numbering", name);
-        }
-        let cores_of_pins: BTreeSet<CoreId> = vm_plan
-            .vcpus
-            .iter()
-            .filter_map(|p| host.pu(p.cpu).and_then(|pu| pu.core))
-            .collect();
-        if vm.threads == ThreadPolicy::Isolate {
-            prop_assert_eq!(
-                cores_of_pins.len(),
-                vm_plan.vcpus.len(),
-                "{}: isolate shares a core between vCPUs",
-                name
-            );
-        }
-        if vm.threads == ThreadPolicy::Require {
-            prop_assert!(
-                threads.iter().all(|&t| t >= 2),
-                "{}: require on 1 thread",
-                name
-            );
-        }
-
-        // NUMA and NIC.
-        let plan_nodes: BTreeSet<Option<NodeId>> =
-            vm_plan.numa_nodes.iter().copied().map(Some).collect();
-        prop_assert_eq!(
-            plan_nodes.len(),
-            nodes.iter().filter(|n| n.is_some()).count(),
-            "{}: numa_nodes",
+    }
+    if vm.threads == ThreadPolicy::Require {
+        prop_assert!(
+            cores.threads.iter().all(|&t| t >= 2),
+            "{}: require on 1 thread",
             name
         );
-        if vm.numa == NumaPolicy::Strict {
-            prop_assert_eq!(nodes.len(), 1, "{}: strict on {:?}", name, nodes);
-        }
-        if let Some(node) = vm.required_node() {
-            prop_assert!(
-                nodes.iter().all(|n| *n == Some(node)),
-                "{}: NIC node {} required, got {:?}",
-                name,
-                node,
-                nodes
-            );
-        }
+    }
+    Ok(())
+}
 
-        // Emulator and I/O threads.
-        match vm.emulator {
-            EmulatorPolicy::Host => {
-                prop_assert_eq!(&vm_plan.emulator_cpus, &req.reserved, "{}: emulator", name);
-            }
-            EmulatorPolicy::Isolate => {
-                prop_assert_eq!(vm_plan.emulator_cpus.len(), 1, "{}: emulator", name);
-                prop_assert!(vm_plan.emulator_cpus.is_subset(&cpus));
-                prop_assert!(
-                    !vm_plan.emulator_cpus.intersects(&pinned),
-                    "{}: emulator on a vCPU's CPU",
-                    name
-                );
-            }
+/// NUMA nodes as the plan lists them, the NUMA policy and a required NIC node.
+fn check_numa(vm: &VmRequest, vm_plan: &VmPlan, cores: &VmCores) -> Result<(), TestCaseError> {
+    let (name, nodes) = (vm.name.as_str(), &cores.nodes);
+    let plan_nodes: BTreeSet<Option<NodeId>> =
+        vm_plan.numa_nodes.iter().copied().map(Some).collect();
+    prop_assert_eq!(
+        plan_nodes.len(),
+        nodes.iter().filter(|n| n.is_some()).count(),
+        "{}: numa_nodes",
+        name
+    );
+    if vm.numa == NumaPolicy::Strict {
+        prop_assert_eq!(nodes.len(), 1, "{}: strict on {:?}", name, nodes);
+    }
+    if let Some(node) = vm.required_node() {
+        prop_assert!(
+            nodes.iter().all(|n| *n == Some(node)),
+            "{}: NIC node {} required, got {:?}",
+            name,
+            node,
+            nodes
+        );
+    }
+    Ok(())
+}
+
+/// Emulator and I/O threads: on the host's CPUs, or on one CPU of the VM's
+/// own that no vCPU has.
+fn check_emulator(
+    req: &PlanRequest,
+    vm: &VmRequest,
+    vm_plan: &VmPlan,
+    cores: &VmCores,
+) -> Result<(), TestCaseError> {
+    let name = vm.name.as_str();
+    match vm.emulator {
+        EmulatorPolicy::Host => {
+            prop_assert_eq!(&vm_plan.emulator_cpus, &req.reserved, "{}: emulator", name);
         }
-        prop_assert_eq!(vm_plan.iothreads.len(), vm.iothreads as usize);
-        for io in &vm_plan.iothreads {
-            prop_assert_eq!(&io.cpus, &vm_plan.emulator_cpus);
+        EmulatorPolicy::Isolate => {
+            let pinned: CpuSet = vm_plan.vcpus.iter().map(|p| p.cpu).collect();
+            prop_assert_eq!(vm_plan.emulator_cpus.len(), 1, "{}: emulator", name);
+            prop_assert!(vm_plan.emulator_cpus.is_subset(&cores.cpus));
+            prop_assert!(
+                !vm_plan.emulator_cpus.intersects(&pinned),
+                "{}: emulator on a vCPU's CPU",
+                name
+            );
         }
     }
-    for name in &plan.unplaced {
-        prop_assert!(req.vms.iter().any(|v| &v.name == name));
+    prop_assert_eq!(vm_plan.iothreads.len(), vm.iothreads as usize);
+    for io in &vm_plan.iothreads {
+        prop_assert_eq!(&io.cpus, &vm_plan.emulator_cpus);
     }
     Ok(())
 }
@@ -470,13 +533,27 @@ fn check_solvers(req: &PlanRequest) -> Result<Option<Plan>, TestCaseError> {
     Ok(Some(ilp))
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 64,
+/// `cases` cases, no failure files, a short shrink.
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
         failure_persistence: None,
         max_shrink_iters: 32,
         ..ProptestConfig::default()
-    })]
+    }
+}
+
+/// Each VM of `groups` as many times as it says (identical VMs are one type
+/// of the aggregated model).
+fn repeated(groups: &[(VmSpec, usize)]) -> Vec<VmSpec> {
+    groups
+        .iter()
+        .flat_map(|(vm, n)| std::iter::repeat_n(vm.clone(), *n))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(config(64))]
 
     /// Hosts of at most 10 cores: safety, ILP ≥ greedy, and ILP = oracle.
     /// Some VMs come in identical pairs (one type of the aggregated model).
@@ -485,11 +562,7 @@ proptest! {
         host in host_spec(10),
         groups in prop::collection::vec((vm_spec(6), 1..=2usize), 1..=4),
     ) {
-        let vms: Vec<VmSpec> = groups
-            .iter()
-            .flat_map(|(vm, n)| std::iter::repeat_n(vm.clone(), *n))
-            .take(6)
-            .collect();
+        let vms: Vec<VmSpec> = repeated(&groups).into_iter().take(6).collect();
         let req = request(&host, &vms);
         let Some(ilp) = check_solvers(&req)? else {
             return Ok(());
@@ -521,12 +594,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 32,
-        failure_persistence: None,
-        max_shrink_iters: 32,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(config(32))]
 
     /// Hosts of up to 32 cores: safety and ILP ≥ greedy.
     #[test]
@@ -536,6 +604,64 @@ proptest! {
     ) {
         let req = request(&host, &vms);
         check_solvers(&req)?;
+    }
+}
+
+/// One VM of a regression case: vCPUs, threads, emulator, NUMA, NIC
+/// affinity, NIC node, priority.
+type Case = (
+    u32,
+    ThreadPolicy,
+    EmulatorPolicy,
+    NumaPolicy,
+    NicAffinity,
+    Option<u32>,
+    i64,
+);
+
+/// The request of a regression case: the synthetic host `desc` with the CPUs
+/// `unusable` off, VMs `vm0`, `vm1`… of `specs`, `reserved` CPUs and two fixed
+/// tenants (name, CPUs).
+fn regression_request(
+    desc: &str,
+    unusable: &[u32],
+    specs: &[Case],
+    reserved: &str,
+    fixed: [(&str, &str); 2],
+) -> PlanRequest {
+    let mut host = load(&Source::Synthetic(desc.to_owned())).unwrap();
+    for pu in &mut host.pus {
+        if unusable.contains(&pu.cpu.0) {
+            pu.usable = false;
+            pu.allowed = false;
+        }
+    }
+    let vms = specs
+        .iter()
+        .enumerate()
+        .map(
+            |(i, &(vcpus, threads, emulator, numa, nic_affinity, node, priority))| VmRequest {
+                threads,
+                emulator,
+                numa,
+                nic_affinity,
+                nic_node: node.map(NodeId),
+                priority,
+                ..VmRequest::new(&format!("vm{i}"), vcpus)
+            },
+        )
+        .collect();
+    PlanRequest {
+        host,
+        reserved: reserved.parse().unwrap(),
+        fixed: fixed
+            .iter()
+            .map(|&(name, cpus)| FixedTenant {
+                name: name.to_owned(),
+                cpus: cpus.parse().unwrap(),
+            })
+            .collect(),
+        vms,
     }
 }
 
@@ -552,13 +678,6 @@ fn crowded_eight_core_host_is_proven_optimal() {
     let desc = "package:3 numa:2(indexes=4,3,1,5,0,2) l3:2 core:1 pu:4(indexes=28,43,35,0,16,12,\
                 46,14,47,4,13,17,40,19,2,24,3,22,30,11,33,39,38,27,18,32,23,31,10,5,6,1,8,36,34,\
                 25,21,45,42,20,9,7,26,37,41,44,29,15)";
-    let mut host = load(&Source::Synthetic(desc.to_owned())).unwrap();
-    for pu in &mut host.pus {
-        if [17, 25].contains(&pu.cpu.0) {
-            pu.usable = false;
-            pu.allowed = false;
-        }
-    }
     let specs = [
         (5, Prefer, Host, Strict, NicPreferred, Some(5), 0),
         (3, Isolate, Host, Preferred, Ignore, Some(1), 0),
@@ -571,36 +690,13 @@ fn crowded_eight_core_host_is_proven_optimal() {
         (2, Isolate, Host, Spread, Ignore, Some(0), 1),
         (4, Require, Host, Preferred, Ignore, Some(4), 2),
     ];
-    let vms = specs
-        .iter()
-        .enumerate()
-        .map(
-            |(i, &(vcpus, threads, emulator, numa, nic_affinity, node, priority))| VmRequest {
-                threads,
-                emulator,
-                numa,
-                nic_affinity,
-                nic_node: node.map(NodeId),
-                priority,
-                ..VmRequest::new(&format!("vm{i}"), vcpus)
-            },
-        )
-        .collect();
-    let req = PlanRequest {
-        host,
-        reserved: "21,27".parse().unwrap(),
-        fixed: vec![
-            FixedTenant {
-                name: "a".to_owned(),
-                cpus: "33,38".parse().unwrap(),
-            },
-            FixedTenant {
-                name: "b".to_owned(),
-                cpus: "12,22".parse().unwrap(),
-            },
-        ],
-        vms,
-    };
+    let req = regression_request(
+        desc,
+        &[17, 25],
+        &specs,
+        "21,27",
+        [("a", "33,38"), ("b", "12,22")],
+    );
     assert_eq!(classes::free_cores(&req).len(), 8);
     let started = std::time::Instant::now();
     let ilp = super::solve(
@@ -637,13 +733,6 @@ fn time_limited_ilp_plan_gives_no_spare_core() {
                 116,51,33,118,36,40,15,100,23,32,101,81,76,12,44,35,121,103,126,28,38,7,78,97,47,\
                 90,114,61,14,13,89,67,91,94,20,71,85,74,56,59,92,113,43,10,46,34,30,48,16,52,117,\
                 21,41,19,105,18,22,55,79,122,125,58,62,106,45,54,4,73,83,124)";
-    let mut host = load(&Source::Synthetic(desc.to_owned())).unwrap();
-    for pu in &mut host.pus {
-        if [17, 68, 87, 103, 114].contains(&pu.cpu.0) {
-            pu.usable = false;
-            pu.allowed = false;
-        }
-    }
     let specs = [
         (4, Require, EmuIsolate, Strict, NicPreferred, Some(1), 0),
         (8, Isolate, Host, Preferred, Ignore, Some(5), 2),
@@ -655,47 +744,19 @@ fn time_limited_ilp_plan_gives_no_spare_core() {
         (6, Isolate, Host, Strict, NicPreferred, None, 1),
         (6, Prefer, EmuIsolate, Spread, NicPreferred, Some(2), 1),
     ];
-    let vms = specs
-        .iter()
-        .enumerate()
-        .map(
-            |(i, &(vcpus, threads, emulator, numa, nic_affinity, node, priority))| VmRequest {
-                threads,
-                emulator,
-                numa,
-                nic_affinity,
-                nic_node: node.map(NodeId),
-                priority,
-                ..VmRequest::new(&format!("vm{i}"), vcpus)
-            },
-        )
-        .collect();
-    let req = PlanRequest {
-        host,
-        reserved: "5,51,65,69-70,75,88,91-92".parse().unwrap(),
-        fixed: vec![
-            FixedTenant {
-                name: "fixed-a".to_owned(),
-                cpus: "78,89,95,102,111".parse().unwrap(),
-            },
-            FixedTenant {
-                name: "fixed-b".to_owned(),
-                cpus: "27,113".parse().unwrap(),
-            },
-        ],
-        vms,
-    };
+    let req = regression_request(
+        desc,
+        &[17, 68, 87, 103, 114],
+        &specs,
+        "5,51,65,69-70,75,88,91-92",
+        [("fixed-a", "78,89,95,102,111"), ("fixed-b", "27,113")],
+    );
     let ilp = super::solve(&req, &options(SolverKind::Ilp));
     check_plan(&req, &ilp).unwrap();
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 96,
-        failure_persistence: None,
-        max_shrink_iters: 32,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(config(96))]
 
     /// Issue 12: on hosts where the aggregated model applies, its objective
     /// equals the per-class model's wherever both prove their answer. VMs
@@ -706,10 +767,7 @@ proptest! {
         host in host_spec(16),
         groups in prop::collection::vec((vm_spec(8), 1..=4usize), 1..=5),
     ) {
-        let vms: Vec<VmSpec> = groups
-            .iter()
-            .flat_map(|(vm, n)| std::iter::repeat_n(vm.clone(), *n))
-            .collect();
+        let vms = repeated(&groups);
         let req = request(&host, &vms);
         prop_assume!(super::agg::supported(&req));
         let agg = super::agg::place(&req, TIME_LIMIT).unwrap();

@@ -4,6 +4,7 @@
 
 use super::backend::Model;
 use super::expr::{Expr, Var};
+use std::collections::BTreeMap;
 
 /// The fewest of `caps` that together hold `demand` (largest first); `None`
 /// when all of them do not.
@@ -39,12 +40,37 @@ pub(crate) fn subset_sum(caps: &[u32], target: u32) -> bool {
 /// Binaries `touched` and `full` of a group of `cap` cores of which `used`
 /// are taken: `used ≤ cap · touched`, `cap · full ≤ used`. `touched − full`
 /// is 1 for a partly used group at any optimum that minimises it.
-pub(crate) fn partly_used(m: &mut Model, used: &Expr, cap: f64) -> (Var, Var) {
+fn partly_used(m: &mut Model, used: &Expr, cap: f64) -> (Var, Var) {
     let touched = m.binary();
     let full = m.binary();
     m.le(used.clone(), cap * touched);
     m.le(cap * full, used.clone());
     (touched, full)
+}
+
+/// [`partly_used`] rows for every group of `groups` (the cores taken of it
+/// and its capacity) that VMs can take cores of; with `full_when_touched`,
+/// also `full ≤ touched`. Returns per group (touched, full, capacity) and
+/// the partly used groups' count, `Σ touched − full`.
+pub(crate) fn partly_used_groups<K: Ord>(
+    m: &mut Model,
+    groups: BTreeMap<K, (Expr, u32)>,
+    full_when_touched: bool,
+) -> (BTreeMap<K, (Var, Var, u32)>, Expr) {
+    let mut partial = Expr::default();
+    let mut binaries = BTreeMap::new();
+    for (key, (used, capacity)) in groups {
+        if used.is_empty() {
+            continue;
+        }
+        let (touched, full) = partly_used(m, &used, f64::from(capacity));
+        if full_when_touched {
+            m.le(full, touched);
+        }
+        partial += touched - full;
+        binaries.insert(key, (touched, full, capacity));
+    }
+    (binaries, partial)
 }
 
 #[cfg(test)]

@@ -1,91 +1,30 @@
-//! Test oracle: the per-core binary model that DESIGN.md keeps "only as a test
-//! oracle on small hosts". One binary `a[v][k]` per (VM, free core): core k is
-//! VM v's. It shares no code with [`super::per_class`] beyond the list of free cores;
-//! the placement rules ([`classes::allowed`], [`classes::fits_exactly`]) are
-//! written out again per core, and the objective tiers are optimised in the
-//! order documented at the top of `ilp.rs`, each optimum fixed before the next.
-//! Its placements are compared with the ILP's through [`crate::solve::objective`].
+//! Test oracle: the per-core binary model, kept only as a test oracle on small
+//! hosts (docs/plan.md, "The model"). One binary `a[v][k]` per (VM, free
+//! core): core k is VM v's. It shares no code with the exact models beyond
+//! the list of free cores: it is written in good_lp's own expressions and
+//! solved by microlp; the placement rules ([`classes::allowed`],
+//! [`classes::fits_exactly`]) are written out again per core, and the
+//! objective tiers are optimised in the order of docs/plan.md ("Objective"),
+//! each optimum fixed before the next. Its placements are compared with the
+//! ILP's through [`crate::solve::objective`].
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::ids::NodeId;
 use crate::solve::classes::{self, Domain, FreeCore};
-use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, Placement, PlanRequest, ThreadPolicy};
+use crate::solve::{
+    EmulatorPolicy, NicAffinity, NumaPolicy, Placement, PlanRequest, ThreadPolicy, VmRequest,
+};
+use good_lp::solvers::microlp::MicroLpSolution;
 use good_lp::{
-    variable, Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, WithTimeLimit,
+    constraint, variable, Constraint, Expression, IntoAffineExpression, ProblemVariables, Solution,
+    SolutionStatus, SolverModel, Variable, WithTimeLimit,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-/// `(variable index, coefficient)` pairs.
-type Lin = Vec<(usize, f64)>;
-
-#[derive(Debug, Clone, Copy)]
-enum Sense {
-    Le,
-    Ge,
-    Eq,
-}
-
-/// All variables are binary.
-#[derive(Debug, Default)]
-struct Model {
-    vars: usize,
-    cons: Vec<(Lin, Sense, f64)>,
-}
-
-impl Model {
-    fn var(&mut self) -> usize {
-        self.vars += 1;
-        self.vars - 1
-    }
-
-    fn con(&mut self, lin: Lin, sense: Sense, rhs: f64) {
-        self.cons.push((lin, sense, rhs));
-    }
-
-    /// Minimises `objective` within `limit`; `None` when optimality was not
-    /// proven in time, including when microlp stops at the limit with an
-    /// error instead of a solution (the proptests saw that about once in
-    /// eight runs of 64 cases: it used to panic here).
-    fn minimise(&self, objective: &Lin, limit: Duration) -> Option<Vec<f64>> {
-        let mut problem = ProblemVariables::new();
-        let vars: Vec<good_lp::Variable> = (0..self.vars)
-            .map(|_| problem.add(variable().binary()))
-            .collect();
-        let expr = |lin: &Lin| -> Expression {
-            let mut e = Expression::from(0.0);
-            for &(i, c) in lin {
-                e += c * vars[i];
-            }
-            e
-        };
-        let mut model = problem
-            .minimise(expr(objective))
-            .using(good_lp::microlp)
-            .with_time_limit(limit.as_secs_f64().max(0.001));
-        for (lin, sense, rhs) in &self.cons {
-            let lhs = expr(lin);
-            model.add_constraint(match sense {
-                Sense::Le => good_lp::constraint::leq(lhs, *rhs),
-                Sense::Ge => good_lp::constraint::geq(lhs, *rhs),
-                Sense::Eq => good_lp::constraint::eq(lhs, *rhs),
-            });
-        }
-        // The model is always feasible (placing nothing is allowed): an error
-        // is microlp giving up at the time limit, an unproven case.
-        let solution = model.solve().ok()?;
-        matches!(solution.status(), SolutionStatus::Optimal)
-            .then(|| vars.iter().map(|v| solution.value(*v)).collect())
-    }
-}
-
-fn value(values: &[f64], lin: &Lin) -> f64 {
-    lin.iter().map(|&(i, c)| c * values[i]).sum()
-}
-
 /// Whether `vm` may have `core` at all (the per-core form of `classes::allowed`).
-fn may_use(vm: &crate::solve::VmRequest, core: &FreeCore) -> bool {
+fn may_use(vm: &VmRequest, core: &FreeCore) -> bool {
     if vm.threads == ThreadPolicy::Require && core.pus.len() < 2 {
         return false;
     }
@@ -108,219 +47,24 @@ pub(crate) fn place(request: &PlanRequest) -> Placement {
 /// proven within `limit`.
 pub(crate) fn place_within(request: &PlanRequest, limit: Duration) -> Option<Placement> {
     let deadline = Instant::now() + limit;
-    let free = classes::free_cores(request);
-    let threads: Vec<u32> = free.iter().map(|c| c.pus.len() as u32).collect();
-    let mut m = Model::default();
-    // a[v]: (index into `free`, variable).
-    let mut a: Vec<Vec<(usize, usize)>> = Vec::new();
-    let mut placed: Vec<usize> = Vec::new();
-    let mut users: Vec<Lin> = vec![Vec::new(); free.len()];
-    let mut cores_used: Lin = Vec::new();
-    let mut extra_nodes: Lin = Vec::new();
-    let mut nic_remote: Lin = Vec::new();
-    let mut l3: Lin = Vec::new();
-
+    let mut o = Oracle::new(request);
     for vm in &request.vms {
-        let p = m.var();
-        placed.push(p);
-        let xs: Vec<(usize, usize)> = free
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| may_use(vm, c))
-            .map(|(k, _)| (k, m.var()))
-            .collect();
-        for &(k, x) in &xs {
-            m.con(vec![(x, 1.0), (p, -1.0)], Sense::Le, 0.0);
-            users[k].push((x, 1.0));
-            cores_used.push((x, 1.0));
-        }
-        let vcpus = f64::from(vm.vcpus);
-        match vm.threads {
-            ThreadPolicy::Isolate => {
-                // One vCPU per core; emulator=isolate takes one more core
-                // exactly when none of the VM's cores has an idle sibling.
-                let mut count: Lin = xs.iter().map(|&(_, x)| (x, 1.0)).collect();
-                count.push((p, -vcpus));
-                if vm.emulator == EmulatorPolicy::Isolate {
-                    let e = m.var();
-                    m.con(vec![(e, 1.0), (p, -1.0)], Sense::Le, 0.0);
-                    let mut lower = vec![(e, 1.0), (p, -1.0)];
-                    for &(k, x) in &xs {
-                        if threads[k] >= 2 {
-                            m.con(vec![(e, 1.0), (x, 1.0)], Sense::Le, 1.0);
-                            lower.push((x, 1.0));
-                        }
-                    }
-                    m.con(lower, Sense::Ge, 0.0);
-                    count.push((e, -1.0));
-                }
-                m.con(count, Sense::Eq, 0.0);
-            }
-            ThreadPolicy::Require | ThreadPolicy::Prefer => {
-                // need <= total < need + (most threads of a chosen core).
-                let need = f64::from(vm.pus_needed());
-                let total: Lin = xs
-                    .iter()
-                    .map(|&(k, x)| (x, f64::from(threads[k])))
-                    .collect();
-                let mut lower = total.clone();
-                lower.push((p, -need));
-                m.con(lower, Sense::Ge, 0.0);
-                let levels: BTreeSet<u32> = xs.iter().map(|&(k, _)| threads[k]).collect();
-                let mut upper = total;
-                upper.push((p, -(need - 1.0)));
-                let mut one = vec![(p, -1.0)];
-                for t in levels {
-                    // g: "a chosen core has t threads" (picks the bound).
-                    let g = m.var();
-                    let mut has: Lin = xs
-                        .iter()
-                        .filter(|&&(k, _)| threads[k] == t)
-                        .map(|&(_, x)| (x, -1.0))
-                        .collect();
-                    has.push((g, 1.0));
-                    m.con(has, Sense::Le, 0.0);
-                    one.push((g, 1.0));
-                    upper.push((g, -f64::from(t)));
-                }
-                m.con(one, Sense::Eq, 0.0);
-                m.con(upper, Sense::Le, 0.0);
-            }
-        }
-
-        if vm.numa != NumaPolicy::Spread {
-            let nodes: BTreeSet<Option<NodeId>> = xs.iter().map(|&(k, _)| free[k].node).collect();
-            let y: BTreeMap<Option<NodeId>, usize> = nodes.iter().map(|&n| (n, m.var())).collect();
-            for &(k, x) in &xs {
-                m.con(vec![(x, 1.0), (y[&free[k].node], -1.0)], Sense::Le, 0.0);
-            }
-            let sum: Lin = y.values().map(|&v| (v, 1.0)).collect();
-            if vm.numa == NumaPolicy::Strict {
-                m.con(sum, Sense::Le, 1.0);
-            } else {
-                let mut extra = sum;
-                extra.push((p, -1.0));
-                m.con(extra.clone(), Sense::Ge, 0.0);
-                extra_nodes.extend(extra);
-            }
-        }
-
-        if let (NicAffinity::Preferred, Some(node)) = (vm.nic_affinity, vm.nic_node) {
-            nic_remote.extend(
-                xs.iter()
-                    .filter(|&&(k, _)| free[k].node != Some(node))
-                    .map(|&(_, x)| (x, 1.0)),
-            );
-        }
-
-        let domains: BTreeSet<Domain> = xs.iter().map(|&(k, _)| free[k].domain()).collect();
-        let u: BTreeMap<Domain, usize> = domains.iter().map(|&d| (d, m.var())).collect();
-        for &(k, x) in &xs {
-            m.con(vec![(x, 1.0), (u[&free[k].domain()], -1.0)], Sense::Le, 0.0);
-        }
-        l3.extend(u.values().map(|&v| (v, 1.0)));
-        a.push(xs);
+        o.vm(vm);
     }
-
-    for lin in &users {
-        if !lin.is_empty() {
-            m.con(lin.clone(), Sense::Le, 1.0);
-        }
-    }
-
-    // Symmetry breaking, which microlp's branch and bound needs to finish in
-    // seconds: cores with the same node, domain and usable threads are
-    // interchangeable for every rule above, so among them, in core order, the
-    // owner's VM index never decreases and unused cores come last. (Any
-    // solution becomes one of these by permuting such cores.)
-    let mut alike: BTreeMap<(Option<NodeId>, Domain, u32), Vec<usize>> = BTreeMap::new();
-    for (k, c) in free.iter().enumerate() {
-        alike
-            .entry((c.node, c.domain(), threads[k]))
-            .or_default()
-            .push(k);
-    }
-    let var_of = |v: usize, k: usize| a[v].iter().find(|&&(kk, _)| kk == k).map(|&(_, x)| x);
-    for group in alike.values() {
-        for pair in group.windows(2) {
-            let (first, second) = (pair[0], pair[1]);
-            let mut prefix: Lin = Vec::new();
-            for v in 0..a.len() {
-                if let (Some(x1), Some(x2)) = (var_of(v, first), var_of(v, second)) {
-                    prefix.push((x2, 1.0));
-                    prefix.push((x1, -1.0));
-                    m.con(prefix.clone(), Sense::Le, 0.0);
-                }
-            }
-        }
-    }
-
-    // Partially used domains: touched (some core a VM's) but not full (all).
-    let mut partial: Lin = Vec::new();
-    let mut by_domain: BTreeMap<Domain, Vec<usize>> = BTreeMap::new();
-    for (k, c) in free.iter().enumerate() {
-        by_domain.entry(c.domain()).or_default().push(k);
-    }
-    for cores in by_domain.values() {
-        let touched = m.var();
-        let full = m.var();
-        let mut used: Lin = Vec::new();
-        for &k in cores {
-            for &(x, _) in &users[k] {
-                m.con(vec![(x, 1.0), (touched, -1.0)], Sense::Le, 0.0);
-                used.push((x, -1.0));
-            }
-        }
-        used.push((full, cores.len() as f64));
-        m.con(used, Sense::Le, 0.0);
-        partial.push((touched, 1.0));
-        partial.push((full, -1.0));
-    }
-
-    let mut tiers: Vec<Lin> = Vec::new();
-    let levels: BTreeSet<std::cmp::Reverse<i64>> = request
-        .vms
-        .iter()
-        .map(|v| std::cmp::Reverse(v.priority))
-        .collect();
-    for level in levels {
-        tiers.push(
-            request
-                .vms
-                .iter()
-                .zip(&placed)
-                .filter(|(vm, _)| vm.priority == level.0)
-                .map(|(_, &p)| (p, -1.0))
-                .collect(),
-        );
-    }
-    tiers.push(
-        request
-            .vms
-            .iter()
-            .zip(&placed)
-            .map(|(vm, &p)| (p, -f64::from(vm.vcpus)))
-            .collect(),
-    );
-    tiers.extend([cores_used, extra_nodes, nic_remote, l3, partial]);
-    tiers.retain(|t| !t.is_empty());
-
-    let mut values = vec![0.0; m.vars];
-    for tier in &tiers {
-        values = m.minimise(tier, deadline.saturating_duration_since(Instant::now()))?;
-        let best = value(&values, tier).round();
-        m.con(tier.clone(), Sense::Le, best);
-    }
-
+    o.one_tenant_per_core();
+    o.break_symmetry();
+    let partial = o.partly_used_domains();
+    let tiers = o.tiers(request, partial);
+    let solution = o.minimise(&tiers, deadline)?;
     let mut cores = BTreeMap::new();
-    for (v, xs) in a.iter().enumerate() {
-        if values[placed[v]] < 0.5 {
+    for (v, xs) in o.a.iter().enumerate() {
+        if solution.as_ref().is_none_or(|s| s.value(o.placed[v]) < 0.5) {
             continue;
         }
         let mut mine: Vec<_> = xs
             .iter()
-            .filter(|&&(_, x)| values[x] > 0.5)
-            .map(|&(k, _)| free[k].core)
+            .filter(|&&(_, x)| solution.as_ref().is_some_and(|s| s.value(x) > 0.5))
+            .map(|&(k, _)| o.free[k].core)
             .collect();
         mine.sort();
         cores.insert(v, mine);
@@ -329,6 +73,285 @@ pub(crate) fn place_within(request: &PlanRequest, limit: Duration) -> Option<Pla
         cores,
         proven: true,
     })
+}
+
+/// The per-core model while it is written. All variables are binary.
+struct Oracle {
+    free: Vec<FreeCore>,
+    /// Usable threads of each free core.
+    threads: Vec<u32>,
+    vars: ProblemVariables,
+    cons: Vec<Constraint>,
+    /// `a[v]`: (index into `free`, variable).
+    a: Vec<Vec<(usize, Variable)>>,
+    placed: Vec<Variable>,
+    /// Per free core: the VMs' variables of it.
+    users: Vec<Vec<Variable>>,
+    cores_used: Expression,
+    extra_nodes: Expression,
+    nic_remote: Expression,
+    l3: Expression,
+}
+
+/// Whether `e` has no terms.
+fn is_empty(e: &Expression) -> bool {
+    e.linear_coefficients().next().is_none()
+}
+
+impl Oracle {
+    fn new(request: &PlanRequest) -> Oracle {
+        let free = classes::free_cores(request);
+        let threads = free.iter().map(|c| c.pus.len() as u32).collect();
+        Oracle {
+            users: vec![Vec::new(); free.len()],
+            free,
+            threads,
+            vars: ProblemVariables::new(),
+            cons: Vec::new(),
+            a: Vec::new(),
+            placed: Vec::new(),
+            cores_used: Expression::default(),
+            extra_nodes: Expression::default(),
+            nic_remote: Expression::default(),
+            l3: Expression::default(),
+        }
+    }
+
+    fn var(&mut self) -> Variable {
+        self.vars.add(variable().binary())
+    }
+
+    /// VM `vm`'s variables and rules.
+    fn vm(&mut self, vm: &VmRequest) {
+        let p = self.var();
+        self.placed.push(p);
+        let usable: Vec<usize> = (0..self.free.len())
+            .filter(|&k| may_use(vm, &self.free[k]))
+            .collect();
+        let xs: Vec<(usize, Variable)> = usable.into_iter().map(|k| (k, self.var())).collect();
+        for &(k, x) in &xs {
+            self.cons.push(constraint!(x <= p));
+            self.users[k].push(x);
+            self.cores_used += x;
+        }
+        match vm.threads {
+            ThreadPolicy::Isolate => self.isolate(vm, p, &xs),
+            ThreadPolicy::Require | ThreadPolicy::Prefer => self.fill_threads(vm, p, &xs),
+        }
+        if vm.numa != NumaPolicy::Spread {
+            self.numa(vm, p, &xs);
+        }
+        if let (NicAffinity::Preferred, Some(node)) = (vm.nic_affinity, vm.nic_node) {
+            for &(k, x) in &xs {
+                if self.free[k].node != Some(node) {
+                    self.nic_remote += x;
+                }
+            }
+        }
+        let domains: BTreeSet<Domain> = xs.iter().map(|&(k, _)| self.free[k].domain()).collect();
+        let u: BTreeMap<Domain, Variable> = domains.iter().map(|&d| (d, self.var())).collect();
+        for &(k, x) in &xs {
+            let ud = u[&self.free[k].domain()];
+            self.cons.push(constraint!(x <= ud));
+        }
+        self.l3 += u.values().copied().sum::<Expression>();
+        self.a.push(xs);
+    }
+
+    /// One vCPU per core; emulator=isolate takes one more core exactly when
+    /// none of the VM's cores has an idle sibling.
+    fn isolate(&mut self, vm: &VmRequest, p: Variable, xs: &[(usize, Variable)]) {
+        let mut count: Expression = xs.iter().map(|&(_, x)| x).sum::<Expression>();
+        count -= f64::from(vm.vcpus) * p;
+        if vm.emulator == EmulatorPolicy::Isolate {
+            let e = self.var();
+            self.cons.push(constraint!(e <= p));
+            let mut lower = e - p;
+            for &(k, x) in xs {
+                if self.threads[k] >= 2 {
+                    self.cons.push(constraint!(e + x <= 1));
+                    lower += x;
+                }
+            }
+            self.cons.push(constraint!(lower >= 0));
+            count -= e;
+        }
+        self.cons.push(constraint!(count == 0));
+    }
+
+    /// need ≤ total < need + (most threads of a chosen core).
+    fn fill_threads(&mut self, vm: &VmRequest, p: Variable, xs: &[(usize, Variable)]) {
+        let need = f64::from(vm.pus_needed());
+        let total: Expression = xs
+            .iter()
+            .map(|&(k, x)| f64::from(self.threads[k]) * x)
+            .sum();
+        self.cons.push(constraint!(total.clone() >= need * p));
+        let levels: BTreeSet<u32> = xs.iter().map(|&(k, _)| self.threads[k]).collect();
+        let mut upper = total - (need - 1.0) * p;
+        let mut one = Expression::default() - p;
+        for t in levels {
+            // g: "a chosen core has t threads" (picks the bound).
+            let g = self.var();
+            let with_t: Expression = xs
+                .iter()
+                .filter(|&&(k, _)| self.threads[k] == t)
+                .map(|&(_, x)| x)
+                .sum();
+            self.cons.push(constraint!(g <= with_t));
+            one += g;
+            upper -= f64::from(t) * g;
+        }
+        self.cons.push(constraint!(one == 0));
+        self.cons.push(constraint!(upper <= 0));
+    }
+
+    /// Strict: one node; preferred: nodes beyond the first counted.
+    fn numa(&mut self, vm: &VmRequest, p: Variable, xs: &[(usize, Variable)]) {
+        let nodes: BTreeSet<Option<NodeId>> = xs.iter().map(|&(k, _)| self.free[k].node).collect();
+        let y: BTreeMap<Option<NodeId>, Variable> =
+            nodes.iter().map(|&n| (n, self.var())).collect();
+        for &(k, x) in xs {
+            let yk = y[&self.free[k].node];
+            self.cons.push(constraint!(x <= yk));
+        }
+        let sum: Expression = y.values().copied().sum();
+        if vm.numa == NumaPolicy::Strict {
+            self.cons.push(constraint!(sum <= 1));
+        } else {
+            let extra = sum - p;
+            self.cons.push(constraint!(extra.clone() >= 0));
+            self.extra_nodes += extra;
+        }
+    }
+
+    /// Every free core is one VM's at most.
+    fn one_tenant_per_core(&mut self) {
+        for users in &self.users {
+            if !users.is_empty() {
+                let sum: Expression = users.iter().copied().sum();
+                self.cons.push(constraint!(sum <= 1));
+            }
+        }
+    }
+
+    /// Symmetry breaking, which microlp's branch and bound needs to finish in
+    /// seconds: cores with the same node, domain and usable threads are
+    /// interchangeable for every rule above, so among them, in core order, the
+    /// owner's VM index never decreases and unused cores come last. (Any
+    /// solution becomes one of these by permuting such cores.)
+    fn break_symmetry(&mut self) {
+        let mut alike: BTreeMap<(Option<NodeId>, Domain, u32), Vec<usize>> = BTreeMap::new();
+        for (k, c) in self.free.iter().enumerate() {
+            alike
+                .entry((c.node, c.domain(), self.threads[k]))
+                .or_default()
+                .push(k);
+        }
+        let var_of =
+            |v: usize, k: usize| self.a[v].iter().find(|&&(kk, _)| kk == k).map(|&(_, x)| x);
+        let mut cons = Vec::new();
+        for group in alike.values() {
+            for pair in group.windows(2) {
+                let (first, second) = (pair[0], pair[1]);
+                let mut prefix = Expression::default();
+                for v in 0..self.a.len() {
+                    if let (Some(x1), Some(x2)) = (var_of(v, first), var_of(v, second)) {
+                        prefix += x2 - x1;
+                        cons.push(constraint!(prefix.clone() <= 0));
+                    }
+                }
+            }
+        }
+        self.cons.extend(cons);
+    }
+
+    /// Partially used domains: touched (some core a VM's) but not full (all).
+    fn partly_used_domains(&mut self) -> Expression {
+        let mut by_domain: BTreeMap<Domain, Vec<usize>> = BTreeMap::new();
+        for (k, c) in self.free.iter().enumerate() {
+            by_domain.entry(c.domain()).or_default().push(k);
+        }
+        let mut partial = Expression::default();
+        for cores in by_domain.values() {
+            let touched = self.var();
+            let full = self.var();
+            let mut used = Expression::default();
+            for &k in cores {
+                for &x in &self.users[k] {
+                    self.cons.push(constraint!(x <= touched));
+                    used += x;
+                }
+            }
+            self.cons
+                .push(constraint!(cores.len() as f64 * full <= used));
+            partial += touched - full;
+        }
+        partial
+    }
+
+    /// The objectives in their order, without the empty ones.
+    fn tiers(&mut self, request: &PlanRequest, partial: Expression) -> Vec<Expression> {
+        let mut levels: Vec<i64> = request.vms.iter().map(|v| v.priority).collect();
+        levels.sort_by(|a, b| b.cmp(a));
+        levels.dedup();
+        let mut tiers: Vec<Expression> = levels
+            .into_iter()
+            .map(|level| {
+                let placed = request.vms.iter().zip(&self.placed);
+                placed
+                    .filter(|(vm, _)| vm.priority == level)
+                    .map(|(_, &p)| -1.0 * p)
+                    .sum()
+            })
+            .collect();
+        let vcpus = request.vms.iter().zip(&self.placed);
+        tiers.push(vcpus.map(|(vm, &p)| -f64::from(vm.vcpus) * p).sum());
+        tiers.extend([
+            std::mem::take(&mut self.cores_used),
+            std::mem::take(&mut self.extra_nodes),
+            std::mem::take(&mut self.nic_remote),
+            std::mem::take(&mut self.l3),
+            partial,
+        ]);
+        tiers.retain(|t| !is_empty(t));
+        tiers
+    }
+
+    /// Minimises the tiers one after the other, each optimum held; the last
+    /// solution (`Some(None)` when there is nothing to minimise), or `None`
+    /// when optimality was not proven in time, including when microlp stops
+    /// at the limit with an error instead of a solution (the proptests saw
+    /// that about once in eight runs of 64 cases: it used to panic here).
+    fn minimise(
+        &mut self,
+        tiers: &[Expression],
+        deadline: Instant,
+    ) -> Option<Option<MicroLpSolution>> {
+        let mut last = None;
+        for tier in tiers {
+            let limit = deadline.saturating_duration_since(Instant::now());
+            let mut model = self
+                .vars
+                .clone()
+                .minimise(tier.clone())
+                .using(good_lp::microlp)
+                .with_time_limit(limit.as_secs_f64().max(0.001));
+            for c in &self.cons {
+                model.add_constraint(c.clone());
+            }
+            // The model is always feasible (placing nothing is allowed): an
+            // error is microlp giving up at the time limit, an unproven case.
+            let solution = model.solve().ok()?;
+            if !matches!(solution.status(), SolutionStatus::Optimal) {
+                return None;
+            }
+            let best = tier.eval_with(&solution).round();
+            self.cons.push(constraint!(tier.clone() <= best));
+            last = Some(solution);
+        }
+        Some(last)
+    }
 }
 
 #[cfg(test)]

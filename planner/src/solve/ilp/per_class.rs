@@ -13,7 +13,7 @@
 
 use super::backend::{run, Model};
 use super::expr::{Expr, Var};
-use super::groups::{fewest, partly_used, subset_sum};
+use super::groups::{fewest, partly_used_groups, subset_sum};
 use super::tiers::{in_order, Tiers};
 use crate::ids::{CoreId, NodeId};
 use crate::solve::classes::{self, Class, Domain};
@@ -383,17 +383,7 @@ impl Builder<'_> {
             entry.0 += self.sums.class_users[c].clone();
             entry.1 += class.size();
         }
-        let mut partial = Expr::default();
-        let mut domains = BTreeMap::new();
-        for (d, (used, capacity)) in per_domain {
-            if used.is_empty() {
-                continue;
-            }
-            let (touched, full) = partly_used(&mut self.m, &used, f64::from(capacity));
-            partial += touched - full;
-            domains.insert(d, (touched, full, capacity));
-        }
-        (domains, partial)
+        partly_used_groups(&mut self.m, per_domain, false)
     }
 }
 

@@ -7,7 +7,7 @@
 
 use super::super::backend::Model;
 use super::super::expr::{Expr, Var};
-use super::super::groups::partly_used;
+use super::super::groups::partly_used_groups;
 use super::super::tiers::Tiers;
 use super::host::{Host, Vms};
 use super::layout::{cores_of, Units};
@@ -245,17 +245,11 @@ impl Builder<'_> {
             entry.0 += self.used.get(&e).cloned().unwrap_or_default();
             entry.1 += cell.cap();
         }
-        let mut partial = Expr::default();
-        let mut domains = BTreeMap::new();
-        for (d, (used, capacity)) in per_domain {
-            if used.is_empty() {
-                continue;
-            }
-            let (touched, full) = partly_used(&mut self.m, &used, f64::from(capacity));
-            self.m.le(full, touched);
-            partial += touched - full;
-            domains.insert(d, (touched, full));
-        }
+        let (binaries, partial) = partly_used_groups(&mut self.m, per_domain, true);
+        let domains = binaries
+            .into_iter()
+            .map(|(d, (touched, full, _))| (d, (touched, full)))
+            .collect();
         (domains, partial)
     }
 }
