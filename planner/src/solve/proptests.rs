@@ -2,7 +2,7 @@
 //! the ILP and from greedy is safe (no CPU or core shared between tenants,
 //! policies honoured), the ILP places at least what greedy places per
 //! priority level, and on small hosts the ILP reaches the same objective as
-//! the per-core oracle ([`super::oracle`]).
+//! the per-core oracle ([`super::ilp::oracle`]).
 //!
 //! Hosts are hwloc synthetic descriptions (1–4 packages, 1–8 NUMA nodes, L3
 //! below or above the nodes or absent, SMT 1/2/4) with random PU and node

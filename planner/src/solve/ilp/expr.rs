@@ -218,14 +218,6 @@ impl std::iter::Sum<Var> for Expr {
     }
 }
 
-impl Extend<Expr> for Expr {
-    fn extend<I: IntoIterator<Item = Expr>>(&mut self, iter: I) {
-        for e in iter {
-            *self += e;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! [`agg`] is the aggregated model, used where every free core has the same
 //! usable threads (every host measured so far); [`per_class`] counts cores of
 //! each class per VM and serves every other host. Both are written in the
-//! backend-neutral [`backend::Model`] and solved by the MIP backend of the build.
+//! backend-neutral model of [`backend`] and solved by the MIP backend of the build.
 
 pub mod agg;
 mod arcflow;

@@ -1,6 +1,8 @@
-//! Test oracle: the per-core binary model, kept only as a test oracle on small
-//! hosts (docs/plan.md, "The model"). One binary `a[v][k]` per (VM, free
-//! core): core k is VM v's. It shares no code with the exact models beyond
+//! Test oracle: the per-core binary model, kept only to check the exact models
+//! on small hosts (docs/plan.md, "The model").
+//!
+//! One binary `a[v][k]` per (VM, free core): core k is VM v's. It shares no
+//! code with the exact models beyond
 //! the list of free cores: it is written in good_lp's own expressions and
 //! solved by microlp; the placement rules ([`classes::allowed`],
 //! [`classes::fits_exactly`]) are written out again per core, and the

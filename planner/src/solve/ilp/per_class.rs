@@ -1,9 +1,8 @@
 //! The per-class integer program, for hosts whose free cores differ in usable
-//! threads (hybrid cores, an offline sibling): how many cores of each class
-//! every VM gets; then the lowest free cores of each class (docs/plan.md, "The
-//! model").
+//! threads (hybrid cores, an offline sibling), and its lexicographic solve.
 //!
-//! Variables: `n[v][c]` whole cores of class c for VM v; `placed[v]`;
+//! How many cores of each class every VM gets; then the lowest free cores of
+//! each class (docs/plan.md, "The model"). Variables: `n[v][c]` whole cores of class c for VM v; `placed[v]`;
 //! `y[v][k]` when v must stay on one NUMA node; `u[v][d]` L3 domains a VM
 //! touches; `z[v]` the emulator on an idle sibling; `touched[d]`/`full[d]` per
 //! domain. Objectives are optimised one after the other, each optimum becoming

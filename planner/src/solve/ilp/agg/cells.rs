@@ -1,5 +1,7 @@
-//! The cell model (objectives 6–7 where an L3 domain spans nodes, or where
-//! the pattern model does not apply): a strict VM is either whole in one cell
+//! The cell model: objectives 6–7 where an L3 domain spans nodes (or the
+//! pattern model does not apply), its start points and its stage.
+//!
+//! A strict VM is either whole in one cell
 //! (`a[t][e]` counts them) or split over cells of its node in a split slot
 //! ([`super::slots`]); the other VMs have `p[v]`, `n[v][e]` cores per cell,
 //! `y[v][k]` nodes and `w[v][d]` domains touched. Partly used L3 domains are

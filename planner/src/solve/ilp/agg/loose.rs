@@ -1,6 +1,5 @@
-//! VMs that may span nodes (`numa = "preferred"` or `"spread"`) in the
-//! counting models: their cores per place (NUMA node or cell), and the groups
-//! of places they touch, with cover cuts.
+//! VMs that may span nodes in the counting models: their cores per place
+//! (NUMA node or cell), and the groups of places they touch, with cover cuts.
 
 use super::super::backend::Model;
 use super::super::expr::{Expr, Var};

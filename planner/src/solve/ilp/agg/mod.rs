@@ -3,23 +3,23 @@
 //! so far; others use the per-class model of [`super::per_class`]).
 //!
 //! With one thread count, a VM needs the same number of cores wherever it
-//! goes, and cores of one NUMA node and one L3 domain (a *cell*, [`host`]) are
+//! goes, and cores of one NUMA node and one L3 domain (a *cell*, `host`) are
 //! interchangeable. Two stages, solved one after the other:
 //!
 //! 1. **Objectives 1–5 over NUMA nodes.** On hosts of small nodes, a pattern
-//!    and arc-flow model over nodes ([`node_patterns`]; it does 6–7 too where
+//!    and arc-flow model over nodes (`node_patterns`; it does 6–7 too where
 //!    every node is one L3 domain); else the counting node model
-//!    ([`node_model`]): VMs with `numa = "strict"` that agree on everything
+//!    (`node_model`): VMs with `numa = "strict"` that agree on everything
 //!    that matters to placement (vCPUs, policies, NIC node, priority) form one
-//!    *type*, counted per node; other VMs keep their own variables ([`loose`]).
+//!    *type*, counted per node; other VMs keep their own variables (`loose`).
 //! 2. **Objectives 6–7 over cells**, with 1–5 held at their optima: a pattern
-//!    and arc-flow model over the cells of each node ([`cell_patterns`]) where
-//!    every L3 domain is one cell; else the cell model ([`cells`]), where
-//!    strict VMs split over cells sit in split slots ([`slots`]).
+//!    and arc-flow model over the cells of each node (`cell_patterns`) where
+//!    every L3 domain is one cell; else the cell model (`cells`), where
+//!    strict VMs split over cells sit in split slots (`slots`).
 //!
 //! Every objective is an integer and is held exactly at its optimum
-//! ([`lexicographic`]). Stage 1's answer is turned into concrete cores by a
-//! packing ([`layout`]) that needs no more slots than the cell model has,
+//! (`lexicographic`). Stage 1's answer is turned into concrete cores by a
+//! packing (`layout`) that needs no more slots than the cell model has,
 //! which is also the answer when the time runs out during objectives 6–7.
 
 mod cell_patterns;

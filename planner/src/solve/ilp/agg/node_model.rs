@@ -1,7 +1,8 @@
-//! The counting node model (objectives 1–5 on hosts with big NUMA nodes):
+//! The counting node model: objectives 1–5 on hosts with big NUMA nodes, its
+//! start points, and the layout of its answer in cells.
+//!
 //! `x[t][k]` VMs of strict type t on node k; the other VMs `p[v]`, `n[v][k]`
-//! cores on node k and `y[v][k]` node used. Its start points, and the layout
-//! of its answer in cells.
+//! cores on node k and `y[v][k]` node used.
 
 use super::super::backend::Model;
 use super::super::expr::{Expr, Var};

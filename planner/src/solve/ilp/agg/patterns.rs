@@ -1,7 +1,8 @@
-//! What the two pattern models (over NUMA nodes, and over the cells of each
-//! node) share: VM *kinds*, pattern counts `σ` and piece counts `ρ` tied to one
-//! arc-flow graph per group of like bins, and the way a solution's flows are
-//! dealt back to VMs.
+//! What the two pattern models share: VM *kinds*, pattern and piece counts
+//! (`σ`, `ρ`) tied to arc-flow graphs, and dealing a solution's pieces to VMs.
+//!
+//! Both models have one arc-flow graph per group of like bins (NUMA nodes, or
+//! the cells of a node).
 
 use super::super::arcflow::Flow;
 use super::super::backend::Model;

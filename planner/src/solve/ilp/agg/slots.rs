@@ -1,6 +1,8 @@
 //! Split slots of the cell model: per node, places for strict VMs split over
-//! several of its cells. A slot takes one VM of one type (`τ`), its cores per
-//! cell (`s`), and touches cells (`w`).
+//! several of its cells.
+//!
+//! A slot takes one VM of one type (`τ`), its cores per cell (`s`), and
+//! touches cells (`w`).
 //!
 //! A node with E cells needs at most E − 1 slots: if split VMs formed a cycle
 //! over cells, moving one core at a time around it keeps every cell's use and
