@@ -52,7 +52,6 @@ impl Objectives {
 
 /// Runs the tiers of one model in order, each held at its optimum. Returns
 /// the last values, whether every tier was proven, and the tier runs.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn lexicographic(
     model: &mut Model,
     tiers: &Tiers,

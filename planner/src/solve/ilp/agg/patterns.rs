@@ -225,7 +225,6 @@ pub(super) type Pool<P> = Vec<BTreeMap<(Scope, u32), Vec<P>>>;
 
 /// Adds group `g`'s pieces at `values` to `pool`: `places` are the group's
 /// bins, `flow` its graph; a kind's pieces go under `scope` of it.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn fill_pool<P: Copy>(
     pool: &mut Pool<P>,
     g: usize,
