@@ -70,7 +70,7 @@ impl Columns<'_> {
             .sum()
     }
 
-    /// The most of the VM's demand class `c`'s share can hold.
+    /// How much of its demand `most` cores of class `c` hold.
     fn units(&self, classes: &[Class], c: usize, most: u32) -> u32 {
         most * classes::pus_per_core(self.vm, classes[c].threads)
     }
