@@ -1247,7 +1247,7 @@ fn part3(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
         let exact = if agg::supported(req) {
             agg::place_with_stats(req, limit).map(|(p, s)| (p, Some(s)))
         } else {
-            ilp::place(req, limit).map(|p| (p, None))
+            ilp::per_class::place(req, limit).map(|p| (p, None))
         };
         let exact_ms = ms(start.elapsed());
         let (vars, objectives) = match &exact {
@@ -1268,7 +1268,7 @@ fn part3(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
             Ok((placement, None)) => (
                 "-".to_owned(),
                 format!(
-                    "per-class model (ilp::place), {} placed, proven {}",
+                    "per-class model (ilp::per_class::place), {} placed, proven {}",
                     placement.cores.len(),
                     placement.proven
                 ),

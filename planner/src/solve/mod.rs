@@ -1,24 +1,19 @@
 //! Placement: turns a [`PlanRequest`] (a host, its reserved and fixed CPUs,
-//! VMs with vCPU counts and policies) into a [`Plan`] where no physical core
-//! is shared between two tenants.
+//! VMs with vCPU counts and policies, from [`request`]) into a [`Plan`] where
+//! no physical core is shared between two tenants.
 //!
 //! Free cores are grouped into [`classes`] of interchangeable cores (same NUMA
-//! node, L3 domain and usable threads); the exact [`ilp`] decides how many cores
-//! of each class every VM gets, optimising lexicographically; [`assign`] then
+//! node, L3 domain and usable threads); the exact integer programs of [`ilp`]
+//! decide where every VM goes, optimising lexicographically; [`assign`] then
 //! picks concrete cores and maps vCPUs to CPUs deterministically. [`greedy`] is a
 //! first-fit baseline; [`explain`] says why a VM did not fit and what would make
 //! it. Pure functions over in-memory values: no files, no host, no libvirt.
 
-pub mod agg;
-mod arcflow;
 pub mod assign;
-pub mod backend;
 pub mod classes;
 pub mod explain;
 pub mod greedy;
 pub mod ilp;
-#[cfg(test)]
-mod oracle;
 pub mod pack;
 #[cfg(test)]
 mod proptests;
@@ -32,6 +27,7 @@ pub use request::{
 use crate::ids::{CoreId, NodeId};
 use crate::plan::{FixedPlan, Objective, Plan, PlanHost, Status, VmPlan};
 use classes::FreeCore;
+pub use ilp::{agg, backend};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -163,11 +159,7 @@ fn exact_with_progress(
     time_limit: Duration,
     progress: &Progress,
 ) -> Result<Placement, String> {
-    if agg::supported(request) {
-        agg::place_with_progress(request, time_limit, progress).map(|(p, _)| p)
-    } else {
-        ilp::place(request, time_limit)
-    }
+    ilp::place_with_progress(request, time_limit, progress)
 }
 
 /// The best placement a solver has found so far, shared with a watchdog.

@@ -14,7 +14,8 @@
 //! a vertex reached by arcs of size ≥ s): one path per pattern, not one per
 //! ordering of it.
 
-use super::backend::{Model, Op, Terms};
+use super::backend::Model;
+use super::expr::{Expr, Var};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One group's flow graph in a model.
@@ -23,10 +24,10 @@ pub(crate) struct Flow {
     cells: u32,
     cap: u32,
     /// (from, size, variable).
-    arcs: Vec<(u32, u32, usize)>,
+    arcs: Vec<(u32, u32, Var)>,
     /// (from, variable).
-    losses: Vec<(u32, usize)>,
-    empty: usize,
+    losses: Vec<(u32, Var)>,
+    empty: Var,
 }
 
 impl Flow {
@@ -46,7 +47,7 @@ impl Flow {
                 arcs.push((i, s, m.int(f64::from(cells))));
             }
         }
-        let losses: Vec<(u32, usize)> = reach
+        let losses: Vec<(u32, Var)> = reach
             .iter()
             .filter(|&&i| i > 0 && i < cap)
             .map(|&i| (i, m.int(f64::from(cells))))
@@ -56,42 +57,37 @@ impl Flow {
         // partly used cells hold, which gives the backend's rounding (MIR)
         // cuts something to work on.
         let full = m.int(f64::from(cells));
-        let mut ends: Terms = arcs
+        let ends: Expr = arcs
             .iter()
             .filter(|&&(from, s, _)| from + s == cap)
-            .map(|&(_, _, v)| (v, 1.0))
-            .collect();
-        ends.push((full, -1.0));
-        m.con(ends, Op::Eq, 0.0);
-        let mut split: Terms = arcs
-            .iter()
-            .map(|&(_, size, v)| (v, f64::from(size)))
-            .collect();
-        split.push((full, -f64::from(cap)));
-        for &(from, v) in &losses {
-            split.push((v, -f64::from(from)));
-        }
-        m.con(split, Op::Eq, 0.0);
+            .map(|&(_, _, v)| v)
+            .sum();
+        m.eq(ends, full);
+        let split: Expr = arcs.iter().map(|&(_, size, v)| f64::from(size) * v).sum();
+        let losses_held: Expr = losses.iter().map(|&(from, v)| f64::from(from) * v).sum();
+        m.eq(split, f64::from(cap) * full + losses_held);
+        // Flow conservation at every vertex but the last; `cells` units leave 0.
         for &i in reach.iter().filter(|&&i| i < cap) {
-            let mut net = Terms::new();
-            for &(from, s, v) in &arcs {
-                if from == i {
-                    net.push((v, 1.0));
-                }
-                if from + s == i {
-                    net.push((v, -1.0));
-                }
-            }
-            for &(from, v) in &losses {
-                if from == i {
-                    net.push((v, 1.0));
-                }
-            }
+            let out: Expr = arcs
+                .iter()
+                .filter(|&&(from, _, _)| from == i)
+                .map(|&(_, _, v)| v)
+                .chain(
+                    losses
+                        .iter()
+                        .filter(|&&(from, _)| from == i)
+                        .map(|&(_, v)| v),
+                )
+                .sum();
+            let into: Expr = arcs
+                .iter()
+                .filter(|&&(from, s, _)| from + s == i)
+                .map(|&(_, _, v)| v)
+                .sum();
             if i == 0 {
-                net.push((empty, 1.0));
-                m.con(net, Op::Eq, f64::from(cells));
+                m.eq(out + empty - into, f64::from(cells));
             } else {
-                m.con(net, Op::Eq, 0.0);
+                m.eq(out, into);
             }
         }
         Flow {
@@ -104,39 +100,38 @@ impl Flow {
     }
 
     /// The flow on arcs of size `s`: pieces of that size in the group.
-    pub(crate) fn pieces(&self, s: u32) -> Terms {
+    pub(crate) fn pieces(&self, s: u32) -> Expr {
         self.arcs
             .iter()
             .filter(|&&(_, size, _)| size == s)
-            .map(|&(_, _, v)| (v, 1.0))
-            .collect()
+            .map(|&(_, _, v)| v)
+            .sum()
     }
 
     /// Cores the group's pieces take.
-    pub(crate) fn cores(&self) -> Terms {
+    pub(crate) fn cores(&self) -> Expr {
         self.arcs
             .iter()
-            .map(|&(_, size, v)| (v, f64::from(size)))
-            .collect()
+            .map(|&(_, size, v)| f64::from(size) * v)
+            .sum()
     }
 
     /// Partly used cells of the group.
-    pub(crate) fn partial(&self) -> Terms {
-        self.losses.iter().map(|&(_, v)| (v, 1.0)).collect()
+    pub(crate) fn partial(&self) -> Expr {
+        self.losses.iter().map(|&(_, v)| v).sum()
     }
 
     /// Splits the flow at `values` into one path per cell: the piece sizes of
     /// each cell, largest first (empty cells last).
     pub(crate) fn patterns(&self, values: &[f64]) -> Vec<Vec<u32>> {
-        let count = |v: usize| values.get(v).copied().unwrap_or(0.0).round().max(0.0) as u32;
-        let mut left: BTreeMap<usize, u32> = self
+        let mut left: BTreeMap<Var, u32> = self
             .arcs
             .iter()
             .map(|&(_, _, v)| v)
             .chain(self.losses.iter().map(|&(_, v)| v))
-            .map(|v| (v, count(v)))
+            .map(|v| (v, v.count(values)))
             .collect();
-        let empty = count(self.empty) as usize;
+        let empty = self.empty.count(values) as usize;
         let mut out = Vec::new();
         while out.len() + empty < self.cells as usize {
             let mut at = 0;
@@ -220,7 +215,7 @@ mod tests {
         let sizes = BTreeSet::from([1, 2, 3]);
         let flow = Flow::add(&mut m, 2, 4, &sizes);
         for (s, n) in [(1, 1.0), (2, 1.0), (3, 1.0)] {
-            m.con(flow.pieces(s), Op::Eq, n);
+            m.eq(flow.pieces(s), n);
         }
         let (values, proven) = super::super::backend::run(
             &m,
@@ -230,10 +225,7 @@ mod tests {
         )
         .expect("solves");
         assert!(proven);
-        assert_eq!(
-            super::super::backend::value_of(&values, &flow.partial()),
-            1.0
-        );
+        assert_eq!(flow.partial().value(&values), 1.0);
         let mut patterns = flow.patterns(&values);
         patterns.sort();
         assert_eq!(patterns, vec![vec![2], vec![3, 1]]);

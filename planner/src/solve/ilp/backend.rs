@@ -11,6 +11,7 @@
 //! its calls, so one solve runs at a time in a process. Its log is switched
 //! off (it would print on stdout, where pinplan prints JSON).
 
+use super::expr::{Expr, Var};
 #[cfg(any(feature = "highs", not(feature = "cbc")))]
 use good_lp::WithInitialSolution;
 #[cfg(not(any(feature = "highs", feature = "cbc")))]
@@ -38,69 +39,107 @@ pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (MIP backend: CBC
 #[cfg(not(any(feature = "highs", feature = "cbc")))]
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (MIP backend: microlp)");
 
-/// A linear term list: `(variable index, coefficient)`.
-pub(crate) type Terms = Vec<(usize, f64)>;
-
 /// The sense of a constraint.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Op {
+enum Op {
     Le,
     Ge,
     Eq,
 }
 
+/// A variable's definition: integer or not, and its bounds.
 #[derive(Debug, Clone)]
-pub(crate) struct Var {
-    pub(crate) integer: bool,
-    pub(crate) min: f64,
-    pub(crate) max: f64,
+struct Column {
+    integer: bool,
+    min: f64,
+    max: f64,
 }
 
+/// `terms op rhs`.
 #[derive(Debug, Clone)]
-pub(crate) struct Con {
-    pub(crate) terms: Terms,
-    pub(crate) op: Op,
-    pub(crate) rhs: f64,
+struct Row {
+    terms: Vec<(Var, f64)>,
+    op: Op,
+    rhs: f64,
 }
 
-/// A backend-neutral model: rebuilt into good_lp for every solve.
+/// A backend-neutral model: rebuilt into good_lp for every solve, with its
+/// variables and constraints in the order they were added (the backend's
+/// search, and so which optimum it returns, depends on that order).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Model {
-    pub(crate) vars: Vec<Var>,
-    pub(crate) cons: Vec<Con>,
+    columns: Vec<Column>,
+    rows: Vec<Row>,
 }
 
 impl Model {
     /// A new integer variable in `0..=max`.
-    pub(crate) fn int(&mut self, max: f64) -> usize {
-        self.vars.push(Var {
+    pub(crate) fn int(&mut self, max: f64) -> Var {
+        self.columns.push(Column {
             integer: true,
             min: 0.0,
             max,
         });
-        self.vars.len() - 1
+        Var::new(self.columns.len() - 1)
     }
 
     /// A new 0/1 variable.
-    pub(crate) fn binary(&mut self) -> usize {
+    pub(crate) fn binary(&mut self) -> Var {
         self.int(1.0)
     }
 
-    /// A new constraint `terms op rhs`.
-    pub(crate) fn con(&mut self, terms: Terms, op: Op, rhs: f64) {
-        self.cons.push(Con { terms, op, rhs });
+    /// How many variables it has.
+    pub(crate) fn vars(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// How many constraints it has.
+    pub(crate) fn cons(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// The point with every variable 0.
+    pub(crate) fn zeros(&self) -> Vec<f64> {
+        vec![0.0; self.columns.len()]
+    }
+
+    /// `lhs ≤ rhs`.
+    pub(crate) fn le(&mut self, lhs: impl Into<Expr>, rhs: impl Into<Expr>) {
+        self.add(lhs.into(), Op::Le, rhs.into());
+    }
+
+    /// `lhs ≥ rhs`.
+    pub(crate) fn ge(&mut self, lhs: impl Into<Expr>, rhs: impl Into<Expr>) {
+        self.add(lhs.into(), Op::Ge, rhs.into());
+    }
+
+    /// `lhs = rhs`.
+    pub(crate) fn eq(&mut self, lhs: impl Into<Expr>, rhs: impl Into<Expr>) {
+        self.add(lhs.into(), Op::Eq, rhs.into());
+    }
+
+    /// `lhs − rhs`'s terms against the constants' difference.
+    fn add(&mut self, lhs: Expr, op: Op, rhs: Expr) {
+        let bound = rhs.constant() - lhs.constant();
+        let mut terms = lhs.terms().to_vec();
+        terms.extend(rhs.terms().iter().map(|&(v, c)| (v, -c)));
+        self.rows.push(Row {
+            terms,
+            op,
+            rhs: bound,
+        });
     }
 
     /// Whether `values` satisfy every constraint and bound.
     pub(crate) fn feasible(&self, values: &[f64]) -> bool {
         const EPS: f64 = 1e-6;
-        values.len() == self.vars.len()
+        values.len() == self.columns.len()
             && self
-                .vars
+                .columns
                 .iter()
                 .zip(values)
                 .all(|(v, &x)| x >= v.min - EPS && x <= v.max + EPS)
-            && self.cons.iter().all(|c| {
+            && self.rows.iter().all(|c| {
                 let lhs = value_of(values, &c.terms);
                 match c.op {
                     Op::Le => lhs <= c.rhs + EPS,
@@ -112,18 +151,18 @@ impl Model {
 }
 
 /// The value of `terms` at `values`.
-pub(crate) fn value_of(values: &[f64], terms: &Terms) -> f64 {
+fn value_of(values: &[f64], terms: &[(Var, f64)]) -> f64 {
     terms
         .iter()
-        .map(|&(i, c)| c * values.get(i).copied().unwrap_or(0.0))
+        .map(|&(v, c)| c * values.get(v.index()).copied().unwrap_or(0.0))
         .sum()
 }
 
-fn expression(vars: &[good_lp::Variable], terms: &Terms) -> Expression {
+fn expression(vars: &[good_lp::Variable], terms: &[(Var, f64)]) -> Expression {
     let mut e = Expression::from(0.0);
-    for &(i, coef) in terms {
-        if let Some(v) = vars.get(i) {
-            e += coef * *v;
+    for &(v, coef) in terms {
+        if let Some(var) = vars.get(v.index()) {
+            e += coef * *var;
         }
     }
     e
@@ -134,20 +173,20 @@ fn expression(vars: &[good_lp::Variable], terms: &Terms) -> Expression {
 /// optimal. `start` is a known feasible point.
 pub(crate) fn run(
     model: &Model,
-    objective: &Terms,
+    objective: &Expr,
     time_limit: Duration,
     start: Option<&[f64]>,
 ) -> Result<(Vec<f64>, bool), String> {
     let mut problem = ProblemVariables::new();
     let vars: Vec<good_lp::Variable> = model
-        .vars
+        .columns
         .iter()
         .map(|v| {
             let def = good_lp::variable().min(v.min).max(v.max);
             problem.add(if v.integer { def.integer() } else { def })
         })
         .collect();
-    let goal = expression(&vars, objective);
+    let goal = expression(&vars, objective.terms());
     let seconds = time_limit.as_secs_f64().max(0.001);
     #[cfg(feature = "highs")]
     let mut solver = {
@@ -202,7 +241,7 @@ pub(crate) fn run(
     }
     #[cfg(all(feature = "cbc", not(feature = "highs")))]
     let _ = start;
-    for c in &model.cons {
+    for c in &model.rows {
         let lhs = expression(&vars, &c.terms);
         let constraint = match c.op {
             Op::Le => good_lp::constraint::leq(lhs, c.rhs),
@@ -211,10 +250,16 @@ pub(crate) fn run(
         };
         solver.add_constraint(constraint);
     }
+    let started = std::time::Instant::now();
     let solution = solver.solve().map_err(|e| e.to_string())?;
-    let proven = matches!(solution.status(), SolutionStatus::Optimal);
+    // A solve that used up its time limit is not called proven, whatever the
+    // status says: CBC stopped by the clock inside its root node can report a
+    // finished search (secondary status unset), which good_lp reads as
+    // optimal. Seen as a rare property-test failure on a loaded machine.
+    let proven = matches!(solution.status(), SolutionStatus::Optimal)
+        && started.elapsed().as_secs_f64() < seconds;
     let values: Vec<f64> = model
-        .vars
+        .columns
         .iter()
         .zip(&vars)
         .map(|(def, v)| {
@@ -231,7 +276,7 @@ pub(crate) fn run(
     // point is never used.
     if !model.feasible(&values) {
         if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
-            for c in &model.cons {
+            for c in &model.rows {
                 let lhs = value_of(&values, &c.terms);
                 eprintln!("con {:?} {:?} {} lhs={lhs}", c.terms, c.op, c.rhs);
             }
@@ -253,13 +298,8 @@ mod tests {
         for start in [None, Some(vec![0.0])] {
             let mut m = Model::default();
             let x = m.int(5.0);
-            m.con(vec![(x, 2.0)], Op::Le, 1.0);
-            let answer = run(
-                &m,
-                &vec![(x, -1.0)],
-                Duration::from_secs(5),
-                start.as_deref(),
-            );
+            m.le(2.0 * x, 1.0);
+            let answer = run(&m, &-x, Duration::from_secs(5), start.as_deref());
             assert_eq!(answer, Ok((vec![0.0], true)), "start {start:?}");
         }
     }

@@ -1,0 +1,274 @@
+//! Objectives 6–7 on a pattern and arc-flow model over the cells of each
+//! node, objectives 1–5 held, where every L3 domain is one cell.
+//!
+//! VMs that agree on everything placement sees form *kinds* (the strict types,
+//! and the other VMs grouped alike). A VM is laid out by a *pattern*: a
+//! partition of its cores into pieces, one piece per cell it touches (a VM
+//! whole in one cell has the one-piece pattern). `σ` counts the VMs of a kind
+//! (on a node, for VMs kept to one node) with each pattern; `ρ` the pieces of
+//! each size a group of cells gets; each group is an arc-flow graph.
+//!
+//! Exact: every layout is one of these (pieces = L3 domains touched, with one
+//! cell per domain); conversely, pieces of one VM that a flow puts in one cell
+//! are merged by the layout, which only lowers objective 6 — so the model's
+//! optimum is a layout's.
+
+use super::super::arcflow::{partitions, Flow};
+use super::super::backend::{run, Model};
+use super::super::expr::{Expr, Var};
+use super::super::tiers::priority_levels;
+use super::host::{Host, Vms};
+use super::layout::{cores_of, partial_of, pieces_of, Units};
+use super::lexicographic::trace_tier;
+use super::patterns::{deal, fill_pool, kinds_of, Kind, PatternVar, Patterns, Pool, Scope};
+use super::symmetry::{interchangeable_nodes, order_nodes};
+use super::{Stats, TierRun};
+use crate::ids::NodeId;
+use crate::solve::{NumaPolicy, Placement, PlanRequest, Tier, VmRequest};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+/// A group of like cells: (node, free cores) and the cells.
+type CellGroup = ((Option<NodeId>, u32), Vec<usize>);
+
+/// The pattern model of objectives 6–7.
+pub(super) struct PatternModel {
+    model: Model,
+    kinds: Vec<Kind>,
+    /// Groups of cells: (node, free cores) and their cells.
+    groups: Vec<CellGroup>,
+    /// Per kind: (node for kinds kept to one, pattern, `σ`).
+    sigma: Vec<Vec<PatternVar>>,
+    /// Per kind: (group, piece size) → `ρ`.
+    rho: Vec<BTreeMap<(usize, u32), Var>>,
+    flows: Vec<Flow>,
+    /// Objective 6: pieces (L3 domains touched), summed.
+    pieces: Expr,
+    /// Objective 7: partly used cells.
+    partial: Expr,
+}
+
+impl PatternModel {
+    /// The model, with the optima of objectives 1–5 (`held`) as constraints.
+    /// Patterns have at most `most_parts` pieces: with a known layout of L
+    /// pieces for P placed VMs, no better layout gives a VM more than
+    /// L − P + 1. `None` when the model does not apply (preferred VMs over
+    /// several nodes where a node has several cells) or would be too big
+    /// (then the cell model is used).
+    pub(super) fn new(
+        request: &PlanRequest,
+        host: &Host,
+        vms: &Vms,
+        held: &BTreeMap<Tier, f64>,
+        most_parts: u32,
+    ) -> Option<PatternModel> {
+        // Preferred VMs over several nodes: only where each node is one cell,
+        // so that a VM's pieces are its nodes and extra nodes = pieces − 1.
+        let spanning = held.get(&Tier::ExtraNodes).copied().unwrap_or(0.0) > 0.5;
+        if spanning && host.nodes.values().any(|cells| cells.len() != 1) {
+            return None;
+        }
+        // Kinds kept to one node: strict, and preferred unless spanning.
+        let kinds = kinds_of(request, vms, |vm| {
+            vm.numa == NumaPolicy::Preferred && !spanning
+        });
+        // Groups: cells of one node with the same free cores.
+        let mut by_group: BTreeMap<(Option<NodeId>, u32), Vec<usize>> = BTreeMap::new();
+        for (e, cell) in host.cells.iter().enumerate() {
+            by_group.entry((cell.node, cell.cap())).or_default().push(e);
+        }
+        let groups: Vec<CellGroup> = by_group.into_iter().collect();
+        let mut p = Patterns::new(groups.iter().map(|(key, _)| key.1).collect());
+        for kind in &kinds {
+            let vm = &request.vms[kind.members[0]];
+            p.next_kind();
+            add_kind(&mut p, host, &groups, vm, kind, spanning, most_parts)?;
+        }
+        let bins: Vec<u32> = groups
+            .iter()
+            .map(|(_, cells)| u32::try_from(cells.len()).unwrap_or(u32::MAX))
+            .collect();
+        let flows = p.flows(&bins);
+        let partial: Expr = flows.iter().map(Flow::partial).sum();
+        let mut used: BTreeMap<Option<NodeId>, Expr> = BTreeMap::new();
+        for (((node, _), _), flow) in groups.iter().zip(&flows) {
+            *used.entry(*node).or_default() += flow.cores();
+        }
+        order_nodes(&mut p.m, &used, &interchangeable_nodes(request, host));
+        hold(&mut p, request, held);
+        Some(PatternModel {
+            model: p.m,
+            kinds,
+            groups,
+            sigma: p.sigma,
+            rho: p.rho,
+            flows,
+            pieces: p.pieces,
+            partial,
+        })
+    }
+
+    /// Variables and constraints, for traces.
+    pub(super) fn size(&self) -> (usize, usize) {
+        (self.model.vars(), self.model.cons())
+    }
+
+    /// The layout at `values`: flows → cells → pieces per kind → VMs.
+    fn layout(&self, values: &[f64]) -> Option<Units> {
+        let mut pool: Pool<usize> = vec![BTreeMap::new(); self.kinds.len()];
+        for (g, (((node, _), cells), flow)) in self.groups.iter().zip(&self.flows).enumerate() {
+            let scope = |t: usize| -> Scope { self.kinds[t].one_node.then_some(*node) };
+            fill_pool(&mut pool, g, cells, flow, &self.rho, scope, values)?;
+        }
+        let mut units = Units::new();
+        deal(&self.kinds, &self.sigma, pool, values, |_, i, mine| {
+            units.insert(i, mine);
+        })?;
+        Some(units)
+    }
+}
+
+/// `σ` and `ρ` of one kind: its patterns per scope (each node it may be kept
+/// to, or the host), and the pieces of each size the scope's groups get.
+/// `None` when the model would be too big.
+fn add_kind(
+    p: &mut Patterns,
+    host: &Host,
+    groups: &[CellGroup],
+    vm: &VmRequest,
+    kind: &Kind,
+    spanning: bool,
+    most_parts: u32,
+) -> Option<()> {
+    let c = kind.cores;
+    let usable: Vec<usize> = (0..groups.len())
+        .filter(|&g| host.allows(vm, groups[g].0 .0))
+        .collect();
+    let scopes: Vec<Scope> = if kind.one_node {
+        usable
+            .iter()
+            .map(|&g| Some(groups[g].0 .0))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    } else {
+        vec![None]
+    };
+    let mut placed = Expr::default();
+    for scope in scopes {
+        let in_scope: Vec<usize> = usable
+            .iter()
+            .copied()
+            .filter(|&g| scope.is_none_or(|k| groups[g].0 .0 == k))
+            .collect();
+        let largest = in_scope.iter().map(|&g| groups[g].0 .1).max().unwrap_or(0);
+        let room: u32 = in_scope
+            .iter()
+            .map(|&g| groups[g].0 .1 * u32::try_from(groups[g].1.len()).unwrap_or(0))
+            .sum();
+        if largest == 0 || room < c {
+            continue;
+        }
+        let patterns = partitions(c, largest.min(c), most_parts);
+        if p.too_many(patterns.len()) {
+            return None;
+        }
+        let extra_nodes = spanning && vm.numa == NumaPolicy::Preferred;
+        let (here, per_size) = p.patterns(vm, kind, scope, patterns, extra_nodes);
+        placed += here;
+        // Pieces of each size in the scope's groups = those of its patterns.
+        let off_nic = |g: usize| {
+            vm.preferred_node()
+                .is_some_and(|nic| groups[g].0 .0 != Some(nic))
+        };
+        p.links(kind, per_size, &in_scope, off_nic);
+    }
+    if !placed.is_empty() {
+        p.m.le(placed, kind.members.len() as f64);
+    }
+    Some(())
+}
+
+/// Objectives 1–5 held at `held` (6 too, were it there).
+fn hold(p: &mut Patterns, request: &PlanRequest, held: &BTreeMap<Tier, f64>) {
+    let objectives = std::mem::take(&mut p.objectives);
+    let mut placed = objectives.placed;
+    for l in priority_levels(request) {
+        if let Some(&value) = held.get(&Tier::Placed(l)) {
+            p.m.le(placed.remove(&l).unwrap_or_default(), value);
+        }
+    }
+    for (tier, terms) in [
+        (Tier::Vcpus, objectives.vcpus),
+        (Tier::Cores, objectives.cores),
+        (Tier::NicRemote, objectives.remote),
+        (Tier::L3PerVm, p.pieces.clone()),
+        (Tier::ExtraNodes, objectives.extra),
+    ] {
+        if let Some(&value) = held.get(&tier) {
+            p.m.le(terms, value);
+        }
+    }
+}
+
+/// Objectives 6 then 7 on the pattern model; `start` is a layout that holds
+/// objectives 1–5 (the node model's, laid out). Never returns worse than it.
+pub(super) fn patterns_stage(
+    request: &PlanRequest,
+    host: &Host,
+    mut pm: PatternModel,
+    start: &Units,
+    bounds: &BTreeMap<Tier, f64>,
+    deadline: Instant,
+    stats: &mut Stats,
+) -> Placement {
+    let mut best = start.clone();
+    for tier in [Tier::L3PerVm, Tier::PartialL3] {
+        let started = Instant::now();
+        let (terms, start_value) = match tier {
+            Tier::L3PerVm => (pm.pieces.clone(), pieces_of(&best)),
+            _ => (pm.partial.clone(), partial_of(host, &best)),
+        };
+        let at_bound = bounds.get(&tier).is_some_and(|&b| start_value <= b + 1e-6);
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut outcome = (start_value, at_bound);
+        if let Some(&b) = bounds.get(&tier).filter(|&&b| b > 0.0) {
+            // A valid cut: the backend need not find the bound itself.
+            pm.model.ge(terms.clone(), b);
+        }
+        if !at_bound && !left.is_zero() {
+            if let Ok((values, proven)) = run(&pm.model, &terms, left, None) {
+                let value = terms.value(&values).round();
+                if let Some(units) = pm.layout(&values) {
+                    // The layout may merge pieces: count what it is.
+                    let real = match tier {
+                        Tier::L3PerVm => pieces_of(&units),
+                        _ => partial_of(host, &units),
+                    };
+                    if real <= start_value + 1e-6
+                        && (tier != Tier::PartialL3 || pieces_of(&units) <= pieces_of(&best) + 1e-6)
+                    {
+                        best = units;
+                        // Optimal if proven so, or if at the lower bound.
+                        let at = bounds.get(&tier).is_some_and(|&b| real <= b + 1e-6);
+                        outcome = (real, (proven && real <= value + 1e-6) || at);
+                    }
+                }
+            }
+        }
+        let (value, proven) = outcome;
+        stats.tiers.push(TierRun {
+            tier,
+            value,
+            ms: started.elapsed().as_secs_f64() * 1e3,
+            proven,
+            by_bound: at_bound,
+        });
+        trace_tier(tier, started, proven, value);
+        if !proven {
+            return cores_of(request, host, &best, false);
+        }
+        pm.model.le(terms, value);
+    }
+    cores_of(request, host, &best, true)
+}

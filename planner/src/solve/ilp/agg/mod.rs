@@ -1,0 +1,278 @@
+//! The aggregated placement model: the default exact solver on hosts whose
+//! free cores all have the same number of usable threads (every host measured
+//! so far; others use the per-class model of [`super::per_class`]).
+//!
+//! With one thread count, a VM needs the same number of cores wherever it
+//! goes, and cores of one NUMA node and one L3 domain (a *cell*, `host`) are
+//! interchangeable. Two stages, solved one after the other:
+//!
+//! 1. **Objectives 1–5 over NUMA nodes.** On hosts of small nodes, a pattern
+//!    and arc-flow model over nodes (`node_patterns`; it does 6–7 too where
+//!    every node is one L3 domain); else the counting node model
+//!    (`node_model`): VMs with `numa = "strict"` that agree on everything
+//!    that matters to placement (vCPUs, policies, NIC node, priority) form one
+//!    *type*, counted per node; other VMs keep their own variables (`loose`).
+//! 2. **Objectives 6–7 over cells**, with 1–5 held at their optima: a pattern
+//!    and arc-flow model over the cells of each node (`cell_patterns`) where
+//!    every L3 domain is one cell; else the cell model (`cells`), where
+//!    strict VMs split over cells sit in split slots (`slots`).
+//!
+//! Every objective is an integer and is held exactly at its optimum
+//! (`lexicographic`). Stage 1's answer is turned into concrete cores by a
+//! packing (`layout`) that needs no more slots than the cell model has,
+//! which is also the answer when the time runs out during objectives 6–7.
+
+mod cell_patterns;
+mod cells;
+mod host;
+mod layout;
+mod lexicographic;
+mod loose;
+mod node_model;
+mod node_patterns;
+mod patterns;
+mod slots;
+mod symmetry;
+
+use crate::solve::classes::{self, FreeCore};
+use crate::solve::{Placement, PlanRequest, Progress, Tier};
+use cell_patterns::{patterns_stage, PatternModel};
+use host::{Host, Vms};
+use layout::{cores_of, partial_of, pieces_of, units_of, Units};
+use lexicographic::{holds, placed_everything, stage2_bounds};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// One tier's outcome, for traces and benchmarks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TierRun {
+    /// Which objective.
+    pub tier: Tier,
+    /// Its value (minimised; placed counts are negative).
+    pub value: f64,
+    /// Milliseconds spent on it.
+    pub ms: f64,
+    /// Proven optimal.
+    pub proven: bool,
+    /// Proven by a lower bound alone (no solve).
+    pub by_bound: bool,
+}
+
+/// What the aggregated solver did, for benchmarks.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// Variables of the node model and of the cell model.
+    pub variables: (usize, usize),
+    /// Per objective, in order.
+    pub tiers: Vec<TierRun>,
+}
+
+/// Whether this model applies: every free core has the same usable threads.
+pub fn supported(request: &PlanRequest) -> bool {
+    let free = classes::free_cores(request);
+    let threads: BTreeSet<u32> = free.iter().map(FreeCore::threads).collect();
+    threads.len() <= 1
+}
+
+/// Solves lexicographically within `time_limit`.
+pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, String> {
+    place_with_stats(request, time_limit).map(|(p, _)| p)
+}
+
+/// [`place`], with what it did.
+pub fn place_with_stats(
+    request: &PlanRequest,
+    time_limit: Duration,
+) -> Result<(Placement, Stats), String> {
+    place_with_progress(request, time_limit, &Progress::default())
+}
+
+/// [`place_with_stats`], publishing the best placement known so far in
+/// `progress` (for a watchdog that cannot wait any longer).
+pub fn place_with_progress(
+    request: &PlanRequest,
+    time_limit: Duration,
+    progress: &Progress,
+) -> Result<(Placement, Stats), String> {
+    let deadline = Instant::now() + time_limit;
+    let host = Host::new(request);
+    let vms = Vms::new(request, &host);
+    let mut stats = Stats::default();
+    let starts: Vec<Placement> = vec![
+        crate::solve::greedy::place(request),
+        crate::solve::pack::place(request),
+    ];
+    for s in &starts {
+        progress.offer(request, s);
+    }
+    let start_units: Vec<Units> = starts.iter().filter_map(|p| units_of(&host, p)).collect();
+
+    // 1. Objectives 1–5 on nodes: patterns and arc flow, else counts.
+    let (laid_out, proven, complete) =
+        match node_patterns::node_patterns(request, &host, &vms, deadline, &mut stats) {
+            Some(outcome) => outcome,
+            None => {
+                node_model::counting_stage(request, &host, &vms, &start_units, deadline, &mut stats)
+            }
+        };
+    progress.offer(request, &cores_of(request, &host, &laid_out, false));
+    if complete {
+        return Ok((cores_of(request, &host, &laid_out, proven), stats));
+    }
+    if !proven {
+        // Stopped early: the best of the starts and this, objective by objective.
+        let best = progress
+            .best()
+            .unwrap_or_else(|| cores_of(request, &host, &laid_out, false));
+        return Ok((best, stats));
+    }
+    let held = Held {
+        request,
+        host: &host,
+        vms: &vms,
+        values: stats.tiers.iter().map(|r| (r.tier, r.value)).collect(),
+        all_placed: placed_everything(&stats, request),
+        deadline,
+    };
+    Ok(held.stage2(laid_out, &starts, &start_units, stats))
+}
+
+/// Where objectives 6–7 start: objectives 1–5 solved, held at their optima.
+struct Held<'a> {
+    request: &'a PlanRequest,
+    host: &'a Host,
+    vms: &'a Vms,
+    /// The optima of objectives 1–5.
+    values: BTreeMap<Tier, f64>,
+    /// Whether every VM is placed.
+    all_placed: bool,
+    deadline: Instant,
+}
+
+impl Held<'_> {
+    /// Objectives 6–7; `laid_out` is the layout of the optimum of 1–5.
+    fn stage2(
+        &self,
+        laid_out: Units,
+        starts: &[Placement],
+        start_units: &[Units],
+        mut stats: Stats,
+    ) -> (Placement, Stats) {
+        let (request, host, vms) = (self.request, self.host, self.vms);
+        // 2. Objectives 6–7 by patterns and arc flow, where each L3 domain is
+        // one cell (else, or when that model is too big, on the cell model).
+        if host.one_cell_per_domain() {
+            let placed = -self
+                .values
+                .iter()
+                .filter(|(t, _)| matches!(t, Tier::Placed(_)))
+                .map(|(_, v)| v)
+                .sum::<f64>();
+            let start_pieces = pieces_of(&laid_out);
+            let most_parts =
+                u32::try_from((start_pieces - placed + 1.0).max(1.0) as u64).unwrap_or(1);
+            if let Some(pm) = PatternModel::new(request, host, vms, &self.values, most_parts) {
+                let (variables, constraints) = pm.size();
+                stats.variables.1 = variables;
+                if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
+                    eprintln!(
+                        "agg: pattern model: {variables} variables, {constraints} constraints, \
+                         at most {most_parts} pieces per VM, {} cells",
+                        host.cells.len()
+                    );
+                }
+                let bounds = stage2_bounds(request, host, vms, &self.values, self.all_placed);
+                let start = self.best_start(laid_out, starts);
+                let placement = patterns_stage(
+                    request,
+                    host,
+                    pm,
+                    &start,
+                    &bounds,
+                    self.deadline,
+                    &mut stats,
+                );
+                return (placement, stats);
+            }
+        }
+        cells::cells_stage(self, &laid_out, start_units, stats)
+    }
+
+    /// The best start that holds objectives 1–5: the node model's layout,
+    /// or greedy's or the packing's when as good.
+    fn best_start(&self, laid_out: Units, starts: &[Placement]) -> Units {
+        let host = self.host;
+        let mut start = laid_out;
+        for p in starts {
+            let Some(u) = units_of(host, p) else {
+                continue;
+            };
+            let better_start = (pieces_of(&u), partial_of(host, &u))
+                < (pieces_of(&start), partial_of(host, &start));
+            if better_start && holds(self.request, p, &self.values) {
+                start = u;
+            }
+        }
+        start
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::solve::{ThreadPolicy, VmRequest};
+    use crate::topology::{load, Source};
+
+    fn request(desc: &str, vms: Vec<VmRequest>) -> PlanRequest {
+        PlanRequest {
+            host: load(&Source::Synthetic(desc.to_owned())).unwrap(),
+            reserved: crate::cpuset::CpuSet::new(),
+            fixed: Vec::new(),
+            vms,
+        }
+    }
+
+    fn vm(name: &str, vcpus: u32) -> VmRequest {
+        VmRequest {
+            threads: ThreadPolicy::Prefer,
+            ..VmRequest::new(name, vcpus)
+        }
+    }
+
+    /// A level's bound is its number of VMs, not of variables: one variable
+    /// counts every VM of a type. Greedy places the 6-core VM and one 2-core
+    /// VM; three 2-core VMs is one more.
+    #[test]
+    fn identical_vms_count_as_many_not_as_one_variable() {
+        let req = request(
+            "package:1 core:8 pu:1",
+            vec![vm("big", 6), vm("a", 2), vm("b", 2), vm("c", 2)],
+        );
+        assert_eq!(crate::solve::greedy::place(&req).cores.len(), 2);
+        let placement = place(&req, Duration::from_secs(10)).unwrap();
+        assert!(placement.proven);
+        let placed: BTreeSet<usize> = placement.cores.keys().copied().collect();
+        assert_eq!(placed, BTreeSet::from([1, 2, 3]));
+    }
+
+    /// A VM larger than any L3 domain is split over the fewest domains of its
+    /// node; the pattern model and the cell model agree.
+    #[test]
+    fn a_vm_larger_than_a_domain_touches_the_fewest_domains() {
+        // 2 nodes × 3 L3 × 4 cores, 1 thread: a 10-core VM needs 3 domains.
+        let req = request(
+            "package:1 numa:2 l3:3 core:4 pu:1",
+            vec![vm("big", 10), vm("small", 2)],
+        );
+        let (placement, stats) = place_with_stats(&req, Duration::from_secs(10)).unwrap();
+        assert!(placement.proven, "{stats:?}");
+        let o = crate::solve::objective(&req, &placement);
+        assert_eq!(o.placed, 2);
+        // big: 3 domains; small: 1 (the big VM's leftover domain or another).
+        assert_eq!(o.vm_l3_domains, 4);
+        // 12 cores used of 24: big's three domains hold 12 with small in the
+        // third → no partial domain.
+        assert_eq!(o.partial_l3_domains, 0);
+    }
+}

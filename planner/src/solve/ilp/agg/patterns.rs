@@ -1,0 +1,285 @@
+//! What the two pattern models share: VM *kinds*, pattern and piece counts
+//! (`σ`, `ρ`) tied to arc-flow graphs, and dealing a solution's pieces to VMs.
+//!
+//! Both models have one arc-flow graph per group of like bins (NUMA nodes, or
+//! the cells of a node).
+
+use super::super::arcflow::Flow;
+use super::super::backend::Model;
+use super::super::expr::{Expr, Var};
+use super::host::Vms;
+use super::lexicographic::Objectives;
+use crate::ids::NodeId;
+use crate::solve::{EmulatorPolicy, NumaPolicy, PlanRequest, VmRequest};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Patterns of all kinds together beyond which a pattern model is not built.
+const MOST_PATTERNS: usize = 20_000;
+
+/// VMs that agree on everything placement sees.
+#[derive(Debug, Clone)]
+pub(super) struct Kind {
+    /// Members, in spec order.
+    pub(super) members: Vec<usize>,
+    /// Cores per VM.
+    pub(super) cores: u32,
+    /// Kept to one node.
+    pub(super) one_node: bool,
+}
+
+/// What the models see of a VM that may span nodes: vCPUs, thread policy,
+/// emulator isolated, `numa = "preferred"` (or kept to one node), required
+/// node, preferred NIC node, priority.
+type LooseKey = (
+    u32,
+    &'static str,
+    bool,
+    bool,
+    Option<NodeId>,
+    Option<NodeId>,
+    i64,
+);
+
+/// VM kinds for the pattern models: the strict types (kept to one node),
+/// then the other VMs grouped by what placement sees of them (a kind of these
+/// is kept to one node when `one_node` says so of its VMs).
+pub(super) fn kinds_of(
+    request: &PlanRequest,
+    vms: &Vms,
+    one_node: impl Fn(&VmRequest) -> bool,
+) -> Vec<Kind> {
+    let mut kinds: Vec<Kind> = vms
+        .types
+        .iter()
+        .map(|(members, c)| Kind {
+            members: members.clone(),
+            cores: *c,
+            one_node: true,
+        })
+        .collect();
+    let mut loose: BTreeMap<LooseKey, Kind> = BTreeMap::new();
+    for &(i, c) in &vms.loose {
+        let vm = &request.vms[i];
+        let key = (
+            vm.vcpus,
+            vm.threads.name(),
+            vm.emulator == EmulatorPolicy::Isolate,
+            vm.numa == NumaPolicy::Preferred,
+            vm.required_node(),
+            vm.preferred_node(),
+            vm.priority,
+        );
+        loose
+            .entry(key)
+            .or_insert_with(|| Kind {
+                members: Vec::new(),
+                cores: c,
+                one_node: one_node(vm),
+            })
+            .members
+            .push(i);
+    }
+    let mut loose: Vec<Kind> = loose.into_values().collect();
+    loose.sort_by_key(|kind| kind.members.first().copied());
+    kinds.extend(loose);
+    kinds
+}
+
+/// Where a kind's patterns live: `Some(node)` for VMs kept to one node,
+/// `None` for VMs that may span nodes.
+pub(super) type Scope = Option<Option<NodeId>>;
+
+/// A pattern's count variable: scope, piece sizes, `σ`.
+pub(super) type PatternVar = (Scope, Vec<u32>, Var);
+
+/// A pattern model while it is written: `σ` and `ρ` per kind, the piece sizes
+/// each group of bins gets, and the objective terms.
+pub(super) struct Patterns {
+    pub(super) m: Model,
+    /// Free cores of each group's bins.
+    caps: Vec<u32>,
+    sizes_of_group: Vec<BTreeSet<u32>>,
+    /// Per kind: its patterns' counts.
+    pub(super) sigma: Vec<Vec<PatternVar>>,
+    /// Per kind: (group, piece size) → `ρ`.
+    pub(super) rho: Vec<BTreeMap<(usize, u32), Var>>,
+    pub(super) objectives: Objectives,
+    /// Objective 6: pieces (L3 domains or nodes touched), summed.
+    pub(super) pieces: Expr,
+}
+
+impl Patterns {
+    /// A model over groups of bins of `caps` free cores each.
+    pub(super) fn new(caps: Vec<u32>) -> Patterns {
+        Patterns {
+            m: Model::default(),
+            sizes_of_group: vec![BTreeSet::new(); caps.len()],
+            caps,
+            sigma: Vec::new(),
+            rho: Vec::new(),
+            objectives: Objectives::default(),
+            pieces: Expr::default(),
+        }
+    }
+
+    /// Starts the next kind's `σ` and `ρ`.
+    pub(super) fn next_kind(&mut self) {
+        self.sigma.push(Vec::new());
+        self.rho.push(BTreeMap::new());
+    }
+
+    /// Whether `more` patterns on top of the earlier kinds' would make the
+    /// model too big.
+    pub(super) fn too_many(&self, more: usize) -> bool {
+        let earlier: usize = self.sigma.iter().rev().skip(1).map(Vec::len).sum();
+        earlier + more > MOST_PATTERNS
+    }
+
+    /// `σ` for the current kind's `patterns` in `scope`, each counting VMs
+    /// like `vm`; `extra_nodes`: pieces beyond the first are extra NUMA
+    /// nodes. Returns the VMs they place and, per piece size, the pieces
+    /// they hold.
+    pub(super) fn patterns(
+        &mut self,
+        vm: &VmRequest,
+        kind: &Kind,
+        scope: Scope,
+        patterns: Vec<Vec<u32>>,
+        extra_nodes: bool,
+    ) -> (Expr, BTreeMap<u32, Expr>) {
+        let mut placed = Expr::default();
+        let mut per_size: BTreeMap<u32, Expr> = BTreeMap::new();
+        for pattern in patterns {
+            let v = self.m.int(kind.members.len() as f64);
+            placed += v;
+            self.objectives.place(vm, v, kind.cores);
+            self.pieces += pattern.len() as f64 * v;
+            if extra_nodes && pattern.len() > 1 {
+                self.objectives.extra += (pattern.len() as f64 - 1.0) * v;
+            }
+            for &p in &pattern {
+                per_size.entry(p).or_default().add_merged(v, 1.0);
+            }
+            if let Some(sig) = self.sigma.last_mut() {
+                sig.push((scope, pattern, v));
+            }
+        }
+        (placed, per_size)
+    }
+
+    /// `ρ` of the current kind: the pieces of each size that the groups
+    /// `in_scope` get equal those of its patterns (`per_size`). `remote`:
+    /// whether a group is off the NIC's node of a VM that prefers it.
+    pub(super) fn links(
+        &mut self,
+        kind: &Kind,
+        per_size: BTreeMap<u32, Expr>,
+        in_scope: &[usize],
+        remote: impl Fn(usize) -> bool,
+    ) {
+        for (p, from_patterns) in per_size {
+            let mut pieces = Expr::default();
+            for &g in in_scope {
+                if p > self.caps[g] {
+                    continue;
+                }
+                let bound = f64::from(kind.cores) * kind.members.len() as f64;
+                let r = self.m.int(bound);
+                if let Some(rh) = self.rho.last_mut() {
+                    rh.insert((g, p), r);
+                }
+                pieces += r;
+                self.sizes_of_group[g].insert(p);
+                if remote(g) {
+                    self.objectives.remote += f64::from(p) * r;
+                }
+            }
+            self.m.eq(pieces, from_patterns);
+        }
+    }
+
+    /// One arc-flow graph per group of `bins` bins, its arcs of each piece
+    /// size tied to the kinds' pieces of that size in the group (`ρ`).
+    pub(super) fn flows(&mut self, bins: &[u32]) -> Vec<Flow> {
+        let mut flows = Vec::new();
+        for (g, (&cells, &cap)) in bins.iter().zip(&self.caps).enumerate() {
+            let flow = Flow::add(&mut self.m, cells, cap, &self.sizes_of_group[g]);
+            for &p in &self.sizes_of_group[g] {
+                let rho: Expr = self
+                    .rho
+                    .iter()
+                    .filter_map(|rh| rh.get(&(g, p)))
+                    .copied()
+                    .sum();
+                self.m.eq(flow.pieces(p), rho);
+            }
+            flows.push(flow);
+        }
+        flows
+    }
+}
+
+/// Per kind: (scope, piece size) → the places (nodes or cells) that the
+/// flows put pieces of that size in for the kind.
+pub(super) type Pool<P> = Vec<BTreeMap<(Scope, u32), Vec<P>>>;
+
+/// Adds group `g`'s pieces at `values` to `pool`: `places` are the group's
+/// bins, `flow` its graph; a kind's pieces go under `scope` of it.
+pub(super) fn fill_pool<P: Copy>(
+    pool: &mut Pool<P>,
+    g: usize,
+    places: &[P],
+    flow: &Flow,
+    rho: &[BTreeMap<(usize, u32), Var>],
+    scope: impl Fn(usize) -> Scope,
+    values: &[f64],
+) -> Option<()> {
+    let mut positions: BTreeMap<u32, Vec<P>> = BTreeMap::new();
+    for (&place, pattern) in places.iter().zip(flow.patterns(values)) {
+        for p in pattern {
+            positions.entry(p).or_default().push(place);
+        }
+    }
+    for (p, of_size) in positions {
+        let mut next = of_size.into_iter();
+        for (t, rh) in rho.iter().enumerate() {
+            let Some(&r) = rh.get(&(g, p)) else { continue };
+            for _ in 0..r.count(values) {
+                pool[t].entry((scope(t), p)).or_default().push(next.next()?);
+            }
+        }
+    }
+    Some(())
+}
+
+/// Deals the pieces in `pool` to the VMs of each kind by their patterns'
+/// counts at `values`: each piece in a place of its own while one is left
+/// (one always is at an optimum; pieces in one place are merged). `give`
+/// gets the kind, the VM and its cores per place.
+pub(super) fn deal<P: Ord + Copy>(
+    kinds: &[Kind],
+    sigma: &[Vec<PatternVar>],
+    mut pool: Pool<P>,
+    values: &[f64],
+    mut give: impl FnMut(&Kind, usize, BTreeMap<P, u32>),
+) -> Option<()> {
+    for (t, sig) in sigma.iter().enumerate() {
+        let mut members = kinds[t].members.iter().copied();
+        for (scope, pattern, v) in sig {
+            for _ in 0..v.count(values) {
+                let i = members.next()?;
+                let mut mine: BTreeMap<P, u32> = BTreeMap::new();
+                for &p in pattern {
+                    let places = pool[t].get_mut(&(*scope, p))?;
+                    let at = places
+                        .iter()
+                        .rposition(|k| !mine.contains_key(k))
+                        .unwrap_or(places.len().checked_sub(1)?);
+                    *mine.entry(places.remove(at)).or_default() += p;
+                }
+                give(&kinds[t], i, mine);
+            }
+        }
+    }
+    Some(())
+}

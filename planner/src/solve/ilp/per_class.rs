@@ -1,0 +1,622 @@
+//! The per-class integer program, for hosts whose free cores differ in usable
+//! threads (hybrid cores, an offline sibling), and its lexicographic solve.
+//!
+//! How many cores of each class every VM gets; then the lowest free cores of
+//! each class (docs/plan.md, "The model"). Variables: `n[v][c]` whole cores of class c for VM v; `placed[v]`;
+//! `y[v][k]` when v must stay on one NUMA node; `u[v][d]` L3 domains a VM
+//! touches; `z[v]` the emulator on an idle sibling; `touched[d]`/`full[d]` per
+//! domain. Objectives are optimised one after the other, each optimum becoming
+//! a constraint for the next (docs/plan.md, "Objective"): sequential solves
+//! keep every objective integral and small, instead of one objective with huge
+//! weights. Every solve gets what is left of the time limit.
+
+use super::backend::{run, Model};
+use super::expr::{Expr, Var};
+use super::groups::{fewest, partly_used_groups, subset_sum};
+use super::tiers::{in_order, Tiers};
+use crate::ids::{CoreId, NodeId};
+use crate::solve::classes::{self, Class, Domain};
+use crate::solve::{
+    EmulatorPolicy, NumaPolicy, Placement, PlanRequest, ThreadPolicy, Tier, VmRequest,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// The integer program for one request.
+struct Program {
+    model: Model,
+    classes: Vec<Class>,
+    /// Per VM: its columns, `None` for a VM that can be placed nowhere.
+    vms: Vec<Option<VmVars>>,
+    /// Per domain: (touched, full, capacity in cores).
+    domains: BTreeMap<Domain, (Var, Var, u32)>,
+    /// Objective tiers, in order (each minimised).
+    tiers: Tiers,
+    /// A lower bound of each non-placement tier when every VM is placed: a
+    /// start point that reaches it is optimal without a solve.
+    bounds: BTreeMap<Tier, f64>,
+}
+
+/// One VM's variables.
+struct VmVars {
+    placed: Var,
+    /// `n[v]`: `(class index, variable)` for the classes the VM may use.
+    n: Vec<(usize, Var)>,
+    /// `y[v]`: node → variable, for VMs kept to few nodes.
+    y: BTreeMap<Option<NodeId>, Var>,
+    /// `u[v]`: domain → variable, for VMs that may touch several.
+    u: BTreeMap<Domain, Var>,
+    /// `z[v]`: the emulator takes an idle sibling (isolate + emulator isolate).
+    z: Option<Var>,
+}
+
+/// One VM's core counts while its rows are written.
+struct Columns<'a> {
+    vm: &'a VmRequest,
+    placed: Var,
+    /// `(class, n[v][c], the most cores of the class it can take)`.
+    n: Vec<(usize, Var, u32)>,
+    /// What it needs, in vCPU-bearing CPUs (vCPUs with `threads = "isolate"`).
+    demand: u32,
+}
+
+impl Columns<'_> {
+    /// `Σ n[v][c]` over the classes `keep` accepts.
+    fn cores(&self, classes: &[Class], keep: impl Fn(&Class) -> bool) -> Expr {
+        self.n
+            .iter()
+            .filter(|&&(c, _, _)| keep(&classes[c]))
+            .map(|&(_, v, _)| v)
+            .sum()
+    }
+
+    /// How much of its demand `most` cores of class `c` hold.
+    fn units(&self, classes: &[Class], c: usize, most: u32) -> u32 {
+        most * classes::pus_per_core(self.vm, classes[c].threads)
+    }
+
+    /// The most usable threads of its classes.
+    fn most_threads(&self, classes: &[Class]) -> u32 {
+        self.n
+            .iter()
+            .map(|&(c, _, _)| classes[c].threads)
+            .max()
+            .unwrap_or(1)
+    }
+}
+
+/// The objective terms the VMs' rows add up to, and their lower bounds.
+#[derive(Default)]
+struct Sums {
+    placed: BTreeMap<i64, Expr>,
+    vcpus: Expr,
+    cores: Expr,
+    extra_nodes: Expr,
+    nic_remote: Expr,
+    l3: Expr,
+    /// Per class: the cores VMs take of it.
+    class_users: Vec<Expr>,
+    bound_cores: f64,
+    bound_nodes: f64,
+    bound_l3: f64,
+}
+
+/// Writes the program, one VM after the other.
+struct Builder<'a> {
+    classes: &'a [Class],
+    m: Model,
+    sums: Sums,
+}
+
+fn build(request: &PlanRequest) -> Program {
+    let free = classes::free_cores(request);
+    let classes = classes::classes(&free);
+    let mut b = Builder {
+        classes: &classes,
+        m: Model::default(),
+        sums: Sums {
+            class_users: vec![Expr::default(); classes.len()],
+            ..Sums::default()
+        },
+    };
+    let vms: Vec<Option<VmVars>> = request.vms.iter().map(|vm| b.vm(vm)).collect();
+    b.capacity();
+    let (domains, partial) = b.partly_used_domains();
+    let Builder { m, sums, .. } = b;
+    let tiers = in_order(
+        request,
+        sums.placed,
+        vec![
+            (Tier::Vcpus, sums.vcpus),
+            (Tier::Cores, sums.cores),
+            (Tier::ExtraNodes, sums.extra_nodes),
+            (Tier::NicRemote, sums.nic_remote),
+            (Tier::L3PerVm, sums.l3),
+            (Tier::PartialL3, partial),
+        ],
+    );
+    let total_vcpus: f64 = request.vms.iter().map(|v| f64::from(v.vcpus)).sum();
+    let bounds: BTreeMap<Tier, f64> = [
+        (Tier::Vcpus, -total_vcpus),
+        (Tier::Cores, sums.bound_cores),
+        (Tier::ExtraNodes, sums.bound_nodes),
+        (Tier::NicRemote, 0.0),
+        (Tier::L3PerVm, sums.bound_l3),
+        (Tier::PartialL3, 0.0),
+    ]
+    .into_iter()
+    .collect();
+    Program {
+        model: m,
+        classes,
+        vms,
+        domains,
+        tiers,
+        bounds,
+    }
+}
+
+impl Builder<'_> {
+    /// VM `vm`'s variables and rows; `None` when it can be placed nowhere.
+    fn vm(&mut self, vm: &VmRequest) -> Option<VmVars> {
+        let cols = self.columns(vm)?;
+        let z = self.demand(&cols);
+        let y = self.numa(&cols);
+        if let Some(node) = vm.preferred_node() {
+            // NIC locality as a cost.
+            self.sums.nic_remote += cols.cores(self.classes, |c| c.node != Some(node));
+        }
+        let u = self.l3(&cols);
+        Some(VmVars {
+            placed: cols.placed,
+            n: cols.n.iter().map(|&(c, v, _)| (c, v)).collect(),
+            y,
+            u,
+            z,
+        })
+    }
+
+    /// `placed[v]` and `n[v][c]` for the classes `vm` may use.
+    fn columns<'v>(&mut self, vm: &'v VmRequest) -> Option<Columns<'v>> {
+        let classes = self.classes;
+        let usable: Vec<usize> = classes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| classes::allowed(vm, c.node, c.threads))
+            .map(|(i, _)| i)
+            .collect();
+        if usable.is_empty() || vm.vcpus == 0 {
+            return None;
+        }
+        let placed = self.m.binary();
+        // The most cores of one class the VM can take: a tight bound keeps the
+        // LP relaxation of the big-M links below close to the integer problem.
+        let t_max_all = usable
+            .iter()
+            .map(|&c| classes[c].threads)
+            .max()
+            .unwrap_or(1);
+        let most = |c: usize| -> u32 {
+            let bound = match vm.threads {
+                ThreadPolicy::Isolate => vm.vcpus + 1,
+                ThreadPolicy::Require | ThreadPolicy::Prefer => {
+                    (vm.pus_needed() + t_max_all - 1)
+                        / classes::pus_per_core(vm, classes[c].threads).max(1)
+                }
+            };
+            bound.min(classes[c].size())
+        };
+        let n: Vec<(usize, Var, u32)> = usable
+            .iter()
+            .map(|&c| (c, self.m.int(f64::from(most(c))), most(c)))
+            .collect();
+        for &(c, v, _) in &n {
+            self.sums.class_users[c] += v;
+            self.sums.cores += v;
+        }
+        *self.sums.placed.entry(vm.priority).or_default() -= placed;
+        self.sums.vcpus -= f64::from(vm.vcpus) * placed;
+        let demand = match vm.threads {
+            ThreadPolicy::Isolate => vm.vcpus,
+            ThreadPolicy::Require | ThreadPolicy::Prefer => vm.pus_needed(),
+        };
+        Some(Columns {
+            vm,
+            placed,
+            n,
+            demand,
+        })
+    }
+
+    /// The VM's demand, by thread policy; `z[v]` when it has one.
+    fn demand(&mut self, cols: &Columns) -> Option<Var> {
+        let (vm, classes) = (cols.vm, self.classes);
+        let need = f64::from(vm.pus_needed());
+        self.sums.bound_cores += match vm.threads {
+            ThreadPolicy::Isolate => {
+                let spare = cols.n.iter().any(|&(c, _, _)| classes[c].threads >= 2);
+                f64::from(vm.vcpus)
+                    + f64::from(u8::from(vm.emulator == EmulatorPolicy::Isolate && !spare))
+            }
+            ThreadPolicy::Require | ThreadPolicy::Prefer => {
+                (need / f64::from(cols.most_threads(classes))).ceil()
+            }
+        };
+        match vm.threads {
+            ThreadPolicy::Isolate => self.isolate(cols),
+            ThreadPolicy::Require | ThreadPolicy::Prefer => {
+                self.fill_threads(cols);
+                None
+            }
+        }
+    }
+
+    /// One vCPU per core; an isolated emulator takes an idle sibling (`z`)
+    /// or one more core.
+    fn isolate(&mut self, cols: &Columns) -> Option<Var> {
+        let (vm, p, classes) = (cols.vm, cols.placed, self.classes);
+        let count = cols.cores(classes, |_| true);
+        if vm.emulator != EmulatorPolicy::Isolate {
+            self.m.eq(count, f64::from(vm.vcpus) * p);
+            return None;
+        }
+        let z = self.m.binary();
+        self.m.eq(count + z, (f64::from(vm.vcpus) + 1.0) * p);
+        self.m.le(z, p);
+        // …and must take it when it has one: no core to spare.
+        for &(c, v, most) in &cols.n {
+            if classes[c].threads >= 2 {
+                self.m.le(v, f64::from(most) * z);
+            }
+        }
+        self.m.le(z, cols.cores(classes, |c| c.threads >= 2));
+        Some(z)
+    }
+
+    /// vCPUs (and an isolated emulator) fill the threads of their cores:
+    /// `need ≤ CPUs < need + most threads`.
+    fn fill_threads(&mut self, cols: &Columns) {
+        let (vm, p, classes) = (cols.vm, cols.placed, self.classes);
+        let need = f64::from(vm.pus_needed());
+        let pus: Expr = cols
+            .n
+            .iter()
+            .map(|&(c, v, _)| f64::from(classes::pus_per_core(vm, classes[c].threads)) * v)
+            .sum();
+        let t_max = f64::from(cols.most_threads(classes));
+        self.m.ge(pus.clone(), need * p);
+        // At least ceil(need / most threads) cores: the relaxation otherwise
+        // takes fractions of cores.
+        self.m
+            .ge(cols.cores(classes, |_| true), (need / t_max).ceil() * p);
+        self.m.le(pus, (need + t_max - 1.0) * p);
+    }
+
+    /// `y[v][k]` for VMs kept to one node (strict) or few (preferred).
+    fn numa(&mut self, cols: &Columns) -> BTreeMap<Option<NodeId>, Var> {
+        if !matches!(cols.vm.numa, NumaPolicy::Strict | NumaPolicy::Preferred) {
+            return BTreeMap::new();
+        }
+        let (y, fewest) = self.touch(cols, |c| c.node);
+        let nodes: Expr = y.values().copied().sum();
+        if cols.vm.numa == NumaPolicy::Strict {
+            self.m.eq(nodes, cols.placed);
+        } else {
+            self.m.ge(nodes.clone(), cols.placed);
+            self.sums.extra_nodes += nodes - cols.placed;
+            self.sums.bound_nodes += fewest - 1.0;
+        }
+        y
+    }
+
+    /// `u[v][d]` for the L3 domains a VM touches, when it may touch several.
+    fn l3(&mut self, cols: &Columns) -> BTreeMap<Domain, Var> {
+        let domains: BTreeSet<Domain> = cols
+            .n
+            .iter()
+            .map(|&(c, _, _)| self.classes[c].domain)
+            .collect();
+        if domains.len() <= 1 {
+            return BTreeMap::new();
+        }
+        let (u, fewest) = self.touch(cols, |c| c.domain);
+        self.sums.bound_l3 += fewest;
+        self.sums.l3 += u.values().copied().sum::<Expr>();
+        u
+    }
+
+    /// One binary per group (node or domain, by `key`) of the VM's classes,
+    /// 1 when it has cores there; with cover cuts: the groups it uses must
+    /// hold its demand, and there are at least as many as the fewest that
+    /// can. Valid for every integer solution, they make the LP relaxation of
+    /// the links far tighter (branch and bound then closes quickly). Returns
+    /// the binaries and that fewest.
+    fn touch<K: Ord + Copy>(
+        &mut self,
+        cols: &Columns,
+        key: impl Fn(&Class) -> K,
+    ) -> (BTreeMap<K, Var>, f64) {
+        let (p, classes) = (cols.placed, self.classes);
+        let keys: BTreeSet<K> = cols.n.iter().map(|&(c, _, _)| key(&classes[c])).collect();
+        let g: BTreeMap<K, Var> = keys.iter().map(|&k| (k, self.m.binary())).collect();
+        for &(c, v, most) in &cols.n {
+            if let Some(&gk) = g.get(&key(&classes[c])) {
+                self.m.le(v, f64::from(most) * gk);
+            }
+        }
+        let caps: Vec<(Var, u32)> = g
+            .iter()
+            .map(|(&k, &gk)| {
+                let cap = cols
+                    .n
+                    .iter()
+                    .filter(|&&(c, _, _)| key(&classes[c]) == k)
+                    .map(|&(c, _, most)| cols.units(classes, c, most))
+                    .sum();
+                (gk, cap)
+            })
+            .collect();
+        let held: Vec<u32> = caps.iter().map(|&(_, cap)| cap).collect();
+        let least = fewest(&held, cols.demand).map_or(1.0, f64::from);
+        let cover: Expr = caps.iter().map(|&(gk, cap)| f64::from(cap) * gk).sum();
+        self.m.ge(cover, f64::from(cols.demand) * p);
+        self.m.ge(g.values().copied().sum::<Expr>(), least * p);
+        (g, least)
+    }
+
+    /// Capacity per class.
+    fn capacity(&mut self) {
+        for (c, users) in self.sums.class_users.iter().enumerate() {
+            if !users.is_empty() {
+                self.m.le(users.clone(), f64::from(self.classes[c].size()));
+            }
+        }
+    }
+
+    /// Partially used domains: touched but not full. Their binaries and the
+    /// objective that counts them.
+    fn partly_used_domains(&mut self) -> (BTreeMap<Domain, (Var, Var, u32)>, Expr) {
+        let mut per_domain: BTreeMap<Domain, (Expr, u32)> = BTreeMap::new();
+        for (c, class) in self.classes.iter().enumerate() {
+            let entry = per_domain.entry(class.domain).or_default();
+            entry.0 += self.sums.class_users[c].clone();
+            entry.1 += class.size();
+        }
+        partly_used_groups(&mut self.m, per_domain, false)
+    }
+}
+
+/// The variable values of a concrete placement (a feasible start point).
+fn start_from(request: &PlanRequest, program: &Program, placement: &Placement) -> Vec<f64> {
+    let mut values = program.model.zeros();
+    let mut class_of: BTreeMap<CoreId, usize> = BTreeMap::new();
+    for (c, class) in program.classes.iter().enumerate() {
+        for &core in &class.cores {
+            class_of.insert(core, c);
+        }
+    }
+    let mut used_per_domain: BTreeMap<Domain, u32> = BTreeMap::new();
+    for (&i, cores) in &placement.cores {
+        let Some(Some(vars)) = program.vms.get(i) else {
+            continue;
+        };
+        values[vars.placed.index()] = 1.0;
+        let mut per_class: BTreeMap<usize, f64> = BTreeMap::new();
+        for core in cores {
+            if let Some(&c) = class_of.get(core) {
+                *per_class.entry(c).or_default() += 1.0;
+                let class = &program.classes[c];
+                *used_per_domain.entry(class.domain).or_default() += 1;
+                if let Some(&y) = vars.y.get(&class.node) {
+                    values[y.index()] = 1.0;
+                }
+                if let Some(&u) = vars.u.get(&class.domain) {
+                    values[u.index()] = 1.0;
+                }
+            }
+        }
+        for &(c, var) in &vars.n {
+            values[var.index()] = per_class.get(&c).copied().unwrap_or(0.0);
+        }
+        if let (Some(z), Some(vm)) = (vars.z, request.vms.get(i)) {
+            let taken = cores.len() as f64;
+            values[z.index()] = (f64::from(vm.vcpus) + 1.0 - taken).clamp(0.0, 1.0);
+        }
+    }
+    for (d, &(touched, full, cap)) in &program.domains {
+        let used = used_per_domain.get(d).copied().unwrap_or(0);
+        values[touched.index()] = f64::from(u8::from(used > 0));
+        values[full.index()] = f64::from(u8::from(used == cap));
+    }
+    values
+}
+
+/// Where the tiers stand while they are solved one after the other.
+struct Search {
+    /// The last tier's answer.
+    values: Option<Vec<f64>>,
+    /// Whether every priority level so far was placed whole (then every VM's
+    /// placed variable is 1 and the tiers' lower bounds hold).
+    all_fixed: bool,
+}
+
+/// Solves lexicographically within `time_limit`.
+pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, String> {
+    let deadline = Instant::now() + time_limit;
+    let mut program = build(request);
+    // Greedy first fit gives the first tier a feasible start: the ILP then
+    // never places fewer VMs than greedy, even when stopped early.
+    // A domain-aware packing is a second candidate: it usually reaches the
+    // L3 objectives' bounds, which lets branch and bound stop at once.
+    let candidates: Vec<Vec<f64>> = [
+        crate::solve::greedy::place(request),
+        crate::solve::pack::place(request),
+    ]
+    .iter()
+    .map(|p| start_from(request, &program, p))
+    .collect();
+    let tiers = std::mem::take(&mut program.tiers);
+    let mut search = Search {
+        values: tiers.is_empty().then(|| program.model.zeros()),
+        all_fixed: true,
+    };
+    let mut proven = true;
+    for (tier, terms) in &tiers {
+        // The quality objectives (L3 domains) are bin packing at heart; they
+        // get a share of the time, so that one of them cannot eat it all.
+        let quality = matches!(tier, Tier::L3PerVm | Tier::PartialL3);
+        let budget = if quality {
+            time_limit.mul_f64(0.4).max(Duration::from_millis(50))
+        } else {
+            time_limit
+        };
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .min(budget);
+        if left.is_zero() {
+            proven = false;
+            break;
+        }
+        match solve_tier(&program, &candidates, &search, *tier, terms, left) {
+            Ok((v, optimal)) => {
+                let best = terms.value(&v).round();
+                search.values = Some(v);
+                if !optimal {
+                    proven = false;
+                    break;
+                }
+                hold(&mut program, &mut search, *tier, terms, best);
+            }
+            Err(e) if search.values.is_none() => {
+                return Err(format!(
+                    "the integer program failed while optimising {tier}: {e}"
+                ))
+            }
+            Err(_) => {
+                proven = false;
+                break;
+            }
+        }
+    }
+    let values = search
+        .values
+        .ok_or_else(|| "the integer program produced no solution".to_owned())?;
+    Ok(assign_counts(request, &program, &values, proven))
+}
+
+/// One tier: from the best feasible point known for it, which is the answer
+/// when it meets the tier's lower bound; else the backend's answer.
+fn solve_tier(
+    program: &Program,
+    candidates: &[Vec<f64>],
+    search: &Search,
+    tier: Tier,
+    terms: &Expr,
+    left: Duration,
+) -> Result<(Vec<f64>, bool), String> {
+    let started = Instant::now();
+    let start = search
+        .values
+        .iter()
+        .chain(candidates.iter())
+        .filter(|v| program.model.feasible(v))
+        .min_by(|a, b| terms.value(a).total_cmp(&terms.value(b)))
+        .cloned();
+    let bound = if let Tier::Placed(_) = tier {
+        Some(-(terms.len() as f64))
+    } else if search.all_fixed {
+        program.bounds.get(&tier).copied()
+    } else {
+        None
+    };
+    let at_bound = match (&start, bound) {
+        (Some(v), Some(b)) => terms.value(v) <= b + 1e-6,
+        _ => false,
+    };
+    let outcome = match (&start, at_bound) {
+        (Some(v), true) => Ok((v.clone(), true)),
+        _ => run(&program.model, terms, left, start.as_deref()),
+    };
+    if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
+        eprintln!(
+            "ilp: {tier}: {:.1} ms, {} variables, {} constraints, {}",
+            started.elapsed().as_secs_f64() * 1e3,
+            program.model.vars(),
+            program.model.cons(),
+            match &outcome {
+                Ok((v, true)) => format!("optimal {}", terms.value(v)),
+                Ok((v, false)) => format!("stopped at {}", terms.value(v)),
+                Err(e) => format!("failed: {e}"),
+            }
+        );
+    }
+    outcome
+}
+
+/// Holds a solved tier at its optimum `best`: later tiers may not make it
+/// worse.
+fn hold(program: &mut Program, search: &mut Search, tier: Tier, terms: &Expr, best: f64) {
+    // A priority level placed whole is fixed outright (a sum alone leaves
+    // the relaxation free to place VMs fractionally); otherwise the sum is
+    // kept, so that later objectives may still choose which VMs of the
+    // level to leave out.
+    let whole =
+        terms.terms().iter().all(|&(_, c)| c == -1.0) && best <= -(terms.len() as f64) + 0.5;
+    let level = matches!(tier, Tier::Placed(_));
+    if level && !whole {
+        search.all_fixed = false;
+    }
+    if level && whole {
+        for &(var, _) in terms.terms() {
+            program.model.ge(var, 1.0);
+        }
+    } else {
+        // Objectives are integers: hold the optimum exactly (`best + 0.5`
+        // would loosen every later objective).
+        program.model.le(terms.clone(), best);
+    }
+    // Cores used is now fixed: when no set of whole domains adds up to it,
+    // some domain must be partly used.
+    if tier == Tier::Cores && !program.domains.is_empty() {
+        let caps: Vec<u32> = program.domains.values().map(|&(_, _, c)| c).collect();
+        if !subset_sum(&caps, best.max(0.0) as u32) {
+            let partial: Expr = program.domains.values().map(|&(t, f, _)| t - f).sum();
+            program.model.ge(partial, 1.0);
+            program.bounds.insert(Tier::PartialL3, 1.0);
+        }
+    }
+}
+
+/// Counts → concrete cores: VMs by priority (then spec order) take the lowest
+/// free cores of each class.
+fn assign_counts(
+    request: &PlanRequest,
+    program: &Program,
+    values: &[f64],
+    proven: bool,
+) -> Placement {
+    let mut next: Vec<usize> = vec![0; program.classes.len()];
+    let mut order: Vec<usize> = (0..request.vms.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(request.vms[i].priority), i));
+    let mut cores: BTreeMap<usize, Vec<CoreId>> = BTreeMap::new();
+    for i in order {
+        let Some(Some(vars)) = program.vms.get(i) else {
+            continue;
+        };
+        if values.get(vars.placed.index()).copied().unwrap_or(0.0) < 0.5 {
+            continue;
+        }
+        let mut mine = Vec::new();
+        for &(c, var) in &vars.n {
+            let count = var.count(values) as usize;
+            let class = &program.classes[c];
+            let start = next[c];
+            let end = (start + count).min(class.cores.len());
+            mine.extend_from_slice(&class.cores[start..end]);
+            next[c] = end;
+        }
+        mine.sort();
+        cores.insert(i, mine);
+    }
+    Placement { cores, proven }
+}

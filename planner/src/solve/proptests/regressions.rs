@@ -1,0 +1,159 @@
+//! Regression cases the property tests found, named after what they showed.
+
+use super::safety::check_plan;
+use super::{options, Duration};
+use crate::ids::NodeId;
+use crate::solve::classes;
+use crate::solve::{
+    EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest, SolveOptions, SolverKind,
+    ThreadPolicy, VmRequest,
+};
+use crate::topology::{load, Source};
+
+/// One VM of a regression case: vCPUs, threads, emulator, NUMA, NIC
+/// affinity, NIC node, priority.
+type Case = (
+    u32,
+    ThreadPolicy,
+    EmulatorPolicy,
+    NumaPolicy,
+    NicAffinity,
+    Option<u32>,
+    i64,
+);
+
+/// The request of a regression case: the synthetic host `desc` with the CPUs
+/// `unusable` off, VMs `vm0`, `vm1`… of `specs`, `reserved` CPUs and two fixed
+/// tenants (name, CPUs).
+fn regression_request(
+    desc: &str,
+    unusable: &[u32],
+    specs: &[Case],
+    reserved: &str,
+    fixed: [(&str, &str); 2],
+) -> PlanRequest {
+    let mut host = load(&Source::Synthetic(desc.to_owned())).unwrap();
+    for pu in &mut host.pus {
+        if unusable.contains(&pu.cpu.0) {
+            pu.usable = false;
+            pu.allowed = false;
+        }
+    }
+    let vms = specs
+        .iter()
+        .enumerate()
+        .map(
+            |(i, &(vcpus, threads, emulator, numa, nic_affinity, node, priority))| VmRequest {
+                threads,
+                emulator,
+                numa,
+                nic_affinity,
+                nic_node: node.map(NodeId),
+                priority,
+                ..VmRequest::new(&format!("vm{i}"), vcpus)
+            },
+        )
+        .collect();
+    PlanRequest {
+        host,
+        reserved: reserved.parse().unwrap(),
+        fixed: fixed
+            .iter()
+            .map(|&(name, cpus)| FixedTenant {
+                name: name.to_owned(),
+                cpus: cpus.parse().unwrap(),
+            })
+            .collect(),
+        vms,
+    }
+}
+
+/// Found by `small_hosts_match_the_oracle`: 8 free cores (one per L3 domain,
+/// 3 or 4 usable threads), 10 VMs competing for them. With microlp the ILP
+/// spent 7 s on "cores used" and did not finish "L3 domains per VM" in 60 s
+/// (release build).
+#[test]
+fn crowded_eight_core_host_is_proven_optimal() {
+    use EmulatorPolicy::{Host, Isolate as EmuIsolate};
+    use NicAffinity::{Ignore, Preferred as NicPreferred, Required};
+    use NumaPolicy::{Preferred, Spread, Strict};
+    use ThreadPolicy::{Isolate, Prefer, Require};
+    let desc = "package:3 numa:2(indexes=4,3,1,5,0,2) l3:2 core:1 pu:4(indexes=28,43,35,0,16,12,\
+                46,14,47,4,13,17,40,19,2,24,3,22,30,11,33,39,38,27,18,32,23,31,10,5,6,1,8,36,34,\
+                25,21,45,42,20,9,7,26,37,41,44,29,15)";
+    let specs = [
+        (5, Prefer, Host, Strict, NicPreferred, Some(5), 0),
+        (3, Isolate, Host, Preferred, Ignore, Some(1), 0),
+        (5, Require, Host, Preferred, Ignore, Some(1), 1),
+        (7, Isolate, EmuIsolate, Preferred, Ignore, Some(5), 1),
+        (2, Require, EmuIsolate, Strict, Required, Some(1), 2),
+        (5, Isolate, EmuIsolate, Preferred, Required, Some(4), 0),
+        (1, Require, Host, Spread, Ignore, None, 0),
+        (4, Isolate, Host, Spread, Ignore, Some(0), 0),
+        (2, Isolate, Host, Spread, Ignore, Some(0), 1),
+        (4, Require, Host, Preferred, Ignore, Some(4), 2),
+    ];
+    let req = regression_request(
+        desc,
+        &[17, 25],
+        &specs,
+        "21,27",
+        [("a", "33,38"), ("b", "12,22")],
+    );
+    assert_eq!(classes::free_cores(&req).len(), 8);
+    let started = std::time::Instant::now();
+    let ilp = crate::solve::solve(
+        &req,
+        &SolveOptions {
+            time_limit: Duration::from_secs(10),
+            ..options(SolverKind::Ilp)
+        },
+    );
+    let took = started.elapsed();
+    check_plan(&req, &ilp).unwrap();
+    assert!(
+        ilp.warnings.is_empty(),
+        "after {took:?}: {:?}; objective {:?}",
+        ilp.warnings,
+        ilp.objective
+    );
+}
+
+/// Found by `larger_hosts_are_safe`: the ILP's plan gave vm6 (1 vCPU,
+/// threads = isolate, emulator = isolate) two cores of 4 and 3 usable threads,
+/// where `fits_exactly` allows exactly one (the emulator takes an idle
+/// sibling). The plan was cut by the 2 s time limit, so the outcome depends on
+/// the machine's speed.
+#[test]
+fn time_limited_ilp_plan_gives_no_spare_core() {
+    use EmulatorPolicy::{Host, Isolate as EmuIsolate};
+    use NicAffinity::{Ignore, Preferred as NicPreferred, Required};
+    use NumaPolicy::{Preferred, Spread, Strict};
+    use ThreadPolicy::{Isolate, Prefer, Require};
+    let desc = "package:2 numa:4(indexes=1,7,4,3,0,6,2,5) core:4 pu:4(indexes=1,53,50,66,31,80,2,\
+                5,111,70,27,72,109,64,115,69,0,6,112,3,102,127,99,95,120,107,96,93,42,49,24,87,\
+                60,65,104,39,29,25,110,68,82,108,75,11,17,77,119,57,86,88,8,37,9,123,63,26,98,84,\
+                116,51,33,118,36,40,15,100,23,32,101,81,76,12,44,35,121,103,126,28,38,7,78,97,47,\
+                90,114,61,14,13,89,67,91,94,20,71,85,74,56,59,92,113,43,10,46,34,30,48,16,52,117,\
+                21,41,19,105,18,22,55,79,122,125,58,62,106,45,54,4,73,83,124)";
+    let specs = [
+        (4, Require, EmuIsolate, Strict, NicPreferred, Some(1), 0),
+        (8, Isolate, Host, Preferred, Ignore, Some(5), 2),
+        (3, Isolate, Host, Spread, Ignore, Some(3), 2),
+        (12, Isolate, Host, Strict, Ignore, Some(7), 2),
+        (10, Isolate, Host, Spread, Required, Some(4), 2),
+        (11, Require, EmuIsolate, Spread, Required, None, 1),
+        (1, Isolate, EmuIsolate, Spread, NicPreferred, Some(6), 2),
+        (6, Isolate, Host, Strict, NicPreferred, None, 1),
+        (6, Prefer, EmuIsolate, Spread, NicPreferred, Some(2), 1),
+    ];
+    let req = regression_request(
+        desc,
+        &[17, 68, 87, 103, 114],
+        &specs,
+        "5,51,65,69-70,75,88,91-92",
+        [("fixed-a", "78,89,95,102,111"), ("fixed-b", "27,113")],
+    );
+    let ilp = crate::solve::solve(&req, &options(SolverKind::Ilp));
+    check_plan(&req, &ilp).unwrap();
+}
