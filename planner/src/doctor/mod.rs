@@ -242,6 +242,22 @@ impl Host<'_> {
         }
         Ok(nics)
     }
+
+    /// One check per NIC, `check(nic, its sysfs view, subject)`, or a
+    /// single skip when there are none.
+    fn per_nic(
+        &self,
+        id: CheckId,
+        check: impl Fn(&Nic, &PciFunction, String) -> Check,
+    ) -> Vec<Check> {
+        match self.nic_functions(id) {
+            Ok(nics) => nics
+                .into_iter()
+                .map(|(nic, f)| check(nic, f, nic.address.to_string()))
+                .collect(),
+            Err(skip) => vec![skip],
+        }
+    }
 }
 
 /// Runs every check.

@@ -10,91 +10,84 @@ use crate::topology::link_gbps;
 /// VMs, which reach their port through a VF of the NIC their spec names.
 pub(super) fn sriov_vfs(host: &Host<'_>) -> Vec<Check> {
     let id = CheckId::SriovVfs;
-    let nics = match host.nic_functions(id) {
-        Ok(nics) => nics,
-        Err(skip) => return vec![skip],
-    };
-    nics.into_iter()
-        .map(|(nic, f)| {
-            let subject = nic.address.to_string();
-            let needed = nic.vms.len();
-            let who = nic.vms.join(", ");
-            if let Some(pf) = f.physfn {
-                return Check::new(
-                    id,
-                    Status::Pass,
-                    subject,
-                    format!("a VF of {pf}: VFs are enabled on its PF"),
-                );
-            }
-            let total = f.sriov_totalvfs.filter(|t| *t > 0);
-            let Some(total) = total else {
-                if needed >= 2 {
-                    return Check::new(
-                        id,
-                        Status::Warn,
-                        subject,
-                        format!("the plan gives this NIC to {who}, but it has no SR-IOV VFs (no sriov_totalvfs): only one VM can have it by passthrough"),
-                    )
-                    .hint("give each VM a NIC of its own, or use an SR-IOV capable NIC and enable its VFs");
-                }
-                return Check::new(
-                    id,
-                    Status::Skip,
-                    subject,
-                    "not SR-IOV capable (no sriov_totalvfs)",
-                );
-            };
-            let Some(enabled) = f.sriov_numvfs else {
-                return Check::new(id, Status::Skip, subject, "sriov_numvfs is unreadable");
-            };
-            let path = format!("/sys/bus/pci/devices/{}/sriov_numvfs", nic.address);
-            if needed == 0 {
-                let why = if host.plan.is_some() {
-                    "no plan VM names this PF"
-                } else {
-                    "no plan given to say how many are needed"
-                };
-                return Check::new(
-                    id,
-                    Status::Pass,
-                    subject,
-                    format!("{enabled} of {total} VFs enabled; {why}"),
-                );
-            }
-            let count = u32::try_from(needed).unwrap_or(u32::MAX);
-            if count > total {
-                return Check::new(
-                    id,
-                    Status::Fail,
-                    subject,
-                    format!("the plan gives this PF to {needed} VMs ({who}), but it supports only {total} VFs"),
-                )
-                .hint("give some of the VMs another NIC in the plan spec");
-            }
-            if enabled < count {
-                // The kernel refuses to change a non-zero VF count directly.
-                let command = if enabled == 0 {
-                    format!("echo {count} > {path}")
-                } else {
-                    format!("echo 0 > {path}; echo {count} > {path}")
-                };
+    host.per_nic(id, |nic, f, subject| {
+        let needed = nic.vms.len();
+        let who = nic.vms.join(", ");
+        if let Some(pf) = f.physfn {
+            return Check::new(
+                id,
+                Status::Pass,
+                subject,
+                format!("a VF of {pf}: VFs are enabled on its PF"),
+            );
+        }
+        let total = f.sriov_totalvfs.filter(|t| *t > 0);
+        let Some(total) = total else {
+            if needed >= 2 {
                 return Check::new(
                     id,
                     Status::Warn,
                     subject,
-                    format!("{enabled} of {total} VFs enabled, but the plan gives this PF's port to {who}: {count} VF(s) needed"),
+                    format!("the plan gives this NIC to {who}, but it has no SR-IOV VFs (no sriov_totalvfs): only one VM can have it by passthrough"),
                 )
-                .hint(format!("{command} (as root; add it to a boot-time unit to keep it)"));
+                .hint("give each VM a NIC of its own, or use an SR-IOV capable NIC and enable its VFs");
             }
-            Check::new(
+            return Check::new(
+                id,
+                Status::Skip,
+                subject,
+                "not SR-IOV capable (no sriov_totalvfs)",
+            );
+        };
+        let Some(enabled) = f.sriov_numvfs else {
+            return Check::new(id, Status::Skip, subject, "sriov_numvfs is unreadable");
+        };
+        let path = format!("/sys/bus/pci/devices/{}/sriov_numvfs", nic.address);
+        if needed == 0 {
+            let why = if host.plan.is_some() {
+                "no plan VM names this PF"
+            } else {
+                "no plan given to say how many are needed"
+            };
+            return Check::new(
                 id,
                 Status::Pass,
                 subject,
-                format!("{enabled} of {total} VFs enabled; the plan needs {count} ({who})"),
+                format!("{enabled} of {total} VFs enabled; {why}"),
+            );
+        }
+        let count = u32::try_from(needed).unwrap_or(u32::MAX);
+        if count > total {
+            return Check::new(
+                id,
+                Status::Fail,
+                subject,
+                format!("the plan gives this PF to {needed} VMs ({who}), but it supports only {total} VFs"),
             )
-        })
-        .collect()
+            .hint("give some of the VMs another NIC in the plan spec");
+        }
+        if enabled < count {
+            // The kernel refuses to change a non-zero VF count directly.
+            let command = if enabled == 0 {
+                format!("echo {count} > {path}")
+            } else {
+                format!("echo 0 > {path}; echo {count} > {path}")
+            };
+            return Check::new(
+                id,
+                Status::Warn,
+                subject,
+                format!("{enabled} of {total} VFs enabled, but the plan gives this PF's port to {who}: {count} VF(s) needed"),
+            )
+            .hint(format!("{command} (as root; add it to a boot-time unit to keep it)"));
+        }
+        Check::new(
+            id,
+            Status::Pass,
+            subject,
+            format!("{enabled} of {total} VFs enabled; the plan needs {count} ({who})"),
+        )
+    })
 }
 
 /// `GT/s` without needless decimals (`8`, `2.5`, `16`).
@@ -106,144 +99,130 @@ fn gts(speed: f64) -> String {
 /// the usable bandwidth against the port's speed.
 pub(super) fn pcie_link(host: &Host<'_>) -> Vec<Check> {
     let id = CheckId::PcieLink;
-    let nics = match host.nic_functions(id) {
-        Ok(nics) => nics,
-        Err(skip) => return vec![skip],
-    };
-    nics.into_iter()
-        .map(|(nic, f)| {
-            let subject = nic.address.to_string();
-            let Some(link) = &f.link else {
-                return Check::new(
-                    id,
-                    Status::Skip,
-                    subject,
-                    "no PCIe link attributes (a virtual device, or link speed Unknown)",
-                );
-            };
-            let (Some(speed), Some(width), Some(max_speed), Some(max_width)) =
-                (link.speed_gts, link.width, link.max_speed_gts, link.max_width)
-            else {
-                let show = |s: Option<f64>, w: Option<u32>| {
-                    format!(
-                        "{} x{}",
-                        s.map_or_else(|| "? GT/s".to_owned(), |s| format!("{} GT/s", gts(s))),
-                        w.map_or_else(|| "?".to_owned(), |w| w.to_string())
-                    )
-                };
-                return Check::new(
-                    id,
-                    Status::Skip,
-                    subject,
-                    format!(
-                        "incomplete link attributes: current {}, capability {}",
-                        show(link.speed_gts, link.width),
-                        show(link.max_speed_gts, link.max_width)
-                    ),
-                );
-            };
-            let usable = link_gbps(speed, width);
-            let capable = link_gbps(max_speed, max_width);
-            let port = host.fs.port_speed(f);
-            let port_text = match &port {
-                Some((name, mbps)) => format!("port {name} at {} Gb/s", gbps_from_mbps(*mbps)),
-                None if f.interfaces.is_empty() => "no network interface to read the port speed from".to_owned(),
-                None => format!("port {} speed unknown (link down?)", f.interfaces.join(",")),
-            };
-            let port_gbps = port.as_ref().map(|(_, mbps)| *mbps as f64 / 1000.0);
-            let short = port_gbps.is_some_and(|p| usable < p);
-            let below = speed < max_speed || width < max_width;
-            let state = format!(
-                "link at {} GT/s x{width} of {} GT/s x{max_width}: usable {usable:.1} of {capable:.1} Gb/s (GT/s x lanes x {}); {port_text}",
-                gts(speed),
-                gts(max_speed),
-                if speed > 5.0 { "128b/130b" } else { "8b/10b" },
+    host.per_nic(id, |_, f, subject| {
+        let Some(link) = &f.link else {
+            return Check::new(
+                id,
+                Status::Skip,
+                subject,
+                "no PCIe link attributes (a virtual device, or link speed Unknown)",
             );
-            if below {
-                let verdict = if short {
-                    " — below the port's line rate"
-                } else if port_gbps.is_some() {
-                    " — still above the port's line rate, with less headroom"
-                } else {
-                    ""
-                };
-                return Check::new(id, Status::Fail, subject, format!("{state}{verdict}")).hint(
-                    "the link trained below its capability: reseat the card or move it to a slot wired for the card's full width and speed (compare LnkCap and LnkSta in `lspci -vv`), and check the firmware's slot speed/bifurcation setting",
-                );
-            }
-            if short {
-                return Check::new(
-                    id,
-                    Status::Warn,
-                    subject,
-                    format!("{state} — the link is at full capability but cannot carry the port's line rate"),
+        };
+        let (Some(speed), Some(width), Some(max_speed), Some(max_width)) =
+            (link.speed_gts, link.width, link.max_speed_gts, link.max_width)
+        else {
+            let show = |s: Option<f64>, w: Option<u32>| {
+                format!(
+                    "{} x{}",
+                    s.map_or_else(|| "? GT/s".to_owned(), |s| format!("{} GT/s", gts(s))),
+                    w.map_or_else(|| "?".to_owned(), |w| w.to_string())
                 )
-                .hint("use a card (or slot) with more lanes or a faster PCIe generation for this port speed");
-            }
-            Check::new(id, Status::Pass, subject, state)
-        })
-        .collect()
+            };
+            return Check::new(
+                id,
+                Status::Skip,
+                subject,
+                format!(
+                    "incomplete link attributes: current {}, capability {}",
+                    show(link.speed_gts, link.width),
+                    show(link.max_speed_gts, link.max_width)
+                ),
+            );
+        };
+        let usable = link_gbps(speed, width);
+        let capable = link_gbps(max_speed, max_width);
+        let port = host.fs.port_speed(f);
+        let port_text = match &port {
+            Some((name, mbps)) => format!("port {name} at {} Gb/s", gbps_from_mbps(*mbps)),
+            None if f.interfaces.is_empty() => "no network interface to read the port speed from".to_owned(),
+            None => format!("port {} speed unknown (link down?)", f.interfaces.join(",")),
+        };
+        let port_gbps = port.as_ref().map(|(_, mbps)| *mbps as f64 / 1000.0);
+        let short = port_gbps.is_some_and(|p| usable < p);
+        let below = speed < max_speed || width < max_width;
+        let state = format!(
+            "link at {} GT/s x{width} of {} GT/s x{max_width}: usable {usable:.1} of {capable:.1} Gb/s (GT/s x lanes x {}); {port_text}",
+            gts(speed),
+            gts(max_speed),
+            if speed > 5.0 { "128b/130b" } else { "8b/10b" },
+        );
+        if below {
+            let verdict = if short {
+                " — below the port's line rate"
+            } else if port_gbps.is_some() {
+                " — still above the port's line rate, with less headroom"
+            } else {
+                ""
+            };
+            return Check::new(id, Status::Fail, subject, format!("{state}{verdict}")).hint(
+                "the link trained below its capability: reseat the card or move it to a slot wired for the card's full width and speed (compare LnkCap and LnkSta in `lspci -vv`), and check the firmware's slot speed/bifurcation setting",
+            );
+        }
+        if short {
+            return Check::new(
+                id,
+                Status::Warn,
+                subject,
+                format!("{state} — the link is at full capability but cannot carry the port's line rate"),
+            )
+            .hint("use a card (or slot) with more lanes or a faster PCIe generation for this port speed");
+        }
+        Check::new(id, Status::Pass, subject, state)
+    })
 }
 
 /// `nic-numa`: the NIC's NUMA node is known (not -1), and the plan's VMs
 /// using it run on that node.
 pub(super) fn numa(host: &Host<'_>) -> Vec<Check> {
     let id = CheckId::NicNuma;
-    let nics = match host.nic_functions(id) {
-        Ok(nics) => nics,
-        Err(skip) => return vec![skip],
-    };
     let nodes = host.fs.numa_nodes();
-    nics.into_iter()
-        .map(|(nic, f)| {
-            let subject = nic.address.to_string();
-            let Some(node) = f.numa_node else {
-                return Check::new(id, Status::Skip, subject, "no numa_node attribute");
-            };
-            if node < 0 {
-                if nodes.is_some_and(|n| n <= 1) {
-                    return Check::new(
-                        id,
-                        Status::Pass,
-                        subject,
-                        format!("NUMA node unknown ({node}), but the host has a single NUMA node: locality does not matter"),
-                    );
-                }
-                let count = nodes.map_or_else(String::new, |n| format!(" on this {n}-node host"));
+    host.per_nic(id, |nic, f, subject| {
+        let Some(node) = f.numa_node else {
+            return Check::new(id, Status::Skip, subject, "no numa_node attribute");
+        };
+        if node < 0 {
+            if nodes.is_some_and(|n| n <= 1) {
                 return Check::new(
                     id,
-                    Status::Warn,
+                    Status::Pass,
                     subject,
-                    format!("NUMA node unknown ({node}){count}: the firmware does not say which node the slot hangs off, so planning cannot honour NIC affinity"),
-                )
-                .hint("find the slot's socket in the board manual (or `lstopo`), and ask the vendor for a firmware update that reports the slot's locality (ACPI _PXM); until then set nic_affinity = \"ignore\" or pin by hand");
+                    format!("NUMA node unknown ({node}), but the host has a single NUMA node: locality does not matter"),
+                );
             }
-            let away: Vec<String> = host
-                .plan
-                .map(|plan| {
-                    plan.vms
-                        .iter()
-                        .filter(|vm| nic.vms.contains(&vm.name))
-                        .filter(|vm| !vm.numa_nodes.is_empty() && vm.numa_nodes.iter().all(|n| i64::from(n.0) != node))
-                        .map(|vm| {
-                            let on: Vec<String> = vm.numa_nodes.iter().map(ToString::to_string).collect();
-                            format!("{} runs on node {}", vm.name, on.join(","))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            if !away.is_empty() {
-                return Check::new(
-                    id,
-                    Status::Warn,
-                    subject,
-                    format!("NUMA node {node}, but {}: every packet crosses the socket interconnect", away.join("; ")),
-                )
-                .hint("plan again with nic_affinity = \"required\" for these VMs");
-            }
-            Check::new(id, Status::Pass, subject, format!("NUMA node {node}"))
-        })
-        .collect()
+            let count = nodes.map_or_else(String::new, |n| format!(" on this {n}-node host"));
+            return Check::new(
+                id,
+                Status::Warn,
+                subject,
+                format!("NUMA node unknown ({node}){count}: the firmware does not say which node the slot hangs off, so planning cannot honour NIC affinity"),
+            )
+            .hint("find the slot's socket in the board manual (or `lstopo`), and ask the vendor for a firmware update that reports the slot's locality (ACPI _PXM); until then set nic_affinity = \"ignore\" or pin by hand");
+        }
+        let away: Vec<String> = host
+            .plan
+            .map(|plan| {
+                plan.vms
+                    .iter()
+                    .filter(|vm| nic.vms.contains(&vm.name))
+                    .filter(|vm| !vm.numa_nodes.is_empty() && vm.numa_nodes.iter().all(|n| i64::from(n.0) != node))
+                    .map(|vm| {
+                        let on: Vec<String> = vm.numa_nodes.iter().map(ToString::to_string).collect();
+                        format!("{} runs on node {}", vm.name, on.join(","))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !away.is_empty() {
+            return Check::new(
+                id,
+                Status::Warn,
+                subject,
+                format!("NUMA node {node}, but {}: every packet crosses the socket interconnect", away.join("; ")),
+            )
+            .hint("plan again with nic_affinity = \"required\" for these VMs");
+        }
+        Check::new(id, Status::Pass, subject, format!("NUMA node {node}"))
+    })
 }
 
 #[cfg(test)]
