@@ -400,20 +400,10 @@ mod tests {
     use super::super::testroot::{find, plan, TestRoot, Vm};
     use super::super::{CheckId, Status};
 
-    fn vm<'a>(name: &'a str, cpus: &'a str, threads: &'a str, guest_threads: u32) -> Vm<'a> {
-        Vm {
-            name,
-            cpus,
-            threads,
-            guest_threads,
-            nic: None,
-        }
-    }
-
     #[test]
     fn smt_off_fails_only_when_the_plan_needs_siblings() {
-        let require = plan("0,4", &[vm("vm1", "1-3,5-7", "require", 2)]);
-        let isolate = plan("0,4", &[vm("vm1", "1-3", "isolate", 1)]);
+        let require = plan("0,4", &[Vm::new("vm1", "1-3,5-7", "require", 2)]);
+        let isolate = plan("0,4", &[Vm::new("vm1", "1-3", "isolate", 1)]);
         for (control, plan, status, hint) in [
             (
                 "off",
@@ -442,7 +432,7 @@ mod tests {
                 "sys/devices/system/cpu/smt/control",
                 &format!("{control}\n"),
             );
-            let c = find(&root.run(plan, &[]), CheckId::Smt, "host").clone();
+            let c = root.check(plan, CheckId::Smt, "host");
             assert_eq!(c.status, status, "{control}: {}", c.message);
             assert!(
                 c.message.contains(&format!("smt/control: {control}")),
@@ -465,14 +455,14 @@ mod tests {
         // Guest threads = 2 alone (threads = "prefer") also needs siblings.
         let root = TestRoot::new("smt-prefer");
         root.file("sys/devices/system/cpu/smt/control", "off\n");
-        let prefer = plan("0", &[vm("vm1", "2-3", "prefer", 2)]);
+        let prefer = plan("0", &[Vm::new("vm1", "2-3", "prefer", 2)]);
         assert_eq!(
-            find(&root.run(Some(prefer), &[]), CheckId::Smt, "host").status,
+            root.check(Some(prefer), CheckId::Smt, "host").status,
             Status::Fail
         );
         let absent = TestRoot::new("smt-absent");
         assert_eq!(
-            find(&absent.run(None, &[]), CheckId::Smt, "host").status,
+            absent.check(None, CheckId::Smt, "host").status,
             Status::Skip
         );
     }
@@ -482,8 +472,8 @@ mod tests {
         let the_plan = plan(
             "0-1",
             &[
-                vm("vm1", "2-5", "isolate", 1),
-                vm("vm2", "6-7", "isolate", 1),
+                Vm::new("vm1", "2-5", "isolate", 1),
+                Vm::new("vm2", "6-7", "isolate", 1),
             ],
         );
         let root = TestRoot::new("isolation");
@@ -515,12 +505,7 @@ mod tests {
         // nohz_full implies rcu_nocbs.
         let root = TestRoot::new("isolation-none");
         root.file("proc/cmdline", "ro nohz_full=2-7\n");
-        let c = find(
-            &root.run(Some(the_plan.clone()), &[]),
-            CheckId::Isolation,
-            "vm1",
-        )
-        .clone();
+        let c = root.check(Some(the_plan.clone()), CheckId::Isolation, "vm1");
         assert_eq!(c.status, Status::Warn);
         assert!(!c.message.contains("rcu_nocbs="), "{}", c.message);
         assert!(c
@@ -550,19 +535,20 @@ mod tests {
 
         // Without a plan, or without a command line: skip.
         assert_eq!(
-            find(&root.run(None, &[]), CheckId::Isolation, "vms").status,
+            root.check(None, CheckId::Isolation, "vms").status,
             Status::Skip
         );
         let bare = TestRoot::new("isolation-bare");
         assert_eq!(
-            find(&bare.run(Some(the_plan), &[]), CheckId::Isolation, "host").status,
+            bare.check(Some(the_plan), CheckId::Isolation, "host")
+                .status,
             Status::Skip
         );
     }
 
     #[test]
     fn an_irq_allowed_on_a_vm_cpu_warns_with_the_command_to_move_it() {
-        let the_plan = plan("0-1", &[vm("vm1", "2-3", "isolate", 1)]);
+        let the_plan = plan("0-1", &[Vm::new("vm1", "2-3", "isolate", 1)]);
         let root = TestRoot::new("irq");
         root.file(
             "proc/interrupts",
@@ -571,12 +557,7 @@ mod tests {
         root.file("proc/irq/24/smp_affinity_list", "0-1\n");
         root.file("proc/irq/42/smp_affinity_list", "0-3\n");
         root.file("proc/irq/default_smp_affinity", "f\n");
-        let c = find(
-            &root.run(Some(the_plan.clone()), &[]),
-            CheckId::IrqAffinity,
-            "irqs",
-        )
-        .clone();
+        let c = root.check(Some(the_plan.clone()), CheckId::IrqAffinity, "irqs");
         assert_eq!(c.status, Status::Warn);
         assert_eq!(
             c.message,
@@ -588,30 +569,25 @@ mod tests {
             .starts_with("echo 0-1 > /proc/irq/42/smp_affinity_list (stop irqbalance"));
 
         root.file("proc/irq/42/smp_affinity_list", "1\n");
-        let c = find(
-            &root.run(Some(the_plan.clone()), &[]),
-            CheckId::IrqAffinity,
-            "irqs",
-        )
-        .clone();
+        let c = root.check(Some(the_plan.clone()), CheckId::IrqAffinity, "irqs");
         assert_eq!(
             (c.status, c.message.as_str()),
             (Status::Pass, "none of 2 IRQs may run on the VMs' CPUs 2-3")
         );
 
         // Many IRQs: one loop; no reserved CPUs: the online ones the VMs do not own.
-        let open = plan("", &[vm("vm1", "2-3", "isolate", 1)]);
+        let open = plan("", &[Vm::new("vm1", "2-3", "isolate", 1)]);
         root.file("sys/devices/system/cpu/online", "0-3\n");
         for n in 100..110 {
             root.file(&format!("proc/irq/{n}/smp_affinity_list"), "0-3\n");
         }
-        let c = find(&root.run(Some(open), &[]), CheckId::IrqAffinity, "irqs").clone();
+        let c = root.check(Some(open), CheckId::IrqAffinity, "irqs");
         assert_eq!(c.status, Status::Warn);
         assert!(c.hint.unwrap_or_default().starts_with(
             "for n in 100 101 102 103 104 105 106 107 108 109; do echo 0-1 > /proc/irq/$n/smp_affinity_list; done"
         ));
         assert_eq!(
-            find(&root.run(None, &[]), CheckId::IrqAffinity, "irqs").status,
+            root.check(None, CheckId::IrqAffinity, "irqs").status,
             Status::Skip
         );
     }

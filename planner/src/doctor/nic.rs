@@ -232,16 +232,6 @@ mod tests {
 
     const PF: &str = "0000:65:00.0";
 
-    fn vm<'a>(name: &'a str, cpus: &'a str, nic: &'a str) -> Vm<'a> {
-        Vm {
-            name,
-            cpus,
-            threads: "isolate",
-            guest_threads: 1,
-            nic: Some(nic),
-        }
-    }
-
     #[test]
     fn vfs_the_plan_needs_but_the_pf_lacks_warn_with_the_command() {
         let root = TestRoot::new("sriov");
@@ -273,8 +263,8 @@ mod tests {
         assert!(report.checks.iter().all(|c| c.subject != "0000:65:00.2"));
 
         // One VM on a PF with no VF: enable one.
-        let one = plan("0", &[vm("vm1", "1-2", PF)]);
-        let c = find(&root.run(Some(one), &[]), CheckId::SriovVfs, PF).clone();
+        let one = plan("0", &[Vm::on_nic("vm1", "1-2", PF)]);
+        let c = root.check(Some(one), CheckId::SriovVfs, PF);
         assert_eq!(c.status, Status::Warn);
         assert_eq!(
             c.message,
@@ -289,11 +279,11 @@ mod tests {
         let two = plan(
             "0",
             &[
-                vm("vm1", "1-2", "0000:65:00.1"),
-                vm("vm2", "3-4", "0000:65:00.1"),
+                Vm::on_nic("vm1", "1-2", "0000:65:00.1"),
+                Vm::on_nic("vm2", "3-4", "0000:65:00.1"),
             ],
         );
-        let c = find(&root.run(Some(two), &[]), CheckId::SriovVfs, "0000:65:00.1").clone();
+        let c = root.check(Some(two), CheckId::SriovVfs, "0000:65:00.1");
         assert_eq!(c.status, Status::Warn);
         assert!(c.hint.unwrap_or_default().starts_with(
             "echo 0 > /sys/bus/pci/devices/0000:65:00.1/sriov_numvfs; echo 2 > /sys/bus/pci/devices/0000:65:00.1/sriov_numvfs"
@@ -303,8 +293,8 @@ mod tests {
         let fine = plan(
             "0",
             &[
-                vm("vm1", "1-2", "0000:65:00.1"),
-                vm("vm2", "3-4", "0000:65:00.2"),
+                Vm::on_nic("vm1", "1-2", "0000:65:00.1"),
+                Vm::on_nic("vm2", "3-4", "0000:65:00.2"),
             ],
         );
         let report = root.run(Some(fine), &[]);
@@ -322,31 +312,23 @@ mod tests {
         );
         let many: Vec<Vm> = ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
             .iter()
-            .map(|n| vm(n, "", PF))
+            .map(|n| Vm::on_nic(n, "", PF))
             .collect();
         assert_eq!(
-            find(
-                &root.run(Some(plan("0", &many)), &[]),
-                CheckId::SriovVfs,
-                PF
-            )
-            .status,
+            root.check(Some(plan("0", &many)), CheckId::SriovVfs, PF)
+                .status,
             Status::Fail
         );
         let shared = plan(
             "0",
             &[
-                vm("vm1", "1", "0000:66:00.0"),
-                vm("vm2", "2", "0000:66:00.0"),
+                Vm::on_nic("vm1", "1", "0000:66:00.0"),
+                Vm::on_nic("vm2", "2", "0000:66:00.0"),
             ],
         );
         assert_eq!(
-            find(
-                &root.run(Some(shared), &[]),
-                CheckId::SriovVfs,
-                "0000:66:00.0"
-            )
-            .status,
+            root.check(Some(shared), CheckId::SriovVfs, "0000:66:00.0")
+                .status,
             Status::Warn
         );
     }
@@ -357,7 +339,7 @@ mod tests {
         root.device(PF, "0x020000")
             .link("8.0 GT/s PCIe", 8, "8.0 GT/s PCIe", 16)
             .net("ens1f0", 100_000);
-        let c = find(&root.run(None, &[]), CheckId::PcieLink, PF).clone();
+        let c = root.check(None, CheckId::PcieLink, PF);
         assert_eq!(c.status, Status::Fail);
         // 8 GT/s x 8 lanes x 128/130 = 63.0 Gb/s usable; x16 would give 126.0.
         assert_eq!(
@@ -455,9 +437,9 @@ mod tests {
         );
 
         // A VM planned on node 0 for the NIC on node 1.
-        let mut away = plan("0", &[vm("vm1", "2-3", "0000:02:00.0")]);
+        let mut away = plan("0", &[Vm::on_nic("vm1", "2-3", "0000:02:00.0")]);
         away.vms[0].numa_nodes = vec![crate::ids::NodeId(0)];
-        let c = find(&root.run(Some(away), &[]), CheckId::NicNuma, "0000:02:00.0").clone();
+        let c = root.check(Some(away), CheckId::NicNuma, "0000:02:00.0");
         assert_eq!(c.status, Status::Warn);
         assert!(c.message.contains("vm1 runs on node 0"), "{}", c.message);
 
@@ -468,7 +450,7 @@ mod tests {
             .device("0000:01:00.0", "0x020000")
             .attr("numa_node", "-1");
         assert_eq!(
-            find(&single.run(None, &[]), CheckId::NicNuma, "0000:01:00.0").status,
+            single.check(None, CheckId::NicNuma, "0000:01:00.0").status,
             Status::Pass
         );
     }
