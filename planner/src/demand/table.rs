@@ -462,6 +462,12 @@ impl Table {
     }
 }
 
+impl crate::error::Diagnostic for TableError {
+    fn hint(&self) -> Option<String> {
+        Some("see docs/formats.md (Throughput tables) for the columns and an example".to_owned())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -539,11 +545,5 @@ mod tests {
         );
         assert!(table.check(Some("vm-x"), 200.0).len() == 1);
         Ok(())
-    }
-}
-
-impl crate::error::Diagnostic for TableError {
-    fn hint(&self) -> Option<String> {
-        Some("see docs/formats.md (Throughput tables) for the columns and an example".to_owned())
     }
 }

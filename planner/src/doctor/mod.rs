@@ -423,7 +423,7 @@ fn shown(cmdline: &KernelCmdline, keys: &[&str]) -> Vec<String> {
 /// A rate in Gb/s from Mb/s, without needless decimals (`100`, `2.5`).
 fn gbps_from_mbps(mbps: u64) -> String {
     let gbps = mbps as f64 / 1000.0;
-    if mbps % 1000 == 0 {
+    if mbps.is_multiple_of(1000) {
         format!("{gbps:.0}")
     } else {
         format!("{gbps}")
