@@ -9,6 +9,8 @@ use crate::error::Diagnostic;
 use crate::ids::{CoreId, CpuId, NodeId};
 use crate::topology::PciAddress;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// How sure the plan is.
@@ -302,13 +304,22 @@ impl Plan {
     }
 }
 
+// Writing to a String cannot fail: the printing below ignores `writeln!`'s result.
 impl Plan {
     /// The text printed by `pinplan plan`: a summary, a table per VM, the
     /// unplaced VMs with explanations, and a map of the host (one row per core,
     /// the tenant of each CPU).
     pub fn to_text(&self, host: &crate::topology::HostTopology) -> String {
-        use std::fmt::Write;
         let mut out = String::new();
+        self.write_headline(&mut out);
+        self.write_vm_table(&mut out);
+        self.write_unplaced(&mut out);
+        self.write_host_map(&mut out, host);
+        out
+    }
+
+    /// `plan for SOURCE: STATUS, N of M VMs placed (…); host reserved: …`.
+    fn write_headline(&self, out: &mut String) {
         let placed = self.vms.len();
         let total = placed + self.unplaced.len();
         let status = match self.status {
@@ -323,7 +334,6 @@ impl Plan {
             (_, false, Some(s)) => format!(", best found in {s:.1} s, not proven"),
             (_, false, None) => ", not proven optimal".to_owned(),
         };
-        // Writing to a String cannot fail.
         let _ = writeln!(
             out,
             "plan for {}: {status}{proof}, {placed} of {total} VMs placed ({} solver{}); host reserved: {}",
@@ -339,6 +349,10 @@ impl Plan {
                 format!("cpus {}", self.host.reserved_cpus)
             }
         );
+    }
+
+    /// One row per placed VM, then the fixed tenants.
+    fn write_vm_table(&self, out: &mut String) {
         let _ = writeln!(out);
         let _ = writeln!(
             out,
@@ -377,6 +391,10 @@ impl Plan {
         for f in &self.fixed {
             let _ = writeln!(out, "{:<16} fixed on cpus {}", f.name, f.cpus);
         }
+    }
+
+    /// The summary, why each unplaced VM did not fit, and the warnings.
+    fn write_unplaced(&self, out: &mut String) {
         if let Some(summary) = &self.summary {
             let _ = writeln!(out, "\n{summary}");
         }
@@ -395,10 +413,31 @@ impl Plan {
         for w in &self.warnings {
             let _ = writeln!(out, "warning: {w}");
         }
+    }
 
-        // The map: each CPU's tenant.
-        let mut tenant: std::collections::BTreeMap<CpuId, String> =
-            std::collections::BTreeMap::new();
+    /// The map: each CPU's tenant.
+    fn write_host_map(&self, out: &mut String, host: &crate::topology::HostTopology) {
+        let tenant = self.tenants(host);
+        let _ = writeln!(
+            out,
+            "\nhost map (tenant/vCPU; idle = owned but unused; - = free; x = not usable):"
+        );
+        let map = crate::topology::map::render(host, 12, false, |cpu| crate::topology::map::Cell {
+            text: match tenant.get(&cpu) {
+                Some(t) => t.clone(),
+                None if host.pu(cpu).is_some_and(|p| p.usable) => "-".to_owned(),
+                None => "x".to_owned(),
+            },
+            paint: crate::topology::map::Paint::Plain,
+            mark: None,
+        });
+        out.push_str(&map);
+    }
+
+    /// Each CPU's label on the map: `host`, a fixed tenant, `vm/3`,
+    /// `vm/emu` or `vm(idle)`.
+    fn tenants(&self, host: &crate::topology::HostTopology) -> BTreeMap<CpuId, String> {
+        let mut tenant: BTreeMap<CpuId, String> = BTreeMap::new();
         for cpu in self.host.reserved_cpus.iter() {
             tenant.insert(cpu, "host".to_owned());
         }
@@ -432,20 +471,6 @@ impl Plan {
                 }
             }
         }
-        let _ = writeln!(
-            out,
-            "\nhost map (tenant/vCPU; idle = owned but unused; - = free; x = not usable):"
-        );
-        let map = crate::topology::map::render(host, 12, false, |cpu| crate::topology::map::Cell {
-            text: match tenant.get(&cpu) {
-                Some(t) => t.clone(),
-                None if host.pu(cpu).is_some_and(|p| p.usable) => "-".to_owned(),
-                None => "x".to_owned(),
-            },
-            paint: crate::topology::map::Paint::Plain,
-            mark: None,
-        });
-        out.push_str(&map);
-        out
+        tenant
     }
 }

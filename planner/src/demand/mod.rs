@@ -18,15 +18,16 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod choose;
 mod loo;
 pub mod model;
 pub mod table;
 
+pub use choose::demand;
 pub use loo::{leave_one_out, LooCheck, LooChecks};
 pub use table::{Row, Table, TableError};
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use table::fmt_gbps;
 
 /// Where a demand comes from.
@@ -152,262 +153,6 @@ impl crate::error::Diagnostic for DemandError {
     }
 }
 
-/// The most common value (ties: the smallest); `default` when there is none.
-fn most_common(values: impl Iterator<Item = u32>, default: u32) -> u32 {
-    let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
-    for v in values {
-        *counts.entry(v).or_default() += 1;
-    }
-    counts
-        .into_iter()
-        .max_by(|(va, ca), (vb, cb)| ca.cmp(cb).then(vb.cmp(va)))
-        .map_or(default, |(v, _)| v)
-}
-
-/// The demand for `profile` at `target_gbps`. See the module docs and
-/// `docs/demand-model.md`.
-pub fn demand(
-    table: &Table,
-    profile: &str,
-    target_gbps: f64,
-    options: &DemandOptions,
-) -> Result<Demand, DemandError> {
-    if !(target_gbps.is_finite() && target_gbps > 0.0) {
-        return Err(DemandError::BadOption(format!(
-            "the target must be a rate above 0 Gb/s, not {target_gbps}"
-        )));
-    }
-    if !(options.min_fraction > 0.0 && options.min_fraction <= 1.0) {
-        return Err(DemandError::BadOption(format!(
-            "--min-fraction must be above 0 and at most 1 (0.97 accepts 97 % of the target), not {}",
-            options.min_fraction
-        )));
-    }
-    if !(options.line_rate_gbps.is_finite() && options.line_rate_gbps > 0.0) {
-        return Err(DemandError::BadOption(format!(
-            "--line-rate must be a rate above 0 Gb/s, not {}",
-            options.line_rate_gbps
-        )));
-    }
-    if options.packet_bytes == Some(0) {
-        return Err(DemandError::BadOption(
-            "--packet-bytes must be at least 1".to_owned(),
-        ));
-    }
-
-    let all: Vec<&Row> = table.profile_rows(profile).collect();
-    if all.is_empty() {
-        let known: Vec<String> = table.profiles().into_iter().map(str::to_owned).collect();
-        let suggestion =
-            crate::text::closest(profile, known.iter().map(String::as_str)).map(str::to_owned);
-        return Err(DemandError::UnknownProfile {
-            name: profile.to_owned(),
-            suggestion,
-            known,
-        });
-    }
-    let packet_bytes = match options.packet_bytes {
-        Some(bytes) => bytes,
-        None => {
-            let mut sizes: Vec<u32> = all.iter().map(|r| r.packet_bytes).collect();
-            sizes.sort_unstable();
-            sizes.dedup();
-            match sizes.as_slice() {
-                [only] => *only,
-                _ => {
-                    return Err(DemandError::PacketSizeNeeded {
-                        profile: profile.to_owned(),
-                        sizes: sizes
-                            .iter()
-                            .map(u32::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    })
-                }
-            }
-        }
-    };
-    let line_rate = options.line_rate_gbps;
-    let goal = target_gbps * options.min_fraction;
-    let mut warnings = table.check(Some(profile), line_rate);
-
-    // Same configuration (tx and rx cores, as Table::check's duplicate
-    // warning) measured twice: trust the lower rate.
-    let mut by_config: BTreeMap<(u32, u32), &Row> = BTreeMap::new();
-    for r in all.iter().filter(|r| r.packet_bytes == packet_bytes) {
-        let slot = by_config.entry((r.tx_cores, r.rx_cores)).or_insert(r);
-        if r.gbps < slot.gbps {
-            *slot = r;
-        }
-    }
-    let same_size: Vec<&Row> = by_config.into_values().collect();
-
-    let measured = same_size
-        .iter()
-        .copied()
-        .filter(|r| r.gbps + 1e-9 >= goal)
-        .min_by_key(|r| (r.vcpus, r.tx_cores, r.line));
-    let top = same_size
-        .iter()
-        .chain(all.iter())
-        .copied()
-        .max_by(|a, b| a.gbps.total_cmp(&b.gbps).then(b.tx_cores.cmp(&a.tx_cores)));
-    let tops_out = top.map_or_else(String::new, |t| {
-        format!(
-            "the table tops out at {} G ({} {})",
-            fmt_gbps(t.gbps),
-            t.profile,
-            t.describe()
-        )
-    });
-
-    // The model: rows of this packet size when there are any, else all of the profile's.
-    let model_rows: Vec<&Row> = if same_size.is_empty() {
-        all.clone()
-    } else {
-        same_size.clone()
-    };
-    let fitted = model::fit(&model_rows, line_rate);
-    let rx_cores = most_common(model_rows.iter().map(|r| r.rx_cores), 1);
-    let extra = most_common(
-        model_rows.iter().map(|r| r.vcpus - r.tx_cores - r.rx_cores),
-        1,
-    );
-    let model_answer = fitted.as_ref().map(|m| {
-        let raw = m.tx_cores_for(goal, packet_bytes);
-        let tx = model::respect_measurements(raw, &same_size, goal);
-        (tx, m)
-    });
-    let largest_measured = model_rows.iter().map(|r| r.tx_cores).max().unwrap_or(1);
-
-    let use_model = match options.basis {
-        Some(Basis::Model) => true,
-        Some(Basis::Measured) => false,
-        None => measured.is_none(),
-    };
-
-    if !use_model {
-        let Some(row) = measured else {
-            return Err(DemandError::Unreachable(format!(
-                "no measured row of {profile} at {packet_bytes} B reaches {} G; {tops_out}. \
-                 Drop --basis measured to use the packet-rate model, or lower the target",
-                fmt_gbps(goal)
-            )));
-        };
-        let mut hints = Vec::new();
-        if let Some((tx, m)) = &model_answer {
-            if *tx < row.tx_cores {
-                hints.push(format!(
-                    "the packet-rate model predicts {tx} tx cores ({} vCPUs) would reach {} G \
-                     ({} Mpps per tx core, from {}); measure {profile} at {packet_bytes} B with \
-                     {tx} tx + {rx_cores} rx cores to confirm, or use --basis model",
-                    tx + rx_cores + extra,
-                    fmt_gbps(goal),
-                    fmt_mpps(m.per_core_pps),
-                    m.best.describe()
-                ));
-            }
-        }
-        return Ok(Demand {
-            profile: profile.to_owned(),
-            packet_bytes,
-            target_gbps,
-            min_fraction: options.min_fraction,
-            vcpus: row.vcpus,
-            tx_cores: row.tx_cores,
-            rx_cores: row.rx_cores,
-            predicted_gbps: row.gbps,
-            basis: Basis::Measured,
-            warnings,
-            hints,
-            rows: vec![row.at()],
-        });
-    }
-
-    let Some((tx, m)) = model_answer else {
-        return Err(DemandError::Unreachable(format!(
-            "{profile} has no row to fit the model on"
-        )));
-    };
-    let beyond_line = target_gbps > line_rate * (1.0 + 1e-9);
-    let too_many = f64::from(tx) > 1.5 * f64::from(largest_measured);
-    if (beyond_line || too_many) && !options.allow_extrapolation {
-        let mut why = Vec::new();
-        if beyond_line {
-            why.push(format!(
-                "{} G is beyond the {} G line rate (--line-rate)",
-                fmt_gbps(target_gbps),
-                fmt_gbps(line_rate)
-            ));
-        }
-        if too_many {
-            why.push(format!(
-                "the model would need {tx} tx cores, more than 1.5 × the {largest_measured} \
-                 measured"
-            ));
-        }
-        return Err(DemandError::Unreachable(format!(
-            "cannot give a demand for {profile} at {} G ({packet_bytes} B): {}; {tops_out}. \
-             Lower the target, measure more cores, or pass --allow-extrapolation to get the \
-             model's guess",
-            fmt_gbps(target_gbps),
-            why.join(", and ")
-        )));
-    }
-    let predicted = m.predict_gbps(tx, packet_bytes, line_rate, beyond_line);
-    let used: Vec<String> = m.rows.iter().map(|r| r.at()).collect();
-    let sizes_note = if same_size.is_empty() {
-        format!(
-            "no {packet_bytes} B row was measured, so the per-core packet rate of other sizes is \
-             assumed to hold; "
-        )
-    } else {
-        String::new()
-    };
-    warnings.push(format!(
-        "basis model: {sizes_note}best per-core rate {} Mpps{} from {}, fitted on rows {}; \
-         measure {profile} at {packet_bytes} B with {tx} tx + {rx_cores} rx cores to confirm",
-        fmt_mpps(m.per_core_pps),
-        if m.best_censored {
-            " (at least: that row ran at line rate)"
-        } else {
-            ""
-        },
-        m.best.describe(),
-        row_list(&m.rows)
-    ));
-    if options.allow_extrapolation && (beyond_line || too_many) {
-        warnings.push(format!(
-            "extrapolated beyond what was measured ({}): treat {} vCPUs as a guess",
-            if beyond_line {
-                "above line rate"
-            } else {
-                "more than 1.5 × the measured cores"
-            },
-            tx + rx_cores + extra
-        ));
-    }
-    Ok(Demand {
-        profile: profile.to_owned(),
-        packet_bytes,
-        target_gbps,
-        min_fraction: options.min_fraction,
-        vcpus: tx + rx_cores + extra,
-        tx_cores: tx,
-        rx_cores,
-        predicted_gbps: (predicted * 10.0).round() / 10.0,
-        basis: Basis::Model,
-        warnings,
-        hints: Vec::new(),
-        rows: used,
-    })
-}
-
-/// `a.csv:5,6,7 b.csv:2`: row references, grouped by file, for messages.
-fn row_list(rows: &[&Row]) -> String {
-    compress_refs(&rows.iter().map(|r| r.at()).collect::<Vec<_>>())
-}
-
 /// Groups `file:line` references by file: `a.csv:5,6,7 b.csv:2`.
 fn compress_refs(refs: &[String]) -> String {
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
@@ -423,10 +168,6 @@ fn compress_refs(refs: &[String]) -> String {
         .map(|(f, lines)| format!("{f}:{}", lines.join(",")))
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-fn fmt_mpps(pps: f64) -> String {
-    format!("{:.2}", pps / 1e6)
 }
 
 impl Demand {

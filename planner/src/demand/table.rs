@@ -175,6 +175,160 @@ fn parse_gbps(text: &str) -> Option<f64> {
     t.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
+/// A [`TableError::At`] for `file`.
+fn error_at(file: &Path, line: usize, problem: String) -> TableError {
+    TableError::At {
+        file: file.to_owned(),
+        line,
+        problem,
+    }
+}
+
+/// A table's header line: its column names and where each known one is.
+struct Header {
+    /// Every column, lowercased, in file order.
+    names: Vec<String>,
+    /// Position of each [`REQUIRED`] column.
+    index: BTreeMap<&'static str, usize>,
+    vcpus: Option<usize>,
+    note: Option<usize>,
+}
+
+impl Header {
+    /// Reads the header at `line`; every [`REQUIRED`] column must be there.
+    fn parse(file: &Path, line: usize, text: &str) -> Result<Header, TableError> {
+        let names: Vec<String> = split_csv(text)
+            .map_err(|e| error_at(file, line, e))?
+            .into_iter()
+            .map(|n| n.to_ascii_lowercase())
+            .collect();
+        let missing: Vec<&str> = REQUIRED
+            .iter()
+            .copied()
+            .filter(|r| !names.iter().any(|n| n == r))
+            .collect();
+        if !missing.is_empty() {
+            let looks_like_data = names.iter().any(|n| n.parse::<f64>().is_ok());
+            let problem = if looks_like_data || names.len() < 3 {
+                format!(
+                    "this is not a throughput table: the first line must be a header naming the \
+                     columns profile,packet_bytes,tx_cores,rx_cores,gbps (optional: vcpus,note); \
+                     it lacks {}",
+                    missing.join(", ")
+                )
+            } else {
+                format!(
+                    "the header lacks column{} {}: it must name profile,packet_bytes,tx_cores,\
+                     rx_cores,gbps (optional: vcpus,note)",
+                    if missing.len() == 1 { "" } else { "s" },
+                    missing.join(", ")
+                )
+            };
+            return Err(error_at(file, line, problem));
+        }
+        let column = |name: &str| names.iter().position(|n| n == name);
+        let index = REQUIRED
+            .iter()
+            .filter_map(|&n| column(n).map(|i| (n, i)))
+            .collect();
+        let vcpus = column("vcpus");
+        let note = column("note");
+        Ok(Header {
+            names,
+            index,
+            vcpus,
+            note,
+        })
+    }
+
+    /// Reads the measurement at `line` under this header.
+    fn row(&self, file: &Path, line: usize, text: &str) -> Result<Row, TableError> {
+        let at = |problem: String| error_at(file, line, problem);
+        let fields = split_csv(text).map_err(at)?;
+        if fields.len() != self.names.len() {
+            return Err(at(format!(
+                "{} fields, but the header has {} columns ({})",
+                fields.len(),
+                self.names.len(),
+                self.names.join(",")
+            )));
+        }
+        let get = |name: &str| {
+            self.index
+                .get(name)
+                .and_then(|&i| fields.get(i))
+                .map(String::as_str)
+                .unwrap_or("")
+        };
+        let count = |name: &str, min: u32| -> Result<u32, TableError> {
+            let value = get(name);
+            let n: i64 = value
+                .parse()
+                .map_err(|_| at(format!("{name} {value:?} is not a whole number")))?;
+            if n < i64::from(min) {
+                let need = if min == 0 { "0 or more" } else { "at least 1" };
+                return Err(at(format!("{name} is {n}: it must be {need}")));
+            }
+            u32::try_from(n).map_err(|_| at(format!("{name} {n} is too large")))
+        };
+        let profile = get("profile").to_owned();
+        if profile.is_empty() {
+            return Err(at(
+                "the profile is empty: name the VM configuration measured".to_owned(),
+            ));
+        }
+        let packet_bytes = count("packet_bytes", 1)?;
+        let tx_cores = count("tx_cores", 1)?;
+        let rx_cores = count("rx_cores", 0)?;
+        let gbps_text = get("gbps");
+        let gbps = parse_gbps(gbps_text).ok_or_else(|| {
+            at(format!(
+                "gbps {gbps_text:?} is not a number (write 88, 88G or 97.5)"
+            ))
+        })?;
+        if gbps <= 0.0 {
+            return Err(at(format!(
+                "gbps is {gbps_text}: a measured rate must be above 0"
+            )));
+        }
+        let vcpus = match self
+            .vcpus
+            .and_then(|i| fields.get(i))
+            .filter(|v| !v.is_empty())
+        {
+            None => tx_cores + rx_cores + 1,
+            Some(v) => {
+                let n: u32 = v
+                    .parse()
+                    .map_err(|_| at(format!("vcpus {v:?} is not a whole number")))?;
+                if n < tx_cores + rx_cores {
+                    return Err(at(format!(
+                        "vcpus {n} is fewer than tx_cores + rx_cores = {}",
+                        tx_cores + rx_cores
+                    )));
+                }
+                n
+            }
+        };
+        let note = self
+            .note
+            .and_then(|i| fields.get(i))
+            .filter(|n| !n.is_empty())
+            .cloned();
+        Ok(Row {
+            file: file.to_owned(),
+            line,
+            profile,
+            packet_bytes,
+            tx_cores,
+            rx_cores,
+            gbps,
+            vcpus,
+            note,
+        })
+    }
+}
+
 impl Table {
     /// Reads and parses one file.
     pub fn load(path: &Path) -> Result<Table, TableError> {
@@ -204,11 +358,6 @@ impl Table {
 
     /// Parses CSV text; `file` names it in errors.
     pub fn parse(file: &Path, text: &str) -> Result<Table, TableError> {
-        let at = |line: usize, problem: String| TableError::At {
-            file: file.to_owned(),
-            line,
-            problem,
-        };
         let mut lines = text
             .lines()
             .enumerate()
@@ -220,135 +369,10 @@ impl Table {
                 file: file.to_owned(),
             });
         };
-        let names: Vec<String> = split_csv(header)
-            .map_err(|e| at(header_line, e))?
-            .into_iter()
-            .map(|n| n.to_ascii_lowercase())
-            .collect();
-        let missing: Vec<&str> = REQUIRED
-            .iter()
-            .copied()
-            .filter(|r| !names.iter().any(|n| n == r))
-            .collect();
-        if !missing.is_empty() {
-            let looks_like_data = names.iter().any(|n| n.parse::<f64>().is_ok());
-            let problem = if looks_like_data || names.len() < 3 {
-                format!(
-                    "this is not a throughput table: the first line must be a header naming the \
-                     columns profile,packet_bytes,tx_cores,rx_cores,gbps (optional: vcpus,note); \
-                     it lacks {}",
-                    missing.join(", ")
-                )
-            } else {
-                format!(
-                    "the header lacks column{} {}: it must name profile,packet_bytes,tx_cores,\
-                     rx_cores,gbps (optional: vcpus,note)",
-                    if missing.len() == 1 { "" } else { "s" },
-                    missing.join(", ")
-                )
-            };
-            return Err(at(header_line, problem));
-        }
-        let column = |name: &str| names.iter().position(|n| n == name);
-        let index: BTreeMap<&str, usize> = REQUIRED
-            .iter()
-            .filter_map(|&n| column(n).map(|i| (n, i)))
-            .collect();
-        let vcpus_col = column("vcpus");
-        let note_col = column("note");
-
-        let mut rows = Vec::new();
-        for (line, text) in lines {
-            let fields = split_csv(text).map_err(|e| at(line, e))?;
-            if fields.len() != names.len() {
-                return Err(at(
-                    line,
-                    format!(
-                        "{} fields, but the header has {} columns ({})",
-                        fields.len(),
-                        names.len(),
-                        names.join(",")
-                    ),
-                ));
-            }
-            let get = |name: &str| {
-                index
-                    .get(name)
-                    .and_then(|&i| fields.get(i))
-                    .map(String::as_str)
-                    .unwrap_or("")
-            };
-            let count = |name: &str, min: u32| -> Result<u32, TableError> {
-                let value = get(name);
-                let n: i64 = value
-                    .parse()
-                    .map_err(|_| at(line, format!("{name} {value:?} is not a whole number")))?;
-                if n < i64::from(min) {
-                    let need = if min == 0 { "0 or more" } else { "at least 1" };
-                    return Err(at(line, format!("{name} is {n}: it must be {need}")));
-                }
-                u32::try_from(n).map_err(|_| at(line, format!("{name} {n} is too large")))
-            };
-            let profile = get("profile").to_owned();
-            if profile.is_empty() {
-                return Err(at(
-                    line,
-                    "the profile is empty: name the VM configuration measured".to_owned(),
-                ));
-            }
-            let packet_bytes = count("packet_bytes", 1)?;
-            let tx_cores = count("tx_cores", 1)?;
-            let rx_cores = count("rx_cores", 0)?;
-            let gbps_text = get("gbps");
-            let gbps = parse_gbps(gbps_text).ok_or_else(|| {
-                at(
-                    line,
-                    format!("gbps {gbps_text:?} is not a number (write 88, 88G or 97.5)"),
-                )
-            })?;
-            if gbps <= 0.0 {
-                return Err(at(
-                    line,
-                    format!("gbps is {gbps_text}: a measured rate must be above 0"),
-                ));
-            }
-            let vcpus = match vcpus_col
-                .and_then(|i| fields.get(i))
-                .filter(|v| !v.is_empty())
-            {
-                None => tx_cores + rx_cores + 1,
-                Some(v) => {
-                    let n: u32 = v
-                        .parse()
-                        .map_err(|_| at(line, format!("vcpus {v:?} is not a whole number")))?;
-                    if n < tx_cores + rx_cores {
-                        return Err(at(
-                            line,
-                            format!(
-                                "vcpus {n} is fewer than tx_cores + rx_cores = {}",
-                                tx_cores + rx_cores
-                            ),
-                        ));
-                    }
-                    n
-                }
-            };
-            let note = note_col
-                .and_then(|i| fields.get(i))
-                .filter(|n| !n.is_empty())
-                .cloned();
-            rows.push(Row {
-                file: file.to_owned(),
-                line,
-                profile,
-                packet_bytes,
-                tx_cores,
-                rx_cores,
-                gbps,
-                vcpus,
-                note,
-            });
-        }
+        let header = Header::parse(file, header_line, header)?;
+        let rows = lines
+            .map(|(line, text)| header.row(file, line, text))
+            .collect::<Result<Vec<Row>, TableError>>()?;
         if rows.is_empty() {
             return Err(TableError::Empty {
                 file: file.to_owned(),
@@ -449,6 +473,12 @@ impl Table {
             }
         }
         warnings
+    }
+}
+
+impl crate::error::Diagnostic for TableError {
+    fn hint(&self) -> Option<String> {
+        Some("see docs/formats.md (Throughput tables) for the columns and an example".to_owned())
     }
 }
 

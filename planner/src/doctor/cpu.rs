@@ -3,6 +3,7 @@
 //! allowed on a VM's CPUs (`irq-affinity`).
 
 use super::{Check, CheckId, Host, Status};
+use crate::cmdline::KernelCmdline;
 use crate::cpuset::CpuSet;
 use crate::plan::{Plan, VmPlan};
 
@@ -124,99 +125,140 @@ pub(super) fn isolation(host: &Host<'_>) -> Vec<Check> {
     };
     // `all` and `N` in a list mean the host's CPUs.
     let online = host.fs.online_cpus().unwrap_or_default();
-    let mut bad: Vec<String> = Vec::new();
-    let mut param = |key: &str| -> CpuSet {
-        match cmdline.cpu_list(key, &online) {
-            None => CpuSet::new(),
-            Some(Ok(cpus)) => cpus,
-            Some(Err(e)) => {
-                bad.push(format!("{}={}", e.param, e.value));
-                CpuSet::new()
-            }
-        }
-    };
-    let isolcpus = param("isolcpus");
-    let nohz_full = param("nohz_full");
-    let rcu_given = param("rcu_nocbs");
-    // isolcpus's leading flags (`domain,managed_irq,2-5`), kept in the fix.
-    let iso_flags: Vec<String> = cmdline
-        .get("isolcpus")
-        .unwrap_or("")
-        .split(',')
-        .take_while(|item| {
-            *item != "all"
-                && !item.is_empty()
-                && item.chars().all(|c| c.is_ascii_alphabetic() || c == '_')
-        })
-        .map(str::to_owned)
-        .collect();
-    let rcu_nocbs = rcu_given.union(&nohz_full);
-    let unreadable = if bad.is_empty() {
-        String::new()
-    } else {
-        format!(" (cannot read {}: taken as empty)", bad.join(" "))
-    };
-    let all_vm = vm_cpus(plan);
-
-    let mut checks = Vec::new();
+    let kernel = Isolated::read(cmdline, &online);
     let reserved = &plan.host.reserved_cpus;
-    let host_isolated = reserved.intersection(&isolcpus.union(&nohz_full));
-    if reserved.is_empty() {
-        checks.push(Check::new(
-            id,
-            Status::Pass,
-            "host",
-            "the plan reserves no CPUs for the host",
-        ));
-    } else if host_isolated.is_empty() {
-        checks.push(Check::new(
-            id,
-            Status::Pass,
-            "host",
-            format!("the host's CPUs {reserved} are not isolated{unreadable}"),
-        ));
-    } else {
+    let all_vm = vm_cpus(plan);
+    let mut checks = vec![kernel.host_check(reserved)];
+    checks.extend(
+        plan.vms
+            .iter()
+            .map(|vm| kernel.vm_check(vm, &all_vm, reserved)),
+    );
+    checks
+}
+
+/// The CPUs the kernel command line isolates, read once for every subject
+/// of `isolation`.
+struct Isolated {
+    isolcpus: CpuSet,
+    nohz_full: CpuSet,
+    /// `rcu_nocbs=` as given.
+    rcu_given: CpuSet,
+    /// `rcu_nocbs=` with what `nohz_full=` implies.
+    rcu_nocbs: CpuSet,
+    /// isolcpus's leading flags (`domain,managed_irq,2-5`), kept in the fix.
+    iso_flags: Vec<String>,
+    /// ` (cannot read …: taken as empty)` when a list is malformed.
+    unreadable: String,
+}
+
+impl Isolated {
+    fn read(cmdline: &KernelCmdline, online: &CpuSet) -> Isolated {
+        let mut bad: Vec<String> = Vec::new();
+        let mut param = |key: &str| -> CpuSet {
+            match cmdline.cpu_list(key, online) {
+                None => CpuSet::new(),
+                Some(Ok(cpus)) => cpus,
+                Some(Err(e)) => {
+                    bad.push(format!("{}={}", e.param, e.value));
+                    CpuSet::new()
+                }
+            }
+        };
+        let isolcpus = param("isolcpus");
+        let nohz_full = param("nohz_full");
+        let rcu_given = param("rcu_nocbs");
+        let iso_flags: Vec<String> = cmdline
+            .get("isolcpus")
+            .unwrap_or("")
+            .split(',')
+            .take_while(|item| {
+                *item != "all"
+                    && !item.is_empty()
+                    && item.chars().all(|c| c.is_ascii_alphabetic() || c == '_')
+            })
+            .map(str::to_owned)
+            .collect();
+        let rcu_nocbs = rcu_given.union(&nohz_full);
+        let unreadable = if bad.is_empty() {
+            String::new()
+        } else {
+            format!(" (cannot read {}: taken as empty)", bad.join(" "))
+        };
+        Isolated {
+            isolcpus,
+            nohz_full,
+            rcu_given,
+            rcu_nocbs,
+            iso_flags,
+            unreadable,
+        }
+    }
+
+    /// The host's reserved CPUs must not be isolated.
+    fn host_check(&self, reserved: &CpuSet) -> Check {
+        let id = CheckId::Isolation;
+        let unreadable = &self.unreadable;
+        let host_isolated = reserved.intersection(&self.isolcpus.union(&self.nohz_full));
+        if reserved.is_empty() {
+            return Check::new(
+                id,
+                Status::Pass,
+                "host",
+                "the plan reserves no CPUs for the host",
+            );
+        }
+        if host_isolated.is_empty() {
+            return Check::new(
+                id,
+                Status::Pass,
+                "host",
+                format!("the host's CPUs {reserved} are not isolated{unreadable}"),
+            );
+        }
         let mut fixed = Vec::new();
-        for (key, set) in [("isolcpus", &isolcpus), ("nohz_full", &nohz_full)] {
+        for (key, set) in [("isolcpus", &self.isolcpus), ("nohz_full", &self.nohz_full)] {
             if set.intersects(reserved) {
                 let rest = set.difference(reserved);
                 fixed.push(if rest.is_empty() {
                     format!("drop {key}=")
                 } else if key == "isolcpus" {
-                    format!("{key}={}", with_flags(&iso_flags, &rest))
+                    format!("{key}={}", with_flags(&self.iso_flags, &rest))
                 } else {
                     format!("{key}={rest}")
                 });
             }
         }
-        checks.push(
-            Check::new(
-                id,
-                Status::Fail,
-                "host",
-                format!(
-                    "the host's reserved CPUs {host_isolated} are isolated (isolcpus=/nohz_full=): the host's own work and the emulator threads pinned there lose load balancing and housekeeping{unreadable}"
-                ),
-            )
-            .hint(format!(
-                "on the kernel command line: {}",
-                fixed.join(" ")
-            )),
-        );
+        Check::new(
+            id,
+            Status::Fail,
+            "host",
+            format!(
+                "the host's reserved CPUs {host_isolated} are isolated (isolcpus=/nohz_full=): the host's own work and the emulator threads pinned there lose load balancing and housekeeping{unreadable}"
+            ),
+        )
+        .hint(format!(
+            "on the kernel command line: {}",
+            fixed.join(" ")
+        ))
     }
 
-    for vm in &plan.vms {
+    /// A VM's CPUs must be in all three lists; the fix is one line for the
+    /// whole plan (`all_vm`), the host's CPUs left out.
+    fn vm_check(&self, vm: &VmPlan, all_vm: &CpuSet, reserved: &CpuSet) -> Check {
+        let id = CheckId::Isolation;
+        let unreadable = &self.unreadable;
         let missing: Vec<(&str, CpuSet)> = [
-            ("isolcpus", &isolcpus),
-            ("nohz_full", &nohz_full),
-            ("rcu_nocbs", &rcu_nocbs),
+            ("isolcpus", &self.isolcpus),
+            ("nohz_full", &self.nohz_full),
+            ("rcu_nocbs", &self.rcu_nocbs),
         ]
         .into_iter()
         .map(|(key, set)| (key, vm.cpus.difference(set)))
         .filter(|(_, m)| !m.is_empty())
         .collect();
         if missing.is_empty() {
-            checks.push(Check::new(
+            return Check::new(
                 id,
                 Status::Pass,
                 vm.name.clone(),
@@ -224,8 +266,7 @@ pub(super) fn isolation(host: &Host<'_>) -> Vec<Check> {
                     "CPUs {} are in isolcpus=, nohz_full= and rcu_nocbs={unreadable}",
                     vm.cpus
                 ),
-            ));
-            continue;
+            );
         }
         let lacks: Vec<String> = missing
             .iter()
@@ -236,44 +277,41 @@ pub(super) fn isolation(host: &Host<'_>) -> Vec<Check> {
             .iter()
             .map(|(key, _)| match *key {
                 "isolcpus" => {
-                    let flags = if iso_flags.is_empty() {
+                    let flags = if self.iso_flags.is_empty() {
                         vec!["managed_irq".to_owned(), "domain".to_owned()]
                     } else {
-                        iso_flags.clone()
+                        self.iso_flags.clone()
                     };
                     format!(
                         "isolcpus={}",
-                        with_flags(&flags, &isolcpus.union(&all_vm).difference(reserved))
+                        with_flags(&flags, &self.isolcpus.union(all_vm).difference(reserved))
                     )
                 }
                 "nohz_full" => format!(
                     "nohz_full={}",
-                    nohz_full.union(&all_vm).difference(reserved)
+                    self.nohz_full.union(all_vm).difference(reserved)
                 ),
                 _ => format!(
                     "rcu_nocbs={}",
-                    rcu_given.union(&all_vm).difference(reserved)
+                    self.rcu_given.union(all_vm).difference(reserved)
                 ),
             })
             .collect();
-        checks.push(
-            Check::new(
-                id,
-                Status::Warn,
-                vm.name.clone(),
-                format!(
-                    "CPUs {} are not all isolated: {}; the scheduler, timer ticks and RCU callbacks can interrupt the poll-mode threads{unreadable}",
-                    vm.cpus,
-                    lacks.join(", ")
-                ),
-            )
-            .hint(format!(
-                "add to the kernel command line (replacing any existing value) and reboot: {}",
-                add.join(" ")
-            )),
-        );
+        Check::new(
+            id,
+            Status::Warn,
+            vm.name.clone(),
+            format!(
+                "CPUs {} are not all isolated: {}; the scheduler, timer ticks and RCU callbacks can interrupt the poll-mode threads{unreadable}",
+                vm.cpus,
+                lacks.join(", ")
+            ),
+        )
+        .hint(format!(
+            "add to the kernel command line (replacing any existing value) and reboot: {}",
+            add.join(" ")
+        ))
     }
-    checks
 }
 
 fn with_flags(flags: &[String], cpus: &CpuSet) -> String {
@@ -362,20 +400,10 @@ mod tests {
     use super::super::testroot::{find, plan, TestRoot, Vm};
     use super::super::{CheckId, Status};
 
-    fn vm<'a>(name: &'a str, cpus: &'a str, threads: &'a str, guest_threads: u32) -> Vm<'a> {
-        Vm {
-            name,
-            cpus,
-            threads,
-            guest_threads,
-            nic: None,
-        }
-    }
-
     #[test]
     fn smt_off_fails_only_when_the_plan_needs_siblings() {
-        let require = plan("0,4", &[vm("vm1", "1-3,5-7", "require", 2)]);
-        let isolate = plan("0,4", &[vm("vm1", "1-3", "isolate", 1)]);
+        let require = plan("0,4", &[Vm::new("vm1", "1-3,5-7", "require", 2)]);
+        let isolate = plan("0,4", &[Vm::new("vm1", "1-3", "isolate", 1)]);
         for (control, plan, status, hint) in [
             (
                 "off",
@@ -404,7 +432,7 @@ mod tests {
                 "sys/devices/system/cpu/smt/control",
                 &format!("{control}\n"),
             );
-            let c = find(&root.run(plan, &[]), CheckId::Smt, "host").clone();
+            let c = root.check(plan, CheckId::Smt, "host");
             assert_eq!(c.status, status, "{control}: {}", c.message);
             assert!(
                 c.message.contains(&format!("smt/control: {control}")),
@@ -427,14 +455,14 @@ mod tests {
         // Guest threads = 2 alone (threads = "prefer") also needs siblings.
         let root = TestRoot::new("smt-prefer");
         root.file("sys/devices/system/cpu/smt/control", "off\n");
-        let prefer = plan("0", &[vm("vm1", "2-3", "prefer", 2)]);
+        let prefer = plan("0", &[Vm::new("vm1", "2-3", "prefer", 2)]);
         assert_eq!(
-            find(&root.run(Some(prefer), &[]), CheckId::Smt, "host").status,
+            root.check(Some(prefer), CheckId::Smt, "host").status,
             Status::Fail
         );
         let absent = TestRoot::new("smt-absent");
         assert_eq!(
-            find(&absent.run(None, &[]), CheckId::Smt, "host").status,
+            absent.check(None, CheckId::Smt, "host").status,
             Status::Skip
         );
     }
@@ -444,8 +472,8 @@ mod tests {
         let the_plan = plan(
             "0-1",
             &[
-                vm("vm1", "2-5", "isolate", 1),
-                vm("vm2", "6-7", "isolate", 1),
+                Vm::new("vm1", "2-5", "isolate", 1),
+                Vm::new("vm2", "6-7", "isolate", 1),
             ],
         );
         let root = TestRoot::new("isolation");
@@ -477,12 +505,7 @@ mod tests {
         // nohz_full implies rcu_nocbs.
         let root = TestRoot::new("isolation-none");
         root.file("proc/cmdline", "ro nohz_full=2-7\n");
-        let c = find(
-            &root.run(Some(the_plan.clone()), &[]),
-            CheckId::Isolation,
-            "vm1",
-        )
-        .clone();
+        let c = root.check(Some(the_plan.clone()), CheckId::Isolation, "vm1");
         assert_eq!(c.status, Status::Warn);
         assert!(!c.message.contains("rcu_nocbs="), "{}", c.message);
         assert!(c
@@ -512,19 +535,20 @@ mod tests {
 
         // Without a plan, or without a command line: skip.
         assert_eq!(
-            find(&root.run(None, &[]), CheckId::Isolation, "vms").status,
+            root.check(None, CheckId::Isolation, "vms").status,
             Status::Skip
         );
         let bare = TestRoot::new("isolation-bare");
         assert_eq!(
-            find(&bare.run(Some(the_plan), &[]), CheckId::Isolation, "host").status,
+            bare.check(Some(the_plan), CheckId::Isolation, "host")
+                .status,
             Status::Skip
         );
     }
 
     #[test]
     fn an_irq_allowed_on_a_vm_cpu_warns_with_the_command_to_move_it() {
-        let the_plan = plan("0-1", &[vm("vm1", "2-3", "isolate", 1)]);
+        let the_plan = plan("0-1", &[Vm::new("vm1", "2-3", "isolate", 1)]);
         let root = TestRoot::new("irq");
         root.file(
             "proc/interrupts",
@@ -533,12 +557,7 @@ mod tests {
         root.file("proc/irq/24/smp_affinity_list", "0-1\n");
         root.file("proc/irq/42/smp_affinity_list", "0-3\n");
         root.file("proc/irq/default_smp_affinity", "f\n");
-        let c = find(
-            &root.run(Some(the_plan.clone()), &[]),
-            CheckId::IrqAffinity,
-            "irqs",
-        )
-        .clone();
+        let c = root.check(Some(the_plan.clone()), CheckId::IrqAffinity, "irqs");
         assert_eq!(c.status, Status::Warn);
         assert_eq!(
             c.message,
@@ -550,30 +569,25 @@ mod tests {
             .starts_with("echo 0-1 > /proc/irq/42/smp_affinity_list (stop irqbalance"));
 
         root.file("proc/irq/42/smp_affinity_list", "1\n");
-        let c = find(
-            &root.run(Some(the_plan.clone()), &[]),
-            CheckId::IrqAffinity,
-            "irqs",
-        )
-        .clone();
+        let c = root.check(Some(the_plan.clone()), CheckId::IrqAffinity, "irqs");
         assert_eq!(
             (c.status, c.message.as_str()),
             (Status::Pass, "none of 2 IRQs may run on the VMs' CPUs 2-3")
         );
 
         // Many IRQs: one loop; no reserved CPUs: the online ones the VMs do not own.
-        let open = plan("", &[vm("vm1", "2-3", "isolate", 1)]);
+        let open = plan("", &[Vm::new("vm1", "2-3", "isolate", 1)]);
         root.file("sys/devices/system/cpu/online", "0-3\n");
         for n in 100..110 {
             root.file(&format!("proc/irq/{n}/smp_affinity_list"), "0-3\n");
         }
-        let c = find(&root.run(Some(open), &[]), CheckId::IrqAffinity, "irqs").clone();
+        let c = root.check(Some(open), CheckId::IrqAffinity, "irqs");
         assert_eq!(c.status, Status::Warn);
         assert!(c.hint.unwrap_or_default().starts_with(
             "for n in 100 101 102 103 104 105 106 107 108 109; do echo 0-1 > /proc/irq/$n/smp_affinity_list; done"
         ));
         assert_eq!(
-            find(&root.run(None, &[]), CheckId::IrqAffinity, "irqs").status,
+            root.check(None, CheckId::IrqAffinity, "irqs").status,
             Status::Skip
         );
     }

@@ -277,7 +277,7 @@ mod tests {
         let root = TestRoot::new("iommu-on");
         root.device(NIC, "0x020000").group(7, "DMA-FQ");
         root.device("0000:00:1f.0", "0x060100").group(3, "DMA-FQ");
-        let c = find(&root.run(None, &[]), CheckId::IommuEnabled, "host").clone();
+        let c = root.check(None, CheckId::IommuEnabled, "host");
         assert_eq!(
             (c.status, c.message.as_str()),
             (Status::Pass, "2 IOMMU groups in /sys/kernel/iommu_groups")
@@ -294,7 +294,7 @@ mod tests {
                 "proc/cpuinfo",
                 &format!("processor\t: 0\nvendor_id\t: {vendor}\n"),
             );
-            let c = find(&root.run(None, &[]), CheckId::IommuEnabled, "host").clone();
+            let c = root.check(None, CheckId::IommuEnabled, "host");
             assert_eq!(c.status, Status::Warn, "{vendor}");
             assert!(c.message.contains("is absent"), "{}", c.message);
             let hint = c.hint.unwrap_or_default();
@@ -308,7 +308,7 @@ mod tests {
         let root = TestRoot::new("iommu-off-unknown");
         root.dir("sys/kernel/iommu_groups");
         root.file("proc/cmdline", "ro intel_iommu=off quiet\n");
-        let c = find(&root.run(None, &[]), CheckId::IommuEnabled, "host").clone();
+        let c = root.check(None, CheckId::IommuEnabled, "host");
         assert_eq!(c.status, Status::Warn);
         assert!(
             c.message.contains("is empty") && c.message.contains("intel_iommu=off"),
@@ -375,25 +375,33 @@ mod tests {
         );
     }
 
+    /// A root whose IOMMU group 1 (lazy DMA) holds these functions:
+    /// (address, class, driver).
+    fn group_1(name: &str, members: &[(&str, &str, Option<&str>)]) -> TestRoot {
+        let root = TestRoot::new(name);
+        for (address, class, driver) in members {
+            let device = root.device(address, class);
+            match driver {
+                Some(driver) => device.driver(driver),
+                None => device,
+            }
+            .group(1, "DMA-FQ");
+        }
+        root
+    }
+
     #[test]
     fn a_second_device_on_another_driver_makes_the_group_not_viable() {
-        let root = TestRoot::new("vfio-not-viable");
         // The lab's failure: 01:00.1 on vfio-pci, 01:00.0 still on its NIC driver.
-        root.device("0000:01:00.1", "0x020000")
-            .driver("vfio-pci")
-            .group(1, "DMA-FQ");
-        root.device("0000:01:00.0", "0x020000")
-            .driver("mlx5_core")
-            .group(1, "DMA-FQ");
-        root.device("0000:00:01.0", "0x060400")
-            .driver("pcieport")
-            .group(1, "DMA-FQ");
-        let c = find(
-            &root.run(None, &[]),
-            CheckId::VfioGroupViable,
-            "0000:01:00.1",
-        )
-        .clone();
+        let root = group_1(
+            "vfio-not-viable",
+            &[
+                ("0000:01:00.1", "0x020000", Some("vfio-pci")),
+                ("0000:01:00.0", "0x020000", Some("mlx5_core")),
+                ("0000:00:01.0", "0x060400", Some("pcieport")),
+            ],
+        );
+        let c = root.check(None, CheckId::VfioGroupViable, "0000:01:00.1");
         assert_eq!(c.status, Status::Fail);
         assert!(c.message.contains("vfio error: 0000:01:00.1: group 1 is not viable: 0000:01:00.0 is bound to mlx5_core"), "{}", c.message);
         assert!(
@@ -411,20 +419,16 @@ mod tests {
 
     #[test]
     fn stub_unbound_and_bridges_keep_the_group_viable() {
-        let root = TestRoot::new("vfio-viable");
-        root.device("0000:01:00.1", "0x020000")
-            .driver("vfio-pci")
-            .group(1, "DMA-FQ");
-        root.device("0000:01:00.0", "0x020000")
-            .driver("pci-stub")
-            .group(1, "DMA-FQ");
-        root.device("0000:01:00.2", "0x020000").group(1, "DMA-FQ");
-        root.device("0000:01:00.3", "0x020000")
-            .driver("mlx5_vfio_pci")
-            .group(1, "DMA-FQ");
-        root.device("0000:00:01.0", "0x060400")
-            .driver("pcieport")
-            .group(1, "DMA-FQ");
+        let root = group_1(
+            "vfio-viable",
+            &[
+                ("0000:01:00.1", "0x020000", Some("vfio-pci")),
+                ("0000:01:00.0", "0x020000", Some("pci-stub")),
+                ("0000:01:00.2", "0x020000", None),
+                ("0000:01:00.3", "0x020000", Some("mlx5_vfio_pci")),
+                ("0000:00:01.0", "0x060400", Some("pcieport")),
+            ],
+        );
         let report = root.run(None, &[]);
         let c = find(&report, CheckId::VfioGroupViable, "0000:01:00.1");
         assert_eq!(c.status, Status::Pass, "{}", c.message);
@@ -452,25 +456,11 @@ mod tests {
             .driver("mlx5_core")
             .physfn("0000:65:00.0")
             .group(9, "DMA");
-        let c = find(&root.run(None, &[]), CheckId::VfioGroupViable, "vfio").clone();
+        let c = root.check(None, CheckId::VfioGroupViable, "vfio");
         assert_eq!(c.status, Status::Skip);
 
-        let vf_plan = plan(
-            "0",
-            &[Vm {
-                name: "vm1",
-                cpus: "1-2",
-                threads: "isolate",
-                guest_threads: 1,
-                nic: Some("0000:65:00.2"),
-            }],
-        );
-        let c = find(
-            &root.run(Some(vf_plan), &[]),
-            CheckId::VfioGroupViable,
-            "0000:65:00.2",
-        )
-        .clone();
+        let vf_plan = plan("0", &[Vm::on_nic("vm1", "1-2", "0000:65:00.2")]);
+        let c = root.check(Some(vf_plan), CheckId::VfioGroupViable, "0000:65:00.2");
         assert_eq!(c.status, Status::Pass, "{}", c.message);
         assert!(
             c.message

@@ -242,6 +242,22 @@ impl Host<'_> {
         }
         Ok(nics)
     }
+
+    /// One check per NIC, `check(nic, its sysfs view, subject)`, or a
+    /// single skip when there are none.
+    fn per_nic(
+        &self,
+        id: CheckId,
+        check: impl Fn(&Nic, &PciFunction, String) -> Check,
+    ) -> Vec<Check> {
+        match self.nic_functions(id) {
+            Ok(nics) => nics
+                .into_iter()
+                .map(|(nic, f)| check(nic, f, nic.address.to_string()))
+                .collect(),
+            Err(skip) => vec![skip],
+        }
+    }
 }
 
 /// Runs every check.
@@ -485,16 +501,7 @@ mod tests {
             Some("network devices there: 0000:65:00.0")
         );
 
-        let the_plan = plan(
-            "0",
-            &[Vm {
-                name: "vm1",
-                cpus: "1",
-                threads: "isolate",
-                guest_threads: 1,
-                nic: Some("0000:66:00.0"),
-            }],
-        );
+        let the_plan = plan("0", &[Vm::on_nic("vm1", "1", "0000:66:00.0")]);
         match run(&options(&root.path, Some(the_plan), vec![])) {
             Err(DoctorError::NicNotFound { origin, .. }) => assert_eq!(origin, "the plan's VM vm1"),
             other => panic!("{other:?}"),
@@ -529,16 +536,7 @@ mod tests {
         assert_eq!(all, root.run(None, &[]), "same input, same report");
 
         // --nic and the plan's NICs together, and only those.
-        let the_plan = plan(
-            "0",
-            &[Vm {
-                name: "vm1",
-                cpus: "1",
-                threads: "isolate",
-                guest_threads: 1,
-                nic: Some("0000:65:00.1"),
-            }],
-        );
+        let the_plan = plan("0", &[Vm::on_nic("vm1", "1", "0000:65:00.1")]);
         let named = root.run(Some(the_plan), &["0000:b1:00.0"]);
         let numa: Vec<String> = named
             .checks

@@ -10,91 +10,84 @@ use crate::topology::link_gbps;
 /// VMs, which reach their port through a VF of the NIC their spec names.
 pub(super) fn sriov_vfs(host: &Host<'_>) -> Vec<Check> {
     let id = CheckId::SriovVfs;
-    let nics = match host.nic_functions(id) {
-        Ok(nics) => nics,
-        Err(skip) => return vec![skip],
-    };
-    nics.into_iter()
-        .map(|(nic, f)| {
-            let subject = nic.address.to_string();
-            let needed = nic.vms.len();
-            let who = nic.vms.join(", ");
-            if let Some(pf) = f.physfn {
-                return Check::new(
-                    id,
-                    Status::Pass,
-                    subject,
-                    format!("a VF of {pf}: VFs are enabled on its PF"),
-                );
-            }
-            let total = f.sriov_totalvfs.filter(|t| *t > 0);
-            let Some(total) = total else {
-                if needed >= 2 {
-                    return Check::new(
-                        id,
-                        Status::Warn,
-                        subject,
-                        format!("the plan gives this NIC to {who}, but it has no SR-IOV VFs (no sriov_totalvfs): only one VM can have it by passthrough"),
-                    )
-                    .hint("give each VM a NIC of its own, or use an SR-IOV capable NIC and enable its VFs");
-                }
-                return Check::new(
-                    id,
-                    Status::Skip,
-                    subject,
-                    "not SR-IOV capable (no sriov_totalvfs)",
-                );
-            };
-            let Some(enabled) = f.sriov_numvfs else {
-                return Check::new(id, Status::Skip, subject, "sriov_numvfs is unreadable");
-            };
-            let path = format!("/sys/bus/pci/devices/{}/sriov_numvfs", nic.address);
-            if needed == 0 {
-                let why = if host.plan.is_some() {
-                    "no plan VM names this PF"
-                } else {
-                    "no plan given to say how many are needed"
-                };
-                return Check::new(
-                    id,
-                    Status::Pass,
-                    subject,
-                    format!("{enabled} of {total} VFs enabled; {why}"),
-                );
-            }
-            let count = u32::try_from(needed).unwrap_or(u32::MAX);
-            if count > total {
-                return Check::new(
-                    id,
-                    Status::Fail,
-                    subject,
-                    format!("the plan gives this PF to {needed} VMs ({who}), but it supports only {total} VFs"),
-                )
-                .hint("give some of the VMs another NIC in the plan spec");
-            }
-            if enabled < count {
-                // The kernel refuses to change a non-zero VF count directly.
-                let command = if enabled == 0 {
-                    format!("echo {count} > {path}")
-                } else {
-                    format!("echo 0 > {path}; echo {count} > {path}")
-                };
+    host.per_nic(id, |nic, f, subject| {
+        let needed = nic.vms.len();
+        let who = nic.vms.join(", ");
+        if let Some(pf) = f.physfn {
+            return Check::new(
+                id,
+                Status::Pass,
+                subject,
+                format!("a VF of {pf}: VFs are enabled on its PF"),
+            );
+        }
+        let total = f.sriov_totalvfs.filter(|t| *t > 0);
+        let Some(total) = total else {
+            if needed >= 2 {
                 return Check::new(
                     id,
                     Status::Warn,
                     subject,
-                    format!("{enabled} of {total} VFs enabled, but the plan gives this PF's port to {who}: {count} VF(s) needed"),
+                    format!("the plan gives this NIC to {who}, but it has no SR-IOV VFs (no sriov_totalvfs): only one VM can have it by passthrough"),
                 )
-                .hint(format!("{command} (as root; add it to a boot-time unit to keep it)"));
+                .hint("give each VM a NIC of its own, or use an SR-IOV capable NIC and enable its VFs");
             }
-            Check::new(
+            return Check::new(
+                id,
+                Status::Skip,
+                subject,
+                "not SR-IOV capable (no sriov_totalvfs)",
+            );
+        };
+        let Some(enabled) = f.sriov_numvfs else {
+            return Check::new(id, Status::Skip, subject, "sriov_numvfs is unreadable");
+        };
+        let path = format!("/sys/bus/pci/devices/{}/sriov_numvfs", nic.address);
+        if needed == 0 {
+            let why = if host.plan.is_some() {
+                "no plan VM names this PF"
+            } else {
+                "no plan given to say how many are needed"
+            };
+            return Check::new(
                 id,
                 Status::Pass,
                 subject,
-                format!("{enabled} of {total} VFs enabled; the plan needs {count} ({who})"),
+                format!("{enabled} of {total} VFs enabled; {why}"),
+            );
+        }
+        let count = u32::try_from(needed).unwrap_or(u32::MAX);
+        if count > total {
+            return Check::new(
+                id,
+                Status::Fail,
+                subject,
+                format!("the plan gives this PF to {needed} VMs ({who}), but it supports only {total} VFs"),
             )
-        })
-        .collect()
+            .hint("give some of the VMs another NIC in the plan spec");
+        }
+        if enabled < count {
+            // The kernel refuses to change a non-zero VF count directly.
+            let command = if enabled == 0 {
+                format!("echo {count} > {path}")
+            } else {
+                format!("echo 0 > {path}; echo {count} > {path}")
+            };
+            return Check::new(
+                id,
+                Status::Warn,
+                subject,
+                format!("{enabled} of {total} VFs enabled, but the plan gives this PF's port to {who}: {count} VF(s) needed"),
+            )
+            .hint(format!("{command} (as root; add it to a boot-time unit to keep it)"));
+        }
+        Check::new(
+            id,
+            Status::Pass,
+            subject,
+            format!("{enabled} of {total} VFs enabled; the plan needs {count} ({who})"),
+        )
+    })
 }
 
 /// `GT/s` without needless decimals (`8`, `2.5`, `16`).
@@ -106,144 +99,130 @@ fn gts(speed: f64) -> String {
 /// the usable bandwidth against the port's speed.
 pub(super) fn pcie_link(host: &Host<'_>) -> Vec<Check> {
     let id = CheckId::PcieLink;
-    let nics = match host.nic_functions(id) {
-        Ok(nics) => nics,
-        Err(skip) => return vec![skip],
-    };
-    nics.into_iter()
-        .map(|(nic, f)| {
-            let subject = nic.address.to_string();
-            let Some(link) = &f.link else {
-                return Check::new(
-                    id,
-                    Status::Skip,
-                    subject,
-                    "no PCIe link attributes (a virtual device, or link speed Unknown)",
-                );
-            };
-            let (Some(speed), Some(width), Some(max_speed), Some(max_width)) =
-                (link.speed_gts, link.width, link.max_speed_gts, link.max_width)
-            else {
-                let show = |s: Option<f64>, w: Option<u32>| {
-                    format!(
-                        "{} x{}",
-                        s.map_or_else(|| "? GT/s".to_owned(), |s| format!("{} GT/s", gts(s))),
-                        w.map_or_else(|| "?".to_owned(), |w| w.to_string())
-                    )
-                };
-                return Check::new(
-                    id,
-                    Status::Skip,
-                    subject,
-                    format!(
-                        "incomplete link attributes: current {}, capability {}",
-                        show(link.speed_gts, link.width),
-                        show(link.max_speed_gts, link.max_width)
-                    ),
-                );
-            };
-            let usable = link_gbps(speed, width);
-            let capable = link_gbps(max_speed, max_width);
-            let port = host.fs.port_speed(f);
-            let port_text = match &port {
-                Some((name, mbps)) => format!("port {name} at {} Gb/s", gbps_from_mbps(*mbps)),
-                None if f.interfaces.is_empty() => "no network interface to read the port speed from".to_owned(),
-                None => format!("port {} speed unknown (link down?)", f.interfaces.join(",")),
-            };
-            let port_gbps = port.as_ref().map(|(_, mbps)| *mbps as f64 / 1000.0);
-            let short = port_gbps.is_some_and(|p| usable < p);
-            let below = speed < max_speed || width < max_width;
-            let state = format!(
-                "link at {} GT/s x{width} of {} GT/s x{max_width}: usable {usable:.1} of {capable:.1} Gb/s (GT/s x lanes x {}); {port_text}",
-                gts(speed),
-                gts(max_speed),
-                if speed > 5.0 { "128b/130b" } else { "8b/10b" },
+    host.per_nic(id, |_, f, subject| {
+        let Some(link) = &f.link else {
+            return Check::new(
+                id,
+                Status::Skip,
+                subject,
+                "no PCIe link attributes (a virtual device, or link speed Unknown)",
             );
-            if below {
-                let verdict = if short {
-                    " — below the port's line rate"
-                } else if port_gbps.is_some() {
-                    " — still above the port's line rate, with less headroom"
-                } else {
-                    ""
-                };
-                return Check::new(id, Status::Fail, subject, format!("{state}{verdict}")).hint(
-                    "the link trained below its capability: reseat the card or move it to a slot wired for the card's full width and speed (compare LnkCap and LnkSta in `lspci -vv`), and check the firmware's slot speed/bifurcation setting",
-                );
-            }
-            if short {
-                return Check::new(
-                    id,
-                    Status::Warn,
-                    subject,
-                    format!("{state} — the link is at full capability but cannot carry the port's line rate"),
+        };
+        let (Some(speed), Some(width), Some(max_speed), Some(max_width)) =
+            (link.speed_gts, link.width, link.max_speed_gts, link.max_width)
+        else {
+            let show = |s: Option<f64>, w: Option<u32>| {
+                format!(
+                    "{} x{}",
+                    s.map_or_else(|| "? GT/s".to_owned(), |s| format!("{} GT/s", gts(s))),
+                    w.map_or_else(|| "?".to_owned(), |w| w.to_string())
                 )
-                .hint("use a card (or slot) with more lanes or a faster PCIe generation for this port speed");
-            }
-            Check::new(id, Status::Pass, subject, state)
-        })
-        .collect()
+            };
+            return Check::new(
+                id,
+                Status::Skip,
+                subject,
+                format!(
+                    "incomplete link attributes: current {}, capability {}",
+                    show(link.speed_gts, link.width),
+                    show(link.max_speed_gts, link.max_width)
+                ),
+            );
+        };
+        let usable = link_gbps(speed, width);
+        let capable = link_gbps(max_speed, max_width);
+        let port = host.fs.port_speed(f);
+        let port_text = match &port {
+            Some((name, mbps)) => format!("port {name} at {} Gb/s", gbps_from_mbps(*mbps)),
+            None if f.interfaces.is_empty() => "no network interface to read the port speed from".to_owned(),
+            None => format!("port {} speed unknown (link down?)", f.interfaces.join(",")),
+        };
+        let port_gbps = port.as_ref().map(|(_, mbps)| *mbps as f64 / 1000.0);
+        let short = port_gbps.is_some_and(|p| usable < p);
+        let below = speed < max_speed || width < max_width;
+        let state = format!(
+            "link at {} GT/s x{width} of {} GT/s x{max_width}: usable {usable:.1} of {capable:.1} Gb/s (GT/s x lanes x {}); {port_text}",
+            gts(speed),
+            gts(max_speed),
+            if speed > 5.0 { "128b/130b" } else { "8b/10b" },
+        );
+        if below {
+            let verdict = if short {
+                " — below the port's line rate"
+            } else if port_gbps.is_some() {
+                " — still above the port's line rate, with less headroom"
+            } else {
+                ""
+            };
+            return Check::new(id, Status::Fail, subject, format!("{state}{verdict}")).hint(
+                "the link trained below its capability: reseat the card or move it to a slot wired for the card's full width and speed (compare LnkCap and LnkSta in `lspci -vv`), and check the firmware's slot speed/bifurcation setting",
+            );
+        }
+        if short {
+            return Check::new(
+                id,
+                Status::Warn,
+                subject,
+                format!("{state} — the link is at full capability but cannot carry the port's line rate"),
+            )
+            .hint("use a card (or slot) with more lanes or a faster PCIe generation for this port speed");
+        }
+        Check::new(id, Status::Pass, subject, state)
+    })
 }
 
 /// `nic-numa`: the NIC's NUMA node is known (not -1), and the plan's VMs
 /// using it run on that node.
 pub(super) fn numa(host: &Host<'_>) -> Vec<Check> {
     let id = CheckId::NicNuma;
-    let nics = match host.nic_functions(id) {
-        Ok(nics) => nics,
-        Err(skip) => return vec![skip],
-    };
     let nodes = host.fs.numa_nodes();
-    nics.into_iter()
-        .map(|(nic, f)| {
-            let subject = nic.address.to_string();
-            let Some(node) = f.numa_node else {
-                return Check::new(id, Status::Skip, subject, "no numa_node attribute");
-            };
-            if node < 0 {
-                if nodes.is_some_and(|n| n <= 1) {
-                    return Check::new(
-                        id,
-                        Status::Pass,
-                        subject,
-                        format!("NUMA node unknown ({node}), but the host has a single NUMA node: locality does not matter"),
-                    );
-                }
-                let count = nodes.map_or_else(String::new, |n| format!(" on this {n}-node host"));
+    host.per_nic(id, |nic, f, subject| {
+        let Some(node) = f.numa_node else {
+            return Check::new(id, Status::Skip, subject, "no numa_node attribute");
+        };
+        if node < 0 {
+            if nodes.is_some_and(|n| n <= 1) {
                 return Check::new(
                     id,
-                    Status::Warn,
+                    Status::Pass,
                     subject,
-                    format!("NUMA node unknown ({node}){count}: the firmware does not say which node the slot hangs off, so planning cannot honour NIC affinity"),
-                )
-                .hint("find the slot's socket in the board manual (or `lstopo`), and ask the vendor for a firmware update that reports the slot's locality (ACPI _PXM); until then set nic_affinity = \"ignore\" or pin by hand");
+                    format!("NUMA node unknown ({node}), but the host has a single NUMA node: locality does not matter"),
+                );
             }
-            let away: Vec<String> = host
-                .plan
-                .map(|plan| {
-                    plan.vms
-                        .iter()
-                        .filter(|vm| nic.vms.contains(&vm.name))
-                        .filter(|vm| !vm.numa_nodes.is_empty() && vm.numa_nodes.iter().all(|n| i64::from(n.0) != node))
-                        .map(|vm| {
-                            let on: Vec<String> = vm.numa_nodes.iter().map(ToString::to_string).collect();
-                            format!("{} runs on node {}", vm.name, on.join(","))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            if !away.is_empty() {
-                return Check::new(
-                    id,
-                    Status::Warn,
-                    subject,
-                    format!("NUMA node {node}, but {}: every packet crosses the socket interconnect", away.join("; ")),
-                )
-                .hint("plan again with nic_affinity = \"required\" for these VMs");
-            }
-            Check::new(id, Status::Pass, subject, format!("NUMA node {node}"))
-        })
-        .collect()
+            let count = nodes.map_or_else(String::new, |n| format!(" on this {n}-node host"));
+            return Check::new(
+                id,
+                Status::Warn,
+                subject,
+                format!("NUMA node unknown ({node}){count}: the firmware does not say which node the slot hangs off, so planning cannot honour NIC affinity"),
+            )
+            .hint("find the slot's socket in the board manual (or `lstopo`), and ask the vendor for a firmware update that reports the slot's locality (ACPI _PXM); until then set nic_affinity = \"ignore\" or pin by hand");
+        }
+        let away: Vec<String> = host
+            .plan
+            .map(|plan| {
+                plan.vms
+                    .iter()
+                    .filter(|vm| nic.vms.contains(&vm.name))
+                    .filter(|vm| !vm.numa_nodes.is_empty() && vm.numa_nodes.iter().all(|n| i64::from(n.0) != node))
+                    .map(|vm| {
+                        let on: Vec<String> = vm.numa_nodes.iter().map(ToString::to_string).collect();
+                        format!("{} runs on node {}", vm.name, on.join(","))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !away.is_empty() {
+            return Check::new(
+                id,
+                Status::Warn,
+                subject,
+                format!("NUMA node {node}, but {}: every packet crosses the socket interconnect", away.join("; ")),
+            )
+            .hint("plan again with nic_affinity = \"required\" for these VMs");
+        }
+        Check::new(id, Status::Pass, subject, format!("NUMA node {node}"))
+    })
 }
 
 #[cfg(test)]
@@ -252,16 +231,6 @@ mod tests {
     use super::super::{CheckId, Status};
 
     const PF: &str = "0000:65:00.0";
-
-    fn vm<'a>(name: &'a str, cpus: &'a str, nic: &'a str) -> Vm<'a> {
-        Vm {
-            name,
-            cpus,
-            threads: "isolate",
-            guest_threads: 1,
-            nic: Some(nic),
-        }
-    }
 
     #[test]
     fn vfs_the_plan_needs_but_the_pf_lacks_warn_with_the_command() {
@@ -294,8 +263,8 @@ mod tests {
         assert!(report.checks.iter().all(|c| c.subject != "0000:65:00.2"));
 
         // One VM on a PF with no VF: enable one.
-        let one = plan("0", &[vm("vm1", "1-2", PF)]);
-        let c = find(&root.run(Some(one), &[]), CheckId::SriovVfs, PF).clone();
+        let one = plan("0", &[Vm::on_nic("vm1", "1-2", PF)]);
+        let c = root.check(Some(one), CheckId::SriovVfs, PF);
         assert_eq!(c.status, Status::Warn);
         assert_eq!(
             c.message,
@@ -310,11 +279,11 @@ mod tests {
         let two = plan(
             "0",
             &[
-                vm("vm1", "1-2", "0000:65:00.1"),
-                vm("vm2", "3-4", "0000:65:00.1"),
+                Vm::on_nic("vm1", "1-2", "0000:65:00.1"),
+                Vm::on_nic("vm2", "3-4", "0000:65:00.1"),
             ],
         );
-        let c = find(&root.run(Some(two), &[]), CheckId::SriovVfs, "0000:65:00.1").clone();
+        let c = root.check(Some(two), CheckId::SriovVfs, "0000:65:00.1");
         assert_eq!(c.status, Status::Warn);
         assert!(c.hint.unwrap_or_default().starts_with(
             "echo 0 > /sys/bus/pci/devices/0000:65:00.1/sriov_numvfs; echo 2 > /sys/bus/pci/devices/0000:65:00.1/sriov_numvfs"
@@ -324,8 +293,8 @@ mod tests {
         let fine = plan(
             "0",
             &[
-                vm("vm1", "1-2", "0000:65:00.1"),
-                vm("vm2", "3-4", "0000:65:00.2"),
+                Vm::on_nic("vm1", "1-2", "0000:65:00.1"),
+                Vm::on_nic("vm2", "3-4", "0000:65:00.2"),
             ],
         );
         let report = root.run(Some(fine), &[]);
@@ -343,31 +312,23 @@ mod tests {
         );
         let many: Vec<Vm> = ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
             .iter()
-            .map(|n| vm(n, "", PF))
+            .map(|n| Vm::on_nic(n, "", PF))
             .collect();
         assert_eq!(
-            find(
-                &root.run(Some(plan("0", &many)), &[]),
-                CheckId::SriovVfs,
-                PF
-            )
-            .status,
+            root.check(Some(plan("0", &many)), CheckId::SriovVfs, PF)
+                .status,
             Status::Fail
         );
         let shared = plan(
             "0",
             &[
-                vm("vm1", "1", "0000:66:00.0"),
-                vm("vm2", "2", "0000:66:00.0"),
+                Vm::on_nic("vm1", "1", "0000:66:00.0"),
+                Vm::on_nic("vm2", "2", "0000:66:00.0"),
             ],
         );
         assert_eq!(
-            find(
-                &root.run(Some(shared), &[]),
-                CheckId::SriovVfs,
-                "0000:66:00.0"
-            )
-            .status,
+            root.check(Some(shared), CheckId::SriovVfs, "0000:66:00.0")
+                .status,
             Status::Warn
         );
     }
@@ -378,7 +339,7 @@ mod tests {
         root.device(PF, "0x020000")
             .link("8.0 GT/s PCIe", 8, "8.0 GT/s PCIe", 16)
             .net("ens1f0", 100_000);
-        let c = find(&root.run(None, &[]), CheckId::PcieLink, PF).clone();
+        let c = root.check(None, CheckId::PcieLink, PF);
         assert_eq!(c.status, Status::Fail);
         // 8 GT/s x 8 lanes x 128/130 = 63.0 Gb/s usable; x16 would give 126.0.
         assert_eq!(
@@ -476,9 +437,9 @@ mod tests {
         );
 
         // A VM planned on node 0 for the NIC on node 1.
-        let mut away = plan("0", &[vm("vm1", "2-3", "0000:02:00.0")]);
+        let mut away = plan("0", &[Vm::on_nic("vm1", "2-3", "0000:02:00.0")]);
         away.vms[0].numa_nodes = vec![crate::ids::NodeId(0)];
-        let c = find(&root.run(Some(away), &[]), CheckId::NicNuma, "0000:02:00.0").clone();
+        let c = root.check(Some(away), CheckId::NicNuma, "0000:02:00.0");
         assert_eq!(c.status, Status::Warn);
         assert!(c.message.contains("vm1 runs on node 0"), "{}", c.message);
 
@@ -489,7 +450,7 @@ mod tests {
             .device("0000:01:00.0", "0x020000")
             .attr("numa_node", "-1");
         assert_eq!(
-            find(&single.run(None, &[]), CheckId::NicNuma, "0000:01:00.0").status,
+            single.check(None, CheckId::NicNuma, "0000:01:00.0").status,
             Status::Pass
         );
     }

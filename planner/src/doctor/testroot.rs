@@ -55,6 +55,12 @@ impl TestRoot {
         }
     }
 
+    /// Runs the doctor with `plan` (no `--nic`) and takes its finding for
+    /// `id` about `subject`.
+    pub fn check(&self, plan: Option<Plan>, id: CheckId, subject: &str) -> Check {
+        find(&self.run(plan, &[]), id, subject).clone()
+    }
+
     pub fn run(&self, plan: Option<Plan>, nics: &[&str]) -> Report {
         run(&DoctorOptions {
             root: self.path.clone(),
@@ -165,6 +171,27 @@ pub(crate) struct Vm<'a> {
     /// The guest's threads per core.
     pub guest_threads: u32,
     pub nic: Option<&'a str>,
+}
+
+impl<'a> Vm<'a> {
+    /// A VM without a NIC.
+    pub fn new(name: &'a str, cpus: &'a str, threads: &'a str, guest_threads: u32) -> Vm<'a> {
+        Vm {
+            name,
+            cpus,
+            threads,
+            guest_threads,
+            nic: None,
+        }
+    }
+
+    /// A VM with one thread per core (`isolate`) on `nic`.
+    pub fn on_nic(name: &'a str, cpus: &'a str, nic: &'a str) -> Vm<'a> {
+        Vm {
+            nic: Some(nic),
+            ..Vm::new(name, cpus, "isolate", 1)
+        }
+    }
 }
 
 /// A plan with the host's `reserved` CPUs and these VMs (one vCPU per CPU).

@@ -18,27 +18,90 @@ pub fn layout(
     cores: &[CoreId],
     emulator_host: &CpuSet,
 ) -> VmPlan {
-    let usable = host.usable_cpus();
-    let mut owned: Vec<(Option<NodeId>, Vec<CpuId>, CoreId)> = cores
-        .iter()
-        .filter_map(|&id| host.core(id))
-        .map(|c| {
-            (
-                c.numa_node,
-                c.cpus.intersection(&usable).iter().collect(),
-                c.id,
-            )
+    let owned = owned_cores(host, cores);
+    let Pinning {
+        pins,
+        idle,
+        per_core_used,
+    } = pin_vcpus(vm, &owned);
+
+    let emulator_cpus: CpuSet = match vm.emulator {
+        EmulatorPolicy::Host => emulator_host.clone(),
+        EmulatorPolicy::Isolate => idle.first().copied().into_iter().collect(),
+    };
+    let iothreads = (1..=vm.iothreads)
+        .map(|iothread| IothreadPin {
+            iothread,
+            cpus: emulator_cpus.clone(),
         })
         .collect();
-    owned.sort_by_key(|(node, pus, id)| (*node, std::cmp::Reverse(pus.len()), *id));
 
+    let nodes: BTreeSet<NodeId> = owned.iter().filter_map(|c| c.node).collect();
+    let numa_nodes: Vec<NodeId> = nodes.iter().copied().collect();
+    let guest_cells = guest_cells(host, &numa_nodes, &pins);
+    let guest_topology = guest_topology(vm, &per_core_used);
+    let cpus: CpuSet = owned.iter().flat_map(|c| c.pus.iter().copied()).collect();
+    let mut core_ids: Vec<CoreId> = cores.to_vec();
+    core_ids.sort();
+    VmPlan {
+        name: vm.name.clone(),
+        vcpus: pins,
+        cores: core_ids,
+        cpus,
+        emulator_cpus,
+        iothreads,
+        numa_nodes,
+        guest_cells,
+        guest_topology,
+        threads: vm.threads.name().to_owned(),
+        demand: vm.demand.clone(),
+        nic: vm.nic,
+    }
+}
+
+/// One of the VM's cores with its usable CPUs, ascending.
+struct OwnedCore {
+    node: Option<NodeId>,
+    pus: Vec<CpuId>,
+    id: CoreId,
+}
+
+/// The VM's cores in the order vCPUs fill them: by node, fuller cores
+/// first, then by id.
+fn owned_cores(host: &HostTopology, cores: &[CoreId]) -> Vec<OwnedCore> {
+    let usable = host.usable_cpus();
+    let mut owned: Vec<OwnedCore> = cores
+        .iter()
+        .filter_map(|&id| host.core(id))
+        .map(|c| OwnedCore {
+            node: c.numa_node,
+            pus: c.cpus.intersection(&usable).iter().collect(),
+            id: c.id,
+        })
+        .collect();
+    owned.sort_by_key(|c| (c.node, std::cmp::Reverse(c.pus.len()), c.id));
+    owned
+}
+
+/// Where the vCPUs went.
+struct Pinning {
+    pins: Vec<VcpuPin>,
+    /// Owned CPUs that carry no vCPU, in core order.
+    idle: Vec<CpuId>,
+    /// vCPUs on each owned core, in core order.
+    per_core_used: Vec<usize>,
+}
+
+/// vCPUs in order onto the cores: one per core with `isolate`, every
+/// thread of a core before the next otherwise.
+fn pin_vcpus(vm: &VmRequest, owned: &[OwnedCore]) -> Pinning {
     let mut pins: Vec<VcpuPin> = Vec::new();
     let mut idle: Vec<CpuId> = Vec::new();
     let mut vcpu = 0u32;
     let per_core_used: Vec<usize> = match vm.threads {
         ThreadPolicy::Isolate => {
             let mut used = Vec::new();
-            for (_, pus, _) in &owned {
+            for OwnedCore { pus, .. } in owned {
                 if vcpu < vm.vcpus {
                     if let Some(&first) = pus.first() {
                         pins.push(VcpuPin { vcpu, cpu: first });
@@ -55,7 +118,7 @@ pub fn layout(
         }
         ThreadPolicy::Require | ThreadPolicy::Prefer => {
             let mut used = Vec::new();
-            for (_, pus, _) in &owned {
+            for OwnedCore { pus, .. } in owned {
                 let mut n = 0;
                 for &cpu in pus {
                     if vcpu < vm.vcpus {
@@ -71,71 +134,47 @@ pub fn layout(
             used
         }
     };
+    Pinning {
+        pins,
+        idle,
+        per_core_used,
+    }
+}
 
-    let emulator_cpus: CpuSet = match vm.emulator {
-        EmulatorPolicy::Host => emulator_host.clone(),
-        EmulatorPolicy::Isolate => idle.first().copied().into_iter().collect(),
-    };
-    let iothreads = (1..=vm.iothreads)
-        .map(|iothread| IothreadPin {
-            iothread,
-            cpus: emulator_cpus.clone(),
-        })
-        .collect();
-
-    let nodes: BTreeSet<NodeId> = owned.iter().filter_map(|(node, _, _)| *node).collect();
-    let numa_nodes: Vec<NodeId> = nodes.iter().copied().collect();
-    let guest_cells = if numa_nodes.len() > 1 {
-        numa_nodes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, &node)| {
-                let vcpus: CpuSet = pins
-                    .iter()
-                    .filter(|p| host.pu(p.cpu).and_then(|pu| pu.numa_node) == Some(node))
-                    .map(|p| CpuId(p.vcpu))
-                    .collect();
-                (!vcpus.is_empty()).then(|| GuestCell {
-                    id: u32::try_from(i).unwrap_or(u32::MAX),
-                    vcpus: vcpus.to_string(),
-                    host_node: node,
-                })
+/// One guest cell per host node carrying vCPUs, when the VM spans nodes.
+fn guest_cells(host: &HostTopology, numa_nodes: &[NodeId], pins: &[VcpuPin]) -> Vec<GuestCell> {
+    if numa_nodes.len() <= 1 {
+        return Vec::new();
+    }
+    numa_nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &node)| {
+            let vcpus: CpuSet = pins
+                .iter()
+                .filter(|p| host.pu(p.cpu).and_then(|pu| pu.numa_node) == Some(node))
+                .map(|p| CpuId(p.vcpu))
+                .collect();
+            (!vcpus.is_empty()).then(|| GuestCell {
+                id: u32::try_from(i).unwrap_or(u32::MAX),
+                vcpus: vcpus.to_string(),
+                host_node: node,
             })
-            .collect()
-    } else {
-        Vec::new()
-    };
+        })
+        .collect()
+}
 
-    // Guest vCPU pairs (2k, 2k+1) mirror host siblings only when every core
-    // carrying vCPUs carries exactly t of them.
-    let used: Vec<usize> = per_core_used.into_iter().filter(|&n| n > 0).collect();
+/// Guest vCPU pairs (2k, 2k+1) mirror host siblings only when every core
+/// carrying vCPUs carries exactly t of them.
+fn guest_topology(vm: &VmRequest, per_core_used: &[usize]) -> GuestTopology {
+    let used: Vec<usize> = per_core_used.iter().copied().filter(|&n| n > 0).collect();
     let threads = match used.first() {
         Some(&t) if t >= 2 && used.iter().all(|&n| n == t) => u32::try_from(t).unwrap_or(1),
         _ => 1,
     };
-    let guest_topology = GuestTopology {
+    GuestTopology {
         sockets: 1,
         cores: vm.vcpus / threads.max(1),
         threads,
-    };
-    let cpus: CpuSet = owned
-        .iter()
-        .flat_map(|(_, pus, _)| pus.iter().copied())
-        .collect();
-    let mut core_ids: Vec<CoreId> = cores.to_vec();
-    core_ids.sort();
-    VmPlan {
-        name: vm.name.clone(),
-        vcpus: pins,
-        cores: core_ids,
-        cpus,
-        emulator_cpus,
-        iothreads,
-        numa_nodes,
-        guest_cells,
-        guest_topology,
-        threads: vm.threads.name().to_owned(),
-        demand: vm.demand.clone(),
-        nic: vm.nic,
     }
 }

@@ -121,9 +121,31 @@ impl RawTopology {
     /// Builds the model. Fails only when no CPU is online or a CPU is listed twice.
     pub fn assemble(mut self) -> Result<HostTopology, TopologyError> {
         self.pus.sort_by_key(|p| p.cpu);
+        self.check_cpus()?;
+        let packages = self.packages();
+        let l3_domains = self.l3_domains();
+        let cores = self.cores(&packages, &l3_domains);
+        let pus = self.numbered_pus(&cores);
+        let numa_nodes = self.numa_nodes();
+        let mut pci = self.pci;
+        pci.sort_by_key(|d| d.address);
+
+        Ok(HostTopology {
+            source: self.source,
+            packages,
+            numa_nodes,
+            l3_domains,
+            cores,
+            pus,
+            pci,
+        })
+    }
+
+    /// Each CPU once (`pus` sorted), and at least one online.
+    fn check_cpus(&self) -> Result<(), TopologyError> {
         if let Some(pair) = self.pus.windows(2).find(|w| w[0].cpu == w[1].cpu) {
             return Err(TopologyError::Empty {
-                source_name: self.source,
+                source_name: self.source.clone(),
                 problem: format!(
                     "CPU {} is listed twice: the source is inconsistent",
                     pair[0].cpu
@@ -132,12 +154,40 @@ impl RawTopology {
         }
         if !self.pus.iter().any(|p| p.online) {
             return Err(TopologyError::Empty {
-                source_name: self.source,
+                source_name: self.source.clone(),
                 problem: "the topology has no online CPU (nothing to plan on)".to_owned(),
             });
         }
+        Ok(())
+    }
 
-        // Cores: an online CPU without a core key is a core of its own.
+    fn packages(&self) -> Vec<Package> {
+        number_groups(&self.packages, &self.pus, |p| p.package)
+            .into_iter()
+            .enumerate()
+            .map(|(i, g)| Package {
+                id: PackageId(dense(i)),
+                os_index: g.group.os_index,
+                cpus: g.online,
+            })
+            .collect()
+    }
+
+    fn l3_domains(&self) -> Vec<L3Domain> {
+        number_groups(&self.l3s, &self.pus, |p| p.l3)
+            .into_iter()
+            .enumerate()
+            .map(|(i, g)| L3Domain {
+                id: L3Id(dense(i)),
+                cpus: g.online,
+                size_bytes: g.group.size_bytes,
+            })
+            .collect()
+    }
+
+    /// Cores: an online CPU without a core key is a core of its own. Each
+    /// takes its package, node and L3 domain from its first CPU.
+    fn cores(&self, packages: &[Package], l3_domains: &[L3Domain]) -> Vec<Core> {
         let mut cores: BTreeMap<(u8, u64), CpuSet> = BTreeMap::new();
         for pu in self.pus.iter().filter(|p| p.online) {
             let key = match pu.core {
@@ -149,25 +199,6 @@ impl RawTopology {
         let mut cores: Vec<CpuSet> = cores.into_values().collect();
         cores.sort_by_key(CpuSet::first);
 
-        let packages: Vec<Package> = number_groups(&self.packages, &self.pus, |p| p.package)
-            .into_iter()
-            .enumerate()
-            .map(|(i, g)| Package {
-                id: PackageId(dense(i)),
-                os_index: g.group.os_index,
-                cpus: g.online,
-            })
-            .collect();
-        let l3_domains: Vec<L3Domain> = number_groups(&self.l3s, &self.pus, |p| p.l3)
-            .into_iter()
-            .enumerate()
-            .map(|(i, g)| L3Domain {
-                id: L3Id(dense(i)),
-                cpus: g.online,
-                size_bytes: g.group.size_bytes,
-            })
-            .collect();
-
         let by_cpu: BTreeMap<CpuId, &RawPu> = self.pus.iter().map(|p| (p.cpu, p)).collect();
         let package_of = |cpu: CpuId| packages.iter().find(|p| p.cpus.contains(cpu)).map(|p| p.id);
         let l3_of = |cpu: CpuId| {
@@ -178,7 +209,7 @@ impl RawTopology {
         };
         let node_of = |cpu: CpuId| by_cpu.get(&cpu).and_then(|p| p.node);
 
-        let cores: Vec<Core> = cores
+        cores
             .into_iter()
             .enumerate()
             .map(|(i, cpus)| {
@@ -191,16 +222,18 @@ impl RawTopology {
                     cpus,
                 }
             })
-            .collect();
+            .collect()
+    }
 
+    /// Every CPU with the id of its core.
+    fn numbered_pus(&self, cores: &[Core]) -> Vec<Pu> {
         let mut core_of: BTreeMap<CpuId, CoreId> = BTreeMap::new();
-        for core in &cores {
+        for core in cores {
             for cpu in core.cpus.iter() {
                 core_of.insert(cpu, core.id);
             }
         }
-        let pus: Vec<Pu> = self
-            .pus
+        self.pus
             .iter()
             .map(|p| Pu {
                 cpu: p.cpu,
@@ -210,10 +243,12 @@ impl RawTopology {
                 allowed: p.allowed,
                 numa_node: p.node,
             })
-            .collect();
+            .collect()
+    }
 
-        // Nodes: those the reader listed plus any a CPU names; keep those with
-        // CPUs or memory.
+    /// Nodes: those the reader listed plus any a CPU names; keep those with
+    /// CPUs or memory.
+    fn numa_nodes(&self) -> Vec<NumaNode> {
         let mut nodes: BTreeMap<NodeId, NumaNode> = BTreeMap::new();
         let online = self
             .pus
@@ -251,23 +286,10 @@ impl RawTopology {
                     .insert(pu.cpu);
             }
         }
-        let numa_nodes = nodes
+        nodes
             .into_values()
             .filter(|n| !n.cpus.is_empty() || n.memory_bytes.is_some_and(|m| m > 0))
-            .collect();
-
-        let mut pci = self.pci;
-        pci.sort_by_key(|d| d.address);
-
-        Ok(HostTopology {
-            source: self.source,
-            packages,
-            numa_nodes,
-            l3_domains,
-            cores,
-            pus,
-            pci,
-        })
+            .collect()
     }
 }
 

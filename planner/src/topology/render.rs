@@ -45,7 +45,18 @@ fn link(l: &PcieLink) -> String {
 
 pub(super) fn text(host: &HostTopology) -> String {
     let mut out = String::new();
-    let usable = host.usable_cpus();
+    summary(&mut out, host);
+    groups(&mut out, host);
+    cores(&mut out, host);
+    unusable_cpus(&mut out, host);
+    pci_devices(&mut out, host);
+    out
+}
+
+// Writing to a String cannot fail: the functions below ignore `writeln!`'s result.
+
+/// `host: SOURCE` and the counts.
+fn summary(out: &mut String, host: &HostTopology) {
     let threads: std::collections::BTreeSet<usize> =
         host.cores.iter().map(|c| c.cpus.len()).collect();
     let threads = match threads.len() {
@@ -56,7 +67,6 @@ pub(super) fn text(host: &HostTopology) -> String {
             format!("{} threads per core", counts.join(" or "))
         }
     };
-    // Writing to a String cannot fail.
     let _ = writeln!(out, "host: {}", host.source);
     let _ = writeln!(
         out,
@@ -66,9 +76,12 @@ pub(super) fn text(host: &HostTopology) -> String {
         plural(host.l3_domains.len(), "L3 domain", "L3 domains"),
         plural(host.cores.len(), "core", "cores"),
         plural(host.pus.len(), "CPU", "CPUs"),
-        usable.len(),
+        host.usable_cpus().len(),
     );
+}
 
+/// Packages, NUMA nodes and L3 domains, each section only when there are any.
+fn groups(out: &mut String, host: &HostTopology) {
     if !host.packages.is_empty() {
         let _ = writeln!(out, "\npackages:");
         for p in &host.packages {
@@ -100,7 +113,11 @@ pub(super) fn text(host: &HostTopology) -> String {
             let _ = writeln!(out, "  l3 {}: {}{size}", d.id, cpus_or_none(&d.cpus));
         }
     }
+}
 
+/// One line per core, its CPUs aligned, unusable ones starred.
+fn cores(out: &mut String, host: &HostTopology) {
+    let usable = host.usable_cpus();
     let _ = writeln!(out, "\ncores (* = CPU not usable):");
     let labels: Vec<String> = host
         .cores
@@ -130,7 +147,10 @@ pub(super) fn text(host: &HostTopology) -> String {
             opt(core.l3)
         );
     }
+}
 
+/// The CPUs a plan may not use, and why.
+fn unusable_cpus(out: &mut String, host: &HostTopology) {
     let unusable: Vec<String> = host
         .pus
         .iter()
@@ -150,7 +170,10 @@ pub(super) fn text(host: &HostTopology) -> String {
             let _ = writeln!(out, "{line}");
         }
     }
+}
 
+/// PCI devices with their names, node and link.
+fn pci_devices(out: &mut String, host: &HostTopology) {
     if !host.pci.is_empty() {
         let _ = writeln!(out, "\npci devices:");
         for d in &host.pci {
@@ -167,5 +190,4 @@ pub(super) fn text(host: &HostTopology) -> String {
             let _ = writeln!(out, "  {} {}{names}: {node}{link}", d.address, d.class);
         }
     }
-    out
 }
