@@ -476,12 +476,6 @@ impl Table {
     }
 }
 
-impl crate::error::Diagnostic for TableError {
-    fn hint(&self) -> Option<String> {
-        Some("see docs/formats.md (Throughput tables) for the columns and an example".to_owned())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
