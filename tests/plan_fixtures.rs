@@ -198,7 +198,7 @@ fn ilp_plans_about_90_percent_of_every_fixture() {
             req.vms.len(),
             plan.status
         ));
-        if plan.solver != "ilp" {
+        if plan.solver != pinplan::solve::SolverKind::Ilp {
             problems.push(format!(
                 "{name}: solver {} ({:?})",
                 plan.solver, plan.warnings

@@ -635,7 +635,7 @@ fn part2(only: Option<u64>) -> BoxResult<()> {
             std::cmp::Ordering::Less => fewer_total += 1,
             std::cmp::Ordering::Equal => {}
         }
-        if ilp.solver != "ilp" {
+        if ilp.solver != pinplan::solve::SolverKind::Ilp {
             fell_back.push(seed);
         } else if !ilp.proven {
             not_proven.push(seed);

@@ -172,6 +172,26 @@ pub struct PlanHost {
     pub fingerprint: String,
 }
 
+/// Which solver: the exact integer program, or the first-fit baseline.
+/// Serialised as `ilp`, `greedy` (the plan's `solver` field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SolverKind {
+    /// The aggregated integer program (exact).
+    Ilp,
+    /// First fit (baseline).
+    Greedy,
+}
+
+impl std::fmt::Display for SolverKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            SolverKind::Ilp => "ilp",
+            SolverKind::Greedy => "greedy",
+        })
+    }
+}
+
 /// A placement for every VM that fits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
@@ -181,8 +201,8 @@ pub struct Plan {
     /// not every VM fits: a plan placing 70 of 91 VMs can be proven best).
     #[serde(default)]
     pub proven: bool,
-    /// `ilp` or `greedy`.
-    pub solver: String,
+    /// The solver that made it.
+    pub solver: SolverKind,
     /// The MIP backend of the `ilp` solver (`cbc`, `highs` or `microlp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
@@ -327,8 +347,8 @@ impl Plan {
             Status::Feasible => "feasible",
             Status::Infeasible => "infeasible (not every VM fits)",
         };
-        let proof = match (self.solver.as_str(), self.proven, self.solve_seconds) {
-            ("greedy", _, _) => String::new(),
+        let proof = match (self.solver, self.proven, self.solve_seconds) {
+            (SolverKind::Greedy, _, _) => String::new(),
             _ if self.status == Status::Optimal => String::new(),
             (_, true, _) => ", proven optimal".to_owned(),
             (_, false, Some(s)) => format!(", best found in {s:.1} s, not proven"),

@@ -206,7 +206,7 @@ pub(crate) fn plan(reserved: &str, vms: &[Vm<'_>]) -> Plan {
     Plan {
         status: Status::Optimal,
         proven: true,
-        solver: "ilp".to_owned(),
+        solver: crate::plan::SolverKind::Ilp,
         backend: None,
         summary: None,
         solve_seconds: None,

@@ -290,23 +290,23 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
     let started = Instant::now();
     let mut resolve = true;
     let (placement, solver_name) = match options.solver {
-        SolverKind::Greedy => (greedy::place(request), "greedy"),
+        SolverKind::Greedy => (greedy::place(request), SolverKind::Greedy),
         SolverKind::Ilp => {
             match exact_with_watchdog(request, options.time_limit.mul_f64(SOLVE_SHARE)) {
                 Ok(w) => {
                     resolve = !w.abandoned;
-                    (w.placement, "ilp")
+                    (w.placement, SolverKind::Ilp)
                 }
                 Err(why) => {
                     warnings.push(format!(
                         "{why}; the greedy first-fit answer is given instead"
                     ));
-                    (greedy::place(request), "greedy")
+                    (greedy::place(request), SolverKind::Greedy)
                 }
             }
         }
     };
-    if !placement.proven && options.solver == SolverKind::Ilp && solver_name == "ilp" {
+    if !placement.proven && options.solver == SolverKind::Ilp && solver_name == SolverKind::Ilp {
         warnings.push(format!(
             "best found in {:.1} s, not proven optimal within the time limit ({:.1} s left \
              for the solve)",
@@ -342,7 +342,7 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
 pub fn build_plan(
     request: &PlanRequest,
     placement: &Placement,
-    solver_name: &str,
+    solver_name: SolverKind,
     options: &SolveOptions,
     warnings: Vec<String>,
     deadline: Instant,
@@ -384,8 +384,8 @@ pub fn build_plan(
     Plan {
         status,
         proven: placement.proven,
-        solver: solver_name.to_owned(),
-        backend: (solver_name == "ilp").then(|| backend::NAME.to_owned()),
+        solver: solver_name,
+        backend: (solver_name == SolverKind::Ilp).then(|| backend::NAME.to_owned()),
         summary,
         solve_seconds: None,
         host: PlanHost {

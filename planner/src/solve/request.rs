@@ -156,14 +156,7 @@ pub struct PlanRequest {
     pub vms: Vec<VmRequest>,
 }
 
-/// Which solver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SolverKind {
-    /// The aggregated integer program (exact).
-    Ilp,
-    /// First fit (baseline).
-    Greedy,
-}
+pub use crate::plan::SolverKind;
 
 /// Solver settings.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,7 +5,7 @@
 //! model is [`super::assemble`]'s job.
 
 use super::assemble::{RawGroup, RawNode, RawPu, RawTopology};
-use super::pci::{class_id_string, class_name, read_sysfs, PciAddress, PciDevice, PcieLink};
+use super::pci::{class_name, read_sysfs, PciAddress, PciClass, PciDevice, PcieLink};
 use super::TopologyError;
 use crate::cpuset::CpuSet;
 use crate::ids::{CpuId, NodeId};
@@ -262,7 +262,7 @@ fn pci_device(object: &TopologyObject) -> Option<PciDevice> {
     });
     Some(PciDevice {
         address,
-        class_id: class_id_string(attr.class_id()),
+        class_id: PciClass(attr.class_id()),
         class: class_name(attr.class_id()),
         vendor_id: Some(format!("0x{:04x}", attr.vendor_id())),
         device_id: Some(format!("0x{:04x}", attr.device_id())),

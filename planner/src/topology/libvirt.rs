@@ -136,7 +136,7 @@ fn pci_device(root: Node) -> Option<PciDevice> {
     });
     Some(PciDevice {
         address,
-        class_id: super::pci::class_id_string(class_id),
+        class_id: super::pci::PciClass(class_id),
         class: class_name(class_id),
         vendor_id: id_of("vendor"),
         device_id: id_of("product"),
@@ -181,7 +181,7 @@ mod tests {
         assert_eq!(devices.len(), 2);
         let d = &devices[0];
         assert_eq!(d.address.to_string(), "0000:42:00.0");
-        assert_eq!(d.class_id, "0x0200");
+        assert_eq!(d.class_id.to_string(), "0x0200");
         assert_eq!(d.names, ["ens1f0"]);
         assert_eq!(d.numa_node, Some(NodeId(1)));
         let link = d.link.clone();

@@ -21,7 +21,7 @@ pub(crate) use caps::unit_bytes;
 pub use detect::SourceKind;
 pub(crate) use pci::parse_int as pci_parse_int;
 pub(crate) use pci::read_sysfs_link;
-pub use pci::{link_gbps, PciAddress, PciDevice, PcieLink};
+pub use pci::{link_gbps, PciAddress, PciClass, PciDevice, PcieLink};
 
 use crate::cpuset::CpuSet;
 use crate::error::Diagnostic;

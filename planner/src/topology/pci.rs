@@ -123,7 +123,7 @@ pub struct PciDevice {
     /// Bus address.
     pub address: PciAddress,
     /// PCI class and subclass, e.g. `0x0200` (Ethernet).
-    pub class_id: String,
+    pub class_id: PciClass,
     /// Readable class name, e.g. `Ethernet controller`.
     pub class: String,
     /// Vendor id, e.g. `0x15b3`.
@@ -150,20 +150,43 @@ impl PciDevice {
     /// storage, network, display, processors and accelerators, Fibre Channel,
     /// InfiniBand — not bridges, USB, audio and the like.
     pub fn is_important(&self) -> bool {
-        let class =
-            u16::from_str_radix(self.class_id.trim_start_matches("0x"), 16).unwrap_or(0xffff);
+        let class = self.class_id.0;
         matches!(class >> 8, 0x00..=0x03 | 0x0b | 0x12) || matches!(class, 0x0c04 | 0x0c06)
     }
 
     /// Whether this is a network controller (PCI class 0x02).
     pub fn is_network(&self) -> bool {
-        self.class_id.starts_with("0x02")
+        self.class_id.0 >> 8 == 0x02
     }
 }
 
-/// Formats a class/subclass pair (`0x0200`).
-pub(crate) fn class_id_string(class_id: u16) -> String {
-    format!("0x{class_id:04x}")
+/// A PCI class and subclass (`0x0200`, Ethernet), written and read in that
+/// form in JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PciClass(pub u16);
+
+impl std::fmt::Display for PciClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(&format!("0x{:04x}", self.0))
+    }
+}
+
+impl Serialize for PciClass {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for PciClass {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.strip_prefix("0x")
+            .and_then(|hex| u16::from_str_radix(hex, 16).ok())
+            .map(PciClass)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!("{text:?} is not a PCI class like 0x0200"))
+            })
+    }
 }
 
 /// The PCI-SIG name of a class/subclass (the part of `lspci` before the colon).
@@ -238,6 +261,18 @@ mod tests {
                 "{bad:?} should not parse"
             );
         }
+    }
+
+    #[test]
+    fn classes_read_and_write_as_four_hex_digits() {
+        let class: PciClass = serde_json::from_str("\"0x0200\"").unwrap_or(PciClass(0));
+        assert_eq!(class, PciClass(0x0200));
+        assert_eq!(
+            serde_json::to_string(&PciClass(0x0c04)).ok().as_deref(),
+            Some("\"0x0c04\"")
+        );
+        assert!(serde_json::from_str::<PciClass>("\"0200\"").is_err());
+        assert!(serde_json::from_str::<PciClass>("\"0x1ffff\"").is_err());
     }
 
     #[test]
