@@ -5,7 +5,7 @@
 //! - [`ids`], [`cpuset`], [`cmdline`], [`text`], [`error`]: shared small
 //!   pieces — typed ids, CPU lists in libvirt/Linux syntax, the kernel
 //!   command line, text helpers, and the [`error::Diagnostic`] trait every
-//!   error implements.
+//!   error implements; `xmldoc` (crate-private) reads whole XML documents.
 //! - [`topology`]: read a host (hwloc live, XML, synthetic; libvirt
 //!   capabilities or a connection) into a [`HostTopology`]; its map and
 //!   fingerprint.
