@@ -151,6 +151,9 @@ impl Diagnostic for WriteError {
         match self.source.kind() {
             std::io::ErrorKind::NotFound => Some("check that its directory exists".to_owned()),
             std::io::ErrorKind::PermissionDenied => Some("give a path you may write to".to_owned()),
+            std::io::ErrorKind::AlreadyExists => {
+                Some("it exists and is never overwritten: give another name".to_owned())
+            }
             _ => None,
         }
     }

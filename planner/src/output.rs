@@ -218,33 +218,100 @@ pub fn xml_text(
 
 /// Writes `text` to `path` through a temporary file in the same directory,
 /// fsync and a rename, with permission bits `mode` (0o600 for files that
-/// may hold secrets, such as an apply journal).
+/// may hold secrets, such as an apply journal). The temporary file has an
+/// unpredictable name and is created exclusively (never through a link
+/// someone planted); a `path` that is a link is replaced, not followed.
 pub fn write_atomically(path: &Path, text: &str, mode: u32) -> Result<(), WriteError> {
+    write_file(path, text, mode, true)
+}
+
+/// [`write_atomically`] for a file that must not exist yet (an apply
+/// journal, the only record of the state before): an existing `path` is an
+/// error, never overwritten.
+pub fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), WriteError> {
+    write_file(path, text, mode, false)
+}
+
+fn write_file(path: &Path, text: &str, mode: u32, replace: bool) -> Result<(), WriteError> {
     use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    use std::os::unix::fs::PermissionsExt as _;
     let failed = |source| WriteError {
         path: path.to_owned(),
         source,
     };
-    let result = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(mode)
-            .open(&temp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or_else(|| Path::new("."));
+    let mut temp = tempfile::Builder::new()
+        .prefix(".pinplan-")
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)
+        .map_err(failed)?;
+    temp.write_all(text.as_bytes()).map_err(failed)?;
+    temp.as_file().sync_all().map_err(failed)?;
+    // The temporary file is removed when `persist` fails.
+    let persisted = if replace {
+        temp.persist(path)
+    } else {
+        temp.persist_noclobber(path)
+    };
+    persisted.map(drop).map_err(|e| failed(e.error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::symlink_metadata(path)
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0)
     }
-    result.map_err(failed)
+
+    /// Issue 14, defect 2: a link planted where the temporary file or the
+    /// output goes is never written through.
+    #[test]
+    fn temp_files_cannot_be_hijacked() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap_or_else(|e| panic!("{e}"));
+        // The old predictable temporary names, as links to the victim.
+        for pid in [std::process::id(), 1, 2] {
+            let planted = dir.path().join(format!(".plan.json.{pid}.tmp"));
+            std::os::unix::fs::symlink(&victim, planted).unwrap_or_else(|e| panic!("{e}"));
+        }
+        // The output itself a link to the victim: replaced, not followed.
+        let out = dir.path().join("plan.json");
+        std::os::unix::fs::symlink(&victim, &out).unwrap_or_else(|e| panic!("{e}"));
+        write_atomically(&out, "new", 0o644).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(std::fs::read_to_string(&victim).ok().as_deref(), Some("keep"));
+        assert!(std::fs::symlink_metadata(&out).is_ok_and(|m| m.is_file()));
+        assert_eq!(std::fs::read_to_string(&out).ok().as_deref(), Some("new"));
+        assert_eq!(mode(&out), 0o644);
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(
+            !left.iter().any(|n| n.to_string_lossy().starts_with(".pinplan-")),
+            "a temporary file was left: {left:?}"
+        );
+    }
+
+    /// A journal is created 0600 and never replaces an existing file.
+    #[test]
+    fn a_journal_is_private_and_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let journal = dir.path().join("j.json");
+        write_new(&journal, "first", 0o600).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(mode(&journal), 0o600);
+        let again = write_new(&journal, "second", 0o600);
+        assert_eq!(
+            again.map_err(|e| e.source.kind()).err(),
+            Some(std::io::ErrorKind::AlreadyExists)
+        );
+        assert_eq!(std::fs::read_to_string(&journal).ok().as_deref(), Some("first"));
+    }
 }

@@ -8,7 +8,7 @@ use super::{use_colour, ColorArg};
 use crate::error::{print, Failure, Usage};
 use pinplan::libvirt::apply::{self, ApplyError, Journal, Scope, Session, Target};
 use pinplan::libvirt::tenants::{self, Domains};
-use pinplan::output::write_atomically;
+use pinplan::output::write_new;
 use pinplan::plan::Plan;
 use pinplan::report::Report;
 use pinplan::topology::{self, HostTopology, Source};
@@ -120,7 +120,7 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::SUCCESS);
     }
     let journal_path = args.journal.clone().unwrap_or_else(default_journal);
-    write_atomically(&journal_path, &journal.to_json(), 0o600).map_err(ApplyError::Journal)?;
+    write_new(&journal_path, &journal.to_json(), 0o600).map_err(ApplyError::Journal)?;
     print(&format!(
         "journal: {} (undo: {})\n",
         journal_path.display(),
