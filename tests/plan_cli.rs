@@ -265,6 +265,35 @@ fn out_dir_gets_plan_json_atomically() {
     assert_eq!(entries(), ["plan.json", "vm1.xml", "vm2.fragment.xml"]);
 }
 
+/// Issue 14, defect 3: a VM named to leave `--out DIR` is refused before
+/// anything is written, inside DIR or out of it.
+#[test]
+fn vm_names_escape_out_writes_nothing() {
+    let dir = TempDir::new();
+    let host = util::repo().join("examples/lab/b1-host.xml");
+    let spec = dir.write(
+        "spec.toml",
+        format!(
+            "[host]\nsource = {:?}\nreserved_cores = 1\n\n[[vm]]\nname = \"../escape\"\nvcpus = 2\n",
+            host.display().to_string()
+        ),
+    );
+    let out_dir = dir.path("out");
+    let args = ["plan", arg(&spec), "--out", arg(&out_dir)];
+    let out = pinplan(args);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("spec.toml:6: VM name \"../escape\" contains '/'"),
+        "{stderr}"
+    );
+    assert!(!out_dir.exists(), "the output directory was made");
+    assert!(
+        !dir.path("escape.fragment.xml").exists(),
+        "a file escaped --out"
+    );
+}
+
 #[test]
 fn output_is_deterministic() {
     let dir = lab_dir();

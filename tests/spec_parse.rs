@@ -225,3 +225,37 @@ fn bad_specs_name_file_and_line() {
         insta::assert_snapshot!(name.trim_end_matches(".toml"), shown(&e));
     }
 }
+
+/// Issue 14, defect 3: VM names that would leave `--out DIR` (or break a
+/// line, or hide the file) are refused at parse time, at the name's line.
+#[test]
+fn vm_names_escape_out_is_refused() {
+    let long = "v".repeat(pinplan::spec::NAME_MAX_BYTES + 1);
+    let bad = [
+        ("../../escape", "'/'"),
+        ("/etc/libvirt/qemu/X", "'/'"),
+        (".hidden", "'.'"),
+        ("a\\nb", "control character"),
+        ("nul\\u0000", "control character"),
+        (long.as_str(), "bytes long"),
+    ];
+    let path = util::repo().join("examples/lab/names.toml");
+    for (name, why) in bad {
+        let spec = format!("{HOST}\n[[vm]]\nname = \"{name}\"\nvcpus = 4\n");
+        let e = Spec::parse(&path, &spec)
+            .err()
+            .unwrap_or_else(|| panic!("{name:?} was accepted"));
+        assert_eq!(e.line, 6, "{name:?}: {e}");
+        assert_eq!(e.key.as_deref(), Some("vm.name"), "{name:?}: {e}");
+        assert!(e.to_string().contains(why), "{name:?}: {e}");
+        assert!(
+            e.hint.as_deref().is_some_and(|h| h.contains("no '/'")),
+            "{name:?}: {e}"
+        );
+    }
+    let longest = "v".repeat(pinplan::spec::NAME_MAX_BYTES);
+    for ok in ["vm1", "vm-1_b.2", longest.as_str()] {
+        let spec = format!("{HOST}\n[[vm]]\nname = \"{ok}\"\nvcpus = 4\n");
+        assert!(Spec::parse(&path, &spec).is_ok(), "{ok:?} was refused");
+    }
+}

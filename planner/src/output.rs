@@ -47,6 +47,16 @@ pub enum OutputError {
         /// The plan's VMs.
         placed: Vec<String>,
     },
+    /// A VM name that would put its file outside the output directory.
+    #[error("VM name {name:?} {reason}: its file would not stay in {}", dir.display())]
+    BadName {
+        /// The name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+        /// The output directory.
+        dir: PathBuf,
+    },
     /// The domain to patch is not a VM of the plan.
     #[error("{source_name}:{line}: the domain is named {name:?}, which is not a VM of the plan {}", plan.display())]
     NotInPlan {
@@ -76,7 +86,9 @@ impl Diagnostic for OutputError {
                 "pass --vm NAME to patch it with one of the plan's VMs: {}",
                 placed.join(", ")
             )),
-            OutputError::Dir { .. } | OutputError::ReadDomain { .. } => None,
+            OutputError::Dir { .. }
+            | OutputError::ReadDomain { .. }
+            | OutputError::BadName { .. } => None,
         }
     }
 }
@@ -105,6 +117,13 @@ pub fn plan_files(
         text: json.to_owned(),
     }];
     for vm in &plan.vms {
+        if let Some(reason) = crate::spec::bad_vm_name(&vm.name) {
+            return Err(OutputError::BadName {
+                name: vm.name.clone(),
+                reason,
+                dir: dir.to_owned(),
+            });
+        }
         let file = match spec.domain_xml(&vm.name) {
             Some(path) => {
                 let xml = read_domain(&spec.file.display().to_string(), &path)?;
@@ -287,7 +306,10 @@ mod tests {
         let out = dir.path().join("plan.json");
         std::os::unix::fs::symlink(&victim, &out).unwrap_or_else(|e| panic!("{e}"));
         write_atomically(&out, "new", 0o644).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(std::fs::read_to_string(&victim).ok().as_deref(), Some("keep"));
+        assert_eq!(
+            std::fs::read_to_string(&victim).ok().as_deref(),
+            Some("keep")
+        );
         assert!(std::fs::symlink_metadata(&out).is_ok_and(|m| m.is_file()));
         assert_eq!(std::fs::read_to_string(&out).ok().as_deref(), Some("new"));
         assert_eq!(mode(&out), 0o644);
@@ -295,7 +317,9 @@ mod tests {
             .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
             .unwrap_or_default();
         assert!(
-            !left.iter().any(|n| n.to_string_lossy().starts_with(".pinplan-")),
+            !left
+                .iter()
+                .any(|n| n.to_string_lossy().starts_with(".pinplan-")),
             "a temporary file was left: {left:?}"
         );
     }
@@ -312,6 +336,9 @@ mod tests {
             again.map_err(|e| e.source.kind()).err(),
             Some(std::io::ErrorKind::AlreadyExists)
         );
-        assert_eq!(std::fs::read_to_string(&journal).ok().as_deref(), Some("first"));
+        assert_eq!(
+            std::fs::read_to_string(&journal).ok().as_deref(),
+            Some("first")
+        );
     }
 }

@@ -9,6 +9,8 @@ mod parse;
 mod request;
 mod schema;
 
+pub use parse::{bad_vm_name, NAME_MAX_BYTES};
+
 use crate::cpuset::CpuSet;
 use crate::demand::Table;
 use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, ThreadPolicy};

@@ -58,6 +58,26 @@ fn read_toml(path: &Path, text: &str, lines: &Lines) -> Result<SpecFile, SpecErr
     })
 }
 
+/// The longest VM name: `NAME.fragment.xml` must fit a file name (255 bytes).
+pub const NAME_MAX_BYTES: usize = 242;
+
+/// Why `name` cannot be a VM's name, if it cannot: it becomes a libvirt
+/// domain name and a file name in the output directory, so it must not be
+/// able to leave that directory or break a line.
+pub fn bad_vm_name(name: &str) -> Option<String> {
+    if name.contains('/') {
+        Some("contains '/'".to_owned())
+    } else if let Some(c) = name.chars().find(|c| c.is_control()) {
+        Some(format!("contains the control character {c:?}"))
+    } else if name.starts_with('.') {
+        Some("starts with '.'".to_owned())
+    } else if name.len() > NAME_MAX_BYTES {
+        Some(format!("is {} bytes long", name.len()))
+    } else {
+        None
+    }
+}
+
 impl Spec {
     /// Parses and checks spec text; `path` names it and anchors relative paths.
     pub fn parse(path: &Path, text: &str) -> Result<Spec, SpecError> {
@@ -169,6 +189,14 @@ impl Spec {
         let name_line = lines.of(&vm.name);
         if name.is_empty() {
             return Err(self.error(name_line, "vm.name", "a VM needs a name".to_owned()));
+        }
+        if let Some(reason) = bad_vm_name(&name) {
+            let mut e = self.error(name_line, "vm.name", format!("VM name {name:?} {reason}"));
+            e.hint = Some(format!(
+                "a VM name is a libvirt domain name and the name of its files in --out DIR: \
+                 no '/', no control characters, not starting with '.', at most {NAME_MAX_BYTES} bytes"
+            ));
+            return Err(e);
         }
         if names.contains(&name) {
             return Err(self.error(name_line, "vm.name", format!("two VMs are named {name:?}")));

@@ -86,9 +86,9 @@ fn restore_state(failure: &Failure, retry: &str) -> String {
 impl Diagnostic for ApplyError {
     fn hint(&self) -> Option<String> {
         match self {
-            ApplyError::Journal(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => {
-                Some("a journal is never overwritten: give a new name with --journal FILE".to_owned())
-            }
+            ApplyError::Journal(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => Some(
+                "a journal is never overwritten: give a new name with --journal FILE".to_owned(),
+            ),
             ApplyError::Journal(_) => Some("give a writable path with --journal FILE".to_owned()),
             ApplyError::Rollback { journal, uri, .. } => Some(format!(
                 "fix the cause and run again: {}",
