@@ -294,6 +294,31 @@ fn vm_names_escape_out_writes_nothing() {
     );
 }
 
+/// Issue 14, defect 7: `--time-limit` values a duration cannot hold (they
+/// panicked) or that make no sense are refused by the argument parser.
+#[test]
+fn time_limit_panics_are_refused() {
+    for value in [
+        "1e300",
+        "18446744073709551616",
+        "1e19",
+        "0",
+        "0.0001",
+        "nan",
+        "inf",
+        "x",
+    ] {
+        let args = ["plan", LAB, "--time-limit", value];
+        let out = pinplan(args);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains("from 0.001 to 86400"), "{value}: {stderr}");
+    }
+    let args = ["plan", LAB, "--time-limit", "86400", "--format", "json"];
+    let out = pinplan(args);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&args, &out));
+}
+
 #[test]
 fn output_is_deterministic() {
     let dir = lab_dir();

@@ -2,7 +2,7 @@
 //! with `--out DIR` write it with each VM's domain XML.
 
 use super::Format;
-use crate::error::{print, verdict, Failure, Usage};
+use crate::error::{print, verdict, Failure};
 use clap::ValueEnum;
 use pinplan::output;
 use pinplan::solve::{self, SolveOptions, SolverKind};
@@ -34,7 +34,7 @@ pub struct PlanArgs {
     solver: SolverArg,
     /// Wall-clock limit for the whole command (topology, solve, explanations),
     /// in seconds; the best plan found by then is given, marked not proven.
-    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    #[arg(long, value_name = "S", default_value_t = 10.0, value_parser = parse_time_limit)]
     time_limit: f64,
     /// Write DIR/plan.json (atomically); the directory is created if needed.
     #[arg(long, value_name = "DIR")]
@@ -44,12 +44,24 @@ pub struct PlanArgs {
     format: Format,
 }
 
+/// The range `--time-limit` accepts, in seconds: a millisecond to a day.
+const TIME_LIMIT: (f64, f64) = (0.001, 86_400.0);
+
+/// `--time-limit S`: a number of seconds in [`TIME_LIMIT`] (outside it a
+/// duration would overflow, or the plan never come).
+fn parse_time_limit(text: &str) -> Result<f64, String> {
+    let (least, most) = TIME_LIMIT;
+    match text.trim().parse::<f64>() {
+        Ok(s) if (least..=most).contains(&s) => Ok(s),
+        _ => Err(format!(
+            "give a number of seconds from {least} to {most} (a day)"
+        )),
+    }
+}
+
 pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
     // --time-limit bounds the whole command: reading the topology counts.
     let started = Instant::now();
-    if !(args.time_limit.is_finite() && args.time_limit > 0.0) {
-        return Err(Usage::new("--time-limit must be a number of seconds above 0").into());
-    }
     let spec = Spec::load(&args.spec)?;
     let given = match (&args.connect, &args.source) {
         (Some(uri), _) => Some(Source::Libvirt(uri.clone())),
