@@ -1246,3 +1246,59 @@ fn plans_on_fixture_hosts_write_valid_xml() {
     }
     assert!(validated >= 20, "only {validated} files validated");
 }
+
+/// Issue 14, defect 8: input that is not well-formed XML (a duplicate
+/// attribute, an undefined entity, a character reference XML cannot hold) is
+/// refused with its line, exit 2, instead of being patched into malformed
+/// output; `report` refuses the same files.
+#[test]
+fn malformed_domains_are_patched_into_malformed_output_no_more() {
+    let dir = TempDir::new();
+    let good = tab_domain();
+    let plan = tab_plan();
+    let cases = [
+        (
+            "dup-attr.xml",
+            good.replacen("<domain ", "<domain id='1' id='2' ", 1),
+            1,
+            "already defined",
+        ),
+        (
+            "entity.xml",
+            good.replacen("<name>tab-vm</name>", "<name>tab-vm&x;</name>", 1),
+            2,
+            "unknown entity &x;",
+        ),
+        (
+            "charref.xml",
+            good.replacen("<name>tab-vm</name>", "<name>tab-vm&#x110000;</name>", 1),
+            2,
+            "&#x110000;",
+        ),
+    ];
+    for (name, xml, line, why) in cases {
+        assert_ne!(xml, good, "test bug: {name} is unchanged");
+        let domain = dir.write(name, &xml);
+        let args = patch(&plan, &domain, &[]);
+        let out = pinplan(&args);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
+        assert!(out.stdout.is_empty(), "{name}: output written");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(&format!("{}:{line}:", s(&domain))),
+            "{name}: {stderr}"
+        );
+        assert!(stderr.contains(why), "{name}: {stderr}");
+        let args = [
+            "report",
+            "--domains",
+            s(&domain),
+            "--source",
+            BIG_HOST,
+            "--host-cpus",
+            "0",
+        ];
+        let out = pinplan(args);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
+    }
+}

@@ -51,6 +51,9 @@ pub(crate) enum Problem {
     /// Not one element.
     #[error("no XML element")]
     NoElement,
+    /// `&#N;` naming a character XML cannot hold.
+    #[error("character reference {0} names no character XML can hold")]
+    BadCharRef(String),
 }
 
 impl XmlError {
@@ -72,7 +75,49 @@ pub(crate) fn parse(text: &str) -> Result<Document<'_>, XmlError> {
         allow_dtd: true,
         ..ParsingOptions::default()
     };
-    Document::parse_with_options(text, options).map_err(|e| error(text, &e))
+    let doc = Document::parse_with_options(text, options).map_err(|e| error(text, &e))?;
+    check_char_refs(text)?;
+    Ok(doc)
+}
+
+/// Every `&#N;` / `&#xN;` names a character of XML 1.0's `Char` production
+/// (roxmltree lets some through that `xmllint` refuses, e.g. `&#x110000;`).
+fn check_char_refs(text: &str) -> Result<(), XmlError> {
+    let mut from = 0;
+    while let Some(at) = text[from..].find("&#").map(|i| from + i) {
+        // Comments and CDATA sections hold no references: skip them whole.
+        if let Some((open, close)) = [("<!--", "-->"), ("<![CDATA[", "]]>")]
+            .into_iter()
+            .filter_map(|(o, c)| text[from..at].rfind(o).map(|i| (from + i, c)))
+            .max()
+        {
+            if let Some(end) = text[open..].find(close).map(|i| open + i + close.len()) {
+                if end > at {
+                    from = end;
+                    continue;
+                }
+            }
+        }
+        let rest = &text[at + 2..];
+        let end = rest.find(';').unwrap_or(rest.len());
+        let digits = &rest[..end];
+        let value = match digits.strip_prefix('x') {
+            Some(hex) => u32::from_str_radix(hex, 16).ok(),
+            None => digits.parse::<u32>().ok(),
+        };
+        let allowed = value.and_then(char::from_u32).is_some_and(|c| {
+            matches!(c, '\t' | '\n' | '\r')
+                || ('\u{20}'..='\u{d7ff}').contains(&c)
+                || ('\u{e000}'..='\u{fffd}').contains(&c)
+                || c >= '\u{10000}'
+        });
+        if !allowed {
+            let reference = format!("&#{};", digits.chars().take(12).collect::<String>());
+            return Err(XmlError::at(text, at, Problem::BadCharRef(reference)));
+        }
+        from = at + 2;
+    }
+    Ok(())
 }
 
 fn error(text: &str, e: &roxmltree::Error) -> XmlError {
@@ -257,6 +302,26 @@ mod tests {
                     .is_some_and(|e| e.problem.to_string().starts_with(problem)),
                 "{text:?}: {err:?}"
             );
+        }
+    }
+
+    #[test]
+    fn character_references_name_xml_characters() {
+        for bad in ["&#x110000;", "&#0;", "&#xFFFE;", "&#xD800;", "&#x;"] {
+            let text = format!("<a>\n<b>{bad}</b></a>");
+            // roxmltree refuses some itself, the check after it the others.
+            let e = parse(&text).map(drop).err();
+            assert_eq!(e.as_ref().map(|e| e.line), Some(2), "{bad}: {e:?}");
+        }
+        for good in [
+            "&#x41;",
+            "&#10;",
+            "&#x10FFFF;",
+            "<!-- &#0; -->",
+            "<![CDATA[&#0;]]>",
+        ] {
+            let text = format!("<a><b>{good}</b></a>");
+            assert!(parse(&text).is_ok(), "{good}");
         }
     }
 

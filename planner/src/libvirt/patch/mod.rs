@@ -89,6 +89,9 @@ fn read<'a>(source_name: &'a str, text: &'a str) -> Result<(Doc<'a>, usize), Pat
             ),
         ));
     }
+    // The document must be well-formed XML as a whole (the span scan only
+    // sees elements): otherwise the patched output would not be either.
+    well_formed(source_name, text)?;
     Ok((doc, root))
 }
 
@@ -147,5 +150,23 @@ pub fn patch(
     splices.extend(cputune::rewrite(&doc, root, anchor, vm));
     splices.extend(numatune::rewrite(&doc, root, anchor, vm));
     splices.extend(cpu::rewrite(&doc, root, anchor, vm));
-    doc.apply(splices)
+    let patched = doc.apply(splices)?;
+    // Never hand out XML that does not parse, whatever went wrong.
+    well_formed(source_name, &patched).map_err(|e| PatchError {
+        message: format!("the patched domain would not be well-formed XML ({}): please report this with the input", e.message),
+        ..e
+    })?;
+    Ok(patched)
+}
+
+/// `text` parses as a whole XML document; else the error at its line.
+fn well_formed(source_name: &str, text: &str) -> Result<(), PatchError> {
+    crate::xmldoc::parse(text)
+        .map(drop)
+        .map_err(|e| PatchError {
+            source_name: source_name.to_owned(),
+            line: e.line,
+            element: "domain".to_owned(),
+            message: format!("column {}: {}", e.column, e.problem),
+        })
 }
