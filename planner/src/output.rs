@@ -151,16 +151,143 @@ pub fn plan_files(
     Ok(files)
 }
 
-/// Creates `dir` if needed and writes every file atomically.
-pub fn write_files(dir: &Path, files: &[OutputFile]) -> Result<(), OutputError> {
-    std::fs::create_dir_all(dir).map_err(|source| OutputError::Dir {
+/// What [`write_files`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Written {
+    /// The files written, in order.
+    pub files: Vec<PathBuf>,
+    /// Files of an earlier run (`plan.json`, `*.xml`) the new set does not
+    /// have: removed.
+    pub removed: Vec<PathBuf>,
+}
+
+impl Written {
+    /// What `plan --out` says on standard error.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for f in &self.files {
+            out.push_str(&format!("wrote {}\n", f.display()));
+        }
+        for f in &self.removed {
+            out.push_str(&format!("removed {} (of an earlier run)\n", f.display()));
+        }
+        out
+    }
+}
+
+/// Whether a file name is one `plan --out` writes.
+fn ours(name: &str) -> bool {
+    name == "plan.json" || name.ends_with(".xml")
+}
+
+/// Writes the set of `files` (all directly in `dir`) as one: into a fresh
+/// directory beside `dir`, which then takes `dir`'s place, so that `dir`
+/// holds the old set or the new one, never a mix. Files of an earlier run
+/// that the new set lacks are removed (and listed); anything else in `dir`
+/// (a user's notes, subdirectories) is carried over.
+pub fn write_files(dir: &Path, files: &[OutputFile]) -> Result<Written, OutputError> {
+    let failed = |path: &Path| {
+        let path = path.to_owned();
+        move |source| OutputError::Dir { path, source }
+    };
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| Path::new("."));
+    std::fs::create_dir_all(parent).map_err(failed(parent))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".pinplan-out-")
+        .tempdir_in(parent)
+        .map_err(failed(parent))?;
+    let mut written = Written::default();
+    for f in files {
+        let name = f.path.file_name().unwrap_or_default();
+        write_atomically(&staging.path().join(name), &f.text, 0o644)?;
+        written.files.push(f.path.clone());
+    }
+    let mut mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    let mut carried = Vec::new();
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(failed(dir)(e)),
+        Ok(meta) if !meta.is_dir() => {
+            return Err(failed(dir)(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "it exists and is not a directory",
+            )))
+        }
+        Ok(meta) => {
+            mode = meta.permissions();
+            let (kept, removed) = sort_out(dir, files)?;
+            carried = kept;
+            written.removed = removed;
+        }
+    }
+    std::fs::set_permissions(staging.path(), mode).map_err(failed(dir))?;
+    // What else the directory holds moves to the new one; back on failure.
+    let move_all = |from: &Path, to: &Path, names: &[std::ffi::OsString]| {
+        for name in names {
+            std::fs::rename(from.join(name), to.join(name))?;
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    if let Err(e) = move_all(dir, staging.path(), &carried) {
+        let _ = move_all(staging.path(), dir, &carried);
+        return Err(failed(dir)(e));
+    }
+    // Swap the new set in: the old directory moves aside under a temporary
+    // name and is removed once the new one is in place.
+    let new = staging.keep();
+    let old = parent.join(format!(
+        ".pinplan-old-{}",
+        new.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let had_old = std::fs::rename(dir, &old).is_ok();
+    if let Err(e) = std::fs::rename(&new, dir) {
+        if had_old {
+            let _ = std::fs::rename(&old, dir);
+            let _ = move_all(&new, dir, &carried);
+        }
+        let _ = std::fs::remove_dir_all(&new);
+        return Err(failed(dir)(e));
+    }
+    if had_old {
+        let _ = std::fs::remove_dir_all(&old);
+    }
+    Ok(written)
+}
+
+/// What `dir` holds besides the new set: the names to carry over (anything
+/// that is not pinplan's), and pinplan's files of an earlier run that the
+/// new set lacks (removed with the old directory).
+type Sorted = (Vec<std::ffi::OsString>, Vec<PathBuf>);
+
+fn sort_out(dir: &Path, files: &[OutputFile]) -> Result<Sorted, OutputError> {
+    let failed = |source| OutputError::Dir {
         path: dir.to_owned(),
         source,
-    })?;
-    for f in files {
-        write_atomically(&f.path, &f.text, 0o644)?;
+    };
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(failed)?
+        .collect::<Result<_, _>>()
+        .map_err(failed)?;
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    let (mut kept, mut removed) = (Vec::new(), Vec::new());
+    for entry in entries {
+        let name = entry.file_name();
+        if files
+            .iter()
+            .any(|f| f.path.file_name() == Some(name.as_os_str()))
+        {
+            continue;
+        }
+        if ours(&name.to_string_lossy()) && entry.file_type().is_ok_and(|t| t.is_file()) {
+            removed.push(dir.join(&name));
+        } else {
+            kept.push(name);
+        }
     }
-    Ok(())
+    Ok((kept, removed))
 }
 
 /// A domain XML named by `origin` (a spec, `--patch`).
@@ -340,5 +467,73 @@ mod tests {
             std::fs::read_to_string(&journal).ok().as_deref(),
             Some("first")
         );
+    }
+
+    fn file(dir: &Path, name: &str, text: &str) -> OutputFile {
+        OutputFile {
+            path: dir.join(name),
+            text: text.to_owned(),
+        }
+    }
+
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    /// Issue 14, defect 9: the set replaces the old set as one; files of the
+    /// earlier run it lacks go (and are listed), a user's files stay.
+    #[test]
+    fn plan_out_is_atomic_per_set() {
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = root.path().join("out");
+        let old = [
+            ("plan.json", "old"),
+            ("vm1.xml", "old"),
+            ("vm9.fragment.xml", "old"),
+            ("notes.txt", "mine"),
+        ];
+        std::fs::create_dir_all(dir.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+        for (name, text) in old {
+            std::fs::write(dir.join(name), text).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let new = [file(&dir, "plan.json", "new"), file(&dir, "vm1.xml", "new")];
+        let written = write_files(&dir, &new).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(listing(&dir), ["notes.txt", "plan.json", "sub", "vm1.xml"]);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("plan.json"))
+                .ok()
+                .as_deref(),
+            Some("new")
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("notes.txt"))
+                .ok()
+                .as_deref(),
+            Some("mine")
+        );
+        assert_eq!(written.removed, [dir.join("vm9.fragment.xml")]);
+        assert_eq!(written.files, [dir.join("plan.json"), dir.join("vm1.xml")]);
+        assert_eq!(listing(root.path()), ["out"], "staging left behind");
+
+        // A set that fails on its second file leaves the old set whole.
+        let long = "v".repeat(300) + ".xml";
+        let bad = [file(&dir, "plan.json", "newer"), file(&dir, &long, "x")];
+        assert!(write_files(&dir, &bad).is_err());
+        assert_eq!(listing(&dir), ["notes.txt", "plan.json", "sub", "vm1.xml"]);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("plan.json"))
+                .ok()
+                .as_deref(),
+            Some("new")
+        );
+        assert_eq!(listing(root.path()), ["out"], "staging left behind");
     }
 }

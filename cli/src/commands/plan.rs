@@ -88,7 +88,8 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
     let json = plan.to_json();
     if let Some(dir) = &args.out {
         let files = output::plan_files(&plan, &json, &spec, dir)?;
-        output::write_files(dir, &files)?;
+        let written = output::write_files(dir, &files)?;
+        eprint!("{}", written.to_text());
     }
     print(&match args.format {
         Format::Text => plan.to_text(&host),
