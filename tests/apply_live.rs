@@ -311,4 +311,49 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     );
     assert_eq!(code(&out), Some(2), "{}", text(&out));
     insta::assert_snapshot!("journal-for-another-uri", this_host(&out, &base));
+
+    // Issue 14, defect 1: two applies at once. The lock lets one apply; the
+    // other waits, then finds the plan in effect. Its journal rolls back
+    // exactly.
+    let before = lab.state();
+    let spawn = |journal: &str| {
+        util::command()
+            .args(["apply", &plan2, "--connect", &uri, "--journal", journal])
+            .current_dir(lab.dir.root())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("cannot run pinplan")
+    };
+    let first = spawn("j4.json");
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    let second = spawn("j5.json");
+    let outs = [first, second].map(|c| c.wait_with_output().expect("pinplan ran"));
+    for out in &outs {
+        assert_eq!(code(out), Some(0), "{}", text(out));
+    }
+    let applied: Vec<usize> = (0..2)
+        .filter(|&i| text(&outs[i]).contains("applied: 2 VMs"))
+        .collect();
+    let in_effect = (0..2)
+        .filter(|&i| text(&outs[i]).contains("already in effect"))
+        .count();
+    assert_eq!(
+        applied.len(),
+        1,
+        "{}\n---\n{}",
+        text(&outs[0]),
+        text(&outs[1])
+    );
+    assert_eq!(in_effect, 1, "{}\n---\n{}", text(&outs[0]), text(&outs[1]));
+    expect_affinity(&lab, &a, pb);
+    expect_affinity(&lab, &b, pa);
+    let journal = arg(&lab.dir.path(["j4.json", "j5.json"][applied[0]])).to_owned();
+    let out = lab.pinplan(&["apply", "--rollback", &journal, "--connect", &uri], &[]);
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    assert_eq!(
+        lab.state(),
+        before,
+        "the concurrent apply's journal did not restore"
+    );
 }

@@ -6,7 +6,7 @@
 
 use super::{use_colour, ColorArg};
 use crate::error::{print, Failure, Usage};
-use pinplan::libvirt::apply::{self, ApplyError, Journal, Scope, Session, Target};
+use pinplan::libvirt::apply::{self, lock, ApplyError, Journal, Scope, Session, Target};
 use pinplan::libvirt::tenants::{self, Domains};
 use pinplan::output::write_new;
 use pinplan::plan::Plan;
@@ -101,6 +101,11 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
             config: true,
         }
     };
+    // One run that changes pins per host at a time, from the checks to the
+    // read-back (a dry run only reads).
+    let _lock = (!args.dry_run)
+        .then(|| host_lock(&args.connect))
+        .transpose()?;
     let targets = session
         .check(&plan, &args.vms, &host, args.force)
         .map_err(|problems| ApplyError::Refused {
@@ -111,6 +116,7 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
     if args.dry_run {
         return dry_run(&plan, &targets, &host, &args.connect);
     }
+
     let journal = session.capture(&targets)?;
     if session.in_effect(&targets, &journal, scope) {
         print(&format!(
@@ -159,8 +165,19 @@ fn dry_run(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The apply lock of `uri`'s host, saying on stderr when it waits for it.
+fn host_lock(uri: &str) -> Result<lock::HostLock, Failure> {
+    Ok(lock::lock(uri, &mut |path| {
+        eprintln!(
+            "waiting for another pinplan apply on this host to finish (lock {})",
+            path.display()
+        );
+    })?)
+}
+
 fn rollback(path: &Path, uri: &str) -> Result<ExitCode, Failure> {
     let journal = Journal::load(path, uri)?;
+    let _lock = host_lock(uri)?;
     let session = Session::open(uri)?;
     let (restored, errors) = session.rollback(&journal);
     if !errors.is_empty() {

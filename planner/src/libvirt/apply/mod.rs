@@ -10,6 +10,7 @@
 mod check;
 pub mod error;
 pub mod journal;
+pub mod lock;
 
 pub use error::{retry, ApplyError, Problem};
 pub use journal::{Journal, JournalError, JournalVm, Pins, JOURNAL_VERSION};

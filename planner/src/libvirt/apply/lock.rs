@@ -1,0 +1,157 @@
+//! One `apply` (or rollback) at a time per libvirt host: an exclusive
+//! `flock` on `/run/pinplan/apply-HOST.lock` (for another user than root,
+//! `$XDG_RUNTIME_DIR/pinplan/`), held until the run ends — also when it is
+//! killed, as the kernel drops the lock with the process.
+
+use crate::error::Diagnostic;
+use std::fs::{File, TryLockError};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long a second run waits for the first before it refuses.
+pub const WAIT: Duration = Duration::from_secs(120);
+
+/// A held lock; dropping it releases it.
+#[derive(Debug)]
+pub struct HostLock {
+    _file: File,
+    /// The lock file.
+    pub path: PathBuf,
+}
+
+/// Why the lock was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// The lock file could not be opened.
+    #[error("cannot open the apply lock {}", path.display())]
+    Open {
+        /// The lock file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another run held it for longer than [`WAIT`].
+    #[error("another pinplan apply on {host} has held {} for {} s; nothing was changed", path.display(), WAIT.as_secs())]
+    Busy {
+        /// The libvirt host.
+        host: String,
+        /// The lock file.
+        path: PathBuf,
+    },
+}
+
+impl Diagnostic for LockError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            LockError::Busy { .. } => Some(
+                "wait for it to finish (`fuser -v LOCK` names it), then run this again".to_owned(),
+            ),
+            LockError::Open { .. } => None,
+        }
+    }
+}
+
+/// The host part of a libvirt URI, as a file-name-safe key: `localhost`
+/// for `qemu:///system`, `b1` for `qemu+ssh://root@b1:22/system`.
+pub fn host_key(uri: &str) -> String {
+    let rest = uri.split_once("://").map_or(uri, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or("");
+    let host = authority.rsplit('@').next().unwrap_or("");
+    let host = host.split(':').next().unwrap_or("");
+    let host = if host.is_empty() { "localhost" } else { host };
+    host.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `/run/pinplan`, or where this user may write (`$XDG_RUNTIME_DIR/pinplan`).
+fn lock_dir() -> Result<PathBuf, std::io::Error> {
+    let run = PathBuf::from("/run/pinplan");
+    match std::fs::create_dir_all(&run) {
+        Ok(()) => Ok(run),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            let Some(user) = std::env::var_os("XDG_RUNTIME_DIR") else {
+                return Err(e);
+            };
+            let dir = Path::new(&user).join("pinplan");
+            std::fs::create_dir_all(&dir)?;
+            Ok(dir)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Takes the apply lock of `uri`'s host, waiting up to [`WAIT`] (saying so
+/// through `waiting` once) while another run holds it.
+pub fn lock(uri: &str, waiting: &mut dyn FnMut(&Path)) -> Result<HostLock, LockError> {
+    let host = host_key(uri);
+    let dir = lock_dir().map_err(|source| LockError::Open {
+        path: PathBuf::from("/run/pinplan"),
+        source,
+    })?;
+    let path = dir.join(format!("apply-{host}.lock"));
+    let open_failed = |source| LockError::Open {
+        path: path.clone(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(open_failed)?;
+    let started = Instant::now();
+    let mut said = false;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(HostLock { _file: file, path }),
+            Err(TryLockError::WouldBlock) if started.elapsed() < WAIT => {
+                if !said {
+                    waiting(&path);
+                    said = true;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(TryLockError::WouldBlock) => return Err(LockError::Busy { host, path }),
+            Err(TryLockError::Error(e)) => return Err(open_failed(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lock_is_per_host() {
+        assert_eq!(host_key("qemu:///system"), "localhost");
+        assert_eq!(host_key("qemu+ssh://root@b1/system"), "b1");
+        assert_eq!(host_key("qemu+tls://b1.lab:16514/system"), "b1.lab");
+        assert_eq!(host_key("qemu+ssh://x/../../etc/system"), "x");
+        assert_eq!(host_key("test:///default"), "localhost");
+    }
+
+    #[test]
+    fn a_second_holder_waits() {
+        let first = lock("qemu+ssh://pinplan-lock-test/system", &mut |_| {})
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut waited = false;
+        let handle = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            drop(first);
+        });
+        let second = lock("qemu+ssh://pinplan-lock-test/system", &mut |_| {
+            waited = true
+        });
+        assert!(second.is_ok());
+        assert!(waited, "the second run did not wait");
+        let _ = handle.join();
+    }
+}
