@@ -236,3 +236,29 @@ fn truncation_helper_cuts_inside_a_tag() {
     assert_eq!(text.lines().count(), line);
     assert!(fixture("").is_dir());
 }
+
+/// Issue 14, defect 4: a PU of a real machine's file without its
+/// `complete_cpuset` made libhwloc 2.9 crash (SIGSEGV); it is exit 2 and the
+/// object's line, before hwloc sees the file.
+#[test]
+fn a_corrupted_hwloc_xml_kills_the_process_no_more() {
+    let text = util::fixture_text("hwloc-xml/16em64t-4s2c2t.xml");
+    let at = text.find("type=\"PU\"").expect("the fixture has PUs");
+    let attr = text[at..]
+        .find(" complete_cpuset=\"")
+        .expect("PUs have sets")
+        + at;
+    let end = text[attr + 18..].find('"').expect("a closing quote") + attr + 19;
+    let line = text[..at].matches('\n').count() + 1;
+    let broken = format!("{}{}", &text[..attr], &text[end..]);
+    let dir = TempDir::new();
+    let path = dir.write("no-complete-cpuset.xml", broken);
+    let out = util::pinplan(["topology", "--source", util::arg(&path)]);
+    assert_eq!(out.status.code(), Some(2), "{}", util::text(&out.stderr));
+    let stderr = util::text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("{}:{line}: <object type=\"PU\"", path.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("has no complete_cpuset"), "{stderr}");
+}

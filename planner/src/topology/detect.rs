@@ -20,7 +20,11 @@ pub enum SourceKind {
 pub(crate) fn sniff(path: &Path, text: &str) -> Result<SourceKind, TopologyError> {
     looks_like_xml(path, text)?;
     let doc = xmldoc::parse(text).map_err(|e| malformed(path, e))?;
-    kind_of(path, doc.root_element())
+    let kind = kind_of(path, doc.root_element())?;
+    if kind == SourceKind::HwlocXml {
+        super::precheck::hwloc(path, doc.root_element())?;
+    }
+    Ok(kind)
 }
 
 fn malformed(path: &Path, e: XmlError) -> TopologyError {

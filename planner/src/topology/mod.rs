@@ -15,6 +15,7 @@ mod hwloc;
 mod libvirt;
 pub mod map;
 mod pci;
+mod precheck;
 mod render;
 
 pub(crate) use caps::unit_bytes;
