@@ -436,3 +436,39 @@ fn svg_is_well_formed_renders_to_png_and_matches_the_docs() {
         LAB_NOW[1],
     );
 }
+
+/// Issue 14, defect 11: `--host-cpus` naming CPUs the host does not have was
+/// accepted (and host-overlap could then never be found).
+#[test]
+fn host_cpus_the_host_does_not_have_are_refused() {
+    let args = [
+        "report",
+        "--domains",
+        "examples/lab/now/vm1.xml",
+        "--source",
+        "examples/lab/b1-host.xml",
+        "--host-cpus",
+        "0,999",
+    ];
+    let out = util::pinplan(args);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        util::describe(&args, &out)
+    );
+    let stderr = util::text(&out.stderr);
+    assert!(
+        stderr.contains("--host-cpus names CPUs 999 that"),
+        "{stderr}"
+    );
+}
+
+/// Issue 14, defect 11: `--source ''` said "cannot read " and no name.
+#[test]
+fn an_empty_source_is_named() {
+    let out = util::pinplan(["topology", "--source", ""]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = util::text(&out.stderr);
+    assert!(stderr.contains("an empty topology source"), "{stderr}");
+}

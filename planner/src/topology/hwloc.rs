@@ -66,6 +66,15 @@ pub(crate) fn live() -> Result<RawTopology, TopologyError> {
 /// An hwloc synthetic description, e.g. `package:2 core:16 pu:2(indexes=2*32:1*2)`.
 pub(crate) fn synthetic(description: &str) -> Result<RawTopology, TopologyError> {
     let name = format!("synthetic:{description}");
+    if let Some(pus) = synthetic_pus(description).filter(|&n| n > u64::from(CpuId::LIMIT)) {
+        return Err(TopologyError::Empty {
+            source_name: name,
+            problem: format!(
+                "describes {pus} CPUs; pinplan reads at most {} (libvirt's own limit)",
+                CpuId::LIMIT
+            ),
+        });
+    }
     let topology = configure(Topology::builder(), &name)?
         .from_synthetic(description)
         .map_err(|_| TopologyError::Hwloc {
@@ -78,6 +87,26 @@ pub(crate) fn synthetic(description: &str) -> Result<RawTopology, TopologyError>
         .build()
         .map_err(|e| raw_error(&name, &e))?;
     Ok(collect(&topology, &name))
+}
+
+/// The number of CPUs a synthetic description makes: the product of its
+/// levels' counts (`package:2 core:16 pu:2` is 64), saturating; `None` when
+/// it names no count.
+fn synthetic_pus(description: &str) -> Option<u64> {
+    let mut product: Option<u64> = None;
+    for word in description.split_whitespace() {
+        // `type:N`, `type:N(attributes)`, `type:N*M` is not a level.
+        let Some((_, count)) = word.split_once(':') else {
+            continue;
+        };
+        let digits: String = count.chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(n) = digits.parse::<u64>() {
+            product = Some(product.unwrap_or(1).saturating_mul(n));
+        } else if !digits.is_empty() {
+            product = Some(u64::MAX);
+        }
+    }
+    product
 }
 
 /// An hwloc XML document already checked by [`super::detect::sniff`].
@@ -273,4 +302,25 @@ fn pci_device(object: &TopologyObject) -> Option<PciDevice> {
         local_cpus,
         link,
     })
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    /// Issue 14, defect 10: `pu:2147483648` ran until killed.
+    #[test]
+    fn absurd_synthetic_sizes_are_refused() {
+        assert_eq!(
+            synthetic_pus("package:2 core:16 pu:2(indexes=2*32:1*2)"),
+            Some(64)
+        );
+        assert_eq!(synthetic_pus("pu:2147483648"), Some(2_147_483_648));
+        assert_eq!(synthetic_pus("pu:99999999999999999999999"), Some(u64::MAX));
+        let e = synthetic("package:1 pu:2147483648")
+            .err()
+            .map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.contains("2147483648 CPUs") && e.contains("65536")));
+        assert!(synthetic("package:2 core:4 pu:2").is_ok());
+    }
 }

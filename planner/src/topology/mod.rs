@@ -324,6 +324,14 @@ pub fn load(source: &Source) -> Result<HostTopology, TopologyError> {
 }
 
 fn load_file(path: &Path) -> Result<assemble::RawTopology, TopologyError> {
+    if path.as_os_str().is_empty() {
+        return Err(TopologyError::Empty {
+            source_name: "''".to_owned(),
+            problem: "an empty topology source: give `host`, a file, `synthetic:DESC`, \
+                      or --connect URI"
+                .to_owned(),
+        });
+    }
     let text = std::fs::read(path).map_err(|source| TopologyError::Io {
         path: path.to_owned(),
         source,
