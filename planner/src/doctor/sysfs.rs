@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone)]
 pub(crate) struct Fs {
     root: PathBuf,
+    /// `root` with every link resolved: no read leaves it.
+    real_root: PathBuf,
     has_sys: bool,
 }
 
@@ -82,6 +84,7 @@ impl Fs {
         }
         Ok(Fs {
             root: root.to_path_buf(),
+            real_root: root.canonicalize().unwrap_or_else(|_| root.to_path_buf()),
             has_sys,
         })
     }
@@ -104,12 +107,12 @@ impl Fs {
     /// Every PCI function under `sys/bus/pci/devices`, by address.
     pub fn pci_functions(&self) -> BTreeMap<PciAddress, PciFunction> {
         let dir = self.sys("bus/pci/devices");
-        list(&dir)
+        self.list(&dir)
             .unwrap_or_default()
             .into_iter()
             .filter_map(|name| {
                 let address: PciAddress = name.parse().ok()?;
-                Some((address, read_function(&dir.join(&name), address)))
+                Some((address, read_function(self, &dir.join(&name), address)))
             })
             .collect()
     }
@@ -117,7 +120,8 @@ impl Fs {
     /// The IOMMU group numbers, or `None` when `sys/kernel/iommu_groups` is
     /// absent.
     pub fn iommu_groups(&self) -> Option<Vec<u32>> {
-        let mut groups: Vec<u32> = list(&self.sys("kernel/iommu_groups"))?
+        let mut groups: Vec<u32> = self
+            .list(&self.sys("kernel/iommu_groups"))?
             .iter()
             .filter_map(|n| n.parse().ok())
             .collect();
@@ -133,12 +137,12 @@ impl Fs {
         group: u32,
         functions: &BTreeMap<PciAddress, PciFunction>,
     ) -> Vec<PciAddress> {
-        let mut members: Vec<PciAddress> =
-            list(&self.sys(&format!("kernel/iommu_groups/{group}/devices")))
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|n| n.parse().ok())
-                .collect();
+        let mut members: Vec<PciAddress> = self
+            .list(&self.sys(&format!("kernel/iommu_groups/{group}/devices")))
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|n| n.parse().ok())
+            .collect();
         members.extend(
             functions
                 .values()
@@ -152,8 +156,10 @@ impl Fs {
 
     /// An IOMMU group's default domain type (`DMA`, `DMA-FQ`, `identity`).
     pub fn iommu_group_type(&self, group: u32, address: PciAddress) -> Option<String> {
-        read(&self.sys(&format!("kernel/iommu_groups/{group}/type")))
-            .or_else(|| read(&self.sys(&format!("bus/pci/devices/{address}/iommu_group/type"))))
+        self.read(&self.sys(&format!("kernel/iommu_groups/{group}/type")))
+            .or_else(|| {
+                self.read(&self.sys(&format!("bus/pci/devices/{address}/iommu_group/type")))
+            })
     }
 
     /// The port speed in Mb/s of the function's first interface that has
@@ -161,10 +167,11 @@ impl Fs {
     /// `None`.
     pub fn port_speed(&self, function: &PciFunction) -> Option<(String, u64)> {
         function.interfaces.iter().find_map(|name| {
-            let speed = read(&self.sys(&format!("class/net/{name}/speed")))
+            let speed = self
+                .read(&self.sys(&format!("class/net/{name}/speed")))
                 .or_else(|| {
                     let dir = self.sys(&format!("bus/pci/devices/{}", function.address));
-                    read(&dir.join("net").join(name).join("speed"))
+                    self.read(&dir.join("net").join(name).join("speed"))
                 })?
                 .parse::<i64>()
                 .ok()
@@ -177,12 +184,12 @@ impl Fs {
     /// `sys/devices/system/cpu/smt/control` (`on`, `off`, `forceoff`,
     /// `notsupported`, `notimplemented`).
     pub fn smt_control(&self) -> Option<String> {
-        read(&self.sys("devices/system/cpu/smt/control"))
+        self.read(&self.sys("devices/system/cpu/smt/control"))
     }
 
     /// The number of NUMA nodes (`sys/devices/system/node/nodeN`).
     pub fn numa_nodes(&self) -> Option<usize> {
-        let names = list(&self.sys("devices/system/node"))?;
+        let names = self.list(&self.sys("devices/system/node"))?;
         Some(
             names
                 .iter()
@@ -196,13 +203,15 @@ impl Fs {
 
     /// The online CPUs (`sys/devices/system/cpu/online`).
     pub fn online_cpus(&self) -> Option<CpuSet> {
-        read(&self.sys("devices/system/cpu/online"))?.parse().ok()
+        self.read(&self.sys("devices/system/cpu/online"))?
+            .parse()
+            .ok()
     }
 
     /// The first `vendor_id` of `/proc/cpuinfo` (`GenuineIntel`,
     /// `AuthenticAMD`, `HygonGenuine`).
     pub fn cpu_vendor(&self) -> Option<String> {
-        let text = std::fs::read_to_string(self.proc("cpuinfo")).ok()?;
+        let text = self.read_raw(&self.proc("cpuinfo"))?;
         text.lines().find_map(|line| {
             let (key, value) = line.split_once(':')?;
             (key.trim() == "vendor_id").then(|| value.trim().to_owned())
@@ -211,7 +220,7 @@ impl Fs {
 
     /// `/proc/cmdline`.
     pub fn cmdline(&self) -> Option<String> {
-        read(&self.proc("cmdline"))
+        self.read(&self.proc("cmdline"))
     }
 
     /// Every numbered `/proc/irq/N` with a readable `smp_affinity_list`, by
@@ -219,14 +228,17 @@ impl Fs {
     /// absent.
     pub fn irqs(&self) -> Option<Vec<Irq>> {
         let dir = self.proc("irq");
-        let names = std::fs::read_to_string(self.proc("interrupts"))
+        let names = self
+            .read_raw(&self.proc("interrupts"))
             .map(|text| interrupt_names(&text))
             .unwrap_or_default();
-        let mut irqs: Vec<Irq> = list(&dir)?
+        let mut irqs: Vec<Irq> = self
+            .list(&dir)?
             .iter()
             .filter_map(|n| n.parse::<u32>().ok())
             .filter_map(|number| {
-                let affinity = read(&dir.join(number.to_string()).join("smp_affinity_list"))?
+                let affinity = self
+                    .read(&dir.join(number.to_string()).join("smp_affinity_list"))?
                     .parse()
                     .ok()?;
                 Some(Irq {
@@ -241,11 +253,51 @@ impl Fs {
     }
 }
 
-/// A file's text, trimmed; `None` when it cannot be read.
-pub(crate) fn read(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_owned())
+/// At most this much of a file is read: a link to `/dev/zero` in a capture
+/// must not grow without bound.
+pub(crate) const MAX_READ: u64 = 16 << 20;
+
+impl Fs {
+    /// Where `path` really is, when that is inside the root.
+    fn inside(&self, path: &Path) -> Option<PathBuf> {
+        let real = path.canonicalize().ok()?;
+        real.starts_with(&self.real_root).then_some(real)
+    }
+
+    /// A regular file's whole text, when it is inside the root (no link out
+    /// of it), at most [`MAX_READ`] bytes, and UTF-8; else `None`. FIFOs and
+    /// devices are never opened.
+    fn read_raw(&self, path: &Path) -> Option<String> {
+        use std::io::Read as _;
+        let real = self.inside(path)?;
+        if !std::fs::metadata(&real).ok()?.is_file() {
+            return None;
+        }
+        let mut text = String::new();
+        std::fs::File::open(&real)
+            .ok()?
+            .take(MAX_READ + 1)
+            .read_to_string(&mut text)
+            .ok()?;
+        (text.len() as u64 <= MAX_READ).then_some(text)
+    }
+
+    /// [`Fs::read_raw`], trimmed.
+    fn read(&self, path: &Path) -> Option<String> {
+        self.read_raw(path).map(|s| s.trim().to_owned())
+    }
+
+    /// A directory's entry names, sorted, when it is inside the root.
+    fn list(&self, dir: &Path) -> Option<Vec<String>> {
+        let real = self.inside(dir)?;
+        let mut names: Vec<String> = std::fs::read_dir(real)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        Some(names)
+    }
 }
 
 /// The last component of a symbolic link's target.
@@ -254,35 +306,25 @@ fn link_name(path: &Path) -> Option<String> {
     target.file_name().map(|n| n.to_string_lossy().into_owned())
 }
 
-/// A directory's entry names, sorted; `None` when it cannot be listed.
-fn list(dir: &Path) -> Option<Vec<String>> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    Some(names)
-}
-
-fn read_function(dir: &Path, address: PciAddress) -> PciFunction {
-    let number = |name: &str| read(&dir.join(name)).and_then(|s| s.parse::<u32>().ok());
-    let mut interfaces = list(&dir.join("net")).unwrap_or_default();
+fn read_function(fs: &Fs, dir: &Path, address: PciAddress) -> PciFunction {
+    let number = |name: &str| fs.read(&dir.join(name)).and_then(|s| s.parse::<u32>().ok());
+    let mut interfaces = fs.list(&dir.join("net")).unwrap_or_default();
     // virtio network devices keep their interface one level down.
-    for sub in list(dir).unwrap_or_default() {
+    for sub in fs.list(dir).unwrap_or_default() {
         if sub.starts_with("virtio") {
-            interfaces.extend(list(&dir.join(&sub).join("net")).unwrap_or_default());
+            interfaces.extend(fs.list(&dir.join(&sub).join("net")).unwrap_or_default());
         }
     }
     interfaces.sort();
     interfaces.dedup();
     PciFunction {
         address,
-        class: read(&dir.join("class"))
+        class: fs
+            .read(&dir.join("class"))
             .and_then(|s| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok()),
         driver: link_name(&dir.join("driver")),
         iommu_group: link_name(&dir.join("iommu_group")).and_then(|n| n.parse().ok()),
-        numa_node: read(&dir.join("numa_node")).and_then(|s| s.parse().ok()),
+        numa_node: fs.read(&dir.join("numa_node")).and_then(|s| s.parse().ok()),
         sriov_totalvfs: number("sriov_totalvfs"),
         sriov_numvfs: number("sriov_numvfs"),
         physfn: link_name(&dir.join("physfn")).and_then(|n| n.parse().ok()),
@@ -320,6 +362,38 @@ fn interrupt_names(text: &str) -> BTreeMap<u32, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::Fs;
+
+    /// Issue 14, defect 6: reads under `--root` stay in the root, open
+    /// regular files only, and never hang or grow without bound.
+    #[test]
+    fn doctor_root_is_confined_to_the_root() {
+        let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let secret = outside.path().join("secret");
+        std::fs::write(&secret, "root-only line\n").unwrap_or_else(|e| panic!("{e}"));
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let smt = root.path().join("sys/devices/system/cpu/smt");
+        std::fs::create_dir_all(&smt).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(root.path().join("proc")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(&secret, smt.join("control")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("/dev/zero", root.path().join("proc/cpuinfo"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let fifo = root.path().join("proc/cmdline");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        let fs = Fs::open(root.path()).unwrap_or_else(|e| panic!("{e}"));
+        let started = std::time::Instant::now();
+        assert_eq!(fs.smt_control(), None, "a link out of the root was read");
+        assert_eq!(fs.cpu_vendor(), None, "/dev/zero was read");
+        assert_eq!(fs.cmdline(), None, "a FIFO was opened");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        // Inside the root, links are fine.
+        std::fs::write(smt.join("real"), "on\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_file(smt.join("control")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("real", smt.join("control")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(fs.smt_control().as_deref(), Some("on"));
+    }
+
     use super::interrupt_names;
 
     #[test]
