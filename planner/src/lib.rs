@@ -36,6 +36,8 @@ pub mod cpuset;
 pub mod demand;
 pub mod doctor;
 pub mod error;
+#[cfg(test)]
+mod fuzz;
 pub mod ids;
 pub mod libvirt;
 pub mod output;

@@ -8,8 +8,8 @@
 //! not this module's business.
 
 mod assemble;
-mod caps;
-mod detect;
+pub(crate) mod caps;
+pub(crate) mod detect;
 mod fingerprint;
 mod hwloc;
 mod libvirt;

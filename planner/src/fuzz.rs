@@ -1,0 +1,157 @@
+//! Fuzzing every parser with proptest (a nightly toolchain for `cargo fuzz`
+//! is not available here): seeds from `tests/fixtures/` and `examples/lab/`,
+//! mutated by random byte edits, then handed to each reader. A reader may
+//! refuse the input, never panic; the patcher's output parses whenever the
+//! input does. `PINPLAN_FUZZ_CASES` sets the cases per target (default 64,
+//! what `scripts/test.sh` runs); `docs/security.md` says how to run longer.
+
+use crate::cpuset::CpuSet;
+use crate::topology::{self, Source};
+use proptest::prelude::*;
+use std::path::{Path, PathBuf};
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
+}
+
+fn seed(rel: &str) -> String {
+    std::fs::read_to_string(repo(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PINPLAN_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 64,
+        ..ProptestConfig::default()
+    }
+}
+
+/// One random edit: replace, insert or delete a byte range.
+#[derive(Debug, Clone)]
+enum Edit {
+    Replace(usize, u8),
+    Insert(usize, Vec<u8>),
+    Delete(usize, usize),
+}
+
+fn edits() -> impl Strategy<Value = Vec<Edit>> {
+    let one = prop_oneof![
+        (any::<usize>(), any::<u8>()).prop_map(|(at, b)| Edit::Replace(at, b)),
+        (
+            any::<usize>(),
+            prop_oneof![
+                prop::collection::vec(any::<u8>(), 1..8),
+                Just(b"&x;".to_vec()),
+                Just(b"&#x110000;".to_vec()),
+                Just(b"<".to_vec()),
+                Just(b"\"".to_vec()),
+                Just(b"]]".to_vec()),
+            ]
+        )
+            .prop_map(|(at, v)| Edit::Insert(at, v)),
+        (any::<usize>(), 1..64usize).prop_map(|(at, n)| Edit::Delete(at, n)),
+    ];
+    prop::collection::vec(one, 1..6)
+}
+
+/// `text` with `edits` applied, as a string (invalid UTF-8 replaced).
+fn mutate(text: &str, edits: &[Edit]) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    for e in edits {
+        let len = bytes.len().max(1);
+        match e {
+            Edit::Replace(at, b) => {
+                if let Some(x) = bytes.get_mut(at % len) {
+                    *x = *b;
+                }
+            }
+            Edit::Insert(at, v) => {
+                let at = at % (bytes.len() + 1);
+                bytes.splice(at..at, v.iter().copied());
+            }
+            Edit::Delete(at, n) => {
+                let at = at % len;
+                let end = (at + n).min(bytes.len());
+                if at < end {
+                    bytes.drain(at..end);
+                }
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn host() -> crate::HostTopology {
+    topology::load(&Source::Synthetic("package:1 core:4 pu:2".into()))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// hwloc XML: the format sniff and the structure check before hwloc.
+    #[test]
+    fn hwloc_xml_precheck(edits in edits()) {
+        let text = mutate(&seed("tests/fixtures/hwloc-xml/16em64t-4s2c2t.xml"), &edits);
+        let _ = crate::topology::detect::sniff(Path::new("f.xml"), &text);
+    }
+
+    /// libvirt capabilities XML.
+    #[test]
+    fn capabilities_xml(edits in edits()) {
+        let text = mutate(&seed("tests/fixtures/libvirt-caps/caps-qemu-kvm.xml"), &edits);
+        let _ = crate::topology::caps::parse("caps.xml", &text);
+    }
+
+    /// Domain XML: the reader, and the patcher, whose output parses whenever
+    /// it gives one.
+    #[test]
+    fn domain_xml(edits in edits()) {
+        let text = mutate(&seed("examples/lab/vm1.xml"), &edits);
+        let host = host();
+        let _ = crate::libvirt::domain::tenant_from_domain("vm1.xml", &text, &host);
+        let plan: crate::plan::Plan = serde_json::from_str(&seed("tests/fixtures/inputs/tab-vm-plan.json"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let options = crate::libvirt::patch::PatchOptions { set_vcpus: true, name_given: true };
+        if let Ok(out) = crate::libvirt::patch::patch("vm1.xml", &text, &plan.vms[0], &options) {
+            prop_assert!(crate::xmldoc::parse(&out).is_ok(), "malformed output from:\n{text}");
+        }
+    }
+
+    /// Spec TOML.
+    #[test]
+    fn spec_toml(edits in edits()) {
+        let text = mutate(&seed("examples/lab/b1.toml"), &edits);
+        let _ = crate::spec::Spec::parse(&repo("examples/lab/b1.toml"), &text);
+    }
+
+    /// Throughput table CSV.
+    #[test]
+    fn table_csv(edits in edits()) {
+        let text = mutate(&seed("examples/lab/b1-tx-cores.csv"), &edits);
+        if let Ok(table) = crate::demand::Table::parse(Path::new("t.csv"), &text) {
+            let _ = crate::demand::leave_one_out(&table, 100.0);
+        }
+    }
+
+    /// Plan JSON.
+    #[test]
+    fn plan_json(edits in edits()) {
+        let text = mutate(&seed("tests/fixtures/inputs/tab-vm-plan.json"), &edits);
+        let _ = serde_json::from_str::<crate::plan::Plan>(&text);
+    }
+
+    /// CPU lists and the kernel command line, from arbitrary text.
+    #[test]
+    fn cpuset_and_cmdline(text in "[0-9,\\-^ \\t\\nx]{0,40}", cmdline in ".{0,80}") {
+        let _ = text.parse::<CpuSet>();
+        let all: CpuSet = "0-63".parse().unwrap_or_default();
+        let c = crate::cmdline::KernelCmdline::parse(&cmdline);
+        let _ = c.cpu_list("isolcpus", &all);
+    }
+}
