@@ -15,7 +15,7 @@ mod hwloc;
 mod libvirt;
 pub mod map;
 mod pci;
-mod precheck;
+pub(crate) mod precheck;
 mod render;
 
 pub(crate) use caps::unit_bytes;
@@ -346,7 +346,10 @@ fn load_file(path: &Path) -> Result<assemble::RawTopology, TopologyError> {
         }
     })?;
     match detect::sniff(path, &text)? {
-        SourceKind::HwlocXml => hwloc::xml(path, &text),
+        SourceKind::HwlocXml => {
+            precheck::hwloc_text(path, &text)?;
+            hwloc::xml(path, &text)
+        }
         SourceKind::LibvirtCapabilities => caps::parse(&path.display().to_string(), &text),
     }
 }
