@@ -98,8 +98,8 @@ proptest! {
     #[test]
     fn hwloc_xml_precheck(edits in edits()) {
         let text = mutate(&seed("tests/fixtures/hwloc-xml/16em64t-4s2c2t.xml"), &edits);
-        if crate::topology::detect::sniff(Path::new("f.xml"), &text).is_ok() {
-            let _ = crate::topology::precheck::hwloc_text(Path::new("f.xml"), &text);
+        if let Ok((_, doc)) = crate::topology::detect::parse(Path::new("f.xml"), &text) {
+            let _ = crate::topology::precheck::hwloc(Path::new("f.xml"), doc.root_element());
         }
     }
 

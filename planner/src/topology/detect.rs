@@ -16,11 +16,22 @@ pub enum SourceKind {
     LibvirtCapabilities,
 }
 
-/// Checks that `text` is one well-formed XML document and says which kind.
+/// The kind alone (tests).
+#[cfg(test)]
 pub(crate) fn sniff(path: &Path, text: &str) -> Result<SourceKind, TopologyError> {
+    parse(path, text).map(|(kind, _)| kind)
+}
+
+/// Checks that `text` is one well-formed XML document, says which kind, and
+/// keeps the parsed document for the readers' own checks.
+pub(crate) fn parse<'t>(
+    path: &Path,
+    text: &'t str,
+) -> Result<(SourceKind, roxmltree::Document<'t>), TopologyError> {
     looks_like_xml(path, text)?;
     let doc = xmldoc::parse(text).map_err(|e| malformed(path, e))?;
-    kind_of(path, doc.root_element())
+    let kind = kind_of(path, doc.root_element())?;
+    Ok((kind, doc))
 }
 
 fn malformed(path: &Path, e: XmlError) -> TopologyError {

@@ -345,9 +345,11 @@ fn load_file(path: &Path) -> Result<assemble::RawTopology, TopologyError> {
             problem: "not UTF-8 text: this is not an XML topology".to_owned(),
         }
     })?;
-    match detect::sniff(path, &text)? {
+    let (kind, doc) = detect::parse(path, &text)?;
+    match kind {
         SourceKind::HwlocXml => {
-            precheck::hwloc_text(path, &text)?;
+            precheck::hwloc(path, doc.root_element())?;
+            drop(doc);
             hwloc::xml(path, &text)
         }
         SourceKind::LibvirtCapabilities => caps::parse(&path.display().to_string(), &text),

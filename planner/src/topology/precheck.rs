@@ -65,18 +65,6 @@ impl Bitmap {
     }
 }
 
-/// Checks every `<object>` of an hwloc XML document (already sniffed as
-/// well-formed hwloc XML by `detect`).
-pub(crate) fn hwloc_text(path: &Path, text: &str) -> Result<(), TopologyError> {
-    let doc = crate::xmldoc::parse(text).map_err(|e| TopologyError::Malformed {
-        path: path.to_owned(),
-        line: e.line,
-        column: e.column,
-        problem: e.problem.to_string(),
-    })?;
-    hwloc(path, doc.root_element())
-}
-
 /// Checks every `<object>` under `root` (a `<topology>`).
 pub(crate) fn hwloc(path: &Path, root: Node) -> Result<(), TopologyError> {
     check(path, root, None)
