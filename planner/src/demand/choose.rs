@@ -78,8 +78,18 @@ fn known_profile_rows<'t>(table: &'t Table, profile: &'t str) -> Result<Vec<&'t 
         let known: Vec<String> = table.profiles().into_iter().map(str::to_owned).collect();
         let suggestion =
             crate::text::closest(profile, known.iter().map(String::as_str)).map(str::to_owned);
+        let mut tables: Vec<String> = table
+            .rows
+            .iter()
+            .map(|r| r.file.display().to_string())
+            .collect();
+        tables.dedup();
+        if tables.is_empty() {
+            tables.push("the table".to_owned());
+        }
         return Err(DemandError::UnknownProfile {
             name: profile.to_owned(),
+            tables,
             suggestion,
             known,
         });

@@ -102,10 +102,12 @@ pub struct Demand {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DemandError {
     /// No such profile in the table.
-    #[error("no profile {name:?} in the table{}", suggestion.as_ref().map(|s| format!(": did you mean {s:?}?")).unwrap_or_default())]
+    #[error("no profile {name:?} in {}{}", tables.join(", "), suggestion.as_ref().map(|s| format!(": did you mean {s:?}?")).unwrap_or_default())]
     UnknownProfile {
         /// What was asked for.
         name: String,
+        /// The table files read.
+        tables: Vec<String>,
         /// The closest existing name.
         suggestion: Option<String>,
         /// Every profile in the table.
@@ -320,7 +322,7 @@ mod tests {
         let err = demand(&t, "vm-64", 100.0, &DemandOptions::default()).err();
         assert_eq!(
             err.map(|e| e.to_string()).as_deref(),
-            Some("no profile \"vm-64\" in the table: did you mean \"vm-64b\"?")
+            Some("no profile \"vm-64\" in lab.csv: did you mean \"vm-64b\"?")
         );
         let err = demand(&t, "vm-64b", 100.0, &with(|o| o.min_fraction = 1.5)).err();
         assert!(matches!(err, Some(DemandError::BadOption(_))));
