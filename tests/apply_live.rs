@@ -312,6 +312,22 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     assert_eq!(code(&out), Some(2), "{}", text(&out));
     insta::assert_snapshot!("journal-for-another-uri", this_host(&out, &base));
 
+    // Issue 14, defect 11: a failure on the very first pin call changed
+    // nothing, and says so (it used to say "NOT as they were").
+    let before = lab.state();
+    let out = lab.pinplan(
+        &["apply", &plan2, "--connect", &uri, "--journal", "j6.json"],
+        &[("PINPLAN_FAULT_PIN_CALL", "1")],
+    );
+    assert_eq!(code(&out), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("nothing was changed"), "{}", text(&out));
+    assert!(!text(&out).contains("NOT as they were"), "{}", text(&out));
+    assert_eq!(
+        lab.state(),
+        before,
+        "the first call's failure changed something"
+    );
+
     // Issue 14, defect 1: two applies at once. The lock lets one apply; the
     // other waits, then finds the plan in effect. Its journal rolls back
     // exactly.

@@ -65,7 +65,9 @@ pub fn retry(journal: &Path, uri: &str) -> String {
 
 /// How the host stands after a failed apply.
 fn restore_state(failure: &Failure, retry: &str) -> String {
-    if failure.restore_errors.is_empty() {
+    if !failure.changed {
+        "no pin call had succeeded: nothing was changed".to_owned()
+    } else if failure.restore_errors.is_empty() {
         format!(
             "restored {} from the journal and verified: the host is back as it was",
             failure.restored.join(", ")

@@ -72,6 +72,9 @@ pub struct Failure {
     pub restored: Vec<String>,
     /// What the restore could not do, if anything (then the host is not as it was).
     pub restore_errors: Vec<String>,
+    /// Whether any pin call had succeeded: when none had, nothing changed
+    /// and nothing is restored.
+    pub changed: bool,
 }
 
 /// What `apply` prints after a successful apply: one line per VM, then the count.
@@ -385,13 +388,22 @@ impl Session {
                 );
             }
             if let Err(error) = result {
-                let touched = &journal.vms[..=i.min(journal.vms.len().saturating_sub(1))];
-                let (restored, restore_errors) = self.restore(touched);
+                // The failing call itself changed nothing.
+                let failed_call =
+                    matches!(error, StepError::Pin { .. } | StepError::Injected { .. });
+                let changed = calls > u32::from(failed_call);
+                let (restored, restore_errors) = if changed {
+                    let touched = &journal.vms[..=i.min(journal.vms.len().saturating_sub(1))];
+                    self.restore(touched)
+                } else {
+                    (Vec::new(), Vec::new())
+                };
                 return Err(Box::new(Failure {
                     vm: t.name.clone(),
                     error,
                     restored,
                     restore_errors,
+                    changed,
                 }));
             }
             done.push(Applied {
