@@ -188,24 +188,24 @@ impl FromStr for CpuSet {
     type Err = CpuSetError;
 
     fn from_str(input: &str) -> Result<Self, Self::Err> {
-        let trimmed = input.trim();
+        let trimmed = input.trim_matches(' ');
         if trimmed.is_empty() {
             return Err(CpuSetError::Empty);
         }
-        let lead = input.len() - input.trim_start().len();
+        let lead = input.len() - input.trim_start_matches(' ').len();
         let mut set = CpuSet::new();
         let mut offset = lead;
         for item in trimmed.split(',') {
             let column = offset + 1;
             offset += item.len() + 1;
-            let item_trimmed = item.trim();
+            let item_trimmed = item.trim_matches(' ');
             if item_trimmed.is_empty() {
                 return Err(CpuSetError::EmptyItem {
                     input: input.to_owned(),
                     column,
                 });
             }
-            let column = column + (item.len() - item.trim_start().len());
+            let column = column + (item.len() - item.trim_start_matches(' ').len());
             if let Some(excluded) = item_trimmed.strip_prefix('^') {
                 let cpu = parse_number(input, excluded, column + 1)?;
                 if !set.remove(CpuId(cpu)) {
@@ -243,8 +243,8 @@ impl FromStr for CpuSet {
 
 /// Parses one decimal CPU number (surrounding spaces allowed).
 fn parse_number(input: &str, token: &str, column: usize) -> Result<u32, CpuSetError> {
-    let digits = token.trim();
-    let column = column + (token.len() - token.trim_start().len());
+    let digits = token.trim_matches(' ');
+    let column = column + (token.len() - token.trim_start_matches(' ').len());
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(CpuSetError::NotANumber {
             input: input.to_owned(),
@@ -274,7 +274,7 @@ impl<'de> Deserialize<'de> for CpuSet {
     /// Accepts the canonical string, and `""` for the empty set (as we print it).
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
-        if text.trim().is_empty() {
+        if text.trim_matches(' ').is_empty() {
             return Ok(CpuSet::new());
         }
         text.parse().map_err(serde::de::Error::custom)
@@ -296,7 +296,7 @@ mod tests {
             ("0-3,^2,8", &[0, 1, 3, 8][..], "0-1,3,8"),
             ("0,2,4", &[0, 2, 4], "0,2,4"),
             ("7", &[7], "7"),
-            ("  5-6 \n", &[5, 6], "5-6"),
+            ("  5-6  ", &[5, 6], "5-6"),
             ("3,1,2", &[1, 2, 3], "1-3"),
             ("0-3, 8 ,  10-11", &[0, 1, 2, 3, 8, 10, 11], "0-3,8,10-11"),
             ("65535", &[65535], "65535"),
@@ -402,6 +402,18 @@ mod tests {
         ] {
             assert_eq!(input.parse::<CpuSet>(), Err(expected), "{input:?}");
         }
+    }
+
+    #[test]
+    fn cpusets_accept_tabs_and_newlines_no_more() {
+        // Issue 14, defect 11: the docs say spaces; tabs and newlines are refused.
+        for input in ["0-1\t,2", "0-1\n", "\t3", "1,\n2"] {
+            assert!(input.parse::<CpuSet>().is_err(), "{input:?} was accepted");
+        }
+        assert_eq!(
+            " 0-1 , 2 ".parse::<CpuSet>().map(|s| s.to_string()),
+            Ok("0-2".to_owned())
+        );
     }
 
     #[test]
