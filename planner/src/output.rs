@@ -403,7 +403,39 @@ fn write_file(path: &Path, text: &str, mode: u32, replace: bool) -> Result<(), W
     } else {
         temp.persist_noclobber(path)
     };
-    persisted.map(drop).map_err(|e| failed(e.error))
+    persisted.map(drop).map_err(|e| failed(e.error))?;
+    remove_stale_temporaries(dir);
+    Ok(())
+}
+
+/// How old a temporary file of ours must be to count as left by a run that
+/// was killed between writing and renaming it.
+const STALE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Removes `.pinplan-*.tmp` files in `dir` older than [`STALE`]: what a
+/// killed run left. Links and other files are never touched.
+fn remove_stale_temporaries(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with(".pinplan-") && name.ends_with(".tmp")) {
+            continue;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age > STALE);
+        if meta.is_file() && old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -535,5 +567,29 @@ mod tests {
             Some("new")
         );
         assert_eq!(listing(root.path()), ["out"], "staging left behind");
+    }
+
+    /// Issue 14, defect 11: a temporary file left by a run killed between
+    /// writing and renaming it is removed by the next write, once stale.
+    #[test]
+    fn a_stale_temp_journal_is_left_no_more() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let stale = dir.path().join(".pinplan-AbC123.tmp");
+        let fresh = dir.path().join(".pinplan-XyZ789.tmp");
+        std::fs::write(&stale, "journal").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&fresh, "journal").unwrap_or_else(|e| panic!("{e}"));
+        let long_ago = std::time::SystemTime::now() - 2 * STALE;
+        std::fs::File::options()
+            .write(true)
+            .open(&stale)
+            .and_then(|f| f.set_modified(long_ago))
+            .unwrap_or_else(|e| panic!("{e}"));
+        write_atomically(&dir.path().join("plan.json"), "{}", 0o644)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!stale.exists(), "the stale temporary file was left");
+        assert!(
+            fresh.exists(),
+            "a fresh temporary file (another run's) was removed"
+        );
     }
 }
