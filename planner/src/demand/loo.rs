@@ -23,6 +23,22 @@ pub struct LooCheck {
     pub relative_error: f64,
 }
 
+impl LooCheck {
+    /// `row` predicted by `model`.
+    fn of(row: &Row, model: &model::RateModel, line_rate_gbps: f64) -> LooCheck {
+        let predicted = model.predict_gbps(row.tx_cores, row.packet_bytes, line_rate_gbps, false);
+        LooCheck {
+            row: row.at(),
+            profile: row.profile.clone(),
+            packet_bytes: row.packet_bytes,
+            tx_cores: row.tx_cores,
+            measured_gbps: row.gbps,
+            predicted_gbps: predicted,
+            relative_error: (predicted - row.gbps) / row.gbps,
+        }
+    }
+}
+
 /// For every row not at line rate, fits the model on the other rows of its
 /// profile (same packet size when any remain) and predicts the row.
 ///
@@ -64,16 +80,7 @@ pub fn leave_one_out(table: &Table, line_rate_gbps: f64) -> LooChecks {
         let Some(m) = model::fit(&[&table.rows[best]], line_rate_gbps) else {
             continue;
         };
-        let predicted = m.predict_gbps(row.tx_cores, row.packet_bytes, line_rate_gbps, false);
-        checks.push(LooCheck {
-            row: row.at(),
-            profile: row.profile.clone(),
-            packet_bytes: row.packet_bytes,
-            tx_cores: row.tx_cores,
-            measured_gbps: row.gbps,
-            predicted_gbps: predicted,
-            relative_error: (predicted - row.gbps) / row.gbps,
-        });
+        checks.push(LooCheck::of(row, &m, line_rate_gbps));
     }
     LooChecks(checks)
 }
@@ -182,16 +189,7 @@ mod tests {
             let Some(m) = model::fit(&fit_rows, line_rate_gbps) else {
                 continue;
             };
-            let predicted = m.predict_gbps(row.tx_cores, row.packet_bytes, line_rate_gbps, false);
-            checks.push(LooCheck {
-                row: row.at(),
-                profile: row.profile.clone(),
-                packet_bytes: row.packet_bytes,
-                tx_cores: row.tx_cores,
-                measured_gbps: row.gbps,
-                predicted_gbps: predicted,
-                relative_error: (predicted - row.gbps) / row.gbps,
-            });
+            checks.push(LooCheck::of(row, &m, line_rate_gbps));
         }
         checks
     }
