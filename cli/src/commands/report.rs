@@ -69,21 +69,6 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
             })
         })
         .transpose()?;
-    if let Some(set) = &given {
-        let known: CpuSet = host.pus.iter().map(|p| p.cpu).collect();
-        let missing = set.difference(&known);
-        if !missing.is_empty() {
-            return Err(Usage {
-                message: format!(
-                    "--host-cpus names CPUs {missing} that {} does not have (its CPUs: {known})",
-                    host.source
-                ),
-                hint: Some("give the host's own CPUs on this topology".to_owned()),
-                cause: None,
-            }
-            .into());
-        }
-    }
     let host_cpus = tenants::host_cpus(&host, given.as_ref(), plan.as_ref(), live)?;
     let domains = match &args.connect {
         Some(uri) => Domains::Connect(uri),

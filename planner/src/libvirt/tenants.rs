@@ -65,6 +65,16 @@ pub enum TenantsError {
     /// `/proc/cmdline` could not be read.
     #[error("cannot read /proc/cmdline")]
     Cmdline(#[source] std::io::Error),
+    /// The host's CPUs as given name CPUs the host does not have.
+    #[error("--host-cpus names CPUs {missing} that {host} does not have (its CPUs: {known})")]
+    UnknownCpus {
+        /// The CPUs it lacks.
+        missing: CpuSet,
+        /// The topology source.
+        host: String,
+        /// The CPUs it has.
+        known: CpuSet,
+    },
     /// `isolcpus=` is not a CPU list.
     #[error("/proc/cmdline: {0}")]
     Isolcpus(#[source] CmdlineError),
@@ -78,6 +88,9 @@ impl Diagnostic for TenantsError {
             TenantsError::Repeated { .. } => Some("give each domain once".to_owned()),
             TenantsError::Isolcpus(_) => {
                 Some("give the host's CPUs with --host-cpus CPUSET".to_owned())
+            }
+            TenantsError::UnknownCpus { .. } => {
+                Some("give the host's own CPUs on this topology".to_owned())
             }
             TenantsError::Read { .. } | TenantsError::Cmdline(_) => None,
         }
@@ -94,6 +107,15 @@ pub fn host_cpus(
     live: bool,
 ) -> Result<Option<CpuSet>, TenantsError> {
     if let Some(set) = given {
+        let known: CpuSet = host.pus.iter().map(|p| p.cpu).collect();
+        let missing = set.difference(&known);
+        if !missing.is_empty() {
+            return Err(TenantsError::UnknownCpus {
+                missing,
+                host: host.source.clone(),
+                known,
+            });
+        }
         return Ok(Some(set.clone()));
     }
     if let Some(plan) = plan.filter(|p| !p.host.reserved_cpus.is_empty()) {
