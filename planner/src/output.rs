@@ -299,32 +299,23 @@ pub fn read_domain(origin: &str, path: &Path) -> Result<String, OutputError> {
     })
 }
 
-/// A domain to patch: where it came from (for messages) and its XML.
-#[derive(Debug, Clone, Copy)]
-pub struct Domain<'a> {
-    /// A file name, or `URI domain NAME`.
-    pub source_name: &'a str,
-    /// The XML.
-    pub xml: &'a str,
-}
-
 /// The VM `pinplan xml` writes: `--vm NAME`, else the patched domain's name
 /// (which must be a VM of the plan), else the plan's only VM.
 pub fn xml_vm(
     plan: &Plan,
     plan_path: &Path,
     vm: Option<&str>,
-    domain: Option<Domain<'_>>,
+    domain: Option<&patch::Domain<'_>>,
 ) -> Result<String, OutputError> {
     match (vm, domain) {
         (Some(name), _) => Ok(name.to_owned()),
         (None, Some(d)) => {
-            let (name, line) = patch::domain_name(d.source_name, d.xml)?;
+            let (name, line) = d.name()?;
             if plan.vms.iter().any(|v| v.name == name) {
                 Ok(name)
             } else {
                 Err(OutputError::NotInPlan {
-                    source_name: d.source_name.to_owned(),
+                    source_name: d.source_name().to_owned(),
                     line,
                     name,
                     plan: plan_path.to_owned(),
@@ -352,13 +343,13 @@ pub fn xml_text(
     plan: &Plan,
     plan_path: &Path,
     name: &str,
-    domain: Option<Domain<'_>>,
+    domain: Option<&patch::Domain<'_>>,
     options: &patch::PatchOptions,
 ) -> Result<String, OutputError> {
     let vm = plan.vm(name, plan_path)?;
     Ok(match domain {
         None => emit::fragment(vm),
-        Some(d) => patch::patch(d.source_name, d.xml, vm, options)?,
+        Some(d) => d.patch(vm, options)?,
     })
 }
 

@@ -2,8 +2,8 @@
 //! into a domain (a file, or the defined domain read through libvirt).
 
 use crate::error::{print, Failure};
-use pinplan::libvirt::{self, patch::PatchOptions};
-use pinplan::output::{self, Domain};
+use pinplan::libvirt::{self, patch, patch::PatchOptions};
+use pinplan::output;
 use pinplan::plan::Plan;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,15 +47,17 @@ pub fn run(args: &XmlArgs) -> Result<ExitCode, Failure> {
         }
         (None, None) => None,
     };
+    // Read once: for its name and for the patch.
     let domain = input
         .as_ref()
-        .map(|(source_name, xml)| Domain { source_name, xml });
-    let name = output::xml_vm(&plan, &args.plan, args.vm.as_deref(), domain)?;
+        .map(|(source_name, xml)| patch::Domain::read(source_name, xml))
+        .transpose()?;
+    let name = output::xml_vm(&plan, &args.plan, args.vm.as_deref(), domain.as_ref())?;
     let options = PatchOptions {
         set_vcpus: args.set_vcpus,
         name_given: args.vm.is_some(),
     };
-    let text = output::xml_text(&plan, &args.plan, &name, domain, &options)?;
+    let text = output::xml_text(&plan, &args.plan, &name, domain.as_ref(), &options)?;
     match &args.out {
         Some(path) => output::write_atomically(path, &text, 0o644)?,
         None => print(&text)?,

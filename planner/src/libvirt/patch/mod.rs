@@ -95,18 +95,59 @@ fn read<'a>(source_name: &'a str, text: &'a str) -> Result<(Doc<'a>, usize), Pat
     Ok((doc, root))
 }
 
-/// The domain's `<name>` and its line; errors name the file and line
-/// (not XML, truncated, not a domain, no name).
-pub fn domain_name(source_name: &str, domain_xml: &str) -> Result<(String, usize), PatchError> {
-    let (doc, root) = read(source_name, domain_xml)?;
-    let name = doc.child(root, "name").ok_or_else(|| {
-        doc.error(
-            doc.nodes[root].start,
-            "name",
-            "the domain has no <name>".to_owned(),
-        )
-    })?;
-    Ok((doc.inner_text(name).trim().to_owned(), doc.line(name)))
+/// A domain XML read and checked once (span scan, well-formedness), to be
+/// named and patched without reading it again.
+pub struct Domain<'a> {
+    doc: Doc<'a>,
+    root: usize,
+}
+
+impl<'a> Domain<'a> {
+    /// Reads `text`; errors name `source_name` and the line (not XML,
+    /// truncated, not a domain).
+    pub fn read(source_name: &'a str, text: &'a str) -> Result<Domain<'a>, PatchError> {
+        let (doc, root) = read(source_name, text)?;
+        Ok(Domain { doc, root })
+    }
+
+    /// Where it came from, for messages.
+    pub fn source_name(&self) -> &str {
+        self.doc.source_name
+    }
+
+    /// The domain's `<name>` and its line.
+    pub fn name(&self) -> Result<(String, usize), PatchError> {
+        let (doc, root) = (&self.doc, self.root);
+        let name = doc.child(root, "name").ok_or_else(|| {
+            doc.error(
+                doc.nodes[root].start,
+                "name",
+                "the domain has no <name>".to_owned(),
+            )
+        })?;
+        Ok((doc.inner_text(name).trim().to_owned(), doc.line(name)))
+    }
+
+    /// The domain with the pins of `vm`.
+    pub fn patch(&self, vm: &VmPlan, options: &PatchOptions) -> Result<String, PatchError> {
+        let (doc, root) = (&self.doc, self.root);
+        check_name(doc, root, vm, options)?;
+        let (vcpu, mut splices) = vcpu::rewrite(doc, root, vm, options)?;
+        // Where a new <cputune> goes, and what comes after it when it is new.
+        let anchor = vcpu::cputune_anchor(doc, root, vcpu);
+        // In this order: of two insertions at one offset, the first goes first.
+        splices.extend(vcpu::iothreads(doc, root, vcpu, vm));
+        splices.extend(cputune::rewrite(doc, root, anchor, vm));
+        splices.extend(numatune::rewrite(doc, root, anchor, vm));
+        splices.extend(cpu::rewrite(doc, root, anchor, vm));
+        let patched = doc.apply(splices)?;
+        // Never hand out XML that does not parse, whatever went wrong.
+        well_formed(doc.source_name, &patched).map_err(|e| PatchError {
+            message: format!("the patched domain would not be well-formed XML ({}): please report this with the input", e.message),
+            ..e
+        })?;
+        Ok(patched)
+    }
 }
 
 /// Refuses a domain named otherwise than the plan's VM, unless the VM was
@@ -140,23 +181,7 @@ pub fn patch(
     vm: &VmPlan,
     options: &PatchOptions,
 ) -> Result<String, PatchError> {
-    let (doc, root) = read(source_name, domain_xml)?;
-    check_name(&doc, root, vm, options)?;
-    let (vcpu, mut splices) = vcpu::rewrite(&doc, root, vm, options)?;
-    // Where a new <cputune> goes, and what comes after it when it is new.
-    let anchor = vcpu::cputune_anchor(&doc, root, vcpu);
-    // In this order: of two insertions at one offset, the first goes first.
-    splices.extend(vcpu::iothreads(&doc, root, vcpu, vm));
-    splices.extend(cputune::rewrite(&doc, root, anchor, vm));
-    splices.extend(numatune::rewrite(&doc, root, anchor, vm));
-    splices.extend(cpu::rewrite(&doc, root, anchor, vm));
-    let patched = doc.apply(splices)?;
-    // Never hand out XML that does not parse, whatever went wrong.
-    well_formed(source_name, &patched).map_err(|e| PatchError {
-        message: format!("the patched domain would not be well-formed XML ({}): please report this with the input", e.message),
-        ..e
-    })?;
-    Ok(patched)
+    Domain::read(source_name, domain_xml)?.patch(vm, options)
 }
 
 /// `text` parses as a whole XML document; else the error at its line.
