@@ -190,10 +190,7 @@ pub fn write_files(dir: &Path, files: &[OutputFile]) -> Result<Written, OutputEr
         let path = path.to_owned();
         move |source| OutputError::Dir { path, source }
     };
-    let parent = dir
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or_else(|| Path::new("."));
+    let parent = parent_dir(dir);
     std::fs::create_dir_all(parent).map_err(failed(parent))?;
     let staging = tempfile::Builder::new()
         .prefix(".pinplan-out-")
@@ -202,7 +199,7 @@ pub fn write_files(dir: &Path, files: &[OutputFile]) -> Result<Written, OutputEr
     let mut written = Written::default();
     for f in files {
         let name = f.path.file_name().unwrap_or_default();
-        write_atomically(&staging.path().join(name), &f.text, 0o644)?;
+        write_file(&staging.path().join(name), &f.text, 0o644, true)?;
         written.files.push(f.path.clone());
     }
     let mut mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
@@ -359,14 +356,18 @@ pub fn xml_text(
 /// unpredictable name and is created exclusively (never through a link
 /// someone planted); a `path` that is a link is replaced, not followed.
 pub fn write_atomically(path: &Path, text: &str, mode: u32) -> Result<(), WriteError> {
-    write_file(path, text, mode, true)
+    write_file(path, text, mode, true)?;
+    remove_stale_temporaries(path);
+    Ok(())
 }
 
 /// [`write_atomically`] for a file that must not exist yet (an apply
 /// journal, the only record of the state before): an existing `path` is an
 /// error, never overwritten.
 pub fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), WriteError> {
-    write_file(path, text, mode, false)
+    write_file(path, text, mode, false)?;
+    remove_stale_temporaries(path);
+    Ok(())
 }
 
 fn write_file(path: &Path, text: &str, mode: u32, replace: bool) -> Result<(), WriteError> {
@@ -376,10 +377,7 @@ fn write_file(path: &Path, text: &str, mode: u32, replace: bool) -> Result<(), W
         path: path.to_owned(),
         source,
     };
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or_else(|| Path::new("."));
+    let dir = parent_dir(path);
     let mut temp = tempfile::Builder::new()
         .prefix(".pinplan-")
         .suffix(".tmp")
@@ -394,19 +392,24 @@ fn write_file(path: &Path, text: &str, mode: u32, replace: bool) -> Result<(), W
     } else {
         temp.persist_noclobber(path)
     };
-    persisted.map(drop).map_err(|e| failed(e.error))?;
-    remove_stale_temporaries(dir);
-    Ok(())
+    persisted.map(drop).map_err(|e| failed(e.error))
+}
+
+/// The directory a file is written in.
+fn parent_dir(path: &Path) -> &Path {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or_else(|| Path::new("."))
 }
 
 /// How old a temporary file of ours must be to count as left by a run that
 /// was killed between writing and renaming it.
 const STALE: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// Removes `.pinplan-*.tmp` files in `dir` older than [`STALE`]: what a
-/// killed run left. Links and other files are never touched.
-fn remove_stale_temporaries(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+/// Removes `.pinplan-*.tmp` files beside `written` older than [`STALE`]:
+/// what a killed run left. Links and other files are never touched.
+fn remove_stale_temporaries(written: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent_dir(written)) else {
         return;
     };
     for entry in entries.filter_map(Result::ok) {
