@@ -32,7 +32,7 @@
 use pinplan::ids::{CoreId, CpuId, NodeId, PackageId};
 use pinplan::plan::Plan;
 use pinplan::solve::{
-    self, agg, ilp, EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest,
+    self, ilp, ilp::agg, EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest,
     SolveOptions, SolverKind, ThreadPolicy, Tier, VmRequest,
 };
 use pinplan::topology::{self, Source};

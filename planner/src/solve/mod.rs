@@ -27,7 +27,7 @@ pub use request::{
 use crate::ids::{CoreId, NodeId};
 use crate::plan::{FixedPlan, Objective, Plan, PlanHost, Status, VmPlan};
 use classes::FreeCore;
-pub use ilp::{agg, backend};
+pub use ilp::backend;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 

@@ -395,8 +395,8 @@ proptest! {
     ) {
         let vms = repeated(&groups);
         let req = request(&host, &vms);
-        prop_assume!(super::agg::supported(&req));
-        let agg = super::agg::place(&req, TIME_LIMIT).unwrap();
+        prop_assume!(super::ilp::agg::supported(&req));
+        let agg = super::ilp::agg::place(&req, TIME_LIMIT).unwrap();
         let old = super::ilp::per_class::place(&req, TIME_LIMIT).unwrap();
         prop_assume!(agg.proven && old.proven);
         prop_assert_eq!(
