@@ -46,5 +46,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "synthetic package:2 core:96 pu:2 (384 PUs)",
         &Source::Synthetic("package:2 core:96 pu:2(indexes=2*192:1*2)".into()),
     )?;
+    measure(
+        "synthetic package:16 core:2048 pu:2 (65,536 PUs, the limit)",
+        &Source::Synthetic("package:16 core:2048 pu:2(indexes=2*32768:1*2)".into()),
+    )?;
     Ok(())
 }

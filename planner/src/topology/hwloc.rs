@@ -63,7 +63,13 @@ pub(crate) fn live() -> Result<RawTopology, TopologyError> {
     Ok(raw)
 }
 
-/// An hwloc synthetic description, e.g. `package:2 core:16 pu:2(indexes=2*32:1*2)`.
+/// The most CPUs a synthetic description hwloc itself builds may have: its
+/// importer is superlinear (`pu:16384` takes 80 s), so larger hosts must use
+/// the syntax [`super::synthetic`] builds.
+pub(crate) const SYNTHETIC_LIMIT: u64 = 4_096;
+
+/// An hwloc synthetic description, e.g. `package:2 numa:1 core:16 pu:2(memory=…)`,
+/// built by hwloc: for the syntax [`super::synthetic`] does not know.
 pub(crate) fn synthetic(description: &str) -> Result<RawTopology, TopologyError> {
     let name = format!("synthetic:{description}");
     if let Some(pus) = synthetic_pus(description).filter(|&n| n > u64::from(CpuId::LIMIT)) {
@@ -71,6 +77,18 @@ pub(crate) fn synthetic(description: &str) -> Result<RawTopology, TopologyError>
             source_name: name,
             problem: format!(
                 "describes {pus} CPUs; pinplan reads at most {} (libvirt's own limit)",
+                CpuId::LIMIT
+            ),
+        });
+    }
+    if let Some(pus) = synthetic_pus(description).filter(|&n| n > SYNTHETIC_LIMIT) {
+        return Err(TopologyError::Empty {
+            source_name: name,
+            problem: format!(
+                "describes {pus} CPUs with syntax only hwloc reads, and hwloc takes minutes \
+                 beyond {SYNTHETIC_LIMIT}; up to {} CPUs, use levels `TYPE:COUNT` \
+                 (package, numa, l3, core, pu, …) with no attributes but \
+                 `pu:N(indexes=S*N:…)`",
                 CpuId::LIMIT
             ),
         });

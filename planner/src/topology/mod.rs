@@ -17,6 +17,7 @@ pub mod map;
 mod pci;
 pub(crate) mod precheck;
 mod render;
+mod synthetic;
 
 pub(crate) use caps::unit_bytes;
 pub use detect::SourceKind;
@@ -316,7 +317,7 @@ impl HostTopology {
 pub fn load(source: &Source) -> Result<HostTopology, TopologyError> {
     let raw = match source {
         Source::LiveHost => hwloc::live()?,
-        Source::Synthetic(desc) => hwloc::synthetic(desc)?,
+        Source::Synthetic(desc) => synthetic::read(desc)?,
         Source::File(path) => load_file(path)?,
         Source::Libvirt(uri) => libvirt::connect(uri)?,
     };
