@@ -372,4 +372,26 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
         before,
         "the concurrent apply's journal did not restore"
     );
+
+    // Issue 14, defect 11: the connection drops mid-apply (as when libvirtd
+    // restarts). The restore reconnects once instead of retrying on the dead
+    // connection, and both VMs are back.
+    let before = lab.state();
+    let drop_own_connection = "for id in $(virt-admin srv-clients-list libvirtd | awk 'NR>2 {print $1}'); do \
+         virt-admin client-info libvirtd \"$id\" | grep -q \"unix_process_id: *$PINPLAN_PID\\$\" && \
+         virt-admin client-disconnect libvirtd \"$id\"; done";
+    let out = lab.pinplan(
+        &["apply", &plan2, "--connect", &uri, "--journal", "j7.json"],
+        &[
+            ("PINPLAN_FAULT_PIN_CALL", "8"),
+            ("PINPLAN_FAULT_EXEC", drop_own_connection),
+        ],
+    );
+    assert_eq!(code(&out), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("back as it was"), "{}", text(&out));
+    assert_eq!(
+        lab.state(),
+        before,
+        "the restore after a dropped connection"
+    );
 }

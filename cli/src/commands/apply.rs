@@ -48,14 +48,27 @@ pub struct ApplyArgs {
 
 /// The fault-injection hook: `PINPLAN_FAULT_PIN_CALL=N` makes the N-th pin
 /// call fail (`PINPLAN_FAULT_MODE=error`, the default) or abort the process
-/// (`abort`), as if it were killed mid-apply.
+/// (`abort`), as if it were killed mid-apply. With `PINPLAN_FAULT_EXEC=CMD`
+/// the failing call first runs `sh -c CMD` with `PINPLAN_PID` set (tests use
+/// it to drop this process's libvirt connection).
 #[cfg(feature = "fault-injection")]
 fn hook() -> impl FnMut(u32) -> Result<(), String> {
     let at: Option<u32> = std::env::var("PINPLAN_FAULT_PIN_CALL")
         .ok()
         .and_then(|v| v.parse().ok());
     let abort = std::env::var("PINPLAN_FAULT_MODE").is_ok_and(|m| m == "abort");
+    let exec = std::env::var("PINPLAN_FAULT_EXEC").ok();
     move |call| match at {
+        Some(n) if n == call && exec.is_some() => {
+            let status = std::process::Command::new("sh")
+                .arg("-c")
+                .args(exec.as_deref())
+                .env("PINPLAN_PID", std::process::id().to_string())
+                .status();
+            Err(format!(
+                "fault injected at pin call {call} after running PINPLAN_FAULT_EXEC ({status:?})"
+            ))
+        }
         Some(n) if n == call && abort => {
             eprintln!("fault injection: aborting before pin call {call}");
             std::process::abort()

@@ -303,7 +303,11 @@ mod tests {
         assert_eq!((host.packages.len(), host.cores.len()), (16, 32_768));
         // Syntax only hwloc reads stays below hwloc's own limit.
         let e = read("package:2 numa:1(memory=1GB) core:4096 pu:2").expect_err("too big");
-        assert!(e.to_string().contains("16384 CPUs with syntax only hwloc reads"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("16384 CPUs with syntax only hwloc reads"),
+            "{e}"
+        );
         assert!(read("package:2 numa:1(memory=1GB) core:4 pu:2").is_ok());
     }
 

@@ -424,12 +424,33 @@ impl Session {
 
     /// Restores VMs from the journal and verifies them: live pins by pin
     /// calls (when the domain is still running), the config by redefining the
-    /// journalled definition. Returns the VMs restored and the errors.
+    /// journalled definition. When the connection has dropped (libvirtd
+    /// restarted), it reconnects once and carries on. Returns the VMs
+    /// restored and the errors.
     fn restore(&self, vms: &[JournalVm]) -> (Vec<String>, Vec<String>) {
         let mut restored = Vec::new();
         let mut errors = Vec::new();
+        let mut reconnected: Option<Connect> = None;
+        let mut tried_reconnecting = false;
         for j in vms {
-            match self.restore_one(j) {
+            let conn = reconnected.as_ref().unwrap_or(&self.conn);
+            let mut result = self.restore_one(conn, j);
+            if result.is_err() && !tried_reconnecting && !conn.is_alive().unwrap_or(false) {
+                tried_reconnecting = true;
+                match Connect::open(Some(&self.uri)) {
+                    Ok(fresh) => {
+                        result = self.restore_one(&fresh, j);
+                        reconnected = Some(fresh);
+                    }
+                    Err(e) => {
+                        let e = LibvirtError::new(&self.uri, LibvirtAction::Connect, &e);
+                        errors.push(format!(
+                            "the connection dropped, and reconnecting failed: {e}"
+                        ));
+                    }
+                }
+            }
+            match result {
                 Ok(()) => restored.push(j.name.clone()),
                 Err(e) => errors.push(format!("{}: {e}", j.name)),
             }
@@ -437,9 +458,8 @@ impl Session {
         (restored, errors)
     }
 
-    fn restore_one(&self, j: &JournalVm) -> Result<(), StepError> {
-        let domain = self
-            .conn
+    fn restore_one(&self, conn: &Connect, j: &JournalVm) -> Result<(), StepError> {
+        let domain = conn
             .lookup_domain_by_name(&j.name)
             .map_err(|e| StepError::Gone((&e).into()))?;
         let uuid = domain.uuid_string().map_err(|e| StepError::Libvirt {
@@ -465,8 +485,7 @@ impl Session {
                 )?;
             }
         }
-        self.conn
-            .define_domain_xml(&j.config_xml)
+        conn.define_domain_xml(&j.config_xml)
             .map_err(|e| StepError::Libvirt {
                 what: "redefining its config",
                 cause: (&e).into(),
