@@ -159,6 +159,9 @@ pub struct Written {
     /// Files of an earlier run (`plan.json`, `*.xml`) the new set does not
     /// have: removed.
     pub removed: Vec<PathBuf>,
+    /// Directories an interrupted run left beside `DIR` that hold files that
+    /// are not pinplan's (a user's files it was carrying over): kept.
+    pub interrupted: Vec<PathBuf>,
 }
 
 impl Written {
@@ -170,6 +173,13 @@ impl Written {
         }
         for f in &self.removed {
             out.push_str(&format!("removed {} (of an earlier run)\n", f.display()));
+        }
+        for d in &self.interrupted {
+            out.push_str(&format!(
+                "note: {} was left by an interrupted run and holds files that are not \
+                 pinplan's; move what you need from it, then remove it\n",
+                d.display()
+            ));
         }
         out
     }
@@ -196,7 +206,10 @@ pub fn write_files(dir: &Path, files: &[OutputFile]) -> Result<Written, OutputEr
         .prefix(".pinplan-out-")
         .tempdir_in(parent)
         .map_err(failed(parent))?;
-    let mut written = Written::default();
+    let mut written = Written {
+        interrupted: remove_stale_staging(parent, staging.path()),
+        ..Written::default()
+    };
     for f in files {
         let name = f.path.file_name().unwrap_or_default();
         write_file(&staging.path().join(name), &f.text, 0o644, true)?;
@@ -432,10 +445,112 @@ fn remove_stale_temporaries(written: &Path) {
     }
 }
 
+/// Clears the staging directories (`.pinplan-out-*`, and `.pinplan-old-*`
+/// holding a replaced set) that a run killed during `write_files` left in
+/// `parent`, once older than [`STALE`]: pinplan's own files in them are
+/// removed, and the directory with them; a directory that still holds
+/// anything else (a user's files being carried over) is kept and returned.
+/// Only real directories owned by this user are looked at; links are never
+/// followed.
+fn remove_stale_staging(parent: &Path, ours_now: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    // Our own fresh staging directory is owned by the user we run as.
+    let Ok(uid) = std::fs::metadata(ours_now).map(|m| m.uid()) else {
+        return Vec::new();
+    };
+    let mut kept = Vec::new();
+    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    for entry in entries {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let path = entry.path();
+        if !(name.starts_with(".pinplan-out-") || name.starts_with(".pinplan-old-"))
+            || path == ours_now
+        {
+            continue;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let stale = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age > STALE);
+        if !meta.is_dir() || meta.uid() != uid || !stale {
+            continue;
+        }
+        let Ok(inner) = std::fs::read_dir(&path) else {
+            continue;
+        };
+        for file in inner.filter_map(Result::ok) {
+            let file_name = file.file_name();
+            let file_name = file_name.to_string_lossy();
+            let temporary = file_name.starts_with(".pinplan-") && file_name.ends_with(".tmp");
+            if (ours(&file_name) || temporary) && file.file_type().is_ok_and(|t| t.is_file()) {
+                let _ = std::fs::remove_file(file.path());
+            }
+        }
+        if std::fs::remove_dir(&path).is_err() {
+            kept.push(path);
+        }
+    }
+    kept
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt as _;
+
+    fn age(path: &Path) {
+        let long_ago = std::time::SystemTime::now() - 2 * STALE;
+        std::fs::File::open(path)
+            .and_then(|f| f.set_modified(long_ago))
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+
+    /// Issue 14: a run killed inside `plan --out` leaves its staging
+    /// directory; the next run removes it once stale, unless it holds a
+    /// user's files.
+    #[test]
+    fn staging_directories_of_a_killed_run_are_cleared() {
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let out = root.path().join("out");
+        let mk = |name: &str, files: &[&str]| {
+            let dir = root.path().join(name);
+            std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+            for f in files {
+                std::fs::write(dir.join(f), "x").unwrap_or_else(|e| panic!("{e}"));
+            }
+            dir
+        };
+        let stale = mk(".pinplan-out-AbC123", &["plan.json", "vm1.xml"]);
+        let old = mk(".pinplan-old-.pinplan-out-Q1", &["plan.json"]);
+        let carrying = mk(".pinplan-out-DeF456", &["vm1.xml", "notes.txt"]);
+        let fresh = mk(".pinplan-out-GhI789", &["plan.json"]);
+        for d in [&stale, &old, &carrying] {
+            age(d);
+        }
+        let files = [OutputFile {
+            path: out.join("plan.json"),
+            text: "{}".to_owned(),
+        }];
+        let written = write_files(&out, &files).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!stale.exists() && !old.exists(), "stale staging left");
+        assert!(fresh.exists(), "another run's fresh staging was removed");
+        assert_eq!(written.interrupted, [carrying.clone()]);
+        assert!(
+            carrying.join("notes.txt").exists(),
+            "a user's file was lost"
+        );
+        assert!(!carrying.join("vm1.xml").exists());
+        assert!(written.to_text().contains("left by an interrupted run"));
+    }
 
     fn mode(path: &Path) -> u32 {
         std::fs::symlink_metadata(path)
