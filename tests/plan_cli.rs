@@ -685,3 +685,22 @@ fn strict_vms_never_get_cores_of_an_unknown_node() {
         "{warnings}"
     );
 }
+
+/// A spec's `[host] source` takes `synthetic:DESC` as `--source` does (it was
+/// read as a file named `synthetic:…`).
+#[test]
+fn spec_source_can_be_synthetic() {
+    let dir = TempDir::new();
+    let path = dir.write(
+        "s.toml",
+        "[host]\nsource = \"synthetic:package:2 core:4 pu:2(indexes=2*8:1*2)\"\n\
+         reserved_cores = 1\n[[vm]]\nname = \"a\"\nvcpus = 4\n",
+    );
+    let plan = plan_json(0, &[arg(&path)]);
+    assert_eq!(
+        plan["host"]["source"],
+        "synthetic:package:2 core:4 pu:2(indexes=2*8:1*2)"
+    );
+    // The reserved core is CPUs 0 and 8 (siblings N and N + 8).
+    assert_eq!(plan["host"]["reserved_cpus"], "0,8", "{plan}");
+}

@@ -9,7 +9,7 @@
 
 use crate::util;
 use pinplan::spec::{Spec, SpecError};
-use pinplan::topology::{self, Source};
+use pinplan::topology;
 use std::path::Path;
 
 const HOST: &str = "[host]\nsource = \"b1-host.xml\"\nreserved_cores = 1\n";
@@ -37,7 +37,7 @@ fn error(path: &Path, case: &Case) -> SpecError {
         Ok(spec) => spec,
     };
     let source = spec.source.clone().expect("every case names its host");
-    let host = topology::load(&Source::File(source)).expect("the lab host loads");
+    let host = topology::load(&source).expect("the lab host loads");
     match spec.request(host) {
         Err(e) => e,
         Ok(_) => panic!("{}: accepted:\n{}", case.name, case.spec),

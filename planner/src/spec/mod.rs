@@ -74,8 +74,9 @@ struct VmSpec {
 pub struct Spec {
     /// The file.
     pub file: PathBuf,
-    /// `[host] source`, resolved against the spec's directory.
-    pub source: Option<PathBuf>,
+    /// `[host] source`: a file resolved against the spec's directory, or
+    /// `synthetic:DESC`.
+    pub source: Option<crate::topology::Source>,
     reserved_cores: Option<(u32, usize)>,
     reserved_cpus: Option<(CpuSet, usize)>,
     table: Table,
@@ -93,7 +94,7 @@ impl Spec {
     ) -> crate::topology::Source {
         match (given, &self.source) {
             (Some(source), _) => source,
-            (None, Some(path)) => crate::topology::Source::File(path.clone()),
+            (None, Some(source)) => source.clone(),
             (None, None) => crate::topology::Source::LiveHost,
         }
     }

@@ -86,7 +86,13 @@ impl Spec {
         let base = path.parent().unwrap_or_else(|| Path::new("."));
         let mut spec = Spec {
             file: path.to_owned(),
-            source: raw.host.source.as_ref().map(|s| base.join(s.get_ref())),
+            source: raw.host.source.as_ref().map(|s| {
+                let s = s.get_ref();
+                match s.strip_prefix("synthetic:") {
+                    Some(description) => crate::topology::Source::Synthetic(description.to_owned()),
+                    None => crate::topology::Source::File(base.join(s)),
+                }
+            }),
             reserved_cores: None,
             reserved_cpus: None,
             table: Table::default(),
