@@ -543,7 +543,7 @@ mod tests {
         let written = write_files(&out, &files).unwrap_or_else(|e| panic!("{e}"));
         assert!(!stale.exists() && !old.exists(), "stale staging left");
         assert!(fresh.exists(), "another run's fresh staging was removed");
-        assert_eq!(written.interrupted, [carrying.clone()]);
+        assert_eq!(written.interrupted, std::slice::from_ref(&carrying));
         assert!(
             carrying.join("notes.txt").exists(),
             "a user's file was lost"
