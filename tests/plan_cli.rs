@@ -704,3 +704,64 @@ fn spec_source_can_be_synthetic() {
     // The reserved core is CPUs 0 and 8 (siblings N and N + 8).
     assert_eq!(plan["host"]["reserved_cpus"], "0,8", "{plan}");
 }
+
+/// Issue 15, item 1: a `domain_xml` with another vCPU count no longer stops
+/// the whole `--out` set. Without `--set-vcpus` the other files are written,
+/// that VM's is not, and the message says so; with the flag, or the spec key
+/// `set_vcpus = true`, the domain is resized to the plan.
+#[test]
+fn plan_out_writes_the_set_when_a_domain_has_another_vcpu_count() {
+    let dir = TempDir::new();
+    dir.write("small.xml", util::guest_xml("kvm", "sized", 2, ""));
+    let spec = |set: &str| {
+        format!(
+            "[host]\nsource = \"synthetic:package:1 core:8 pu:2(indexes=2*8:1*2)\"\n\
+             reserved_cores = 1\n{set}\n[[vm]]\nname = \"sized\"\nvcpus = 4\n\
+             domain_xml = \"small.xml\"\n[[vm]]\nname = \"other\"\nvcpus = 2\n"
+        )
+    };
+    let plain = dir.write("plain.toml", spec(""));
+    let out_dir = dir.path("out");
+    let out = pinplan(["plan", arg(&plain), "--out", arg(&out_dir)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(out_dir.join("plan.json").exists(), "{stderr}");
+    assert!(out_dir.join("other.fragment.xml").exists(), "{stderr}");
+    assert!(!out_dir.join("sized.xml").exists(), "{stderr}");
+    assert!(
+        stderr.contains("sized.xml not written")
+            && stderr.contains("the domain has 2 vCPUs but the plan gives sized 4")
+            && stderr.contains("the rest of the set was written")
+            && stderr.contains("--set-vcpus")
+            && stderr.contains("set_vcpus = true"),
+        "{stderr}"
+    );
+    let vcpu_count = |path: &std::path::Path| {
+        let xml = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{e}"));
+        let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}"));
+        let vcpu = doc.descendants().find(|n| n.has_tag_name("vcpu"));
+        vcpu.and_then(|n| n.text()).map(str::trim).map(str::to_owned)
+    };
+    // The flag resizes the domain.
+    let out = pinplan(["plan", arg(&plain), "--out", arg(&out_dir), "--set-vcpus"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(vcpu_count(&out_dir.join("sized.xml")).as_deref(), Some("4"));
+    // So does the spec key, in [defaults] or per VM.
+    for (name, set) in [
+        ("defaults.toml", "[defaults]\nset_vcpus = true"),
+        ("per-vm.toml", ""),
+    ] {
+        let mut text_of_spec = spec(set);
+        if set.is_empty() {
+            text_of_spec = text_of_spec.replace(
+                "domain_xml = \"small.xml\"",
+                "domain_xml = \"small.xml\"\nset_vcpus = true",
+            );
+        }
+        let path = dir.write(name, text_of_spec);
+        let out_dir = dir.path(&format!("out-{name}"));
+        let out = pinplan(["plan", arg(&path), "--out", arg(&out_dir)]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+        assert_eq!(vcpu_count(&out_dir.join("sized.xml")).as_deref(), Some("4"));
+    }
+}

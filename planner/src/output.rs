@@ -38,6 +38,13 @@ pub enum OutputError {
     /// The domain could not be patched.
     #[error(transparent)]
     Patch(#[from] patch::PatchError),
+    /// `plan --out` wrote the set but not these VMs' domains, whose vCPU
+    /// count differs from the plan's.
+    #[error("{} not written: {}; the rest of the set was written", names(not_written), reasons(not_written))]
+    VcpusDiffer {
+        /// Why each VM's file was not written.
+        not_written: Vec<NotWritten>,
+    },
     /// The plan has no such VM.
     #[error(transparent)]
     Plan(#[from] PlanError),
@@ -86,11 +93,45 @@ impl Diagnostic for OutputError {
                 "pass --vm NAME to patch it with one of the plan's VMs: {}",
                 placed.join(", ")
             )),
+            OutputError::VcpusDiffer { .. } => Some(
+                "to size the domain as planned, pass --set-vcpus, or set set_vcpus = true \
+                 for the VM (or in [defaults]) in the spec"
+                    .to_owned(),
+            ),
             OutputError::Dir { .. }
             | OutputError::ReadDomain { .. }
             | OutputError::BadName { .. } => None,
         }
     }
+}
+
+/// A VM file `plan --out` did not write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotWritten {
+    /// The file it would have been.
+    pub path: PathBuf,
+    /// Why.
+    pub error: patch::PatchError,
+}
+
+fn names(files: &[NotWritten]) -> String {
+    let names: Vec<String> = files.iter().map(|f| f.path.display().to_string()).collect();
+    names.join(", ")
+}
+
+fn reasons(files: &[NotWritten]) -> String {
+    let reasons: Vec<String> = files.iter().map(|f| f.error.to_string()).collect();
+    reasons.join("; ")
+}
+
+/// What `plan --out DIR` writes, and the VM files it cannot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanFiles {
+    /// `plan.json` and each VM's file.
+    pub files: Vec<OutputFile>,
+    /// VMs whose `domain_xml` has another vCPU count than the plan's (and
+    /// `set_vcpus` is not given): their file is left out of the set.
+    pub not_written: Vec<NotWritten>,
 }
 
 /// One file to write.
@@ -105,17 +146,21 @@ pub struct OutputFile {
 /// The files `plan --out DIR` writes: `DIR/plan.json` (`json`), and per
 /// placed VM `DIR/NAME.xml` (its `domain_xml` patched) or
 /// `DIR/NAME.fragment.xml` (the pinning elements alone). Everything is made
-/// before anything is written.
+/// before anything is written. A domain whose vCPU count differs from the
+/// plan's is resized with `set_vcpus` (the flag, or the VM's spec key), and
+/// otherwise left out and listed in [`PlanFiles::not_written`].
 pub fn plan_files(
     plan: &Plan,
     json: &str,
     spec: &Spec,
     dir: &Path,
-) -> Result<Vec<OutputFile>, OutputError> {
+    set_vcpus: bool,
+) -> Result<PlanFiles, OutputError> {
     let mut files = vec![OutputFile {
         path: dir.join("plan.json"),
         text: json.to_owned(),
     }];
+    let mut not_written = Vec::new();
     for vm in &plan.vms {
         if let Some(reason) = crate::spec::bad_vm_name(&vm.name) {
             return Err(OutputError::BadName {
@@ -127,18 +172,26 @@ pub fn plan_files(
         let file = match spec.domain_xml(&vm.name) {
             Some(path) => {
                 let xml = read_domain(&spec.file.display().to_string(), &path)?;
+                let target = dir.join(format!("{}.xml", vm.name));
                 let patched = patch::patch(
                     &path.display().to_string(),
                     &xml,
                     vm,
                     &patch::PatchOptions {
-                        set_vcpus: false,
+                        set_vcpus: set_vcpus || spec.set_vcpus(&vm.name),
                         name_given: true,
                     },
-                )?;
-                OutputFile {
-                    path: dir.join(format!("{}.xml", vm.name)),
-                    text: patched,
+                );
+                match patched {
+                    Ok(text) => OutputFile { path: target, text },
+                    Err(error) if error.vcpu_counts.is_some() => {
+                        not_written.push(NotWritten {
+                            path: target,
+                            error,
+                        });
+                        continue;
+                    }
+                    Err(error) => return Err(error.into()),
                 }
             }
             None => OutputFile {
@@ -148,7 +201,7 @@ pub fn plan_files(
         };
         files.push(file);
     }
-    Ok(files)
+    Ok(PlanFiles { files, not_written })
 }
 
 /// What [`write_files`] did.

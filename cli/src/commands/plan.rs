@@ -39,6 +39,10 @@ pub struct PlanArgs {
     /// Write DIR/plan.json (atomically); the directory is created if needed.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// With --out: resize a VM's `domain_xml` to the planned vCPU count
+    /// (as the spec key `set_vcpus = true` does per VM or in [defaults]).
+    #[arg(long, requires = "out")]
+    set_vcpus: bool,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
@@ -86,14 +90,19 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
     let mut plan = solve::solve(&request, &options);
     plan.warnings.splice(0..0, spec_warnings);
     let json = plan.to_json();
+    let mut not_written = Vec::new();
     if let Some(dir) = &args.out {
-        let files = output::plan_files(&plan, &json, &spec, dir)?;
-        let written = output::write_files(dir, &files)?;
+        let set = output::plan_files(&plan, &json, &spec, dir, args.set_vcpus)?;
+        let written = output::write_files(dir, &set.files)?;
         eprint!("{}", written.to_text());
+        not_written = set.not_written;
     }
     print(&match args.format {
         Format::Text => plan.to_text(&host),
         Format::Json => json,
     })?;
+    if !not_written.is_empty() {
+        return Err(output::OutputError::VcpusDiffer { not_written }.into());
+    }
     Ok(verdict(plan.unplaced.is_empty()))
 }

@@ -67,6 +67,8 @@ struct VmSpec {
     priority: i64,
     packet_bytes: Option<u32>,
     domain_xml: Option<PathBuf>,
+    /// `set_vcpus`: `plan --out` may change the domain's vCPU count.
+    set_vcpus: bool,
 }
 
 /// A parsed and checked plan spec.
@@ -105,6 +107,11 @@ impl Spec {
             .iter()
             .find(|v| v.name == vm)
             .and_then(|v| v.domain_xml.clone())
+    }
+
+    /// Whether `set_vcpus = true` holds for a VM (its own key, else `[defaults]`).
+    pub fn set_vcpus(&self, vm: &str) -> bool {
+        self.vms.iter().any(|v| v.name == vm && v.set_vcpus)
     }
 
     fn error(&self, line: usize, key: &str, message: String) -> SpecError {

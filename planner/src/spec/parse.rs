@@ -252,6 +252,7 @@ impl Spec {
             priority: vm.priority.or(defaults.priority).unwrap_or(0),
             packet_bytes: vm.packet_bytes.or(defaults.packet_bytes),
             domain_xml: vm.domain_xml.as_ref().map(|d| base.join(d.get_ref())),
+            set_vcpus: vm.set_vcpus.or(defaults.set_vcpus).unwrap_or(false),
         })
     }
 

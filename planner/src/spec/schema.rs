@@ -27,6 +27,7 @@ pub(super) struct Policies {
     pub(super) iothreads: Option<u32>,
     pub(super) priority: Option<i64>,
     pub(super) packet_bytes: Option<u32>,
+    pub(super) set_vcpus: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -46,6 +47,7 @@ pub(super) struct VmSection {
     pub(super) priority: Option<i64>,
     pub(super) packet_bytes: Option<u32>,
     pub(super) domain_xml: Option<Spanned<String>>,
+    pub(super) set_vcpus: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

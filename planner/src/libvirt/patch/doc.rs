@@ -114,6 +114,7 @@ impl<'a> Doc<'a> {
             line: line_col(self.text.as_bytes(), offset).0,
             element: element.to_owned(),
             message,
+            vcpu_counts: None,
         }
     }
 

@@ -32,6 +32,9 @@ pub struct PatchError {
     pub element: String,
     /// What is wrong and what to do.
     pub message: String,
+    /// The domain's vCPU count and the plan's, when they differ and the
+    /// count may not be changed (`--set-vcpus`).
+    pub vcpu_counts: Option<(usize, usize)>,
 }
 
 impl crate::error::Diagnostic for PatchError {}
@@ -69,6 +72,7 @@ fn scan_error(source_name: &str, e: XmlError) -> PatchError {
         line,
         element,
         message,
+        vcpu_counts: None,
     }
 }
 
@@ -193,5 +197,6 @@ fn well_formed(source_name: &str, text: &str) -> Result<(), PatchError> {
             line: e.line,
             element: "domain".to_owned(),
             message: format!("column {}: {}", e.column, e.problem),
+            vcpu_counts: None,
         })
 }

@@ -31,14 +31,16 @@ pub(super) fn rewrite(
         )
     })?;
     if count != planned && !options.set_vcpus {
-        return Err(doc.error(
+        let mut e = doc.error(
             n.start,
             "vcpu",
             format!(
-                "the domain has {count} vCPUs but the plan gives {} {planned}: pass --set-vcpus to change the domain's count, or plan with vcpus = {count}",
+                "the domain has {count} vCPUs but the plan gives {} {planned}: pass --set-vcpus (in a spec: set_vcpus = true) to change the domain's count, or plan with vcpus = {count}",
                 vm.name
             ),
-        ));
+        );
+        e.vcpu_counts = Some((count, planned));
+        return Err(e);
     }
     // Keep attributes we do not own (e.g. current='2'); a current count
     // above a lowered maximum would make libvirt refuse it.
