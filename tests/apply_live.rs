@@ -253,6 +253,34 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     ] {
         assert!(config.contains(pin), "{pin} missing:\n{config}");
     }
+    // Issue 15, item 2: an existing journal is never overwritten, even when
+    // the plan would change something; the refusal comes before any change.
+    let journal_before = std::fs::read(lab.dir.path("j1.json")).unwrap_or_default();
+    let plan_back = write_plan(
+        "plan-back.json",
+        &two_guest_plan(&base, &lab.guests.names, pb, pa),
+    );
+    let state = lab.state();
+    let out = lab.pinplan(
+        &[
+            "apply",
+            &plan_back,
+            "--connect",
+            &uri,
+            "--journal",
+            "j1.json",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("never overwritten"), "{}", text(&out));
+    assert!(text(&out).contains("--journal j1-2.json"), "{}", text(&out));
+    assert_eq!(lab.state(), state, "a refused journal changed something");
+    assert_eq!(
+        std::fs::read(lab.dir.path("j1.json")).unwrap_or_default(),
+        journal_before,
+        "the journal was overwritten"
+    );
     // Again: already in effect, nothing to do.
     let out = lab.pinplan(&["apply", &plan1, "--connect", &uri], &[]);
     assert_eq!(code(&out), Some(0), "{}", text(&out));

@@ -740,7 +740,9 @@ fn plan_out_writes_the_set_when_a_domain_has_another_vcpu_count() {
         let xml = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{e}"));
         let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}"));
         let vcpu = doc.descendants().find(|n| n.has_tag_name("vcpu"));
-        vcpu.and_then(|n| n.text()).map(str::trim).map(str::to_owned)
+        vcpu.and_then(|n| n.text())
+            .map(str::trim)
+            .map(str::to_owned)
     };
     // The flag resizes the domain.
     let out = pinplan(["plan", arg(&plain), "--out", arg(&out_dir), "--set-vcpus"]);

@@ -40,7 +40,11 @@ pub enum OutputError {
     Patch(#[from] patch::PatchError),
     /// `plan --out` wrote the set but not these VMs' domains, whose vCPU
     /// count differs from the plan's.
-    #[error("{} not written: {}; the rest of the set was written", names(not_written), reasons(not_written))]
+    #[error(
+        "{} not written: {}; the rest of the set was written",
+        names(not_written),
+        reasons(not_written)
+    )]
     VcpusDiffer {
         /// Why each VM's file was not written.
         not_written: Vec<NotWritten>,

@@ -100,6 +100,9 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
     let Some(plan_path) = &args.plan else {
         return Err(Usage::new("give a plan: pinplan apply PLAN.json --connect URI").into());
     };
+    if let Some(journal) = &args.journal {
+        apply::check_journal_is_new(journal)?;
+    }
     let plan = Plan::load(plan_path)?;
     let host = topology::load(&Source::Libvirt(args.connect.clone()))?;
     let session = Session::open(&args.connect)?;

@@ -55,6 +55,34 @@ pub enum ApplyError {
     },
 }
 
+/// `NAME-2.EXT` (or -3, …): a name beside `taken` that does not exist yet.
+fn free_name(taken: &Path) -> PathBuf {
+    let stem = taken
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = taken
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    (2u32..1000)
+        .map(|n| taken.with_file_name(format!("{stem}-{n}{ext}")))
+        .find(|p| std::fs::symlink_metadata(p).is_err())
+        .unwrap_or_else(|| taken.with_file_name(format!("{stem}-new{ext}")))
+}
+
+/// Refuses a `--journal` path that exists (any file, link or directory)
+/// before anything is read or changed.
+pub fn check_journal_is_new(path: &Path) -> Result<(), ApplyError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => Err(ApplyError::Journal(crate::error::WriteError {
+            path: path.to_owned(),
+            source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "it already exists"),
+        })),
+        Err(_) => Ok(()),
+    }
+}
+
 /// The command that puts the journalled VMs back.
 pub fn retry(journal: &Path, uri: &str) -> String {
     format!(
@@ -88,9 +116,13 @@ fn restore_state(failure: &Failure, retry: &str) -> String {
 impl Diagnostic for ApplyError {
     fn hint(&self) -> Option<String> {
         match self {
-            ApplyError::Journal(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => Some(
-                "a journal is never overwritten: give a new name with --journal FILE".to_owned(),
-            ),
+            ApplyError::Journal(e) if e.source.kind() == std::io::ErrorKind::AlreadyExists => {
+                Some(format!(
+                    "a journal is never overwritten (it may be the only record of how the VMs \
+                     were): give a new name, e.g. --journal {}",
+                    free_name(&e.path).display()
+                ))
+            }
             ApplyError::Journal(_) => Some("give a writable path with --journal FILE".to_owned()),
             ApplyError::Rollback { journal, uri, .. } => Some(format!(
                 "fix the cause and run again: {}",

@@ -12,7 +12,7 @@ pub mod error;
 pub mod journal;
 pub mod lock;
 
-pub use error::{retry, ApplyError, Problem};
+pub use error::{check_journal_is_new, retry, ApplyError, Problem};
 pub use journal::{Journal, JournalError, JournalVm, Pins, JOURNAL_VERSION};
 
 use super::ffi;
