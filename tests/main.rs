@@ -25,4 +25,5 @@ mod topology_cli;
 mod topology_errors;
 mod topology_fixtures;
 mod topology_live;
+mod workflow_cli;
 mod xml_patch;

@@ -168,7 +168,9 @@ pub struct PlanHost {
     /// CPUs reserved for the host (emulator threads with `emulator = "host"`).
     pub reserved_cpus: CpuSet,
     /// A fingerprint of the host's cores and CPUs: a plan is only applied to
-    /// the host it was made for.
+    /// the host it was made for. Empty in hand-written plans without one
+    /// (then every CPU and node the plan uses must exist).
+    #[serde(default)]
     pub fingerprint: String,
 }
 
@@ -263,6 +265,34 @@ pub enum PlanError {
         /// The VMs it places.
         placed: Vec<String>,
     },
+    /// The plan was made for another host topology.
+    #[error("{}: this plan was made for {plan_source} (fingerprint {plan_fingerprint}); this host is {host_source} (fingerprint {host_fingerprint})", path.display())]
+    OtherHost {
+        /// The plan file.
+        path: PathBuf,
+        /// The plan's topology source.
+        plan_source: String,
+        /// The plan's fingerprint.
+        plan_fingerprint: String,
+        /// This host's topology source.
+        host_source: String,
+        /// This host's fingerprint.
+        host_fingerprint: String,
+        /// Whether `--force` can override it here.
+        forcible: bool,
+    },
+    /// The plan uses CPUs or NUMA nodes this host does not have.
+    #[error("{}: the plan (made for {plan_source}) uses {missing}, which this host ({host_source}) does not have", path.display())]
+    NotOnHost {
+        /// The plan file.
+        path: PathBuf,
+        /// The plan's topology source.
+        plan_source: String,
+        /// This host's topology source.
+        host_source: String,
+        /// What is missing: `CPUs 64-71 and NUMA node 1`.
+        missing: String,
+    },
 }
 
 impl Diagnostic for PlanError {
@@ -278,11 +308,117 @@ impl Diagnostic for PlanError {
             PlanError::NoVm { placed, .. } => {
                 Some(format!("VMs in the plan: {}", placed.join(", ")))
             }
+            PlanError::OtherHost { forcible, .. } => Some(format!(
+                "make the plan on this host (`pinplan plan SPEC`, with --connect URI or \
+                 --source for this host){}",
+                if *forcible {
+                    "; if it is the same machine read another way (hwloc and libvirt can \
+                     disagree on disallowed CPUs), --force uses the plan anyway"
+                } else {
+                    ""
+                }
+            )),
+            PlanError::NotOnHost { .. } => Some(
+                "make the plan on this host (`pinplan plan SPEC`, with --connect URI or \
+                 --source for this host)"
+                    .to_owned(),
+            ),
         }
     }
 }
 
 impl Plan {
+    /// Every host CPU the plan uses (VMs' CPUs, emulator and I/O thread
+    /// pins, the reserved CPUs, fixed tenants) and every host node.
+    pub fn used(&self) -> (CpuSet, std::collections::BTreeSet<NodeId>) {
+        let mut cpus = self.host.reserved_cpus.clone();
+        let mut nodes = std::collections::BTreeSet::new();
+        for vm in &self.vms {
+            cpus = cpus.union(&vm.cpus).union(&vm.emulator_cpus);
+            for pin in &vm.vcpus {
+                cpus.insert(pin.cpu);
+            }
+            for io in &vm.iothreads {
+                cpus = cpus.union(&io.cpus);
+            }
+            nodes.extend(vm.numa_nodes.iter().copied());
+            nodes.extend(vm.guest_cells.iter().map(|c| c.host_node));
+        }
+        for f in &self.fixed {
+            cpus = cpus.union(&f.cpus);
+        }
+        (cpus, nodes)
+    }
+
+    /// Refuses a plan made for another host than `host`: its fingerprint
+    /// differs (unless `force`), or it uses CPUs or NUMA nodes `host` does not
+    /// have (always). `path` names the plan in errors.
+    pub fn check_host(
+        &self,
+        path: &Path,
+        host: &crate::topology::HostTopology,
+        force: bool,
+    ) -> Result<(), PlanError> {
+        let fingerprint = host.fingerprint();
+        if !force && !self.host.fingerprint.is_empty() && self.host.fingerprint != fingerprint {
+            return Err(PlanError::OtherHost {
+                path: path.to_owned(),
+                plan_source: self.host.source.clone(),
+                plan_fingerprint: self.host.fingerprint.clone(),
+                host_source: host.source.clone(),
+                host_fingerprint: fingerprint,
+                forcible: true,
+            });
+        }
+        let cpus: CpuSet = host.pus.iter().map(|p| p.cpu).collect();
+        let nodes: std::collections::BTreeSet<NodeId> =
+            host.numa_nodes.iter().map(|n| n.id).collect();
+        self.check_exist(path, &host.source, &cpus, &nodes)
+    }
+
+    /// Refuses a plan that uses CPUs not in `cpus` or nodes not in `nodes`
+    /// (of the host named `host_source`).
+    pub fn check_exist(
+        &self,
+        path: &Path,
+        host_source: &str,
+        cpus: &CpuSet,
+        nodes: &std::collections::BTreeSet<NodeId>,
+    ) -> Result<(), PlanError> {
+        let (used_cpus, used_nodes) = self.used();
+        let missing_cpus = used_cpus.difference(cpus);
+        let missing_nodes: Vec<String> = used_nodes
+            .difference(nodes)
+            .map(ToString::to_string)
+            .collect();
+        let mut missing = Vec::new();
+        if !missing_cpus.is_empty() {
+            let word = if missing_cpus.len() == 1 {
+                "CPU"
+            } else {
+                "CPUs"
+            };
+            missing.push(format!("{word} {missing_cpus}"));
+        }
+        if !missing_nodes.is_empty() {
+            let word = if missing_nodes.len() == 1 {
+                "NUMA node"
+            } else {
+                "NUMA nodes"
+            };
+            missing.push(format!("{word} {}", missing_nodes.join(",")));
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(PlanError::NotOnHost {
+            path: path.to_owned(),
+            plan_source: self.host.source.clone(),
+            host_source: host_source.to_owned(),
+            missing: missing.join(" and "),
+        })
+    }
+
     /// Reads a plan file (`pinplan plan --out DIR` writes DIR/plan.json).
     pub fn load(path: &Path) -> Result<Plan, PlanError> {
         let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {

@@ -24,6 +24,10 @@ pub struct DoctorArgs {
     /// every network PCI function that is not an SR-IOV VF).
     #[arg(long, value_name = "ADDR", num_args = 1.., value_parser = parse_address)]
     nic: Vec<PciAddress>,
+    /// Check against a plan made for another host topology anyway (the CPUs
+    /// and NUMA nodes it uses must still exist under --root).
+    #[arg(long, requires = "plan")]
+    force: bool,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
@@ -39,6 +43,8 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     let report = doctor::run(&DoctorOptions {
         root: args.root.clone(),
         plan,
+        plan_path: args.plan.clone(),
+        force: args.force,
         nics: args.nic.clone(),
     })?;
     print(&match args.format {

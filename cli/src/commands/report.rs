@@ -41,6 +41,10 @@ pub struct ReportArgs {
     /// Compare with a plan (plan.json): which threads move, which conflicts go.
     #[arg(long, value_name = "PLAN.json")]
     plan: Option<PathBuf>,
+    /// Compare with a plan made for another host topology anyway (the CPUs
+    /// and NUMA nodes it uses must still exist).
+    #[arg(long, requires = "plan")]
+    force: bool,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     format: ReportFormat,
@@ -53,6 +57,9 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
     let source = super::source(args.connect.as_ref(), &args.source);
     let host = topology::load(&source)?;
     let plan = args.plan.as_deref().map(Plan::load).transpose()?;
+    if let (Some(plan), Some(path)) = (&plan, &args.plan) {
+        plan.check_host(path, &host, args.force)?;
+    }
     let live = match &source {
         Source::LiveHost => true,
         Source::Libvirt(uri) => libvirt::is_local_uri(uri),

@@ -5,6 +5,7 @@ use crate::error::{print, Failure};
 use pinplan::libvirt::{self, patch, patch::PatchOptions};
 use pinplan::output;
 use pinplan::plan::Plan;
+use pinplan::topology::{self, Source};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -28,6 +29,10 @@ pub struct XmlArgs {
     /// Change the domain's vCPU count to the plan's instead of refusing.
     #[arg(long)]
     set_vcpus: bool,
+    /// With --connect: patch even though the plan was made for another host
+    /// topology (the CPUs and NUMA nodes it uses must still exist).
+    #[arg(long, requires = "connect")]
+    force: bool,
 }
 
 pub fn run(args: &XmlArgs) -> Result<ExitCode, Failure> {
@@ -42,6 +47,8 @@ pub fn run(args: &XmlArgs) -> Result<ExitCode, Failure> {
                 Some(name) => name.clone(),
                 None => output::only_vm(&plan)?,
             };
+            let host = topology::load(&Source::Libvirt(uri.clone()))?;
+            plan.check_host(&args.plan, &host, args.force)?;
             let xml = libvirt::inactive_xml(uri, &name)?;
             Some((format!("{uri} domain {name}"), xml))
         }

@@ -156,12 +156,17 @@ pub struct DoctorOptions {
     pub root: PathBuf,
     /// The plan to check the host against, if any.
     pub plan: Option<Plan>,
+    /// Its file, for messages.
+    pub plan_path: Option<PathBuf>,
+    /// Check against the plan even when it was made for another host
+    /// topology (`--force`; CPUs and nodes it uses must still exist).
+    pub force: bool,
     /// NICs to check besides the plan's (`--nic`).
     pub nics: Vec<PciAddress>,
 }
 
 /// Input the doctor cannot work with.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum DoctorError {
     /// The root holds neither `sys/` nor `proc/`.
     #[error("{} has neither sys/ nor proc/", root.display())]
@@ -181,6 +186,9 @@ pub enum DoctorError {
         /// The network devices that are there.
         network: Vec<PciAddress>,
     },
+    /// The plan was made for another host.
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
 }
 
 impl crate::error::Diagnostic for DoctorError {
@@ -197,6 +205,7 @@ impl crate::error::Diagnostic for DoctorError {
                 "network devices there: {}",
                 network.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
             )),
+            DoctorError::Plan(e) => crate::error::Diagnostic::hint(e),
         }
     }
 }
@@ -263,6 +272,9 @@ impl Host<'_> {
 /// Runs every check.
 pub fn run(options: &DoctorOptions) -> Result<Report, DoctorError> {
     let fs = Fs::open(&options.root)?;
+    if let Some(plan) = &options.plan {
+        check_plan_host(&fs, options, plan)?;
+    }
     let functions = fs.pci_functions();
     let nics = select_nics(&options.root, &functions, options)?;
     let cmdline = fs.cmdline().map(|text| KernelCmdline::parse(&text));
@@ -286,6 +298,31 @@ pub fn run(options: &DoctorOptions) -> Result<Report, DoctorError> {
     // Each check lists its subjects in a fixed order; keep checks in id order.
     checks.sort_by_key(|c| c.id);
     Ok(Report { checks })
+}
+
+/// Refuses a plan made for another host: on this machine (`--root /`) by its
+/// fingerprint against the live topology (unless `force`); under any root,
+/// when it uses CPUs or NUMA nodes the root's sysfs does not list.
+fn check_plan_host(fs: &Fs, options: &DoctorOptions, plan: &Plan) -> Result<(), DoctorError> {
+    let path = options
+        .plan_path
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("the plan"));
+    let this_machine = options
+        .root
+        .canonicalize()
+        .is_ok_and(|r| r == std::path::Path::new("/"));
+    if this_machine {
+        if let Ok(host) = crate::topology::load(&crate::topology::Source::LiveHost) {
+            plan.check_host(&path, &host, options.force)?;
+        }
+    }
+    let (Some(cpus), Some(nodes)) = (fs.present_cpus(), fs.node_ids()) else {
+        return Ok(());
+    };
+    let name = options.root.display().to_string();
+    plan.check_exist(&path, &name, &cpus, &nodes)?;
+    Ok(())
 }
 
 /// The NICs to examine: those named with `--nic` and by the plan's VMs;

@@ -201,6 +201,25 @@ impl Fs {
         )
     }
 
+    /// The NUMA node ids (`sys/devices/system/node/nodeN`).
+    pub fn node_ids(&self) -> Option<std::collections::BTreeSet<crate::ids::NodeId>> {
+        let names = self.list(&self.sys("devices/system/node"))?;
+        Some(
+            names
+                .iter()
+                .filter_map(|n| n.strip_prefix("node")?.parse().ok())
+                .map(crate::ids::NodeId)
+                .collect(),
+        )
+    }
+
+    /// The CPUs present, online or not (`sys/devices/system/cpu/present`).
+    pub fn present_cpus(&self) -> Option<CpuSet> {
+        self.read(&self.sys("devices/system/cpu/present"))?
+            .parse()
+            .ok()
+    }
+
     /// The online CPUs (`sys/devices/system/cpu/online`).
     pub fn online_cpus(&self) -> Option<CpuSet> {
         self.read(&self.sys("devices/system/cpu/online"))?

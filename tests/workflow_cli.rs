@@ -1,0 +1,150 @@
+//! Issue 15: the workflow as a user lives it — every step checks that the
+//! plan belongs to this host, says what it did, and fits the shell. One test
+//! (or more) per numbered item of the issue.
+
+use crate::util::{self, arg, pinplan, text, TempDir};
+use std::path::PathBuf;
+
+const LAB: &str = "examples/lab/b1.toml";
+const LAB_HOST: &str = "examples/lab/b1-host.xml";
+/// Another real host: 2 × Xeon E5-2650L v4, 56 CPUs, 2 nodes.
+const BROADWELL: &str = "tests/fixtures/hwloc-xml/x86-Intel-Broadwell-2xXeon-E5-2650Lv4.xml";
+
+/// The lab's plan (b1: 20 CPUs, one node), written to `dir/lab/plan.json`.
+fn lab_plan(dir: &TempDir) -> PathBuf {
+    let out = dir.path("lab");
+    let done = pinplan(["plan", LAB, "--out", arg(&out)]);
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done.stderr));
+    out.join("plan.json")
+}
+
+/// Item 3: `report --plan` refuses a plan made for another host: by its
+/// fingerprint (exit 2, both hosts named; `--force` overrides), and always
+/// when the plan uses CPUs the host does not have.
+#[test]
+fn report_refuses_another_hosts_plan() {
+    let dir = TempDir::new();
+    let plan = lab_plan(&dir);
+    let vm1 = "examples/lab/vm1.xml";
+    // Its own host: fine (exit 0 or 1 is the report's verdict, not a refusal).
+    let own = pinplan([
+        "report",
+        "--domains",
+        vm1,
+        "--source",
+        LAB_HOST,
+        "--plan",
+        arg(&plan),
+    ]);
+    assert_ne!(own.status.code(), Some(2), "{}", text(&own.stderr));
+
+    let other = pinplan([
+        "report",
+        "--domains",
+        vm1,
+        "--source",
+        BROADWELL,
+        "--plan",
+        arg(&plan),
+    ]);
+    assert_eq!(other.status.code(), Some(2), "{}", text(&other.stdout));
+    let stderr = text(&other.stderr);
+    assert!(
+        stderr.contains("this plan was made for examples/lab/b1-host.xml (fingerprint fnv1a64:")
+            && stderr.contains(&format!("this host is {BROADWELL} (fingerprint fnv1a64:"))
+            && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert!(text(&other.stdout).is_empty(), "a refusal printed a report");
+
+    // --force: the Broadwell host has CPUs 0-19 and node 0, so it reports.
+    let forced = pinplan([
+        "report",
+        "--domains",
+        vm1,
+        "--source",
+        BROADWELL,
+        "--plan",
+        arg(&plan),
+        "--force",
+    ]);
+    assert_ne!(forced.status.code(), Some(2), "{}", text(&forced.stderr));
+    // A host without the planned CPUs is refused even with --force.
+    let small = "synthetic:core:4 pu:2(indexes=2*4:1*2)";
+    let missing = pinplan([
+        "report",
+        "--domains",
+        vm1,
+        "--source",
+        small,
+        "--plan",
+        arg(&plan),
+        "--force",
+    ]);
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing.stdout));
+    let stderr = text(&missing.stderr);
+    // b1's plan uses CPUs 0-19 (by hand: the lab pins every core but none
+    // is left idle); the synthetic host has 0-7.
+    assert!(
+        stderr.contains("uses CPUs 8-19, which this host (synthetic:core:4 pu:2(indexes=2*4:1*2)) does not have"),
+        "{stderr}"
+    );
+}
+
+/// Item 3: `doctor --plan` refuses a plan that uses CPUs or NUMA nodes the
+/// root's sysfs does not list, before any NIC check.
+#[test]
+fn doctor_refuses_a_plan_for_cpus_the_root_lacks() {
+    let dir = TempDir::new();
+    let plan = lab_plan(&dir);
+    let root = dir.path("root");
+    for (rel, text) in [
+        ("sys/devices/system/cpu/present", "0-3\n"),
+        ("sys/devices/system/cpu/online", "0-3\n"),
+        ("sys/devices/system/node/node0/cpulist", "0-3\n"),
+        ("proc/cmdline", "quiet\n"),
+    ] {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let out = pinplan(["doctor", "--root", arg(&root), "--plan", arg(&plan)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "uses CPUs 4-19, which this host ({}) does not have",
+            root.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("is not a PCI device"), "{stderr}");
+}
+
+/// Item 3: `xml --connect` refuses another host's plan before it reads the
+/// domain (it used to write XML that `virsh start` then refused).
+#[test]
+fn xml_connect_refuses_another_hosts_plan() {
+    let Some(uri) = util::libvirt_uri("no live libvirt") else {
+        return;
+    };
+    let dir = TempDir::new();
+    let plan = lab_plan(&dir);
+    let out = pinplan([
+        "xml",
+        "--plan",
+        arg(&plan),
+        "--vm",
+        "vm1",
+        "--connect",
+        &uri,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("this plan was made for examples/lab/b1-host.xml")
+            && stderr.contains(&format!("this host is {uri}")),
+        "{stderr}"
+    );
+    assert!(text(&out.stdout).is_empty());
+}
