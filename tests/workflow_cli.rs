@@ -148,3 +148,72 @@ fn xml_connect_refuses_another_hosts_plan() {
     );
     assert!(text(&out.stdout).is_empty());
 }
+
+/// A domain XML named `name` in `dir` with its vCPUs pinned one each to `pins`.
+fn pinned_domain(dir: &TempDir, name: &str, pins: &[u32]) -> PathBuf {
+    let mut cputune = String::new();
+    for (i, cpu) in pins.iter().enumerate() {
+        cputune.push_str(&format!("    <vcpupin vcpu='{i}' cpuset='{cpu}'/>\n"));
+    }
+    dir.write(
+        &format!("{name}.xml"),
+        format!(
+            "<domain type='kvm'>\n  <name>{name}</name>\n  <vcpu placement='static'>{}</vcpu>\n  \
+             <cputune>\n{cputune}  </cputune>\n</domain>\n",
+            pins.len()
+        ),
+    )
+}
+
+/// Item 4: `report --plan` exits 1 when the plan would add an error conflict
+/// (it exited 0: nothing conflicts now), and 0 when the plan leaves none.
+#[test]
+fn report_plan_exit_status_gates_the_change() {
+    let dir = TempDir::new();
+    let plan = lab_plan(&dir);
+    let plan_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let vm1_cpu = plan_json["vms"][0]["vcpus"][0]["cpu"].as_u64().unwrap() as u32;
+    // A domain outside the plan, alone now, on a CPU the plan gives vm1.
+    let other = pinned_domain(&dir, "other", &[vm1_cpu]);
+    let run = |domain: &PathBuf| {
+        pinplan([
+            "report", "--domains", arg(domain), "--source", LAB_HOST, "--plan", arg(&plan),
+            "--format", "json",
+        ])
+    };
+    let out = run(&other);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let report = util::stdout_json(&out);
+    let errors_now = report["conflicts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["severity"] == "error")
+        .count();
+    assert_eq!(errors_now, 0, "{report}");
+    let introduced = report["plan"]["introduced"].as_array().cloned().unwrap_or_default();
+    assert!(
+        introduced
+            .iter()
+            .any(|c| c["severity"] == "error" && c["tenants"].to_string().contains("other")),
+        "{report}"
+    );
+    // The same domain on a CPU the plan leaves free (none: b1 is full, so
+    // put it on the host's reserved CPU 0 — a host overlap, a warning only).
+    let quiet = pinned_domain(&dir, "quiet", &[0]);
+    let out = run(&quiet);
+    let report = util::stdout_json(&out);
+    let errors_after = report["plan"]["remaining"]
+        .as_array()
+        .into_iter()
+        .chain(report["plan"]["introduced"].as_array())
+        .flatten()
+        .filter(|c| c["severity"] == "error")
+        .count();
+    assert_eq!(
+        out.status.code(),
+        Some(if errors_after == 0 { 0 } else { 1 }),
+        "{report}"
+    );
+}

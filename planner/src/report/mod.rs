@@ -81,9 +81,15 @@ impl Report {
         }
     }
 
-    /// Whether any conflict is an error (exit status 1).
+    /// Whether any conflict is an error (exit status 1). With a plan, the
+    /// conflicts that count are those after it: the ones it leaves and the
+    /// ones it adds (so `report --plan` can gate a change in a script).
     pub fn has_errors(&self) -> bool {
-        self.conflicts.iter().any(|c| c.severity == Severity::Error)
+        let error = |c: &Conflict| c.severity == Severity::Error;
+        match &self.plan {
+            None => self.conflicts.iter().any(error),
+            Some(effect) => effect.remaining.iter().chain(&effect.introduced).any(error),
+        }
     }
 
     /// The JSON form.
