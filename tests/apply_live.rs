@@ -43,10 +43,13 @@ impl Lab {
             .names
             .iter()
             .map(|name| {
-                let pid = std::fs::read_to_string(format!("/run/libvirt/qemu/{name}.pid"))
-                    .unwrap_or_else(|e| panic!("{name} is not running: {e}"));
-                let pid = pid.trim();
                 let mut threads = BTreeMap::new();
+                let Ok(pid) = std::fs::read_to_string(format!("/run/libvirt/qemu/{name}.pid"))
+                else {
+                    threads.insert("state".to_owned(), "not running".to_owned());
+                    return (name.clone(), threads);
+                };
+                let pid = pid.trim();
                 let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
                 for task in tasks.flatten() {
                     let tid = task.file_name().to_string_lossy().into_owned();
@@ -206,6 +209,19 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     assert_eq!(code(&out), Some(0), "{}", text(&out));
     assert!(text(&out).contains("nothing was changed"), "{}", text(&out));
     assert_eq!(lab.state(), before);
+    // Issue 15, item 5: the VMs a plan does not place are named, untouched.
+    let mut partial = two_guest_plan(&base, &lab.guests.names, pa, pb);
+    partial["unplaced"] = json!(["ghost-vm"]);
+    let partial = write_plan("partial.json", &partial);
+    let out = lab.pinplan(&["apply", &partial, "--connect", &uri, "--dry-run"], &[]);
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "not placed by the plan, so not touched (they keep their current pins): ghost-vm"
+        ),
+        "{}",
+        text(&out)
+    );
 
     // Preconditions: each refusal is exit 2 and changes nothing.
     let mut wrong_count = two_guest_plan(&base, &lab.guests.names, pa, pb);
@@ -422,4 +438,34 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
         before,
         "the restore after a dropped connection"
     );
+
+    // Issue 15, item 6: --live on a shut-off domain is refused (it said
+    // "already in effect" while the config was not pinned as planned).
+    virsh(&uri, &["destroy", &b]);
+    let before = lab.state();
+    let out = lab.pinplan(
+        &[
+            "apply",
+            &plan2,
+            "--connect",
+            &uri,
+            "--live",
+            "--journal",
+            "j8.json",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "{b}: not running: nothing to pin live (use --config, or start it)"
+        )),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        !lab.dir.path("j8.json").exists(),
+        "a refusal wrote a journal"
+    );
+    assert_eq!(lab.state(), before, "a refused --live changed something");
 }

@@ -178,8 +178,15 @@ fn report_plan_exit_status_gates_the_change() {
     let other = pinned_domain(&dir, "other", &[vm1_cpu]);
     let run = |domain: &PathBuf| {
         pinplan([
-            "report", "--domains", arg(domain), "--source", LAB_HOST, "--plan", arg(&plan),
-            "--format", "json",
+            "report",
+            "--domains",
+            arg(domain),
+            "--source",
+            LAB_HOST,
+            "--plan",
+            arg(&plan),
+            "--format",
+            "json",
         ])
     };
     let out = run(&other);
@@ -192,7 +199,10 @@ fn report_plan_exit_status_gates_the_change() {
         .filter(|c| c["severity"] == "error")
         .count();
     assert_eq!(errors_now, 0, "{report}");
-    let introduced = report["plan"]["introduced"].as_array().cloned().unwrap_or_default();
+    let introduced = report["plan"]["introduced"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert!(
         introduced
             .iter()
@@ -215,5 +225,63 @@ fn report_plan_exit_status_gates_the_change() {
         out.status.code(),
         Some(if errors_after == 0 { 0 } else { 1 }),
         "{report}"
+    );
+}
+
+/// An overloaded spec on the lab host: `a` (4 cores) fits, `big` (40 vCPUs)
+/// does not. Returns the plan's path.
+fn partial_plan(dir: &TempDir, vms: &str) -> PathBuf {
+    let spec = dir.write(
+        "partial.toml",
+        format!(
+            "[host]\nsource = {:?}\nreserved_cores = 1\n{vms}",
+            util::repo().join(LAB_HOST)
+        ),
+    );
+    let out = dir.path("partial");
+    let done = pinplan(["plan", arg(&spec), "--out", arg(&out)]);
+    assert_eq!(done.status.code(), Some(1), "{}", text(&done.stderr));
+    out.join("plan.json")
+}
+
+/// Item 5: a plan that places no VM says "nothing to apply" (exit 1) before
+/// connecting; `xml` says the plan places no VM (it said "several VMs"), and
+/// notes the VMs a plan leaves out.
+#[test]
+fn plans_that_leave_vms_unplaced_say_so() {
+    let dir = TempDir::new();
+    let none = partial_plan(&dir, "[[vm]]\nname = \"big\"\nvcpus = 40\n");
+    // The URI is never reached: the refusal comes first.
+    let out = pinplan([
+        "apply",
+        arg(&none),
+        "--connect",
+        "qemu+ssh://nowhere.invalid/system",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("nothing to apply: the plan")
+            && text(&out.stderr).contains("places no VM (not placed: big)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = pinplan(["xml", "--plan", arg(&none)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("the plan places no VM (not placed: big)"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let some = partial_plan(
+        &dir,
+        "[[vm]]\nname = \"a\"\nvcpus = 8\n[[vm]]\nname = \"big\"\nvcpus = 40\n",
+    );
+    let out = pinplan(["xml", "--plan", arg(&some)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("the plan does not place big"),
+        "{}",
+        text(&out.stderr)
     );
 }

@@ -52,6 +52,12 @@ pub enum OutputError {
     /// The plan has no such VM.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The plan places no VM.
+    #[error("the plan places no VM{}: there is no XML to write", if unplaced.is_empty() { String::new() } else { format!(" (not placed: {})", unplaced.join(", ")) })]
+    NothingPlaced {
+        /// The VMs it could not place.
+        unplaced: Vec<String>,
+    },
     /// Which VM is meant is not said.
     #[error("the plan has several VMs: say which with --vm NAME")]
     WhichVm {
@@ -101,6 +107,9 @@ impl Diagnostic for OutputError {
                 "to size the domain as planned, pass --set-vcpus, or set set_vcpus = true \
                  for the VM (or in [defaults]) in the spec"
                     .to_owned(),
+            ),
+            OutputError::NothingPlaced { .. } => Some(
+                "see the plan's explanations (`pinplan plan SPEC`) for why no VM fits".to_owned(),
             ),
             OutputError::Dir { .. }
             | OutputError::ReadDomain { .. }
@@ -398,6 +407,9 @@ pub fn xml_vm(
 pub fn only_vm(plan: &Plan) -> Result<String, OutputError> {
     match plan.vms.as_slice() {
         [only] => Ok(only.name.clone()),
+        [] => Err(OutputError::NothingPlaced {
+            unplaced: plan.unplaced.clone(),
+        }),
         _ => Err(OutputError::WhichVm {
             placed: plan.names(),
         }),

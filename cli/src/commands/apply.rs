@@ -104,6 +104,13 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
         apply::check_journal_is_new(journal)?;
     }
     let plan = Plan::load(plan_path)?;
+    if plan.vms.is_empty() {
+        return Err(ApplyError::NothingToApply {
+            plan: plan_path.clone(),
+            unplaced: plan.unplaced.clone(),
+        }
+        .into());
+    }
     let host = topology::load(&Source::Libvirt(args.connect.clone()))?;
     let session = Session::open(&args.connect)?;
     let scope = if args.live || args.config {
@@ -129,6 +136,29 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
             uri: args.connect.clone(),
             problems,
         })?;
+    // --live alone on a shut-off domain: there is nothing to pin, and the
+    // config is not asked for. All or nothing, so refuse before any change.
+    if scope.live && !scope.config {
+        let problems: Vec<apply::Problem> = targets
+            .iter()
+            .filter(|t| !t.running())
+            .map(|t| apply::Problem {
+                vm: t.name.clone(),
+                reason: "not running: nothing to pin live (use --config, or start it)".to_owned(),
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(ApplyError::Refused {
+                plan: plan_path.clone(),
+                uri: args.connect.clone(),
+                problems,
+            }
+            .into());
+        }
+    }
+    if let Some(note) = apply::unplaced_note(&plan) {
+        print(&note)?;
+    }
     if args.dry_run {
         return dry_run(&plan, &targets, &host, &args.connect);
     }

@@ -65,6 +65,12 @@ pub fn run(args: &XmlArgs) -> Result<ExitCode, Failure> {
         name_given: args.vm.is_some(),
     };
     let text = output::xml_text(&plan, &args.plan, &name, domain.as_ref(), &options)?;
+    if !plan.unplaced.is_empty() {
+        eprintln!(
+            "note: the plan does not place {} (see its explanations); this XML is {name}'s",
+            plan.unplaced.join(", ")
+        );
+    }
     match &args.out {
         Some(path) => output::write_atomically(path, &text, 0o644)?,
         None => print(&text)?,

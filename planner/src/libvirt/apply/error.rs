@@ -28,6 +28,14 @@ pub enum ApplyError {
         /// Every precondition that failed.
         problems: Vec<Problem>,
     },
+    /// The plan places no VM: there is nothing to pin.
+    #[error("nothing to apply: the plan {} places no VM{}", plan.display(), if unplaced.is_empty() { String::new() } else { format!(" (not placed: {})", unplaced.join(", ")) })]
+    NothingToApply {
+        /// The plan file.
+        plan: PathBuf,
+        /// The VMs it could not place.
+        unplaced: Vec<String>,
+    },
     /// The journal could not be written: nothing was changed.
     #[error("cannot write the journal; nothing was changed")]
     Journal(#[source] crate::error::WriteError),
@@ -128,6 +136,9 @@ impl Diagnostic for ApplyError {
                 "fix the cause and run again: {}",
                 retry(journal, uri)
             )),
+            ApplyError::NothingToApply { .. } => Some(
+                "see the plan's explanations (`pinplan plan SPEC`) for why no VM fits".to_owned(),
+            ),
             ApplyError::Refused { .. } | ApplyError::Failed { .. } => None,
         }
     }
@@ -135,7 +146,9 @@ impl Diagnostic for ApplyError {
     fn exit(&self) -> Exit {
         match self {
             ApplyError::Refused { .. } | ApplyError::Journal(_) => Exit::Error,
-            ApplyError::Failed { .. } | ApplyError::Rollback { .. } => Exit::No,
+            ApplyError::Failed { .. }
+            | ApplyError::Rollback { .. }
+            | ApplyError::NothingToApply { .. } => Exit::No,
         }
     }
 }

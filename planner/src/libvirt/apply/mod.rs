@@ -46,6 +46,13 @@ pub struct Target {
     planned: Pins,
 }
 
+impl Target {
+    /// Whether the domain was running when checked.
+    pub fn running(&self) -> bool {
+        self.running
+    }
+}
+
 /// What happened to one VM.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
@@ -75,6 +82,17 @@ pub struct Failure {
     /// Whether any pin call had succeeded: when none had, nothing changed
     /// and nothing is restored.
     pub changed: bool,
+}
+
+/// What `apply` says about the VMs a plan leaves unplaced: they are not
+/// touched and keep whatever pins they have. `None` when the plan places all.
+pub fn unplaced_note(plan: &crate::plan::Plan) -> Option<String> {
+    (!plan.unplaced.is_empty()).then(|| {
+        format!(
+            "not placed by the plan, so not touched (they keep their current pins): {}\n",
+            plan.unplaced.join(", ")
+        )
+    })
 }
 
 /// What `apply` prints after a successful apply: one line per VM, then the count.
