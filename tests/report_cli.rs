@@ -200,13 +200,15 @@ fn lab_snapshots_text_and_json() {
         "--plan",
         &plan,
     ];
+    // Exit 0: the plan removes every error (issue 15, item 4: with --plan
+    // the errors after the plan count; here six now, none after).
     let text = report(&args);
-    assert_eq!(text.status.code(), Some(1));
+    assert_eq!(text.status.code(), Some(0));
     insta::assert_snapshot!("report-lab.txt", String::from_utf8_lossy(&text.stdout));
     let mut json_args = args.to_vec();
     json_args.extend(["--format", "json"]);
     let out = report(&json_args);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(0));
     insta::assert_snapshot!("report-lab.json", String::from_utf8_lossy(&out.stdout));
     // The JSON contract's fields, independent of the snapshot.
     let v = json(&out);

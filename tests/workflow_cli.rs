@@ -285,3 +285,28 @@ fn plans_that_leave_vms_unplaced_say_so() {
         text(&out.stderr)
     );
 }
+
+/// Item 10: the default thread policy is `prefer`, so a default spec plans on
+/// a host without SMT and for a 1-vCPU VM (with `require` both failed).
+#[test]
+fn default_thread_policy_plans_on_hosts_without_smt() {
+    let dir = TempDir::new();
+    let spec = dir.write(
+        "nosmt.toml",
+        "[host]\nsource = \"synthetic:package:1 core:4 pu:1\"\nreserved_cores = 1\n\
+         [[vm]]\nname = \"one\"\nvcpus = 1\n[[vm]]\nname = \"two\"\nvcpus = 2\n",
+    );
+    let out = pinplan(["plan", arg(&spec), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let plan = util::stdout_json(&out);
+    assert_eq!(plan["vms"][0]["threads"], "prefer", "{plan}");
+    assert_eq!(plan["unplaced"].as_array().map(Vec::len), Some(0), "{plan}");
+    // `require` stays available, and still refuses one-thread cores.
+    let strict = dir.write(
+        "strict.toml",
+        "[host]\nsource = \"synthetic:package:1 core:4 pu:1\"\nreserved_cores = 1\n\
+         [defaults]\nthreads = \"require\"\n[[vm]]\nname = \"one\"\nvcpus = 1\n",
+    );
+    let out = pinplan(["plan", arg(&strict), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+}

@@ -14,7 +14,13 @@
 //! let root = std::env::temp_dir().join(format!("pinplan-doctor-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(root.join("proc"))?;
 //! std::fs::write(root.join("proc/cmdline"), "ro quiet\n")?;
-//! let report = doctor::run(&DoctorOptions { root: root.clone(), plan: None, nics: vec![] })?;
+//! let report = doctor::run(&DoctorOptions {
+//!     root: root.clone(),
+//!     plan: None,
+//!     plan_path: None,
+//!     force: false,
+//!     nics: vec![],
+//! })?;
 //! // Without sys/ the sysfs checks skip; without a plan the plan checks do.
 //! assert!(report.checks.iter().all(|c| c.status == Status::Skip));
 //! assert!(!report.has_failures());
@@ -166,7 +172,7 @@ pub struct DoctorOptions {
 }
 
 /// Input the doctor cannot work with.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DoctorError {
     /// The root holds neither `sys/` nor `proc/`.
     #[error("{} has neither sys/ nor proc/", root.display())]
@@ -186,9 +192,15 @@ pub enum DoctorError {
         /// The network devices that are there.
         network: Vec<PciAddress>,
     },
-    /// The plan was made for another host.
-    #[error(transparent)]
-    Plan(#[from] crate::plan::PlanError),
+    /// The plan was made for another host ([`crate::plan::PlanError`]'s
+    /// message and hint).
+    #[error("{message}")]
+    Plan {
+        /// What is wrong.
+        message: String,
+        /// What to do.
+        hint: Option<String>,
+    },
 }
 
 impl crate::error::Diagnostic for DoctorError {
@@ -205,7 +217,7 @@ impl crate::error::Diagnostic for DoctorError {
                 "network devices there: {}",
                 network.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
             )),
-            DoctorError::Plan(e) => crate::error::Diagnostic::hint(e),
+            DoctorError::Plan { hint, .. } => hint.clone(),
         }
     }
 }
@@ -304,6 +316,10 @@ pub fn run(options: &DoctorOptions) -> Result<Report, DoctorError> {
 /// fingerprint against the live topology (unless `force`); under any root,
 /// when it uses CPUs or NUMA nodes the root's sysfs does not list.
 fn check_plan_host(fs: &Fs, options: &DoctorOptions, plan: &Plan) -> Result<(), DoctorError> {
+    let refused = |e: crate::plan::PlanError| DoctorError::Plan {
+        message: e.to_string(),
+        hint: crate::error::Diagnostic::hint(&e),
+    };
     let path = options
         .plan_path
         .clone()
@@ -314,15 +330,16 @@ fn check_plan_host(fs: &Fs, options: &DoctorOptions, plan: &Plan) -> Result<(), 
         .is_ok_and(|r| r == std::path::Path::new("/"));
     if this_machine {
         if let Ok(host) = crate::topology::load(&crate::topology::Source::LiveHost) {
-            plan.check_host(&path, &host, options.force)?;
+            plan.check_host(&path, &host, options.force)
+                .map_err(refused)?;
         }
     }
     let (Some(cpus), Some(nodes)) = (fs.present_cpus(), fs.node_ids()) else {
         return Ok(());
     };
     let name = options.root.display().to_string();
-    plan.check_exist(&path, &name, &cpus, &nodes)?;
-    Ok(())
+    plan.check_exist(&path, &name, &cpus, &nodes)
+        .map_err(refused)
 }
 
 /// The NICs to examine: those named with `--nic` and by the plan's VMs;
@@ -511,6 +528,8 @@ mod tests {
             |root: &std::path::Path, plan: Option<Plan>, nics: Vec<PciAddress>| DoctorOptions {
                 root: root.to_path_buf(),
                 plan,
+                plan_path: None,
+                force: false,
                 nics,
             };
         assert_eq!(

@@ -65,6 +65,8 @@ impl TestRoot {
         run(&DoctorOptions {
             root: self.path.clone(),
             plan,
+            plan_path: None,
+            force: false,
             nics: nics
                 .iter()
                 .map(|n| n.parse().unwrap_or_else(|e| panic!("{e}")))

@@ -237,7 +237,7 @@ impl Spec {
             threads: vm
                 .threads
                 .or(defaults.threads)
-                .unwrap_or(ThreadPolicy::Require),
+                .unwrap_or(ThreadPolicy::Prefer),
             emulator: vm
                 .emulator
                 .or(defaults.emulator)
