@@ -468,4 +468,102 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
         "a refusal wrote a journal"
     );
     assert_eq!(lab.state(), before, "a refused --live changed something");
+
+    // Issue 15, item 7: rollback friction. b is shut off: a config-only
+    // apply, then b is started; the rollback (no --connect: the journal's
+    // URI) restores the config and says the live pins are the planned ones.
+    let before_xml = lab.state().1;
+    let out = lab.pinplan(
+        &[
+            "apply",
+            &plan2,
+            "--connect",
+            &uri,
+            "--config",
+            "--vm",
+            &b,
+            "--journal",
+            "j9.json",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    virsh(&uri, &["start", &b]);
+    // A dry run says what would be restored, changes nothing.
+    let state = lab.state();
+    let out = lab.pinplan(&["apply", "--rollback", "j9.json", "--dry-run"], &[]);
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("{b}: config would be restored"))
+            && text(&out).contains("started since the apply")
+            && text(&out).contains("nothing was changed"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(lab.state(), state, "a rollback dry run changed something");
+    let out = lab.pinplan(&["apply", "--rollback", "j9.json"], &[]);
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "note: {b}: config restored; it was started after the apply"
+        )),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(lab.state().1, before_xml, "the config was not restored");
+
+    // b deleted and defined again (a new UUID): the rollback names it and
+    // offers --redefine, which puts the journal's definition onto it.
+    let out = lab.pinplan(
+        &[
+            "apply",
+            &plan1,
+            "--connect",
+            &uri,
+            "--vm",
+            &b,
+            "--journal",
+            "j10.json",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    virsh(&uri, &["destroy", &b]);
+    virsh(&uri, &["undefine", &b]);
+    let fresh = lab.write("fresh.xml", &util::guest_xml(domain_type, &b, 2, ""));
+    virsh(&uri, &["define", &fresh]);
+    let out = lab.pinplan(&["apply", "--rollback", "j10.json"], &[]);
+    assert_eq!(code(&out), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("{b}: its UUID is now"))
+            && text(&out).contains("--redefine")
+            && text(&out).contains("restored: none"),
+        "{}",
+        text(&out)
+    );
+    let out = lab.pinplan(&["apply", "--rollback", "j10.json", "--redefine"], &[]);
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("redefined from the journal"),
+        "{}",
+        text(&out)
+    );
+    let journal: Value = serde_json::from_str(
+        &std::fs::read_to_string(lab.dir.path("j10.json")).unwrap_or_default(),
+    )
+    .unwrap();
+    let pins = |xml: &str| -> Vec<String> {
+        xml.lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("<vcpupin") || l.starts_with("<emulatorpin"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let journalled = pins(journal["vms"][0]["config_xml"].as_str().unwrap_or_default());
+    let now = pins(&virsh(&uri, &["dumpxml", "--inactive", &b]));
+    assert_eq!(
+        now, journalled,
+        "--redefine did not restore the journal's config"
+    );
+    virsh(&uri, &["start", &b]);
 }

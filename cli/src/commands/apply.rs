@@ -20,9 +20,9 @@ pub struct ApplyArgs {
     /// The plan (`pinplan plan SPEC --connect URI --out DIR` writes DIR/plan.json).
     #[arg(value_name = "PLAN.json", required_unless_present = "rollback")]
     plan: Option<PathBuf>,
-    /// The libvirt host to change.
-    #[arg(long, value_name = "URI")]
-    connect: String,
+    /// The libvirt host to change (with --rollback: default the journal's).
+    #[arg(long, value_name = "URI", required_unless_present = "rollback")]
+    connect: Option<String>,
     /// Pin running domains now (default with --config: both).
     #[arg(long)]
     live: bool,
@@ -42,8 +42,12 @@ pub struct ApplyArgs {
     #[arg(long)]
     force: bool,
     /// Restore every VM of a journal (e.g. after an interrupted apply).
-    #[arg(long, value_name = "JOURNAL", conflicts_with_all = ["plan", "live", "config", "vms", "dry_run", "journal", "force"])]
+    #[arg(long, value_name = "JOURNAL", conflicts_with_all = ["plan", "live", "config", "vms", "journal", "force"])]
     rollback: Option<PathBuf>,
+    /// With --rollback: a domain deleted and defined again since (another
+    /// UUID) gets the journal's definition, keeping its new UUID.
+    #[arg(long, requires = "rollback")]
+    redefine: bool,
 }
 
 /// The fault-injection hook: `PINPLAN_FAULT_PIN_CALL=N` makes the N-th pin
@@ -95,8 +99,10 @@ fn default_journal() -> PathBuf {
 
 pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
     if let Some(journal) = &args.rollback {
-        return rollback(journal, &args.connect);
+        return rollback(journal, args);
     }
+    // clap requires --connect without --rollback.
+    let connect = args.connect.clone().unwrap_or_default();
     let Some(plan_path) = &args.plan else {
         return Err(Usage::new("give a plan: pinplan apply PLAN.json --connect URI").into());
     };
@@ -111,8 +117,8 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
         }
         .into());
     }
-    let host = topology::load(&Source::Libvirt(args.connect.clone()))?;
-    let session = Session::open(&args.connect)?;
+    let host = topology::load(&Source::Libvirt(connect.clone()))?;
+    let session = Session::open(&connect)?;
     let scope = if args.live || args.config {
         Scope {
             live: args.live,
@@ -126,14 +132,12 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
     };
     // One run that changes pins per host at a time, from the checks to the
     // read-back (a dry run only reads).
-    let _lock = (!args.dry_run)
-        .then(|| host_lock(&args.connect))
-        .transpose()?;
+    let _lock = (!args.dry_run).then(|| host_lock(&connect)).transpose()?;
     let targets = session
         .check(&plan, &args.vms, &host, args.force)
         .map_err(|problems| ApplyError::Refused {
             plan: plan_path.clone(),
-            uri: args.connect.clone(),
+            uri: connect.clone(),
             problems,
         })?;
     // --live alone on a shut-off domain: there is nothing to pin, and the
@@ -150,7 +154,7 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
         if !problems.is_empty() {
             return Err(ApplyError::Refused {
                 plan: plan_path.clone(),
-                uri: args.connect.clone(),
+                uri: connect.clone(),
                 problems,
             }
             .into());
@@ -160,7 +164,7 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
         print(&note)?;
     }
     if args.dry_run {
-        return dry_run(&plan, &targets, &host, &args.connect);
+        return dry_run(&plan, &targets, &host, &connect);
     }
 
     let journal = session.capture(&targets)?;
@@ -176,14 +180,14 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
     print(&format!(
         "journal: {} (undo: {})\n",
         journal_path.display(),
-        apply::retry(&journal_path, &args.connect)
+        apply::retry(&journal_path, &connect)
     ))?;
     let done = session
         .apply(&targets, &journal, scope, &mut hook())
         .map_err(|failure| ApplyError::Failed {
             failure,
             journal: journal_path.clone(),
-            uri: args.connect.clone(),
+            uri: connect.clone(),
         })?;
     print(&apply::summary(&done))?;
     Ok(ExitCode::SUCCESS)
@@ -221,24 +225,48 @@ fn host_lock(uri: &str) -> Result<lock::HostLock, Failure> {
     })?)
 }
 
-fn rollback(path: &Path, uri: &str) -> Result<ExitCode, Failure> {
-    let journal = Journal::load(path, uri)?;
-    let _lock = host_lock(uri)?;
-    let session = Session::open(uri)?;
-    let (restored, errors) = session.rollback(&journal);
-    if !errors.is_empty() {
+fn rollback(path: &Path, args: &ApplyArgs) -> Result<ExitCode, Failure> {
+    let journal = Journal::load(path, args.connect.as_deref())?;
+    let uri = journal.uri.clone();
+    let session = Session::open(&uri)?;
+    if args.dry_run {
+        let mut out = String::new();
+        for line in session.rollback_preview(&journal) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "dry run: rolling back {} on {uri} would do the above; nothing was changed\n",
+            path.display()
+        ));
+        print(&out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let _lock = host_lock(&uri)?;
+    let done = session.rollback(&journal, args.redefine);
+    if !done.errors.is_empty() {
         return Err(ApplyError::Rollback {
             journal: path.to_owned(),
-            uri: uri.to_owned(),
-            restored,
-            errors,
+            uri,
+            restored: done.restored,
+            errors: done.errors,
         }
         .into());
     }
-    print(&format!(
-        "rolled back {} from {} and verified: as they were before the apply\n",
-        restored.join(", "),
-        path.display()
-    ))?;
+    let mut out = String::new();
+    for note in &done.notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
+    out.push_str(&format!(
+        "rolled back {} from {} and verified: {}\n",
+        done.restored.join(", "),
+        path.display(),
+        if done.notes.is_empty() {
+            "as they were before the apply"
+        } else {
+            "their configs are as they were before the apply (see the notes)"
+        }
+    ));
+    print(&out)?;
     Ok(ExitCode::SUCCESS)
 }

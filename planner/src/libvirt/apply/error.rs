@@ -50,7 +50,7 @@ pub enum ApplyError {
         uri: String,
     },
     /// A rollback that could not restore every VM.
-    #[error("the rollback did not restore everything:\n  {}\nrestored: {}", errors.join("\n  "), restored.join(", "))]
+    #[error("the rollback did not restore everything:\n  {}\nrestored: {}", errors.join("\n  "), if restored.is_empty() { "none".to_owned() } else { restored.join(", ") })]
     Rollback {
         /// The journal.
         journal: PathBuf,

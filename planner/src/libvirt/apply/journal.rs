@@ -182,7 +182,8 @@ impl Diagnostic for JournalError {
 impl Journal {
     /// Reads the journal at `path`, checking its version and that it was
     /// written for `uri`.
-    pub fn load(path: &Path, uri: &str) -> Result<Journal, JournalError> {
+    /// `uri` `None`: the journal's own URI.
+    pub fn load(path: &Path, uri: Option<&str>) -> Result<Journal, JournalError> {
         let text = std::fs::read_to_string(path).map_err(|source| JournalError::Read {
             path: path.to_owned(),
             source,
@@ -199,7 +200,7 @@ impl Journal {
                 version: journal.pinplan_journal,
             });
         }
-        if journal.uri != uri {
+        if let Some(uri) = uri.filter(|&u| u != journal.uri) {
             return Err(JournalError::OtherHost {
                 path: path.to_owned(),
                 written_for: journal.uri,

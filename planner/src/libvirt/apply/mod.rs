@@ -53,6 +53,17 @@ impl Target {
     }
 }
 
+/// What a rollback did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// VMs restored and verified.
+    pub restored: Vec<String>,
+    /// What could not be restored, per VM.
+    pub errors: Vec<String>,
+    /// What a user should know about VMs restored (`NAME: …`).
+    pub notes: Vec<String>,
+}
+
 /// What happened to one VM.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
@@ -204,7 +215,7 @@ pub enum StepError {
         cause: LibvirtCause,
     },
     /// Restoring: another domain has the name now.
-    #[error("its UUID is now {now}, the journal's {journal}: another domain of the same name, not restored")]
+    #[error("its UUID is now {now}, the journal's {journal}: another domain of the same name, not restored (`--rollback JOURNAL --redefine` puts the journal's definition on it, keeping its UUID)")]
     OtherDomain {
         /// Its UUID now.
         now: String,
@@ -412,7 +423,8 @@ impl Session {
                 let changed = calls > u32::from(failed_call);
                 let (restored, restore_errors) = if changed {
                     let touched = &journal.vms[..=i.min(journal.vms.len().saturating_sub(1))];
-                    self.restore(touched)
+                    let r = self.restore(touched, false);
+                    (r.restored, r.errors)
                 } else {
                     (Vec::new(), Vec::new())
                 };
@@ -436,47 +448,106 @@ impl Session {
     }
 
     /// Puts every VM of `journal` back (used by `apply --rollback`).
-    pub fn rollback(&self, journal: &Journal) -> (Vec<String>, Vec<String>) {
-        self.restore(&journal.vms)
+    /// With `redefine`, a domain of the journalled name but another UUID
+    /// (deleted and defined again since) gets the journal's definition with
+    /// its own UUID.
+    pub fn rollback(&self, journal: &Journal, redefine: bool) -> Restored {
+        self.restore(&journal.vms, redefine)
+    }
+
+    /// What `apply --rollback --dry-run` prints: per VM, whether its pins
+    /// differ from the journal's now (live and config), read only.
+    pub fn rollback_preview(&self, journal: &Journal) -> Vec<String> {
+        let mut lines = Vec::new();
+        for j in &journal.vms {
+            let Ok(domain) = self.conn.lookup_domain_by_name(&j.name) else {
+                lines.push(format!("{}: not found: nothing to restore onto", j.name));
+                continue;
+            };
+            let uuid = domain.uuid_string().unwrap_or_default();
+            if uuid != j.uuid {
+                lines.push(format!(
+                    "{}: its UUID is now {uuid}, the journal's {}: restored only with --redefine",
+                    j.name, j.uuid
+                ));
+                continue;
+            }
+            let n = u32::try_from(j.config.vcpus.len()).unwrap_or(u32::MAX);
+            let mut what = Vec::new();
+            match self.pins(&domain, n, AFFECT_CONFIG) {
+                Ok(now) => match now.restricted_to(&j.config).describe_difference(&j.config) {
+                    None => what.push("config as journalled".to_owned()),
+                    Some(d) => what.push(format!("config would be restored ({d})")),
+                },
+                Err(e) => what.push(format!("config unreadable: {}", lv(&e))),
+            }
+            let running = domain.is_active().unwrap_or(false);
+            match (&j.live, running) {
+                (Some(live), true) => match self.pins(&domain, n, AFFECT_LIVE) {
+                    Ok(now) => match now.restricted_to(live).describe_difference(live) {
+                        None => what.push("live pins as journalled".to_owned()),
+                        Some(d) => what.push(format!("live pins would be restored ({d})")),
+                    },
+                    Err(e) => what.push(format!("live pins unreadable: {}", lv(&e))),
+                },
+                (None, true) => what.push(
+                    "started since the apply: its live pins are not in the journal and stay \
+                     until it restarts"
+                        .to_owned(),
+                ),
+                (_, false) => what.push("not running".to_owned()),
+            }
+            lines.push(format!("{}: {}", j.name, what.join("; ")));
+        }
+        lines
     }
 
     /// Restores VMs from the journal and verifies them: live pins by pin
     /// calls (when the domain is still running), the config by redefining the
     /// journalled definition. When the connection has dropped (libvirtd
-    /// restarted), it reconnects once and carries on. Returns the VMs
-    /// restored and the errors.
-    fn restore(&self, vms: &[JournalVm]) -> (Vec<String>, Vec<String>) {
-        let mut restored = Vec::new();
-        let mut errors = Vec::new();
+    /// restarted), it reconnects once and carries on.
+    fn restore(&self, vms: &[JournalVm], redefine: bool) -> Restored {
+        let mut done = Restored::default();
         let mut reconnected: Option<Connect> = None;
         let mut tried_reconnecting = false;
         for j in vms {
             let conn = reconnected.as_ref().unwrap_or(&self.conn);
-            let mut result = self.restore_one(conn, j);
+            let mut result = self.restore_one(conn, j, redefine);
             if result.is_err() && !tried_reconnecting && !conn.is_alive().unwrap_or(false) {
                 tried_reconnecting = true;
                 match Connect::open(Some(&self.uri)) {
                     Ok(fresh) => {
-                        result = self.restore_one(&fresh, j);
+                        result = self.restore_one(&fresh, j, redefine);
                         reconnected = Some(fresh);
                     }
                     Err(e) => {
                         let e = LibvirtError::new(&self.uri, LibvirtAction::Connect, &e);
-                        errors.push(format!(
+                        done.errors.push(format!(
                             "the connection dropped, and reconnecting failed: {e}"
                         ));
                     }
                 }
             }
             match result {
-                Ok(()) => restored.push(j.name.clone()),
-                Err(e) => errors.push(format!("{}: {e}", j.name)),
+                Ok(note) => {
+                    done.restored.push(j.name.clone());
+                    done.notes.extend(note.map(|n| format!("{}: {n}", j.name)));
+                }
+                Err(e) => done.errors.push(format!("{}: {e}", j.name)),
             }
         }
-        (restored, errors)
+        done
     }
 
-    fn restore_one(&self, conn: &Connect, j: &JournalVm) -> Result<(), StepError> {
+    /// Restores one VM; `Some(note)` when what was restored is not the whole
+    /// story (started since a config-only apply, redefined over a new UUID).
+    fn restore_one(
+        &self,
+        conn: &Connect,
+        j: &JournalVm,
+        redefine: bool,
+    ) -> Result<Option<String>, StepError> {
+        let mut note = None;
         let domain = conn
             .lookup_domain_by_name(&j.name)
             .map_err(|e| StepError::Gone((&e).into()))?;
@@ -484,14 +555,35 @@ impl Session {
             what: "reading its UUID",
             cause: (&e).into(),
         })?;
+        let mut config_xml = std::borrow::Cow::Borrowed(j.config_xml.as_str());
         if uuid != j.uuid {
-            return Err(StepError::OtherDomain {
-                now: uuid,
-                journal: j.uuid.clone(),
-            });
+            if !redefine {
+                return Err(StepError::OtherDomain {
+                    now: uuid,
+                    journal: j.uuid.clone(),
+                });
+            }
+            // The journal's definition, on the domain that has the name now.
+            config_xml = std::borrow::Cow::Owned(j.config_xml.replacen(
+                &format!("<uuid>{}</uuid>", j.uuid),
+                &format!("<uuid>{uuid}</uuid>"),
+                1,
+            ));
+            note = Some(format!(
+                "redefined from the journal over the domain's new UUID {uuid} (the journal's: {})",
+                j.uuid
+            ));
+        }
+        let running = domain.is_active().unwrap_or(false);
+        if j.live.is_none() && running {
+            note = Some(
+                "config restored; it was started after the apply, so its live pins are the \
+                 planned ones until it restarts (or `virsh vcpupin` them)"
+                    .to_owned(),
+            );
         }
         if let Some(live) = &j.live {
-            if domain.is_active().unwrap_or(false) {
+            if running && uuid == j.uuid {
                 // Restoring is never fault-injected.
                 self.set_and_verify(
                     &domain,
@@ -503,12 +595,12 @@ impl Session {
                 )?;
             }
         }
-        conn.define_domain_xml(&j.config_xml)
+        conn.define_domain_xml(&config_xml)
             .map_err(|e| StepError::Libvirt {
                 what: "redefining its config",
                 cause: (&e).into(),
             })?;
         self.verify(&domain, &j.config, AFFECT_CONFIG, "the journal")?;
-        Ok(())
+        Ok(note)
     }
 }
