@@ -310,3 +310,56 @@ fn default_thread_policy_plans_on_hosts_without_smt() {
     let out = pinplan(["plan", arg(&strict), "--format", "json"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
 }
+
+/// Item 8: `report` says when it knows no CPUs as the host's (so host
+/// overlap is not checked), in text and JSON; and which CPUs it counts when
+/// it knows them.
+#[test]
+fn report_says_which_cpus_are_the_hosts() {
+    let dir = TempDir::new();
+    let vm = pinned_domain(&dir, "vm", &[1]);
+    let unknown = "host CPUs: unknown (no isolcpus=, no --host-cpus): host overlap not checked";
+    let out = pinplan(["report", "--domains", arg(&vm), "--source", LAB_HOST]);
+    assert!(text(&out.stdout).contains(unknown), "{}", text(&out.stdout));
+    let out = pinplan([
+        "report",
+        "--domains",
+        arg(&vm),
+        "--source",
+        LAB_HOST,
+        "--format",
+        "json",
+    ]);
+    let report = util::stdout_json(&out);
+    assert_eq!(report["host_cpus"], serde_json::Value::Null, "{report}");
+    assert_eq!(report["notes"][0], unknown, "{report}");
+    let out = pinplan([
+        "report",
+        "--domains",
+        arg(&vm),
+        "--source",
+        LAB_HOST,
+        "--host-cpus",
+        "0,10",
+    ]);
+    assert!(
+        text(&out.stdout).contains("\nhost CPUs: 0,10\n"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        !text(&out.stdout).contains("unknown"),
+        "{}",
+        text(&out.stdout)
+    );
+    // The live host, when its kernel has no isolcpus= (this machine's case).
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    if !cmdline.contains("isolcpus=") {
+        let live = pinplan(["report", "--domains", arg(&pinned_domain(&dir, "v0", &[0]))]);
+        assert!(
+            text(&live.stdout).contains(unknown),
+            "{}",
+            text(&live.stdout)
+        );
+    }
+}

@@ -40,7 +40,16 @@ pub struct Report {
     /// With a plan: which conflicts it removes, leaves and adds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanEffect>,
+    /// The CPUs counted as the host's (`null`: unknown, and host overlap
+    /// not checked).
+    pub host_cpus: Option<crate::cpuset::CpuSet>,
+    /// What the reader should know about how the report was made.
+    pub notes: Vec<String>,
 }
+
+/// The note when no CPUs are known as the host's.
+pub const HOST_CPUS_UNKNOWN: &str =
+    "host CPUs: unknown (no isolcpus=, no --host-cpus): host overlap not checked";
 
 impl Report {
     /// The report of `tenants` on `host`, compared with `plan` when given.
@@ -73,11 +82,22 @@ impl Report {
                 (moves(&tenants, plan), Some(effect))
             }
         };
+        let host_cpus = tenants
+            .iter()
+            .find(|t| t.kind == crate::tenant::TenantKind::Host)
+            .map(|t| t.cpus.clone());
+        let notes = if host_cpus.is_none() {
+            vec![HOST_CPUS_UNKNOWN.to_owned()]
+        } else {
+            Vec::new()
+        };
         Report {
             tenants,
             conflicts,
             moves,
             plan: effect,
+            host_cpus,
+            notes,
         }
     }
 

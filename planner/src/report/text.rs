@@ -22,6 +22,10 @@ impl Report {
             if errors == 1 { "" } else { "s" },
             if warnings == 1 { "" } else { "s" }
         );
+        match &self.host_cpus {
+            Some(cpus) => out.push_str(&format!("host CPUs: {cpus}\n")),
+            None => out.push_str(&format!("{}\n", super::HOST_CPUS_UNKNOWN)),
+        }
         if !self.conflicts.is_empty() {
             out.push('\n');
             out.push_str(&conflict_table(&self.conflicts));
