@@ -363,3 +363,60 @@ fn report_says_which_cpus_are_the_hosts() {
         );
     }
 }
+
+/// Item 9: a domain with vCPU 0 pinned and vCPU 1 not is one `floating`
+/// finding for that vCPU plus the real conflicts of its pinned vCPU — not
+/// cpu-shared/core-shared/host-overlap errors against everyone.
+#[test]
+fn partial_pins_are_one_floating_finding() {
+    let dir = TempDir::new();
+    let partial = dir.write(
+        "partial.xml",
+        "<domain type='kvm'>\n  <name>partial</name>\n  <vcpu placement='static'>2</vcpu>\n  \
+         <cputune>\n    <vcpupin vcpu='0' cpuset='1'/>\n    <emulatorpin cpuset='0'/>\n  \
+         </cputune>\n</domain>\n",
+    );
+    // Others: one on CPU 5, one on CPU 1 (a real cpu-shared with vCPU 0).
+    let five = pinned_domain(&dir, "five", &[5]);
+    let one = pinned_domain(&dir, "one", &[1]);
+    let out = pinplan([
+        "report",
+        "--domains",
+        arg(&partial),
+        arg(&five),
+        arg(&one),
+        "--source",
+        LAB_HOST,
+        "--host-cpus",
+        "0,10",
+        "--format",
+        "json",
+    ]);
+    let report = util::stdout_json(&out);
+    let conflicts = report["conflicts"].as_array().cloned().unwrap_or_default();
+    let involving = |kind: &str| {
+        conflicts
+            .iter()
+            .filter(|c| c["kind"] == kind && c["tenants"].to_string().contains("partial"))
+            .count()
+    };
+    assert_eq!(involving("floating"), 1, "{report}");
+    let floating = conflicts.iter().find(|c| c["kind"] == "floating").unwrap();
+    assert_eq!(
+        floating["message"],
+        "partial's vCPU 1 is not pinned: it can run on any CPU, next to anyone"
+    );
+    // The real conflict of its pinned vCPU 0 with `one` stays; no error with
+    // `five` (vCPU 1 floating over CPU 5 made cpu-shared and core-shared).
+    assert_eq!(involving("cpu-shared"), 1, "{report}");
+    let five_errors = conflicts
+        .iter()
+        .filter(|c| c["severity"] == "error")
+        .filter(|c| {
+            let t = c["tenants"].to_string();
+            t.contains("five") && t.contains("partial")
+        })
+        .count();
+    assert_eq!(five_errors, 0, "{report}");
+    assert_eq!(involving("host-overlap"), 0, "{report}");
+}

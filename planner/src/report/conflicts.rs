@@ -85,6 +85,9 @@ fn core_of(host: &HostTopology) -> BTreeMap<CpuId, CoreId> {
 /// Every conflict among `tenants` on `host`, in a stable order.
 pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
     let mut out = floating(tenants);
+    let (tenants, partly) = without_floating_vcpus(host, tenants);
+    out.extend(partly);
+    let tenants = tenants.as_slice();
     out.extend(shared(host, tenants));
     let vms: Vec<&Tenant> = tenants
         .iter()
@@ -102,6 +105,47 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
     }
     out.sort_by(|a, b| (a.severity, &a.kind, &a.tenants).cmp(&(b.severity, &b.kind, &b.tenants)));
     out
+}
+
+/// A pinned VM's vCPUs that are not pinned (they may run on every usable
+/// CPU) are one `floating` finding each VM, not a pile of derived
+/// cpu-shared/core-shared/host-overlap errors against everyone: the tenants
+/// come back with those vCPUs left out of their CPUs, and the findings.
+fn without_floating_vcpus(host: &HostTopology, tenants: &[Tenant]) -> (Vec<Tenant>, Vec<Conflict>) {
+    let all = host.usable_cpus();
+    let mut findings = Vec::new();
+    let adjusted = tenants
+        .iter()
+        .map(|t| {
+            if t.kind != TenantKind::Vm || !t.pinned {
+                return t.clone();
+            }
+            let (loose, held): (Vec<_>, Vec<_>) =
+                t.vcpus.iter().partition(|v| all.is_subset(&v.cpus));
+            if loose.is_empty() {
+                return t.clone();
+            }
+            let ids: Vec<String> = loose.iter().map(|v| v.vcpu.to_string()).collect();
+            findings.push(Conflict {
+                kind: ConflictKind::Floating,
+                severity: Severity::Warning,
+                tenants: vec![t.name.clone()],
+                cpus: all.clone(),
+                message: format!(
+                    "{}'s {} {} {} not pinned: {} can run on any CPU, next to anyone",
+                    t.name,
+                    if ids.len() == 1 { "vCPU" } else { "vCPUs" },
+                    ids.join(","),
+                    if ids.len() == 1 { "is" } else { "are" },
+                    if ids.len() == 1 { "it" } else { "they" },
+                ),
+            });
+            let mut t = t.clone();
+            t.cpus = held.iter().fold(CpuSet::new(), |acc, v| acc.union(&v.cpus));
+            t
+        })
+        .collect();
+    (adjusted, findings)
 }
 
 /// Tenants that are not pinned at all.
