@@ -129,6 +129,15 @@ impl RawTopology {
         let numa_nodes = self.numa_nodes();
         let mut pci = self.pci;
         pci.sort_by_key(|d| d.address);
+        // On a one-node host every device is local to that node, whatever
+        // sysfs says (`numa_node` is -1 there on many machines, while hwloc
+        // XML of the same host says node 0): the same NIC gets the same node
+        // from every source, and NIC locality is trivially met.
+        if let [only] = numa_nodes.as_slice() {
+            for device in &mut pci {
+                device.numa_node.get_or_insert(only.id);
+            }
+        }
 
         Ok(HostTopology {
             source: self.source,
@@ -352,6 +361,39 @@ mod tests {
         let offline = host.pu(CpuId(8));
         assert_eq!(offline.map(|p| (p.usable, p.core)), Some((false, None)));
         assert_eq!(host.usable_cpus().to_string(), "0-7");
+        Ok(())
+    }
+
+    /// Issue 15, item 14: a NIC with `numa_node` -1 on a one-node host is on
+    /// that node (as hwloc XML of the same host says); on two nodes it stays
+    /// unknown.
+    #[test]
+    fn a_one_node_hosts_devices_are_on_its_node() -> Result<(), TopologyError> {
+        let nic = |address: &str| PciDevice {
+            address: address.parse().unwrap_or_else(|e| panic!("{e}")),
+            class_id: crate::topology::pci::PciClass(0x0200),
+            class: "Ethernet controller".into(),
+            vendor_id: None,
+            device_id: None,
+            vendor: None,
+            device: None,
+            names: Vec::new(),
+            numa_node: None,
+            local_cpus: None,
+            link: None,
+        };
+        let raw = |nodes: u32| RawTopology {
+            source: "test".into(),
+            pus: (0..4)
+                .map(|cpu| pu(cpu, u64::from(cpu), 0, cpu % nodes))
+                .collect(),
+            pci: vec![nic("0000:00:03.0")],
+            ..Default::default()
+        };
+        let one = raw(1).assemble()?;
+        assert_eq!(one.pci[0].numa_node, Some(NodeId(0)));
+        let two = raw(2).assemble()?;
+        assert_eq!(two.pci[0].numa_node, None);
         Ok(())
     }
 
