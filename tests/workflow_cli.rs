@@ -420,3 +420,31 @@ fn partial_pins_are_one_floating_finding() {
     assert_eq!(five_errors, 0, "{report}");
     assert_eq!(involving("host-overlap"), 0, "{report}");
 }
+
+/// Item 13: hints that point the right way: `--source hots` suggests
+/// `host`; a cpuset `0-` gets a fix as `3-1` does.
+#[test]
+fn hints_point_the_right_way() {
+    let out = pinplan(["topology", "--source", "hots"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("did you mean `--source host`?"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = pinplan([
+        "report",
+        "--domains",
+        "examples/lab/vm1.xml",
+        "--source",
+        LAB_HOST,
+        "--host-cpus",
+        "0-",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("range \"0-\" in \"0-\" has no end: write both ends, e.g. 0-3"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -46,6 +46,18 @@ pub enum CpuSetError {
         /// Where it starts.
         column: usize,
     },
+    /// A range without its end, e.g. `"0-"`.
+    #[error("range {item:?} in {input:?} has no {missing}: write both ends, e.g. {example}")]
+    OpenRange {
+        /// The whole input.
+        input: String,
+        /// The range as written.
+        item: String,
+        /// What is missing (`end`).
+        missing: &'static str,
+        /// A fix: `0-3`.
+        example: String,
+    },
     /// A range whose end is below its start, e.g. `"3-1"`.
     #[error("range {start}-{end} in {input:?} runs backwards: write {end}-{start}")]
     ReversedRange {
@@ -220,6 +232,16 @@ impl FromStr for CpuSet {
                 None => {
                     set.insert(CpuId(parse_number(input, item_trimmed, column)?));
                 }
+                // `0-`: a range without its end (`-1` stays "not a number").
+                Some((start, end)) if end.trim().is_empty() && !start.trim().is_empty() => {
+                    let n = parse_number(input, start, column)?;
+                    return Err(CpuSetError::OpenRange {
+                        input: input.to_owned(),
+                        item: item_trimmed.to_owned(),
+                        missing: "end",
+                        example: format!("{n}-{}", n.saturating_add(3)),
+                    });
+                }
                 Some((start, end)) => {
                     let start_n = parse_number(input, start, column)?;
                     let end_n = parse_number(input, end, column + start.len() + 1)?;
@@ -343,6 +365,15 @@ mod tests {
                 CpuSetError::EmptyItem {
                     input: s("0,,1"),
                     column: 3,
+                },
+            ),
+            (
+                "0-",
+                CpuSetError::OpenRange {
+                    input: s("0-"),
+                    item: s("0-"),
+                    missing: "end",
+                    example: s("0-3"),
                 },
             ),
             (

@@ -123,6 +123,23 @@ impl LibvirtError {
 
 impl Diagnostic for LibvirtError {
     fn hint(&self) -> Option<String> {
+        // polkit or socket permissions: libvirtd runs, we may not talk to it.
+        let message = self.cause.message.to_ascii_lowercase();
+        let denied = self.cause.code == "AuthFailed"
+            || self.cause.code == "AuthUnavailable"
+            || self.cause.code == "AuthCancelled"
+            || message.contains("permission denied")
+            || message.contains("authentication")
+            || message.contains("polkit")
+            // Not root: libvirt asks polkit over D-Bus, absent on hosts without it.
+            || message.contains("unable to get system bus connection");
+        if denied {
+            return Some(format!(
+                "libvirt refused this user: run as root, or as a member of the libvirt group \
+                 (`usermod -aG libvirt $USER`, then log in again); `virsh -c {}` fails the same way",
+                self.uri
+            ));
+        }
         Some(match &self.action {
             LibvirtAction::LookUp(_) => {
                 format!("the domain must be defined in libvirt under the VM's name (`virsh -c {} list --all`)", self.uri)
@@ -156,5 +173,52 @@ impl Diagnostic for WriteError {
             }
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 15, item 13: a permission refusal says "run as root or as a
+    /// member of the libvirt group", not "check that libvirtd is running".
+    #[test]
+    fn permission_errors_say_root_or_libvirt_group() {
+        let refused = |message: &str, code: &str| LibvirtError {
+            uri: "qemu:///system".to_owned(),
+            action: LibvirtAction::Connect,
+            cause: LibvirtCause {
+                message: message.to_owned(),
+                code: code.to_owned(),
+            },
+        };
+        for (message, code) in [
+            (
+                "authentication unavailable: no polkit agent available",
+                "AuthUnavailable",
+            ),
+            (
+                "Failed to connect socket to '/run/libvirt/libvirt-sock': Permission denied",
+                "SystemError",
+            ),
+            (
+                "internal error: Unable to get system bus connection: Could not connect",
+                "InternalError",
+            ),
+        ] {
+            let hint = refused(message, code).hint().unwrap_or_default();
+            assert!(
+                hint.contains("run as root, or as a member of the libvirt group"),
+                "{hint}"
+            );
+        }
+        let down = refused(
+            "Failed to connect socket: No such file or directory",
+            "SystemError",
+        );
+        assert!(down
+            .hint()
+            .unwrap_or_default()
+            .contains("check that libvirtd is running"));
     }
 }

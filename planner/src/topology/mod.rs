@@ -161,11 +161,24 @@ impl Diagnostic for TopologyError {
                     .to_owned(),
             ),
             TopologyError::Libvirt(e) => e.hint(),
-            TopologyError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                Some(
-                    "check the path; relative paths are taken from the current directory"
+            TopologyError::Io { source, path } if source.kind() == std::io::ErrorKind::NotFound => {
+                let given = path.to_string_lossy();
+                // `hots`, `Host`, `synthtic:…`: a keyword mistyped, not a file.
+                let word = given
+                    .split(':')
+                    .next()
+                    .unwrap_or_default()
+                    .to_ascii_lowercase();
+                let meant = match crate::text::closest(&word, ["host", "synthetic"]) {
+                    Some("host") if !given.contains(['/', ':']) => Some("host"),
+                    Some("synthetic") if given.contains(':') => Some("synthetic:DESC"),
+                    _ => None,
+                };
+                Some(match meant {
+                    Some(m) => format!("no such file; did you mean `--source {m}`?"),
+                    None => "check the path; relative paths are taken from the current directory"
                         .to_owned(),
-                )
+                })
             }
             _ => None,
         }
