@@ -4,6 +4,7 @@
 
 mod commands;
 mod error;
+mod version;
 
 use clap::{Parser, Subcommand};
 use commands::{apply, demand, doctor, plan, report, topology, xml};
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     name = "pinplan",
-    version = pinplan::solve::backend::VERSION,
+    version = version::text(),
     about = "Plans CPU pinning for packet-processing libvirt/KVM VMs"
 )]
 struct Cli {
