@@ -1,14 +1,17 @@
 //! `pinplan`: parses the command line, hands each subcommand to its module
 //! in [`commands`], and prints any error through [`error::Failure`]. Exit
-//! status: 0 success, 1 "the answer is no", 2 error.
+//! status: 0 success, 1 "the answer is no", 2 error. The global `--quiet`
+//! and `--verbose` set how much [`ui`] says on standard error.
 
 mod commands;
 mod error;
+mod ui;
 mod version;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::{apply, demand, doctor, plan, report, topology, xml};
 use std::process::ExitCode;
+use std::time::Instant;
 
 #[derive(Parser)]
 #[command(
@@ -17,6 +20,20 @@ use std::process::ExitCode;
     about = "Plans CPU pinning for packet-processing libvirt/KVM VMs"
 )]
 struct Cli {
+    /// Print no warnings or notes on standard error (errors, standard output
+    /// and the exit status stay as they are).
+    #[arg(
+        short,
+        long,
+        global = true,
+        conflicts_with = "verbose",
+        display_order = 900
+    )]
+    quiet: bool,
+    /// Say more on standard error: the build, where the topology was read
+    /// from, what the solver did and how long it took.
+    #[arg(short, long, global = true, display_order = 901)]
+    verbose: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -40,8 +57,22 @@ enum Command {
     Doctor(doctor::DoctorArgs),
 }
 
+/// pinplan's clap command.
+fn cli() -> clap::Command {
+    Cli::command()
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let started = Instant::now();
+    let mut command = cli();
+    let matches = command.get_matches_mut();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    ui::set_level(match (cli.quiet, cli.verbose) {
+        (true, _) => ui::Level::Quiet,
+        (false, true) => ui::Level::Verbose,
+        (false, false) => ui::Level::Normal,
+    });
+    ui::verbose(|| format!("pinplan {}", version::text()));
     let result = match &cli.command {
         Command::Topology(args) => topology::run(args),
         Command::Demand(args) => demand::run(args),
@@ -51,5 +82,7 @@ fn main() -> ExitCode {
         Command::Apply(args) => apply::run(args),
         Command::Doctor(args) => doctor::run(args),
     };
-    result.unwrap_or_else(|failure| failure.report())
+    let code = result.unwrap_or_else(|failure| failure.report());
+    ui::verbose(|| format!("finished in {:.3} s", started.elapsed().as_secs_f64()));
+    code
 }

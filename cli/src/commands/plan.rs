@@ -69,6 +69,7 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
         (None, None) => None,
     };
     let host = topology::load(&spec.topology_source(given))?;
+    super::verbose_host(&host);
     let (request, spec_warnings) = spec.request(host.clone())?;
     // What is left of the limit, less a little for writing the plan out.
     let left = Duration::from_secs_f64(args.time_limit)
@@ -85,11 +86,13 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
     };
     let mut plan = solve::solve(&request, &options);
     plan.warnings.splice(0..0, spec_warnings);
+    super::verbose_solve(&plan);
+    super::warn_json(args.format, &plan.warnings);
     let json = plan.to_json();
     if let Some(dir) = &args.out {
         let files = output::plan_files(&plan, &json, &spec, dir)?;
         let written = output::write_files(dir, &files)?;
-        eprint!("{}", written.to_text());
+        crate::ui::note(&written.to_text());
     }
     print(&match args.format {
         Format::Text => plan.to_text(&host),
