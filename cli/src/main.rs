@@ -5,11 +5,12 @@
 
 mod commands;
 mod error;
+mod pages;
 mod ui;
 mod version;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use commands::{apply, demand, doctor, plan, report, topology, xml};
+use commands::{apply, completions, demand, doctor, help, man, plan, report, topology, xml};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -17,7 +18,8 @@ use std::time::Instant;
 #[command(
     name = "pinplan",
     version = version::text(),
-    about = "Plans CPU pinning for packet-processing libvirt/KVM VMs"
+    about = "Plans CPU pinning for packet-processing libvirt/KVM VMs",
+    disable_help_subcommand = true
 )]
 struct Cli {
     /// Print no warnings or notes on standard error (errors, standard output
@@ -55,11 +57,18 @@ enum Command {
     /// Check the host's IOMMU, VFIO groups, SR-IOV, PCIe links, NIC locality,
     /// SMT, CPU isolation and IRQ affinity, from sysfs and procfs.
     Doctor(doctor::DoctorArgs),
+    /// Print the shell completion script for bash, zsh or fish.
+    Completions(completions::CompletionsArgs),
+    /// Print pinplan's man page, or write one per command into a directory.
+    Man(man::ManArgs),
+    /// Print the help of a command, or a reference topic: formats, policies, exit-codes.
+    Help(help::HelpArgs),
 }
 
-/// pinplan's clap command.
+/// pinplan's clap command, with the examples and exit status of every
+/// subcommand in its help ([`pages`]).
 fn cli() -> clap::Command {
-    Cli::command()
+    pages::decorate(Cli::command())
 }
 
 fn main() -> ExitCode {
@@ -81,6 +90,9 @@ fn main() -> ExitCode {
         Command::Report(args) => report::run(args),
         Command::Apply(args) => apply::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Completions(args) => completions::run(args, &mut command),
+        Command::Man(args) => man::run(args, &mut command),
+        Command::Help(args) => help::run(args, &command),
     };
     let code = result.unwrap_or_else(|failure| failure.report());
     ui::verbose(|| format!("finished in {:.3} s", started.elapsed().as_secs_f64()));

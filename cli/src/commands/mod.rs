@@ -2,8 +2,11 @@
 //! turn into. What the arguments share is here.
 
 pub mod apply;
+pub mod completions;
 pub mod demand;
 pub mod doctor;
+pub mod help;
+pub mod man;
 pub mod plan;
 pub mod report;
 pub mod topology;
