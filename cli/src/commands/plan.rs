@@ -20,7 +20,7 @@ enum SolverArg {
 
 #[derive(clap::Args)]
 pub struct PlanArgs {
-    /// The plan spec (TOML, see docs/formats.md).
+    /// The plan spec (TOML, see `pinplan help formats`).
     spec: PathBuf,
     /// Topology source (overrides the spec's [host] source): `host`, a file, or
     /// `synthetic:DESC`.
