@@ -15,6 +15,7 @@
 mod util;
 
 mod apply_live;
+mod cli_shell;
 mod demand_cli;
 mod doctor_cli;
 mod plan_cli;

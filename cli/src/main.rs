@@ -1,21 +1,41 @@
 //! `pinplan`: parses the command line, hands each subcommand to its module
 //! in [`commands`], and prints any error through [`error::Failure`]. Exit
-//! status: 0 success, 1 "the answer is no", 2 error.
+//! status: 0 success, 1 "the answer is no", 2 error. The global `--quiet`
+//! and `--verbose` set how much [`ui`] says on standard error.
 
 mod commands;
 mod error;
+mod pages;
+mod ui;
+mod version;
 
-use clap::{Parser, Subcommand};
-use commands::{apply, demand, doctor, plan, report, topology, xml};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use commands::{apply, completions, demand, doctor, help, man, plan, report, topology, xml};
 use std::process::ExitCode;
+use std::time::Instant;
 
 #[derive(Parser)]
 #[command(
     name = "pinplan",
-    version = pinplan::solve::backend::VERSION,
-    about = "Plans CPU pinning for packet-processing libvirt/KVM VMs"
+    version = version::text(),
+    about = "Plans CPU pinning for packet-processing libvirt/KVM VMs",
+    disable_help_subcommand = true
 )]
 struct Cli {
+    /// Print no warnings or notes on standard error (errors, standard output
+    /// and the exit status stay as they are).
+    #[arg(
+        short,
+        long,
+        global = true,
+        conflicts_with = "verbose",
+        display_order = 900
+    )]
+    quiet: bool,
+    /// Say more on standard error: the build, where the topology was read
+    /// from, what the solver did and how long it took.
+    #[arg(short, long, global = true, display_order = 901)]
+    verbose: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -37,10 +57,31 @@ enum Command {
     /// Check the host's IOMMU, VFIO groups, SR-IOV, PCIe links, NIC locality,
     /// SMT, CPU isolation and IRQ affinity, from sysfs and procfs.
     Doctor(doctor::DoctorArgs),
+    /// Print the shell completion script for bash, zsh or fish.
+    Completions(completions::CompletionsArgs),
+    /// Print pinplan's man page, or write one per command into a directory.
+    Man(man::ManArgs),
+    /// Print the help of a command, or a reference topic: formats, policies, exit-codes.
+    Help(help::HelpArgs),
+}
+
+/// pinplan's clap command, with the examples and exit status of every
+/// subcommand in its help ([`pages`]).
+fn cli() -> clap::Command {
+    pages::decorate(Cli::command())
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let started = Instant::now();
+    let mut command = cli();
+    let matches = command.get_matches_mut();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    ui::set_level(match (cli.quiet, cli.verbose) {
+        (true, _) => ui::Level::Quiet,
+        (false, true) => ui::Level::Verbose,
+        (false, false) => ui::Level::Normal,
+    });
+    ui::verbose(|| format!("pinplan {}", version::text()));
     let result = match &cli.command {
         Command::Topology(args) => topology::run(args),
         Command::Demand(args) => demand::run(args),
@@ -49,6 +90,11 @@ fn main() -> ExitCode {
         Command::Report(args) => report::run(args),
         Command::Apply(args) => apply::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Completions(args) => completions::run(args, &mut command),
+        Command::Man(args) => man::run(args, &mut command),
+        Command::Help(args) => help::run(args, &command),
     };
-    result.unwrap_or_else(|failure| failure.report())
+    let code = result.unwrap_or_else(|failure| failure.report());
+    ui::verbose(|| format!("finished in {:.3} s", started.elapsed().as_secs_f64()));
+    code
 }

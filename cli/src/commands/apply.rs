@@ -218,10 +218,10 @@ fn dry_run(
 /// The apply lock of `uri`'s host, saying on stderr when it waits for it.
 fn host_lock(uri: &str) -> Result<lock::HostLock, Failure> {
     Ok(lock::lock(uri, &mut |path| {
-        eprintln!(
+        crate::ui::note(&format!(
             "waiting for another pinplan apply on this host to finish (lock {})",
             path.display()
-        );
+        ));
     })?)
 }
 

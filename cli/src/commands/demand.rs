@@ -53,6 +53,7 @@ pub struct DemandArgs {
 
 pub fn run(args: &DemandArgs) -> Result<ExitCode, Failure> {
     let table = Table::load_all(&args.table)?;
+    super::verbose_tables(&args.table, &table);
     let (Some(profile), Some(target)) = (&args.profile, args.target) else {
         let checks = demand::leave_one_out(&table, args.line_rate);
         print(&match args.format {
@@ -72,6 +73,7 @@ pub fn run(args: &DemandArgs) -> Result<ExitCode, Failure> {
         allow_extrapolation: args.allow_extrapolation,
     };
     let result = demand::demand(&table, profile, target, &options)?;
+    super::warn_json(args.format, &result.warnings);
     print(&match args.format {
         Format::Text => result.to_text(),
         Format::Json => result.to_json(),

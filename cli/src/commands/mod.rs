@@ -2,15 +2,20 @@
 //! turn into. What the arguments share is here.
 
 pub mod apply;
+pub mod completions;
 pub mod demand;
 pub mod doctor;
+pub mod help;
+pub mod man;
 pub mod plan;
 pub mod report;
 pub mod topology;
 pub mod xml;
 
+use crate::ui;
 use clap::ValueEnum;
-use pinplan::topology::Source;
+use pinplan::text::plural;
+use pinplan::topology::{HostTopology, Source};
 
 /// `--format` for commands with a text and a JSON form.
 #[derive(Clone, Copy, ValueEnum)]
@@ -47,4 +52,65 @@ pub fn source(connect: Option<&String>, source: &str) -> Source {
         Some(uri) => Source::Libvirt(uri.clone()),
         None => Source::from_arg(source),
     }
+}
+
+/// With `--format json` the warnings are in the JSON, where people do not
+/// read them: say them on standard error too (the text output holds them
+/// already). `--quiet` silences them there, never in the output.
+pub fn warn_json(format: Format, warnings: &[String]) {
+    if matches!(format, Format::Json) {
+        for warning in warnings {
+            ui::warn(warning);
+        }
+    }
+}
+
+/// `--verbose`: where the topology was read from, and what it holds.
+pub fn verbose_host(host: &HostTopology) {
+    ui::verbose(|| {
+        format!(
+            "topology from {}: {} ({} usable), {}, {}, {}",
+            host.source,
+            plural(host.pus.len(), "CPU", "CPUs"),
+            host.usable_cpus().len(),
+            plural(host.cores.len(), "core", "cores"),
+            plural(host.numa_nodes.len(), "NUMA node", "NUMA nodes"),
+            plural(host.pci.len(), "PCI device", "PCI devices"),
+        )
+    });
+}
+
+/// `--verbose`: which solver made the plan, whether it is proven, how long
+/// the solve took, how many VMs it placed.
+pub fn verbose_solve(plan: &pinplan::plan::Plan) {
+    ui::verbose(|| {
+        let backend = plan
+            .backend
+            .as_deref()
+            .map(|b| format!(" ({b} backend)"))
+            .unwrap_or_default();
+        let time = plan
+            .solve_seconds
+            .map(|s| format!(" in {s:.3} s"))
+            .unwrap_or_default();
+        format!(
+            "solved by the {} solver{backend}{time}: {} of {} placed, {}",
+            plan.solver,
+            plan.vms.len(),
+            plural(plan.vms.len() + plan.unplaced.len(), "VM", "VMs"),
+            if plan.proven { "proven" } else { "not proven" },
+        )
+    });
+}
+
+/// `--verbose`: the throughput tables read.
+pub fn verbose_tables(files: &[std::path::PathBuf], table: &pinplan::demand::Table) {
+    ui::verbose(|| {
+        let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        format!(
+            "read {} from {}",
+            plural(table.rows.len(), "measurement", "measurements"),
+            names.join(", ")
+        )
+    });
 }

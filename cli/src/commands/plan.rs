@@ -20,7 +20,7 @@ enum SolverArg {
 
 #[derive(clap::Args)]
 pub struct PlanArgs {
-    /// The plan spec (TOML, see docs/formats.md).
+    /// The plan spec (TOML, see `pinplan help formats`).
     spec: PathBuf,
     /// Topology source (overrides the spec's [host] source): `host`, a file, or
     /// `synthetic:DESC`.
@@ -73,6 +73,7 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
         (None, None) => None,
     };
     let host = topology::load(&spec.topology_source(given))?;
+    super::verbose_host(&host);
     let (request, spec_warnings) = spec.request(host.clone())?;
     // What is left of the limit, less a little for writing the plan out.
     let left = Duration::from_secs_f64(args.time_limit)
@@ -89,12 +90,14 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
     };
     let mut plan = solve::solve(&request, &options);
     plan.warnings.splice(0..0, spec_warnings);
+    super::verbose_solve(&plan);
+    super::warn_json(args.format, &plan.warnings);
     let json = plan.to_json();
     let mut not_written = Vec::new();
     if let Some(dir) = &args.out {
         let set = output::plan_files(&plan, &json, &spec, dir, args.set_vcpus)?;
         let written = output::write_files(dir, &set.files)?;
-        eprint!("{}", written.to_text());
+        crate::ui::note(&written.to_text());
         not_written = set.not_written;
     }
     print(&match args.format {

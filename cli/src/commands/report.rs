@@ -56,6 +56,7 @@ pub struct ReportArgs {
 pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
     let source = super::source(args.connect.as_ref(), &args.source);
     let host = topology::load(&source)?;
+    super::verbose_host(&host);
     let plan = args.plan.as_deref().map(Plan::load).transpose()?;
     if let (Some(plan), Some(path)) = (&plan, &args.plan) {
         plan.check_host(path, &host, args.force)?;

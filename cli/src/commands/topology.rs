@@ -27,6 +27,7 @@ pub struct TopologyArgs {
 
 pub fn run(args: &TopologyArgs) -> Result<ExitCode, Failure> {
     let host = topology::load(&super::source(args.connect.as_ref(), &args.source))?;
+    super::verbose_host(&host);
     print(&match args.format {
         Format::Text => host.to_text(),
         Format::Json => host.to_json(),

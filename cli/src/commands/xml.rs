@@ -66,10 +66,10 @@ pub fn run(args: &XmlArgs) -> Result<ExitCode, Failure> {
     };
     let text = output::xml_text(&plan, &args.plan, &name, domain.as_ref(), &options)?;
     if !plan.unplaced.is_empty() {
-        eprintln!(
-            "note: the plan does not place {} (see its explanations); this XML is {name}'s",
+        crate::ui::note(&format!(
+            "note: the plan does not place {} (see its explanations); this XML is {name}'s\n",
             plan.unplaced.join(", ")
-        );
+        ));
     }
     match &args.out {
         Some(path) => output::write_atomically(path, &text, 0o644)?,

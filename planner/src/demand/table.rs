@@ -112,7 +112,8 @@ impl crate::error::Diagnostic for TableError {
             ),
             TableError::Io { .. } => None,
             TableError::NotText { .. } | TableError::At { .. } | TableError::Empty { .. } => Some(
-                "see docs/formats.md (Throughput tables) for the columns and an example".to_owned(),
+                "see `pinplan help formats` (Throughput tables) for the columns and an example"
+                    .to_owned(),
             ),
         }
     }
