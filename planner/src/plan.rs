@@ -266,18 +266,12 @@ pub enum PlanError {
         placed: Vec<String>,
     },
     /// The plan was made for another host topology.
-    #[error("{}: this plan was made for {plan_source} (fingerprint {plan_fingerprint}); this host is {host_source} (fingerprint {host_fingerprint})", path.display())]
+    #[error("{}: this plan was made for {} (fingerprint {}); this host is {} (fingerprint {})", path.display(), hosts.plan_source, hosts.plan_fingerprint, hosts.host_source, hosts.host_fingerprint)]
     OtherHost {
         /// The plan file.
         path: PathBuf,
-        /// The plan's topology source.
-        plan_source: String,
-        /// The plan's fingerprint.
-        plan_fingerprint: String,
-        /// This host's topology source.
-        host_source: String,
-        /// This host's fingerprint.
-        host_fingerprint: String,
+        /// The two hosts.
+        hosts: Box<HostMismatch>,
         /// Whether `--force` can override it here.
         forcible: bool,
     },
@@ -293,6 +287,19 @@ pub enum PlanError {
         /// What is missing: `CPUs 64-71 and NUMA node 1`.
         missing: String,
     },
+}
+
+/// The host a plan was made for, and the host it is used on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostMismatch {
+    /// The plan's topology source.
+    pub plan_source: String,
+    /// The plan's fingerprint.
+    pub plan_fingerprint: String,
+    /// This host's topology source.
+    pub host_source: String,
+    /// This host's fingerprint.
+    pub host_fingerprint: String,
 }
 
 impl Diagnostic for PlanError {
@@ -363,10 +370,12 @@ impl Plan {
         if !force && !self.host.fingerprint.is_empty() && self.host.fingerprint != fingerprint {
             return Err(PlanError::OtherHost {
                 path: path.to_owned(),
-                plan_source: self.host.source.clone(),
-                plan_fingerprint: self.host.fingerprint.clone(),
-                host_source: host.source.clone(),
-                host_fingerprint: fingerprint,
+                hosts: Box::new(HostMismatch {
+                    plan_source: self.host.source.clone(),
+                    plan_fingerprint: self.host.fingerprint.clone(),
+                    host_source: host.source.clone(),
+                    host_fingerprint: fingerprint,
+                }),
                 forcible: true,
             });
         }
