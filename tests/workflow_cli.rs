@@ -448,3 +448,62 @@ fn hints_point_the_right_way() {
         text(&out.stderr)
     );
 }
+
+/// A table with one profile measured at 64 B (tops out at 24.2 G) and at
+/// 1518 B (24.8 G).
+const TWO_SIZES: &str = "profile,packet_bytes,tx_cores,rx_cores,gbps,vcpus\n\
+    p,64,1,1,12.1G,3\np,64,2,1,24.2G,4\np,1518,1,1,24.8G,3\n";
+
+/// Item 12: demand refusals point the right way — the top of the table at
+/// the packet size asked for, and inside a spec the spec's keys
+/// (`line_rate_gbps`, the new `allow_extrapolation`), not `demand`'s flags.
+#[test]
+fn demand_messages_point_the_right_way() {
+    let dir = TempDir::new();
+    let table = dir.write("t.csv", TWO_SIZES);
+    let out = pinplan([
+        "demand",
+        "--table",
+        arg(&table),
+        "--profile",
+        "p",
+        "--target",
+        "100",
+        "--packet-bytes",
+        "64",
+        "--basis",
+        "measured",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("the table tops out at 24.2 G (p "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("24.8 G"), "{stderr}");
+
+    // In a spec: 200 G is beyond the 100 G line rate.
+    let spec = |extra: &str| {
+        format!(
+            "[host]\nsource = \"synthetic:package:1 core:16 pu:2\"\nreserved_cores = 1\ntables = [\"t.csv\"]\n\
+             [[vm]]\nname = \"vm1\"\nprofile = \"p\"\ntarget_gbps = 200\npacket_bytes = 64\n{extra}"
+        )
+    };
+    let refused = dir.write("refused.toml", spec(""));
+    let out = pinplan(["plan", arg(&refused)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("line rate ([host] line_rate_gbps)")
+            && stderr.contains("set allow_extrapolation = true for the VM"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("--line-rate") && !stderr.contains("--allow-extrapolation"),
+        "{stderr}"
+    );
+    // The key does what the hint says.
+    let allowed = dir.write("allowed.toml", spec("allow_extrapolation = true\n"));
+    let out = pinplan(["plan", arg(&allowed), "--format", "json"]);
+    assert_ne!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}

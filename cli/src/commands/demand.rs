@@ -71,6 +71,7 @@ pub fn run(args: &DemandArgs) -> Result<ExitCode, Failure> {
             BasisArg::Model => Basis::Model,
         }),
         allow_extrapolation: args.allow_extrapolation,
+        in_spec: false,
     };
     let result = demand::demand(&table, profile, target, &options)?;
     super::warn_json(args.format, &result.warnings);

@@ -54,6 +54,9 @@ pub struct DemandOptions {
     /// Give the model's answer even beyond line rate or 1.5× the largest
     /// measured core count.
     pub allow_extrapolation: bool,
+    /// The demand is for a VM of a plan spec: refusals name the spec's keys
+    /// (`line_rate_gbps`, `allow_extrapolation`), not `demand`'s flags.
+    pub in_spec: bool,
 }
 
 impl Default for DemandOptions {
@@ -64,6 +67,7 @@ impl Default for DemandOptions {
             line_rate_gbps: 100.0,
             basis: None,
             allow_extrapolation: false,
+            in_spec: false,
         }
     }
 }

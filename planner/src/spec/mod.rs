@@ -69,6 +69,8 @@ struct VmSpec {
     domain_xml: Option<PathBuf>,
     /// `set_vcpus`: `plan --out` may change the domain's vCPU count.
     set_vcpus: bool,
+    /// `allow_extrapolation`: the demand model may answer beyond what was measured.
+    allow_extrapolation: bool,
 }
 
 /// A parsed and checked plan spec.

@@ -253,6 +253,10 @@ impl Spec {
             packet_bytes: vm.packet_bytes.or(defaults.packet_bytes),
             domain_xml: vm.domain_xml.as_ref().map(|d| base.join(d.get_ref())),
             set_vcpus: vm.set_vcpus.or(defaults.set_vcpus).unwrap_or(false),
+            allow_extrapolation: vm
+                .allow_extrapolation
+                .or(defaults.allow_extrapolation)
+                .unwrap_or(false),
         })
     }
 

@@ -206,7 +206,8 @@ impl Spec {
             packet_bytes: vm.packet_bytes,
             line_rate_gbps: self.line_rate_gbps,
             basis: None,
-            allow_extrapolation: false,
+            allow_extrapolation: vm.allow_extrapolation,
+            in_spec: true,
         };
         let d = demand::demand(&self.table, profile, *target_gbps, &options)
             .map_err(|e| self.error(vm.sizing_line, "vm.profile", format!("{}: {e}", vm.name)))?;

@@ -28,6 +28,7 @@ pub(super) struct Policies {
     pub(super) priority: Option<i64>,
     pub(super) packet_bytes: Option<u32>,
     pub(super) set_vcpus: Option<bool>,
+    pub(super) allow_extrapolation: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -48,6 +49,7 @@ pub(super) struct VmSection {
     pub(super) packet_bytes: Option<u32>,
     pub(super) domain_xml: Option<Spanned<String>>,
     pub(super) set_vcpus: Option<bool>,
+    pub(super) allow_extrapolation: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
