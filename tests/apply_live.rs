@@ -566,4 +566,45 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
         "--redefine did not restore the journal's config"
     );
     virsh(&uri, &["start", &b]);
+
+    // Issue 15, shell conventions: `--format json` for apply and rollback.
+    let state = lab.state();
+    let out = lab.pinplan(
+        &[
+            "apply",
+            &plan2,
+            "--connect",
+            &uri,
+            "--journal",
+            "j11.json",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    let applied: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert_eq!(applied["status"], "applied", "{applied}");
+    assert_eq!(applied["journal"], "j11.json", "{applied}");
+    let vms = applied["vms"].as_array().cloned().unwrap_or_default();
+    assert_eq!(vms.len(), 2, "{applied}");
+    assert!(
+        vms.iter().all(|v| v["pin_calls"].as_u64() > Some(0)),
+        "{applied}"
+    );
+    let out = lab.pinplan(
+        &["apply", "--rollback", "j11.json", "--format", "json"],
+        &[],
+    );
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    let rolled: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert_eq!(rolled["status"], "rolled-back", "{rolled}");
+    assert_eq!(
+        rolled["restored"].as_array().map(Vec::len),
+        Some(2),
+        "{rolled}"
+    );
+    assert_eq!(lab.state(), state, "the JSON apply's rollback");
 }

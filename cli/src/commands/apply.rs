@@ -4,7 +4,7 @@
 //! `fault-injection` feature (tests only), the environment can make the N-th
 //! pin call fail or abort the process.
 
-use super::{use_colour, ColorArg};
+use super::{use_colour, ColorArg, Format};
 use crate::error::{print, Failure, Usage};
 use pinplan::libvirt::apply::{self, lock, ApplyError, Journal, Scope, Session, Target};
 use pinplan::libvirt::tenants::{self, Domains};
@@ -12,6 +12,7 @@ use pinplan::output::write_new;
 use pinplan::plan::Plan;
 use pinplan::report::Report;
 use pinplan::topology::{self, HostTopology, Source};
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -48,6 +49,9 @@ pub struct ApplyArgs {
     /// UUID) gets the journal's definition, keeping its new UUID.
     #[arg(long, requires = "rollback")]
     redefine: bool,
+    /// Output format: text, or one JSON object (journal, per-VM changes, timing).
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
 }
 
 /// The fault-injection hook: `PINPLAN_FAULT_PIN_CALL=N` makes the N-th pin
@@ -97,7 +101,20 @@ fn default_journal() -> PathBuf {
     ))
 }
 
+/// Prints the text, or with `--format json` the object.
+fn say(args: &ApplyArgs, text: &str, object: impl FnOnce() -> Value) -> Result<(), Failure> {
+    match args.format {
+        Format::Text => print(text),
+        Format::Json => {
+            let mut out = serde_json::to_string_pretty(&object()).unwrap_or_default();
+            out.push('\n');
+            print(&out)
+        }
+    }
+}
+
 pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
+    let started = std::time::Instant::now();
     if let Some(journal) = &args.rollback {
         return rollback(journal, args);
     }
@@ -160,28 +177,36 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
             .into());
         }
     }
-    if let Some(note) = apply::unplaced_note(&plan) {
+    let text_only = matches!(args.format, Format::Text);
+    if let Some(note) = apply::unplaced_note(&plan).filter(|_| text_only) {
         print(&note)?;
     }
+    let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
     if args.dry_run {
-        return dry_run(&plan, &targets, &host, &connect);
+        return dry_run(args, &plan, &targets, &host, &connect);
     }
 
     let journal = session.capture(&targets)?;
     if session.in_effect(&targets, &journal, scope) {
-        print(&format!(
+        let text = format!(
             "the plan is already in effect for {}: nothing changed\n",
             apply::names(&targets)
-        ))?;
+        );
+        say(args, &text, || {
+            json!({"status": "in-effect", "uri": connect, "vms": names,
+                   "unplaced": plan.unplaced, "journal": null})
+        })?;
         return Ok(ExitCode::SUCCESS);
     }
     let journal_path = args.journal.clone().unwrap_or_else(default_journal);
     write_new(&journal_path, &journal.to_json(), 0o600).map_err(ApplyError::Journal)?;
-    print(&format!(
-        "journal: {} (undo: {})\n",
-        journal_path.display(),
-        apply::retry(&journal_path, &connect)
-    ))?;
+    if text_only {
+        print(&format!(
+            "journal: {} (undo: {})\n",
+            journal_path.display(),
+            apply::retry(&journal_path, &connect)
+        ))?;
+    }
     let done = session
         .apply(&targets, &journal, scope, &mut hook())
         .map_err(|failure| ApplyError::Failed {
@@ -189,12 +214,25 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
             journal: journal_path.clone(),
             uri: connect.clone(),
         })?;
-    print(&apply::summary(&done))?;
+    say(args, &apply::summary(&done), || {
+        let vms: Vec<Value> = done
+            .iter()
+            .map(|a| {
+                json!({"name": a.vm, "live": a.live, "config": a.config, "pin_calls": a.calls,
+                       "ms": (a.elapsed.as_secs_f64() * 1e4).round() / 10.0})
+            })
+            .collect();
+        json!({"status": "applied", "uri": connect, "journal": journal_path,
+               "undo": apply::retry(&journal_path, &connect), "vms": vms,
+               "unplaced": plan.unplaced,
+               "ms": (started.elapsed().as_secs_f64() * 1e4).round() / 10.0})
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `report --plan` for the selected VMs: what would move, which conflicts go.
 fn dry_run(
+    args: &ApplyArgs,
     plan: &Plan,
     targets: &[Target],
     host: &HostTopology,
@@ -207,11 +245,17 @@ fn dry_run(
     let host_cpus = tenants::host_cpus(host, None, Some(plan), false)?;
     let tenants = tenants::tenants(host, host_cpus.as_ref(), Domains::Connect(uri))?;
     let result = Report::new(host, tenants, Some(&selected));
-    print(&result.to_text(host, use_colour(ColorArg::Auto)))?;
-    print(&format!(
-        "\ndry run: the preconditions hold for {}; nothing was changed\n",
+    let text = format!(
+        "{}\ndry run: the preconditions hold for {}; nothing was changed\n",
+        result.to_text(host, use_colour(ColorArg::Auto)),
         apply::names(targets)
-    ))?;
+    );
+    say(args, &text, || {
+        let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
+        let report: Value = serde_json::from_str(&result.to_json()).unwrap_or(Value::Null);
+        json!({"status": "dry-run", "uri": uri, "vms": names, "unplaced": plan.unplaced,
+               "journal": null, "report": report})
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -230,16 +274,21 @@ fn rollback(path: &Path, args: &ApplyArgs) -> Result<ExitCode, Failure> {
     let uri = journal.uri.clone();
     let session = Session::open(&uri)?;
     if args.dry_run {
+        let lines = session.rollback_preview(&journal);
         let mut out = String::new();
-        for line in session.rollback_preview(&journal) {
-            out.push_str(&line);
+        for line in &lines {
+            out.push_str(line);
             out.push('\n');
         }
         out.push_str(&format!(
             "dry run: rolling back {} on {uri} would do the above; nothing was changed\n",
             path.display()
         ));
-        print(&out)?;
+        say(
+            args,
+            &out,
+            || json!({"status": "rollback-dry-run", "uri": uri, "journal": path, "vms": lines}),
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     let _lock = host_lock(&uri)?;
@@ -267,6 +316,9 @@ fn rollback(path: &Path, args: &ApplyArgs) -> Result<ExitCode, Failure> {
             "their configs are as they were before the apply (see the notes)"
         }
     ));
-    print(&out)?;
+    say(args, &out, || {
+        json!({"status": "rolled-back", "uri": uri, "journal": path,
+               "restored": done.restored, "notes": done.notes})
+    })?;
     Ok(ExitCode::SUCCESS)
 }
