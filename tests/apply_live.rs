@@ -607,4 +607,47 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
         "{rolled}"
     );
     assert_eq!(lab.state(), state, "the JSON apply's rollback");
+
+    // Issue 15, item 8: `report --connect` shows pending pins — a running
+    // domain whose config pins differ from its live ones.
+    let state = lab.state();
+    // Whichever of the two plans is not in effect now changes the config.
+    let mut changed = false;
+    for plan in [&plan1, &plan2] {
+        let out = lab.pinplan(
+            &[
+                "apply",
+                plan,
+                "--connect",
+                &uri,
+                "--config",
+                "--journal",
+                "j12.json",
+            ],
+            &[],
+        );
+        assert_eq!(code(&out), Some(0), "{}", text(&out));
+        if !text(&out).contains("already in effect") {
+            changed = true;
+            break;
+        }
+    }
+    assert!(changed, "both plans were in effect already");
+    let out = lab.pinplan(&["report", "--connect", &uri], &[]);
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        report.contains(&format!(
+            "note: {a}: config pins differ from the live ones (vCPU 0: live "
+        )) && report.contains("they take effect at its next start"),
+        "{report}"
+    );
+    let out = lab.pinplan(&["report", "--connect", &uri, "--format", "json"], &[]);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert!(
+        json["notes"].to_string().contains("config pins differ"),
+        "{json}"
+    );
+    let out = lab.pinplan(&["apply", "--rollback", "j12.json"], &[]);
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    assert_eq!(lab.state(), state, "the config-only apply's rollback");
 }

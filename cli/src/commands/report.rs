@@ -83,7 +83,10 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
         None => Domains::Files(&args.domains),
     };
     let tenants = tenants::tenants(&host, host_cpus.as_ref(), domains)?;
-    let result = Report::new(&host, tenants, plan.as_ref());
+    let mut result = Report::new(&host, tenants, plan.as_ref());
+    if let Some(uri) = &args.connect {
+        result.notes.extend(tenants::pending_pins(uri, &host)?);
+    }
     print(&match args.format {
         ReportFormat::Text => result.to_text(&host, use_colour(args.color)),
         ReportFormat::Json => result.to_json(),

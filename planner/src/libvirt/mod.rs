@@ -63,6 +63,31 @@ pub fn all_domain_xml(uri: &str) -> Result<Vec<(String, String)>, LibvirtError> 
     Ok(out)
 }
 
+/// Each running domain's live and inactive (persistent) XML, by name.
+pub fn running_domain_xml(uri: &str) -> Result<Vec<(String, String, String)>, LibvirtError> {
+    let conn = open_read_only(uri)?;
+    let domains = conn
+        .list_all_domains(0)
+        .map_err(|e| LibvirtError::new(uri, LibvirtAction::ListDomains, &e))?;
+    let mut out = Vec::new();
+    for d in domains.iter().filter(|d| d.is_active().unwrap_or(false)) {
+        let name = d
+            .name()
+            .map_err(|e| LibvirtError::new(uri, LibvirtAction::DomainName, &e))?;
+        // A transient domain has no persistent definition: nothing pending.
+        if !d.is_persistent().unwrap_or(false) {
+            continue;
+        }
+        let xml = |flags| {
+            d.xml_desc(flags)
+                .map_err(|e| LibvirtError::new(uri, LibvirtAction::DomainXml(name.clone()), &e))
+        };
+        out.push((name.clone(), xml(0)?, xml(VIR_DOMAIN_XML_INACTIVE)?));
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// Whether a libvirt URI names this machine (no host part), so that its
 /// kernel command line is ours to read: `qemu:///system` and
 /// `qemu+unix:///system` do, `qemu+ssh://h/system` and `test:///default` not.

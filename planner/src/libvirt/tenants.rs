@@ -161,6 +161,56 @@ pub fn domain_tenants(uri: &str, host: &HostTopology) -> Result<Vec<Tenant>, Ten
     Ok(out)
 }
 
+/// Running domains whose persistent config pins their threads otherwise
+/// than they run now: the config takes effect at the next start. One line
+/// per domain, e.g. `vm1: config pins differ from the live ones (vCPU 0:
+/// live 1, config 3): they take effect at its next start`.
+pub fn pending_pins(uri: &str, host: &HostTopology) -> Result<Vec<String>, TenantsError> {
+    let mut out = Vec::new();
+    for (name, live, config) in super::running_domain_xml(uri)? {
+        let origin = format!("{uri} domain {name}");
+        let live = tenant_from_domain(&origin, &live, host)?;
+        let config = tenant_from_domain(&format!("{origin} (config)"), &config, host)?;
+        let mut differences = Vec::new();
+        for (l, c) in live.vcpus.iter().zip(&config.vcpus) {
+            if l.cpus != c.cpus {
+                differences.push(format!(
+                    "vCPU {}: live {}, config {}",
+                    l.vcpu, l.cpus, c.cpus
+                ));
+            }
+        }
+        if live.emulator_cpus != config.emulator_cpus {
+            differences.push(format!(
+                "emulator: live {}, config {}",
+                live.emulator_cpus, config.emulator_cpus
+            ));
+        }
+        if live.vcpus.len() != config.vcpus.len() {
+            differences.push(format!(
+                "{} vCPUs live, {} in the config",
+                live.vcpus.len(),
+                config.vcpus.len()
+            ));
+        }
+        if !differences.is_empty() {
+            let shown: Vec<String> = differences.iter().take(4).cloned().collect();
+            let more = differences.len().saturating_sub(shown.len());
+            out.push(format!(
+                "{name}: config pins differ from the live ones ({}{}): they take effect at its \
+                 next start",
+                shown.join("; "),
+                if more > 0 {
+                    format!("; and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+    }
+    Ok(out)
+}
+
 /// Domain XML files as tenants, in the order given; a domain given twice is
 /// an error.
 fn file_tenants(paths: &[PathBuf], host: &HostTopology) -> Result<Vec<Tenant>, TenantsError> {

@@ -46,6 +46,9 @@ impl Report {
                 floating.join(", ")
             ));
         }
+        for note in self.notes.iter().filter(|n| *n != super::HOST_CPUS_UNKNOWN) {
+            out.push_str(&format!("note: {note}\n"));
+        }
         if let Some(effect) = &self.plan {
             out.push_str(&format!(
                 "\nplan: {} move{}; it removes {} conflict{}, leaves {}, adds {}\n",
