@@ -507,3 +507,30 @@ fn demand_messages_point_the_right_way() {
     let out = pinplan(["plan", arg(&allowed), "--format", "json"]);
     assert_ne!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+/// Shell conventions: `demand --leave-one-out` prints an aligned table and a
+/// summary like the other commands (it printed tab-separated lines only).
+/// Errors by hand (docs/demand-model.md): +1.04, -1.03, +2.04, +2.04 %;
+/// mean 1.54 %, worst the first +2.04 % (row 7).
+#[test]
+fn leave_one_out_prints_a_table_and_a_summary() {
+    let out = pinplan([
+        "demand",
+        "--table",
+        "examples/lab/b1-tx-cores.csv",
+        "--leave-one-out",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains('\t'), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 6, "{stdout}");
+    // Columns line up: "error" ends where every row's error ends.
+    let end = lines[0].len();
+    assert!(lines[1..5].iter().all(|l| l.len() == end), "{stdout}");
+    assert_eq!(
+        lines[5],
+        "4 rows predicted from the others: mean |error| 1.5 %, worst +2.0 % \
+         (examples/lab/b1-tx-cores.csv:7)"
+    );
+}

@@ -134,22 +134,83 @@ impl Top {
 pub struct LooChecks(pub Vec<LooCheck>);
 
 impl LooChecks {
-    /// One tab-separated line per check, with a header.
+    /// A table with aligned columns, one line per check, then a summary:
+    /// how many rows, the mean and the worst error.
     pub fn to_text(&self) -> String {
-        let mut text = String::from("row\tprofile\tbytes\ttx\tmeasured G\tpredicted G\terror\n");
-        for c in &self.0 {
-            text.push_str(&format!(
-                "{}\t{}\t{}\t{}\t{:.1}\t{:.1}\t{:+.1} %\n",
-                c.row,
-                c.profile,
-                c.packet_bytes,
-                c.tx_cores,
-                c.measured_gbps,
-                c.predicted_gbps,
-                c.relative_error * 100.0
-            ));
+        let header = [
+            "row",
+            "profile",
+            "bytes",
+            "tx",
+            "measured G",
+            "predicted G",
+            "error",
+        ];
+        let rows: Vec<[String; 7]> = self
+            .0
+            .iter()
+            .map(|c| {
+                [
+                    c.row.clone(),
+                    c.profile.clone(),
+                    c.packet_bytes.to_string(),
+                    c.tx_cores.to_string(),
+                    format!("{:.1}", c.measured_gbps),
+                    format!("{:.1}", c.predicted_gbps),
+                    format!("{:+.1} %", c.relative_error * 100.0),
+                ]
+            })
+            .collect();
+        let mut widths = header.map(str::len);
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
         }
+        // Text columns left-aligned, numbers right-aligned.
+        let line = |cells: [&str; 7]| {
+            let mut out = String::new();
+            for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+                if i > 0 {
+                    out.push_str("  ");
+                }
+                if i < 2 {
+                    out.push_str(&format!("{cell:<w$}"));
+                } else {
+                    out.push_str(&format!("{cell:>w$}"));
+                }
+            }
+            out.trim_end().to_owned() + "\n"
+        };
+        let mut text = line(header);
+        for row in &rows {
+            text.push_str(&line(std::array::from_fn(|i| row[i].as_str())));
+        }
+        text.push_str(&self.summary());
         text
+    }
+
+    /// `4 rows predicted from the others: mean |error| 1.5 %, worst +2.0 %
+    /// (FILE:7)`.
+    pub fn summary(&self) -> String {
+        // The first of the largest errors, in table order.
+        let worst = self.0.iter().fold(None::<&LooCheck>, |best, c| match best {
+            Some(b) if b.relative_error.abs() >= c.relative_error.abs() => Some(b),
+            _ => Some(c),
+        });
+        let Some(worst) = worst else {
+            return "no row to check: every profile needs a second row below line rate\n"
+                .to_owned();
+        };
+        let n = self.0.len();
+        let mean = self.0.iter().map(|c| c.relative_error.abs()).sum::<f64>() / n as f64;
+        format!(
+            "{} predicted from the others: mean |error| {:.1} %, worst {:+.1} % ({})\n",
+            crate::text::plural(n, "row", "rows"),
+            mean * 100.0,
+            worst.relative_error * 100.0,
+            worst.row
+        )
     }
 
     /// The JSON array.
