@@ -444,9 +444,9 @@ fn needs_text(vm: &VmRequest, cores: u32) -> String {
         ""
     };
     format!(
-        "{} ({} vCPUs{emu}, threads={}){where_}",
+        "{} ({}{emu}, threads={}){where_}",
         plural(cores, "core"),
-        vm.vcpus,
+        plural(vm.vcpus, "vCPU"),
         vm.threads.name()
     )
 }

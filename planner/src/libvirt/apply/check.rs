@@ -179,7 +179,8 @@ fn check_vcpus(domain: &virt::domain::Domain, running: bool, want: usize, bad: &
         match count {
             Ok(n) if n as usize == want => {}
             Ok(n) => bad.push(format!(
-                "it has {n} vCPUs ({scope}), the plan {want}: resize it (virsh setvcpus) or re-plan"
+                "it has {} ({scope}), the plan {want}: resize it (virsh setvcpus) or re-plan",
+                crate::text::plural(n as usize, "vCPU", "vCPUs")
             )),
             Err(e) => bad.push(format!("cannot read its vCPU count ({scope}): {}", lv(&e))),
         }
