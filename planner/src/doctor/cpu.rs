@@ -387,7 +387,12 @@ pub(super) fn irq_affinity(host: &Host<'_>) -> Check {
             "{} of {} IRQs may run on the VMs' CPUs {vm}: {}",
             hits.len(),
             irqs.len(),
-            listed.join(", ")
+            // A line that fits: the first few, then how many more.
+            if listed.len() > 6 {
+                format!("{} and {} more", listed[..6].join(", "), listed.len() - 6)
+            } else {
+                listed.join(", ")
+            }
         ),
     )
     .hint(format!(

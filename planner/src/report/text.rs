@@ -17,8 +17,9 @@ impl Report {
             .count();
         let warnings = self.conflicts.len() - errors;
         let mut out = format!(
-            "{} tenants, {errors} error{}, {warnings} warning{}\n",
+            "{} tenant{}, {errors} error{}, {warnings} warning{}\n",
             self.tenants.len(),
+            if self.tenants.len() == 1 { "" } else { "s" },
             if errors == 1 { "" } else { "s" },
             if warnings == 1 { "" } else { "s" }
         );
