@@ -174,6 +174,7 @@ fn ilp_plans_about_90_percent_of_every_fixture() {
         solver: SolverKind::Ilp,
         time_limit: Duration::from_secs(10),
         explain: false,
+        progress: None,
     };
     let mut problems = Vec::new();
     let mut summary = Vec::new();
@@ -278,6 +279,7 @@ fn overloaded_384_cpu_host_places_the_exact_maximum() {
         solver: SolverKind::Ilp,
         time_limit: Duration::from_secs(20),
         explain: false,
+        progress: None,
     };
     let plan = solve::solve(&req, &options);
     assert!(plan.proven, "{:?}", plan.warnings);

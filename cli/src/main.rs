@@ -6,6 +6,7 @@
 mod commands;
 mod error;
 mod pages;
+mod progress;
 mod ui;
 mod version;
 

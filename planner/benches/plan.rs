@@ -1210,6 +1210,7 @@ fn part3(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
         solver: SolverKind::Ilp,
         time_limit: TIME_LIMIT,
         explain: true,
+        progress: None,
     };
     let greedy_options = SolveOptions {
         solver: SolverKind::Greedy,

@@ -80,6 +80,7 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
         .saturating_sub(started.elapsed())
         .saturating_sub(Duration::from_millis(20))
         .max(Duration::from_millis(10));
+    let (line, progress) = crate::progress::Line::start(left);
     let options = SolveOptions {
         solver: match args.solver {
             SolverArg::Ilp => SolverKind::Ilp,
@@ -87,8 +88,12 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
         },
         time_limit: left,
         explain: true,
+        progress,
     };
     let mut plan = solve::solve(&request, &options);
+    if let Some(line) = line {
+        line.finish();
+    }
     plan.warnings.splice(0..0, spec_warnings);
     super::verbose_solve(&plan);
     super::warn_json(args.format, &plan.warnings);

@@ -162,26 +162,86 @@ fn exact_with_progress(
     ilp::place_with_progress(request, time_limit, progress)
 }
 
-/// The best placement a solver has found so far, shared with a watchdog.
+/// The best placement a solver has found so far, shared with a watchdog,
+/// and told to a [`ProgressHook`] when there is one.
 #[derive(Debug, Default)]
-pub struct Progress(std::sync::Mutex<Option<Placement>>);
+pub struct Progress {
+    best: std::sync::Mutex<Option<Placement>>,
+    stage: std::sync::Mutex<&'static str>,
+    hook: Option<ProgressHook>,
+}
+
+/// Where a solve is, for a progress line: the stage, and the best placement
+/// found so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// What the solver works on, e.g. `objectives 1-5 on NUMA nodes`.
+    pub stage: &'static str,
+    /// VMs the best placement so far places.
+    pub vms_placed: usize,
+    /// VMs asked for.
+    pub vms: usize,
+}
+
+/// Called from the solver thread whenever the stage or the best placement
+/// changes (`plan` draws its progress line from it).
+#[derive(Clone)]
+pub struct ProgressHook(pub std::sync::Arc<dyn Fn(&Snapshot) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressHook")
+    }
+}
+
+impl PartialEq for ProgressHook {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
 
 impl Progress {
+    /// A progress that tells `hook`.
+    pub fn with_hook(hook: Option<ProgressHook>) -> Progress {
+        Progress {
+            hook,
+            ..Progress::default()
+        }
+    }
+
     /// Keeps `placement` if it is better than what is kept (objectives 1–3).
     pub fn offer(&self, request: &PlanRequest, placement: &Placement) {
         // A poisoned lock only means a solver thread panicked: keep going.
-        let mut best = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut best = self.best.lock().unwrap_or_else(|e| e.into_inner());
         if best.as_ref().is_none_or(|b| better(request, placement, b)) {
             *best = Some(Placement {
                 cores: placement.cores.clone(),
                 proven: false,
             });
+            drop(best);
+            self.tell(request.vms.len());
         }
+    }
+
+    /// The solver moves on to `stage`.
+    pub fn stage(&self, stage: &'static str, vms: usize) {
+        *self.stage.lock().unwrap_or_else(|e| e.into_inner()) = stage;
+        self.tell(vms);
+    }
+
+    fn tell(&self, vms: usize) {
+        let Some(hook) = &self.hook else { return };
+        let snapshot = Snapshot {
+            stage: *self.stage.lock().unwrap_or_else(|e| e.into_inner()),
+            vms_placed: self.best().map_or(0, |b| b.cores.len()),
+            vms,
+        };
+        (hook.0)(&snapshot);
     }
 
     /// The best kept, unproven.
     pub fn best(&self) -> Option<Placement> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.best.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
@@ -199,10 +259,14 @@ pub struct Watched {
 /// tenth (at least 50 ms) the best placement it published is taken and the
 /// thread abandoned: a backend that ignores its time limit must not hang
 /// pinplan or break `--time-limit`.
-pub fn exact_with_watchdog(request: &PlanRequest, time_limit: Duration) -> Result<Watched, String> {
+pub fn exact_with_watchdog(
+    request: &PlanRequest,
+    time_limit: Duration,
+    hook: Option<ProgressHook>,
+) -> Result<Watched, String> {
     let (tx, rx) = std::sync::mpsc::channel();
     let owned = request.clone();
-    let progress = std::sync::Arc::new(Progress::default());
+    let progress = std::sync::Arc::new(Progress::with_hook(hook));
     let shared = std::sync::Arc::clone(&progress);
     let worker = std::thread::Builder::new()
         .name("pinplan-ilp".to_owned())
@@ -292,7 +356,11 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
     let (placement, solver_name) = match options.solver {
         SolverKind::Greedy => (greedy::place(request), SolverKind::Greedy),
         SolverKind::Ilp => {
-            match exact_with_watchdog(request, options.time_limit.mul_f64(SOLVE_SHARE)) {
+            match exact_with_watchdog(
+                request,
+                options.time_limit.mul_f64(SOLVE_SHARE),
+                options.progress.clone(),
+            ) {
                 Ok(w) => {
                     resolve = !w.abandoned;
                     (w.placement, SolverKind::Ilp)
@@ -326,6 +394,17 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
     } else {
         Instant::now()
     };
+    if let Some(hook) = options
+        .progress
+        .as_ref()
+        .filter(|_| placement.cores.len() < request.vms.len())
+    {
+        (hook.0)(&Snapshot {
+            stage: "explaining the VMs left out",
+            vms_placed: placement.cores.len(),
+            vms: request.vms.len(),
+        });
+    }
     let mut plan = build_plan(
         request,
         &placement,

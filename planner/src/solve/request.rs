@@ -167,6 +167,8 @@ pub struct SolveOptions {
     pub time_limit: Duration,
     /// Look for the smallest change that fits unplaced VMs (re-solves).
     pub explain: bool,
+    /// Told where the exact solver is (for a progress line).
+    pub progress: Option<super::ProgressHook>,
 }
 
 impl Default for SolveOptions {
@@ -175,6 +177,7 @@ impl Default for SolveOptions {
             solver: SolverKind::Ilp,
             time_limit: Duration::from_secs(10),
             explain: true,
+            progress: None,
         }
     }
 }

@@ -275,6 +275,7 @@ fn options(solver: SolverKind) -> SolveOptions {
         solver,
         time_limit: TIME_LIMIT,
         explain: false,
+        progress: None,
     }
 }
 

@@ -102,9 +102,14 @@ pub fn place_with_progress(
         crate::solve::greedy::place(request),
         crate::solve::pack::place(request),
     ];
+    progress.stage("first-fit starts", request.vms.len());
     for s in &starts {
         progress.offer(request, s);
     }
+    progress.stage(
+        "objectives 1-5 (VMs, vCPUs, cores, nodes, NIC) on NUMA nodes",
+        request.vms.len(),
+    );
     let start_units: Vec<Units> = starts.iter().filter_map(|p| units_of(&host, p)).collect();
 
     // 1. Objectives 1–5 on nodes: patterns and arc flow, else counts.
@@ -126,6 +131,10 @@ pub fn place_with_progress(
             .unwrap_or_else(|| cores_of(request, &host, &laid_out, false));
         return Ok((best, stats));
     }
+    progress.stage(
+        "objectives 6-7 (L3 domains) within each node",
+        request.vms.len(),
+    );
     let held = Held {
         request,
         host: &host,
