@@ -534,3 +534,31 @@ fn leave_one_out_prints_a_table_and_a_summary() {
          (examples/lab/b1-tx-cores.csv:7)"
     );
 }
+
+/// Shell conventions: the plan table's columns stay in line with long VM
+/// names and CPU lists (they pushed every later column out of line).
+#[test]
+fn plan_table_columns_fit_long_names() {
+    let dir = TempDir::new();
+    let spec = dir.write(
+        "long.toml",
+        "[host]\nsource = \"synthetic:package:2 numa:1 core:16 pu:2(indexes=2*32:1*2)\"\n\
+         reserved_cores = 1\n[defaults]\nthreads = \"isolate\"\n\
+         [[vm]]\nname = \"a-rather-long-vm-name-for-testing\"\nvcpus = 12\n\
+         [[vm]]\nname = \"b\"\nvcpus = 3\n",
+    );
+    let out = pinplan(["plan", arg(&spec)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let table: Vec<&str> = stdout.lines().skip(2).take(3).collect();
+    // Every column starts at the same offset in the header and both rows.
+    let starts = |line: &str, word: &str| line.find(word).unwrap_or(usize::MAX);
+    let threads = starts(table[0], "threads");
+    assert!(
+        table[1..].iter().all(|l| starts(l, "isolate") == threads),
+        "{stdout}"
+    );
+    let nodes = starts(table[0], "nodes");
+    assert_eq!(table[1].as_bytes().get(nodes), Some(&b'0'), "{stdout}");
+    assert_eq!(table[2].as_bytes().get(nodes), Some(&b'0'), "{stdout}");
+}

@@ -516,14 +516,15 @@ impl Plan {
         );
     }
 
-    /// One row per placed VM, then the fixed tenants.
+    /// One row per placed VM, then the fixed tenants. Columns are as wide as
+    /// their widest cell (at least the usual width), so long names and CPU
+    /// lists never push the next column out of line.
     fn write_vm_table(&self, out: &mut String) {
         let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "{:<16} {:>5} {:>5} {:<8} {:<16} {:<10} {:<9} rate",
-            "vm", "vcpus", "cores", "threads", "cpus", "nodes", "emulator"
-        );
+        let header = [
+            "vm", "vcpus", "cores", "threads", "cpus", "nodes", "emulator", "rate",
+        ];
+        let mut rows: Vec<[String; 8]> = Vec::new();
         for vm in &self.vms {
             let nodes: Vec<String> = vm.numa_nodes.iter().map(|n| n.to_string()).collect();
             let rate = vm.demand.as_ref().map_or_else(
@@ -541,17 +542,39 @@ impl Plan {
                     )
                 },
             );
-            let _ = writeln!(
-                out,
-                "{:<16} {:>5} {:>5} {:<8} {:<16} {:<10} {:<9} {rate}",
-                vm.name,
-                vm.vcpus.len(),
-                vm.cores.len(),
-                vm.threads,
+            rows.push([
+                vm.name.clone(),
+                vm.vcpus.len().to_string(),
+                vm.cores.len().to_string(),
+                vm.threads.clone(),
                 vm.cpus.to_string(),
                 nodes.join(","),
                 vm.emulator_cpus.to_string(),
-            );
+                rate,
+            ]);
+        }
+        let mut widths = [16, 5, 5, 8, 16, 10, 9, 0];
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row).take(7) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let line = |cells: [&str; 8]| {
+            let mut text = String::new();
+            for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+                let cell = match i {
+                    0 => format!("{cell:<w$}"),
+                    1 | 2 => format!(" {cell:>w$}"),
+                    7 => format!(" {cell}"),
+                    _ => format!(" {cell:<w$}"),
+                };
+                text.push_str(&cell);
+            }
+            text
+        };
+        let _ = writeln!(out, "{}", line(header));
+        for row in &rows {
+            let _ = writeln!(out, "{}", line(std::array::from_fn(|i| row[i].as_str())));
         }
         for f in &self.fixed {
             let _ = writeln!(out, "{:<16} fixed on cpus {}", f.name, f.cpus);
