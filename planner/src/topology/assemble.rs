@@ -43,6 +43,10 @@ pub(crate) struct RawGroup {
 pub(crate) struct RawNode {
     pub id: NodeId,
     pub memory_bytes: Option<u64>,
+    /// Free memory now, when known.
+    pub memory_free_bytes: Option<u64>,
+    /// Huge page pools, by size.
+    pub hugepages: Vec<super::PagePool>,
     /// The node's CPUs when the reader knows them as a set (hwloc); two nodes
     /// can share CPUs (memory-only halves of a Cluster-on-Die socket). `None`:
     /// the CPUs whose `node` is this one.
@@ -270,8 +274,15 @@ impl RawTopology {
                 id: raw.id,
                 cpus: CpuSet::new(),
                 memory_bytes: None,
+                memory_free_bytes: None,
+                hugepages: Vec::new(),
             });
             node.memory_bytes = node.memory_bytes.or(raw.memory_bytes);
+            node.memory_free_bytes = node.memory_free_bytes.or(raw.memory_free_bytes);
+            if node.hugepages.is_empty() {
+                node.hugepages.clone_from(&raw.hugepages);
+                node.hugepages.sort_by_key(|p| p.size_kib);
+            }
             if let Some(cpus) = &raw.cpus {
                 node.cpus = node.cpus.union(&cpus.intersection(&online));
             }
@@ -290,6 +301,8 @@ impl RawTopology {
                         id,
                         cpus: CpuSet::new(),
                         memory_bytes: None,
+                        memory_free_bytes: None,
+                        hugepages: Vec::new(),
                     })
                     .cpus
                     .insert(pu.cpu);

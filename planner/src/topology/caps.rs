@@ -150,6 +150,8 @@ fn cells_of<'a, 'i>(
         nodes.push(RawNode {
             id: NodeId(id),
             memory_bytes,
+            memory_free_bytes: None,
+            hugepages: pages_of(ctx, cell)?,
             cpus: None,
         });
         if let Some(list) = cell.child("cpus") {
@@ -157,6 +159,35 @@ fn cells_of<'a, 'i>(
         }
     }
     Ok((nodes, cpus))
+}
+
+/// A cell's huge page pools: `<pages unit='KiB' size='2048'>N</pages>`
+/// (the 4 KiB pages, which are the memory itself, are left out). libvirt
+/// lists totals; free counts come from a connection.
+fn pages_of(ctx: &Ctx, cell: Node) -> Result<Vec<super::PagePool>, TopologyError> {
+    let mut pools = Vec::new();
+    for pages in cell.children_named("pages") {
+        let size: u64 = ctx
+            .number(pages, "size")?
+            .ok_or_else(|| ctx.bad(pages, "<pages> without a size".to_owned()))?;
+        let unit = pages.attribute("unit").unwrap_or("KiB");
+        let scale = unit_bytes(unit)
+            .ok_or_else(|| ctx.bad(pages, format!("<pages> has unknown unit '{unit}'")))?;
+        let size_kib = size.saturating_mul(scale) / 1024;
+        let text = pages.inner_text();
+        let total: u64 = text
+            .trim()
+            .parse()
+            .map_err(|_| ctx.bad(pages, format!("<pages> count '{text}' is not a number")))?;
+        if size_kib > 4 {
+            pools.push(super::PagePool {
+                size_kib,
+                total,
+                free: None,
+            });
+        }
+    }
+    Ok(pools)
 }
 
 /// The CPUs and size of each L3 `<bank>` in `<host><cache>`.

@@ -60,6 +60,10 @@ pub(crate) fn live() -> Result<RawTopology, TopologyError> {
     for device in &mut raw.pci {
         read_sysfs(sys_devices, device);
     }
+    let nodes = Path::new("/sys/devices/system/node");
+    for node in &mut raw.nodes {
+        super::memory::read_node_sysfs(nodes, node);
+    }
     Ok(raw)
 }
 
@@ -169,9 +173,21 @@ fn collect(topology: &Topology, source_name: &str) -> RawTopology {
             .complete_cpuset()
             .map(|s| to_cpuset(&s))
             .unwrap_or_default();
-        let memory_bytes = match node.attributes() {
-            Some(ObjectAttributes::NUMANode(attr)) => attr.local_memory().map(|m| m.get()),
-            _ => None,
+        let (memory_bytes, hugepages) = match node.attributes() {
+            Some(ObjectAttributes::NUMANode(attr)) => (
+                attr.local_memory().map(|m| m.get()),
+                // hwloc lists 4 KiB pages too (the memory itself); huge pages only.
+                attr.page_types()
+                    .iter()
+                    .filter(|p| p.size().get() > 4096)
+                    .map(|p| super::PagePool {
+                        size_kib: p.size().get() / 1024,
+                        total: p.count(),
+                        free: None,
+                    })
+                    .collect(),
+            ),
+            _ => (None, Vec::new()),
         };
         let online_cpus = node.cpuset().map(|s| to_cpuset(&s));
         nodes.push((
@@ -180,6 +196,8 @@ fn collect(topology: &Topology, source_name: &str) -> RawTopology {
             RawNode {
                 id,
                 memory_bytes,
+                memory_free_bytes: None,
+                hugepages,
                 cpus: online_cpus,
             },
         ));

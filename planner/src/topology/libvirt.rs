@@ -27,6 +27,26 @@ pub(crate) fn connect(uri: &str) -> Result<RawTopology, TopologyError> {
         .capabilities()
         .map_err(|e| LibvirtError::new(uri, LibvirtAction::Capabilities, &e))?;
     let mut raw = super::caps::parse(uri, &caps)?;
+    // Free memory and free pages now, per cell (libvirt's capabilities list
+    // totals only). A driver without them (test://) leaves them unknown.
+    for node in &mut raw.nodes {
+        let Ok(cell) = i32::try_from(node.id.0) else {
+            continue;
+        };
+        node.memory_free_bytes = conn
+            .cells_free_memory(cell, 1)
+            .ok()
+            .and_then(|free| free.first().copied());
+        for pool in &mut node.hugepages {
+            let Ok(size) = u32::try_from(pool.size_kib) else {
+                continue;
+            };
+            pool.free = conn
+                .free_pages(&[size], node.id.0, 1, 0)
+                .ok()
+                .and_then(|free| free.first().copied());
+        }
+    }
 
     // Node devices are optional: some drivers (test://, remote hosts without
     // the nodedev driver) have none. Their absence is not an error.

@@ -14,6 +14,7 @@ mod fingerprint;
 mod hwloc;
 mod libvirt;
 pub mod map;
+mod memory;
 mod pci;
 pub(crate) mod precheck;
 mod render;
@@ -205,6 +206,24 @@ pub struct NumaNode {
     pub cpus: CpuSet,
     /// Local memory, when the source says.
     pub memory_bytes: Option<u64>,
+    /// Free memory now, when the source says (the live host's sysfs, a
+    /// libvirt connection; files describe no moment).
+    #[serde(default)]
+    pub memory_free_bytes: Option<u64>,
+    /// Huge page pools (page sizes above 4 KiB), by size.
+    #[serde(default)]
+    pub hugepages: Vec<PagePool>,
+}
+
+/// The pages of one size on one NUMA node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PagePool {
+    /// Page size in KiB (2048, 1048576).
+    pub size_kib: u64,
+    /// Pages in the pool.
+    pub total: u64,
+    /// Pages free now, when the source says.
+    pub free: Option<u64>,
 }
 
 /// A last-level (L3) cache and the CPUs that share it.

@@ -96,10 +96,28 @@ fn groups(out: &mut String, host: &HostTopology) {
         let _ = writeln!(out, "\nnuma nodes:");
         for n in &host.numa_nodes {
             let cpus = cpus_or_none(&n.cpus);
-            let mem = n
+            let mut mem = n
                 .memory_bytes
                 .map(|m| format!(", {}", bytes(m)))
                 .unwrap_or_default();
+            if let Some(free) = n.memory_free_bytes {
+                mem.push_str(&format!(" ({} free)", bytes(free)));
+            }
+            let pools: Vec<String> = n
+                .hugepages
+                .iter()
+                .map(|p| {
+                    let free = p.free.map(|f| format!(", {f} free")).unwrap_or_default();
+                    format!(
+                        "{} × {}{free}",
+                        p.total,
+                        bytes(p.size_kib.saturating_mul(1024))
+                    )
+                })
+                .collect();
+            if !pools.is_empty() {
+                mem.push_str(&format!("; huge pages: {}", pools.join("; ")));
+            }
             let _ = writeln!(out, "  node {}: {cpus}{mem}", n.id);
         }
     }

@@ -175,6 +175,8 @@ impl Description {
             .map(|key| RawNode {
                 id: NodeId(dense(key)),
                 memory_bytes: Some(NODE_MEMORY_BYTES),
+                memory_free_bytes: None,
+                hugepages: Vec::new(),
                 cpus: Some(
                     (key * node_span..(key + 1) * node_span)
                         .map(os_cpu)
