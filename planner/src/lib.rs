@@ -40,6 +40,7 @@ pub mod error;
 mod fuzz;
 pub mod ids;
 pub mod libvirt;
+pub mod memory;
 pub mod output;
 pub mod plan;
 pub mod report;

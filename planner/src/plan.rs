@@ -110,6 +110,10 @@ pub struct VmPlan {
     /// the field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic: Option<PciAddress>,
+    /// Its memory and page size, when the spec gives them; absent otherwise
+    /// (and in plans written before the field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::memory::VmMemory>,
 }
 
 /// A tenant the plan works around.
@@ -222,6 +226,10 @@ pub struct Plan {
     pub fixed: Vec<FixedPlan>,
     /// VMs that could not be placed.
     pub unplaced: Vec<String>,
+    /// Per node and huge page size, the pages the placed VMs need, what is
+    /// free, and the command for what is missing.
+    #[serde(default)]
+    pub hugepages: Vec<crate::memory::Allocation>,
     /// Why, for each of them.
     pub explanations: Vec<Explanation>,
     /// Things to know (unknown NIC locality, time limit hit...).

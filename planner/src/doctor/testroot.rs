@@ -247,11 +247,13 @@ pub(crate) fn plan(reserved: &str, vms: &[Vm<'_>]) -> Plan {
                     threads: vm.threads.to_owned(),
                     demand: None,
                     nic: vm.nic.map(|n| n.parse().unwrap_or_else(|e| panic!("{e}"))),
+                    memory: None,
                 }
             })
             .collect(),
         fixed: Vec::new(),
         unplaced: Vec::new(),
+        hugepages: Vec::new(),
         explanations: Vec::new(),
         warnings: Vec::new(),
         objective: Objective::default(),

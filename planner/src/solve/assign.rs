@@ -56,6 +56,7 @@ pub fn layout(
         threads: vm.threads.name().to_owned(),
         demand: vm.demand.clone(),
         nic: vm.nic,
+        memory: vm.memory,
     }
 }
 

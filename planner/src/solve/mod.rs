@@ -453,6 +453,7 @@ pub fn build_plan(
             Some(explain::summary(request, placement)),
         )
     };
+    let hugepages = crate::memory::allocations(&request.host, &vms);
     let status = if !unplaced.is_empty() {
         Status::Infeasible
     } else if placement.proven {
@@ -482,6 +483,7 @@ pub fn build_plan(
             })
             .collect(),
         unplaced,
+        hugepages,
         explanations,
         warnings,
         objective: objective(request, placement),

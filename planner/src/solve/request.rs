@@ -93,6 +93,8 @@ pub struct VmRequest {
     pub demand: Option<PlannedDemand>,
     /// Smaller demands to try when it does not fit (`("min_fraction = 0.97", 14)`).
     pub alternatives: Vec<(String, u32)>,
+    /// Its memory and page size, when the spec (or its domain) says.
+    pub memory: Option<crate::memory::VmMemory>,
 }
 
 impl VmRequest {
@@ -111,6 +113,7 @@ impl VmRequest {
             priority: 0,
             demand: None,
             alternatives: Vec::new(),
+            memory: None,
         }
     }
 

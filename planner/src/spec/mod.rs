@@ -71,6 +71,10 @@ struct VmSpec {
     set_vcpus: bool,
     /// `allow_extrapolation`: the demand model may answer beyond what was measured.
     allow_extrapolation: bool,
+    /// `memory` in bytes, when given (spec, else `[defaults]`).
+    memory: Option<u64>,
+    /// `hugepages`: the page size in KiB (4: none), when given.
+    page_kib: Option<u64>,
 }
 
 /// A parsed and checked plan spec.

@@ -179,6 +179,23 @@ impl Spec {
         }
     }
 
+    /// A memory size key: `"16GiB"` or a number of MiB.
+    fn size(
+        &self,
+        size: &Spanned<super::schema::Size>,
+        key: &str,
+        lines: &Lines,
+    ) -> Result<u64, SpecError> {
+        let parsed = match size.get_ref() {
+            super::schema::Size::Text(t) => crate::memory::parse_size(t),
+            super::schema::Size::MiB(n) => n
+                .checked_mul(1 << 20)
+                .filter(|&b| b > 0)
+                .ok_or_else(|| format!("{n} MiB is not a usable size")),
+        };
+        parsed.map_err(|m| self.error(lines.of(size), key, m))
+    }
+
     /// One `[[vm]]` with the defaults applied.
     fn read_vm(
         &self,
@@ -257,6 +274,17 @@ impl Spec {
                 .allow_extrapolation
                 .or(defaults.allow_extrapolation)
                 .unwrap_or(false),
+            memory: match vm.memory.as_ref().or(defaults.memory.as_ref()) {
+                Some(size) => Some(self.size(size, "vm.memory", lines)?),
+                None => None,
+            },
+            page_kib: match vm.hugepages.as_ref().or(defaults.hugepages.as_ref()) {
+                Some(page) => Some(
+                    crate::memory::parse_page(page.get_ref())
+                        .map_err(|m| self.error(lines.of(page), "vm.hugepages", m))?,
+                ),
+                None => None,
+            },
         })
     }
 

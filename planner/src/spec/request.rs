@@ -46,6 +46,7 @@ impl Spec {
                 priority: vm.priority,
                 demand,
                 alternatives,
+                memory: self.memory(vm, &mut warnings)?,
             });
         }
         Ok((
@@ -57,6 +58,47 @@ impl Spec {
             },
             warnings,
         ))
+    }
+
+    /// The VM's memory: the spec's `memory` and `hugepages`, each defaulting
+    /// to its `domain_xml`'s `<memory>` and `<memoryBacking><hugepages>`; a
+    /// spec value that differs from the domain's is a warning naming both.
+    fn memory(
+        &self,
+        vm: &VmSpec,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<crate::memory::VmMemory>, SpecError> {
+        let domain = match &vm.domain_xml {
+            Some(path) => domain_memory(path).map_err(|m| self.error(vm.line, "vm.domain_xml", format!("{}: {m}", vm.name)))?,
+            None => (None, None),
+        };
+        let (domain_bytes, domain_page) = domain;
+        let human = crate::memory::human;
+        if let (Some(spec), Some(dom)) = (vm.memory, domain_bytes) {
+            if spec != dom {
+                warnings.push(format!(
+                    "{}: memory = {} in the spec, {} in its domain_xml: the spec's is planned",
+                    vm.name,
+                    human(spec),
+                    human(dom)
+                ));
+            }
+        }
+        if let (Some(spec), Some(dom)) = (vm.page_kib, domain_page) {
+            if spec != dom {
+                warnings.push(format!(
+                    "{}: hugepages of {} KiB in the spec, {} KiB in its domain_xml: the spec's is planned",
+                    vm.name, spec, dom
+                ));
+            }
+        }
+        Ok(vm.memory.or(domain_bytes).map(|bytes| crate::memory::VmMemory {
+            bytes,
+            page_kib: vm
+                .page_kib
+                .or(domain_page)
+                .unwrap_or(crate::memory::NORMAL_PAGE_KIB),
+        }))
     }
 
     /// The host's CPUs: `reserved_cpus` widened to whole cores, or the first
@@ -248,4 +290,44 @@ impl Spec {
         }
         alternatives
     }
+}
+
+/// A domain XML's `<memory>` in bytes and its huge page size in KiB
+/// (`<memoryBacking><hugepages>` with a `<page size>`, else 2048 — the
+/// kernel's default huge page on x86; 4 without `<hugepages>`).
+fn domain_memory(path: &std::path::Path) -> Result<(Option<u64>, Option<u64>), String> {
+    use crate::xmldoc::NodeExt as _;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let doc = crate::xmldoc::parse(&text)
+        .map_err(|e| format!("{}:{}: {}", path.display(), e.line, e.problem))?;
+    let root = doc.root_element();
+    let scale = |unit: Option<&str>| -> Option<u64> {
+        Some(match unit.unwrap_or("KiB") {
+            "b" | "bytes" => 1,
+            "k" | "KiB" => 1 << 10,
+            "KB" => 1000,
+            "M" | "MiB" => 1 << 20,
+            "MB" => 1_000_000,
+            "G" | "GiB" => 1 << 30,
+            "GB" => 1_000_000_000,
+            "T" | "TiB" => 1 << 40,
+            _ => return None,
+        })
+    };
+    let bytes = root.child("memory").and_then(|m| {
+        let n: u64 = m.inner_text().trim().parse().ok()?;
+        n.checked_mul(scale(m.attribute("unit"))?)
+    });
+    let page = root.child("memoryBacking").map(|backing| {
+        backing.child("hugepages").map_or(crate::memory::NORMAL_PAGE_KIB, |huge| {
+            huge.child("page")
+                .and_then(|p| {
+                    let n: u64 = p.attribute("size")?.trim().parse().ok()?;
+                    Some(n.saturating_mul(scale(p.attribute("unit"))?) / 1024)
+                })
+                .unwrap_or(2048)
+        })
+    });
+    Ok((bytes, page))
 }

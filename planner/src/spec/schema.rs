@@ -5,6 +5,14 @@ use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, ThreadPolicy};
 use serde::Deserialize;
 use toml::Spanned;
 
+/// A memory size: `"16GiB"`, or a number of MiB.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(untagged)]
+pub(super) enum Size {
+    Text(String),
+    MiB(u64),
+}
+
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(super) struct HostSection {
@@ -29,6 +37,8 @@ pub(super) struct Policies {
     pub(super) packet_bytes: Option<u32>,
     pub(super) set_vcpus: Option<bool>,
     pub(super) allow_extrapolation: Option<bool>,
+    pub(super) memory: Option<Spanned<Size>>,
+    pub(super) hugepages: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -50,6 +60,8 @@ pub(super) struct VmSection {
     pub(super) domain_xml: Option<Spanned<String>>,
     pub(super) set_vcpus: Option<bool>,
     pub(super) allow_extrapolation: Option<bool>,
+    pub(super) memory: Option<Spanned<Size>>,
+    pub(super) hugepages: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
