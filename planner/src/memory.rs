@@ -26,9 +26,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let digits = t.bytes().take_while(u8::is_ascii_digit).count();
     let (number, unit) = t.split_at(digits);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size: write e.g. \"16GiB\", \"512MiB\" or a number of MiB"))?;
+    let n: u64 = number.parse().map_err(|_| {
+        format!("{text:?} is not a size: write e.g. \"16GiB\", \"512MiB\" or a number of MiB")
+    })?;
     let scale: u64 = match unit.trim() {
         "" | "MiB" | "M" => 1 << 20,
         "GiB" | "G" => 1 << 30,

@@ -230,6 +230,9 @@ pub struct Plan {
     /// free, and the command for what is missing.
     #[serde(default)]
     pub hugepages: Vec<crate::memory::Allocation>,
+    /// The kernel arguments that reserve the missing pages at boot instead.
+    #[serde(default)]
+    pub hugepages_boot_args: Vec<String>,
     /// Why, for each of them.
     pub explanations: Vec<Explanation>,
     /// Things to know (unknown NIC locality, time limit hit...).
@@ -487,8 +490,39 @@ impl Plan {
         self.write_headline(&mut out);
         self.write_vm_table(&mut out);
         self.write_unplaced(&mut out);
+        self.write_hugepages(&mut out);
         self.write_host_map(&mut out, host);
         out
+    }
+
+    /// Per node and page size: the huge pages the plan needs, what is free,
+    /// and how to allocate what is missing (now, or at boot).
+    fn write_hugepages(&self, out: &mut String) {
+        if self.hugepages.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "\nhuge pages the placed VMs need, per node:");
+        for a in &self.hugepages {
+            let size = crate::memory::human(a.size_kib.saturating_mul(1024));
+            let free = a
+                .free
+                .map_or_else(|| "free unknown".to_owned(), |f| format!("{f} free"));
+            let verdict = match &a.command {
+                None => "enough".to_owned(),
+                Some(command) => format!("allocate {} more: {command}", a.missing),
+            };
+            let _ = writeln!(
+                out,
+                "  node {}, {size} pages: {} needed, {free}: {verdict}",
+                a.node, a.needed
+            );
+        }
+        for args in &self.hugepages_boot_args {
+            let _ = writeln!(
+                out,
+                "  or at boot (kernel command line; the per-node form needs Linux 5.7+): {args}"
+            );
+        }
     }
 
     /// `plan for SOURCE: STATUS, N of M VMs placed (…); host reserved: …`.

@@ -254,6 +254,7 @@ pub(crate) fn plan(reserved: &str, vms: &[Vm<'_>]) -> Plan {
         fixed: Vec::new(),
         unplaced: Vec::new(),
         hugepages: Vec::new(),
+        hugepages_boot_args: Vec::new(),
         explanations: Vec::new(),
         warnings: Vec::new(),
         objective: Objective::default(),

@@ -483,6 +483,7 @@ pub fn build_plan(
             })
             .collect(),
         unplaced,
+        hugepages_boot_args: crate::memory::boot_args(&hugepages, &request.host),
         hugepages,
         explanations,
         warnings,

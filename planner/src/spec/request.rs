@@ -69,7 +69,8 @@ impl Spec {
         warnings: &mut Vec<String>,
     ) -> Result<Option<crate::memory::VmMemory>, SpecError> {
         let domain = match &vm.domain_xml {
-            Some(path) => domain_memory(path).map_err(|m| self.error(vm.line, "vm.domain_xml", format!("{}: {m}", vm.name)))?,
+            Some(path) => domain_memory(path)
+                .map_err(|m| self.error(vm.line, "vm.domain_xml", format!("{}: {m}", vm.name)))?,
             None => (None, None),
         };
         let (domain_bytes, domain_page) = domain;
@@ -92,13 +93,16 @@ impl Spec {
                 ));
             }
         }
-        Ok(vm.memory.or(domain_bytes).map(|bytes| crate::memory::VmMemory {
-            bytes,
-            page_kib: vm
-                .page_kib
-                .or(domain_page)
-                .unwrap_or(crate::memory::NORMAL_PAGE_KIB),
-        }))
+        Ok(vm
+            .memory
+            .or(domain_bytes)
+            .map(|bytes| crate::memory::VmMemory {
+                bytes,
+                page_kib: vm
+                    .page_kib
+                    .or(domain_page)
+                    .unwrap_or(crate::memory::NORMAL_PAGE_KIB),
+            }))
     }
 
     /// The host's CPUs: `reserved_cpus` widened to whole cores, or the first
@@ -320,14 +324,16 @@ fn domain_memory(path: &std::path::Path) -> Result<(Option<u64>, Option<u64>), S
         n.checked_mul(scale(m.attribute("unit"))?)
     });
     let page = root.child("memoryBacking").map(|backing| {
-        backing.child("hugepages").map_or(crate::memory::NORMAL_PAGE_KIB, |huge| {
-            huge.child("page")
-                .and_then(|p| {
-                    let n: u64 = p.attribute("size")?.trim().parse().ok()?;
-                    Some(n.saturating_mul(scale(p.attribute("unit"))?) / 1024)
-                })
-                .unwrap_or(2048)
-        })
+        backing
+            .child("hugepages")
+            .map_or(crate::memory::NORMAL_PAGE_KIB, |huge| {
+                huge.child("page")
+                    .and_then(|p| {
+                        let n: u64 = p.attribute("size")?.trim().parse().ok()?;
+                        Some(n.saturating_mul(scale(p.attribute("unit"))?) / 1024)
+                    })
+                    .unwrap_or(2048)
+            })
     });
     Ok((bytes, page))
 }
