@@ -240,3 +240,103 @@ fn unpinned_vms_and_emulators_do_not_paint_the_whole_host() {
     assert!(svg.contains("not pinned (may run on any CPU)"));
     assert!(svg.contains("emulator not pinned"));
 }
+
+/// The picture's width and its subtitle lines.
+fn subtitle_lines(svg: &str) -> (i64, Vec<String>) {
+    let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{e}"));
+    let width = doc
+        .root_element()
+        .attribute("width")
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(0);
+    let lines = doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("subtitle"))
+        .map(|n| n.text().unwrap_or("").to_owned())
+        .collect();
+    (width, lines)
+}
+
+/// Lines wrapped by `wrap_phrases`, joined back: ` · ` where a break
+/// dropped one, a space after a `;`.
+fn rejoin(lines: &[String]) -> String {
+    let mut out = String::new();
+    for line in lines {
+        if !out.is_empty() {
+            out.push_str(if out.ends_with(';') { " " } else { " · " });
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+#[test]
+fn the_subtitle_breaks_between_phrases_within_the_width() {
+    use super::text::{chars_fitting, text_w, wrap_phrases};
+    use super::title::SUBTITLE_FONT;
+    // A deliberately long subtitle, one phrase of it longer than a line.
+    let long = format!(
+        "4 packages · 8 NUMA nodes · 16 L3 domains · 512 cores (1/2 threads per core) · \
+         1024 CPUs (1000 usable) · 27 tenants · 12 errors · 31 warnings · host CPUs \
+         0-3,512-515 as the plan reserves them; {} · the end",
+        "words of a phrase far too long for one line "
+            .repeat(4)
+            .trim_end()
+    );
+    let avail = MIN_CANVAS - 2 * MARGIN;
+    let lines = wrap_phrases(&long, chars_fitting(avail, SUBTITLE_FONT));
+    assert!(lines.len() >= 3, "{lines:?}");
+    let phrases: Vec<&str> = long.split(" · ").collect();
+    for line in &lines {
+        assert!(text_w(line, SUBTITLE_FONT) <= avail, "too wide: {line:?}");
+        assert!(!line.starts_with(' ') && !line.ends_with(' ') && !line.ends_with('·'));
+        // Whole phrases, or words of the phrase too long for a line.
+        for part in line.split(" · ") {
+            let whole = phrases.contains(&part);
+            let words_of_long = part.split(' ').all(|w| long.split(' ').any(|l| l == w))
+                && phrases
+                    .iter()
+                    .any(|p| p.contains(part) && text_w(p, SUBTITLE_FONT) > avail);
+            assert!(whole || words_of_long, "{part:?} in {lines:?}");
+        }
+    }
+    // Nothing lost, nothing added: the words in order.
+    let words = |s: &str| -> Vec<String> {
+        s.split([' ', '·'])
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(words(&lines.join(" ")), words(&long));
+
+    // In pictures: each subtitle line within the width, whole phrases.
+    let hosts = [
+        synthetic("package:2 numa:2 l3:1 core:4 pu:2"),
+        synthetic("package:2 numa:2 l3:6 core:8 pu:2"),
+        fixture("gen29-20em64t-hybrid-1p6c2t+2ca4co1t.xml"),
+        twenty(),
+    ];
+    let mut wrapped = 0;
+    for host in &hosts {
+        let r = report(host, "0", &[("vm1", &["1", "2"], Some("0"))]);
+        let svg = render(host, &r);
+        let (width, lines) = subtitle_lines(&svg);
+        for line in &lines {
+            assert!(
+                text_w(line, SUBTITLE_FONT) <= width - 2 * MARGIN,
+                "{}: too wide: {line:?}",
+                host.source
+            );
+        }
+        assert_eq!(
+            rejoin(&lines),
+            Paint::new(host, &r).subtitle(),
+            "{}",
+            host.source
+        );
+        if lines.len() > 1 {
+            wrapped += 1;
+        }
+    }
+    assert!(wrapped > 0, "no subtitle wrapped");
+}
