@@ -15,6 +15,13 @@ pub(super) const HOST_GREY: &str = "#b0b0b0";
 pub(super) const ERROR_RED: &str = "#d62728";
 pub(super) const WARNING_ORANGE: &str = "#ff7f0e";
 pub(super) const UNUSABLE_FILL: &str = "#e6e6e6";
+/// The chip under a CPU number on stripes, hatching or a cross.
+pub(super) const CHIP_FILL: &str = "#ffffff";
+/// A CPU number on an unusable CPU's chip: greyer than the others.
+pub(super) const UNUSABLE_INK: &str = "#333333";
+/// The two inks a CPU number can have.
+const LIGHT_INK: &str = "#ffffff";
+const DARK_INK: &str = "#111111";
 
 /// Each tenant's colour, by index: the host grey, VMs the palette in turn.
 pub(super) fn tenant_colours(tenants: &[Tenant]) -> Vec<&'static str> {
@@ -69,17 +76,37 @@ impl Paint<'_> {
     }
 }
 
-/// Black or white text, whichever reads better on `fill` (`#rrggbb`).
+/// White or black text, whichever contrasts more with `fill` (`#rrggbb`) by
+/// the WCAG contrast ratio. On every colour of [`PALETTE`] that is at least
+/// 4.5, the ratio WCAG asks of text this size.
 pub(super) fn ink_on(fill: &str) -> &'static str {
-    let channel = |i: usize| {
-        fill.get(i..i + 2)
-            .and_then(|h| u32::from_str_radix(h, 16).ok())
-            .unwrap_or(255)
-    };
-    let luma = 299 * channel(1) + 587 * channel(3) + 114 * channel(5);
-    if luma < 140_000 {
-        "#ffffff"
+    if contrast(fill, LIGHT_INK) >= contrast(fill, DARK_INK) {
+        LIGHT_INK
     } else {
-        "#111111"
+        DARK_INK
     }
+}
+
+/// The WCAG 2 contrast ratio of two `#rrggbb` colours, from 1 (the same) to
+/// 21 (black on white).
+pub(super) fn contrast(a: &str, b: &str) -> f64 {
+    let (la, lb) = (luminance(a), luminance(b));
+    (la.max(lb) + 0.05) / (la.min(lb) + 0.05)
+}
+
+/// The WCAG 2 relative luminance of `#rrggbb` (anything unreadable counts
+/// as white).
+fn luminance(colour: &str) -> f64 {
+    let channel = |i: usize| {
+        let c = colour
+            .get(i..i + 2)
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .map_or(1.0, |v| f64::from(v) / 255.0);
+        if c <= 0.040_45 {
+            c / 12.92
+        } else {
+            ((c + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    0.2126 * channel(1) + 0.7152 * channel(3) + 0.0722 * channel(5)
 }

@@ -2,7 +2,7 @@
 //! and marks, every conflict, and NUMA nodes that have no box of their own.
 
 use super::colour::{HOST_GREY, PALETTE, UNUSABLE_FILL};
-use super::draw::{cell, shared_mark};
+use super::draw::{cell, shared_mark, Stripe};
 use super::layout::{px, CELL_H, CELL_TEXT_Y};
 use super::outline::{outline, outline_sample};
 use super::paint::{Helpers, Paint};
@@ -246,13 +246,13 @@ fn legend_key(out: &mut String, avail: i64, mut y: i64) -> i64 {
             x = MARGIN;
             y += CELL_H + 6;
         }
-        let fills: Vec<String> = match kind {
-            "free" => vec!["#ffffff".to_owned()],
-            "host" => vec![HOST_GREY.to_owned()],
-            "vm" | "error" | "warning" => vec![PALETTE[0].to_owned()],
-            "emu" => vec!["url(#emu-key)".to_owned()],
-            "shared" => vec![PALETTE[0].to_owned(), PALETTE[1].to_owned()],
-            _ => vec![UNUSABLE_FILL.to_owned()],
+        let fills: Vec<Stripe> = match kind {
+            "free" => vec![Stripe::plain("#ffffff")],
+            "host" => vec![Stripe::plain(HOST_GREY)],
+            "vm" | "error" | "warning" => vec![Stripe::plain(PALETTE[0])],
+            "emu" => vec![Stripe::plain("url(#emu-key)")],
+            "shared" => vec![Stripe::plain(PALETTE[0]), Stripe::plain(PALETTE[1])],
+            _ => vec![Stripe::plain(UNUSABLE_FILL)],
         };
         cell(out, x, y, W, &fills, kind == "unusable");
         let severity = match kind {

@@ -41,12 +41,17 @@ const MARGIN: i64 = 16;
 
 /// Draws `report` on `host` as a standalone SVG 1.1 document.
 ///
-/// Every PU of `host` is drawn exactly once, as a `<g id="cpu-N">` (with a
-/// `<title>` tooltip naming its tenants' vCPUs and threads) whose `class`
-/// says `free`, `taken` (one tenant's vCPUs, or the host) or `shared` (more
-/// than one), plus `emulator` (hatched: some VM's emulator or I/O threads
-/// only), `unusable` (offline or not allowed: greyed and crossed), and
-/// `conflict-error` or `conflict-warning` (red or dashed orange outline).
+/// Every PU of `host` is drawn exactly once, as a `<g id="cpu-N"
+/// data-cpu="N">` (with a `<title>` tooltip naming its tenants' vCPUs and
+/// threads) whose `class` says `free`, `taken` (one tenant's vCPUs, or the
+/// host) or `shared` (more than one), plus `emulator` (hatched: some
+/// VM's emulator or I/O threads only), `unusable` (offline or not allowed:
+/// greyed and crossed), and `conflict-error` or `conflict-warning` (red or
+/// dashed orange outline). The cell has a stripe (`class="fill"`) per
+/// tenant, naming it in `data-tenant` with `data-role` `vcpus`, `host` or
+/// `threads` (emulator or I/O threads only). The CPU number (`class="num"`)
+/// is white or black on a single solid fill, whichever contrasts more, and
+/// on stripes, hatching or a cross sits on a white chip (`num-chip`).
 /// Unpinned VMs paint no CPU, and their `floating` warnings, which cover
 /// every CPU, are listed in the legend but not outlined. VM colours repeat
 /// after 13 VMs; the legend names every tenant with its CPUs.

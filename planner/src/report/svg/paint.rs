@@ -88,6 +88,8 @@ pub(super) struct Paint<'a> {
     pub(super) everywhere: Vec<bool>,
     /// Width of a CPU cell.
     pub(super) cell_w: i64,
+    /// What the ids of CPU cells start with (`cpu-N` after it).
+    pub(super) id_prefix: &'static str,
 }
 
 impl<'a> Paint<'a> {
@@ -115,6 +117,7 @@ impl<'a> Paint<'a> {
             worst,
             everywhere,
             cell_w: cell_width(host),
+            id_prefix: "",
         }
     }
 

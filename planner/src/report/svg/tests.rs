@@ -1,11 +1,14 @@
 //! Whole pictures checked through their SVG: every CPU drawn once, classes
 //! and outlines by conflict, escaping, determinism.
 
+use super::colour::{contrast, ink_on, CHIP_FILL, HOST_GREY, PALETTE, UNUSABLE_INK};
 use super::*;
+use crate::cpuset::CpuSet;
 use crate::libvirt::domain::tenant_from_domain;
 use crate::report::conflicts;
-use crate::tenant::host_tenant;
+use crate::tenant::{host_tenant, IothreadCpus, Tenant, TenantKind, VcpuCpus};
 use crate::topology::{self, Source};
+use std::collections::BTreeSet;
 
 fn synthetic(desc: &str) -> HostTopology {
     topology::load(&Source::Synthetic(desc.into())).unwrap_or_else(|e| panic!("{desc}: {e}"))
@@ -239,6 +242,152 @@ fn unpinned_vms_and_emulators_do_not_paint_the_whole_host() {
     assert!(!class_of(&svg, 5).contains("conflict"));
     assert!(svg.contains("not pinned (may run on any CPU)"));
     assert!(svg.contains("emulator not pinned"));
+}
+
+/// A pinned VM built by hand: vCPU i on `vcpus[i]`, the emulator on
+/// `emulator`, I/O thread i+1 on `iothreads[i]`.
+fn vm(name: &str, vcpus: &[&str], emulator: &str, iothreads: &[&str]) -> Tenant {
+    let set = |s: &str| s.parse::<CpuSet>().unwrap_or_else(|e| panic!("{s}: {e}"));
+    let vcpus: Vec<VcpuCpus> = vcpus
+        .iter()
+        .zip(0..)
+        .map(|(cpus, vcpu)| VcpuCpus {
+            vcpu,
+            cpus: set(cpus),
+        })
+        .collect();
+    Tenant {
+        name: name.to_owned(),
+        kind: TenantKind::Vm,
+        cpus: vcpus.iter().fold(CpuSet::new(), |a, v| a.union(&v.cpus)),
+        vcpus,
+        emulator_cpus: set(emulator),
+        iothreads: iothreads
+            .iter()
+            .zip(1..)
+            .map(|(cpus, iothread)| IothreadCpus {
+                iothread,
+                cpus: set(cpus),
+            })
+            .collect(),
+        nics: Vec::new(),
+        pinned: true,
+        memory: None,
+    }
+}
+
+/// Whether a node under `node` has class `class`.
+fn has_class(node: roxmltree::Node<'_, '_>, class: &str) -> bool {
+    node.descendants().any(|n| {
+        n.attribute("class")
+            .is_some_and(|c| c.split(' ').any(|c| c == class))
+    })
+}
+
+#[test]
+fn cpu_numbers_contrast_with_what_is_under_them() {
+    // Every palette colour and the host's, solid and fill, by inks chosen.
+    for fill in PALETTE.iter().chain([&HOST_GREY, &"#ffffff", &CHIP_FILL]) {
+        let ratio = contrast(ink_on(fill), fill);
+        assert!(ratio >= 4.5, "{} on {fill}: {ratio:.2}", ink_on(fill));
+    }
+    assert!(contrast(UNUSABLE_INK, CHIP_FILL) >= 4.5);
+
+    // In pictures: each VM's vCPUs alone on a CPU (solid), its emulator
+    // alone on one (hatched), two VMs on one (striped); unusable CPUs
+    // (crossed), on a host with offline CPUs.
+    let big = synthetic("package:1 core:32 pu:2");
+    let mut tenants = vec![host_tenant(&"0".parse().unwrap_or_default())];
+    for i in 0..PALETTE.len() + 1 {
+        let base = 4 * i + 1;
+        let own = base.to_string();
+        let striped = (base + 2).to_string();
+        tenants.push(vm(
+            &format!("vm{i}"),
+            &[&own, &striped],
+            &(base + 1).to_string(),
+            &[],
+        ));
+    }
+    // vm0 also on vm1's second CPU, which is then striped.
+    if let Some(vm0) = tenants.get_mut(1) {
+        let cpu: CpuSet = "7".parse().unwrap_or_default();
+        vm0.vcpus.push(VcpuCpus {
+            vcpu: 2,
+            cpus: cpu.clone(),
+        });
+        vm0.cpus = vm0.cpus.union(&cpu);
+    }
+    let offline = fixture("16em64t-4s2c2t-offlines.xml");
+    let pictures = [
+        (&big, Report::new(&big, tenants, None)),
+        (
+            &offline,
+            report(&offline, "0", &[("vm1", &["1", "2"], Some("0"))]),
+        ),
+    ];
+    let mut solid_backgrounds = BTreeSet::new();
+    let (mut chips, mut hatched) = (0, 0);
+    for (host, r) in &pictures {
+        let svg = render(host, r);
+        let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{e}"));
+        for cell in doc
+            .descendants()
+            .filter(|n| n.attribute("data-cpu").is_some())
+        {
+            let cpu = cell.attribute("data-cpu").unwrap_or("?");
+            let class = |c: &'static str| {
+                move |n: &roxmltree::Node<'_, '_>| n.attribute("class") == Some(c)
+            };
+            let number = cell
+                .children()
+                .find(class("num"))
+                .unwrap_or_else(|| panic!("cpu {cpu}: no number"));
+            assert_eq!(number.text(), Some(cpu));
+            let ink = number.attribute("fill").unwrap_or("");
+            let stripes: Vec<&str> = cell
+                .children()
+                .filter(class("fill"))
+                .filter_map(|n| n.attribute("fill"))
+                .collect();
+            if stripes.iter().any(|f| f.starts_with("url(")) {
+                hatched += 1;
+            }
+            let background = match cell.children().find(class("num-chip")) {
+                Some(chip) => {
+                    chips += 1;
+                    chip.attribute("fill").unwrap_or("")
+                }
+                None => {
+                    // No chip: the number must be on one solid colour, and
+                    // nothing crossing it.
+                    assert_eq!(stripes.len(), 1, "cpu {cpu}: {stripes:?} without a chip");
+                    assert!(
+                        !has_class(cell, "cross"),
+                        "cpu {cpu}: crossed without a chip"
+                    );
+                    solid_backgrounds.insert(stripes[0].to_owned());
+                    stripes[0]
+                }
+            };
+            assert!(
+                background.starts_with('#') && background.len() == 7,
+                "cpu {cpu}: number on {background}"
+            );
+            let ratio = contrast(ink, background);
+            assert!(ratio >= 4.5, "cpu {cpu}: {ink} on {background}: {ratio:.2}");
+        }
+    }
+    for colour in PALETTE.iter().chain([&HOST_GREY]) {
+        assert!(
+            solid_backgrounds.contains(*colour),
+            "{colour} not drawn solid"
+        );
+    }
+    assert!(
+        hatched > PALETTE.len() && chips > hatched,
+        "{hatched} hatched, {chips} chips"
+    );
 }
 
 /// The picture's width and its subtitle lines.
