@@ -82,7 +82,9 @@ impl Paint<'_> {
         let cpu = pu.cpu;
         let occupants = self.occupants.get(&cpu).map_or(&[][..], Vec::as_slice);
         let worst = self.worst.get(&cpu).copied();
-        let several = occupants.iter().filter(|o| !o.emulator_only).count() > 1;
+        // Several tenants: by vCPUs, emulator or I/O threads alike (the
+        // host's CPU carrying a VM's emulator is shared too).
+        let several = occupants.len() > 1;
         let mut class = String::from("pu");
         class.push_str(match (occupants.len(), several) {
             (0, _) => " free",

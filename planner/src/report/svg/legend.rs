@@ -234,7 +234,7 @@ fn legend_key(out: &mut String, avail: i64, mut y: i64) -> i64 {
         ("host", "host"),
         ("vm", "a VM's vCPUs"),
         ("emu", "its emulator/I/O threads only"),
-        ("shared", "claimed by several tenants"),
+        ("shared", "several tenants (any thread)"),
         ("unusable", "offline / not allowed"),
         ("error", "in an error conflict"),
         ("warning", "in a warning only"),
@@ -251,7 +251,7 @@ fn legend_key(out: &mut String, avail: i64, mut y: i64) -> i64 {
             "host" => vec![Stripe::plain(HOST_GREY)],
             "vm" | "error" | "warning" => vec![Stripe::plain(PALETTE[0])],
             "emu" => vec![Stripe::plain("url(#emu-key)")],
-            "shared" => vec![Stripe::plain(PALETTE[0]), Stripe::plain(PALETTE[1])],
+            "shared" => vec![Stripe::plain(HOST_GREY), Stripe::plain("url(#emu-key)")],
             _ => vec![Stripe::plain(UNUSABLE_FILL)],
         };
         cell(out, x, y, W, &fills, kind == "unusable");

@@ -43,8 +43,9 @@ const MARGIN: i64 = 16;
 ///
 /// Every PU of `host` is drawn exactly once, as a `<g id="cpu-N"
 /// data-cpu="N">` (with a `<title>` tooltip naming its tenants' vCPUs and
-/// threads) whose `class` says `free`, `taken` (one tenant's vCPUs, or the
-/// host) or `shared` (more than one), plus `emulator` (hatched: some
+/// threads) whose `class` says `free`, `taken` (one tenant) or `shared`
+/// (several tenants, by vCPUs, emulator or I/O threads alike: also the
+/// host's CPU that carries a VM's emulator), plus `emulator` (hatched: some
 /// VM's emulator or I/O threads only), `unusable` (offline or not allowed:
 /// greyed and crossed), and `conflict-error` or `conflict-warning` (red or
 /// dashed orange outline). The cell has a stripe (`class="fill"`) per

@@ -276,12 +276,40 @@ fn vm(name: &str, vcpus: &[&str], emulator: &str, iothreads: &[&str]) -> Tenant 
     }
 }
 
+/// The `<g>` of CPU cell `id`.
+fn cell_node<'a, 'i>(doc: &'a roxmltree::Document<'i>, id: &str) -> roxmltree::Node<'a, 'i> {
+    doc.descendants()
+        .find(|n| n.attribute("id") == Some(id))
+        .unwrap_or_else(|| panic!("no {id}"))
+}
+
 /// Whether a node under `node` has class `class`.
 fn has_class(node: roxmltree::Node<'_, '_>, class: &str) -> bool {
     node.descendants().any(|n| {
         n.attribute("class")
             .is_some_and(|c| c.split(' ').any(|c| c == class))
     })
+}
+
+#[test]
+fn several_tenants_mark_counts_emulator_and_io_threads() {
+    let host = twenty();
+    // The host on 0,10; vm1's emulator on the host's CPU 0, its I/O thread on
+    // vm2's CPU 3; vm2's emulator on its own CPU 4 (one tenant: no mark).
+    let tenants = vec![
+        host_tenant(&"0,10".parse().unwrap_or_default()),
+        vm("vm1", &["1", "11"], "0", &["3"]),
+        vm("vm2", &["3", "13"], "4", &[]),
+    ];
+    let svg = render(&host, &Report::new(&host, tenants, None));
+    let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{e}"));
+    for (cpu, several) in [(0, true), (3, true), (10, false), (1, false), (4, false)] {
+        let node = cell_node(&doc, &format!("cpu-{cpu}"));
+        assert_eq!(has_class(node, "shared-mark"), several, "cpu {cpu}");
+        assert_eq!(class_of(&svg, cpu).contains("shared"), several, "cpu {cpu}");
+    }
+    // The key says what the mark counts.
+    assert!(svg.contains("several tenants (any thread)"));
 }
 
 #[test]
