@@ -1,9 +1,9 @@
 //! Colours: the VM palette and the fixed colours (host, conflicts, unusable
 //! CPUs), the hatch patterns of emulator threads, and the ink that reads on a
-//! fill.
+//! fill. Which tenant gets which colour is [`super::cast`]'s.
 
+use super::cast::Cast;
 use super::paint::{Occupant, Paint};
-use crate::tenant::{Tenant, TenantKind};
 
 /// VM colours, in tenant order. Red and orange are left out (they mean
 /// conflicts), and so is grey (the host's).
@@ -23,22 +23,6 @@ pub(super) const UNUSABLE_INK: &str = "#333333";
 const LIGHT_INK: &str = "#ffffff";
 const DARK_INK: &str = "#111111";
 
-/// Each tenant's colour, by index: the host grey, VMs the palette in turn.
-pub(super) fn tenant_colours(tenants: &[Tenant]) -> Vec<&'static str> {
-    let mut vm_index = 0;
-    tenants
-        .iter()
-        .map(|t| match t.kind {
-            TenantKind::Host => HOST_GREY,
-            TenantKind::Vm => {
-                let c = PALETTE[vm_index % PALETTE.len()];
-                vm_index += 1;
-                c
-            }
-        })
-        .collect()
-}
-
 impl Paint<'_> {
     /// Tenant `tenant`'s colour (by index in `report.tenants`).
     pub(super) fn colour(&self, tenant: usize) -> &'static str {
@@ -49,31 +33,36 @@ impl Paint<'_> {
     /// only its emulator or I/O threads are there.
     pub(super) fn fill(&self, o: Occupant) -> String {
         if o.emulator_only {
-            format!("url(#emu-{})", o.tenant)
+            let member = self.cast_index.get(o.tenant).copied().unwrap_or(0);
+            format!("url(#emu-{member})")
         } else {
             self.colour(o.tenant).to_owned()
         }
     }
+}
 
-    /// Patterns: one hatch per tenant with pinned emulator threads, and one
-    /// for the legend's key.
-    pub(super) fn defs(&self, out: &mut String) {
-        out.push_str("<defs>\n");
-        let hatch = |out: &mut String, id: &str, colour: &str| {
-            out.push_str(&format!(
-                "<pattern id=\"{id}\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" \
-                 patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#ffffff\"/>\
-                 <rect width=\"3\" height=\"6\" fill=\"{colour}\"/></pattern>\n"
-            ));
-        };
-        for (i, h) in self.helpers.iter().enumerate() {
-            if !h.cpus().is_empty() {
-                hatch(out, &format!("emu-{i}"), self.colour(i));
-            }
+/// Patterns: one hatch per cast member with pinned emulator or I/O threads
+/// on any side (`emu-N`, N its index in the cast), and one for the legend's
+/// key.
+pub(super) fn defs(out: &mut String, cast: &Cast, sides: &[&Paint<'_>]) {
+    out.push_str("<defs>\n");
+    let hatch = |out: &mut String, id: &str, colour: &str| {
+        out.push_str(&format!(
+            "<pattern id=\"{id}\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" \
+             patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#ffffff\"/>\
+             <rect width=\"3\" height=\"6\" fill=\"{colour}\"/></pattern>\n"
+        ));
+    };
+    for (i, member) in cast.members.iter().enumerate() {
+        let hatched = sides
+            .iter()
+            .any(|side| side.tenant(i).is_some_and(|(_, h)| !h.cpus().is_empty()));
+        if hatched {
+            hatch(out, &format!("emu-{i}"), member.colour);
         }
-        hatch(out, "emu-key", PALETTE[0]);
-        out.push_str("</defs>\n");
     }
+    hatch(out, "emu-key", PALETTE[0]);
+    out.push_str("</defs>\n");
 }
 
 /// White or black text, whichever contrasts more with `fill` (`#rrggbb`) by

@@ -5,10 +5,11 @@ use super::colour::{contrast, ink_on, CHIP_FILL, HOST_GREY, PALETTE, UNUSABLE_IN
 use super::*;
 use crate::cpuset::CpuSet;
 use crate::libvirt::domain::tenant_from_domain;
+use crate::plan::Plan;
 use crate::report::conflicts;
 use crate::tenant::{host_tenant, IothreadCpus, Tenant, TenantKind, VcpuCpus};
 use crate::topology::{self, Source};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 fn synthetic(desc: &str) -> HostTopology {
     topology::load(&Source::Synthetic(desc.into())).unwrap_or_else(|e| panic!("{desc}: {e}"))
@@ -90,7 +91,7 @@ fn every_pu_is_drawn_exactly_once() {
         fixture("x86-AMD-19h-Zen3-2xEpyc-7763.xml"),
     ];
     for host in &hosts {
-        let svg = render(host, &report(host, "0", &[]));
+        let svg = render(host, &report(host, "0", &[]), None);
         let mut drawn = cpu_ids(&svg);
         drawn.sort_unstable();
         let expected: Vec<u32> = host.pus.iter().map(|p| p.cpu.0).collect();
@@ -116,6 +117,7 @@ fn every_fixture_host_draws_every_pu_once() {
             let svg = render(
                 &host,
                 &report(&host, "0", &[("vm1", &["1", "2"], Some("0"))]),
+                None,
             );
             let mut drawn = cpu_ids(&svg);
             drawn.sort_unstable();
@@ -142,7 +144,7 @@ fn conflicts_are_outlined_by_severity() {
             ("vm3", &["19"], Some("0,10")),
         ],
     );
-    let svg = render(&host, &r);
+    let svg = render(&host, &r, None);
     let shared = class_of(&svg, 17);
     assert!(shared.contains("shared"), "{shared}");
     assert!(shared.contains("conflict-error"), "{shared}");
@@ -171,7 +173,7 @@ fn warnings_alone_get_the_warning_outline() {
     // vm1's emulator on its own vCPU CPU 2: emulator-overlap, a warning.
     let r = report(&host, "0,10", &[("vm1", &["2", "3"], Some("2"))]);
     assert!(!r.has_errors());
-    let svg = render(&host, &r);
+    let svg = render(&host, &r, None);
     assert!(class_of(&svg, 2).contains("conflict-warning"));
     assert!(svg.contains("class=\"outline-warning\""));
     assert!(!class_of(&svg, 3).contains("conflict"));
@@ -183,7 +185,7 @@ fn tenant_names_are_escaped() {
     let name = "a<&\"b' </svg>";
     let r = report(&host, "0,10", &[(name, &["1"], Some("0"))]);
     assert_eq!(r.tenants[1].name, name);
-    let svg = render(&host, &r);
+    let svg = render(&host, &r, None);
     let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{e}\n{svg}"));
     assert!(doc
         .descendants()
@@ -211,8 +213,8 @@ fn same_input_same_bytes() {
     let vms: Vec<(&str, &[&str], Option<&str>)> =
         vms.iter().map(|(n, c)| (*n, &c[..], Some("0-1"))).collect();
     let r = report(&host, "0-1,192-193", &vms);
-    let first = render(&host, &r);
-    assert_eq!(first, render(&host, &r));
+    let first = render(&host, &r, None);
+    assert_eq!(first, render(&host, &r, None));
     assert_eq!(cpu_ids(&first).len(), 384);
     // Wrapped into rows: no wider than the limit.
     let doc = roxmltree::Document::parse(&first).unwrap_or_else(|e| panic!("{e}"));
@@ -237,7 +239,7 @@ fn unpinned_vms_and_emulators_do_not_paint_the_whole_host() {
     let mut r = report(&host, "0,10", &[("vm1", &["1", "2"], None)]);
     r.tenants.push(loose);
     r.conflicts = conflicts(&host, &r.tenants);
-    let svg = render(&host, &r);
+    let svg = render(&host, &r, None);
     assert!(class_of(&svg, 5).contains("free"), "{}", class_of(&svg, 5));
     assert!(!class_of(&svg, 5).contains("conflict"));
     assert!(svg.contains("not pinned (may run on any CPU)"));
@@ -301,7 +303,7 @@ fn several_tenants_mark_counts_emulator_and_io_threads() {
         vm("vm1", &["1", "11"], "0", &["3"]),
         vm("vm2", &["3", "13"], "4", &[]),
     ];
-    let svg = render(&host, &Report::new(&host, tenants, None));
+    let svg = render(&host, &Report::new(&host, tenants, None), None);
     let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{e}"));
     for (cpu, several) in [(0, true), (3, true), (10, false), (1, false), (4, false)] {
         let node = cell_node(&doc, &format!("cpu-{cpu}"));
@@ -357,7 +359,7 @@ fn cpu_numbers_contrast_with_what_is_under_them() {
     let mut solid_backgrounds = BTreeSet::new();
     let (mut chips, mut hatched) = (0, 0);
     for (host, r) in &pictures {
-        let svg = render(host, r);
+        let svg = render(host, r, None);
         let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{e}"));
         for cell in doc
             .descendants()
@@ -496,7 +498,7 @@ fn the_subtitle_breaks_between_phrases_within_the_width() {
     let mut wrapped = 0;
     for host in &hosts {
         let r = report(host, "0", &[("vm1", &["1", "2"], Some("0"))]);
-        let svg = render(host, &r);
+        let svg = render(host, &r, None);
         let (width, lines) = subtitle_lines(&svg);
         for line in &lines {
             assert!(
@@ -507,7 +509,7 @@ fn the_subtitle_breaks_between_phrases_within_the_width() {
         }
         assert_eq!(
             rejoin(&lines),
-            Paint::new(host, &r).subtitle(),
+            with_picture(host, &r, None, |p| p.subtitle()),
             "{}",
             host.source
         );
@@ -516,4 +518,263 @@ fn the_subtitle_breaks_between_phrases_within_the_width() {
         }
     }
     assert!(wrapped > 0, "no subtitle wrapped");
+}
+
+/// Every text of the picture, wrapped lines joined again with spaces.
+fn words(svg: &str) -> String {
+    let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{e}"));
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.tag_name().name() == "text")
+        .filter_map(|n| n.text())
+        .collect();
+    texts.join(" ")
+}
+
+/// A plan with the host's `reserved` CPUs placing each `(name, vCPU CPUs,
+/// emulator CPUs)`, vCPU i on the i-th CPU.
+fn plan(reserved: &str, vms: &[(&str, &str, &str)]) -> Plan {
+    use crate::plan::{GuestTopology, Objective, PlanHost, SolverKind, Status, VcpuPin, VmPlan};
+    let set = |s: &str| s.parse::<CpuSet>().unwrap_or_default();
+    Plan {
+        status: Status::Optimal,
+        proven: true,
+        solver: SolverKind::Ilp,
+        backend: None,
+        summary: None,
+        solve_seconds: None,
+        host: PlanHost {
+            source: "test".to_owned(),
+            reserved_cpus: set(reserved),
+            fingerprint: String::new(),
+        },
+        vms: vms
+            .iter()
+            .map(|(name, cpus, emulator)| VmPlan {
+                name: (*name).to_owned(),
+                vcpus: set(cpus)
+                    .iter()
+                    .zip(0..)
+                    .map(|(cpu, vcpu)| VcpuPin { vcpu, cpu })
+                    .collect(),
+                cores: Vec::new(),
+                cpus: set(cpus),
+                emulator_cpus: set(emulator),
+                iothreads: Vec::new(),
+                numa_nodes: Vec::new(),
+                guest_cells: Vec::new(),
+                guest_topology: GuestTopology {
+                    sockets: 1,
+                    cores: 1,
+                    threads: 1,
+                },
+                threads: "isolate".to_owned(),
+                demand: None,
+                nic: None,
+            })
+            .collect(),
+        fixed: Vec::new(),
+        unplaced: Vec::new(),
+        explanations: Vec::new(),
+        warnings: Vec::new(),
+        objective: Objective::default(),
+    }
+}
+
+/// Per panel (`now`, `plan`): the CPUs where `tenant` has a stripe of
+/// `role`.
+fn cells_of(svg: &str, tenant: &str, role: &str) -> BTreeMap<String, Vec<u32>> {
+    let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{e}\n{svg}"));
+    let mut out: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for panel in doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("panel"))
+    {
+        let key = panel.attribute("data-panel").unwrap_or("?").to_owned();
+        let list = out.entry(key).or_default();
+        for cell in panel
+            .descendants()
+            .filter(|n| n.attribute("data-cpu").is_some())
+        {
+            let here = cell.children().any(|s| {
+                s.attribute("data-tenant") == Some(tenant) && s.attribute("data-role") == Some(role)
+            });
+            if here {
+                list.extend(
+                    cell.attribute("data-cpu")
+                        .and_then(|c| c.parse::<u32>().ok()),
+                );
+            }
+        }
+        list.sort_unstable();
+    }
+    out
+}
+
+/// Each CPU cell of a panel as it reads, coordinates aside: its class,
+/// tooltip, stripes (fill and data) and number.
+fn cell_facts(svg: &str, panel: &str) -> Vec<String> {
+    let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{e}"));
+    let Some(panel) = doc.descendants().find(|n| {
+        n.attribute("class") == Some("panel") && n.attribute("data-panel") == Some(panel)
+    }) else {
+        return Vec::new();
+    };
+    panel
+        .descendants()
+        .filter(|n| n.attribute("data-cpu").is_some())
+        .map(|cell| {
+            let mut facts = vec![
+                cell.attribute("data-cpu").unwrap_or("").to_owned(),
+                cell.attribute("class").unwrap_or("").to_owned(),
+            ];
+            for n in cell.children().filter(|n| n.is_element()) {
+                let attrs: Vec<String> = n
+                    .attributes()
+                    .filter(|a| !matches!(a.name(), "x" | "y" | "d"))
+                    .map(|a| format!("{}={}", a.name(), a.value()))
+                    .collect();
+                facts.push(format!(
+                    "{} {} {}",
+                    n.tag_name().name(),
+                    attrs.join(" "),
+                    n.text().unwrap_or("")
+                ));
+            }
+            facts.join(" | ")
+        })
+        .collect()
+}
+
+#[test]
+fn with_a_plan_now_and_after_side_by_side() {
+    let host = twenty();
+    // vm1 on 2-3, its siblings 12-13 vm2's: core-shared. The plan moves vm1
+    // to core 5 (CPUs 5 and 15), its emulator to the host's 0,10; vm2 is
+    // not in the plan and stays.
+    let tenants = vec![
+        host_tenant(&"0,10".parse().unwrap_or_default()),
+        vm("vm1", &["2", "3"], "4", &[]),
+        vm("vm2", &["12", "13"], "14", &[]),
+    ];
+    let r = Report::new(&host, tenants.clone(), None);
+    let p = plan("0,10", &[("vm1", "5,15", "0,10")]);
+    let with_plan = Report::new(&host, tenants, Some(&p));
+    let before_after = render(&host, &with_plan, Some(&p));
+    assert_eq!(
+        before_after,
+        render(&host, &with_plan, Some(&p)),
+        "same bytes"
+    );
+    let alone = render(&host, &r, None);
+
+    let doc = roxmltree::Document::parse(&before_after).unwrap_or_else(|e| panic!("{e}"));
+    let panels: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("panel"))
+        .filter_map(|n| n.attribute("data-panel"))
+        .collect();
+    assert_eq!(panels, ["now", "plan"]);
+    let headings: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("panel-heading"))
+        .filter_map(|n| n.text())
+        .collect();
+    assert_eq!(headings, ["now", "with the plan"]);
+    // Ids are unique: cpu-N now, plan-cpu-N with the plan.
+    let ids: Vec<&str> = doc
+        .descendants()
+        .filter_map(|n| n.attribute("id"))
+        .collect();
+    let unique: BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(ids.len(), unique.len(), "{ids:?}");
+    assert!(unique.contains("cpu-2") && unique.contains("plan-cpu-2"));
+
+    // vm1 at its CPUs now on the left, at the planned ones on the right; its
+    // emulator on the host's CPUs with the plan; vm2 where it is on both.
+    let vm1 = cells_of(&before_after, "vm1", "vcpus");
+    assert_eq!(vm1.get("now"), Some(&vec![2, 3]), "{vm1:?}");
+    assert_eq!(vm1.get("plan"), Some(&vec![5, 15]), "{vm1:?}");
+    let emulator = cells_of(&before_after, "vm1", "threads");
+    assert_eq!(emulator.get("now"), Some(&vec![4]));
+    assert_eq!(emulator.get("plan"), Some(&vec![0, 10]));
+    let vm2 = cells_of(&before_after, "vm2", "vcpus");
+    assert_eq!(vm2.get("now"), vm2.get("plan"));
+    assert_eq!(vm2.get("now"), Some(&vec![12, 13]));
+    // The conflicts: outlined now, gone with the plan.
+    assert!(class_of(&before_after, 2).contains("conflict-error"));
+    assert!(class_of(&before_after, 12).contains("conflict-error"));
+    let after: Vec<String> = cell_facts(&before_after, "plan");
+    assert!(
+        after.iter().all(|c| !c.contains("conflict-error")),
+        "{after:?}"
+    );
+    assert!(words(&before_after).contains("(the plan removes it)"));
+
+    // The left side is exactly the picture without a plan; the subtitle
+    // says whose CPUs are the host's.
+    assert_eq!(cell_facts(&before_after, "now"), cell_facts(&alone, "now"));
+    assert_eq!(cell_facts(&alone, "now").len(), 20);
+    let (_, subtitle) = subtitle_lines(&before_after);
+    assert!(
+        subtitle
+            .concat()
+            .contains("host CPUs 0,10 (the plan's reserved CPUs) on both sides"),
+        "{subtitle:?}"
+    );
+
+    // Without a plan, one side and no heading.
+    let doc = roxmltree::Document::parse(&alone).unwrap_or_else(|e| panic!("{e}"));
+    let panels: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("panel"))
+        .filter_map(|n| n.attribute("data-panel"))
+        .collect();
+    assert_eq!(panels, ["now"]);
+    assert!(!alone.contains("panel-heading"));
+    assert_eq!(cpu_ids(&alone).len(), 20);
+}
+
+#[test]
+fn a_conflict_the_plan_adds_is_listed_and_outlined_on_its_side() {
+    let host = twenty();
+    let tenants = vec![
+        host_tenant(&"0,10".parse().unwrap_or_default()),
+        vm("vm1", &["2"], "4", &[]),
+        vm("vm2", &["13"], "14", &[]),
+    ];
+    // The plan reserves nothing and puts vm1 on vm2's CPU 13; vm3 is new.
+    let p = plan("", &[("vm1", "13", "13"), ("vm3", "7", "7")]);
+    let r = Report::new(&host, tenants, Some(&p));
+    let svg = render(&host, &r, Some(&p));
+    let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{e}"));
+    let plan13 = cell_node(&doc, "plan-cpu-13");
+    assert!(has_class(plan13, "outline-error"));
+    assert!(has_class(plan13, "shared-mark"));
+    assert!(!has_class(cell_node(&doc, "cpu-13"), "outline-error"));
+    assert!(
+        words(&svg).contains("Added by the plan: 1 error"),
+        "{}",
+        words(&svg)
+    );
+    // The host is a tenant now only; vm3 with the plan only.
+    assert!(words(&svg).contains("host CPUs 0,10 now, the plan reserves none"));
+    assert!(words(&svg).contains("with the plan: not a tenant"));
+    assert!(words(&svg).contains("vm3: not a tenant now"));
+    assert_eq!(cells_of(&svg, "host", "host").get("plan"), Some(&vec![]));
+    assert_eq!(cells_of(&svg, "vm3", "vcpus").get("plan"), Some(&vec![7]));
+    // vm3 has a colour of its own, not vm1's or vm2's.
+    let fill_of = |id: &str| {
+        cell_node(&doc, id)
+            .children()
+            .find(|n| n.attribute("class") == Some("fill"))
+            .and_then(|n| n.attribute("fill"))
+            .unwrap_or("")
+            .to_owned()
+    };
+    let colours: BTreeSet<String> = ["cpu-2", "cpu-13", "plan-cpu-7"]
+        .iter()
+        .map(|id| fill_of(id))
+        .collect();
+    assert_eq!(colours.len(), 3, "{colours:?}");
 }
