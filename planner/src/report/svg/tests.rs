@@ -96,6 +96,23 @@ fn every_pu_is_drawn_exactly_once() {
         drawn.sort_unstable();
         let expected: Vec<u32> = host.pus.iter().map(|p| p.cpu.0).collect();
         assert_eq!(drawn, expected, "{}", host.source);
+
+        // With a plan, once on each side.
+        let usable: Vec<String> = host.usable_cpus().iter().map(|c| c.to_string()).collect();
+        let (Some(first), Some(second)) = (usable.first(), usable.get(1)) else {
+            continue;
+        };
+        let p = plan(first, &[("vm1", second, first)]);
+        let svg = render(host, &report(host, first, &[]), Some(&p));
+        let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{e}"));
+        for prefix in ["cpu-", "plan-cpu-"] {
+            let mut drawn: Vec<u32> = doc
+                .descendants()
+                .filter_map(|n| n.attribute("id")?.strip_prefix(prefix)?.parse().ok())
+                .collect();
+            drawn.sort_unstable();
+            assert_eq!(drawn, expected, "{prefix} {}", host.source);
+        }
     }
 }
 
