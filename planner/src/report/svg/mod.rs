@@ -49,11 +49,11 @@ const MARGIN: i64 = 16;
 
 /// Draws `report` on `host` as a standalone SVG 1.1 document; with `plan`,
 /// two sides side by side: `report`'s tenants now (exactly as without a
-/// plan) and, on the right, the tenants under the plan
-/// ([`planned_tenants`](crate::report::planned_tenants): its reserved CPUs as
-/// the host, its VMs as planned, the others as they are), each in a `<g
-/// class="panel" data-panel="now|plan">` under its heading
-/// (`class="panel-heading"`: "now", "with the plan"), with one legend.
+/// plan) and, on the right, the tenants under the plan ([`planned_tenants`]:
+/// its reserved CPUs as the host, its VMs as planned, the others as they
+/// are), each in a `<g class="panel" data-panel="now|plan">` under its
+/// heading (`class="panel-heading"`: "now", "with the plan"), with one
+/// legend.
 /// Without a plan the one side is a `panel` too, `now`, with no heading.
 ///
 /// Every PU of `host` is drawn exactly once on each side, as a `<g
