@@ -22,6 +22,7 @@ mod memory_cli;
 mod plan_cli;
 mod plan_fixtures;
 mod report_cli;
+mod report_svg;
 mod spec_parse;
 mod topology_cli;
 mod topology_errors;

@@ -90,7 +90,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
     print(&match args.format {
         ReportFormat::Text => result.to_text(&host, use_colour(args.color)),
         ReportFormat::Json => result.to_json(),
-        ReportFormat::Svg => report::svg::render(&host, &result),
+        ReportFormat::Svg => report::svg::render(&host, &result, plan.as_ref()),
     })?;
     Ok(verdict(!result.has_errors()))
 }

@@ -1,9 +1,9 @@
 //! Colours: the VM palette and the fixed colours (host, conflicts, unusable
 //! CPUs), the hatch patterns of emulator threads, and the ink that reads on a
-//! fill.
+//! fill. Which tenant gets which colour is [`super::cast`]'s.
 
+use super::cast::Cast;
 use super::paint::{Occupant, Paint};
-use crate::tenant::{Tenant, TenantKind};
 
 /// VM colours, in tenant order. Red and orange are left out (they mean
 /// conflicts), and so is grey (the host's).
@@ -15,22 +15,13 @@ pub(super) const HOST_GREY: &str = "#b0b0b0";
 pub(super) const ERROR_RED: &str = "#d62728";
 pub(super) const WARNING_ORANGE: &str = "#ff7f0e";
 pub(super) const UNUSABLE_FILL: &str = "#e6e6e6";
-
-/// Each tenant's colour, by index: the host grey, VMs the palette in turn.
-pub(super) fn tenant_colours(tenants: &[Tenant]) -> Vec<&'static str> {
-    let mut vm_index = 0;
-    tenants
-        .iter()
-        .map(|t| match t.kind {
-            TenantKind::Host => HOST_GREY,
-            TenantKind::Vm => {
-                let c = PALETTE[vm_index % PALETTE.len()];
-                vm_index += 1;
-                c
-            }
-        })
-        .collect()
-}
+/// The chip under a CPU number on stripes, hatching or a cross.
+pub(super) const CHIP_FILL: &str = "#ffffff";
+/// A CPU number on an unusable CPU's chip: greyer than the others.
+pub(super) const UNUSABLE_INK: &str = "#333333";
+/// The two inks a CPU number can have.
+const LIGHT_INK: &str = "#ffffff";
+const DARK_INK: &str = "#111111";
 
 impl Paint<'_> {
     /// Tenant `tenant`'s colour (by index in `report.tenants`).
@@ -42,44 +33,69 @@ impl Paint<'_> {
     /// only its emulator or I/O threads are there.
     pub(super) fn fill(&self, o: Occupant) -> String {
         if o.emulator_only {
-            format!("url(#emu-{})", o.tenant)
+            let member = self.cast_index.get(o.tenant).copied().unwrap_or(0);
+            format!("url(#emu-{member})")
         } else {
             self.colour(o.tenant).to_owned()
         }
     }
+}
 
-    /// Patterns: one hatch per tenant with pinned emulator threads, and one
-    /// for the legend's key.
-    pub(super) fn defs(&self, out: &mut String) {
-        out.push_str("<defs>\n");
-        let hatch = |out: &mut String, id: &str, colour: &str| {
-            out.push_str(&format!(
-                "<pattern id=\"{id}\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" \
-                 patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#ffffff\"/>\
-                 <rect width=\"3\" height=\"6\" fill=\"{colour}\"/></pattern>\n"
-            ));
-        };
-        for (i, h) in self.helpers.iter().enumerate() {
-            if !h.cpus().is_empty() {
-                hatch(out, &format!("emu-{i}"), self.colour(i));
-            }
+/// Patterns: one hatch per cast member with pinned emulator or I/O threads
+/// on any side (`emu-N`, N its index in the cast), and one for the legend's
+/// key.
+pub(super) fn defs(out: &mut String, cast: &Cast, sides: &[&Paint<'_>]) {
+    out.push_str("<defs>\n");
+    let hatch = |out: &mut String, id: &str, colour: &str| {
+        out.push_str(&format!(
+            "<pattern id=\"{id}\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" \
+             patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#ffffff\"/>\
+             <rect width=\"3\" height=\"6\" fill=\"{colour}\"/></pattern>\n"
+        ));
+    };
+    for (i, member) in cast.members.iter().enumerate() {
+        let hatched = sides
+            .iter()
+            .any(|side| side.tenant(i).is_some_and(|(_, h)| !h.cpus().is_empty()));
+        if hatched {
+            hatch(out, &format!("emu-{i}"), member.colour);
         }
-        hatch(out, "emu-key", PALETTE[0]);
-        out.push_str("</defs>\n");
+    }
+    hatch(out, "emu-key", PALETTE[0]);
+    out.push_str("</defs>\n");
+}
+
+/// White or black text, whichever contrasts more with `fill` (`#rrggbb`) by
+/// the WCAG contrast ratio. On every colour of [`PALETTE`] that is at least
+/// 4.5, the ratio WCAG asks of text this size.
+pub(super) fn ink_on(fill: &str) -> &'static str {
+    if contrast(fill, LIGHT_INK) >= contrast(fill, DARK_INK) {
+        LIGHT_INK
+    } else {
+        DARK_INK
     }
 }
 
-/// Black or white text, whichever reads better on `fill` (`#rrggbb`).
-pub(super) fn ink_on(fill: &str) -> &'static str {
+/// The WCAG 2 contrast ratio of two `#rrggbb` colours, from 1 (the same) to
+/// 21 (black on white).
+pub(super) fn contrast(a: &str, b: &str) -> f64 {
+    let (la, lb) = (luminance(a), luminance(b));
+    (la.max(lb) + 0.05) / (la.min(lb) + 0.05)
+}
+
+/// The WCAG 2 relative luminance of `#rrggbb` (anything unreadable counts
+/// as white).
+fn luminance(colour: &str) -> f64 {
     let channel = |i: usize| {
-        fill.get(i..i + 2)
-            .and_then(|h| u32::from_str_radix(h, 16).ok())
-            .unwrap_or(255)
+        let c = colour
+            .get(i..i + 2)
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .map_or(1.0, |v| f64::from(v) / 255.0);
+        if c <= 0.040_45 {
+            c / 12.92
+        } else {
+            ((c + 0.055) / 1.055).powf(2.4)
+        }
     };
-    let luma = 299 * channel(1) + 587 * channel(3) + 114 * channel(5);
-    if luma < 140_000 {
-        "#ffffff"
-    } else {
-        "#111111"
-    }
+    0.2126 * channel(1) + 0.7152 * channel(3) + 0.0722 * channel(5)
 }

@@ -1,13 +1,20 @@
 //! Drawing the host: package, NUMA node and L3 boxes, cores, and each CPU's
-//! cell with its fill, number, tooltip and shared mark.
+//! cell with its fill, number, tooltip and several-tenants mark.
 
-use super::colour::{ink_on, UNUSABLE_FILL};
+use super::colour::{ink_on, CHIP_FILL, UNUSABLE_FILL, UNUSABLE_INK};
 use super::layout::{px, Op, BOX_PAD, CELL_FONT, CELL_H, CELL_TEXT_Y};
 use super::outline::outline;
-use super::paint::Paint;
-use super::text::{esc, severity_word, text};
+use super::paint::{Occupant, Paint};
+use super::text::{esc, severity_word, text, text_w};
 use crate::report::Severity;
+use crate::tenant::TenantKind;
 use crate::topology::Pu;
+
+/// The chip under a CPU number that is not on a single solid fill: its top
+/// and height in the cell, and its margin around the number.
+const CHIP_Y: i64 = 4;
+const CHIP_H: i64 = 12;
+const CHIP_PAD: i64 = 2;
 
 impl Paint<'_> {
     /// Draws one placed operation: a box, a core, or a CPU cell.
@@ -68,18 +75,21 @@ impl Paint<'_> {
         }
     }
 
-    /// A CPU's `<g id="cpu-N">`: its classes, tooltip, cell, number,
-    /// conflict outline and shared mark.
+    /// A CPU's `<g id="cpu-N">`: its classes, tooltip, cell (a stripe per
+    /// tenant, naming it in `data-tenant`), number, conflict outline and
+    /// several-tenants mark.
     fn pu(&self, out: &mut String, x: i64, y: i64, pu: &Pu) {
         let cpu = pu.cpu;
         let occupants = self.occupants.get(&cpu).map_or(&[][..], Vec::as_slice);
         let worst = self.worst.get(&cpu).copied();
-        let claims = occupants.iter().filter(|o| !o.emulator_only).count();
+        // Several tenants: by vCPUs, emulator or I/O threads alike (the
+        // host's CPU carrying a VM's emulator is shared too).
+        let several = occupants.len() > 1;
         let mut class = String::from("pu");
-        class.push_str(match (occupants.len(), claims) {
+        class.push_str(match (occupants.len(), several) {
             (0, _) => " free",
-            (_, 0 | 1) => " taken",
-            _ => " shared",
+            (_, false) => " taken",
+            (_, true) => " shared",
         });
         if occupants.iter().any(|o| o.emulator_only) {
             class.push_str(" emulator");
@@ -92,37 +102,82 @@ impl Paint<'_> {
             Some(Severity::Warning) => class.push_str(" conflict-warning"),
             None => {}
         }
-        out.push_str(&format!("<g id=\"cpu-{cpu}\" class=\"{class}\">\n"));
+        out.push_str(&format!(
+            "<g id=\"{}cpu-{cpu}\" class=\"{class}\" data-cpu=\"{cpu}\">\n",
+            self.id_prefix
+        ));
         out.push_str(&format!("<title>{}</title>\n", esc(&self.tooltip(pu))));
 
         let w = self.cell_w;
-        let fills: Vec<String> = if occupants.is_empty() {
-            vec![if pu.usable { "#ffffff" } else { UNUSABLE_FILL }.to_owned()]
+        let stripes: Vec<Stripe> = if occupants.is_empty() {
+            vec![Stripe::plain(if pu.usable {
+                "#ffffff"
+            } else {
+                UNUSABLE_FILL
+            })]
         } else {
-            occupants.iter().map(|o| self.fill(*o)).collect()
+            occupants
+                .iter()
+                .filter_map(|o| {
+                    let t = self.report.tenants.get(o.tenant)?;
+                    let role = match (o.emulator_only, t.kind) {
+                        (true, _) => "threads",
+                        (false, TenantKind::Host) => "host",
+                        (false, TenantKind::Vm) => "vcpus",
+                    };
+                    Some(Stripe {
+                        fill: self.fill(*o),
+                        attrs: format!(" data-tenant=\"{}\" data-role=\"{role}\"", esc(&t.name)),
+                    })
+                })
+                .collect()
         };
-        cell(out, x, y, w, &fills, !pu.usable);
-
-        // Text straight on a single solid colour; on stripes, hatching or a
-        // cross it gets a white halo, which leaves the stripes visible.
-        let plain = occupants.len() <= 1 && pu.usable && !occupants.iter().any(|o| o.emulator_only);
-        let label = cpu.to_string();
-        let ink = match occupants {
-            [one] if plain && !one.emulator_only => ink_on(self.colour(one.tenant)),
-            _ if !pu.usable => "#333333",
-            _ => "#111111",
-        };
-        let halo = "fill=\"#ffffff\" stroke=\"#ffffff\" stroke-width=\"2.5\" \
-                    stroke-linejoin=\"round\" text-anchor=\"middle\"";
-        let ink = format!("fill=\"{ink}\" text-anchor=\"middle\"");
-        for attrs in [(!plain).then_some(halo), Some(&ink)].into_iter().flatten() {
-            text(out, x + w / 2, y + CELL_TEXT_Y, CELL_FONT, attrs, &label);
-        }
+        cell(out, x, y, w, &stripes, !pu.usable);
+        self.number(out, x, y, pu, occupants);
         outline(out, x, y, w, worst);
-        if claims > 1 {
+        if several {
             shared_mark(out, x, y, w);
         }
         out.push_str("</g>\n");
+    }
+
+    /// The CPU number: straight on a single solid fill, in whichever of
+    /// white and black contrasts more with it; on stripes, hatching or a
+    /// cross, on a white chip of its own, which leaves the pattern visible
+    /// around it.
+    fn number(&self, out: &mut String, x: i64, y: i64, pu: &Pu, occupants: &[Occupant]) {
+        let label = pu.cpu.to_string();
+        let centre = x + self.cell_w / 2;
+        let solid = match occupants {
+            [] if pu.usable => Some("#ffffff"),
+            [one] if pu.usable && !one.emulator_only => Some(self.colour(one.tenant)),
+            _ => None,
+        };
+        let ink = match solid {
+            Some(fill) => ink_on(fill),
+            None => {
+                let chip_w = text_w(&label, CELL_FONT) + 2 * CHIP_PAD;
+                out.push_str(&format!(
+                    "<rect class=\"num-chip\" x=\"{}\" y=\"{}\" width=\"{chip_w}\" \
+                     height=\"{CHIP_H}\" rx=\"3\" fill=\"{CHIP_FILL}\"/>\n",
+                    centre - chip_w / 2,
+                    y + CHIP_Y
+                ));
+                if pu.usable {
+                    ink_on(CHIP_FILL)
+                } else {
+                    UNUSABLE_INK
+                }
+            }
+        };
+        text(
+            out,
+            centre,
+            y + CELL_TEXT_Y,
+            CELL_FONT,
+            &format!("class=\"num\" fill=\"{ink}\" text-anchor=\"middle\""),
+            &label,
+        );
     }
 
     /// The CPU's `<title>`: where it is, who may run there, its conflicts.
@@ -175,15 +230,35 @@ impl Paint<'_> {
     }
 }
 
-/// A CPU cell's fill (one stripe per fill), cross, and border.
-pub(super) fn cell(out: &mut String, x: i64, y: i64, w: i64, fills: &[String], cross: bool) {
-    let k = px(fills.len().max(1));
-    for (i, fill) in fills.iter().enumerate() {
+/// One stripe of a CPU cell: its fill and any further attributes.
+pub(super) struct Stripe {
+    pub(super) fill: String,
+    /// Attributes to add, each with a leading space, values escaped.
+    pub(super) attrs: String,
+}
+
+impl Stripe {
+    /// A stripe of `fill` that names no tenant.
+    pub(super) fn plain(fill: &str) -> Stripe {
+        Stripe {
+            fill: fill.to_owned(),
+            attrs: String::new(),
+        }
+    }
+}
+
+/// A CPU cell's fill (one stripe per tenant), cross, and border.
+pub(super) fn cell(out: &mut String, x: i64, y: i64, w: i64, stripes: &[Stripe], cross: bool) {
+    let k = px(stripes.len().max(1));
+    for (i, stripe) in stripes.iter().enumerate() {
         let x0 = x + w * px(i) / k;
         let x1 = x + w * (px(i) + 1) / k;
         out.push_str(&format!(
-            "<rect x=\"{x0}\" y=\"{y}\" width=\"{}\" height=\"{CELL_H}\" fill=\"{fill}\"/>\n",
-            x1 - x0
+            "<rect class=\"fill\" x=\"{x0}\" y=\"{y}\" width=\"{}\" height=\"{CELL_H}\" \
+             fill=\"{}\"{}/>\n",
+            x1 - x0,
+            stripe.fill,
+            stripe.attrs
         ));
     }
     if cross {
@@ -207,8 +282,8 @@ pub(super) fn cell(out: &mut String, x: i64, y: i64, w: i64, fills: &[String], c
     ));
 }
 
-/// The corner mark of a CPU claimed by several tenants, drawn last so that
-/// no outline covers it.
+/// The corner mark of a CPU several tenants use (by vCPUs, emulator or I/O
+/// threads), drawn last so that no outline covers it.
 pub(super) fn shared_mark(out: &mut String, x: i64, y: i64, w: i64) {
     out.push_str(&format!(
         "<path class=\"shared-mark\" d=\"M{} {y}H{}V{}Z\" fill=\"#111111\"/>\n",

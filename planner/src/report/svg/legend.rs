@@ -1,13 +1,17 @@
-//! The legend under the drawing: every tenant with its CPUs, the key to fills
-//! and marks, every conflict, and NUMA nodes that have no box of their own.
+//! The legend under the drawing: every tenant with its CPUs (now and with
+//! the plan), the key to fills and marks, every conflict (with what the plan
+//! does to it, and those it adds), and NUMA nodes that have no box of their
+//! own.
 
 use super::colour::{HOST_GREY, PALETTE, UNUSABLE_FILL};
-use super::draw::{cell, shared_mark};
+use super::draw::{cell, shared_mark, Stripe};
 use super::layout::{px, CELL_H, CELL_TEXT_Y};
 use super::outline::{outline, outline_sample};
 use super::paint::{Helpers, Paint};
-use super::text::{chars_fitting, heading, or_none, paragraph, severity_word, text, text_w, wrap};
-use super::MARGIN;
+use super::text::{
+    chars_fitting, heading, or_none, paragraph, severity_word, text, text_w, wrap, wrap_phrases,
+};
+use super::{Picture, MARGIN};
 use crate::cpuset::CpuSet;
 use crate::ids::NodeId;
 use crate::report::{Conflict, Severity};
@@ -15,7 +19,7 @@ use crate::tenant::{Tenant, TenantKind};
 use crate::text::{bytes, plural};
 use std::collections::BTreeSet;
 
-impl Paint<'_> {
+impl Picture<'_> {
     /// Draws the legend from `y` down; returns where it ends.
     pub(super) fn legend(&self, out: &mut String, width: i64, mut y: i64) -> i64 {
         let avail = width - 2 * MARGIN;
@@ -29,22 +33,22 @@ impl Paint<'_> {
     fn legend_tenants(&self, out: &mut String, avail: i64, mut y: i64) -> i64 {
         y += 14;
         heading(out, y, 12, "Tenants");
-        if self.report.tenants.is_empty() {
+        if self.cast.members.is_empty() {
             y += 16;
             text(out, MARGIN, y, 11, "fill=\"#3b4754\"", "none");
             return y;
         }
-        let known: CpuSet = self.host.pus.iter().map(|p| p.cpu).collect();
-        let entries: Vec<String> = self
-            .report
-            .tenants
-            .iter()
-            .enumerate()
-            .map(|(i, t)| tenant_line(t, &self.helpers[i], &known))
+        let entries: Vec<Vec<String>> = (0..self.cast.members.len())
+            .map(|i| self.tenant_entry(i))
             .collect();
         const SWATCH: i64 = 20;
         const COL_GAP: i64 = 24;
-        let longest = entries.iter().map(|e| e.chars().count()).max().unwrap_or(0);
+        let longest = entries
+            .iter()
+            .flatten()
+            .map(|e| e.chars().count())
+            .max()
+            .unwrap_or(0);
         let fit = chars_fitting(avail - SWATCH, 11);
         let col_chars = longest.min(fit);
         let col_w = SWATCH + text_w(&"m".repeat(col_chars), 11) + COL_GAP;
@@ -52,17 +56,20 @@ impl Paint<'_> {
             .unwrap_or(1)
             .clamp(1, entries.len());
         let rows = entries.len().div_ceil(columns);
-        let wrapped: Vec<Vec<String>> = entries.iter().map(|e| wrap(e, col_chars)).collect();
+        let wrapped: Vec<Vec<String>> = entries
+            .iter()
+            .map(|e| e.iter().flat_map(|p| wrap_phrases(p, col_chars)).collect())
+            .collect();
         let mut row_y = y + 6;
         for row in 0..rows {
             let mut lines_in_row = 1;
             for col in 0..columns {
                 let i = col * rows + row;
-                let (Some(t), Some(lines)) = (self.report.tenants.get(i), wrapped.get(i)) else {
+                let Some(lines) = wrapped.get(i) else {
                     continue;
                 };
                 let x = MARGIN + px(col) * col_w;
-                self.swatch(out, x, row_y + 2, i, t);
+                self.swatch(out, x, row_y + 2, i);
                 paragraph(out, x + SWATCH, row_y, "fill=\"#1f2a36\"", lines);
                 lines_in_row = lines_in_row.max(lines.len());
             }
@@ -71,10 +78,47 @@ impl Paint<'_> {
         row_y
     }
 
-    /// A tenant's colour; dashed and empty for a tenant that is not pinned.
-    fn swatch(&self, out: &mut String, x: i64, y: i64, i: usize, t: &Tenant) {
-        let colour = self.colour(i);
-        if t.pinned {
+    /// Cast member `i`'s legend entry, a paragraph each: its threads and
+    /// their CPUs; with a plan, then those under the plan (or that the plan
+    /// leaves it as it is).
+    fn tenant_entry(&self, i: usize) -> Vec<String> {
+        let name = self.cast.members.get(i).map_or("", |m| m.name.as_str());
+        let known: CpuSet = self.host.pus.iter().map(|p| p.cpu).collect();
+        let line = |side: &Paint<'_>| side.tenant(i).map(|(t, h)| tenant_line(t, h, &known));
+        let now = line(&self.now);
+        let Some(plan) = &self.plan else {
+            return vec![format!("{name}: {}", now.unwrap_or_default())];
+        };
+        match (now, line(&plan.paint)) {
+            (Some(now), Some(planned)) if now == planned => {
+                vec![format!("{name}: {now}; the same with the plan")]
+            }
+            (Some(now), Some(planned)) => vec![
+                format!("{name}: {now}"),
+                format!("with the plan: {planned}"),
+            ],
+            (Some(now), None) => vec![
+                format!("{name}: {now}"),
+                "with the plan: not a tenant".to_owned(),
+            ],
+            (None, Some(planned)) => vec![
+                format!("{name}: not a tenant now"),
+                format!("with the plan: {planned}"),
+            ],
+            (None, None) => vec![format!("{name}: not a tenant")],
+        }
+    }
+
+    /// Cast member `i`'s colour; dashed and empty for a tenant that is not
+    /// pinned (now, or if it is only on the plan's side, with the plan).
+    fn swatch(&self, out: &mut String, x: i64, y: i64, i: usize) {
+        let colour = self.cast.members.get(i).map_or(HOST_GREY, |m| m.colour);
+        let pinned = self
+            .now
+            .tenant(i)
+            .or_else(|| self.plan.as_ref().and_then(|p| p.paint.tenant(i)))
+            .is_none_or(|(t, _)| t.pinned);
+        if pinned {
             out.push_str(&format!(
                 "<rect x=\"{x}\" y=\"{y}\" width=\"14\" height=\"12\" fill=\"{colour}\" \
                  stroke=\"#555555\" stroke-width=\"0.8\"/>\n"
@@ -87,35 +131,71 @@ impl Paint<'_> {
         }
     }
 
-    /// Every conflict, with a sample of its outline.
-    fn legend_conflicts(&self, out: &mut String, avail: i64, mut y: i64) -> i64 {
-        let conflicts = &self.report.conflicts;
-        let errors = self.errors();
-        y += 14;
+    /// Every conflict, with a sample of its outline; with a plan, the
+    /// conflicts now, each with what the plan does to it, then those it adds.
+    fn legend_conflicts(&self, out: &mut String, avail: i64, y: i64) -> i64 {
+        let now = &self.now;
+        let conflicts = &now.report.conflicts;
+        let Some(plan) = &self.plan else {
+            let title = if conflicts.is_empty() {
+                "Conflicts: none".to_owned()
+            } else {
+                format!("Conflicts: {}", conflict_counts(conflicts))
+            };
+            heading(out, y + 14, 12, &title);
+            let lines: Vec<(Severity, String)> = conflicts
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.severity, conflict_line(c, now.unoutlined(i))))
+                .collect();
+            return conflict_list(out, avail, y + 20, &lines);
+        };
+        let after = &plan.paint.report.conflicts;
+        let (left, added) = fates(conflicts, after);
+        let kept = left.iter().filter(|l| **l).count();
         let title = if conflicts.is_empty() {
-            "Conflicts: none".to_owned()
+            "Conflicts now: none".to_owned()
         } else {
             format!(
-                "Conflicts: {}, {}",
-                plural(errors, "error", "errors"),
-                plural(conflicts.len() - errors, "warning", "warnings")
+                "Conflicts now: {}; the plan removes {}, leaves {kept}, adds {}",
+                conflict_counts(conflicts),
+                conflicts.len() - kept,
+                added.len()
             )
         };
-        heading(out, y, 12, &title);
-        y += 6;
-        let chars = chars_fitting(avail - 24, 11);
-        for (i, c) in conflicts.iter().enumerate() {
-            let line = conflict_line(c, self.everywhere.get(i).copied().unwrap_or(false));
-            let lines = wrap(&line, chars);
-            outline_sample(out, MARGIN, y + 3, 16, 12, c.severity);
-            let ink = match c.severity {
-                Severity::Error => "#8b1a1a",
-                Severity::Warning => "#7a4100",
-            };
-            paragraph(out, MARGIN + 24, y, &format!("fill=\"{ink}\""), &lines);
-            y += px(lines.len().max(1)) * 14 + 4;
+        heading(out, y + 14, 12, &title);
+        let lines: Vec<(Severity, String)> = conflicts
+            .iter()
+            .zip(&left)
+            .enumerate()
+            .map(|(i, (c, left))| {
+                let fate = if *left { "leaves" } else { "removes" };
+                let line = conflict_line(c, now.unoutlined(i));
+                (c.severity, format!("{line} (the plan {fate} it)"))
+            })
+            .collect();
+        let y = conflict_list(out, avail, y + 20, &lines);
+        if added.is_empty() {
+            return y;
         }
-        y
+        let added: Vec<(usize, &Conflict)> = added
+            .into_iter()
+            .filter_map(|i| Some((i, after.get(i)?)))
+            .collect();
+        heading(
+            out,
+            y + 24,
+            12,
+            &format!(
+                "Added by the plan: {}",
+                conflict_counts(added.iter().map(|(_, c)| *c))
+            ),
+        );
+        let lines: Vec<(Severity, String)> = added
+            .iter()
+            .map(|(i, c)| (c.severity, conflict_line(c, plan.paint.unoutlined(*i))))
+            .collect();
+        conflict_list(out, avail, y + 30, &lines)
     }
 
     /// NUMA nodes that have no core of their own in the picture: memory-only
@@ -159,20 +239,18 @@ impl Paint<'_> {
     }
 }
 
-/// A tenant's legend entry: its vCPUs, emulator and I/O threads and where
-/// they are pinned.
+/// A tenant's legend entry after its name: its vCPUs, emulator and I/O
+/// threads and where they are pinned.
 fn tenant_line(t: &Tenant, helpers: &Helpers, known: &CpuSet) -> String {
     let mut line = match (t.kind, t.pinned) {
-        (TenantKind::Host, _) => format!("{}: CPUs {}", t.name, or_none(&t.cpus)),
+        (TenantKind::Host, _) => format!("CPUs {}", or_none(&t.cpus)),
         (TenantKind::Vm, false) => format!(
-            "{}: {}, not pinned (may run on any CPU)",
-            t.name,
+            "{}, not pinned (may run on any CPU)",
             plural(t.vcpus.len(), "vCPU", "vCPUs")
         ),
         (TenantKind::Vm, true) => {
             let mut line = format!(
-                "{}: {} on {}; ",
-                t.name,
+                "{} on {}; ",
                 plural(t.vcpus.len(), "vCPU", "vCPUs"),
                 or_none(&t.cpus)
             );
@@ -207,6 +285,58 @@ fn tenant_line(t: &Tenant, helpers: &Helpers, known: &CpuSet) -> String {
     line
 }
 
+/// `3 errors, 1 warning`.
+fn conflict_counts<'c>(conflicts: impl IntoIterator<Item = &'c Conflict>) -> String {
+    let (mut errors, mut warnings) = (0, 0);
+    for c in conflicts {
+        match c.severity {
+            Severity::Error => errors += 1,
+            Severity::Warning => warnings += 1,
+        }
+    }
+    format!(
+        "{}, {}",
+        plural(errors, "error", "errors"),
+        plural(warnings, "warning", "warnings")
+    )
+}
+
+/// What a plan does to the conflicts: per conflict `now`, whether it is
+/// left (else removed), and the conflicts of `after` it adds (by index). As
+/// [`Report::new`](crate::report::Report::new) tells them apart, a
+/// conflict is the same one under the plan when its kind and tenants are.
+fn fates(now: &[Conflict], after: &[Conflict]) -> (Vec<bool>, Vec<usize>) {
+    let same = |a: &Conflict, b: &Conflict| a.kind == b.kind && a.tenants == b.tenants;
+    let left = now
+        .iter()
+        .map(|c| after.iter().any(|a| same(a, c)))
+        .collect();
+    let added = after
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| !now.iter().any(|c| same(a, c)))
+        .map(|(i, _)| i)
+        .collect();
+    (left, added)
+}
+
+/// Conflict entries, each with a sample of its outline, from `y` down;
+/// returns where they end.
+fn conflict_list(out: &mut String, avail: i64, mut y: i64, lines: &[(Severity, String)]) -> i64 {
+    let chars = chars_fitting(avail - 24, 11);
+    for (severity, line) in lines {
+        let lines = wrap(line, chars);
+        outline_sample(out, MARGIN, y + 3, 16, 12, *severity);
+        let ink = match severity {
+            Severity::Error => "#8b1a1a",
+            Severity::Warning => "#7a4100",
+        };
+        paragraph(out, MARGIN + 24, y, &format!("fill=\"{ink}\""), &lines);
+        y += px(lines.len().max(1)) * 14 + 4;
+    }
+    y
+}
+
 /// A conflict's legend entry.
 fn conflict_line(c: &Conflict, everywhere: bool) -> String {
     let mut line = format!(
@@ -234,7 +364,7 @@ fn legend_key(out: &mut String, avail: i64, mut y: i64) -> i64 {
         ("host", "host"),
         ("vm", "a VM's vCPUs"),
         ("emu", "its emulator/I/O threads only"),
-        ("shared", "claimed by several tenants"),
+        ("shared", "several tenants (any thread)"),
         ("unusable", "offline / not allowed"),
         ("error", "in an error conflict"),
         ("warning", "in a warning only"),
@@ -246,13 +376,13 @@ fn legend_key(out: &mut String, avail: i64, mut y: i64) -> i64 {
             x = MARGIN;
             y += CELL_H + 6;
         }
-        let fills: Vec<String> = match kind {
-            "free" => vec!["#ffffff".to_owned()],
-            "host" => vec![HOST_GREY.to_owned()],
-            "vm" | "error" | "warning" => vec![PALETTE[0].to_owned()],
-            "emu" => vec!["url(#emu-key)".to_owned()],
-            "shared" => vec![PALETTE[0].to_owned(), PALETTE[1].to_owned()],
-            _ => vec![UNUSABLE_FILL.to_owned()],
+        let fills: Vec<Stripe> = match kind {
+            "free" => vec![Stripe::plain("#ffffff")],
+            "host" => vec![Stripe::plain(HOST_GREY)],
+            "vm" | "error" | "warning" => vec![Stripe::plain(PALETTE[0])],
+            "emu" => vec![Stripe::plain("url(#emu-key)")],
+            "shared" => vec![Stripe::plain(HOST_GREY), Stripe::plain("url(#emu-key)")],
+            _ => vec![Stripe::plain(UNUSABLE_FILL)],
         };
         cell(out, x, y, W, &fills, kind == "unusable");
         let severity = match kind {

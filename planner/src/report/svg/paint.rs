@@ -1,8 +1,10 @@
-//! What the picture says about each CPU: the tenants on it (vCPUs, or only
-//! emulator and I/O threads) and the conflicts outlined on it, worked out once
-//! from the report in [`Paint::new`] for every drawing step.
+//! What one side of the picture (now, or with the plan) says about each CPU:
+//! the tenants on it (vCPUs, or only emulator and I/O threads) and the
+//! conflicts outlined on it, worked out once from a report in [`Paint::new`]
+//! for every drawing step.
 
-use super::colour::tenant_colours;
+use super::cast::Cast;
+use super::colour::HOST_GREY;
 use super::layout::cell_width;
 use crate::cpuset::CpuSet;
 use crate::ids::CpuId;
@@ -71,6 +73,9 @@ type PerTenant<T> = BTreeMap<CpuId, BTreeMap<usize, Vec<T>>>;
 pub(super) struct Paint<'a> {
     pub(super) host: &'a HostTopology,
     pub(super) report: &'a Report,
+    /// Each tenant's index in the picture's cast, by index in
+    /// `report.tenants`.
+    pub(super) cast_index: Vec<usize>,
     /// Colour of each tenant, by index in `report.tenants`.
     pub(super) colours: Vec<&'static str>,
     /// Each tenant's pinned emulator and I/O threads.
@@ -88,12 +93,20 @@ pub(super) struct Paint<'a> {
     pub(super) everywhere: Vec<bool>,
     /// Width of a CPU cell.
     pub(super) cell_w: i64,
+    /// What the ids of CPU cells start with (`cpu-N` after it).
+    pub(super) id_prefix: &'static str,
 }
 
 impl<'a> Paint<'a> {
-    /// Works out tenants' colours and threads, occupants and conflict
-    /// marks of every CPU of `host`.
-    pub(super) fn new(host: &'a HostTopology, report: &'a Report) -> Paint<'a> {
+    /// Works out tenants' colours (from `cast`, which holds every tenant of
+    /// `report`) and threads, occupants and conflict marks of every CPU of
+    /// `host`; CPU cells get ids `{id_prefix}cpu-N`.
+    pub(super) fn new(
+        host: &'a HostTopology,
+        report: &'a Report,
+        cast: &Cast,
+        id_prefix: &'static str,
+    ) -> Paint<'a> {
         let usable = host.usable_cpus();
         let helpers: Vec<Helpers> = report
             .tenants
@@ -103,10 +116,27 @@ impl<'a> Paint<'a> {
         let (occupants, vcpus_on, helpers_on) = occupancy(&report.tenants, &helpers);
         let everywhere = everywhere(report);
         let (conflicts_on, worst) = conflict_marks(report, &everywhere);
+        // Every tenant is in the cast; one that were not would take the
+        // first member's pattern and the host's grey, never panic.
+        let cast_index: Vec<usize> = report
+            .tenants
+            .iter()
+            .map(|t| cast.index(t).unwrap_or(0))
+            .collect();
+        let colours = report
+            .tenants
+            .iter()
+            .map(|t| {
+                cast.index(t)
+                    .and_then(|i| cast.members.get(i))
+                    .map_or(HOST_GREY, |m| m.colour)
+            })
+            .collect();
         Paint {
             host,
             report,
-            colours: tenant_colours(&report.tenants),
+            cast_index,
+            colours,
             helpers,
             occupants,
             vcpus_on,
@@ -115,7 +145,20 @@ impl<'a> Paint<'a> {
             worst,
             everywhere,
             cell_w: cell_width(host),
+            id_prefix,
         }
+    }
+
+    /// The tenant that is cast member `member` on this side, with its
+    /// pinned threads, if it is on this side.
+    pub(super) fn tenant(&self, member: usize) -> Option<(&'a Tenant, &Helpers)> {
+        let i = self.cast_index.iter().position(|c| *c == member)?;
+        Some((self.report.tenants.get(i)?, self.helpers.get(i)?))
+    }
+
+    /// Whether conflict `i` covers every CPU, so it is listed, not outlined.
+    pub(super) fn unoutlined(&self, i: usize) -> bool {
+        self.everywhere.get(i).copied().unwrap_or(false)
     }
 
     /// How many conflicts are errors (the others are warnings).

@@ -112,6 +112,62 @@ pub(super) fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
+/// Wraps a line made of phrases — joined by ` · ` or `; ` — into lines of at
+/// most `width` characters, breaking only between phrases (a ` · ` at a
+/// break is dropped, a `;` stays at the end of its line). A phrase longer
+/// than a line starts a line of its own and is broken between its words
+/// ([`wrap`]), so no line is ever longer than `width`.
+pub(super) fn wrap_phrases(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    // How the previous phrase joins the next one on the same line.
+    let mut joiner = "";
+    for (phrase, next_joiner) in phrases(text) {
+        let fits = |s: &str| s.chars().count() <= width;
+        let joined = format!("{line}{joiner}{phrase}");
+        if line.is_empty() && fits(&phrase) {
+            line = phrase;
+        } else if !line.is_empty() && fits(&joined) {
+            line = joined;
+        } else {
+            if !line.is_empty() {
+                lines.push(std::mem::take(&mut line));
+            }
+            let mut pieces = wrap(&phrase, width);
+            line = pieces.pop().unwrap_or_default();
+            lines.extend(pieces);
+        }
+        joiner = next_joiner;
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// `text` cut at each ` · ` and `; ` into phrases, each with what joins it
+/// to the next one on a line (` · `, or a space after its own `;`).
+fn phrases(text: &str) -> Vec<(String, &'static str)> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    loop {
+        let dot = rest.find(" · ");
+        let semi = rest.find("; ");
+        let (cut, keep, skip, joiner) = match (dot, semi) {
+            (Some(d), Some(s)) if s < d => (s, 1, 2, " "),
+            (Some(d), _) => (d, 0, " · ".len(), " · "),
+            (None, Some(s)) => (s, 1, 2, " "),
+            (None, None) => {
+                out.push((rest.to_owned(), ""));
+                return out;
+            }
+        };
+        out.push((rest[..cut + keep].to_owned(), joiner));
+        rest = &rest[cut + skip..];
+    }
+}
+
 /// Escapes text for XML content and attribute values; characters XML 1.0
 /// cannot hold at all become U+FFFD.
 pub(super) fn esc(s: &str) -> String {
@@ -164,6 +220,26 @@ mod tests {
             ("one two", 20, &["one two"]),
         ] {
             assert_eq!(wrap(text, width), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn wraps_phrases_between_phrases() {
+        for (text, width, expected) in [
+            ("a b · c d · e", 20, &["a b · c d · e"][..]),
+            ("a b · c d · e", 9, &["a b · c d", "e"]),
+            ("a b · c d · e", 5, &["a b", "c d", "e"]),
+            ("one; two three; four", 12, &["one;", "two three;", "four"]),
+            ("one; two three; four", 15, &["one; two three;", "four"]),
+            // The tail of a long phrase may share its line with the next phrase.
+            (
+                "x · long phrase here · y",
+                8,
+                &["x", "long", "phrase", "here · y"],
+            ),
+            ("", 5, &[""]),
+        ] {
+            assert_eq!(wrap_phrases(text, width), expected, "{text:?} in {width}");
         }
     }
 }
