@@ -588,10 +588,13 @@ fn plan(reserved: &str, vms: &[(&str, &str, &str)]) -> Plan {
                 threads: "isolate".to_owned(),
                 demand: None,
                 nic: None,
+                memory: None,
             })
             .collect(),
         fixed: Vec::new(),
         unplaced: Vec::new(),
+        hugepages: Vec::new(),
+        hugepages_boot_args: Vec::new(),
         explanations: Vec::new(),
         warnings: Vec::new(),
         objective: Objective::default(),
