@@ -136,3 +136,93 @@ fn live_host_and_libvirt_know_free_pages() {
         assert!(via[0]["memory_free_bytes"].as_u64() > Some(0), "{via:?}");
     }
 }
+
+/// Items 2 and 5: a VM's `memory`/`hugepages` (spec keys, or its
+/// `domain_xml`) reach the plan, and the plan says which huge pages to
+/// allocate. The synthetic host has no pools: everything is missing.
+/// By hand: 4 GiB of 2 MiB pages = 2048 pages; 3 GiB of 1 GiB pages = 3.
+#[test]
+fn plan_lists_the_huge_pages_to_allocate() {
+    let dir = crate::util::TempDir::new();
+    dir.write(
+        "dom.xml",
+        "<domain type='kvm'>\n  <name>fromxml</name>\n  <memory unit='KiB'>1048576</memory>\n  \
+         <vcpu placement='static'>2</vcpu>\n  <memoryBacking>\n    <hugepages>\n      \
+         <page size='2048' unit='KiB'/>\n    </hugepages>\n  </memoryBacking>\n</domain>\n",
+    );
+    let spec = dir.write(
+        "mem.toml",
+        "[host]\nsource = \"synthetic:package:1 core:8 pu:1\"\nreserved_cores = 1\n\
+         [[vm]]\nname = \"two-meg\"\nvcpus = 1\nmemory = \"4GiB\"\nhugepages = \"2M\"\n\
+         [[vm]]\nname = \"one-gig\"\nvcpus = 1\nmemory = 3072\nhugepages = \"1G\"\n\
+         [[vm]]\nname = \"fromxml\"\nvcpus = 2\ndomain_xml = \"dom.xml\"\n\
+         [[vm]]\nname = \"differs\"\nvcpus = 1\nmemory = \"2GiB\"\ndomain_xml = \"dom.xml\"\n",
+    );
+    let out = pinplan(["plan", util::arg(&spec), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let plan = util::stdout_json(&out);
+    let memory_of = |name: &str| {
+        plan["vms"]
+            .as_array()
+            .and_then(|vms| vms.iter().find(|v| v["name"] == name))
+            .map(|v| v["memory"].clone())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(
+        memory_of("two-meg"),
+        json!({"bytes": 4u64 << 30, "page_kib": 2048})
+    );
+    assert_eq!(
+        memory_of("one-gig"),
+        json!({"bytes": 3u64 << 30, "page_kib": 1048576})
+    );
+    // From the domain: 1048576 KiB on 2048 KiB pages.
+    assert_eq!(
+        memory_of("fromxml"),
+        json!({"bytes": 1u64 << 30, "page_kib": 2048})
+    );
+    assert!(
+        plan["warnings"].to_string().contains(
+            "differs: memory = 2.0 GiB in the spec, 1.0 GiB in its domain_xml: the spec's is planned"
+        ),
+        "{}",
+        plan["warnings"]
+    );
+    // 2 MiB pages on node 0: 2048 + 512 + 1024 (differs: 2 GiB) = 3584.
+    assert_eq!(
+        plan["hugepages"],
+        json!([
+            {"node": 0, "size_kib": 2048, "needed": 3584, "free": 0, "missing": 3584,
+             "command": "echo 3584 > /sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages"},
+            {"node": 0, "size_kib": 1048576, "needed": 3, "free": 0, "missing": 3,
+             "command": "echo 3 > /sys/devices/system/node/node0/hugepages/hugepages-1048576kB/nr_hugepages"}
+        ])
+    );
+    assert_eq!(
+        plan["hugepages_boot_args"],
+        json!([
+            "hugepagesz=2M hugepages=0:3584",
+            "hugepagesz=1G hugepages=0:3"
+        ])
+    );
+    let text_out = text(&pinplan(["plan", util::arg(&spec)]).stdout);
+    assert!(
+        text_out.contains(
+            "node 0, 2.0 MiB pages: 3584 needed, 0 free: allocate 3584 more: echo 3584 >"
+        ),
+        "{text_out}"
+    );
+    // A bad size names its line.
+    let bad = dir.write(
+        "bad.toml",
+        "[host]\nsource = \"synthetic:package:1 core:4 pu:1\"\nreserved_cores = 1\n\
+         [[vm]]\nname = \"a\"\nvcpus = 1\nmemory = \"16GB\"\n",
+    );
+    let out = pinplan(["plan", util::arg(&bad)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("bad.toml:7") && text(&out.stderr).contains("powers of 1024"),
+        "{}",
+        text(&out.stderr)
+    );
+}
