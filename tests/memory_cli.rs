@@ -226,3 +226,94 @@ fn plan_lists_the_huge_pages_to_allocate() {
         text(&out.stderr)
     );
 }
+
+/// `virt-xml-validate FILE domain`.
+fn validates(path: &std::path::Path) -> Result<(), String> {
+    let out = std::process::Command::new("virt-xml-validate")
+        .arg(path)
+        .arg("domain")
+        .output()
+        .map_err(|e| format!("cannot run virt-xml-validate: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{}{}", text(&out.stdout), text(&out.stderr)))
+    }
+}
+
+/// A 2-vCPU domain named `name` with `backing` after `<memory>`.
+fn domain(name: &str, backing: &str) -> String {
+    format!(
+        "<domain type='kvm'>\n  <name>{name}</name>\n  <memory unit='KiB'>2097152</memory>\n{backing}  \
+         <vcpu placement='static'>2</vcpu>\n  <os>\n    <type arch='x86_64'>hvm</type>\n  </os>\n  \
+         <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n  </devices>\n</domain>\n"
+    )
+}
+
+/// Item 4: the patched domain gets the plan's `<hugepages>` inside
+/// `<memoryBacking>` and keeps every child it does not own (memfd source,
+/// shared access for vhost-user, locked); `none` removes `<hugepages>`; each
+/// result is valid for libvirt's schema.
+#[test]
+fn memory_backing_is_patched_losslessly() {
+    let dir = crate::util::TempDir::new();
+    let keep = "  <memoryBacking>\n    <source type='memfd'/>\n    <access mode='shared'/>\n    \
+                <locked/>\n  </memoryBacking>\n";
+    let huge = "  <memoryBacking>\n    <hugepages/>\n    <locked/>\n  </memoryBacking>\n";
+    let cases = [
+        // (domain, hugepages key, wanted <page> size or none, kept children)
+        (
+            "keeps",
+            keep,
+            "2M",
+            Some("2048"),
+            &[
+                "<source type='memfd'/>",
+                "<access mode='shared'/>",
+                "<locked/>",
+            ][..],
+        ),
+        ("replaces", huge, "1G", Some("1048576"), &["<locked/>"][..]),
+        ("adds", "", "2M", Some("2048"), &[][..]),
+        ("removes", huge, "none", None, &["<locked/>"][..]),
+    ];
+    for (name, backing, page, size, kept) in cases {
+        dir.write(&format!("{name}.xml"), domain(name, backing));
+        let spec = dir.write(
+            &format!("{name}.toml"),
+            format!(
+                "[host]\nsource = \"synthetic:package:1 core:4 pu:2\"\nreserved_cores = 1\n\
+                 [[vm]]\nname = \"{name}\"\nvcpus = 2\nhugepages = \"{page}\"\n\
+                 domain_xml = \"{name}.xml\"\n"
+            ),
+        );
+        let out_dir = dir.path(&format!("out-{name}"));
+        let out = pinplan(["plan", util::arg(&spec), "--out", util::arg(&out_dir)]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+        let path = out_dir.join(format!("{name}.xml"));
+        let xml = std::fs::read_to_string(&path).unwrap_or_default();
+        let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{name}: {e}\n{xml}"));
+        let backings: Vec<_> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("memoryBacking"))
+            .collect();
+        assert!(backings.len() <= 1, "{name}: {xml}");
+        let pages: Vec<String> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("page"))
+            .filter_map(|n| n.attribute("size").map(str::to_owned))
+            .collect();
+        assert_eq!(
+            pages,
+            size.map(|s| vec![s.to_owned()]).unwrap_or_default(),
+            "{name}: {xml}"
+        );
+        if size.is_none() {
+            assert!(!xml.contains("<hugepages"), "{name}: {xml}");
+        }
+        for child in kept {
+            assert!(xml.contains(child), "{name}: lost {child}: {xml}");
+        }
+        validates(&path).unwrap_or_else(|e| panic!("{name}: {e}\n{xml}"));
+    }
+}

@@ -73,23 +73,59 @@ pub fn topology(vm: &VmPlan) -> String {
     )
 }
 
-/// `<numa>` for `<cpu>` when the VM spans nodes: one cell per host node, the
-/// domain's memory (KiB) split evenly.
+/// `<numa>` for `<cpu>` when the VM spans nodes: one cell per host node,
+/// with the plan's memory split (in proportion to each cell's vCPUs, whole
+/// pages, see [`crate::memory::per_node`]) when the plan has the VM's memory,
+/// else the domain's memory (KiB) split evenly.
 pub fn guest_numa(vm: &VmPlan, memory_kib: u64) -> Option<Vec<String>> {
     if vm.guest_cells.is_empty() {
         return None;
     }
+    let planned: Option<Vec<u64>> = vm.memory.map(|m| {
+        crate::memory::per_node(vm, &m)
+            .iter()
+            .map(|&(_, bytes)| bytes / 1024)
+            .collect()
+    });
     let cells = u64::try_from(vm.guest_cells.len()).unwrap_or(1).max(1);
-    let each = memory_kib / cells;
+    let even = memory_kib / cells;
     let mut lines = vec!["<numa>".to_owned()];
-    lines.extend(vm.guest_cells.iter().map(|c| {
+    lines.extend(vm.guest_cells.iter().enumerate().map(|(i, c)| {
+        let kib = planned
+            .as_ref()
+            .and_then(|p| p.get(i).copied())
+            .unwrap_or(even);
         format!(
-            "  <cell id='{}' cpus='{}' memory='{each}' unit='KiB'/>",
+            "  <cell id='{}' cpus='{}' memory='{kib}' unit='KiB'/>",
             c.id, c.vcpus
         )
     }));
     lines.push("</numa>".to_owned());
     Some(lines)
+}
+
+/// What the plan says of `<memoryBacking><hugepages>`: `None` when the plan
+/// has no memory for the VM (leave it as it is); `Some(None)` for normal
+/// pages (no `<hugepages>`); `Some(Some(lines))` for the `<hugepages>`
+/// element: one `<page>` (per guest cell when the VM spans nodes).
+pub fn hugepages(vm: &VmPlan) -> Option<Option<Vec<String>>> {
+    let memory = vm.memory?;
+    if memory.page_kib <= crate::memory::NORMAL_PAGE_KIB {
+        return Some(None);
+    }
+    let size = memory.page_kib;
+    let mut lines = vec!["<hugepages>".to_owned()];
+    if vm.guest_cells.is_empty() {
+        lines.push(format!("  <page size='{size}' unit='KiB'/>"));
+    } else {
+        lines.extend(
+            vm.guest_cells
+                .iter()
+                .map(|c| format!("  <page size='{size}' unit='KiB' nodeset='{}'/>", c.id)),
+        );
+    }
+    lines.push("</hugepages>".to_owned());
+    Some(Some(lines))
 }
 
 fn block(out: &mut String, open: &str, children: &[String], close: &str) {
@@ -118,6 +154,9 @@ pub fn fragment(vm: &VmPlan) -> String {
     if let Some(io) = iothreads(vm) {
         out.push_str(&io);
         out.push('\n');
+    }
+    if let Some(Some(huge)) = hugepages(vm) {
+        block(&mut out, "<memoryBacking>", &huge, "</memoryBacking>");
     }
     block(&mut out, "<cputune>", &cputune_pins(vm), "</cputune>");
     let numa = numatune_children(vm);

@@ -1,6 +1,7 @@
 //! Lossless patching of an existing domain XML: replace or insert only the
 //! pinning elements (`<vcpu>`'s attributes, `<iothreads>`, the pins inside
-//! `<cputune>`, `<numatune>`, `<topology>` and `<numa>` inside `<cpu>`) and
+//! `<cputune>`, `<numatune>`, `<hugepages>` inside `<memoryBacking>`,
+//! `<topology>` and `<numa>` inside `<cpu>`) and
 //! copy every other byte of the input unchanged — comments, quoting,
 //! namespaces, entity references, indentation, and `<cputune>` children we do
 //! not own (`<shares>`, `<period>`, `<vcpusched>`, `<cachetune>`…).
@@ -8,11 +9,12 @@
 //! It works on byte spans: a quick-xml pass records where each element starts
 //! and ends (`xmldoc::spans`); edits are splices of those spans, applied from
 //! the end (`doc.rs`). Each element's rewrite has its file: `vcpu.rs` (with
-//! `<iothreads>`), `cputune.rs`, `numatune.rs`, `cpu.rs`.
+//! `<iothreads>`), `cputune.rs`, `numatune.rs`, `memory.rs`, `cpu.rs`.
 
 mod cpu;
 mod cputune;
 mod doc;
+mod memory;
 mod numatune;
 mod vcpu;
 
@@ -143,6 +145,7 @@ impl<'a> Domain<'a> {
         splices.extend(vcpu::iothreads(doc, root, vcpu, vm));
         splices.extend(cputune::rewrite(doc, root, anchor, vm));
         splices.extend(numatune::rewrite(doc, root, anchor, vm));
+        splices.extend(memory::rewrite(doc, root, anchor, vm));
         splices.extend(cpu::rewrite(doc, root, anchor, vm));
         let patched = doc.apply(splices)?;
         // Never hand out XML that does not parse, whatever went wrong.
