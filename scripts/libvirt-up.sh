@@ -22,6 +22,21 @@ libvirt_up() {
     for _ in $(seq 50); do [ -S /run/libvirt/virtlogd-sock ] && break; sleep 0.1; done
     LIBVIRT_STARTED_PIDS+=("$(cat /run/virtlogd.pid)")
   fi
+  # Guests backed by huge pages need hugetlbfs mounted before libvirtd
+  # starts (it looks for the mounts once, at start).
+  if [ -d /sys/kernel/mm/hugepages ] && ! grep -qs ' hugetlbfs ' /proc/mounts; then
+    as_root mkdir -p /dev/hugepages
+    if as_root mount -t hugetlbfs hugetlbfs /dev/hugepages; then
+      # A libvirtd already running did not see the mount: restart it once
+      # (running guests keep running).
+      if [ -f /run/libvirtd.pid ] && kill -0 "$(cat /run/libvirtd.pid)" 2>/dev/null; then
+        as_root kill "$(cat /run/libvirtd.pid)"
+        for _ in $(seq 50); do virsh -q -c qemu:///system version >/dev/null 2>&1 || break; sleep 0.1; done
+      fi
+    else
+      echo "note: cannot mount hugetlbfs; huge page guests will not start" >&2
+    fi
+  fi
   if ! virsh -q -c qemu:///system version >/dev/null 2>&1; then
     as_root libvirtd -d
     for _ in $(seq 300); do virsh -q -c qemu:///system version >/dev/null 2>&1 && break; sleep 0.2; done

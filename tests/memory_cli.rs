@@ -317,3 +317,89 @@ fn memory_backing_is_patched_losslessly() {
         validates(&path).unwrap_or_else(|e| panic!("{name}: {e}\n{xml}"));
     }
 }
+
+/// Must show (issue 16): a real guest started on 2 MiB huge pages from the
+/// XML `plan --out` wrote, its memory on the planned node (read from the
+/// QEMU process's `/proc/PID/numa_maps`: huge page mappings, all `N<node>`).
+#[test]
+fn live_guest_runs_on_the_planned_huge_pages() {
+    let Some(uri) = util::libvirt_uri("no live guests") else {
+        return;
+    };
+    let nr = std::path::Path::new(
+        "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages",
+    );
+    let Ok(was) = std::fs::read_to_string(nr) else {
+        panic!("no 2 MiB pool on node 0: {}", nr.display());
+    };
+    // 64 MiB of guest memory: 32 pages, and a few to spare.
+    let more = was.trim().parse::<u64>().unwrap_or(0) + 40;
+    std::fs::write(nr, more.to_string()).unwrap_or_else(|e| panic!("cannot allocate pages: {e}"));
+    let _pool = Pool2M {
+        path: nr.to_path_buf(),
+        was,
+    };
+    let name = format!("pinplan-huge-{}", std::process::id());
+    let guests = util::Guests {
+        uri: uri.clone(),
+        names: vec![name.clone()],
+    };
+    let dir = crate::util::TempDir::new();
+    dir.write(
+        "guest.xml",
+        util::guest_xml(util::guest_type(&uri), &name, 1, ""),
+    );
+    let spec = dir.write(
+        "huge.toml",
+        format!(
+            "[host]\nreserved_cores = 1\n[[vm]]\nname = \"{name}\"\nvcpus = 1\n\
+             hugepages = \"2M\"\ndomain_xml = \"guest.xml\"\n"
+        ),
+    );
+    let out_dir = dir.path("out");
+    let out = pinplan([
+        "plan",
+        util::arg(&spec),
+        "--connect",
+        &uri,
+        "--out",
+        util::arg(&out_dir),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let plan = util::stdout_json(&out);
+    let node = plan["vms"][0]["numa_nodes"][0].as_u64().unwrap_or(u64::MAX);
+    // The memory came from the domain (64 MiB), the pages are there.
+    assert_eq!(
+        plan["vms"][0]["memory"],
+        json!({"bytes": 64u64 << 20, "page_kib": 2048})
+    );
+    assert_eq!(plan["hugepages"][0]["needed"], 32, "{plan}");
+    assert_eq!(plan["hugepages"][0]["missing"], 0, "{plan}");
+    let xml_path = out_dir.join(format!("{name}.xml"));
+    assert!(validates(&xml_path).is_ok(), "{:?}", validates(&xml_path));
+    util::virsh(&uri, &["define", util::arg(&xml_path)]);
+    util::virsh(&uri, &["start", &name]);
+    let pid = std::fs::read_to_string(format!("/run/libvirt/qemu/{name}.pid")).unwrap_or_default();
+    let maps =
+        std::fs::read_to_string(format!("/proc/{}/numa_maps", pid.trim())).unwrap_or_default();
+    let huge: Vec<&str> = maps.lines().filter(|l| l.contains(" huge ")).collect();
+    assert!(
+        !huge.is_empty(),
+        "no huge page mapping in the guest's numa_maps:\n{maps}"
+    );
+    let on_node = format!(" N{node}=");
+    for line in &huge {
+        assert!(
+            line.contains(&on_node),
+            "a huge page mapping off node {node}: {line}"
+        );
+        let other_nodes = line
+            .split_whitespace()
+            .filter(|w| w.starts_with('N') && w.contains('=') && !w.starts_with(&on_node[1..]))
+            .count();
+        assert_eq!(other_nodes, 0, "huge pages on another node: {line}");
+    }
+    drop(guests);
+}
