@@ -105,7 +105,7 @@ pub struct Allocation {
     /// Pages the plan's VMs need there.
     pub needed: u64,
     /// Pages free there now (`None`: the source does not say; the pool's
-    /// total is then taken as free).
+    /// total is then taken as free, and a pool it does not list as empty).
     pub free: Option<u64>,
     /// Pages to allocate beyond what is free (0: enough).
     pub missing: u64,
@@ -136,8 +136,9 @@ pub fn allocations(host: &HostTopology, vms: &[VmPlan]) -> Vec<Allocation> {
                 .iter()
                 .find(|n| n.id == node)
                 .and_then(|n| n.hugepages.iter().find(|p| p.size_kib == size_kib));
-            let (total, free) = pool.map_or((0, Some(0)), |p| (p.total, p.free));
-            let available = free.unwrap_or(total);
+            // A pool the source does not list: unknown; all of it to have.
+            let (total, free) = pool.map_or((0, None), |p| (p.total, p.free));
+            let available = if pool.is_some() { free.unwrap_or(total) } else { 0 };
             let missing = needed.saturating_sub(available);
             let command = (missing > 0).then(|| {
                 format!(

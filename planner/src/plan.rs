@@ -507,9 +507,12 @@ impl Plan {
             let free = a
                 .free
                 .map_or_else(|| "free unknown".to_owned(), |f| format!("{f} free"));
-            let verdict = match &a.command {
-                None => "enough".to_owned(),
-                Some(command) => format!("allocate {} more: {command}", a.missing),
+            let verdict = match (&a.command, a.free) {
+                (None, _) => "enough".to_owned(),
+                (Some(command), Some(_)) => format!("allocate {} more: {command}", a.missing),
+                (Some(command), None) => {
+                    format!("the source does not say; to have them: {command}")
+                }
             };
             let _ = writeln!(
                 out,

@@ -109,6 +109,8 @@ enum Binding {
     Numa,
     /// Not enough free cores.
     Capacity,
+    /// Cores enough on some node, but not its memory (page pool).
+    Memory,
 }
 
 impl Binding {
@@ -118,6 +120,7 @@ impl Binding {
             Binding::Nic => "nic",
             Binding::Numa => "numa",
             Binding::Capacity => "capacity",
+            Binding::Memory => "memory",
         }
     }
 }
@@ -245,6 +248,8 @@ impl<'a> Explainer<'a> {
                 >= cores
         {
             Binding::Nic
+        } else if self.memory_short(vm, need).is_some() {
+            Binding::Memory
         } else if need.allowed.len() < cores {
             Binding::Capacity
         } else if vm.numa == NumaPolicy::Strict && need.best_node < need.cores {
@@ -252,6 +257,97 @@ impl<'a> Explainer<'a> {
         } else {
             Binding::Capacity
         }
+    }
+
+    /// When memory binds `vm`: some node has the free cores it needs but no
+    /// node with them has its memory left. The sentence says what each such
+    /// node has and what to allocate where (the node that lacks least).
+    fn memory_short(&self, vm: &VmRequest, need: &Need) -> Option<String> {
+        let memory = vm.memory?;
+        let (page, bytes) = super::memory::need(vm)?;
+        let mut ledger = super::memory::Ledger::new(self.request);
+        for (&i, cores) in &self.placement.cores {
+            ledger.take(&self.request.vms[i], cores);
+        }
+        // Nodes whose free cores would hold it whole.
+        let mut per_node: std::collections::BTreeMap<Option<crate::ids::NodeId>, u32> =
+            std::collections::BTreeMap::new();
+        for c in need
+            .allowed
+            .iter()
+            .filter(|c| !self.taken.contains(&c.core))
+        {
+            *per_node.entry(c.node).or_default() += 1;
+        }
+        let roomy: Vec<Option<crate::ids::NodeId>> = per_node
+            .into_iter()
+            .filter(|&(_, n)| n >= need.cores)
+            .map(|(k, _)| k)
+            .collect();
+        if roomy.is_empty() {
+            return None;
+        }
+        let left: Vec<(Option<crate::ids::NodeId>, f64)> =
+            roomy.iter().map(|&k| (k, ledger.left(k, page))).collect();
+        if left.iter().any(|&(_, l)| l + 1e-6 >= bytes) {
+            return None;
+        }
+        let page_bytes = (page * 1024) as f64;
+        let huge = page > crate::memory::NORMAL_PAGE_KIB;
+        let what = if huge {
+            format!(
+                "{} of {} pages on one node",
+                crate::memory::human(memory.bytes),
+                crate::memory::human(page * 1024)
+            )
+        } else {
+            format!(
+                "{} of memory on one node",
+                crate::memory::human(memory.bytes)
+            )
+        };
+        let has: Vec<String> = left
+            .iter()
+            .map(|&(k, l)| {
+                if huge {
+                    format!(
+                        "{} has {} free",
+                        node_name(k),
+                        (l / page_bytes).floor() as u64
+                    )
+                } else {
+                    format!(
+                        "{} has {} free",
+                        node_name(k),
+                        crate::memory::human(l.max(0.0) as u64)
+                    )
+                }
+            })
+            .collect();
+        let (best, most) = left
+            .iter()
+            .copied()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap_or((None, 0.0));
+        let advice = match (huge, best) {
+            (true, Some(node)) => {
+                let missing = ((bytes - most.max(0.0)) / page_bytes).ceil() as u64;
+                let total = self
+                    .request
+                    .host
+                    .numa_nodes
+                    .iter()
+                    .find(|n| n.id == node)
+                    .and_then(|n| n.hugepages.iter().find(|p| p.size_kib == page))
+                    .map_or(0, |p| p.total);
+                format!(
+                    "allocate {missing} more on node {node}: echo {} > /sys/devices/system/node/node{node}/hugepages/hugepages-{page}kB/nr_hugepages",
+                    total + missing
+                )
+            }
+            _ => "free memory on one of them, or give it less".to_owned(),
+        };
+        Some(format!(" — it needs {what}; {} — {advice}", has.join(", ")))
     }
 
     /// The first change that makes the VM fit: a single policy or demand
@@ -411,6 +507,7 @@ impl<'a> Explainer<'a> {
                 need.cores, need.best_node
             ),
             Binding::Capacity => String::new(),
+            Binding::Memory => self.memory_short(vm, &need).unwrap_or_default(),
         };
         let message = format!(
             "{} needs {needs}; {}{usable_note}{why}{}",

@@ -35,6 +35,7 @@ pub fn place(request: &PlanRequest) -> Placement {
     let mut order: Vec<usize> = (0..request.vms.len()).collect();
     order.sort_by_key(|&i| (std::cmp::Reverse(request.vms[i].priority), i));
     let mut cores: BTreeMap<usize, Vec<CoreId>> = BTreeMap::new();
+    let mut memory = super::memory::Ledger::new(request);
     for i in order {
         let vm = &request.vms[i];
         let available: Vec<&FreeCore> = free.iter().filter(|c| !taken.contains(&c.core)).collect();
@@ -57,7 +58,7 @@ pub fn place(request: &PlanRequest) -> Placement {
                 .copied()
                 .filter(|c| c.node == *node)
                 .collect();
-            if let Some(c) = take(vm, &on_node) {
+            if let Some(c) = take(vm, &on_node).filter(|c| memory.fits(vm, c)) {
                 found = Some(c);
                 break;
             }
@@ -65,9 +66,10 @@ pub fn place(request: &PlanRequest) -> Placement {
         if found.is_none() && vm.numa != NumaPolicy::Strict {
             let mut ordered = available.clone();
             ordered.sort_by_key(|c| (nodes.iter().position(|n| *n == c.node), c.core));
-            found = take(vm, &ordered);
+            found = take(vm, &ordered).filter(|c| memory.fits(vm, c));
         }
         if let Some(c) = found {
+            memory.take(vm, &c);
             taken.extend(c.iter().copied());
             cores.insert(i, c);
         }

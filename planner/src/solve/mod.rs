@@ -14,6 +14,7 @@ pub mod classes;
 pub mod explain;
 pub mod greedy;
 pub mod ilp;
+pub(crate) mod memory;
 pub mod pack;
 #[cfg(test)]
 mod proptests;
@@ -350,6 +351,14 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
             if unknown == 1 { "has" } else { "have" },
             if unknown == 1 { "it" } else { "them" },
         ));
+    }
+    if memory::active(request) && options.solver == SolverKind::Ilp && !ilp::agg::supported(request)
+    {
+        warnings.push(
+            "the free cores of this host have different thread counts: the integer program \
+             for such hosts does not count memory yet, so check the huge pages listed below"
+                .to_owned(),
+        );
     }
     let started = Instant::now();
     let mut resolve = true;

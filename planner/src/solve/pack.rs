@@ -24,6 +24,7 @@ pub fn place(request: &PlanRequest) -> Placement {
         )
     });
     let mut cores: BTreeMap<usize, Vec<CoreId>> = BTreeMap::new();
+    let mut memory = super::memory::Ledger::new(request);
     for i in order {
         let vm = &request.vms[i];
         let available: Vec<&FreeCore> = free
@@ -37,7 +38,7 @@ pub fn place(request: &PlanRequest) -> Placement {
         // One domain: the fullest that holds it.
         let mut best: Option<(usize, Vec<CoreId>)> = None;
         for cores_of in by_domain.values() {
-            if let Some(chosen) = take(vm, cores_of) {
+            if let Some(chosen) = take(vm, cores_of).filter(|c| memory.fits(vm, c)) {
                 let left = cores_of.len() - chosen.len();
                 if best.as_ref().is_none_or(|(l, _)| left < *l) {
                     best = Some((left, chosen));
@@ -55,7 +56,7 @@ pub fn place(request: &PlanRequest) -> Placement {
                     .collect();
                 domains.sort_by_key(|d| std::cmp::Reverse(d.len()));
                 let ordered: Vec<&FreeCore> = domains.into_iter().flatten().copied().collect();
-                if let Some(c) = take(vm, &ordered) {
+                if let Some(c) = take(vm, &ordered).filter(|c| memory.fits(vm, c)) {
                     found = Some(c);
                     break;
                 }
@@ -65,9 +66,10 @@ pub fn place(request: &PlanRequest) -> Placement {
             let mut domains: Vec<&Vec<&FreeCore>> = by_domain.values().collect();
             domains.sort_by_key(|d| std::cmp::Reverse(d.len()));
             let ordered: Vec<&FreeCore> = domains.into_iter().flatten().copied().collect();
-            found = take(vm, &ordered);
+            found = take(vm, &ordered).filter(|c| memory.fits(vm, c));
         }
         if let Some(c) = found {
+            memory.take(vm, &c);
             taken.extend(c.iter().copied());
             cores.insert(i, c);
         }

@@ -62,6 +62,10 @@ impl PatternModel {
         held: &BTreeMap<Tier, f64>,
         most_parts: u32,
     ) -> Option<PatternModel> {
+        // Arc flows pack cores only: with memory per node, the cell model.
+        if crate::solve::memory::active(request) {
+            return None;
+        }
         // Preferred VMs over several nodes: only where each node is one cell,
         // so that a VM's pieces are its nodes and extra nodes = pieces − 1.
         let spanning = held.get(&Tier::ExtraNodes).copied().unwrap_or(0.0) > 0.5;

@@ -79,10 +79,11 @@ impl CellModel {
         let a: Vec<Vec<(usize, Var)>> = (0..vms.types.len()).map(|t| b.whole(t)).collect();
         let slots = b.slots();
         b.strict_objectives(&a, &slots);
-        let loose = vms.loose.iter().map(|&(i, c)| b.loose(i, c)).collect();
+        let loose: Vec<LooseVm> = vms.loose.iter().map(|&(i, c)| b.loose(i, c)).collect();
         for (&e, terms) in &b.used {
             b.m.le(terms.clone(), f64::from(host.cells[e].cap()));
         }
+        b.memory(&a, &slots, &loose);
         let (domains, partial) = b.partly_used_domains();
         let Builder {
             m,
@@ -116,6 +117,43 @@ impl CellModel {
 }
 
 impl Builder<'_> {
+    /// Memory per node and page size (see [`crate::solve::memory`]): strict
+    /// VMs whole in a cell or split in a slot of their node, the others in
+    /// proportion to their cores on each node.
+    fn memory(&mut self, a: &[Vec<(usize, Var)>], slots: &[Slot], loose: &[LooseVm]) {
+        use crate::solve::memory::{caps, need};
+        let (request, host, vms) = (self.request, self.host, self.vms);
+        let mut memory: BTreeMap<(Option<NodeId>, u64), Expr> = BTreeMap::new();
+        for (t, (members, _)) in vms.types.iter().enumerate() {
+            let Some((page, bytes)) = need(&request.vms[members[0]]) else {
+                continue;
+            };
+            for &(e, v) in &a[t] {
+                *memory.entry((host.cells[e].node, page)).or_default() += bytes * v;
+            }
+            for slot in slots {
+                for &(_, tv) in slot.tau.iter().filter(|&&(tt, _)| tt == t) {
+                    *memory.entry((slot.node, page)).or_default() += bytes * tv;
+                }
+            }
+        }
+        for (&(i, c), vars) in vms.loose.iter().zip(loose) {
+            if let Some((page, bytes)) = need(&request.vms[i]) {
+                for &(e, v) in &vars.n {
+                    *memory.entry((host.cells[e].node, page)).or_default() +=
+                        bytes / f64::from(c.max(1)) * v;
+                }
+            }
+        }
+        let caps = caps(request);
+        for (key, terms) in memory {
+            let cap = caps.get(&key).copied().unwrap_or(0.0);
+            if cap.is_finite() {
+                self.m.le(terms, cap);
+            }
+        }
+    }
+
     /// `a[t][e]`: VMs of strict type t whole in cell e.
     fn whole(&mut self, t: usize) -> Vec<(usize, Var)> {
         let (host, (members, c)) = (self.host, &self.vms.types[t]);

@@ -108,7 +108,15 @@ pub(super) struct Vms {
 impl Vms {
     /// Groups the VMs of `request` that can be placed on `host` at all.
     pub(super) fn new(request: &PlanRequest, host: &Host) -> Vms {
-        type Key = (u32, &'static str, bool, Option<NodeId>, Option<NodeId>, i64);
+        type Key = (
+            u32,
+            &'static str,
+            bool,
+            Option<NodeId>,
+            Option<NodeId>,
+            i64,
+            Option<(u64, u64)>,
+        );
         let mut types: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
         let mut loose = Vec::new();
         for (i, vm) in request.vms.iter().enumerate() {
@@ -123,6 +131,7 @@ impl Vms {
                     vm.required_node(),
                     vm.preferred_node(),
                     vm.priority,
+                    vm.memory.map(|m| (m.bytes, m.page_kib)),
                 );
                 types.entry(key).or_default().push(i);
             } else {

@@ -57,15 +57,39 @@ fn node_model(request: &PlanRequest, host: &Host, vms: &Vms) -> NodeModel {
         objectives: Objectives::default(),
         least_extra: 0.0,
     };
-    let x = vms
+    let x: Vec<Vec<(Option<NodeId>, Var)>> = vms
         .types
         .iter()
         .map(|(members, c)| b.strict(members, *c))
         .collect();
-    let loose = vms.loose.iter().map(|&(i, c)| b.loose(i, c)).collect();
+    let loose: Vec<LooseVm> = vms.loose.iter().map(|&(i, c)| b.loose(i, c)).collect();
     // Capacity per node.
     for (&k, terms) in &b.used {
         b.m.le(terms.clone(), f64::from(host.node_cap(k)));
+    }
+    // Memory per node and page size: strict VMs whole on their node, the
+    // others in proportion to their cores there.
+    let mut memory: BTreeMap<(Option<NodeId>, u64), Expr> = BTreeMap::new();
+    for ((members, _), xs) in vms.types.iter().zip(&x) {
+        if let Some((page, bytes)) = crate::solve::memory::need(&request.vms[members[0]]) {
+            for &(k, v) in xs {
+                *memory.entry((k, page)).or_default() += bytes * v;
+            }
+        }
+    }
+    for (&(i, c), vars) in vms.loose.iter().zip(&loose) {
+        if let Some((page, bytes)) = crate::solve::memory::need(&request.vms[i]) {
+            for &(k, v) in &vars.n {
+                *memory.entry((k, page)).or_default() += bytes / f64::from(c.max(1)) * v;
+            }
+        }
+    }
+    let caps = crate::solve::memory::caps(request);
+    for (key, terms) in memory {
+        let cap = caps.get(&key).copied().unwrap_or(0.0);
+        if cap.is_finite() {
+            b.m.le(terms, cap);
+        }
     }
     order_nodes(&mut b.m, &b.used, &interchangeable_nodes(request, host));
     let mut bounds: BTreeMap<Tier, f64> = [

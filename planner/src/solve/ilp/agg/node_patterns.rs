@@ -60,6 +60,10 @@ pub(super) fn node_patterns(
     if host.nodes.keys().any(|&k| host.node_cap(k) > SMALL_NODE) {
         return None;
     }
+    // Its arc flows pack cores only: memory per node needs the counting model.
+    if crate::solve::memory::active(request) {
+        return None;
+    }
     let mut np = NodePatterns::build(request, host, vms)?;
     stats.variables.0 = np.p.m.vars();
     let (values, mut proven) = lexicographic(

@@ -1,0 +1,120 @@
+//! Memory as a capacity of each NUMA node, beside its cores: for each page
+//! size, the bytes VMs may take there (a huge page pool's free pages — its
+//! total when the source does not say what is free —, or for normal pages
+//! the node's free memory, else its size). A VM's memory goes on the nodes of
+//! its cores: all on its node for a strict VM, split in proportion to its
+//! cores on each node otherwise. Only VMs whose memory the spec (or their
+//! domain) gives are counted, and only pools the source lists bound them.
+
+use super::{PlanRequest, VmRequest};
+use crate::ids::{CoreId, NodeId};
+use crate::memory::NORMAL_PAGE_KIB;
+use std::collections::BTreeMap;
+
+/// Bytes available per (node, page size in KiB).
+pub(crate) type Caps = BTreeMap<(Option<NodeId>, u64), f64>;
+
+/// Whether any VM's memory is known: then memory constrains the placement.
+pub(crate) fn active(request: &PlanRequest) -> bool {
+    request.vms.iter().any(|v| v.memory.is_some())
+}
+
+/// What each node offers per page size the VMs use.
+pub(crate) fn caps(request: &PlanRequest) -> Caps {
+    let sizes: std::collections::BTreeSet<u64> = request
+        .vms
+        .iter()
+        .filter_map(|v| v.memory.map(|m| m.page_kib))
+        .collect();
+    let mut caps = Caps::new();
+    for node in &request.host.numa_nodes {
+        for &size in &sizes {
+            let bytes = if size <= NORMAL_PAGE_KIB {
+                node.memory_free_bytes
+                    .or(node.memory_bytes)
+                    .map_or(f64::INFINITY, |b| b as f64)
+            } else {
+                // A pool the source does not list is unknown, not empty (an
+                // `lstopo` capture lists only the pools it saw): unbounded,
+                // and the plan's huge page list says what to have.
+                node.hugepages
+                    .iter()
+                    .find(|p| p.size_kib == size)
+                    .map_or(f64::INFINITY, |p| {
+                        p.free.unwrap_or(p.total) as f64 * (size * 1024) as f64
+                    })
+            };
+            caps.insert((Some(node.id), size), bytes);
+        }
+    }
+    caps
+}
+
+/// The bytes a VM takes from its pool: its memory in whole pages.
+pub(crate) fn need(vm: &VmRequest) -> Option<(u64, f64)> {
+    vm.memory.map(|m| {
+        let page = m.page_kib.saturating_mul(1024).max(1);
+        (
+            m.page_kib,
+            m.bytes.div_ceil(page).saturating_mul(page) as f64,
+        )
+    })
+}
+
+/// What is left of the nodes' memory as VMs are placed one by one (the
+/// first-fit and packing starts).
+pub(crate) struct Ledger {
+    left: Caps,
+    node_of: BTreeMap<CoreId, Option<NodeId>>,
+}
+
+impl Ledger {
+    pub(crate) fn new(request: &PlanRequest) -> Ledger {
+        Ledger {
+            left: caps(request),
+            node_of: request
+                .host
+                .cores
+                .iter()
+                .map(|c| (c.id, c.numa_node))
+                .collect(),
+        }
+    }
+
+    /// Per (node, page size): the bytes `vm` takes on `cores`.
+    fn shares(&self, vm: &VmRequest, cores: &[CoreId]) -> Vec<((Option<NodeId>, u64), f64)> {
+        let Some((page, bytes)) = need(vm) else {
+            return Vec::new();
+        };
+        let mut per: BTreeMap<Option<NodeId>, u32> = BTreeMap::new();
+        for c in cores {
+            *per.entry(self.node_of.get(c).copied().flatten())
+                .or_default() += 1;
+        }
+        let total = cores.len().max(1) as f64;
+        per.into_iter()
+            .map(|(node, n)| ((node, page), bytes * f64::from(n) / total))
+            .collect()
+    }
+
+    /// Bytes left on `node` in the pool of `page` KiB pages.
+    pub(crate) fn left(&self, node: Option<NodeId>, page: u64) -> f64 {
+        self.left.get(&(node, page)).copied().unwrap_or(0.0)
+    }
+
+    /// Whether `vm` on `cores` fits in what is left.
+    pub(crate) fn fits(&self, vm: &VmRequest, cores: &[CoreId]) -> bool {
+        self.shares(vm, cores)
+            .iter()
+            .all(|(key, b)| self.left.get(key).is_some_and(|left| *b <= *left + 1e-6))
+    }
+
+    /// Takes `vm`'s memory on `cores`.
+    pub(crate) fn take(&mut self, vm: &VmRequest, cores: &[CoreId]) {
+        for (key, b) in self.shares(vm, cores) {
+            if let Some(left) = self.left.get_mut(&key) {
+                *left -= b;
+            }
+        }
+    }
+}
