@@ -54,6 +54,7 @@ pub(crate) fn place_within(request: &PlanRequest, limit: Duration) -> Option<Pla
         o.vm(vm);
     }
     o.one_tenant_per_core();
+    o.memory(request);
     o.break_symmetry();
     let partial = o.partly_used_domains();
     let tiers = o.tiers(request, partial);
@@ -224,6 +225,48 @@ impl Oracle {
             let extra = sum - p;
             self.cons.push(constraint!(extra.clone() >= 0));
             self.extra_nodes += extra;
+        }
+    }
+
+    /// Memory per node and page size, written out again per core: a VM of
+    /// `c` cores puts `bytes / c` on the node of each of its cores (all on
+    /// one node for a strict VM). Exact on hosts of one thread count, where a
+    /// VM's core count is fixed once placed (the hosts memory is modelled on).
+    fn memory(&mut self, request: &PlanRequest) {
+        let threads = self.threads.iter().copied().max().unwrap_or(1);
+        let mut per: BTreeMap<(Option<NodeId>, u64), Expression> = BTreeMap::new();
+        for (vm, xs) in request.vms.iter().zip(&self.a) {
+            let Some(m) = vm.memory else { continue };
+            let page = m.page_kib * 1024;
+            let bytes = (m.bytes.div_ceil(page) * page) as f64;
+            let c = f64::from(classes::cores_needed(vm, threads).max(1));
+            for &(k, x) in xs {
+                *per.entry((self.free[k].node, m.page_kib)).or_default() += bytes / c * x;
+            }
+        }
+        for ((node, page), used) in per {
+            let cap = request
+                .host
+                .numa_nodes
+                .iter()
+                .find(|n| Some(n.id) == node)
+                .map_or(f64::INFINITY, |n| {
+                    if page <= crate::memory::NORMAL_PAGE_KIB {
+                        n.memory_free_bytes
+                            .or(n.memory_bytes)
+                            .map_or(f64::INFINITY, |b| b as f64)
+                    } else {
+                        n.hugepages
+                            .iter()
+                            .find(|p| p.size_kib == page)
+                            .map_or(f64::INFINITY, |p| {
+                                (p.free.unwrap_or(p.total) * page * 1024) as f64
+                            })
+                    }
+                });
+            if cap.is_finite() {
+                self.cons.push(constraint!(used <= cap));
+            }
         }
     }
 

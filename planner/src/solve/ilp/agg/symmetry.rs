@@ -16,7 +16,11 @@ pub(super) fn interchangeable_nodes(
     host: &Host,
 ) -> Vec<Vec<Option<NodeId>>> {
     let named: BTreeSet<NodeId> = request.vms.iter().filter_map(|v| v.nic_node).collect();
-    let mut by_shape: BTreeMap<Vec<u32>, Vec<Option<NodeId>>> = BTreeMap::new();
+    // Nodes are alike in their free cores per cell and, when VMs' memory
+    // counts, in what each page size's pool offers.
+    let memory = crate::solve::memory::caps(request);
+    type Shape = (Vec<u32>, Vec<(u64, u64)>);
+    let mut by_shape: BTreeMap<Shape, Vec<Option<NodeId>>> = BTreeMap::new();
     for (&k, cells) in &host.nodes {
         let Some(node) = k else { continue };
         if named.contains(&node) {
@@ -24,7 +28,12 @@ pub(super) fn interchangeable_nodes(
         }
         let mut shape: Vec<u32> = cells.iter().map(|&e| host.cells[e].cap()).collect();
         shape.sort();
-        by_shape.entry(shape).or_default().push(k);
+        let pools: Vec<(u64, u64)> = memory
+            .iter()
+            .filter(|((n, _), _)| *n == k)
+            .map(|((_, page), bytes)| (*page, bytes.to_bits()))
+            .collect();
+        by_shape.entry((shape, pools)).or_default().push(k);
     }
     by_shape
         .into_values()
