@@ -1353,13 +1353,109 @@ fn part3(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
 
 /// The parts to run: `PLAN_BENCH_PART` (`3`, `1,3`...), else all; a seed
 /// alone means part 2 only, an instance alone part 3 only.
+/// Part 4 (issue 16): the seeded set with memory on — every VM 1 GiB per
+/// vCPU on 2 MiB pages — against memory off: with pools that hold every VM
+/// (memory cannot bind: its constraints are left out) and with tight pools
+/// (each node 80 % of an even share of all the pages: memory binds).
+fn part4(only: Option<&str>) -> BoxResult<()> {
+    println!();
+    println!(
+        "== seeded set, memory off / on with ample pools / on with tight pools (1 GiB per vCPU, 2 MiB pages): solve() ILP, {} s ==",
+        TIME_LIMIT.as_secs()
+    );
+    println!(
+        "{:<16} {:>9} {:>9} {:>9} {:>11} {:>9} {:>7}",
+        "instance", "off ms", "ample ms", "tight ms", "placed o/a/t", "same obj", "proven"
+    );
+    let options = SolveOptions {
+        solver: SolverKind::Ilp,
+        time_limit: TIME_LIMIT,
+        explain: true,
+        progress: None,
+    };
+    let with_pools = |req: &PlanRequest, share: f64| {
+        let mut req = req.clone();
+        let pages: u64 = req.vms.iter().map(|v| u64::from(v.vcpus) * 512).sum();
+        let nodes = req.host.numa_nodes.len().max(1) as f64;
+        let pool = if share >= 1.0 {
+            pages
+        } else {
+            (pages as f64 / nodes * share) as u64
+        };
+        for node in &mut req.host.numa_nodes {
+            node.hugepages = vec![pinplan::topology::PagePool {
+                size_kib: 2048,
+                total: pool,
+                free: Some(pool),
+            }];
+        }
+        for vm in &mut req.vms {
+            vm.memory = Some(pinplan::memory::VmMemory {
+                bytes: u64::from(vm.vcpus) << 30,
+                page_kib: 2048,
+            });
+        }
+        req
+    };
+    let mut times: [Vec<f64>; 3] = Default::default();
+    let (mut differ, mut unproven) = (0, [0; 3]);
+    for inst in instances3(only)? {
+        let reqs = [
+            inst.request.clone(),
+            with_pools(&inst.request, 1.0),
+            with_pools(&inst.request, 0.8),
+        ];
+        let mut plans = Vec::new();
+        for (k, req) in reqs.iter().enumerate() {
+            let start = Instant::now();
+            let plan = solve::solve(req, &options);
+            times[k].push(ms(start.elapsed()));
+            unproven[k] += usize::from(!plan.proven);
+            plans.push(plan);
+        }
+        let same = plans[0].objective == plans[1].objective;
+        differ += usize::from(!same);
+        println!(
+            "{:<16} {:>9.1} {:>9.1} {:>9.1} {:>3}/{:>3}/{:>3} {:>9} {}/{}/{}",
+            inst.name,
+            times[0].last().copied().unwrap_or(0.0),
+            times[1].last().copied().unwrap_or(0.0),
+            times[2].last().copied().unwrap_or(0.0),
+            plans[0].vms.len(),
+            plans[1].vms.len(),
+            plans[2].vms.len(),
+            same,
+            plans[0].proven,
+            plans[1].proven,
+            plans[2].proven
+        );
+    }
+    for (k, name) in ["memory off", "ample pools", "tight pools"]
+        .iter()
+        .enumerate()
+    {
+        let mut v = times[k].clone();
+        v.sort_by(f64::total_cmp);
+        println!(
+            "{name}: median {:.1} ms, p90 {:.1} ms, max {:.1} ms, total {:.0} ms, not proven {}",
+            quantile(&v, 0.5),
+            quantile(&v, 0.9),
+            v.last().copied().unwrap_or(0.0),
+            v.iter().sum::<f64>(),
+            unproven[k]
+        );
+    }
+    println!("objectives off vs ample pools differ in {differ}");
+    Ok(())
+}
+
 fn parts(seed: Option<u64>, instance: Option<&str>) -> BoxResult<BTreeSet<u32>> {
     if let Ok(text) = std::env::var("PLAN_BENCH_PART") {
         let mut parts = BTreeSet::new();
         for item in text.split(',') {
             let part: u32 = item.trim().parse()?;
-            if !(1..=3).contains(&part) {
-                return Err(format!("PLAN_BENCH_PART: no part {part} (1, 2 or 3)").into());
+            if !(1..=4).contains(&part) {
+                return Err(format!("PLAN_BENCH_PART: no part {part} (1 to 4)").into());
             }
             parts.insert(part);
         }
@@ -1391,6 +1487,9 @@ fn main() -> BoxResult<()> {
     }
     if parts.contains(&2) {
         part2(only)?;
+    }
+    if parts.contains(&4) {
+        part4(instance.as_deref())?;
     }
     if parts.contains(&3) {
         match (&specs, std::env::var_os("PLAN_BENCH_SPECS_ONLY")) {

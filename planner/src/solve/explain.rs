@@ -292,7 +292,8 @@ impl<'a> Explainer<'a> {
         if left.iter().any(|&(_, l)| l + 1e-6 >= bytes) {
             return None;
         }
-        let page_bytes = (page * 1024) as f64;
+        // The ledger counts MiB.
+        let page_bytes = page as f64 / 1024.0;
         let huge = page > crate::memory::NORMAL_PAGE_KIB;
         let what = if huge {
             format!(
@@ -319,7 +320,7 @@ impl<'a> Explainer<'a> {
                     format!(
                         "{} has {} free",
                         node_name(k),
-                        crate::memory::human(l.max(0.0) as u64)
+                        crate::memory::human((l.max(0.0) * 1_048_576.0) as u64)
                     )
                 }
             })

@@ -11,12 +11,34 @@ use crate::ids::{CoreId, NodeId};
 use crate::memory::NORMAL_PAGE_KIB;
 use std::collections::BTreeMap;
 
-/// Bytes available per (node, page size in KiB).
+/// Memory available per (node, page size in KiB), in MiB: the models'
+/// unit (bytes would put coefficients of 10^10 beside core counts, which CBC
+/// solves badly).
 pub(crate) type Caps = BTreeMap<(Option<NodeId>, u64), f64>;
 
-/// Whether any VM's memory is known: then memory constrains the placement.
+/// Bytes in the models' unit.
+const MIB: f64 = 1_048_576.0;
+
+/// Whether memory can bind at all: some node offers less of a page size
+/// than the VMs that may use that node would take together. When it cannot,
+/// its constraints are redundant and the models leave them out (and keep
+/// their faster pattern forms).
 pub(crate) fn active(request: &PlanRequest) -> bool {
-    request.vms.iter().any(|v| v.memory.is_some())
+    let caps = caps(request);
+    caps.iter().any(|(&(node, page), &cap)| {
+        cap.is_finite()
+            && request
+                .vms
+                .iter()
+                .filter(|vm| vm.memory.is_some_and(|m| m.page_kib == page))
+                .filter(|vm| {
+                    super::classes::allowed(vm, node, 2) || super::classes::allowed(vm, node, 1)
+                })
+                .filter_map(need)
+                .map(|(_, bytes)| bytes)
+                .sum::<f64>()
+                > cap + 1e-6
+    })
 }
 
 /// What each node offers per page size the VMs use.
@@ -32,7 +54,7 @@ pub(crate) fn caps(request: &PlanRequest) -> Caps {
             let bytes = if size <= NORMAL_PAGE_KIB {
                 node.memory_free_bytes
                     .or(node.memory_bytes)
-                    .map_or(f64::INFINITY, |b| b as f64)
+                    .map_or(f64::INFINITY, |b| b as f64 / MIB)
             } else {
                 // A pool the source does not list is unknown, not empty (an
                 // `lstopo` capture lists only the pools it saw): unbounded,
@@ -41,7 +63,7 @@ pub(crate) fn caps(request: &PlanRequest) -> Caps {
                     .iter()
                     .find(|p| p.size_kib == size)
                     .map_or(f64::INFINITY, |p| {
-                        p.free.unwrap_or(p.total) as f64 * (size * 1024) as f64
+                        p.free.unwrap_or(p.total) as f64 * (size * 1024) as f64 / MIB
                     })
             };
             caps.insert((Some(node.id), size), bytes);
@@ -50,13 +72,14 @@ pub(crate) fn caps(request: &PlanRequest) -> Caps {
     caps
 }
 
-/// The bytes a VM takes from its pool: its memory in whole pages.
+/// What a VM takes from its pool (page size in KiB, MiB): its memory in
+/// whole pages.
 pub(crate) fn need(vm: &VmRequest) -> Option<(u64, f64)> {
     vm.memory.map(|m| {
         let page = m.page_kib.saturating_mul(1024).max(1);
         (
             m.page_kib,
-            m.bytes.div_ceil(page).saturating_mul(page) as f64,
+            m.bytes.div_ceil(page).saturating_mul(page) as f64 / MIB,
         )
     })
 }
@@ -97,7 +120,7 @@ impl Ledger {
             .collect()
     }
 
-    /// Bytes left on `node` in the pool of `page` KiB pages.
+    /// MiB left on `node` in the pool of `page` KiB pages.
     pub(crate) fn left(&self, node: Option<NodeId>, page: u64) -> f64 {
         self.left.get(&(node, page)).copied().unwrap_or(0.0)
     }

@@ -238,7 +238,7 @@ impl Oracle {
         for (vm, xs) in request.vms.iter().zip(&self.a) {
             let Some(m) = vm.memory else { continue };
             let page = m.page_kib * 1024;
-            let bytes = (m.bytes.div_ceil(page) * page) as f64;
+            let bytes = (m.bytes.div_ceil(page) * page) as f64 / 1_048_576.0;
             let c = f64::from(classes::cores_needed(vm, threads).max(1));
             for &(k, x) in xs {
                 *per.entry((self.free[k].node, m.page_kib)).or_default() += bytes / c * x;
@@ -254,13 +254,13 @@ impl Oracle {
                     if page <= crate::memory::NORMAL_PAGE_KIB {
                         n.memory_free_bytes
                             .or(n.memory_bytes)
-                            .map_or(f64::INFINITY, |b| b as f64)
+                            .map_or(f64::INFINITY, |b| b as f64 / 1_048_576.0)
                     } else {
                         n.hugepages
                             .iter()
                             .find(|p| p.size_kib == page)
                             .map_or(f64::INFINITY, |p| {
-                                (p.free.unwrap_or(p.total) * page * 1024) as f64
+                                (p.free.unwrap_or(p.total) * page) as f64 / 1024.0
                             })
                     }
                 });

@@ -146,7 +146,8 @@ impl Builder<'_> {
             }
         }
         let caps = caps(request);
-        for (key, terms) in memory {
+        let binds = crate::solve::memory::active(request);
+        for (key, terms) in memory.into_iter().filter(|_| binds) {
             let cap = caps.get(&key).copied().unwrap_or(0.0);
             if cap.is_finite() {
                 self.m.le(terms, cap);

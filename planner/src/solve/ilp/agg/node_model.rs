@@ -85,7 +85,8 @@ fn node_model(request: &PlanRequest, host: &Host, vms: &Vms) -> NodeModel {
         }
     }
     let caps = crate::solve::memory::caps(request);
-    for (key, terms) in memory {
+    let binds = crate::solve::memory::active(request);
+    for (key, terms) in memory.into_iter().filter(|_| binds) {
         let cap = caps.get(&key).copied().unwrap_or(0.0);
         if cap.is_finite() {
             b.m.le(terms, cap);

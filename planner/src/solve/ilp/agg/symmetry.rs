@@ -18,7 +18,11 @@ pub(super) fn interchangeable_nodes(
     let named: BTreeSet<NodeId> = request.vms.iter().filter_map(|v| v.nic_node).collect();
     // Nodes are alike in their free cores per cell and, when VMs' memory
     // counts, in what each page size's pool offers.
-    let memory = crate::solve::memory::caps(request);
+    let memory = if crate::solve::memory::active(request) {
+        crate::solve::memory::caps(request)
+    } else {
+        crate::solve::memory::Caps::new()
+    };
     type Shape = (Vec<u32>, Vec<(u64, u64)>);
     let mut by_shape: BTreeMap<Shape, Vec<Option<NodeId>>> = BTreeMap::new();
     for (&k, cells) in &host.nodes {
