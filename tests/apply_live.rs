@@ -156,6 +156,7 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     let Some(uri) = util::libvirt_uri("no live guests") else {
         return;
     };
+    let _turn = crate::util::live_guests_turn();
     if !cfg!(feature = "fault-injection") {
         panic!("run with --features pinplan-cli/fault-injection (scripts/test.sh does)");
     }

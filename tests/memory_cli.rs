@@ -80,6 +80,8 @@ impl Drop for Pool2M {
 /// four 2 MiB pages allocated on node 0 for the test when it may (root).
 #[test]
 fn live_host_and_libvirt_know_free_pages() {
+    // It changes the 2 MiB pool that the huge page guest test uses.
+    let _turn = crate::util::live_guests_turn();
     let sysfs = std::path::Path::new("/sys/devices/system/node/node0/hugepages");
     let nr = sysfs.join("hugepages-2048kB/nr_hugepages");
     let _pool = std::fs::read_to_string(&nr).ok().and_then(|was| {
@@ -326,6 +328,7 @@ fn live_guest_runs_on_the_planned_huge_pages() {
     let Some(uri) = util::libvirt_uri("no live guests") else {
         return;
     };
+    let _turn = crate::util::live_guests_turn();
     let nr = std::path::Path::new(
         "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages",
     );

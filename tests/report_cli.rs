@@ -125,6 +125,7 @@ fn live_guests_pinned_to_one_cpu_conflict_until_repinned() {
     let Some(uri) = util::libvirt_uri("no live guests") else {
         return;
     };
+    let _turn = crate::util::live_guests_turn();
     let dir = TempDir::new();
     let pid = std::process::id();
     let guests = util::Guests {

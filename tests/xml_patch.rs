@@ -1125,6 +1125,7 @@ fn live_libvirt_define_patched_domain() {
     let Some(uri) = util::libvirt_uri("not testing against libvirt") else {
         return;
     };
+    let _turn = crate::util::live_guests_turn();
     let virsh = |args: &[&str]| util::virsh(&uri, args);
     virsh(&["version"]);
     let name = format!("pinplan-xmltest-{}", std::process::id());

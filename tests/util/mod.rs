@@ -208,6 +208,16 @@ pub fn virsh(uri: &str, args: &[&str]) -> String {
     text(&out.stdout)
 }
 
+/// Tests that run guests on the one libvirtd take turns: another test's
+/// guest pinned onto the CPUs a plan gives would make its apply refuse (the
+/// host has 2 CPUs). Hold the guard for the whole test.
+pub fn live_guests_turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that panicked while holding it leaves nothing to protect.
+    TURN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The test's guests: destroyed and undefined when dropped, even when the
 /// test fails.
 pub struct Guests {
