@@ -709,7 +709,7 @@ fn text_output_is_a_table_with_hints() {
         "{stdout}"
     );
     assert!(
-        stdout.ends_with("\n1 pass, 1 warn, 0 fail, 7 skip\n"),
+        stdout.ends_with("\n1 pass, 1 warn, 0 fail, 8 skip\n"),
         "{stdout}"
     );
     // Same input, same bytes.
@@ -799,6 +799,7 @@ fn this_machine_runs_to_completion() {
         "smt",
         "isolation",
         "irq-affinity",
+        "hugepages",
     ];
     for id in ids {
         assert!(checks.iter().any(|c| c["id"] == id), "no {id} in {v:#}");

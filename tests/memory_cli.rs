@@ -460,3 +460,101 @@ fn memory_moves_a_vm_to_the_node_with_pages() {
     let out = pinplan(["plan", util::arg(&cores_only)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+/// Item 6: `doctor --plan` checks the huge pages the plan's VMs need against
+/// what each node has free now (a captured tree here: node 0 has 100 free of
+/// 2 MiB, the plan needs 2048 — 4 GiB), 1 GiB pages against `pdpe1gb`, and
+/// says what transparent huge pages are set to.
+#[test]
+fn doctor_checks_the_plans_huge_pages() {
+    let dir = crate::util::TempDir::new();
+    let spec = dir.write(
+        "hp.toml",
+        "[host]\nsource = \"synthetic:package:1 core:4 pu:2\"\nreserved_cores = 1\n\
+         [[vm]]\nname = \"pmd\"\nvcpus = 2\nmemory = \"4GiB\"\nhugepages = \"2M\"\n\
+         [[vm]]\nname = \"gig\"\nvcpus = 2\nmemory = \"2GiB\"\nhugepages = \"1G\"\n",
+    );
+    let out_dir = dir.path("out");
+    let out = pinplan(["plan", util::arg(&spec), "--out", util::arg(&out_dir)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let root = dir.path("root");
+    let node = "sys/devices/system/node/node0";
+    for (rel, body) in [
+        ("sys/devices/system/cpu/present", "0-7\n"),
+        ("sys/devices/system/cpu/online", "0-7\n"),
+        (&format!("{node}/cpulist") as &str, "0-7\n"),
+        (
+            &format!("{node}/hugepages/hugepages-2048kB/nr_hugepages"),
+            "100\n",
+        ),
+        (
+            &format!("{node}/hugepages/hugepages-2048kB/free_hugepages"),
+            "100\n",
+        ),
+        (
+            &format!("{node}/hugepages/hugepages-1048576kB/nr_hugepages"),
+            "2\n",
+        ),
+        (
+            &format!("{node}/hugepages/hugepages-1048576kB/free_hugepages"),
+            "2\n",
+        ),
+        (
+            "sys/kernel/mm/transparent_hugepage/enabled",
+            "[always] madvise never\n",
+        ),
+        ("proc/cpuinfo", "processor : 0\nflags : fpu sse2 pse36\n"),
+        ("proc/cmdline", "quiet\n"),
+    ] {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, body).unwrap();
+    }
+    let plan = out_dir.join("plan.json");
+    let out = pinplan([
+        "doctor",
+        "--root",
+        util::arg(&root),
+        "--plan",
+        util::arg(&plan),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let report = util::stdout_json(&out);
+    let checks: Vec<&Value> = report["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["id"] == "hugepages")
+        .collect();
+    let find = |subject: &str| {
+        checks
+            .iter()
+            .find(|c| c["subject"] == subject)
+            .copied()
+            .unwrap_or_else(|| panic!("no hugepages check of {subject}: {checks:?}"))
+    };
+    let two = find("node0-2.0MiB");
+    assert_eq!(two["status"], "fail", "{two}");
+    assert!(
+        two["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("2048 pages of 2.0 MiB needed by pmd on node 0; 100 of 100 free: 1948 short"),
+        "{two}"
+    );
+    assert!(
+        two["hint"].as_str().unwrap_or_default().starts_with(
+            "echo 2048 > /sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages"
+        ),
+        "{two}"
+    );
+    assert_eq!(find("node0-1.0GiB")["status"], "pass");
+    assert_eq!(
+        find("cpu")["status"],
+        "fail",
+        "no pdpe1gb in the captured cpuinfo"
+    );
+    assert_eq!(find("thp")["status"], "warn");
+}

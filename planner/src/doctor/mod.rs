@@ -30,6 +30,7 @@
 
 mod cpu;
 mod iommu;
+mod memory;
 mod nic;
 mod sysfs;
 #[cfg(test)]
@@ -92,6 +93,8 @@ pub enum CheckId {
     Isolation,
     /// No IRQ may run on a VM's CPUs.
     IrqAffinity,
+    /// The huge pages the plan's VMs need are free on their nodes.
+    Hugepages,
 }
 
 impl CheckId {
@@ -107,6 +110,7 @@ impl CheckId {
             CheckId::Smt => "smt",
             CheckId::Isolation => "isolation",
             CheckId::IrqAffinity => "irq-affinity",
+            CheckId::Hugepages => "hugepages",
         }
     }
 }
@@ -307,6 +311,7 @@ pub fn run(options: &DoctorOptions) -> Result<Report, DoctorError> {
     checks.push(cpu::smt(&host));
     checks.extend(cpu::isolation(&host));
     checks.push(cpu::irq_affinity(&host));
+    checks.extend(memory::hugepages(&host));
     // Each check lists its subjects in a fixed order; keep checks in id order.
     checks.sort_by_key(|c| c.id);
     Ok(Report { checks })

@@ -213,6 +213,43 @@ impl Fs {
         )
     }
 
+    /// Node `node`'s huge page pools: (size in KiB, pages, free pages), from
+    /// `sys/devices/system/node/nodeN/hugepages/hugepages-SIZEkB/`.
+    pub fn hugepage_pools(&self, node: crate::ids::NodeId) -> Vec<(u64, u64, u64)> {
+        let dir = self.sys(&format!("devices/system/node/node{node}/hugepages"));
+        let Some(names) = self.list(&dir) else {
+            return Vec::new();
+        };
+        let mut pools: Vec<(u64, u64, u64)> = names
+            .iter()
+            .filter_map(|name| {
+                let size: u64 = name
+                    .strip_prefix("hugepages-")?
+                    .strip_suffix("kB")?
+                    .parse()
+                    .ok()?;
+                let count = |file: &str| -> Option<u64> {
+                    self.read(&dir.join(name).join(file))?.parse().ok()
+                };
+                Some((size, count("nr_hugepages")?, count("free_hugepages")?))
+            })
+            .collect();
+        pools.sort_unstable();
+        pools
+    }
+
+    /// Whether `/proc/cpuinfo` lists the CPU flag `flag` (`pdpe1gb`).
+    pub fn cpu_flag(&self, flag: &str) -> Option<bool> {
+        let text = self.read_raw(&self.proc("cpuinfo"))?;
+        let flags = text.lines().find(|l| l.starts_with("flags"))?;
+        Some(flags.split_whitespace().any(|f| f == flag))
+    }
+
+    /// The transparent huge page setting, e.g. `always [madvise] never`.
+    pub fn transparent_hugepages(&self) -> Option<String> {
+        self.read(&self.sys("kernel/mm/transparent_hugepage/enabled"))
+    }
+
     /// The CPUs present, online or not (`sys/devices/system/cpu/present`).
     pub fn present_cpus(&self) -> Option<CpuSet> {
         self.read(&self.sys("devices/system/cpu/present"))?

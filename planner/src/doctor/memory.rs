@@ -1,0 +1,105 @@
+//! `hugepages`: the huge pages the plan's VMs need, per node and page size,
+//! against what the node has free now; 1 GiB pages only with the `pdpe1gb`
+//! CPU flag; the transparent huge page setting.
+
+use super::{Check, CheckId, Host, Status};
+use crate::ids::NodeId;
+use std::collections::BTreeMap;
+
+/// One check per (node, page size) the plan needs, then the CPU flag and
+/// the transparent huge page setting.
+pub(super) fn hugepages(host: &Host<'_>) -> Vec<Check> {
+    let id = CheckId::Hugepages;
+    let Some(plan) = host.plan else {
+        return vec![Check::new(
+            id,
+            Status::Skip,
+            "host",
+            "no plan given: which huge pages the VMs need is the plan's",
+        )];
+    };
+    let mut needed: BTreeMap<(NodeId, u64), (u64, Vec<String>)> = BTreeMap::new();
+    for vm in &plan.vms {
+        let Some(memory) = vm
+            .memory
+            .filter(|m| m.page_kib > crate::memory::NORMAL_PAGE_KIB)
+        else {
+            continue;
+        };
+        let page = memory.page_kib * 1024;
+        for (node, bytes) in crate::memory::per_node(vm, &memory) {
+            let entry = needed.entry((node, memory.page_kib)).or_default();
+            entry.0 += bytes.div_ceil(page);
+            entry.1.push(vm.name.clone());
+        }
+    }
+    if needed.is_empty() {
+        return vec![Check::new(
+            id,
+            Status::Pass,
+            "host",
+            "no VM of the plan is backed by huge pages",
+        )];
+    }
+    let mut checks = Vec::new();
+    for (&(node, size), (pages, vms)) in &needed {
+        let subject = format!(
+            "node{node}-{}",
+            crate::memory::human(size * 1024).replace(' ', "")
+        );
+        let pools = host.fs.hugepage_pools(node);
+        let pool = pools.iter().find(|p| p.0 == size);
+        let (total, free) = pool.map_or((0, 0), |&(_, nr, free)| (nr, free));
+        let what = format!(
+            "{pages} pages of {} needed by {} on node {node}; {free} of {total} free",
+            crate::memory::human(size * 1024),
+            vms.join(", ")
+        );
+        let path = format!(
+            "/sys/devices/system/node/node{node}/hugepages/hugepages-{size}kB/nr_hugepages"
+        );
+        if free >= *pages {
+            checks.push(Check::new(id, Status::Pass, subject, what));
+        } else {
+            let missing = pages - free;
+            checks.push(
+                Check::new(
+                    id,
+                    Status::Fail,
+                    subject,
+                    format!("{what}: {missing} short"),
+                )
+                .hint(format!(
+                    "echo {} > {path} (or at boot: hugepagesz=… hugepages={node}:{})",
+                    total + missing,
+                    total + missing
+                )),
+            );
+        }
+    }
+    if needed.keys().any(|&(_, size)| size >= 1_048_576) {
+        match host.fs.cpu_flag("pdpe1gb") {
+            Some(true) => checks.push(Check::new(id, Status::Pass, "cpu", "the CPU has pdpe1gb: 1 GiB pages are available")),
+            Some(false) => checks.push(
+                Check::new(id, Status::Fail, "cpu", "the plan uses 1 GiB pages but /proc/cpuinfo has no pdpe1gb flag: this CPU (or its VM) cannot map them")
+                    .hint("use hugepages = \"2M\" for these VMs, or expose pdpe1gb (a host CPU model with it)"),
+            ),
+            None => {}
+        }
+    }
+    if let Some(thp) = host.fs.transparent_hugepages() {
+        let always = thp.contains("[always]");
+        let check = Check::new(
+            id,
+            if always { Status::Warn } else { Status::Pass },
+            "thp",
+            format!("transparent huge pages: {thp}"),
+        );
+        checks.push(if always {
+            check.hint("echo madvise > /sys/kernel/mm/transparent_hugepage/enabled (khugepaged compacting memory under the VMs' normal pages adds jitter; huge page backed VMs do not need it)")
+        } else {
+            check
+        });
+    }
+    checks
+}
