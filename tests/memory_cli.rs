@@ -558,3 +558,39 @@ fn doctor_checks_the_plans_huge_pages() {
     );
     assert_eq!(find("thp")["status"], "warn");
 }
+
+/// Item 2: `[host] reserved_memory` keeps that much of each node's normal
+/// memory for the host (default 1 GiB, or a quarter of a smaller node); a VM
+/// on normal pages gets the rest. The two-node capabilities file gives each
+/// node 16 GiB: 15 GiB fit by default, 14 GiB with 2 GiB reserved, not 15.
+#[test]
+fn reserved_memory_keeps_normal_memory_for_the_host() {
+    let dir = crate::util::TempDir::new();
+    let caps = util::fixture("inputs/caps-two-nodes-hugepages.xml")
+        .display()
+        .to_string();
+    let spec = |reserve: &str, gib: u32| {
+        format!(
+            "[host]\nsource = {caps:?}\nreserved_cores = 1\n{reserve}\n\
+             [[vm]]\nname = \"a\"\nvcpus = 1\nmemory = \"{gib}GiB\"\n"
+        )
+    };
+    let placed = |name: &str, text: String| {
+        let path = dir.write(name, text);
+        let out = pinplan(["plan", util::arg(&path), "--format", "json"]);
+        util::stdout_json(&out)["vms"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    assert_eq!(placed("default-15.toml", spec("", 15)), 1);
+    assert_eq!(placed("default-16.toml", spec("", 16)), 0);
+    assert_eq!(
+        placed("two-14.toml", spec("reserved_memory = \"2GiB\"", 14)),
+        1
+    );
+    assert_eq!(
+        placed("two-15.toml", spec("reserved_memory = \"2GiB\"", 15)),
+        0
+    );
+    assert_eq!(placed("none-16.toml", spec("reserved_memory = 0", 16)), 1);
+}

@@ -89,6 +89,8 @@ pub struct Spec {
     reserved_cpus: Option<(CpuSet, usize)>,
     table: Table,
     line_rate_gbps: f64,
+    /// `[host] reserved_memory` per node, in bytes, when given.
+    reserved_memory: Option<u64>,
     vms: Vec<VmSpec>,
     fixed: Vec<(String, CpuSet, usize)>,
 }

@@ -97,6 +97,7 @@ impl Spec {
             reserved_cpus: None,
             table: Table::default(),
             line_rate_gbps: 100.0,
+            reserved_memory: None,
             vms: Vec::new(),
             fixed: Vec::new(),
         };
@@ -142,6 +143,16 @@ impl Spec {
                 self.error(line, "host.reserved_cpus", format!("reserved_cpus: {e}"))
             })?;
             self.reserved_cpus = Some((set, line));
+        }
+        if let Some(size) = &host.reserved_memory {
+            // 0 is a reserve (none), unlike a VM's memory.
+            let zero = matches!(size.get_ref(), super::schema::Size::MiB(0))
+                || matches!(size.get_ref(), super::schema::Size::Text(t) if t.trim().trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0");
+            self.reserved_memory = Some(if zero {
+                0
+            } else {
+                self.size(size, "host.reserved_memory", lines)?
+            });
         }
         if let Some(rate) = &host.line_rate_gbps {
             if !(rate.get_ref().is_finite() && *rate.get_ref() > 0.0) {

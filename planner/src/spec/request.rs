@@ -11,6 +11,10 @@ use crate::solve::{EmulatorPolicy, FixedTenant, NicAffinity, PlanRequest, VmRequ
 use crate::topology::{HostTopology, PciAddress};
 use std::collections::BTreeSet;
 
+/// What the host keeps of each node's normal memory when the spec does not
+/// say (`[host] reserved_memory`): 1 GiB, or a quarter of a smaller node.
+pub const DEFAULT_RESERVED_MEMORY: u64 = 1 << 30;
+
 /// A VM's vCPU count, how the tables gave it, and smaller measured
 /// configurations reachable by lowering `min_fraction`.
 type Sized = (u32, Option<PlannedDemand>, Vec<(String, u32)>);
@@ -18,8 +22,20 @@ type Sized = (u32, Option<PlannedDemand>, Vec<(String, u32)>);
 impl Spec {
     /// Host-dependent checks, demands from the tables, and the solver's input.
     /// Returns the request and warnings (from the tables and the NICs).
-    pub fn request(&self, host: HostTopology) -> Result<(PlanRequest, Vec<String>), SpecError> {
+    pub fn request(&self, mut host: HostTopology) -> Result<(PlanRequest, Vec<String>), SpecError> {
         let mut warnings = Vec::new();
+        // The host keeps `reserved_memory` of each node's normal memory for
+        // itself (never of its huge page pools): the solver sees the rest.
+        for node in &mut host.numa_nodes {
+            let Some(size) = node.memory_bytes else {
+                continue;
+            };
+            let reserve = self
+                .reserved_memory
+                .unwrap_or_else(|| DEFAULT_RESERVED_MEMORY.min(size / 4));
+            node.memory_bytes = Some(size.saturating_sub(reserve));
+            node.memory_free_bytes = node.memory_free_bytes.map(|f| f.saturating_sub(reserve));
+        }
         let reserved = self.reserved(&host)?;
         let fixed = self.fixed_tenants(&host, &reserved)?;
         let mut vms = Vec::new();

@@ -22,6 +22,7 @@ pub(super) struct HostSection {
     #[serde(default)]
     pub(super) tables: Vec<Spanned<String>>,
     pub(super) line_rate_gbps: Option<Spanned<f64>>,
+    pub(super) reserved_memory: Option<Spanned<Size>>,
 }
 
 #[derive(Debug, Deserialize, Default, Clone)]
