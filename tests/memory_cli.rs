@@ -594,3 +594,43 @@ fn reserved_memory_keeps_normal_memory_for_the_host() {
     );
     assert_eq!(placed("none-16.toml", spec("reserved_memory = 0", 16)), 1);
 }
+
+/// Item 4: the spec's `memory` is written into the patched domain's
+/// `<memory>` (and `<currentMemory>` when above it): 256 MiB = 262144 KiB
+/// where the domain had 524288.
+#[test]
+fn patched_domain_gets_the_planned_memory() {
+    let dir = crate::util::TempDir::new();
+    dir.write(
+        "v.xml",
+        "<domain type='kvm'>\n  <name>v</name>\n  <memory unit='KiB'>524288</memory>\n  \
+         <currentMemory unit='KiB'>524288</currentMemory>\n  <vcpu placement='static'>2</vcpu>\n  \
+         <os>\n    <type arch='x86_64'>hvm</type>\n  </os>\n</domain>\n",
+    );
+    let spec = dir.write(
+        "v.toml",
+        "[host]\nsource = \"synthetic:package:1 core:4 pu:2\"\nreserved_cores = 1\n\
+         [[vm]]\nname = \"v\"\nvcpus = 2\nmemory = \"256MiB\"\nhugepages = \"2M\"\ndomain_xml = \"v.xml\"\n",
+    );
+    let out_dir = dir.path("out");
+    let out = pinplan(["plan", util::arg(&spec), "--out", util::arg(&out_dir)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(
+            "v: memory = 256.0 MiB in the spec, 512.0 MiB in its domain_xml: the spec's is planned"
+        ) || text(&out.stderr)
+            .contains("v: memory = 256.0 MiB in the spec, 512.0 MiB in its domain_xml"),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let path = out_dir.join("v.xml");
+    let xml = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(xml.contains("<memory unit='KiB'>262144</memory>"), "{xml}");
+    assert!(
+        xml.contains("<currentMemory unit='KiB'>262144</currentMemory>"),
+        "{xml}"
+    );
+    assert!(xml.contains("<page size='2048' unit='KiB'/>"), "{xml}");
+    validates(&path).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+}

@@ -1,6 +1,7 @@
 //! `<memoryBacking>`: only its `<hugepages>` is ours. The other children
 //! (`<source type='memfd'/>`, `<access mode='shared'/>` that vhost-user
-//! needs, `<locked/>`, `<nosharepages/>`…) stay as they are.
+//! needs, `<locked/>`, `<nosharepages/>`…) stay as they are. And `<memory>`
+//! (with `<currentMemory>` when above it) when the plan's memory differs.
 
 use super::doc::{Doc, Splice};
 use crate::libvirt::emit;
@@ -11,6 +12,45 @@ use crate::plan::VmPlan;
 /// `<hugepages>` removed for normal pages; nothing when the plan has no
 /// memory for the VM.
 pub(super) fn rewrite(doc: &Doc, root: usize, anchor: usize, vm: &VmPlan) -> Vec<Splice> {
+    let mut splices = size(doc, root, vm);
+    splices.extend(backing(doc, root, anchor, vm));
+    splices
+}
+
+/// KiB in a libvirt scaled amount (`unit` defaults to KiB).
+fn kib(doc: &Doc, node: usize) -> Option<u64> {
+    let amount: u64 = doc.inner_text(node).trim().parse().ok()?;
+    let unit = doc.attr(node, "unit");
+    let bytes = crate::topology::unit_bytes(unit.as_deref().unwrap_or("KiB"))?;
+    Some(amount.saturating_mul(bytes) / 1024)
+}
+
+/// `<memory>` set to the plan's memory when it differs (in KiB), and
+/// `<currentMemory>` lowered to it when above.
+fn size(doc: &Doc, root: usize, vm: &VmPlan) -> Vec<Splice> {
+    let Some(memory) = vm.memory else {
+        return Vec::new();
+    };
+    let want = memory.bytes / 1024;
+    let mut splices = Vec::new();
+    for (name, only_above) in [("memory", false), ("currentMemory", true)] {
+        let Some(node) = doc.child(root, name) else {
+            continue;
+        };
+        let have = kib(doc, node);
+        let change = if only_above {
+            have.is_none_or(|h| h > want)
+        } else {
+            have != Some(want)
+        };
+        if change {
+            splices.push(doc.replace(node, format!("<{name} unit='KiB'>{want}</{name}>")));
+        }
+    }
+    splices
+}
+
+fn backing(doc: &Doc, root: usize, anchor: usize, vm: &VmPlan) -> Vec<Splice> {
     let Some(want) = emit::hugepages(vm) else {
         return Vec::new();
     };
