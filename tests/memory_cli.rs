@@ -634,3 +634,55 @@ fn patched_domain_gets_the_planned_memory() {
     assert!(xml.contains("<page size='2048' unit='KiB'/>"), "{xml}");
     validates(&path).unwrap_or_else(|e| panic!("{e}\n{xml}"));
 }
+
+/// Item 2: through `plan --connect`, a VM's defined domain (no `domain_xml`
+/// in the spec) gives its memory and page size: 64 MiB on 2 MiB pages.
+#[test]
+fn connect_reads_a_defined_domains_memory() {
+    let Some(uri) = util::libvirt_uri("no live libvirt") else {
+        return;
+    };
+    let _turn = crate::util::live_guests_turn();
+    // The pages must be there, or the VM is (rightly) left out.
+    let nr = std::path::Path::new(
+        "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages",
+    );
+    let was = std::fs::read_to_string(nr).unwrap_or_else(|e| panic!("{}: {e}", nr.display()));
+    let more = was.trim().parse::<u64>().unwrap_or(0) + 40;
+    std::fs::write(nr, more.to_string()).unwrap_or_else(|e| panic!("cannot allocate pages: {e}"));
+    let _pool = Pool2M {
+        path: nr.to_path_buf(),
+        was,
+    };
+    let name = format!("pinplan-mem-{}", std::process::id());
+    let _guests = util::Guests {
+        uri: uri.clone(),
+        names: vec![name.clone()],
+    };
+    let dir = crate::util::TempDir::new();
+    let xml = util::guest_xml(util::guest_type(&uri), &name, 1, "").replace(
+        "  <vcpu",
+        "  <memoryBacking>\n    <hugepages/>\n  </memoryBacking>\n  <vcpu",
+    );
+    let path = dir.write("guest.xml", xml);
+    util::virsh(&uri, &["define", util::arg(&path)]);
+    let spec = dir.write(
+        "s.toml",
+        format!("[host]\nreserved_cores = 1\n[[vm]]\nname = \"{name}\"\nvcpus = 1\n"),
+    );
+    let out = pinplan([
+        "plan",
+        util::arg(&spec),
+        "--connect",
+        &uri,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let plan = util::stdout_json(&out);
+    assert_eq!(
+        plan["vms"][0]["memory"],
+        json!({"bytes": 64u64 << 20, "page_kib": 2048}),
+        "{plan}"
+    );
+}

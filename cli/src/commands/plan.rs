@@ -74,7 +74,16 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
     };
     let host = topology::load(&spec.topology_source(given))?;
     super::verbose_host(&host);
-    let (request, spec_warnings) = spec.request(host.clone())?;
+    // Through a connection, a VM's defined domain gives its memory defaults.
+    let mut domains = std::collections::BTreeMap::new();
+    if let Some(uri) = &args.connect {
+        for name in spec.vms_without_domain_xml() {
+            if let Ok(xml) = pinplan::libvirt::inactive_xml(uri, name) {
+                domains.insert(name.to_owned(), (format!("{uri} domain {name}"), xml));
+            }
+        }
+    }
+    let (request, spec_warnings) = spec.request_with(host.clone(), &domains)?;
     // What is left of the limit, less a little for writing the plan out.
     let left = Duration::from_secs_f64(args.time_limit)
         .saturating_sub(started.elapsed())

@@ -643,8 +643,9 @@ pub fn summary(request: &PlanRequest, placement: &Placement) -> String {
         .map(|(_, vm)| vm.name.as_str())
         .collect();
     format!(
-        "{} ask for {}, {} free: {} fit; left out: {}",
+        "{} ask{} for {}, {} free: {} fit; left out: {}",
         plural(u32::try_from(request.vms.len()).unwrap_or(0), "VM"),
+        if request.vms.len() == 1 { "s" } else { "" },
         plural(asked, "core"),
         if free.len() == 1 {
             "1 is".to_owned()

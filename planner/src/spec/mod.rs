@@ -117,6 +117,16 @@ impl Spec {
             .and_then(|v| v.domain_xml.clone())
     }
 
+    /// The VMs without a `domain_xml`, by name (their defined domains may
+    /// give their memory: `plan --connect`).
+    pub fn vms_without_domain_xml(&self) -> Vec<&str> {
+        self.vms
+            .iter()
+            .filter(|v| v.domain_xml.is_none())
+            .map(|v| v.name.as_str())
+            .collect()
+    }
+
     /// Whether `set_vcpus = true` holds for a VM (its own key, else `[defaults]`).
     pub fn set_vcpus(&self, vm: &str) -> bool {
         self.vms.iter().any(|v| v.name == vm && v.set_vcpus)

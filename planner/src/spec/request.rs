@@ -22,7 +22,18 @@ type Sized = (u32, Option<PlannedDemand>, Vec<(String, u32)>);
 impl Spec {
     /// Host-dependent checks, demands from the tables, and the solver's input.
     /// Returns the request and warnings (from the tables and the NICs).
-    pub fn request(&self, mut host: HostTopology) -> Result<(PlanRequest, Vec<String>), SpecError> {
+    pub fn request(&self, host: HostTopology) -> Result<(PlanRequest, Vec<String>), SpecError> {
+        self.request_with(host, &std::collections::BTreeMap::new())
+    }
+
+    /// [`Spec::request`], with `domains` (name → the defined domain's XML,
+    /// read through `plan --connect`) as the defaults of the VMs that have
+    /// no `domain_xml`.
+    pub fn request_with(
+        &self,
+        mut host: HostTopology,
+        domains: &std::collections::BTreeMap<String, (String, String)>,
+    ) -> Result<(PlanRequest, Vec<String>), SpecError> {
         let mut warnings = Vec::new();
         // The host keeps `reserved_memory` of each node's normal memory for
         // itself (never of its huge page pools): the solver sees the rest.
@@ -62,7 +73,7 @@ impl Spec {
                 priority: vm.priority,
                 demand,
                 alternatives,
-                memory: self.memory(vm, &mut warnings)?,
+                memory: self.memory(vm, domains.get(&vm.name), &mut warnings)?,
             });
         }
         Ok((
@@ -82,19 +93,29 @@ impl Spec {
     fn memory(
         &self,
         vm: &VmSpec,
+        defined: Option<&(String, String)>,
         warnings: &mut Vec<String>,
     ) -> Result<Option<crate::memory::VmMemory>, SpecError> {
-        let domain = match &vm.domain_xml {
-            Some(path) => domain_memory(path)
+        let domain = match (&vm.domain_xml, defined) {
+            (Some(path), _) => std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                .and_then(|text| domain_memory(&path.display().to_string(), &text))
                 .map_err(|m| self.error(vm.line, "vm.domain_xml", format!("{}: {m}", vm.name)))?,
-            None => (None, None),
+            (None, Some((origin, text))) => domain_memory(origin, text)
+                .map_err(|m| self.error(vm.line, "vm.name", format!("{}: {m}", vm.name)))?,
+            (None, None) => (None, None),
         };
         let (domain_bytes, domain_page) = domain;
+        let whence = if vm.domain_xml.is_some() {
+            "its domain_xml"
+        } else {
+            "its libvirt domain"
+        };
         let human = crate::memory::human;
         if let (Some(spec), Some(dom)) = (vm.memory, domain_bytes) {
             if spec != dom {
                 warnings.push(format!(
-                    "{}: memory = {} in the spec, {} in its domain_xml: the spec's is planned",
+                    "{}: memory = {} in the spec, {} in {whence}: the spec's is planned",
                     vm.name,
                     human(spec),
                     human(dom)
@@ -104,7 +125,7 @@ impl Spec {
         if let (Some(spec), Some(dom)) = (vm.page_kib, domain_page) {
             if spec != dom {
                 warnings.push(format!(
-                    "{}: hugepages of {} KiB in the spec, {} KiB in its domain_xml: the spec's is planned",
+                    "{}: hugepages of {} KiB in the spec, {} KiB in {whence}: the spec's is planned",
                     vm.name, spec, dom
                 ));
             }
@@ -315,12 +336,10 @@ impl Spec {
 /// A domain XML's `<memory>` in bytes and its huge page size in KiB
 /// (`<memoryBacking><hugepages>` with a `<page size>`, else 2048 — the
 /// kernel's default huge page on x86; 4 without `<hugepages>`).
-fn domain_memory(path: &std::path::Path) -> Result<(Option<u64>, Option<u64>), String> {
+fn domain_memory(origin: &str, text: &str) -> Result<(Option<u64>, Option<u64>), String> {
     use crate::xmldoc::NodeExt as _;
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let doc = crate::xmldoc::parse(&text)
-        .map_err(|e| format!("{}:{}: {}", path.display(), e.line, e.problem))?;
+    let doc =
+        crate::xmldoc::parse(text).map_err(|e| format!("{origin}:{}: {}", e.line, e.problem))?;
     let root = doc.root_element();
     let scale = |unit: Option<&str>| -> Option<u64> {
         Some(match unit.unwrap_or("KiB") {
