@@ -686,3 +686,104 @@ fn connect_reads_a_defined_domains_memory() {
         "{plan}"
     );
 }
+
+/// Item 7: `apply` writes the plan's memory placement into a running
+/// guest's config (it takes effect at the next start: memory does not move
+/// under a running guest), says so, is "already in effect" the second time,
+/// and `--rollback` puts the config back byte for byte.
+#[test]
+fn apply_writes_memory_placement_to_the_config() {
+    let Some(uri) = util::libvirt_uri("no live guests") else {
+        return;
+    };
+    let _turn = crate::util::live_guests_turn();
+    let nr = std::path::Path::new(
+        "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages",
+    );
+    let was = std::fs::read_to_string(nr).unwrap_or_else(|e| panic!("{}: {e}", nr.display()));
+    let more = was.trim().parse::<u64>().unwrap_or(0) + 40;
+    std::fs::write(nr, more.to_string()).unwrap_or_else(|e| panic!("cannot allocate pages: {e}"));
+    let _pool = Pool2M {
+        path: nr.to_path_buf(),
+        was,
+    };
+    let name = format!("pinplan-memapply-{}", std::process::id());
+    let _guests = util::Guests {
+        uri: uri.clone(),
+        names: vec![name.clone()],
+    };
+    let dir = crate::util::TempDir::new();
+    let path = dir.write(
+        "guest.xml",
+        util::guest_xml(util::guest_type(&uri), &name, 1, ""),
+    );
+    util::virsh(&uri, &["define", util::arg(&path)]);
+    util::virsh(&uri, &["start", &name]);
+    let before = util::virsh(&uri, &["dumpxml", "--inactive", &name]);
+    let spec = dir.write(
+        "s.toml",
+        format!("[host]\nreserved_cores = 1\n[[vm]]\nname = \"{name}\"\nvcpus = 1\nhugepages = \"2M\"\n"),
+    );
+    let out_dir = dir.path("out");
+    let out = pinplan([
+        "plan",
+        util::arg(&spec),
+        "--connect",
+        &uri,
+        "--out",
+        util::arg(&out_dir),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let plan = out_dir.join("plan.json");
+    let journal = dir.path("j.json");
+    let out = pinplan([
+        "apply",
+        util::arg(&plan),
+        "--connect",
+        &uri,
+        "--journal",
+        util::arg(&journal),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("memory placement (numatune, huge pages) written to its config: it takes effect at its next start"),
+        "{}",
+        text(&out.stdout)
+    );
+    let config = util::virsh(&uri, &["dumpxml", "--inactive", &name]);
+    assert!(
+        config.contains("<page size='2048' unit='KiB'/>"),
+        "{config}"
+    );
+    assert!(
+        config.contains("<memory mode='strict' nodeset='0'/>"),
+        "{config}"
+    );
+    // Again: nothing left to do.
+    let out = pinplan(["apply", util::arg(&plan), "--connect", &uri]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("already in effect"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = pinplan(["apply", "--rollback", util::arg(&journal)]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert_eq!(
+        util::virsh(&uri, &["dumpxml", "--inactive", &name]),
+        before,
+        "the rollback"
+    );
+}

@@ -123,6 +123,7 @@ impl Session {
             domain,
             running,
             planned,
+            memory: vm.memory.is_some().then(|| vm.clone()),
         })
     }
 

@@ -44,6 +44,9 @@ pub struct Target {
     domain: Domain,
     running: bool,
     planned: Pins,
+    /// The plan's VM when it places the VM's memory: then the config's
+    /// `<numatune>`, `<memoryBacking>` and `<memory>` are patched too.
+    memory: Option<crate::plan::VmPlan>,
 }
 
 impl Target {
@@ -77,6 +80,8 @@ pub struct Applied {
     pub calls: u32,
     /// Wall time for its pin calls and read-back.
     pub elapsed: Duration,
+    /// Whether its config got the plan's memory placement (next start).
+    pub memory: bool,
 }
 
 /// How a failed apply ended.
@@ -122,6 +127,12 @@ pub fn summary(done: &[Applied]) -> String {
             a.calls,
             a.elapsed.as_secs_f64() * 1000.0
         ));
+        if a.memory {
+            out.push_str(&format!(
+                "  {:<16} memory placement (numatune, huge pages) written to its config: it takes effect at its next start\n",
+                a.vm
+            ));
+        }
     }
     out.push_str(&format!(
         "applied: {} pinned as planned\n",
@@ -214,6 +225,9 @@ pub enum StepError {
         #[source]
         cause: LibvirtCause,
     },
+    /// The plan's memory placement could not be patched into its config.
+    #[error("patching its config with the plan's memory: {0}")]
+    Patch(String),
     /// Restoring: another domain has the name now.
     #[error("its UUID is now {now}, the journal's {journal}: another domain of the same name, not restored (`--rollback JOURNAL --redefine` puts the journal's definition on it, keeping its UUID)")]
     OtherDomain {
@@ -300,7 +314,18 @@ impl Session {
                     .restricted_to(&t.planned)
                     .describe_difference(&t.planned)
                     .is_none();
-            live_ok && config_ok
+            // The memory placement is in effect when patching the config
+            // changes nothing.
+            let memory_ok = !scope.config
+                || t.memory.as_ref().is_none_or(|vm| {
+                    let options = crate::libvirt::patch::PatchOptions {
+                        set_vcpus: false,
+                        name_given: true,
+                    };
+                    crate::libvirt::patch::patch(&vm.name, &j.config_xml, vm, &options)
+                        .is_ok_and(|patched| patched == j.config_xml)
+                });
+            live_ok && config_ok && memory_ok
         })
     }
 
@@ -416,6 +441,9 @@ impl Session {
                     hook,
                 );
             }
+            if let (true, true, Some(vm)) = (result.is_ok(), scope.config, &t.memory) {
+                result = self.define_memory(&t.domain, vm, &mut calls);
+            }
             if let Err(error) = result {
                 // The failing call itself changed nothing.
                 let failed_call =
@@ -442,9 +470,43 @@ impl Session {
                 config: scope.config,
                 calls: calls - before,
                 elapsed: start.elapsed(),
+                memory: scope.config && t.memory.is_some(),
             });
         }
         Ok(done)
+    }
+
+    /// Redefines the domain's config with the plan's memory placement
+    /// (`<numatune>`, `<memoryBacking><hugepages>`, `<memory>`), patched
+    /// losslessly into its persistent definition; it takes effect at the next
+    /// start (memory does not move under a running guest). The config pins
+    /// are read back afterwards.
+    fn define_memory(
+        &self,
+        domain: &Domain,
+        vm: &crate::plan::VmPlan,
+        calls: &mut u32,
+    ) -> Result<(), StepError> {
+        let failed = |what: &'static str| {
+            move |e: virt::error::Error| StepError::Libvirt {
+                what,
+                cause: (&e).into(),
+            }
+        };
+        let xml = domain
+            .xml_desc(XML_INACTIVE | XML_SECURE)
+            .map_err(failed("reading its config"))?;
+        let options = crate::libvirt::patch::PatchOptions {
+            set_vcpus: false,
+            name_given: true,
+        };
+        let patched = crate::libvirt::patch::patch(&vm.name, &xml, vm, &options)
+            .map_err(|e| StepError::Patch(e.to_string()))?;
+        *calls += 1;
+        self.conn
+            .define_domain_xml(&patched)
+            .map_err(failed("redefining its config with the plan's memory"))?;
+        self.verify(domain, &Pins::planned(vm), AFFECT_CONFIG, "the plan")
     }
 
     /// Puts every VM of `journal` back (used by `apply --rollback`).
