@@ -318,11 +318,8 @@ impl Session {
             // changes nothing.
             let memory_ok = !scope.config
                 || t.memory.as_ref().is_none_or(|vm| {
-                    let options = crate::libvirt::patch::PatchOptions {
-                        set_vcpus: false,
-                        name_given: true,
-                    };
-                    crate::libvirt::patch::patch(&vm.name, &j.config_xml, vm, &options)
+                    crate::libvirt::patch::Domain::read(&vm.name, &j.config_xml)
+                        .and_then(|d| d.patch_memory(vm))
                         .is_ok_and(|patched| patched == j.config_xml)
                 });
             live_ok && config_ok && memory_ok
@@ -496,11 +493,8 @@ impl Session {
         let xml = domain
             .xml_desc(XML_INACTIVE | XML_SECURE)
             .map_err(failed("reading its config"))?;
-        let options = crate::libvirt::patch::PatchOptions {
-            set_vcpus: false,
-            name_given: true,
-        };
-        let patched = crate::libvirt::patch::patch(&vm.name, &xml, vm, &options)
+        let patched = crate::libvirt::patch::Domain::read(&vm.name, &xml)
+            .and_then(|d| d.patch_memory(vm))
             .map_err(|e| StepError::Patch(e.to_string()))?;
         *calls += 1;
         self.conn

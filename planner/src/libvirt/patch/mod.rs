@@ -155,6 +155,28 @@ impl<'a> Domain<'a> {
         })?;
         Ok(patched)
     }
+
+    /// The domain with only the plan's memory placement (`<numatune>`,
+    /// `<memoryBacking><hugepages>`, `<memory>`): what `apply` writes to a
+    /// config, whose pins it sets through libvirt's calls.
+    pub fn patch_memory(&self, vm: &VmPlan) -> Result<String, PatchError> {
+        let (doc, root) = (&self.doc, self.root);
+        let vcpu = doc.child(root, "vcpu").ok_or_else(|| {
+            doc.error(
+                doc.nodes[root].start,
+                "vcpu",
+                "the domain has no <vcpu>".to_owned(),
+            )
+        })?;
+        let anchor = vcpu::cputune_anchor(doc, root, vcpu);
+        let mut splices = numatune::rewrite(doc, root, anchor, vm)
+            .into_iter()
+            .collect::<Vec<_>>();
+        splices.extend(memory::rewrite(doc, root, anchor, vm));
+        let patched = doc.apply(splices)?;
+        well_formed(doc.source_name, &patched)?;
+        Ok(patched)
+    }
 }
 
 /// Refuses a domain named otherwise than the plan's VM, unless the VM was
