@@ -75,6 +75,17 @@ impl Drop for Pool2M {
     }
 }
 
+/// `extra` more 2 MiB pages on node 0 until the guard is dropped.
+fn more_2m_pages(extra: u64) -> Result<Pool2M, String> {
+    let path = std::path::PathBuf::from(
+        "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages",
+    );
+    let was = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let more = was.trim().parse::<u64>().unwrap_or(0) + extra;
+    std::fs::write(&path, more.to_string()).map_err(|e| format!("cannot allocate pages: {e}"))?;
+    Ok(Pool2M { path, was })
+}
+
 /// The live host (sysfs) and libvirt's node calls agree on this machine's
 /// pools and both know free memory; checked against sysfs directly, with
 /// four 2 MiB pages allocated on node 0 for the test when it may (root).
@@ -83,15 +94,7 @@ fn live_host_and_libvirt_know_free_pages() {
     // It changes the 2 MiB pool that the huge page guest test uses.
     let _turn = crate::util::live_guests_turn();
     let sysfs = std::path::Path::new("/sys/devices/system/node/node0/hugepages");
-    let nr = sysfs.join("hugepages-2048kB/nr_hugepages");
-    let _pool = std::fs::read_to_string(&nr).ok().and_then(|was| {
-        let more = was.trim().parse::<u64>().ok()? + 4;
-        std::fs::write(&nr, more.to_string()).ok()?;
-        Some(Pool2M {
-            path: nr.clone(),
-            was,
-        })
-    });
+    let _pool = more_2m_pages(4).ok();
     let Ok(entries) = std::fs::read_dir(sysfs) else {
         return; // no NUMA sysfs here (not Linux, or a container without it)
     };
@@ -329,19 +332,8 @@ fn live_guest_runs_on_the_planned_huge_pages() {
         return;
     };
     let _turn = crate::util::live_guests_turn();
-    let nr = std::path::Path::new(
-        "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages",
-    );
-    let Ok(was) = std::fs::read_to_string(nr) else {
-        panic!("no 2 MiB pool on node 0: {}", nr.display());
-    };
     // 64 MiB of guest memory: 32 pages, and a few to spare.
-    let more = was.trim().parse::<u64>().unwrap_or(0) + 40;
-    std::fs::write(nr, more.to_string()).unwrap_or_else(|e| panic!("cannot allocate pages: {e}"));
-    let _pool = Pool2M {
-        path: nr.to_path_buf(),
-        was,
-    };
+    let _pool = more_2m_pages(40).unwrap_or_else(|e| panic!("{e}"));
     let name = format!("pinplan-huge-{}", std::process::id());
     let guests = util::Guests {
         uri: uri.clone(),
@@ -644,16 +636,8 @@ fn connect_reads_a_defined_domains_memory() {
     };
     let _turn = crate::util::live_guests_turn();
     // The pages must be there, or the VM is (rightly) left out.
-    let nr = std::path::Path::new(
-        "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages",
-    );
-    let was = std::fs::read_to_string(nr).unwrap_or_else(|e| panic!("{}: {e}", nr.display()));
-    let more = was.trim().parse::<u64>().unwrap_or(0) + 40;
-    std::fs::write(nr, more.to_string()).unwrap_or_else(|e| panic!("cannot allocate pages: {e}"));
-    let _pool = Pool2M {
-        path: nr.to_path_buf(),
-        was,
-    };
+    // 64 MiB of guest memory: 32 pages, and a few to spare.
+    let _pool = more_2m_pages(40).unwrap_or_else(|e| panic!("{e}"));
     let name = format!("pinplan-mem-{}", std::process::id());
     let _guests = util::Guests {
         uri: uri.clone(),
@@ -697,16 +681,8 @@ fn apply_writes_memory_placement_to_the_config() {
         return;
     };
     let _turn = crate::util::live_guests_turn();
-    let nr = std::path::Path::new(
-        "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages",
-    );
-    let was = std::fs::read_to_string(nr).unwrap_or_else(|e| panic!("{}: {e}", nr.display()));
-    let more = was.trim().parse::<u64>().unwrap_or(0) + 40;
-    std::fs::write(nr, more.to_string()).unwrap_or_else(|e| panic!("cannot allocate pages: {e}"));
-    let _pool = Pool2M {
-        path: nr.to_path_buf(),
-        was,
-    };
+    // 64 MiB of guest memory: 32 pages, and a few to spare.
+    let _pool = more_2m_pages(40).unwrap_or_else(|e| panic!("{e}"));
     let name = format!("pinplan-memapply-{}", std::process::id());
     let _guests = util::Guests {
         uri: uri.clone(),

@@ -23,6 +23,13 @@ pub const NORMAL_PAGE_KIB: u64 = 4;
 /// `16GiB`, `512MiB`, `1048576KiB`, or a plain number of MiB (`16384`) →
 /// bytes. `None` with the reason when it is not one of those.
 pub fn parse_size(text: &str) -> Result<u64, String> {
+    Some(parse_amount(text)?)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| format!("{text:?} is not a usable size (zero)"))
+}
+
+/// [`parse_size`] that takes 0 too (a reserve of nothing).
+pub fn parse_amount(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let digits = t.bytes().take_while(u8::is_ascii_digit).count();
     let (number, unit) = t.split_at(digits);
@@ -41,8 +48,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         }
     };
     n.checked_mul(scale)
-        .filter(|&b| b > 0)
-        .ok_or_else(|| format!("{text:?} is not a usable size (zero, or too large)"))
+        .ok_or_else(|| format!("{text:?} is not a usable size (too large)"))
 }
 
 /// `1G`, `2M`, `none` (also `1GiB`, `2MiB`, `4K`) → page size in KiB.

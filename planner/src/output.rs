@@ -488,6 +488,14 @@ fn parent_dir(path: &Path) -> &Path {
 /// was killed between writing and renaming it.
 const STALE: std::time::Duration = std::time::Duration::from_secs(3600);
 
+/// Whether a file or directory was last changed more than [`STALE`] ago.
+fn is_stale(meta: &std::fs::Metadata) -> bool {
+    meta.modified()
+        .ok()
+        .and_then(|m| m.elapsed().ok())
+        .is_some_and(|age| age > STALE)
+}
+
 /// Removes `.pinplan-*.tmp` files beside `written` older than [`STALE`]:
 /// what a killed run left. Links and other files are never touched.
 fn remove_stale_temporaries(written: &Path) {
@@ -503,12 +511,7 @@ fn remove_stale_temporaries(written: &Path) {
         let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
             continue;
         };
-        let old = meta
-            .modified()
-            .ok()
-            .and_then(|m| m.elapsed().ok())
-            .is_some_and(|age| age > STALE);
-        if meta.is_file() && old {
+        if meta.is_file() && is_stale(&meta) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -545,12 +548,7 @@ fn remove_stale_staging(parent: &Path, ours_now: &Path) -> Vec<PathBuf> {
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
         };
-        let stale = meta
-            .modified()
-            .ok()
-            .and_then(|m| m.elapsed().ok())
-            .is_some_and(|age| age > STALE);
-        if !meta.is_dir() || meta.uid() != uid || !stale {
+        if !meta.is_dir() || meta.uid() != uid || !is_stale(&meta) {
             continue;
         }
         let Ok(inner) = std::fs::read_dir(&path) else {

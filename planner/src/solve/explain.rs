@@ -227,7 +227,8 @@ impl<'a> Explainer<'a> {
     }
 
     /// Which constraint binds.
-    fn binding(&self, vm: &VmRequest, need: &Need) -> Binding {
+    /// `memory_short`: what [`Self::memory_short`] says of it, if anything.
+    fn binding(&self, vm: &VmRequest, need: &Need, memory_short: bool) -> Binding {
         let cores = need.cores as usize;
         let without_nic = VmRequest {
             nic_affinity: NicAffinity::Ignore,
@@ -248,7 +249,7 @@ impl<'a> Explainer<'a> {
                 >= cores
         {
             Binding::Nic
-        } else if self.memory_short(vm, need).is_some() {
+        } else if memory_short {
             Binding::Memory
         } else if need.allowed.len() < cores {
             Binding::Capacity
@@ -476,7 +477,8 @@ impl<'a> Explainer<'a> {
         let fix = self.fix(i, vm);
         let need = self.need(vm);
         let needs = needs_text(vm, need.cores);
-        let binding = self.binding(vm, &need);
+        let memory_short = self.memory_short(vm, &need);
+        let binding = self.binding(vm, &need, memory_short.is_some());
         let total_free = u32::try_from(self.free.len()).unwrap_or(0);
         let left_allowed = u32::try_from(
             need.allowed
@@ -508,7 +510,7 @@ impl<'a> Explainer<'a> {
                 need.cores, need.best_node
             ),
             Binding::Capacity => String::new(),
-            Binding::Memory => self.memory_short(vm, &need).unwrap_or_default(),
+            Binding::Memory => memory_short.unwrap_or_default(),
         };
         let message = format!(
             "{} needs {needs}; {}{usable_note}{why}{}",

@@ -146,13 +146,7 @@ impl Spec {
         }
         if let Some(size) = &host.reserved_memory {
             // 0 is a reserve (none), unlike a VM's memory.
-            let zero = matches!(size.get_ref(), super::schema::Size::MiB(0))
-                || matches!(size.get_ref(), super::schema::Size::Text(t) if t.trim().trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0");
-            self.reserved_memory = Some(if zero {
-                0
-            } else {
-                self.size(size, "host.reserved_memory", lines)?
-            });
+            self.reserved_memory = Some(self.size(size, "host.reserved_memory", true, lines)?);
         }
         if let Some(rate) = &host.line_rate_gbps {
             if !(rate.get_ref().is_finite() && *rate.get_ref() > 0.0) {
@@ -195,13 +189,15 @@ impl Spec {
         &self,
         size: &Spanned<super::schema::Size>,
         key: &str,
+        zero_ok: bool,
         lines: &Lines,
     ) -> Result<u64, SpecError> {
         let parsed = match size.get_ref() {
+            super::schema::Size::Text(t) if zero_ok => crate::memory::parse_amount(t),
             super::schema::Size::Text(t) => crate::memory::parse_size(t),
             super::schema::Size::MiB(n) => n
                 .checked_mul(1 << 20)
-                .filter(|&b| b > 0)
+                .filter(|&b| b > 0 || zero_ok)
                 .ok_or_else(|| format!("{n} MiB is not a usable size")),
         };
         parsed.map_err(|m| self.error(lines.of(size), key, m))
@@ -286,7 +282,7 @@ impl Spec {
                 .or(defaults.allow_extrapolation)
                 .unwrap_or(false),
             memory: match vm.memory.as_ref().or(defaults.memory.as_ref()) {
-                Some(size) => Some(self.size(size, "vm.memory", lines)?),
+                Some(size) => Some(self.size(size, "vm.memory", false, lines)?),
                 None => None,
             },
             page_kib: match vm.hugepages.as_ref().or(defaults.hugepages.as_ref()) {

@@ -341,19 +341,8 @@ fn domain_memory(origin: &str, text: &str) -> Result<(Option<u64>, Option<u64>),
     let doc =
         crate::xmldoc::parse(text).map_err(|e| format!("{origin}:{}: {}", e.line, e.problem))?;
     let root = doc.root_element();
-    let scale = |unit: Option<&str>| -> Option<u64> {
-        Some(match unit.unwrap_or("KiB") {
-            "b" | "bytes" => 1,
-            "k" | "KiB" => 1 << 10,
-            "KB" => 1000,
-            "M" | "MiB" => 1 << 20,
-            "MB" => 1_000_000,
-            "G" | "GiB" => 1 << 30,
-            "GB" => 1_000_000_000,
-            "T" | "TiB" => 1 << 40,
-            _ => return None,
-        })
-    };
+    // libvirt's scaled amounts default to KiB.
+    let scale = |unit: Option<&str>| crate::topology::unit_bytes(unit.unwrap_or("KiB"));
     let bytes = root.child("memory").and_then(|m| {
         let n: u64 = m.inner_text().trim().parse().ok()?;
         n.checked_mul(scale(m.attribute("unit"))?)

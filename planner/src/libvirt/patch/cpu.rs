@@ -5,8 +5,9 @@ use super::doc::{Doc, Splice};
 use crate::libvirt::emit;
 use crate::plan::VmPlan;
 
-/// KiB in a libvirt scaled amount (`unit` defaults to KiB).
-fn kib(amount: &str, unit: Option<&str>) -> u64 {
+/// KiB in a libvirt scaled amount (`unit` defaults to KiB); 0 when it is
+/// not a number.
+pub(super) fn kib(amount: &str, unit: Option<&str>) -> u64 {
     let amount: u64 = amount.trim().parse().unwrap_or(0);
     let bytes = crate::topology::unit_bytes(unit.unwrap_or("KiB")).unwrap_or(1024);
     amount.saturating_mul(bytes) / 1024

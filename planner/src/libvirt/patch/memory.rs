@@ -17,14 +17,6 @@ pub(super) fn rewrite(doc: &Doc, root: usize, anchor: usize, vm: &VmPlan) -> Vec
     splices
 }
 
-/// KiB in a libvirt scaled amount (`unit` defaults to KiB).
-fn kib(doc: &Doc, node: usize) -> Option<u64> {
-    let amount: u64 = doc.inner_text(node).trim().parse().ok()?;
-    let unit = doc.attr(node, "unit");
-    let bytes = crate::topology::unit_bytes(unit.as_deref().unwrap_or("KiB"))?;
-    Some(amount.saturating_mul(bytes) / 1024)
-}
-
 /// `<memory>` set to the plan's memory when it differs (in KiB), and
 /// `<currentMemory>` lowered to it when above.
 fn size(doc: &Doc, root: usize, vm: &VmPlan) -> Vec<Splice> {
@@ -37,11 +29,11 @@ fn size(doc: &Doc, root: usize, vm: &VmPlan) -> Vec<Splice> {
         let Some(node) = doc.child(root, name) else {
             continue;
         };
-        let have = kib(doc, node);
+        let have = super::cpu::kib(doc.inner_text(node), doc.attr(node, "unit").as_deref());
         let change = if only_above {
-            have.is_none_or(|h| h > want)
+            have > want
         } else {
-            have != Some(want)
+            have != want
         };
         if change {
             splices.push(doc.replace(node, format!("<{name} unit='KiB'>{want}</{name}>")));

@@ -11,7 +11,7 @@ use super::super::backend::Model;
 use super::super::expr::{Expr, Var};
 use super::super::groups::partly_used_groups;
 use super::super::tiers::Tiers;
-use super::host::{Host, Vms};
+use super::host::{Host, MemoryRows, Vms};
 use super::layout::{cores_of, Units};
 use super::lexicographic::{fewest_or_all, lexicographic, some_domain_partly_used, Objectives};
 use super::slots::Slot;
@@ -121,38 +121,24 @@ impl Builder<'_> {
     /// VMs whole in a cell or split in a slot of their node, the others in
     /// proportion to their cores on each node.
     fn memory(&mut self, a: &[Vec<(usize, Var)>], slots: &[Slot], loose: &[LooseVm]) {
-        use crate::solve::memory::{caps, need};
-        let (request, host, vms) = (self.request, self.host, self.vms);
-        let mut memory: BTreeMap<(Option<NodeId>, u64), Expr> = BTreeMap::new();
+        let (host, vms) = (self.host, self.vms);
+        let mut memory = MemoryRows::new(self.request);
         for (t, (members, _)) in vms.types.iter().enumerate() {
-            let Some((page, bytes)) = need(&request.vms[members[0]]) else {
-                continue;
-            };
             for &(e, v) in &a[t] {
-                *memory.entry((host.cells[e].node, page)).or_default() += bytes * v;
+                memory.add(members[0], host.cells[e].node, 1.0, v);
             }
             for slot in slots {
                 for &(_, tv) in slot.tau.iter().filter(|&&(tt, _)| tt == t) {
-                    *memory.entry((slot.node, page)).or_default() += bytes * tv;
+                    memory.add(members[0], slot.node, 1.0, tv);
                 }
             }
         }
         for (&(i, c), vars) in vms.loose.iter().zip(loose) {
-            if let Some((page, bytes)) = need(&request.vms[i]) {
-                for &(e, v) in &vars.n {
-                    *memory.entry((host.cells[e].node, page)).or_default() +=
-                        bytes / f64::from(c.max(1)) * v;
-                }
+            for &(e, v) in &vars.n {
+                memory.add(i, host.cells[e].node, 1.0 / f64::from(c.max(1)), v);
             }
         }
-        let caps = caps(request);
-        let binds = crate::solve::memory::active(request);
-        for (key, terms) in memory.into_iter().filter(|_| binds) {
-            let cap = caps.get(&key).copied().unwrap_or(0.0);
-            if cap.is_finite() {
-                self.m.le(terms, cap);
-            }
-        }
+        memory.bound(&mut self.m);
     }
 
     /// `a[t][e]`: VMs of strict type t whole in cell e.

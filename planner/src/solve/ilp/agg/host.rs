@@ -164,3 +164,46 @@ impl Vms {
         self.types.iter().map(|(m, _)| m.len()).sum::<usize>() + self.loose.len()
     }
 }
+
+/// The memory rows of a model (see [`crate::solve::memory`]): per node and
+/// page size, what the VMs placed there take, at most what the node offers.
+/// Empty when memory cannot bind (its rows would be redundant).
+pub(super) struct MemoryRows<'a> {
+    request: &'a PlanRequest,
+    terms: Option<BTreeMap<(Option<NodeId>, u64), super::super::expr::Expr>>,
+}
+
+impl<'a> MemoryRows<'a> {
+    pub(super) fn new(request: &'a PlanRequest) -> MemoryRows<'a> {
+        MemoryRows {
+            request,
+            terms: crate::solve::memory::active(request).then(BTreeMap::new),
+        }
+    }
+
+    /// `share` of VM `i`'s memory (1 for a whole VM; for a VM that spans
+    /// nodes, per core it has there: 1 / its cores) times `v`, on `node`.
+    pub(super) fn add(
+        &mut self,
+        i: usize,
+        node: Option<NodeId>,
+        share: f64,
+        v: super::super::expr::Var,
+    ) {
+        let Some(terms) = &mut self.terms else { return };
+        if let Some((page, mib)) = crate::solve::memory::need(&self.request.vms[i]) {
+            *terms.entry((node, page)).or_default() += mib * share * v;
+        }
+    }
+
+    /// The rows, into `m`.
+    pub(super) fn bound(self, m: &mut super::super::backend::Model) {
+        let caps = crate::solve::memory::caps(self.request);
+        for (key, terms) in self.terms.into_iter().flatten() {
+            let cap = caps.get(&key).copied().unwrap_or(0.0);
+            if cap.is_finite() {
+                m.le(terms, cap);
+            }
+        }
+    }
+}

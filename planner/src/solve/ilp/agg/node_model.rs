@@ -7,7 +7,7 @@
 use super::super::backend::Model;
 use super::super::expr::{Expr, Var};
 use super::super::tiers::{priority_levels, Tiers};
-use super::host::{Host, Vms};
+use super::host::{Host, MemoryRows, Vms};
 use super::layout::{lay_out, Units};
 use super::lexicographic::{lexicographic, Objectives};
 use super::symmetry::{interchangeable_nodes, order_nodes};
@@ -69,29 +69,18 @@ fn node_model(request: &PlanRequest, host: &Host, vms: &Vms) -> NodeModel {
     }
     // Memory per node and page size: strict VMs whole on their node, the
     // others in proportion to their cores there.
-    let mut memory: BTreeMap<(Option<NodeId>, u64), Expr> = BTreeMap::new();
+    let mut memory = MemoryRows::new(request);
     for ((members, _), xs) in vms.types.iter().zip(&x) {
-        if let Some((page, bytes)) = crate::solve::memory::need(&request.vms[members[0]]) {
-            for &(k, v) in xs {
-                *memory.entry((k, page)).or_default() += bytes * v;
-            }
+        for &(k, v) in xs {
+            memory.add(members[0], k, 1.0, v);
         }
     }
     for (&(i, c), vars) in vms.loose.iter().zip(&loose) {
-        if let Some((page, bytes)) = crate::solve::memory::need(&request.vms[i]) {
-            for &(k, v) in &vars.n {
-                *memory.entry((k, page)).or_default() += bytes / f64::from(c.max(1)) * v;
-            }
+        for &(k, v) in &vars.n {
+            memory.add(i, k, 1.0 / f64::from(c.max(1)), v);
         }
     }
-    let caps = crate::solve::memory::caps(request);
-    let binds = crate::solve::memory::active(request);
-    for (key, terms) in memory.into_iter().filter(|_| binds) {
-        let cap = caps.get(&key).copied().unwrap_or(0.0);
-        if cap.is_finite() {
-            b.m.le(terms, cap);
-        }
-    }
+    memory.bound(&mut b.m);
     order_nodes(&mut b.m, &b.used, &interchangeable_nodes(request, host));
     let mut bounds: BTreeMap<Tier, f64> = [
         (
