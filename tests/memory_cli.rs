@@ -396,6 +396,40 @@ fn live_guest_runs_on_the_planned_huge_pages() {
             .count();
         assert_eq!(other_nodes, 0, "huge pages on another node: {line}");
     }
+    // `report --connect` reads the same numa_maps: the guest's memory per
+    // node, at least its huge pages, and no memory-remote finding (its
+    // pages are where its vCPU is).
+    let huge_kib: u64 = huge
+        .iter()
+        .flat_map(|l| l.split_whitespace())
+        .filter_map(|w| w.strip_prefix(&on_node[1..]))
+        .filter_map(|n| n.parse::<u64>().ok())
+        .sum::<u64>()
+        * 2048;
+    let out = pinplan(["report", "--connect", &uri, "--format", "json"]);
+    let report = util::stdout_json(&out);
+    let guest = report["tenants"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == name.as_str()))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let resident = guest["memory_resident"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let on_planned: u64 = resident
+        .iter()
+        .filter(|r| r["node"].as_u64() == Some(node))
+        .filter_map(|r| r["kib"].as_u64())
+        .sum();
+    assert!(
+        huge_kib > 0 && on_planned >= huge_kib,
+        "{huge_kib} KiB of huge pages, {guest}"
+    );
+    assert!(
+        !report["conflicts"].to_string().contains("memory-remote"),
+        "{report}"
+    );
     drop(guests);
 }
 
@@ -737,6 +771,22 @@ fn apply_writes_memory_placement_to_the_config() {
         config.contains("<page size='2048' unit='KiB'/>"),
         "{config}"
     );
+    // `report` shows the pending change: the live guest has neither.
+    let out = pinplan(["report", "--connect", &uri]);
+    let report = text(&out.stdout);
+    assert!(
+        report.contains(&format!(
+            "note: {name}: config memory placement differs from the live one ("
+        )),
+        "{report}"
+    );
+    for part in [
+        "huge pages: live none, config 2048 KiB",
+        "numatune: live none, config strict 0",
+        "it takes effect at its next start",
+    ] {
+        assert!(report.contains(part), "{part}: {report}");
+    }
     assert!(
         config.contains("<memory mode='strict' nodeset='0'/>"),
         "{config}"

@@ -34,6 +34,16 @@ pub struct MemoryTune {
     pub nodeset: String,
 }
 
+/// A running guest's memory resident on one NUMA node (its QEMU
+/// process's pages, from `/proc/PID/numa_maps`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NodeResident {
+    /// Host NUMA node.
+    pub node: crate::ids::NodeId,
+    /// KiB of the guest's QEMU process on it.
+    pub kib: u64,
+}
+
 /// One I/O thread's allowed CPUs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IothreadCpus {
@@ -67,6 +77,10 @@ pub struct Tenant {
     pub pinned: bool,
     /// `<numatune><memory mode nodeset>`, when set.
     pub memory: Option<MemoryTune>,
+    /// Where a running guest's memory is now, per node (read on the local
+    /// host only; `null` otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_resident: Option<Vec<NodeResident>>,
 }
 
 /// The host as a tenant of its own CPUs.
@@ -81,6 +95,7 @@ pub fn host_tenant(cpus: &CpuSet) -> Tenant {
         nics: Vec::new(),
         pinned: true,
         memory: None,
+        memory_resident: None,
     }
 }
 

@@ -106,6 +106,7 @@ pub fn tenant_from_domain(
         nics: passthrough_devices(root),
         pinned,
         memory: memory_tune(root),
+        memory_resident: None,
     })
 }
 
@@ -199,6 +200,120 @@ fn memory_tune(root: Node) -> Option<MemoryTune> {
         mode: m.attribute("mode").unwrap_or("strict").to_owned(),
         nodeset: m.attribute("nodeset").unwrap_or("").to_owned(),
     })
+}
+
+/// A domain's memory placement as `apply` writes it, one described value
+/// per part (`size`, `huge pages`, `numatune`, `memnode`, `guest cells`),
+/// to compare the live domain with its config.
+fn memory_placement(
+    source: &str,
+    text: &str,
+) -> Result<BTreeMap<&'static str, String>, DomainError> {
+    let doc = xmldoc::parse(text).map_err(|e| DomainError {
+        source_name: source.to_owned(),
+        line: e.line,
+        message: e.problem.to_string(),
+    })?;
+    let root = doc.root_element();
+    // A size in KiB, or the text as written when it is not a size.
+    let kib = |e: Node| {
+        let unit = e.attribute("unit").unwrap_or("KiB");
+        let text = e.inner_text();
+        match (
+            text.trim().parse::<u64>(),
+            crate::topology::unit_bytes(unit),
+        ) {
+            (Ok(n), Some(scale)) => crate::memory::human(n.saturating_mul(scale)),
+            _ => format!("{} {unit}", text.trim()),
+        }
+    };
+    let none = || "none".to_owned();
+    let mut out = BTreeMap::new();
+    out.insert("size", root.child("memory").map_or_else(none, kib));
+    let pages = root.path(&["memoryBacking", "hugepages"]).map(|h| {
+        let listed: Vec<String> = h
+            .children_named("page")
+            .map(|p| {
+                let size = p.attribute("size").unwrap_or("?");
+                let unit = p.attribute("unit").unwrap_or("KiB");
+                match p.attribute("nodeset") {
+                    Some(nodes) => format!("{size} {unit} for cell(s) {nodes}"),
+                    None => format!("{size} {unit}"),
+                }
+            })
+            .collect();
+        if listed.is_empty() {
+            "the default size".to_owned()
+        } else {
+            listed.join(", ")
+        }
+    });
+    out.insert("huge pages", pages.unwrap_or_else(none));
+    let tune = memory_tune(root).map(|m| format!("{} {}", m.mode, m.nodeset));
+    out.insert("numatune", tune.unwrap_or_else(none));
+    let memnodes: Vec<String> = root
+        .child("numatune")
+        .into_iter()
+        .flat_map(|t| t.children_named("memnode"))
+        .map(|m| {
+            format!(
+                "cell {}: {} {}",
+                m.attribute("cellid").unwrap_or("?"),
+                m.attribute("mode").unwrap_or("strict"),
+                m.attribute("nodeset").unwrap_or("")
+            )
+        })
+        .collect();
+    out.insert(
+        "memnode",
+        if memnodes.is_empty() {
+            none()
+        } else {
+            memnodes.join(", ")
+        },
+    );
+    let cells: Vec<String> = root
+        .path(&["cpu", "numa"])
+        .into_iter()
+        .flat_map(|n| n.children_named("cell"))
+        .map(|c| {
+            let unit = c.attribute("unit").unwrap_or("KiB");
+            let memory = c.attribute("memory").unwrap_or("?");
+            let size = match (memory.parse::<u64>(), crate::topology::unit_bytes(unit)) {
+                (Ok(n), Some(scale)) => crate::memory::human(n.saturating_mul(scale)),
+                _ => format!("{memory} {unit}"),
+            };
+            format!("{}: {size}", c.attribute("id").unwrap_or("?"))
+        })
+        .collect();
+    out.insert(
+        "guest cells",
+        if cells.is_empty() {
+            none()
+        } else {
+            cells.join(", ")
+        },
+    );
+    Ok(out)
+}
+
+/// How a running domain's config places its memory otherwise than the live
+/// domain does, one `PART: live X, config Y` per part that differs.
+pub fn memory_differences(
+    source: &str,
+    live: &str,
+    config: &str,
+) -> Result<Vec<String>, DomainError> {
+    let live = memory_placement(source, live)?;
+    let config = memory_placement(&format!("{source} (config)"), config)?;
+    Ok(live
+        .iter()
+        .filter(|(part, value)| config.get(*part) != Some(*value))
+        .map(|(part, value)| {
+            let planned = config.get(part).map_or("none", String::as_str);
+            format!("{part}: live {value}, config {planned}")
+        })
+        .collect())
 }
 
 /// PCI addresses of a domain's passed-through devices, as `DDDD:BB:DD.F`.
@@ -312,6 +427,34 @@ mod tests {
                 "{text:?}"
             );
         }
+        Ok(())
+    }
+
+    #[test]
+    fn memory_placement_differences_name_each_part() -> Result<(), DomainError> {
+        let live =
+            "<domain><name>vm</name><vcpu>1</vcpu><memory unit='KiB'>65536</memory></domain>";
+        let config = "<domain><name>vm</name><vcpu>1</vcpu><memory unit='MiB'>64</memory>\
+            <memoryBacking><hugepages><page size='2048' unit='KiB' nodeset='0'/></hugepages>\
+            </memoryBacking><numatune><memory mode='strict' nodeset='1'/>\
+            <memnode cellid='0' mode='strict' nodeset='1'/></numatune>\
+            <cpu><numa><cell id='0' cpus='0' memory='64' unit='MiB'/></numa></cpu></domain>";
+        // The same size in other units is no difference.
+        assert_eq!(
+            memory_differences("vm", live, config)?,
+            [
+                "guest cells: live none, config 0: 64.0 MiB",
+                "huge pages: live none, config 2048 KiB for cell(s) 0",
+                "memnode: live none, config cell 0: strict 1",
+                "numatune: live none, config strict 1",
+            ]
+        );
+        assert_eq!(
+            memory_differences("vm", config, config)?,
+            Vec::<String>::new()
+        );
+        let bad = memory_differences("vm", live, "<domain><memory>");
+        assert!(matches!(bad, Err(DomainError { line: 1, .. })), "{bad:?}");
         Ok(())
     }
 }

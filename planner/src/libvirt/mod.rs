@@ -10,6 +10,7 @@ pub mod domain;
 pub mod emit;
 mod ffi;
 pub mod patch;
+pub mod resident;
 pub mod tenants;
 
 pub use crate::error::{LibvirtAction, LibvirtError};
@@ -36,10 +37,11 @@ pub fn inactive_xml(uri: &str, name: &str) -> Result<String, LibvirtError> {
         .map_err(|e| LibvirtError::new(uri, LibvirtAction::DomainXml(name.to_owned()), &e))
 }
 
-/// Every domain at `uri`, running and defined, as `(name, XML)` sorted by
-/// name: the live XML (live pins) for running domains, the persistent
-/// definition for the others — what `pinplan report --connect` reads.
-pub fn all_domain_xml(uri: &str) -> Result<Vec<(String, String)>, LibvirtError> {
+/// Every domain at `uri`, running and defined, as `(name, XML, running)`
+/// sorted by name: the live XML (live pins) for running domains, the
+/// persistent definition for the others — what `pinplan report --connect`
+/// reads.
+pub fn all_domain_xml(uri: &str) -> Result<Vec<(String, String, bool)>, LibvirtError> {
     let conn = open_read_only(uri)?;
     let domains = conn
         .list_all_domains(0)
@@ -49,15 +51,12 @@ pub fn all_domain_xml(uri: &str) -> Result<Vec<(String, String)>, LibvirtError> 
         let name = d
             .name()
             .map_err(|e| LibvirtError::new(uri, LibvirtAction::DomainName, &e))?;
-        let flags = if d.is_active().unwrap_or(false) {
-            0
-        } else {
-            VIR_DOMAIN_XML_INACTIVE
-        };
+        let running = d.is_active().unwrap_or(false);
+        let flags = if running { 0 } else { VIR_DOMAIN_XML_INACTIVE };
         let xml = d
             .xml_desc(flags)
             .map_err(|e| LibvirtError::new(uri, LibvirtAction::DomainXml(name.clone()), &e))?;
-        out.push((name, xml));
+        out.push((name, xml, running));
     }
     out.sort();
     Ok(out)
@@ -99,9 +98,18 @@ pub fn is_local_uri(uri: &str) -> bool {
     transport_local && rest.starts_with('/') && !scheme.starts_with("test")
 }
 
+/// Whether `uri` is this machine's system libvirtd (`qemu:///system`,
+/// `qemu+unix:///system`), whose guests' QEMU pids are in `/run/libvirt`.
+pub fn is_local_system_uri(uri: &str) -> bool {
+    is_local_uri(uri)
+        && uri
+            .split_once("://")
+            .is_some_and(|(_, rest)| rest.split('?').next() == Some("/system"))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::is_local_uri;
+    use super::{is_local_system_uri, is_local_uri};
 
     #[test]
     fn only_uris_without_a_host_are_local() {
@@ -111,5 +119,9 @@ mod tests {
         assert!(!is_local_uri("qemu+tls://b1/system"));
         assert!(!is_local_uri("test:///default"));
         assert!(!is_local_uri("not a uri"));
+        assert!(is_local_system_uri("qemu:///system"));
+        assert!(is_local_system_uri("qemu+unix:///system?socket=/run/x"));
+        assert!(!is_local_system_uri("qemu:///session"));
+        assert!(!is_local_system_uri("qemu+ssh://b1/system"));
     }
 }

@@ -2,7 +2,7 @@
 //! own CPUs (given, the plan's reservation, or what `isolcpus=` leaves) and
 //! every domain, from XML files or through a libvirt connection.
 
-use super::domain::{tenant_from_domain, DomainError};
+use super::domain::{memory_differences, tenant_from_domain, DomainError};
 use crate::cmdline::{CmdlineError, KernelCmdline};
 use crate::cpuset::CpuSet;
 use crate::error::{Diagnostic, LibvirtError};
@@ -148,29 +148,34 @@ pub fn tenants(
 
 /// Every domain at `uri` as a tenant on `host` (running domains with their
 /// live pins, the others with their config), sorted by name: what
-/// `report --connect` and `apply` see of a host.
+/// `report --connect` and `apply` see of a host. On this machine's system
+/// libvirtd a running guest's memory per node is read too
+/// ([`super::resident`]).
 pub fn domain_tenants(uri: &str, host: &HostTopology) -> Result<Vec<Tenant>, TenantsError> {
+    let local = super::is_local_system_uri(uri);
     let mut out = Vec::new();
-    for (name, xml) in super::all_domain_xml(uri)? {
-        out.push(tenant_from_domain(
-            &format!("{uri} domain {name}"),
-            &xml,
-            host,
-        )?);
+    for (name, xml, running) in super::all_domain_xml(uri)? {
+        let mut tenant = tenant_from_domain(&format!("{uri} domain {name}"), &xml, host)?;
+        if running && local {
+            tenant.memory_resident = super::resident::resident(Path::new("/"), &name);
+        }
+        out.push(tenant);
     }
     Ok(out)
 }
 
-/// Running domains whose persistent config pins their threads otherwise
-/// than they run now: the config takes effect at the next start. One line
-/// per domain, e.g. `vm1: config pins differ from the live ones (vCPU 0:
-/// live 1, config 3): they take effect at its next start`.
+/// Running domains whose persistent config pins their threads, or places
+/// their memory, otherwise than they run now: the config takes effect at
+/// the next start. One line per domain and kind, e.g. `vm1: config pins
+/// differ from the live ones (vCPU 0: live 1, config 3): they take effect at
+/// its next start`, `vm1: config memory placement differs from the live one
+/// (numatune: live none, config strict 0): …`.
 pub fn pending_pins(uri: &str, host: &HostTopology) -> Result<Vec<String>, TenantsError> {
     let mut out = Vec::new();
-    for (name, live, config) in super::running_domain_xml(uri)? {
+    for (name, live_xml, config_xml) in super::running_domain_xml(uri)? {
         let origin = format!("{uri} domain {name}");
-        let live = tenant_from_domain(&origin, &live, host)?;
-        let config = tenant_from_domain(&format!("{origin} (config)"), &config, host)?;
+        let live = tenant_from_domain(&origin, &live_xml, host)?;
+        let config = tenant_from_domain(&format!("{origin} (config)"), &config_xml, host)?;
         let mut differences = Vec::new();
         for (l, c) in live.vcpus.iter().zip(&config.vcpus) {
             if l.cpus != c.cpus {
@@ -205,6 +210,14 @@ pub fn pending_pins(uri: &str, host: &HostTopology) -> Result<Vec<String>, Tenan
                 } else {
                     String::new()
                 }
+            ));
+        }
+        let memory = memory_differences(&origin, &live_xml, &config_xml)?;
+        if !memory.is_empty() {
+            out.push(format!(
+                "{name}: config memory placement differs from the live one ({}): memory does \
+                 not move under a running guest, it takes effect at its next start",
+                memory.join("; ")
             ));
         }
     }

@@ -3,7 +3,7 @@
 
 use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, CpuId, NodeId};
-use crate::tenant::{MemoryTune, Tenant, TenantKind};
+use crate::tenant::{Tenant, TenantKind};
 use crate::topology::{HostTopology, PciAddress};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,9 +33,12 @@ pub enum ConflictKind {
     Floating,
     /// A VM on the host's own CPUs.
     HostOverlap,
+    /// A VM's memory on other NUMA nodes than its vCPUs (by its numatune,
+    /// or for a running guest on this host by where its pages are).
+    MemoryRemote,
     /// vCPUs on another NUMA node than the VM's NIC.
     NicRemote,
-    /// vCPUs across NUMA nodes under strict memory, or memory elsewhere.
+    /// vCPUs across NUMA nodes under strict memory.
     NumaSplit,
 }
 
@@ -48,6 +51,7 @@ impl ConflictKind {
             ConflictKind::EmulatorOverlap => "emulator-overlap",
             ConflictKind::Floating => "floating",
             ConflictKind::HostOverlap => "host-overlap",
+            ConflictKind::MemoryRemote => "memory-remote",
             ConflictKind::NicRemote => "nic-remote",
             ConflictKind::NumaSplit => "numa-split",
         }
@@ -100,6 +104,7 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
         .filter_map(|p| p.numa_node.map(|n| (p.cpu, n)))
         .collect();
     out.extend(vms.iter().filter_map(|t| numa_split(t, &node_of)));
+    out.extend(vms.iter().filter_map(|t| memory_remote(t, &node_of)));
     for t in &vms {
         out.extend(nic_remote(host, t, &node_of));
     }
@@ -273,41 +278,101 @@ fn emulator_overlap(vms: &[&Tenant]) -> Vec<Conflict> {
     out
 }
 
-/// A VM's vCPUs on several nodes under strict memory, or its memory on
-/// other nodes than its vCPUs.
-fn numa_split(t: &Tenant, node_of: &BTreeMap<CpuId, NodeId>) -> Option<Conflict> {
-    let nodes: BTreeSet<NodeId> = t
-        .cpus
+/// The NUMA nodes of a tenant's vCPUs, as a list for messages.
+fn vcpu_nodes(t: &Tenant, node_of: &BTreeMap<CpuId, NodeId>) -> BTreeSet<NodeId> {
+    t.cpus
         .iter()
         .filter_map(|c| node_of.get(&c).copied())
-        .collect();
-    let listed: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
-    let MemoryTune { mode, nodeset } = t.memory.clone().unwrap_or_default();
-    let memory_nodes: BTreeSet<NodeId> = nodeset
-        .parse::<CpuSet>()
-        .map(|s| s.iter().map(|c| NodeId(c.0)).collect())
-        .unwrap_or_default();
-    let split = nodes.len() > 1 && mode == "strict";
-    let elsewhere =
-        !memory_nodes.is_empty() && !nodes.is_empty() && memory_nodes.is_disjoint(&nodes);
-    (split || elsewhere).then(|| Conflict {
+        .collect()
+}
+
+fn listed(nodes: &BTreeSet<NodeId>) -> String {
+    let names: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+    names.join(",")
+}
+
+/// A VM's vCPUs on several nodes under strict memory.
+fn numa_split(t: &Tenant, node_of: &BTreeMap<CpuId, NodeId>) -> Option<Conflict> {
+    let nodes = vcpu_nodes(t, node_of);
+    let strict = t.memory.as_ref().is_some_and(|m| m.mode == "strict");
+    (nodes.len() > 1 && strict).then(|| Conflict {
         kind: ConflictKind::NumaSplit,
         severity: Severity::Warning,
         tenants: vec![t.name.clone()],
         cpus: t.cpus.clone(),
-        message: if split {
-            format!(
-                "{}'s vCPUs span NUMA nodes {} under strict memory",
-                t.name,
-                listed.join(",")
-            )
-        } else {
-            format!(
-                "{}'s memory is on node(s) {nodeset}, its vCPUs on {}",
-                t.name,
-                listed.join(",")
-            )
-        },
+        message: format!(
+            "{}'s vCPUs span NUMA nodes {} under strict memory",
+            t.name,
+            listed(&nodes)
+        ),
+    })
+}
+
+/// The share of a running guest's memory that may sit off its vCPUs' nodes
+/// before it is a finding: QEMU's own code and libraries are shared pages
+/// on whichever node loaded them first.
+const REMOTE_SHARE_PERCENT: u64 = 10;
+
+/// A VM's memory away from its vCPUs: for a running guest whose pages were
+/// read, more than [`REMOTE_SHARE_PERCENT`] of them on nodes none of its
+/// vCPUs is on; otherwise a numatune whose nodes none of its vCPUs is on.
+fn memory_remote(t: &Tenant, node_of: &BTreeMap<CpuId, NodeId>) -> Option<Conflict> {
+    let nodes = vcpu_nodes(t, node_of);
+    if nodes.is_empty() {
+        return None;
+    }
+    let conflict = |message: String| Conflict {
+        kind: ConflictKind::MemoryRemote,
+        severity: Severity::Warning,
+        tenants: vec![t.name.clone()],
+        cpus: t.cpus.clone(),
+        message,
+    };
+    if let Some(resident) = &t.memory_resident {
+        let total: u64 = resident.iter().map(|r| r.kib).sum();
+        let remote: Vec<_> = resident
+            .iter()
+            .filter(|r| !nodes.contains(&r.node))
+            .collect();
+        let remote_kib: u64 = remote.iter().map(|r| r.kib).sum();
+        if total == 0
+            || remote_kib.saturating_mul(100) <= total.saturating_mul(REMOTE_SHARE_PERCENT)
+        {
+            return None;
+        }
+        let on: Vec<String> = remote
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} on node {}",
+                    crate::memory::human(r.kib.saturating_mul(1024)),
+                    r.node
+                )
+            })
+            .collect();
+        return Some(conflict(format!(
+            "{}'s memory is resident off its vCPUs' node(s) {}: {} of {} ({}%)",
+            t.name,
+            listed(&nodes),
+            on.join(", "),
+            crate::memory::human(total.saturating_mul(1024)),
+            remote_kib.saturating_mul(100) / total
+        )));
+    }
+    let tune = t.memory.as_ref()?;
+    let memory_nodes: BTreeSet<NodeId> = tune
+        .nodeset
+        .parse::<CpuSet>()
+        .map(|s| s.iter().map(|c| NodeId(c.0)).collect())
+        .unwrap_or_default();
+    (!memory_nodes.is_empty() && memory_nodes.is_disjoint(&nodes)).then(|| {
+        conflict(format!(
+            "{}'s memory is on node(s) {} ({}), its vCPUs on {}",
+            t.name,
+            tune.nodeset,
+            tune.mode,
+            listed(&nodes)
+        ))
     })
 }
 
@@ -465,6 +530,89 @@ mod tests {
         // vm1 on 1 and 5, vm2 on 5: vm1's CPU 1 is vm2's CPU 5's sibling.
         assert!(
             found.contains(&expect("core-shared", &["vm1", "vm2"], "1,5")),
+            "{found:?}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn memory_off_the_vcpus_nodes_is_memory_remote() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::ids::NodeId;
+        use crate::tenant::NodeResident;
+        use crate::topology::{self, Source};
+        // Two nodes of 2 cores: CPUs 0-1 on node 0, 2-3 on node 1.
+        let h = topology::load(&Source::Synthetic("numa:2 core:2 pu:1".into()))?;
+        let on = |name: &str, numatune: &str| {
+            format!(
+                "<domain><name>{name}</name><vcpu>1</vcpu><cputune><vcpupin vcpu='0' cpuset='1'/>\
+                 <emulatorpin cpuset='0'/></cputune>{numatune}</domain>"
+            )
+        };
+        let far = tenant_from_domain(
+            "far.xml",
+            &on(
+                "far",
+                "<numatune><memory mode='strict' nodeset='1'/></numatune>",
+            ),
+            &h,
+        )?;
+        let near = tenant_from_domain(
+            "near.xml",
+            &on(
+                "near",
+                "<numatune><memory mode='strict' nodeset='0'/></numatune>",
+            ),
+            &h,
+        )?;
+        // Read as running: 10 % off the node is QEMU's shared pages (no
+        // finding), 3 GiB of 4 is one.
+        let mut shared = tenant_from_domain("s.xml", &on("shared", ""), &h)?;
+        shared.memory_resident = Some(vec![
+            NodeResident {
+                node: NodeId(0),
+                kib: 900,
+            },
+            NodeResident {
+                node: NodeId(1),
+                kib: 100,
+            },
+        ]);
+        let mut moved = tenant_from_domain(
+            "m.xml",
+            &on(
+                "moved",
+                "<numatune><memory mode='strict' nodeset='0'/></numatune>",
+            ),
+            &h,
+        )?;
+        moved.memory_resident = Some(vec![
+            NodeResident {
+                node: NodeId(0),
+                kib: 1 << 20,
+            },
+            NodeResident {
+                node: NodeId(1),
+                kib: 3 << 20,
+            },
+        ]);
+        let found = conflicts(&h, &[far, near, shared, moved]);
+        let remote: Vec<(&str, &str)> = found
+            .iter()
+            .filter(|c| c.kind == ConflictKind::MemoryRemote)
+            .map(|c| (c.tenants[0].as_str(), c.message.as_str()))
+            .collect();
+        assert_eq!(
+            remote,
+            [
+                ("far", "far's memory is on node(s) 1 (strict), its vCPUs on 0"),
+                (
+                    "moved",
+                    "moved's memory is resident off its vCPUs' node(s) 0: 3.0 GiB on node 1 of 4.0 GiB (75%)"
+                ),
+            ]
+        );
+        assert!(
+            found.iter().all(|c| c.kind != ConflictKind::NumaSplit),
             "{found:?}"
         );
         Ok(())

@@ -77,6 +77,9 @@ fn planned_tenant(vm: &VmPlan, now: Option<&Tenant>) -> Tenant {
             mode: "strict".to_owned(),
             nodeset: nodes.to_string(),
         }),
+        // Memory moves only at a restart: the plan's placement is judged by
+        // its numatune, not by where the pages are now.
+        memory_resident: None,
     }
 }
 

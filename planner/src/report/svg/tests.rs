@@ -292,6 +292,7 @@ fn vm(name: &str, vcpus: &[&str], emulator: &str, iothreads: &[&str]) -> Tenant 
         nics: Vec::new(),
         pinned: true,
         memory: None,
+        memory_resident: None,
     }
 }
 
