@@ -616,7 +616,7 @@ fn vm_cpus_not_isolated_warn_host_cpus_isolated_fail() {
     );
     assert_eq!(
         str_at(c, "hint"),
-        "add to the kernel command line (replacing any existing value) and reboot: isolcpus=domain,managed_irq,2-5 nohz_full=2-5 rcu_nocbs=2-5"
+        "now, without a reboot: pinplan isolate --plan PLAN.json; or at boot, add to the kernel command line (replacing any existing value): isolcpus=domain,managed_irq,2-5 nohz_full=2-5 rcu_nocbs=2-5"
     );
 
     dir.file(

@@ -11,7 +11,9 @@ mod ui;
 mod version;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use commands::{apply, completions, demand, doctor, help, man, plan, report, topology, xml};
+use commands::{
+    apply, completions, demand, doctor, help, isolate, man, plan, report, topology, xml,
+};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -58,6 +60,9 @@ enum Command {
     /// Check the host's IOMMU, VFIO groups, SR-IOV, PCIe links, NIC locality,
     /// SMT, CPU isolation and IRQ affinity, from sysfs and procfs.
     Doctor(doctor::DoctorArgs),
+    /// Keep the host off the plan's VM CPUs: cgroups, IRQs and workqueues at
+    /// runtime (journalled, --undo), the boot-time way, or a per-VM libvirt hook.
+    Isolate(isolate::IsolateArgs),
     /// Print the shell completion script for bash, zsh or fish.
     Completions(completions::CompletionsArgs),
     /// Print pinplan's man page, or write one per command into a directory.
@@ -91,6 +96,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report::run(args),
         Command::Apply(args) => apply::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Isolate(args) => isolate::run(args),
         Command::Completions(args) => completions::run(args, &mut command),
         Command::Man(args) => man::run(args, &mut command),
         Command::Help(args) => help::run(args, &command),

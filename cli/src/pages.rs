@@ -54,7 +54,7 @@ struct Page {
     exit: &'static [(u8, &'static str)],
 }
 
-const PAGES: [Page; 11] = [
+const PAGES: [Page; 12] = [
     Page {
         command: "",
         examples: &[
@@ -186,6 +186,24 @@ const PAGES: [Page; 11] = [
             (0, "no check failed (warnings and skips allowed)"),
             (1, "at least one check failed"),
             (2, "bad input: --root holds neither sys/ nor proc/, the plan cannot be read or was made for another host, a malformed --nic address, a NIC that is not a PCI device under the root"),
+        ],
+    },
+    Page {
+        command: "isolate",
+        examples: &[
+            "# What would change: cgroups, IRQs, workqueues (nothing is changed)",
+            "pinplan isolate --plan plans/plan.json --dry-run",
+            "# Keep the host off the VM CPUs now; undo it from the journal",
+            "pinplan isolate --plan plans/plan.json --journal iso.json && pinplan isolate --undo iso.json",
+            "# The boot-time way: kernel arguments, or tuned's cpu-partitioning",
+            "pinplan isolate --plan plans/plan.json --emit kernel-args",
+            "# Isolate each VM's CPUs only while it runs (libvirt hook)",
+            "pinplan isolate --plan /etc/pinplan/plan.json --emit hook /etc/libvirt/hooks",
+        ],
+        exit: &[
+            (0, "isolated, emitted or undone (refused IRQs and kernel threads are listed, not errors)"),
+            (1, "--undo (or the hook) could not restore every value: each is listed"),
+            (2, "bad input: the plan cannot be read, is another host's, places no VM or reserves every CPU; a journal that is not isolate's or exists already; an isolation in effect already; a file that cannot be written"),
         ],
     },
     Page {

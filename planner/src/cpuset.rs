@@ -148,6 +148,56 @@ impl CpuSet {
         self.0.is_subset(&other.0)
     }
 
+    /// A kernel cpumask in hex (`/proc/irq/default_smp_affinity`, the
+    /// workqueue `cpumask`): 32-bit words, most significant first, separated
+    /// by commas (`"00000000,00000003"`, `"3"`); `None` when it is not one or
+    /// names a CPU at or above [`CpuId::LIMIT`].
+    pub fn from_hex_mask(text: &str) -> Option<CpuSet> {
+        let digits: String = text.trim().chars().filter(|&c| c != ',').collect();
+        if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        let mut set = CpuSet::new();
+        for (position, c) in digits.chars().rev().enumerate() {
+            let nibble = c.to_digit(16)?;
+            for bit in 0..4 {
+                if nibble & (1 << bit) != 0 {
+                    let cpu = u32::try_from(position * 4 + bit).ok()?;
+                    if cpu >= CpuId::LIMIT {
+                        return None;
+                    }
+                    set.insert(CpuId(cpu));
+                }
+            }
+        }
+        Some(set)
+    }
+
+    /// The kernel's hex cpumask form of the set: 32-bit words, most
+    /// significant first, the first unpadded, the others 8 digits, joined by
+    /// commas (`"3"`, `"1,00000000"`); `"0"` for the empty set.
+    pub fn to_hex_mask(&self) -> String {
+        let Some(last) = self.0.last() else {
+            return "0".to_owned();
+        };
+        let words = last.0 / 32 + 1;
+        let mut out: Vec<String> = Vec::new();
+        for word in (0..words).rev() {
+            let mut value = 0u32;
+            for bit in 0..32 {
+                if self.0.contains(&CpuId(word * 32 + bit)) {
+                    value |= 1 << bit;
+                }
+            }
+            out.push(if out.is_empty() {
+                format!("{value:x}")
+            } else {
+                format!("{value:08x}")
+            });
+        }
+        out.join(",")
+    }
+
     /// Whether the sets share a CPU.
     pub fn intersects(&self, other: &CpuSet) -> bool {
         !self.0.is_disjoint(&other.0)
@@ -493,6 +543,25 @@ mod tests {
             prop_assume!(!original.is_empty());
             let parsed: CpuSet = original.to_string().parse().map_err(|e| TestCaseError::fail(format!("{e}")))?;
             prop_assert_eq!(parsed, original);
+        }
+    }
+
+    #[test]
+    fn hex_masks_read_and_write_the_kernels_form() {
+        let set = |t: &str| t.parse::<CpuSet>().unwrap_or_default();
+        assert_eq!(CpuSet::from_hex_mask("3\n"), Some(set("0-1")));
+        assert_eq!(CpuSet::from_hex_mask("00000001,00000000"), Some(set("32")));
+        assert_eq!(CpuSet::from_hex_mask("ff,ffffffff"), Some(set("0-39")));
+        assert_eq!(CpuSet::from_hex_mask("0"), Some(CpuSet::new()));
+        assert_eq!(CpuSet::from_hex_mask(""), None);
+        assert_eq!(CpuSet::from_hex_mask("0x3"), None);
+        assert_eq!(set("0-1").to_hex_mask(), "3");
+        assert_eq!(set("0,32").to_hex_mask(), "1,00000001");
+        assert_eq!(set("4-7,36").to_hex_mask(), "10,000000f0");
+        assert_eq!(CpuSet::new().to_hex_mask(), "0");
+        for text in ["0", "1-5,40,63,64,1000"] {
+            let s = set(text);
+            assert_eq!(CpuSet::from_hex_mask(&s.to_hex_mask()), Some(s));
         }
     }
 }

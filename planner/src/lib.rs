@@ -39,6 +39,7 @@ pub mod error;
 #[cfg(test)]
 mod fuzz;
 pub mod ids;
+pub mod isolate;
 pub mod libvirt;
 pub mod memory;
 pub mod output;

@@ -6,6 +6,7 @@ pub mod completions;
 pub mod demand;
 pub mod doctor;
 pub mod help;
+pub mod isolate;
 pub mod man;
 pub mod plan;
 pub mod report;

@@ -48,6 +48,10 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     format: ReportFormat,
+    /// On this machine's system libvirtd (--connect qemu:///system): how
+    /// many stray threads to list, busiest first.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    top: usize,
     /// Colour in the text host map: `auto` on a terminal unless `NO_COLOR` is set.
     #[arg(long, value_enum, default_value = "auto")]
     color: ColorArg,
@@ -86,6 +90,9 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
     let mut result = Report::new(&host, tenants, plan.as_ref());
     if let Some(uri) = &args.connect {
         result.notes.extend(tenants::pending_pins(uri, &host)?);
+        if libvirt::is_local_system_uri(uri) {
+            result.add_live_host(std::path::Path::new("/"), args.top);
+        }
     }
     print(&match args.format {
         ReportFormat::Text => result.to_text(&host, use_colour(args.color)),

@@ -125,7 +125,9 @@ pub(super) fn isolation(host: &Host<'_>) -> Vec<Check> {
     };
     // `all` and `N` in a list mean the host's CPUs.
     let online = host.fs.online_cpus().unwrap_or_default();
-    let kernel = Isolated::read(cmdline, &online);
+    let mut kernel = Isolated::read(cmdline, &online);
+    kernel.cgroups = crate::isolate::cgroup::host_confinement(host.fs.root(), &online);
+    kernel.tuned = host.fs.tuned_isolated();
     let reserved = &plan.host.reserved_cpus;
     let all_vm = vm_cpus(plan);
     let mut checks = vec![kernel.host_check(reserved)];
@@ -150,6 +152,11 @@ struct Isolated {
     iso_flags: Vec<String>,
     /// ` (cannot read …: taken as empty)` when a list is malformed.
     unreadable: String,
+    /// Where the host's cgroups confine it, and how (runtime isolation:
+    /// `pinplan isolate`, systemd `AllowedCPUs`, a cpuset of one's own).
+    cgroups: Option<(CpuSet, String)>,
+    /// tuned's `isolated_cores=` under the cpu-partitioning profile.
+    tuned: Option<CpuSet>,
 }
 
 impl Isolated {
@@ -192,6 +199,8 @@ impl Isolated {
             rcu_nocbs,
             iso_flags,
             unreadable,
+            cgroups: None,
+            tuned: None,
         }
     }
 
@@ -268,6 +277,36 @@ impl Isolated {
                 ),
             );
         }
+        // Kept from the host another way: cgroups at runtime, or tuned.
+        let mut ways = Vec::new();
+        if let Some((allowed, how)) = &self.cgroups {
+            if !allowed.intersects(&vm.cpus) {
+                ways.push(format!("cgroups ({how})"));
+            }
+        }
+        if let Some(tuned) = self.tuned.as_ref().filter(|t| vm.cpus.is_subset(t)) {
+            ways.push(format!("tuned's cpu-partitioning (isolated_cores={tuned})"));
+        }
+        if !ways.is_empty() {
+            let ticks = if vm.cpus.is_subset(&self.nohz_full) {
+                String::new()
+            } else {
+                format!(
+                    "; the timer tick still runs on {} (nohz_full= is a boot option)",
+                    vm.cpus.difference(&self.nohz_full)
+                )
+            };
+            return Check::new(
+                id,
+                Status::Pass,
+                vm.name.clone(),
+                format!(
+                    "CPUs {} are kept from the host by {}{ticks}{unreadable}",
+                    vm.cpus,
+                    ways.join(" and ")
+                ),
+            );
+        }
         let lacks: Vec<String> = missing
             .iter()
             .map(|(key, m)| format!("{key}= lacks {m}"))
@@ -308,7 +347,8 @@ impl Isolated {
             ),
         )
         .hint(format!(
-            "add to the kernel command line (replacing any existing value) and reboot: {}",
+            "now, without a reboot: pinplan isolate --plan PLAN.json; or at boot, add to the \
+             kernel command line (replacing any existing value): {}",
             add.join(" ")
         ))
     }
@@ -503,7 +543,7 @@ mod tests {
         );
         assert_eq!(
             c.hint.as_deref(),
-            Some("add to the kernel command line (replacing any existing value) and reboot: isolcpus=domain,managed_irq,2-7 nohz_full=2-7 rcu_nocbs=2-7")
+            Some("now, without a reboot: pinplan isolate --plan PLAN.json; or at boot, add to the kernel command line (replacing any existing value): isolcpus=domain,managed_irq,2-7 nohz_full=2-7 rcu_nocbs=2-7")
         );
 
         // Nothing isolated: the suggested isolcpus keeps managed IRQs off too;

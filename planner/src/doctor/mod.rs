@@ -32,7 +32,7 @@ mod cpu;
 mod iommu;
 mod memory;
 mod nic;
-mod sysfs;
+pub(crate) mod sysfs;
 #[cfg(test)]
 mod testroot;
 

@@ -89,6 +89,27 @@ impl Fs {
         })
     }
 
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// tuned's isolated CPUs when its active profile is `cpu-partitioning`
+    /// (`etc/tuned/active_profile`, `isolated_cores=` in
+    /// `etc/tuned/cpu-partitioning-variables.conf`); `None` otherwise, or
+    /// when the value is not a plain CPU list.
+    pub fn tuned_isolated(&self) -> Option<CpuSet> {
+        let profile = self.read(&self.root.join("etc/tuned/active_profile"))?;
+        if !profile.split_whitespace().any(|p| p == "cpu-partitioning") {
+            return None;
+        }
+        let vars = self.read(&self.root.join("etc/tuned/cpu-partitioning-variables.conf"))?;
+        vars.lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .find_map(|l| l.trim().strip_prefix("isolated_cores="))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
     /// Whether `sys/` exists under the root.
     pub fn has_sys(&self) -> bool {
         self.has_sys

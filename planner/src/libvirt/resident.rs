@@ -66,10 +66,9 @@ fn is_guest(cmdline: &str, name: &str) -> bool {
     })
 }
 
-/// The memory per node of running domain `name`'s QEMU process, read under
-/// `root` (`/` on a host): `None` when the pid file, the process or its maps
-/// cannot be read, or the process is not that guest's.
-pub fn resident(root: &Path, name: &str) -> Option<Vec<NodeResident>> {
+/// The pid of running domain `name`'s QEMU process under `root` (from
+/// libvirt's pid file, checked against the process's command line).
+pub fn qemu_pid(root: &Path, name: &str) -> Option<u32> {
     // A domain name is one path component here, never a way out of the
     // directory (libvirt refuses '/' in names; a hostile tree is not trusted).
     if name.is_empty() || name.contains('/') || name.starts_with('.') || name.contains('\0') {
@@ -80,11 +79,16 @@ pub fn resident(root: &Path, name: &str) -> Option<Vec<NodeResident>> {
         PID_FILE_MAX,
     )?;
     let pid: u32 = pid_text.trim().parse().ok().filter(|&p| p > 0)?;
+    let cmdline = read_capped(&root.join(format!("proc/{pid}/cmdline")), CMDLINE_MAX)?;
+    is_guest(&cmdline, name).then_some(pid)
+}
+
+/// The memory per node of running domain `name`'s QEMU process, read under
+/// `root` (`/` on a host): `None` when the pid file, the process or its maps
+/// cannot be read, or the process is not that guest's.
+pub fn resident(root: &Path, name: &str) -> Option<Vec<NodeResident>> {
+    let pid = qemu_pid(root, name)?;
     let proc_dir = root.join(format!("proc/{pid}"));
-    let cmdline = read_capped(&proc_dir.join("cmdline"), CMDLINE_MAX)?;
-    if !is_guest(&cmdline, name) {
-        return None;
-    }
     let maps = read_capped(&proc_dir.join("numa_maps"), NUMA_MAPS_MAX)?;
     Some(
         parse_numa_maps(&maps)

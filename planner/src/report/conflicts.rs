@@ -33,6 +33,8 @@ pub enum ConflictKind {
     Floating,
     /// A VM on the host's own CPUs.
     HostOverlap,
+    /// IRQs allowed on VM CPUs (the live host).
+    IrqOnVmCpu,
     /// A VM's memory on other NUMA nodes than its vCPUs (by its numatune,
     /// or for a running guest on this host by where its pages are).
     MemoryRemote,
@@ -40,6 +42,9 @@ pub enum ConflictKind {
     NicRemote,
     /// vCPUs across NUMA nodes under strict memory.
     NumaSplit,
+    /// Threads of the host, or of another VM, allowed on a VM's CPUs (the
+    /// live host).
+    StrayThreads,
 }
 
 impl ConflictKind {
@@ -54,6 +59,8 @@ impl ConflictKind {
             ConflictKind::MemoryRemote => "memory-remote",
             ConflictKind::NicRemote => "nic-remote",
             ConflictKind::NumaSplit => "numa-split",
+            ConflictKind::IrqOnVmCpu => "irq-on-vm-cpu",
+            ConflictKind::StrayThreads => "stray-threads",
         }
     }
 }

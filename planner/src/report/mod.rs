@@ -4,6 +4,7 @@
 //! ([`svg`]). Reading domains into tenants is [`crate::libvirt::domain`]'s.
 
 pub mod conflicts;
+pub mod live;
 pub mod moves;
 pub mod svg;
 mod text;
@@ -45,6 +46,10 @@ pub struct Report {
     pub host_cpus: Option<crate::cpuset::CpuSet>,
     /// What the reader should know about how the report was made.
     pub notes: Vec<String>,
+    /// On the live host (`--connect` to this machine's libvirtd): stray
+    /// threads and IRQs on VM CPUs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<live::LiveHost>,
 }
 
 /// The note when no CPUs are known as the host's.
@@ -98,6 +103,7 @@ impl Report {
             plan: effect,
             host_cpus,
             notes,
+            live: None,
         }
     }
 

@@ -47,6 +47,35 @@ impl Report {
                 floating.join(", ")
             ));
         }
+        if let Some(live) = self.live.as_ref().filter(|l| !l.stray_threads.is_empty()) {
+            let width = live
+                .stray_threads
+                .iter()
+                .map(|t| t.name.chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(4);
+            out.push_str(&format!(
+                "\nstray threads on VM CPUs ({} of {}, busiest first):\n{:>8} {:>8} {:<width$} {:<12} {}\n",
+                live.stray_threads.len(),
+                live.stray_threads_total,
+                "tid",
+                "pid",
+                "name",
+                "affinity",
+                "on VM CPUs"
+            ));
+            for t in &live.stray_threads {
+                out.push_str(&format!(
+                    "{:>8} {:>8} {:<width$} {:<12} {}\n",
+                    t.tid,
+                    t.pid,
+                    t.name,
+                    t.affinity.to_string(),
+                    t.on_vm_cpus
+                ));
+            }
+        }
         for note in self.notes.iter().filter(|n| *n != super::HOST_CPUS_UNKNOWN) {
             out.push_str(&format!("note: {note}\n"));
         }

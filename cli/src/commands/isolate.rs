@@ -1,0 +1,375 @@
+//! `pinplan isolate`: keeps the host off the plan's VM CPUs at runtime
+//! (journalled, `--undo`), prints the boot-time way (`--emit kernel-args`,
+//! `--emit tuned`), installs the per-VM libvirt hook (`--emit hook DIR`) and
+//! is what that hook calls (`--vm-start`, `--vm-stop`). The work is
+//! [`pinplan::isolate`]'s. With the `fault-injection` feature (tests only),
+//! `PINPLAN_FAULT_ISOLATE_KILL_AT=N` aborts the process before change N.
+
+use super::Format;
+use crate::error::{print, Failure, Usage};
+use pinplan::isolate::journal::{Change, Journal, Status, Undone};
+use pinplan::isolate::{self, boot, hook, IsolateError, State, Target};
+use pinplan::plan::Plan;
+use pinplan::topology::{self, Source};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct IsolateArgs {
+    /// The plan whose VM CPUs the host is kept off.
+    #[arg(long, value_name = "PLAN.json", required_unless_present = "undo")]
+    plan: Option<PathBuf>,
+    /// Check the plan against this libvirt host's topology (default: the
+    /// live host's, under --root /).
+    #[arg(long, value_name = "URI")]
+    connect: Option<String>,
+    /// The directory holding sys/, proc/ and run/: / for this machine, or a
+    /// tree of the same shape (tests).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+    /// Where the isolation in effect and the hook's count of running VMs
+    /// are kept.
+    #[arg(long, value_name = "DIR", default_value = "/run/pinplan")]
+    state: PathBuf,
+    /// Where to write the journal (default ./pinplan-isolate-SECONDS-PID.json).
+    #[arg(long, value_name = "FILE", conflicts_with = "undo")]
+    journal: Option<PathBuf>,
+    /// Print the changes; make none.
+    #[arg(long)]
+    dry_run: bool,
+    /// Restore every value a journal recorded, exactly.
+    #[arg(long, value_name = "JOURNAL", conflicts_with_all = ["plan", "emit", "vm_start", "vm_stop"])]
+    undo: Option<PathBuf>,
+    /// Print the boot-time isolation (`kernel-args`, `tuned`), or write the
+    /// per-VM libvirt hook into a directory (`hook DIR`).
+    #[arg(long, value_names = ["KIND", "DIR"], num_args = 1..=2, conflicts_with_all = ["dry_run", "journal", "vm_start", "vm_stop"])]
+    emit: Vec<String>,
+    /// The hook's call when VM NAME starts (libvirt's `prepare begin`).
+    #[arg(long, value_name = "NAME", conflicts_with = "vm_stop")]
+    vm_start: Option<String>,
+    /// The hook's call when VM NAME has stopped (`release end`).
+    #[arg(long, value_name = "NAME")]
+    vm_stop: Option<String>,
+    /// Use a plan made for another host topology (its CPUs must exist).
+    #[arg(long)]
+    force: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+}
+
+fn default_journal() -> PathBuf {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    PathBuf::from(format!(
+        "pinplan-isolate-{secs}-{}.json",
+        std::process::id()
+    ))
+}
+
+/// Aborts before change N when the fault-injection feature and
+/// `PINPLAN_FAULT_ISOLATE_KILL_AT=N` say so: as if killed mid-isolation.
+fn hook_before() -> impl FnMut(usize) {
+    #[cfg(feature = "fault-injection")]
+    let at: Option<usize> = std::env::var("PINPLAN_FAULT_ISOLATE_KILL_AT")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    move |_i| {
+        #[cfg(feature = "fault-injection")]
+        if at == Some(_i) {
+            std::process::abort();
+        }
+    }
+}
+
+fn say(format: Format, text: &str, object: impl FnOnce() -> Value) -> Result<(), Failure> {
+    match format {
+        Format::Text => print(text),
+        Format::Json => {
+            let mut out = serde_json::to_string_pretty(&object()).unwrap_or_default();
+            out.push('\n');
+            print(&out)
+        }
+    }
+}
+
+pub fn run(args: &IsolateArgs) -> Result<ExitCode, Failure> {
+    let state = State {
+        dir: args.state.clone(),
+    };
+    if let Some(journal) = &args.undo {
+        return undo(args, &state, journal);
+    }
+    let Some(plan_path) = &args.plan else {
+        return Err(Usage::new("give a plan: pinplan isolate --plan PLAN.json").into());
+    };
+    let plan = Plan::load(plan_path)?;
+    check_host(args, &plan, plan_path)?;
+    if let Some(name) = args.vm_start.as_ref().or(args.vm_stop.as_ref()) {
+        return vm_hook(args, &state, &plan, name, args.vm_start.is_some());
+    }
+    let online = isolate::online_cpus(&args.root)?;
+    let target = Target::from_plan(&plan, &online)?;
+    if !args.emit.is_empty() {
+        return emit(args, &target, plan_path);
+    }
+    let (mut journal, notes) = isolate::prepare(&args.root, &target)?;
+    if args.dry_run {
+        let mut text = header(&target, &journal);
+        for entry in &journal.changes {
+            text.push_str(&format!("would {}\n", describe(&entry.change)));
+        }
+        text.push_str(&notes_text(&notes));
+        say(
+            args.format,
+            &text,
+            || json!({"status": "dry-run", "isolation": journal, "notes": notes}),
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let path = args.journal.clone().unwrap_or_else(default_journal);
+    isolate::isolate(&state, &mut journal, &path, &mut hook_before())?;
+    let undo_command = format!("pinplan isolate --undo {}", path.display());
+    let mut text = header(&target, &journal);
+    text.push_str(&outcome(&journal));
+    text.push_str(&notes_text(&notes));
+    text.push_str(&format!(
+        "journal: {} (undo: {undo_command})\n",
+        path.display()
+    ));
+    say(args.format, &text, || {
+        json!({"status": "applied", "journal": path, "undo": undo_command,
+               "isolation": journal, "notes": notes})
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The plan must be this host's: by fingerprint through `--connect` or on
+/// this machine; under another root, its CPUs must be online there.
+fn check_host(args: &IsolateArgs, plan: &Plan, path: &Path) -> Result<(), Failure> {
+    let this_machine = args.root.canonicalize().is_ok_and(|r| r == Path::new("/"));
+    let source = match &args.connect {
+        Some(uri) => Some(Source::Libvirt(uri.clone())),
+        None if this_machine => Some(Source::LiveHost),
+        None => None,
+    };
+    if let Some(source) = source {
+        let host = topology::load(&source)?;
+        plan.check_host(path, &host, args.force)?;
+    } else {
+        let online = isolate::online_cpus(&args.root)?;
+        let (cpus, _) = plan.used();
+        let missing = cpus.difference(&online);
+        if !missing.is_empty() {
+            return Err(Usage {
+                message: format!(
+                    "the plan {} uses CPUs {missing}, which are not online under {}",
+                    path.display(),
+                    args.root.display()
+                ),
+                hint: Some("give the plan made for this host".to_owned()),
+                cause: None,
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+fn header(target: &Target, journal: &Journal) -> String {
+    format!(
+        "isolating VM CPUs {} ({}); the host keeps {} ({}); cgroups: {}\n",
+        target.vm_cpus,
+        target.vms.join(", "),
+        target.housekeeping,
+        target.basis,
+        journal.cgroups
+    )
+}
+
+/// One change in words.
+fn describe(change: &Change) -> String {
+    match change {
+        Change::Write {
+            what,
+            path,
+            before,
+            after,
+        } => format!("set {what} to {after} (was {before}): {}", path.display()),
+        Change::Create { path, cpus, .. } => {
+            format!("create cgroup {} on CPUs {cpus}", path.display())
+        }
+        Change::Enable { path, controller } => {
+            format!("enable the {controller} controller: {}", path.display())
+        }
+        Change::Move {
+            tid,
+            name,
+            to,
+            file,
+            ..
+        } => format!(
+            "move {} {tid} ({name}) to {}",
+            if file == "tasks" { "thread" } else { "process" },
+            to.display()
+        ),
+        Change::Systemd {
+            unit,
+            before,
+            after,
+        } => format!(
+            "systemctl set-property --runtime {unit} AllowedCPUs={after} (was {})",
+            if before.is_empty() { "unset" } else { before }
+        ),
+    }
+}
+
+/// What the isolation did: moved tasks counted, refusals listed.
+fn outcome(journal: &Journal) -> String {
+    let mut text = String::new();
+    let mut moved = (0usize, 0usize, 0usize);
+    for entry in &journal.changes {
+        if let Change::Move { .. } = entry.change {
+            match entry.status {
+                Status::Applied => moved.0 += 1,
+                Status::Refused => moved.1 += 1,
+                _ => moved.2 += 1,
+            }
+            continue;
+        }
+        match entry.status {
+            Status::Applied => text.push_str(&format!("done: {}\n", describe(&entry.change))),
+            Status::Refused => text.push_str(&format!(
+                "refused: {}: {}\n",
+                describe(&entry.change),
+                entry.reason.as_deref().unwrap_or("")
+            )),
+            _ => {}
+        }
+    }
+    if moved != (0, 0, 0) {
+        text.push_str(&format!(
+            "moved {} threads or processes to the housekeeping cgroup ({} refused by the kernel, {} ended)\n",
+            moved.0, moved.1, moved.2
+        ));
+    }
+    text
+}
+
+fn notes_text(notes: &[String]) -> String {
+    notes.iter().map(|n| format!("note: {n}\n")).collect()
+}
+
+fn undo(args: &IsolateArgs, state: &State, path: &Path) -> Result<ExitCode, Failure> {
+    if args.dry_run {
+        let journal = Journal::load(path)?;
+        let mut text = String::new();
+        for entry in journal.changes.iter().rev() {
+            if matches!(entry.status, Status::Refused | Status::Gone) {
+                continue;
+            }
+            text.push_str(&format!("would undo: {}\n", describe(&entry.change)));
+        }
+        say(
+            args.format,
+            &text,
+            || json!({"status": "dry-run", "isolation": journal}),
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let done: Undone = isolate::undo(state, path)?;
+    let mut text = format!(
+        "restored {} values, moved {} threads or processes back ({} had ended), removed {} cgroups\n",
+        done.restored, done.moved_back, done.gone, done.removed
+    );
+    for f in &done.failed {
+        text.push_str(&format!("not restored: {f}\n"));
+    }
+    let ok = done.failed.is_empty();
+    say(
+        args.format,
+        &text,
+        || json!({"status": if ok { "undone" } else { "partly-undone" }, "undone": done}),
+    )?;
+    Ok(crate::error::verdict(ok))
+}
+
+fn emit(args: &IsolateArgs, target: &Target, plan_path: &Path) -> Result<ExitCode, Failure> {
+    let kind = args.emit[0].as_str();
+    let dir = args.emit.get(1);
+    match (kind, dir) {
+        ("kernel-args", None) => print(&boot::kernel_args_text(target))?,
+        ("tuned", None) => print(&boot::tuned_text(target))?,
+        ("hook", Some(dir)) => {
+            let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+            let exe = std::env::current_exe().map_err(|source| IsolateError::Io {
+                what: "cannot find",
+                path: PathBuf::from("the pinplan executable"),
+                source,
+            })?;
+            let script = hook::script(
+                &exe,
+                &absolute(plan_path),
+                &absolute(&args.root),
+                &absolute(&args.state),
+            )?;
+            let path = hook::install(Path::new(dir), &script)?;
+            print(&format!(
+                "wrote {}: libvirt runs it at each VM's start and stop (restart libvirtd once \
+                 so that it sees a new hook)\n",
+                path.display()
+            ))?;
+        }
+        ("hook", None) => {
+            return Err(
+                Usage::new("--emit hook needs a directory: --emit hook /etc/libvirt/hooks").into(),
+            )
+        }
+        (other, _) => {
+            return Err(Usage {
+                message: format!("--emit {}: not a kind pinplan emits", args.emit.join(" ")),
+                hint: Some(format!(
+                    "use --emit kernel-args, --emit tuned or --emit hook DIR (not {other:?})"
+                )),
+                cause: None,
+            }
+            .into())
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn vm_hook(
+    args: &IsolateArgs,
+    state: &State,
+    plan: &Plan,
+    name: &str,
+    start: bool,
+) -> Result<ExitCode, Failure> {
+    let out = isolate::hook(state, &args.root, plan, name, start)?;
+    let running: Vec<&String> = out.running.iter().collect();
+    let mut text = match &out.journal {
+        Some(j) => format!(
+            "{name} {}: VM CPUs {} isolated for {}; the host keeps {}\n",
+            if start { "started" } else { "stopped" },
+            j.vm_cpus,
+            j.vms.join(", "),
+            j.housekeeping
+        ),
+        None => format!(
+            "{name} {}: no VM of the plan runs: every value restored\n",
+            if start { "started" } else { "stopped" }
+        ),
+    };
+    for f in &out.failed {
+        text.push_str(&format!("not restored: {f}\n"));
+    }
+    text.push_str(&notes_text(&out.notes));
+    say(args.format, &text, || {
+        json!({"vm": name, "running": running, "isolation": out.journal,
+               "failed": out.failed, "notes": out.notes})
+    })?;
+    Ok(crate::error::verdict(out.failed.is_empty()))
+}

@@ -1,0 +1,499 @@
+//! The changes an isolation makes, journalled before the first one is made
+//! and restored from the journal by [`undo`]: every value as it was read,
+//! whatever happened in between (a kill after any change is undone the same
+//! way, since restoring a value that was never changed changes nothing).
+
+use super::{read, write, IsolateError, Target};
+use crate::cpuset::CpuSet;
+use serde::{Deserialize, Serialize};
+use std::path::{Component, Path, PathBuf};
+
+/// What the journal's `tool` field says.
+pub const TOOL: &str = "pinplan isolate";
+
+/// One change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Change {
+    /// A value written to a kernel file (`cpuset.cpus`, `smp_affinity_list`,
+    /// the workqueue `cpumask`...).
+    Write {
+        /// What it is, for people: `IRQ 24 (ttyS0)`, `cgroup system.slice`.
+        what: String,
+        /// The file.
+        path: PathBuf,
+        /// Its value before (restored by undo).
+        before: String,
+        /// The value written.
+        after: String,
+    },
+    /// A cgroup pinplan creates for the host's processes that sit in the
+    /// root cgroup (which cannot be confined itself); removed by undo.
+    Create {
+        /// The cgroup directory.
+        path: PathBuf,
+        /// Its `cpuset.cpus`.
+        cpus: CpuSet,
+        /// Its `cpuset.mems` (cgroup v1 needs it before a task can join).
+        mems: Option<String>,
+    },
+    /// A controller enabled in a cgroup v2 `cgroup.subtree_control`.
+    Enable {
+        /// The `cgroup.subtree_control` file.
+        path: PathBuf,
+        /// `cpuset`.
+        controller: String,
+    },
+    /// A thread (cgroup v1 `tasks`) or process (v2 `cgroup.procs`) moved
+    /// from the root cgroup into the host's.
+    Move {
+        /// Thread or process id.
+        tid: u32,
+        /// Its start time (clock ticks after boot, `/proc/TID/stat` field
+        /// 22): a reused id is not moved back.
+        start: Option<u64>,
+        /// Its name (`comm`).
+        name: String,
+        /// The cgroup it was in.
+        from: PathBuf,
+        /// The cgroup it goes to.
+        to: PathBuf,
+        /// `tasks` or `cgroup.procs`.
+        file: String,
+        /// Its CPU affinity before (restored by undo on this machine).
+        affinity: Option<CpuSet>,
+    },
+    /// A systemd unit's `AllowedCPUs`, set with `systemctl set-property
+    /// --runtime` (nothing is written under /etc).
+    Systemd {
+        /// `system.slice`, `user.slice`, `init.scope`.
+        unit: String,
+        /// Its value before (empty: not set).
+        before: String,
+        /// The value set.
+        after: String,
+    },
+}
+
+/// What became of a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// Not made yet (the journal is written before any change).
+    Planned,
+    /// Made.
+    Applied,
+    /// The kernel (or systemd) refused it; nothing to undo.
+    Refused,
+    /// Its thread ended before it was moved.
+    Gone,
+}
+
+/// One change and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The change.
+    #[serde(flatten)]
+    pub change: Change,
+    /// What became of it.
+    pub status: Status,
+    /// Why, when refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The journal file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Journal {
+    /// Always [`TOOL`].
+    pub tool: String,
+    /// Format version (1).
+    pub version: u32,
+    /// The directory holding sys/ and proc/ (`/` on a host).
+    pub root: PathBuf,
+    /// How the cgroups were confined: `systemd`, `cgroup-v2`, `cgroup-v1`
+    /// or `none`.
+    pub cgroups: String,
+    /// The VMs whose CPUs were isolated.
+    pub vms: Vec<String>,
+    /// Their CPUs.
+    pub vm_cpus: CpuSet,
+    /// The host's.
+    pub housekeeping: CpuSet,
+    /// `applying`, `applied` or `undone`.
+    pub state: String,
+    /// Every change, in the order made.
+    pub changes: Vec<Entry>,
+}
+
+impl Journal {
+    /// A journal of `changes` for `target`, none made yet.
+    pub fn new(root: &Path, cgroups: &str, target: &Target, changes: Vec<Change>) -> Journal {
+        Journal {
+            tool: TOOL.to_owned(),
+            version: 1,
+            root: root.to_path_buf(),
+            cgroups: cgroups.to_owned(),
+            vms: target.vms.clone(),
+            vm_cpus: target.vm_cpus.clone(),
+            housekeeping: target.housekeeping.clone(),
+            state: "applying".to_owned(),
+            changes: changes
+                .into_iter()
+                .map(|change| Entry {
+                    change,
+                    status: Status::Planned,
+                    reason: None,
+                })
+                .collect(),
+        }
+    }
+
+    /// Reads a journal, refusing one that is not `pinplan isolate`'s or that
+    /// names a file outside what isolation changes.
+    pub fn load(path: &Path) -> Result<Journal, IsolateError> {
+        let bad = |message: String| IsolateError::BadJournal {
+            path: path.to_owned(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| IsolateError::Io {
+            what: "cannot read",
+            path: path.to_owned(),
+            source,
+        })?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        if value.get("tool").and_then(|t| t.as_str()) != Some(TOOL) {
+            return Err(bad(format!(
+                "not a journal of `{TOOL}` (an `apply` journal is undone with pinplan apply --rollback)"
+            )));
+        }
+        let journal: Journal =
+            serde_json::from_value(value).map_err(|e| bad(format!("malformed: {e}")))?;
+        journal.check().map_err(bad)?;
+        Ok(journal)
+    }
+
+    /// Every path must be one isolation changes, under the journal's root,
+    /// without `..`; every unit a slice or scope name.
+    fn check(&self) -> Result<(), String> {
+        if self.version != 1 {
+            return Err(format!("version {} (this pinplan reads 1)", self.version));
+        }
+        let root = &self.root;
+        let allowed = ["proc/irq", "sys/fs/cgroup", "sys/devices/virtual/workqueue"];
+        let mut mounts: Vec<PathBuf> = super::cgroup::cgroup_mounts(root);
+        mounts.extend(allowed.iter().map(|a| root.join(a)));
+        let inside = |p: &Path| {
+            p.components().all(|c| !matches!(c, Component::ParentDir))
+                && mounts.iter().any(|m| p.starts_with(m) && p != m.as_path())
+        };
+        for entry in &self.changes {
+            let paths: Vec<&Path> = match &entry.change {
+                Change::Write { path, .. } | Change::Create { path, .. } => vec![path],
+                Change::Enable { path, controller } => {
+                    if controller != "cpuset" {
+                        return Err(format!("controller {controller:?} is not cpuset"));
+                    }
+                    vec![path]
+                }
+                Change::Move { from, to, file, .. } => {
+                    if file != "tasks" && file != "cgroup.procs" {
+                        return Err(format!("{file:?} is not tasks or cgroup.procs"));
+                    }
+                    vec![from, to]
+                }
+                Change::Systemd { unit, before, .. } => {
+                    let ok = unit
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.:@".contains(c))
+                        && (unit.ends_with(".slice") || unit.ends_with(".scope"));
+                    if !ok || (!before.is_empty() && before.parse::<CpuSet>().is_err()) {
+                        return Err(format!("unit {unit:?} or its value {before:?}"));
+                    }
+                    vec![]
+                }
+            };
+            // A moved task's root cgroup is the mount itself.
+            for p in paths {
+                let is_mount = mounts.iter().any(|m| m == p);
+                if !(inside(p) || is_mount && matches!(entry.change, Change::Move { .. })) {
+                    return Err(format!(
+                        "{} is not a file pinplan isolate changes",
+                        p.display()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the journal to `path` atomically (a temporary file in the same
+    /// directory, synced, renamed over; mode 0600); `new`: `path` must not
+    /// exist yet (the first save, before any change).
+    pub fn save(&self, path: &Path, new: bool) -> Result<(), IsolateError> {
+        let text = serde_json::to_string_pretty(self).unwrap_or_default() + "\n";
+        let written = if new {
+            crate::output::write_new(path, &text, 0o600)
+        } else {
+            crate::output::write_atomically(path, &text, 0o600)
+        };
+        written.map_err(|e| {
+            if e.source.kind() == std::io::ErrorKind::AlreadyExists {
+                IsolateError::JournalExists {
+                    path: path.to_owned(),
+                }
+            } else {
+                IsolateError::Io {
+                    what: "cannot write",
+                    path: e.path,
+                    source: e.source,
+                }
+            }
+        })
+    }
+
+    /// Counts of the entries by status: (applied, refused, gone).
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let n = |s: Status| self.changes.iter().filter(|e| e.status == s).count();
+        (n(Status::Applied), n(Status::Refused), n(Status::Gone))
+    }
+}
+
+/// Makes every change of `journal`, saving it to `path` first (a new file,
+/// state `applying`) and last (`applied`, each change's status). `before`
+/// runs before each change with its index (where tests inject a kill).
+pub fn apply(
+    journal: &mut Journal,
+    path: &Path,
+    before: &mut dyn FnMut(usize),
+) -> Result<(), IsolateError> {
+    journal.save(path, true)?;
+    for (i, entry) in journal.changes.iter_mut().enumerate() {
+        before(i);
+        let (status, reason) = make(&entry.change);
+        entry.status = status;
+        entry.reason = reason;
+    }
+    journal.state = "applied".to_owned();
+    journal.save(path, false)
+}
+
+fn refused(e: &std::io::Error) -> (Status, Option<String>) {
+    (Status::Refused, Some(e.to_string()))
+}
+
+/// Makes one change.
+fn make(change: &Change) -> (Status, Option<String>) {
+    match change {
+        Change::Write { path, after, .. } => match write(path, after) {
+            Ok(()) => (Status::Applied, None),
+            Err(e) => refused(&e),
+        },
+        Change::Create { path, cpus, mems } => {
+            if let Err(e) = std::fs::create_dir(path) {
+                return refused(&e);
+            }
+            let mut steps: Vec<(&str, String)> = Vec::new();
+            if let Some(mems) = mems {
+                steps.push(("cpuset.mems", mems.clone()));
+            }
+            steps.push(("cpuset.cpus", cpus.to_string()));
+            for (file, value) in steps {
+                if let Err(e) = write_in_new_cgroup(&path.join(file), &value) {
+                    return refused(&e);
+                }
+            }
+            // The kernel made the task files; a tree of ordinary files
+            // needs them (cgroupfs refuses to make a file: ignored).
+            for file in ["tasks", "cgroup.procs"] {
+                let _ = std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(path.join(file));
+            }
+            (Status::Applied, None)
+        }
+        Change::Enable { path, controller } => match write(path, &format!("+{controller}")) {
+            Ok(()) => (Status::Applied, None),
+            Err(e) => refused(&e),
+        },
+        Change::Move { tid, to, file, .. } => match add_task(&to.join(file), *tid) {
+            Ok(()) => (Status::Applied, None),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => (Status::Gone, None),
+            Err(e) => refused(&e),
+        },
+        Change::Systemd { unit, after, .. } => match super::cgroup::set_allowed_cpus(unit, after) {
+            Ok(()) => (Status::Applied, None),
+            Err(e) => (Status::Refused, Some(e.to_string())),
+        },
+    }
+}
+
+/// What [`undo`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Undone {
+    /// Values written back (files, units).
+    pub restored: usize,
+    /// Threads and processes moved back.
+    pub moved_back: usize,
+    /// Threads that had ended.
+    pub gone: usize,
+    /// Cgroups removed.
+    pub removed: usize,
+    /// What could not be restored, one line each: a value that reads back
+    /// otherwise than before (compared, not assumed).
+    pub failed: Vec<String>,
+}
+
+/// Restores every change of `journal` (saved at `path`), newest first,
+/// then reads every restored value back and compares it with the journal's.
+pub fn undo(journal: &mut Journal, path: &Path) -> Result<Undone, IsolateError> {
+    let mut done = Undone::default();
+    let this_machine = journal
+        .root
+        .canonicalize()
+        .is_ok_and(|r| r == Path::new("/"));
+    for entry in journal.changes.iter().rev() {
+        if matches!(entry.status, Status::Refused | Status::Gone) {
+            continue;
+        }
+        match &entry.change {
+            Change::Write {
+                what, path, before, ..
+            } => match write(path, before) {
+                Ok(()) => done.restored += 1,
+                Err(e) => done
+                    .failed
+                    .push(format!("{what} ({}): {e}", path.display())),
+            },
+            Change::Enable { path, controller } => {
+                if let Err(e) = write(path, &format!("-{controller}")) {
+                    done.failed
+                        .push(format!("{}: -{controller}: {e}", path.display()));
+                }
+            }
+            Change::Move {
+                tid,
+                start,
+                from,
+                file,
+                affinity,
+                ..
+            } => {
+                let alive = read(&journal.root.join(format!("proc/{tid}/stat"))).is_some();
+                let same = start.is_none()
+                    || super::threads::start_time(&journal.root.join("proc"), *tid) == *start;
+                if !alive || !same {
+                    done.gone += 1;
+                    continue;
+                }
+                match add_task(&from.join(file), *tid) {
+                    Ok(()) => {
+                        done.moved_back += 1;
+                        if let (true, Some(set)) = (this_machine, affinity) {
+                            if let Err(e) = super::sys::set_affinity(*tid, set) {
+                                done.failed
+                                    .push(format!("thread {tid}: affinity {set}: {e}"));
+                            }
+                        }
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => done.gone += 1,
+                    Err(e) => done
+                        .failed
+                        .push(format!("thread {tid} back to {}: {e}", from.display())),
+                }
+            }
+            Change::Create { path: dir, .. } => match remove_cgroup(dir) {
+                Ok(true) => done.removed += 1,
+                Ok(false) => {}
+                Err(e) => done.failed.push(format!("{}: {e}", dir.display())),
+            },
+            Change::Systemd { unit, before, .. } => {
+                match super::cgroup::set_allowed_cpus(unit, before) {
+                    Ok(()) => done.restored += 1,
+                    Err(e) => done.failed.push(e.to_string()),
+                }
+            }
+        }
+    }
+    // Read back what was written: the values must be the journal's.
+    for entry in &journal.changes {
+        if let (
+            Change::Write {
+                what, path, before, ..
+            },
+            Status::Applied | Status::Planned,
+        ) = (&entry.change, entry.status)
+        {
+            let now = read(path).map(|t| t.trim().to_owned());
+            if now.as_deref() != Some(before.trim()) {
+                done.failed.push(format!(
+                    "{what} ({}) reads {:?} after the undo, not {before:?}",
+                    path.display(),
+                    now.unwrap_or_default()
+                ));
+            }
+        }
+    }
+    journal.state = "undone".to_owned();
+    journal.save(path, false)?;
+    Ok(done)
+}
+
+/// Moves what is left in a cgroup pinplan created (threads forked after the
+/// move) into its parent and removes it; `false` when it does not exist.
+fn remove_cgroup(dir: &Path) -> std::io::Result<bool> {
+    if !dir.is_dir() {
+        return Ok(false);
+    }
+    let parent = dir.parent().unwrap_or(dir);
+    for file in ["tasks", "cgroup.procs"] {
+        let Some(text) = read(&dir.join(file)) else {
+            continue;
+        };
+        for tid in text.lines().filter_map(|l| l.trim().parse::<u32>().ok()) {
+            // A task that ends meanwhile is no longer in the way.
+            let _ = add_task(&parent.join(file), tid);
+        }
+    }
+    match std::fs::remove_dir(dir) {
+        // A cgroup's own files go with it; ENOTEMPTY is a tree of ordinary
+        // files standing in for one (tests, --root): its plain files go.
+        Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => {
+            for entry in std::fs::read_dir(dir)?.filter_map(Result::ok) {
+                if entry.file_type().is_ok_and(|t| t.is_file()) {
+                    std::fs::remove_file(entry.path())?;
+                }
+            }
+            std::fs::remove_dir(dir).map(|()| true)
+        }
+        other => other.map(|()| true),
+    }
+}
+
+/// Adds a task to a `tasks` or `cgroup.procs` file (the kernel moves it
+/// there; appended, as a cgroup file takes one id per write).
+fn add_task(path: &Path, tid: u32) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    file.write_all(format!("{tid}\n").as_bytes())
+}
+
+/// Writes a file of a cgroup this run created: the kernel made it with the
+/// directory; in a tree of ordinary files it is made here.
+fn write_in_new_cgroup(path: &Path, value: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    file.write_all(value.as_bytes())
+}

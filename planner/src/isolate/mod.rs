@@ -1,0 +1,506 @@
+//! `pinplan isolate`: keep the host off the VMs' CPUs. From a plan, the VM
+//! CPUs (every CPU a VM owns, idle siblings included) and the housekeeping
+//! CPUs (the plan's reserved set); then, with no reboot, the host's cgroups
+//! confined to the housekeeping CPUs ([`cgroup`]: systemd, cgroup v2, or the
+//! cgroup v1 cpuset hierarchy), IRQs and the unbound workqueues moved off the
+//! VM CPUs ([`irq`]), every value journalled first so that
+//! [`journal::undo`] restores it exactly ([`journal`]). The boot-time way is
+//! printed by [`boot`], the per-VM libvirt hook is [`hook`], and what still
+//! runs on VM CPUs is [`threads`]'s (for `report`).
+
+pub mod boot;
+pub mod cgroup;
+pub mod hook;
+pub mod irq;
+pub mod journal;
+mod sys;
+pub mod threads;
+
+use crate::cpuset::CpuSet;
+use crate::error::Diagnostic;
+use crate::plan::Plan;
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Which CPUs are the VMs' and which the host keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Every CPU a VM of the plan (or of the running set) owns.
+    pub vm_cpus: CpuSet,
+    /// The CPUs the host is confined to.
+    pub housekeeping: CpuSet,
+    /// The VMs whose CPUs these are.
+    pub vms: Vec<String>,
+    /// How the housekeeping CPUs were chosen.
+    pub basis: String,
+}
+
+impl Target {
+    /// The whole plan: every VM's CPUs; the host on the plan's reserved
+    /// CPUs, or (a plan that reserves none) on every online CPU no VM owns.
+    pub fn from_plan(plan: &Plan, online: &CpuSet) -> Result<Target, IsolateError> {
+        let names: BTreeSet<String> = plan.vms.iter().map(|v| v.name.clone()).collect();
+        Target::build(plan, &names, online, true)
+    }
+
+    /// Only `names` (the running VMs of the hook): their CPUs; the host on
+    /// every other online CPU.
+    pub fn for_vms(
+        plan: &Plan,
+        names: &BTreeSet<String>,
+        online: &CpuSet,
+    ) -> Result<Target, IsolateError> {
+        Target::build(plan, names, online, false)
+    }
+
+    fn build(
+        plan: &Plan,
+        names: &BTreeSet<String>,
+        online: &CpuSet,
+        reserved: bool,
+    ) -> Result<Target, IsolateError> {
+        let vms: Vec<&crate::plan::VmPlan> = plan
+            .vms
+            .iter()
+            .filter(|v| names.contains(&v.name))
+            .collect();
+        if vms.is_empty() {
+            return Err(IsolateError::NothingToIsolate);
+        }
+        let vm_cpus = vms.iter().fold(CpuSet::new(), |a, v| a.union(&v.cpus));
+        let (housekeeping, basis) = if reserved && !plan.host.reserved_cpus.is_empty() {
+            (
+                plan.host.reserved_cpus.clone(),
+                "the plan's reserved CPUs".to_owned(),
+            )
+        } else {
+            (
+                online.difference(&vm_cpus),
+                if reserved {
+                    "every online CPU no VM owns (the plan reserves none)".to_owned()
+                } else {
+                    "every online CPU no running VM of the plan owns".to_owned()
+                },
+            )
+        };
+        let overlap = housekeeping.intersection(&vm_cpus);
+        if !overlap.is_empty() {
+            return Err(IsolateError::Overlap { cpus: overlap });
+        }
+        let housekeeping = housekeeping.intersection(online);
+        if housekeeping.is_empty() {
+            return Err(IsolateError::NoHousekeeping {
+                vm_cpus,
+                online: online.clone(),
+            });
+        }
+        Ok(Target {
+            vm_cpus,
+            housekeeping,
+            vms: vms.iter().map(|v| v.name.clone()).collect(),
+            basis,
+        })
+    }
+}
+
+/// Why isolation could not be planned, applied or undone.
+#[derive(Debug, thiserror::Error)]
+pub enum IsolateError {
+    /// The plan places no VM (or none of those named).
+    #[error("the plan places no VM whose CPUs could be isolated")]
+    NothingToIsolate,
+    /// The plan's reserved CPUs hold VM CPUs.
+    #[error("the plan's reserved CPUs {cpus} are VM CPUs too")]
+    Overlap {
+        /// The CPUs in both.
+        cpus: CpuSet,
+    },
+    /// Nothing would be left for the host.
+    #[error("the VMs own CPUs {vm_cpus} of the online {online}: none is left for the host")]
+    NoHousekeeping {
+        /// The VM CPUs.
+        vm_cpus: CpuSet,
+        /// The online CPUs.
+        online: CpuSet,
+    },
+    /// No online CPU list under the root.
+    #[error("cannot read {}: which CPUs are online", path.display())]
+    Online {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A file could not be read or written.
+    #[error("{what} {}", path.display())]
+    Io {
+        /// `cannot read`, `cannot write`...
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The journal exists already.
+    #[error("{} exists: it may hold the only record of values to restore", path.display())]
+    JournalExists {
+        /// The journal.
+        path: PathBuf,
+    },
+    /// The journal is not one `pinplan isolate` wrote, or names something
+    /// outside what it may change.
+    #[error("{}: {message}", path.display())]
+    BadJournal {
+        /// The journal.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// Another isolation is in effect.
+    #[error("an isolation is in effect already (journal {}); undo it first", journal.display())]
+    Active {
+        /// Its journal.
+        journal: PathBuf,
+    },
+    /// Another pinplan holds the lock.
+    #[error("cannot lock {}", path.display())]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `systemctl` failed.
+    #[error("systemctl {args} failed: {message}")]
+    Systemctl {
+        /// Its arguments.
+        args: String,
+        /// Its standard error or status.
+        message: String,
+    },
+    /// The hook directory or script cannot be written.
+    #[error("{}: {message}", path.display())]
+    Hook {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Diagnostic for IsolateError {
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            IsolateError::NothingToIsolate => {
+                "plan VMs first (pinplan plan SPEC --out DIR), and give DIR/plan.json".to_owned()
+            }
+            IsolateError::Overlap { .. } => {
+                "the plan is inconsistent: make it again with pinplan plan".to_owned()
+            }
+            IsolateError::NoHousekeeping { .. } => {
+                "reserve a core for the host: [host] reserved_cores = 1, and plan again".to_owned()
+            }
+            IsolateError::Online { .. } => {
+                "give --root the directory that holds sys/ and proc/ (/ for this machine)"
+                    .to_owned()
+            }
+            IsolateError::Io { .. } => "run as root on the host itself".to_owned(),
+            IsolateError::JournalExists { path } => format!(
+                "undo it first (pinplan isolate --undo {}), or give another --journal",
+                path.display()
+            ),
+            IsolateError::BadJournal { .. } => {
+                "give the journal `pinplan isolate` wrote, unchanged".to_owned()
+            }
+            IsolateError::Active { journal } => {
+                format!("pinplan isolate --undo {}", journal.display())
+            }
+            IsolateError::Lock { .. } => {
+                "another pinplan isolate is running: wait for it to finish".to_owned()
+            }
+            IsolateError::Systemctl { .. } => {
+                "check that systemd runs and the unit exists (systemctl status UNIT)".to_owned()
+            }
+            IsolateError::Hook { .. } => {
+                "give a directory of your own, e.g. /etc/libvirt/hooks".to_owned()
+            }
+        })
+    }
+}
+
+/// At most this much of a kernel file is read (a `tasks` file of 100,000
+/// threads is under 1 MiB).
+pub(crate) const MAX_READ: u64 = 16 << 20;
+
+/// At most [`MAX_READ`] bytes of `path` as text; `None` when unreadable.
+pub(crate) fn read(path: &Path) -> Option<String> {
+    let file = std::fs::File::open(path).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_READ).read_to_end(&mut bytes).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The online CPUs under `root` (`sys/devices/system/cpu/online`).
+pub fn online_cpus(root: &Path) -> Result<CpuSet, IsolateError> {
+    let path = root.join("sys/devices/system/cpu/online");
+    read(&path)
+        .and_then(|t| t.trim().parse().ok())
+        .ok_or(IsolateError::Online { path })
+}
+
+/// Writes `value` to an existing kernel file (never creating one, never
+/// through a symbolic link as the last component).
+pub(crate) fn write(path: &Path, value: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    file.write_all(value.as_bytes())
+}
+
+/// Where an isolation keeps its state: `active` (the journal of the
+/// isolation in effect), `hook.json` (the running VMs the hook counts),
+/// `hook-journal.json`, and the `lock` every run holds.
+#[derive(Debug, Clone)]
+pub struct State {
+    /// The directory (default `/run/pinplan`: gone at reboot, as runtime
+    /// isolation is).
+    pub dir: PathBuf,
+}
+
+/// The lock, held while the value lives (the file's lock is released when
+/// it is closed).
+pub struct Lock(#[allow(dead_code)] std::fs::File);
+
+impl State {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Takes the lock, waiting up to a minute for another run.
+    pub fn lock(&self) -> Result<Lock, IsolateError> {
+        use std::os::unix::fs::DirBuilderExt as _;
+        let path = self.path("lock");
+        let failed = |source| IsolateError::Lock {
+            path: path.clone(),
+            source,
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(failed)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .custom_flags_nofollow()
+            .open(&path)
+            .map_err(failed)?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(Lock(file)),
+                Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(failed(std::io::ErrorKind::WouldBlock.into()))
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(failed(e)),
+            }
+        }
+    }
+
+    /// The journal of the isolation in effect, if any (one not undone).
+    fn active(&self) -> Option<PathBuf> {
+        let text = read(&self.path("active"))?;
+        let journal = PathBuf::from(text.trim());
+        journal::Journal::load(&journal)
+            .ok()
+            .filter(|j| j.state != "undone")
+            .map(|_| journal)
+    }
+
+    /// The VMs the hook counts as running.
+    fn hook_vms(&self) -> BTreeSet<String> {
+        read(&self.path("hook.json"))
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
+    }
+
+    fn save_hook_vms(&self, vms: &BTreeSet<String>) -> Result<(), IsolateError> {
+        let text = serde_json::to_string(vms).unwrap_or_default() + "\n";
+        crate::output::write_atomically(&self.path("hook.json"), &text, 0o600).map_err(|e| {
+            IsolateError::Io {
+                what: "cannot write",
+                path: e.path,
+                source: e.source,
+            }
+        })
+    }
+}
+
+trait NoFollow {
+    fn custom_flags_nofollow(&mut self) -> &mut Self;
+}
+
+impl NoFollow for std::fs::OpenOptions {
+    fn custom_flags_nofollow(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        self.custom_flags(libc::O_NOFOLLOW)
+    }
+}
+
+/// Every change isolating `target` under `root`, as a journal not yet
+/// applied, and notes (refusals to expect, irqbalance, libvirt's cgroup).
+pub fn prepare(
+    root: &Path,
+    target: &Target,
+) -> Result<(journal::Journal, Vec<String>), IsolateError> {
+    let layout = cgroup::detect(root);
+    let (mut changes, mut notes) = cgroup::plan(root, &layout, target)?;
+    let (irq_changes, irq_notes) = irq::plan(root, target);
+    changes.extend(irq_changes);
+    notes.extend(irq_notes);
+    Ok((
+        journal::Journal::new(root, layout.name(), target, changes),
+        notes,
+    ))
+}
+
+/// `pinplan isolate --plan`: refuses while another isolation is in effect,
+/// then journals and makes every change of [`prepare`]'s journal.
+pub fn isolate(
+    state: &State,
+    journal: &mut journal::Journal,
+    path: &Path,
+    before: &mut dyn FnMut(usize),
+) -> Result<(), IsolateError> {
+    let _lock = state.lock()?;
+    if let Some(active) = state.active() {
+        return Err(IsolateError::Active { journal: active });
+    }
+    if !state.hook_vms().is_empty() {
+        return Err(IsolateError::Active {
+            journal: state.path("hook-journal.json"),
+        });
+    }
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Err(IsolateError::JournalExists {
+            path: path.to_owned(),
+        });
+    }
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    // Recorded first: a kill during the changes leaves this isolation in
+    // effect, and undoable from its journal.
+    crate::output::write_atomically(
+        &state.path("active"),
+        &format!("{}\n", absolute.display()),
+        0o600,
+    )
+    .map_err(|e| IsolateError::Io {
+        what: "cannot write",
+        path: e.path,
+        source: e.source,
+    })?;
+    journal::apply(journal, path, before)
+}
+
+/// `pinplan isolate --undo JOURNAL`.
+pub fn undo(state: &State, path: &Path) -> Result<journal::Undone, IsolateError> {
+    let _lock = state.lock()?;
+    let mut journal = journal::Journal::load(path)?;
+    let done = journal::undo(&mut journal, path)?;
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let active = read(&state.path("active")).map(|t| PathBuf::from(t.trim()));
+    if active.as_deref() == Some(absolute.as_path()) {
+        let _ = std::fs::remove_file(state.path("active"));
+    }
+    Ok(done)
+}
+
+/// What the hook did for one VM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookOutcome {
+    /// The VMs running (counted) after it.
+    pub running: BTreeSet<String>,
+    /// The isolation now in effect (`None`: none, every value restored).
+    pub journal: Option<journal::Journal>,
+    /// What the last undo could not restore.
+    pub failed: Vec<String>,
+    /// Notes.
+    pub notes: Vec<String>,
+}
+
+/// `--vm-start NAME` / `--vm-stop NAME`: the running set changes, the
+/// isolation in effect is undone and the set's made again (none when the
+/// set is empty). A VM not in the plan changes nothing.
+pub fn hook(
+    state: &State,
+    root: &Path,
+    plan: &Plan,
+    name: &str,
+    start: bool,
+) -> Result<HookOutcome, IsolateError> {
+    let _lock = state.lock()?;
+    let mut running = state.hook_vms();
+    let mut notes = Vec::new();
+    if !plan.vms.iter().any(|v| v.name == name) {
+        notes.push(format!("{name} is not in the plan: nothing to isolate"));
+        return Ok(HookOutcome {
+            running,
+            journal: None,
+            failed: Vec::new(),
+            notes,
+        });
+    }
+    if let Some(active) = state.active() {
+        return Err(IsolateError::Active { journal: active });
+    }
+    if start {
+        running.insert(name.to_owned());
+    } else {
+        running.remove(name);
+    }
+    let path = state.path("hook-journal.json");
+    let mut failed = Vec::new();
+    if let Ok(mut old) = journal::Journal::load(&path) {
+        if old.state != "undone" {
+            failed = journal::undo(&mut old, &path)?.failed;
+        }
+    }
+    if path.exists() {
+        std::fs::remove_file(&path).map_err(|source| IsolateError::Io {
+            what: "cannot remove",
+            path: path.clone(),
+            source,
+        })?;
+    }
+    // A VM started that the plan lists but that a stale count names twice
+    // is still one VM: the set is by name.
+    let journal = if running.is_empty() {
+        None
+    } else {
+        let online = online_cpus(root)?;
+        let target = Target::for_vms(plan, &running, &online)?;
+        let (mut journal, more) = prepare(root, &target)?;
+        notes.extend(more);
+        journal::apply(&mut journal, &path, &mut |_| {})?;
+        Some(journal)
+    };
+    state.save_hook_vms(&running)?;
+    Ok(HookOutcome {
+        running,
+        journal,
+        failed,
+        notes,
+    })
+}

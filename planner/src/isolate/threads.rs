@@ -1,0 +1,127 @@
+//! What runs on VM CPUs that should not: every thread on the live host whose
+//! CPU affinity includes a VM CPU and that belongs neither to that VM (its
+//! QEMU process) nor is a per-CPU kernel thread (`kworker/1:0`,
+//! `ksoftirqd/1`, `migration/1`: bound to one CPU by the kernel) nor a
+//! kernel thread whose affinity the kernel keeps (`PF_NO_SETAFFINITY`,
+//! e.g. workqueue rescuers `kworker/R-…`). These are
+//! `report`'s `stray-threads`; IRQs still allowed on VM CPUs are its
+//! `irq-on-vm-cpu`.
+
+use super::cgroup::task;
+use super::read;
+use crate::cpuset::CpuSet;
+use crate::ids::CpuId;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// A thread's start time (`/proc/TID/stat` field 22) under `proc`.
+pub(super) fn start_time(proc: &Path, tid: u32) -> Option<u64> {
+    let stat = read(&proc.join(format!("{tid}/stat")))?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// One thread that may run on a VM's CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StrayThread {
+    /// Thread id (as `taskset -pc` takes it).
+    pub tid: u32,
+    /// Its process.
+    pub pid: u32,
+    /// Its name (`comm`).
+    pub name: String,
+    /// The CPUs it may run on.
+    pub affinity: CpuSet,
+    /// The VM CPUs among them.
+    pub on_vm_cpus: CpuSet,
+    /// Whether it is a kernel thread.
+    pub kernel: bool,
+    /// CPU time it has used, in clock ticks (the busiest are listed first).
+    pub ticks: u64,
+}
+
+/// The numbered entries of a `/proc`-like directory, sorted.
+fn numbered(dir: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<u32> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// utime + stime of a thread, in clock ticks.
+fn ticks(stat: &str) -> u64 {
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // Fields 14 and 15 (utime, stime): indexes 11 and 12 after the name.
+    field(11).saturating_add(field(12))
+}
+
+/// Every stray thread on the host under `root`: `owners` maps each VM CPU
+/// to its VMs' names, `vm_pids` each VM to its QEMU process. Sorted busiest
+/// first, then by thread id.
+pub fn stray_threads(
+    root: &Path,
+    owners: &BTreeMap<CpuId, BTreeSet<String>>,
+    vm_pids: &BTreeMap<String, u32>,
+) -> Vec<StrayThread> {
+    let vm_cpus: CpuSet = owners.keys().copied().collect();
+    let vm_of_pid: BTreeMap<u32, &str> = vm_pids.iter().map(|(n, &p)| (p, n.as_str())).collect();
+    let proc = root.join("proc");
+    let mut out = Vec::new();
+    for pid in numbered(&proc) {
+        for tid in numbered(&proc.join(format!("{pid}/task"))) {
+            // `/proc/TID` is every thread's, listed or not.
+            let t = task(root, tid);
+            let Some(affinity) = t.affinity.clone() else {
+                continue;
+            };
+            let on_vm_cpus = affinity.intersection(&vm_cpus);
+            if on_vm_cpus.is_empty() {
+                continue;
+            }
+            // A per-CPU kernel thread is bound to its one CPU; one the kernel
+            // bars from affinity changes (PF_NO_SETAFFINITY: workqueue
+            // rescuers, IRQ threads) is placed by the kernel, not by anyone
+            // who reads this.
+            if t.kernel && (affinity.len() == 1 || t.bound) {
+                continue;
+            }
+            // A VM's own threads on its own CPUs.
+            if let Some(vm) = vm_of_pid.get(&pid) {
+                let foreign: CpuSet = on_vm_cpus
+                    .iter()
+                    .filter(|c| owners.get(c).is_none_or(|o| !o.contains(*vm)))
+                    .collect();
+                if foreign.is_empty() {
+                    continue;
+                }
+            }
+            let stat = read(&proc.join(format!("{pid}/task/{tid}/stat"))).unwrap_or_default();
+            out.push(StrayThread {
+                tid,
+                pid,
+                name: t.name,
+                affinity,
+                on_vm_cpus,
+                kernel: t.kernel,
+                ticks: ticks(&stat),
+            });
+        }
+    }
+    out.sort_by(|a, b| b.ticks.cmp(&a.ticks).then(a.tid.cmp(&b.tid)));
+    out
+}
