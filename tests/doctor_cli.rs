@@ -597,6 +597,79 @@ fn smt_off_fails_a_plan_that_needs_siblings() {
     expect(find(&v, "smt", "host"), "pass", &["SMT is on"]);
 }
 
+/// Issue 17, item 4: a host isolated at runtime through cgroups (what
+/// `pinplan isolate` leaves on a cgroup v1 host: the root cgroup's user
+/// processes moved into a cgroup on the host's CPUs) or by tuned's
+/// cpu-partitioning profile is not reported "not isolated"; with the host
+/// free to run anywhere it is.
+#[test]
+fn cgroup_and_tuned_isolation_are_recognised() {
+    let dir = Tree::new();
+    let plan = dir.plan("0-1", &[("vm1", "2-5", "isolate", 1, None)]);
+    dir.file("proc/cmdline", "ro quiet\n")
+        .file("sys/devices/system/cpu/online", "0-7\n")
+        .file(
+            "proc/mounts",
+            "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n",
+        )
+        .file("sys/fs/cgroup/cpuset/cpuset.cpus", "0-7\n")
+        // Only a kernel thread (PF_KTHREAD) is left in the root cgroup.
+        .file("sys/fs/cgroup/cpuset/tasks", "2\n")
+        .file(
+            "proc/2/stat",
+            "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 11 0 0\n",
+        )
+        .file("sys/fs/cgroup/cpuset/machine/cpuset.cpus", "0-7\n")
+        .file(
+            "sys/fs/cgroup/cpuset/pinplan.housekeeping/cpuset.cpus",
+            "0-1\n",
+        );
+    let (code, v) = doctor(dir.path(), &["--plan", &plan]);
+    assert_eq!(code, Some(0), "{v:#}");
+    expect(
+        find(&v, "isolation", "vm1"),
+        "pass",
+        &[
+            "CPUs 2-5 are kept from the host by cgroups (cgroup-v1 cgroups pinplan.housekeeping confined to CPUs 0-1)",
+            "the timer tick still runs on 2-5",
+        ],
+    );
+    // A user process back in the root cgroup runs anywhere: not isolated.
+    dir.file("sys/fs/cgroup/cpuset/tasks", "2\n700\n").file(
+        "proc/700/stat",
+        "700 (sshd) S 1 700 700 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 900 0 0\n",
+    );
+    let (_, v) = doctor(dir.path(), &["--plan", &plan]);
+    expect(
+        find(&v, "isolation", "vm1"),
+        "warn",
+        &["are not all isolated"],
+    );
+    // tuned's cpu-partitioning covering the VM CPUs.
+    dir.file("etc/tuned/active_profile", "cpu-partitioning\n")
+        .file(
+            "etc/tuned/cpu-partitioning-variables.conf",
+            "# isolated\nisolated_cores=2-7\n",
+        );
+    let (_, v) = doctor(dir.path(), &["--plan", &plan]);
+    expect(
+        find(&v, "isolation", "vm1"),
+        "pass",
+        &["kept from the host by tuned's cpu-partitioning (isolated_cores=2-7)"],
+    );
+    // …and not covering them.
+    dir.file(
+        "etc/tuned/cpu-partitioning-variables.conf",
+        "isolated_cores=4-7\n",
+    );
+    let (_, v) = doctor(dir.path(), &["--plan", &plan]);
+    expect(
+        find(&v, "isolation", "vm1"),
+        "warn",
+        &["are not all isolated"],
+    );
+}
+
 #[test]
 fn vm_cpus_not_isolated_warn_host_cpus_isolated_fail() {
     let dir = Tree::new();

@@ -115,6 +115,9 @@ pub fn run(args: &IsolateArgs) -> Result<ExitCode, Failure> {
     if !args.emit.is_empty() {
         return emit(args, &target, plan_path);
     }
+    if !args.dry_run {
+        state.check_idle()?;
+    }
     let (mut journal, notes) = isolate::prepare(&args.root, &target)?;
     if args.dry_run {
         let mut text = header(&target, &journal);

@@ -305,9 +305,8 @@ pub fn plan(
 }
 
 fn leftover(ours: &Path) -> IsolateError {
-    IsolateError::BadJournal {
+    IsolateError::Leftover {
         path: ours.to_owned(),
-        message: "exists already: an isolation is in effect, or a killed one left it".to_owned(),
     }
 }
 

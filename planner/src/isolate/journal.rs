@@ -363,6 +363,9 @@ pub fn undo(journal: &mut Journal, path: &Path) -> Result<Undone, IsolateError> 
                 what, path, before, ..
             } => match write(path, before) {
                 Ok(()) => done.restored += 1,
+                // Refused now, but as it was: a change never made (a kill
+                // came first) or one the kernel refused then too.
+                Err(_) if read(path).is_some_and(|t| t.trim() == before.trim()) => {}
                 Err(e) => done
                     .failed
                     .push(format!("{what} ({}): {e}", path.display())),
@@ -377,10 +380,21 @@ pub fn undo(journal: &mut Journal, path: &Path) -> Result<Undone, IsolateError> 
                 tid,
                 start,
                 from,
+                to,
                 file,
                 affinity,
                 ..
             } => {
+                // Only a task still in pinplan's cgroup goes back: one never
+                // moved (a kill came first) or moved on since (libvirt puts
+                // a new QEMU into its own cgroup) stays where it is.
+                let listed = read(&to.join(file)).is_some_and(|t| {
+                    t.lines()
+                        .any(|l| l.trim().parse::<u32>().ok() == Some(*tid))
+                });
+                if !listed {
+                    continue;
+                }
                 let alive = read(&journal.root.join(format!("proc/{tid}/stat"))).is_some();
                 let same = start.is_none()
                     || super::threads::start_time(&journal.root.join("proc"), *tid) == *start;

@@ -162,6 +162,13 @@ pub enum IsolateError {
         /// Its journal.
         journal: PathBuf,
     },
+    /// pinplan's cgroup exists, though no isolation is recorded as in
+    /// effect in this state directory.
+    #[error("{} exists already: an isolation is in effect (recorded in another --state directory), or a killed one left it", path.display())]
+    Leftover {
+        /// The cgroup.
+        path: PathBuf,
+    },
     /// Another pinplan holds the lock.
     #[error("cannot lock {}", path.display())]
     Lock {
@@ -216,6 +223,11 @@ impl Diagnostic for IsolateError {
             IsolateError::Active { journal } => {
                 format!("pinplan isolate --undo {}", journal.display())
             }
+            IsolateError::Leftover { path } => format!(
+                "undo that isolation's journal (pinplan isolate --undo JOURNAL), or if none is \
+                 left: move its tasks back and rmdir {}",
+                path.display()
+            ),
             IsolateError::Lock { .. } => {
                 "another pinplan isolate is running: wait for it to finish".to_owned()
             }
@@ -329,6 +341,20 @@ impl State {
             .map(|_| journal)
     }
 
+    /// Refuses while an isolation is in effect (a whole plan's, or the
+    /// hook's for running VMs).
+    pub fn check_idle(&self) -> Result<(), IsolateError> {
+        if let Some(active) = self.active() {
+            return Err(IsolateError::Active { journal: active });
+        }
+        if !self.hook_vms().is_empty() {
+            return Err(IsolateError::Active {
+                journal: self.path("hook-journal.json"),
+            });
+        }
+        Ok(())
+    }
+
     /// The VMs the hook counts as running.
     fn hook_vms(&self) -> BTreeSet<String> {
         read(&self.path("hook.json"))
@@ -385,14 +411,7 @@ pub fn isolate(
     before: &mut dyn FnMut(usize),
 ) -> Result<(), IsolateError> {
     let _lock = state.lock()?;
-    if let Some(active) = state.active() {
-        return Err(IsolateError::Active { journal: active });
-    }
-    if !state.hook_vms().is_empty() {
-        return Err(IsolateError::Active {
-            journal: state.path("hook-journal.json"),
-        });
-    }
+    state.check_idle()?;
     if std::fs::symlink_metadata(path).is_ok() {
         return Err(IsolateError::JournalExists {
             path: path.to_owned(),
