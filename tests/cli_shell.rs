@@ -433,6 +433,7 @@ fn needs_a_live_host(example: &str) -> bool {
         || segments.into_iter().any(|s| {
             s.starts_with("pinplan doctor")
                 || s.starts_with("pinplan apply")
+                || s.starts_with("pinplan isolate")
                 || ((s.starts_with("pinplan topology") || s.starts_with("pinplan report"))
                     && !s.contains("--source"))
         })

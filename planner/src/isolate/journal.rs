@@ -275,8 +275,63 @@ pub fn apply(
         entry.status = status;
         entry.reason = reason;
     }
+    // Threads started in the root cgroup while the others moved: once more
+    // for those (journalled before they move).
+    let late = late_moves(journal);
+    if !late.is_empty() {
+        let first = journal.changes.len();
+        journal.changes.extend(late.into_iter().map(|change| Entry {
+            change,
+            status: Status::Planned,
+            reason: None,
+        }));
+        journal.save(path, false)?;
+        for entry in &mut journal.changes[first..] {
+            let (status, reason) = make(&entry.change);
+            entry.status = status;
+            entry.reason = reason;
+        }
+    }
     journal.state = "applied".to_owned();
     journal.save(path, false)
+}
+
+/// Moves for the tasks now in the root cgroup that the journal does not
+/// move yet (kernel threads the kernel keeps excepted).
+fn late_moves(journal: &Journal) -> Vec<Change> {
+    let Some((from, to, file)) = journal.changes.iter().find_map(|e| match &e.change {
+        Change::Move { from, to, file, .. } => Some((from.clone(), to.clone(), file.clone())),
+        _ => None,
+    }) else {
+        return Vec::new();
+    };
+    let known: std::collections::BTreeSet<u32> = journal
+        .changes
+        .iter()
+        .filter_map(|e| match e.change {
+            Change::Move { tid, .. } => Some(tid),
+            _ => None,
+        })
+        .collect();
+    let now: Vec<u32> = read(&from.join(&file))
+        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    now.into_iter()
+        .filter(|tid| !known.contains(tid))
+        .filter_map(|tid| {
+            let t = super::cgroup::task(&journal.root, tid);
+            let kept = t.bound || (t.kernel && file == "cgroup.procs");
+            (!kept).then(|| Change::Move {
+                tid,
+                start: t.start,
+                name: t.name,
+                from: from.clone(),
+                to: to.clone(),
+                file: file.clone(),
+                affinity: t.affinity,
+            })
+        })
+        .collect()
 }
 
 fn refused(e: &std::io::Error) -> (Status, Option<String>) {
@@ -462,27 +517,37 @@ fn remove_cgroup(dir: &Path) -> std::io::Result<bool> {
         return Ok(false);
     }
     let parent = dir.parent().unwrap_or(dir);
-    for file in ["tasks", "cgroup.procs"] {
-        let Some(text) = read(&dir.join(file)) else {
-            continue;
-        };
-        for tid in text.lines().filter_map(|l| l.trim().parse::<u32>().ok()) {
-            // A task that ends meanwhile is no longer in the way.
-            let _ = add_task(&parent.join(file), tid);
-        }
-    }
-    match std::fs::remove_dir(dir) {
-        // A cgroup's own files go with it; ENOTEMPTY is a tree of ordinary
-        // files standing in for one (tests, --root): its plain files go.
-        Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => {
-            for entry in std::fs::read_dir(dir)?.filter_map(Result::ok) {
-                if entry.file_type().is_ok_and(|t| t.is_file()) {
-                    std::fs::remove_file(entry.path())?;
-                }
+    // A thread forked inside between the move and the rmdir keeps it busy
+    // (EBUSY): move again, a few times.
+    let mut tries = 0;
+    loop {
+        for file in ["tasks", "cgroup.procs"] {
+            let Some(text) = read(&dir.join(file)) else {
+                continue;
+            };
+            for tid in text.lines().filter_map(|l| l.trim().parse::<u32>().ok()) {
+                // A task that ends meanwhile is no longer in the way.
+                let _ = add_task(&parent.join(file), tid);
             }
-            std::fs::remove_dir(dir).map(|()| true)
         }
-        other => other.map(|()| true),
+        match std::fs::remove_dir(dir) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            // A cgroup's own files go with it; ENOTEMPTY is a tree of
+            // ordinary files standing in for one (tests, --root): its plain
+            // files go.
+            Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => {
+                for entry in std::fs::read_dir(dir)?.filter_map(Result::ok) {
+                    if entry.file_type().is_ok_and(|t| t.is_file()) {
+                        std::fs::remove_file(entry.path())?;
+                    }
+                }
+                return std::fs::remove_dir(dir).map(|()| true);
+            }
+            other => return other.map(|()| true),
+        }
     }
 }
 

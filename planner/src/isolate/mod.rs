@@ -5,7 +5,7 @@
 //! cgroup v1 cpuset hierarchy), IRQs and the unbound workqueues moved off the
 //! VM CPUs ([`irq`]), every value journalled first so that
 //! [`journal::undo`] restores it exactly ([`journal`]). The boot-time way is
-//! printed by [`boot`], the per-VM libvirt hook is [`hook`], and what still
+//! printed by [`boot`], the per-VM libvirt hook is [`mod@hook`], and what still
 //! runs on VM CPUs is [`threads`]'s (for `report`).
 
 pub mod boot;
