@@ -670,6 +670,67 @@ fn cgroup_and_tuned_isolation_are_recognised() {
     );
 }
 
+/// Issue 18: the `realtime` check, for a plan with a real-time vCPU (vCPU 1
+/// on CPU 3): RT throttling (a fail where RT group scheduling would refuse
+/// FIFO in libvirt's cgroups, the failure measured on the test machine; a
+/// warning with the stopped time otherwise), and a PREEMPT_RT kernel or
+/// `nohz_full=` on the real-time vCPU's CPU.
+#[test]
+fn realtime_check_reads_throttling_and_the_tick() {
+    let dir = Tree::new();
+    let path = dir.plan("0-1", &[("rt", "2-3", "isolate", 1, None)]);
+    let mut plan: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    plan["vms"][0]["vcpus"] =
+        json!([{"vcpu": 0, "cpu": 2, "role": "main"}, {"vcpu": 1, "cpu": 3, "role": "pmd"}]);
+    plan["vms"][0]["realtime_vcpus"] = json!("1");
+    std::fs::write(&path, plan.to_string()).unwrap();
+    dir.file("proc/cmdline", "ro quiet\n")
+        .file("sys/devices/system/cpu/online", "0-7\n")
+        .file("proc/sys/kernel/sched_rt_runtime_us", "950000\n")
+        .file("proc/sys/kernel/sched_rt_period_us", "1000000\n")
+        .file("proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC\n")
+        .file("sys/fs/cgroup/cpu/cpu.rt_runtime_us", "950000\n");
+    let (code, v) = doctor(dir.path(), &["--plan", &path]);
+    assert_eq!(code, Some(1), "{v:#}");
+    let c = find(&v, "realtime", "throttling");
+    expect(
+        c,
+        "fail",
+        &["RT group scheduling", "Cannot set scheduler parameters"],
+    );
+    assert!(str_at(c, "hint").starts_with("sysctl -w kernel.sched_rt_runtime_us=-1"));
+    expect(
+        find(&v, "realtime", "rt"),
+        "warn",
+        &["neither a PREEMPT_RT kernel nor nohz_full= on CPUs 3"],
+    );
+    assert!(str_at(find(&v, "realtime", "rt"), "hint").contains("nohz_full=3"));
+    std::fs::remove_file(dir.path().join("sys/fs/cgroup/cpu/cpu.rt_runtime_us")).unwrap();
+    let (_, v) = doctor(dir.path(), &["--plan", &path]);
+    expect(
+        find(&v, "realtime", "throttling"),
+        "warn",
+        &["stopped 50 ms of every 1000 ms"],
+    );
+    dir.file("proc/sys/kernel/sched_rt_runtime_us", "-1\n")
+        .file("proc/cmdline", "ro nohz_full=2-3\n");
+    let (_, v) = doctor(dir.path(), &["--plan", &path]);
+    expect(
+        find(&v, "realtime", "throttling"),
+        "pass",
+        &["not throttled"],
+    );
+    expect(
+        find(&v, "realtime", "rt"),
+        "pass",
+        &["CPUs 3 are in nohz_full="],
+    );
+    dir.file("proc/cmdline", "ro\n")
+        .file("proc/sys/kernel/version", "#1 SMP PREEMPT_RT\n");
+    let (_, v) = doctor(dir.path(), &["--plan", &path]);
+    expect(find(&v, "realtime", "rt"), "pass", &["PREEMPT_RT"]);
+}
+
 #[test]
 fn vm_cpus_not_isolated_warn_host_cpus_isolated_fail() {
     let dir = Tree::new();

@@ -24,6 +24,7 @@ mod plan_cli;
 mod plan_fixtures;
 mod report_cli;
 mod report_svg;
+mod roles_cli;
 mod spec_parse;
 mod topology_cli;
 mod topology_errors;

@@ -255,9 +255,18 @@ fn out_dir_gets_plan_json_atomically() {
         v.sort();
         v
     };
-    // plan.json, vm1's domain patched (the spec names vm1.xml), vm2's fragment;
-    // no temporary files left.
-    assert_eq!(entries(), ["plan.json", "vm1.xml", "vm2.fragment.xml"]);
+    // plan.json, vm1's domain patched (the spec names vm1.xml), vm2's fragment,
+    // each VM's guest side; no temporary files left.
+    assert_eq!(
+        entries(),
+        [
+            "plan.json",
+            "vm1.guest.txt",
+            "vm1.xml",
+            "vm2.fragment.xml",
+            "vm2.guest.txt"
+        ]
+    );
 
     // Over an existing plan.json (text on stdout this time): replaced.
     std::fs::write(out_dir.join("plan.json"), "stale").unwrap();
@@ -267,7 +276,16 @@ fn out_dir_gets_plan_json_atomically() {
     assert!(text(&again.stdout).starts_with("plan for "));
     let rewritten = std::fs::read(out_dir.join("plan.json")).unwrap();
     assert_eq!(text(&rewritten), text(&out.stdout));
-    assert_eq!(entries(), ["plan.json", "vm1.xml", "vm2.fragment.xml"]);
+    assert_eq!(
+        entries(),
+        [
+            "plan.json",
+            "vm1.guest.txt",
+            "vm1.xml",
+            "vm2.fragment.xml",
+            "vm2.guest.txt"
+        ]
+    );
 }
 
 /// Issue 14, defect 3: a VM named to leave `--out DIR` is refused before

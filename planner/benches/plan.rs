@@ -997,8 +997,12 @@ fn write_spec(dir: &Path, inst: &Instance) -> BoxResult<PathBuf> {
         let emulator = match vm.emulator {
             EmulatorPolicy::Host => "host",
             EmulatorPolicy::Isolate => "isolate",
+            EmulatorPolicy::WithHousekeeping => "with-housekeeping",
         };
         writeln!(t, "emulator = \"{emulator}\"")?;
+        if vm.roles.housekeeping > 0 && vm.demand.is_none() {
+            writeln!(t, "housekeeping_vcpus = {}", vm.roles.housekeeping)?;
+        }
         if vm.iothreads > 0 {
             writeln!(t, "iothreads = {}", vm.iothreads)?;
         }

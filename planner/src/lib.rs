@@ -38,6 +38,7 @@ pub mod doctor;
 pub mod error;
 #[cfg(test)]
 mod fuzz;
+pub mod guest;
 pub mod ids;
 pub mod isolate;
 pub mod libvirt;

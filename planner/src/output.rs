@@ -158,7 +158,8 @@ pub struct OutputFile {
 
 /// The files `plan --out DIR` writes: `DIR/plan.json` (`json`), and per
 /// placed VM `DIR/NAME.xml` (its `domain_xml` patched) or
-/// `DIR/NAME.fragment.xml` (the pinning elements alone). Everything is made
+/// `DIR/NAME.fragment.xml` (the pinning elements alone), and
+/// `DIR/NAME.guest.txt` (the guest side: [`crate::guest`]). Everything is made
 /// before anything is written. A domain whose vCPU count differs from the
 /// plan's is resized with `set_vcpus` (the flag, or the VM's spec key), and
 /// otherwise left out and listed in [`PlanFiles::not_written`].
@@ -213,6 +214,10 @@ pub fn plan_files(
             },
         };
         files.push(file);
+        files.push(OutputFile {
+            path: dir.join(format!("{}.guest.txt", vm.name)),
+            text: crate::guest::GuestMap::of(vm).to_text(),
+        });
     }
     Ok(PlanFiles { files, not_written })
 }
@@ -253,7 +258,7 @@ impl Written {
 
 /// Whether a file name is one `plan --out` writes.
 fn ours(name: &str) -> bool {
-    name == "plan.json" || name.ends_with(".xml")
+    name == "plan.json" || name.ends_with(".xml") || name.ends_with(".guest.txt")
 }
 
 /// Writes the set of `files` (all directly in `dir`) as one: into a fresh

@@ -25,6 +25,32 @@ pub enum Status {
     Infeasible,
 }
 
+/// What a vCPU does in the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Housekeeping: DPDK's main lcore, the guest OS.
+    Main,
+    /// A poll-mode vCPU receiving (table-sized VMs).
+    Rx,
+    /// A poll-mode vCPU sending (table-sized VMs).
+    Tx,
+    /// A poll-mode vCPU of a VM sized by hand (`housekeeping_vcpus`).
+    Pmd,
+}
+
+impl Role {
+    /// The plan's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Main => "main",
+            Role::Rx => "rx",
+            Role::Tx => "tx",
+            Role::Pmd => "pmd",
+        }
+    }
+}
+
 /// One vCPU's host CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VcpuPin {
@@ -32,6 +58,9 @@ pub struct VcpuPin {
     pub vcpu: u32,
     /// Host CPU.
     pub cpu: CpuId,
+    /// Its role, for VMs sized from a table or given housekeeping vCPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
 }
 
 /// One I/O thread's host CPUs.
@@ -114,6 +143,10 @@ pub struct VmPlan {
     /// (and in plans written before the field existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<crate::memory::VmMemory>,
+    /// Its real-time (FIFO) vCPUs, as guest vCPU ids (`realtime`); absent
+    /// when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub realtime_vcpus: Option<CpuSet>,
 }
 
 /// A tenant the plan works around.

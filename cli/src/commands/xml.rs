@@ -33,10 +33,20 @@ pub struct XmlArgs {
     /// topology (the CPUs and NUMA nodes it uses must still exist).
     #[arg(long, requires = "connect")]
     force: bool,
+    /// Print the guest side instead: vCPU roles, guest kernel arguments, the
+    /// DPDK EAL core list and lcore maps (every VM, or --vm NAME).
+    #[arg(long, conflicts_with_all = ["patch", "connect", "set_vcpus"])]
+    guest: bool,
+    /// With --guest: text, or a JSON array.
+    #[arg(long, value_enum, default_value = "text", requires = "guest")]
+    format: super::Format,
 }
 
 pub fn run(args: &XmlArgs) -> Result<ExitCode, Failure> {
     let plan = Plan::load(&args.plan)?;
+    if args.guest {
+        return guest(args, &plan);
+    }
     let input: Option<(String, String)> = match (&args.patch, &args.connect) {
         (Some(path), _) => Some((
             path.display().to_string(),
@@ -71,6 +81,31 @@ pub fn run(args: &XmlArgs) -> Result<ExitCode, Failure> {
             plan.unplaced.join(", ")
         ));
     }
+    match &args.out {
+        Some(path) => output::write_atomically(path, &text, 0o644)?,
+        None => print(&text)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--guest`: the guest side of every VM (or the one named).
+fn guest(args: &XmlArgs, plan: &Plan) -> Result<ExitCode, Failure> {
+    use pinplan::guest::GuestMap;
+    let maps: Vec<GuestMap> = match &args.vm {
+        Some(name) => vec![GuestMap::of(plan.vm(name, &args.plan)?)],
+        None => plan.vms.iter().map(GuestMap::of).collect(),
+    };
+    if maps.is_empty() {
+        output::only_vm(plan)?;
+    }
+    let text = match args.format {
+        super::Format::Text => maps
+            .iter()
+            .map(GuestMap::to_text)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        super::Format::Json => serde_json::to_string_pretty(&maps).unwrap_or_default() + "\n",
+    };
     match &args.out {
         Some(path) => output::write_atomically(path, &text, 0o644)?,
         None => print(&text)?,

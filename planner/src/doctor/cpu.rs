@@ -440,6 +440,126 @@ pub(super) fn irq_affinity(host: &Host<'_>) -> Check {
     ))
 }
 
+/// `realtime`: with real-time vCPUs in the plan, whether the kernel lets
+/// libvirt give them SCHED_FIFO and keeps them running: RT throttling off
+/// (`kernel.sched_rt_runtime_us = -1`; with RT group scheduling a cgroup
+/// without RT runtime refuses FIFO outright, which libvirt's do), and a
+/// PREEMPT_RT kernel or `nohz_full=` on their CPUs.
+pub(super) fn realtime(host: &Host<'_>) -> Vec<Check> {
+    let id = CheckId::Realtime;
+    let Some(plan) = host.plan else {
+        return Vec::new();
+    };
+    let rt: Vec<&VmPlan> = plan
+        .vms
+        .iter()
+        .filter(|v| v.realtime_vcpus.is_some())
+        .collect();
+    if rt.is_empty() {
+        return Vec::new();
+    }
+    let names: Vec<&str> = rt.iter().map(|v| v.name.as_str()).collect();
+    let mut checks = Vec::new();
+    let runtime = host.fs.text("proc/sys/kernel/sched_rt_runtime_us");
+    let period = host
+        .fs
+        .text("proc/sys/kernel/sched_rt_period_us")
+        .and_then(|p| p.parse::<i64>().ok())
+        .unwrap_or(1_000_000);
+    let group_sched = host
+        .fs
+        .text("sys/fs/cgroup/cpu/cpu.rt_runtime_us")
+        .is_some();
+    match runtime.as_deref().map(str::parse::<i64>) {
+        Some(Ok(-1)) => checks.push(Check::new(
+            id,
+            Status::Pass,
+            "throttling",
+            "kernel.sched_rt_runtime_us = -1: FIFO vCPUs are not throttled",
+        )),
+        Some(Ok(us)) => {
+            let stopped_ms = (period - us).max(0) / 1000;
+            let fix = "sysctl -w kernel.sched_rt_runtime_us=-1 (and kernel.sched_rt_runtime_us = -1 in /etc/sysctl.d/ for the next boot)";
+            let check = if group_sched {
+                Check::new(
+                    id,
+                    Status::Fail,
+                    "throttling",
+                    format!(
+                        "kernel.sched_rt_runtime_us = {us} with RT group scheduling (cpu.rt_runtime_us): libvirt's cgroups get no RT runtime, so starting {} fails with \"Cannot set scheduler parameters: Operation not permitted\"",
+                        names.join(", ")
+                    ),
+                )
+            } else {
+                Check::new(
+                    id,
+                    Status::Warn,
+                    "throttling",
+                    format!(
+                        "kernel.sched_rt_runtime_us = {us} of {period}: the FIFO vCPUs of {} are stopped {stopped_ms} ms of every {} ms",
+                        names.join(", "),
+                        period / 1000
+                    ),
+                )
+            };
+            checks.push(check.hint(fix));
+        }
+        _ => checks.push(Check::new(
+            id,
+            Status::Skip,
+            "throttling",
+            "no proc/sys/kernel/sched_rt_runtime_us to read",
+        )),
+    }
+    let version = host.fs.text("proc/sys/kernel/version").unwrap_or_default();
+    let preempt_rt = host.fs.text("sys/kernel/realtime").as_deref() == Some("1")
+        || version.contains("PREEMPT_RT");
+    let online = host.fs.online_cpus().unwrap_or_default();
+    let nohz = host
+        .cmdline
+        .as_ref()
+        .and_then(|c| c.cpu_list("nohz_full", &online))
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    for vm in rt {
+        let cpus: CpuSet = vm
+            .vcpus
+            .iter()
+            .filter(|p| {
+                vm.realtime_vcpus
+                    .as_ref()
+                    .is_some_and(|r| r.contains(crate::ids::CpuId(p.vcpu)))
+            })
+            .map(|p| p.cpu)
+            .collect();
+        let ticking = cpus.difference(&nohz);
+        checks.push(if preempt_rt {
+            Check::new(id, Status::Pass, vm.name.clone(), "a PREEMPT_RT kernel")
+        } else if ticking.is_empty() {
+            Check::new(
+                id,
+                Status::Pass,
+                vm.name.clone(),
+                format!("its real-time vCPUs' CPUs {cpus} are in nohz_full="),
+            )
+        } else {
+            Check::new(
+                id,
+                Status::Warn,
+                vm.name.clone(),
+                format!(
+                    "neither a PREEMPT_RT kernel nor nohz_full= on CPUs {ticking} of its real-time vCPUs: the timer tick interrupts them (about 1,000 times a second at HZ=1000)"
+                ),
+            )
+            .hint(format!(
+                "boot a PREEMPT_RT kernel (linux-image-rt-amd64, kernel-rt), or add nohz_full={} (pinplan isolate --emit kernel-args)",
+                nohz.union(&cpus)
+            ))
+        });
+    }
+    checks
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testroot::{find, plan, TestRoot, Vm};

@@ -95,6 +95,8 @@ pub enum CheckId {
     IrqAffinity,
     /// The huge pages the plan's VMs need are free on their nodes.
     Hugepages,
+    /// The kernel can run the plan's real-time (FIFO) vCPUs.
+    Realtime,
 }
 
 impl CheckId {
@@ -111,6 +113,7 @@ impl CheckId {
             CheckId::Isolation => "isolation",
             CheckId::IrqAffinity => "irq-affinity",
             CheckId::Hugepages => "hugepages",
+            CheckId::Realtime => "realtime",
         }
     }
 }
@@ -312,6 +315,7 @@ pub fn run(options: &DoctorOptions) -> Result<Report, DoctorError> {
     checks.extend(cpu::isolation(&host));
     checks.push(cpu::irq_affinity(&host));
     checks.extend(memory::hugepages(&host));
+    checks.extend(cpu::realtime(&host));
     // Each check lists its subjects in a fixed order; keep checks in id order.
     checks.sort_by_key(|c| c.id);
     Ok(Report { checks })

@@ -295,6 +295,11 @@ impl Fs {
         })
     }
 
+    /// A file under the root as trimmed text (`proc/sys/kernel/…`).
+    pub fn text(&self, rel: &str) -> Option<String> {
+        self.read(&self.root.join(rel))
+    }
+
     /// `/proc/cmdline`.
     pub fn cmdline(&self) -> Option<String> {
         self.read(&self.proc("cmdline"))

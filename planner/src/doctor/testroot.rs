@@ -227,6 +227,7 @@ pub(crate) fn plan(reserved: &str, vms: &[Vm<'_>]) -> Plan {
                     .map(|(i, cpu)| VcpuPin {
                         vcpu: u32::try_from(i).unwrap_or(0),
                         cpu,
+                        role: None,
                     })
                     .collect();
                 let n = u32::try_from(vcpus.len()).unwrap_or(0);
@@ -248,6 +249,7 @@ pub(crate) fn plan(reserved: &str, vms: &[Vm<'_>]) -> Plan {
                     demand: None,
                     nic: vm.nic.map(|n| n.parse().unwrap_or_else(|e| panic!("{e}"))),
                     memory: None,
+                    realtime_vcpus: None,
                 }
             })
             .collect(),

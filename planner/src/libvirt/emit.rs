@@ -42,6 +42,11 @@ pub fn cputune_pins(vm: &VmPlan) -> Vec<String> {
             t.iothread, t.cpus
         )
     }));
+    if let Some(rt) = &vm.realtime_vcpus {
+        lines.push(format!(
+            "<vcpusched vcpus='{rt}' scheduler='fifo' priority='1'/>"
+        ));
+    }
     lines
 }
 
@@ -155,8 +160,12 @@ pub fn fragment(vm: &VmPlan) -> String {
         out.push_str(&io);
         out.push('\n');
     }
-    if let Some(Some(huge)) = hugepages(vm) {
-        block(&mut out, "<memoryBacking>", &huge, "</memoryBacking>");
+    let mut backing = hugepages(vm).flatten().unwrap_or_default();
+    if vm.realtime_vcpus.is_some() {
+        backing.push("<locked/>".to_owned());
+    }
+    if !backing.is_empty() {
+        block(&mut out, "<memoryBacking>", &backing, "</memoryBacking>");
     }
     block(&mut out, "<cputune>", &cputune_pins(vm), "</cputune>");
     let numa = numatune_children(vm);

@@ -20,14 +20,21 @@ pub fn layout(
 ) -> VmPlan {
     let owned = owned_cores(host, cores);
     let Pinning {
-        pins,
+        mut pins,
         idle,
         per_core_used,
+        main_cpus,
     } = pin_vcpus(vm, &owned);
+    for pin in &mut pins {
+        pin.role = vm.roles.of(pin.vcpu);
+    }
 
     let emulator_cpus: CpuSet = match vm.emulator {
         EmulatorPolicy::Host => emulator_host.clone(),
+        // The first idle CPU: with housekeeping vCPUs (on the first cores)
+        // the sibling of one, away from the poll-mode vCPUs.
         EmulatorPolicy::Isolate => idle.first().copied().into_iter().collect(),
+        EmulatorPolicy::WithHousekeeping => main_cpus,
     };
     let iothreads = (1..=vm.iothreads)
         .map(|iothread| IothreadPin {
@@ -57,6 +64,7 @@ pub fn layout(
         demand: vm.demand.clone(),
         nic: vm.nic,
         memory: vm.memory,
+        realtime_vcpus: (!vm.roles.realtime.is_empty()).then(|| vm.roles.realtime.clone()),
     }
 }
 
@@ -91,21 +99,36 @@ struct Pinning {
     idle: Vec<CpuId>,
     /// vCPUs on each owned core, in core order.
     per_core_used: Vec<usize>,
+    /// Every CPU of the cores carrying housekeeping vCPUs.
+    main_cpus: CpuSet,
 }
 
 /// vCPUs in order onto the cores: one per core with `isolate`, every
-/// thread of a core before the next otherwise.
+/// thread of a core before the next otherwise — except that with
+/// `emulator = "with-housekeeping"` the housekeeping vCPUs' last core takes
+/// no poll-mode vCPU (its other threads stay idle, for the emulator).
 fn pin_vcpus(vm: &VmRequest, owned: &[OwnedCore]) -> Pinning {
     let mut pins: Vec<VcpuPin> = Vec::new();
     let mut idle: Vec<CpuId> = Vec::new();
+    let mut main_cpus = CpuSet::new();
     let mut vcpu = 0u32;
+    let housekeeping = vm.roles.housekeeping;
+    let apart = vm.emulator == EmulatorPolicy::WithHousekeeping;
+    let pin = |vcpu, cpu| VcpuPin {
+        vcpu,
+        cpu,
+        role: None,
+    };
     let per_core_used: Vec<usize> = match vm.threads {
         ThreadPolicy::Isolate => {
             let mut used = Vec::new();
             for OwnedCore { pus, .. } in owned {
                 if vcpu < vm.vcpus {
                     if let Some(&first) = pus.first() {
-                        pins.push(VcpuPin { vcpu, cpu: first });
+                        if vcpu < housekeeping {
+                            main_cpus.extend(pus.iter().copied());
+                        }
+                        pins.push(pin(vcpu, first));
                         vcpu += 1;
                     }
                     idle.extend(pus.iter().skip(1));
@@ -121,9 +144,14 @@ fn pin_vcpus(vm: &VmRequest, owned: &[OwnedCore]) -> Pinning {
             let mut used = Vec::new();
             for OwnedCore { pus, .. } in owned {
                 let mut n = 0;
+                let main_core = vcpu < housekeeping;
+                if main_core {
+                    main_cpus.extend(pus.iter().copied());
+                }
                 for &cpu in pus {
-                    if vcpu < vm.vcpus {
-                        pins.push(VcpuPin { vcpu, cpu });
+                    let poll_mode_on_main = apart && main_core && vcpu >= housekeeping;
+                    if vcpu < vm.vcpus && !poll_mode_on_main {
+                        pins.push(pin(vcpu, cpu));
                         vcpu += 1;
                         n += 1;
                     } else {
@@ -139,6 +167,7 @@ fn pin_vcpus(vm: &VmRequest, owned: &[OwnedCore]) -> Pinning {
         pins,
         idle,
         per_core_used,
+        main_cpus,
     }
 }
 

@@ -21,8 +21,8 @@ mod proptests;
 pub mod request;
 
 pub use request::{
-    EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest, SolveOptions, SolverKind,
-    ThreadPolicy, VmRequest,
+    EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest, Roles, SolveOptions,
+    SolverKind, ThreadPolicy, VmRequest,
 };
 
 use crate::ids::{CoreId, NodeId};

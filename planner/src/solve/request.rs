@@ -23,12 +23,50 @@ pub enum ThreadPolicy {
 
 /// Where the emulator (and I/O) threads run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum EmulatorPolicy {
     /// On the host's reserved CPUs.
     Host,
     /// On one more CPU of the VM's own (an idle sibling when there is one).
     Isolate,
+    /// On the core(s) of the VM's housekeeping vCPUs, which no poll-mode
+    /// vCPU shares (the RHEL/OSP NFV layout).
+    WithHousekeeping,
+}
+
+/// What a VM's vCPUs do in the guest: the housekeeping vCPUs first (DPDK's
+/// main lcore, the guest OS), then the poll-mode ones (`rx` then `tx` when
+/// sized from a table).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Roles {
+    /// Housekeeping vCPUs: vCPU 0 up to this count.
+    pub housekeeping: u32,
+    /// rx vCPUs after them, for a VM sized from a table (the rest are tx).
+    pub rx: Option<u32>,
+    /// CPUs left idle so that the housekeeping vCPUs' cores carry no
+    /// poll-mode vCPU (`emulator = "with-housekeeping"` on SMT cores).
+    pub pad: u32,
+    /// Real-time (FIFO) vCPUs, as guest vCPU ids.
+    pub realtime: CpuSet,
+}
+
+impl Roles {
+    /// The role of guest vCPU `vcpu`: none when the VM has no roles.
+    pub fn of(&self, vcpu: u32) -> Option<crate::plan::Role> {
+        use crate::plan::Role;
+        if self.housekeeping == 0 && self.rx.is_none() {
+            return None;
+        }
+        Some(if vcpu < self.housekeeping {
+            Role::Main
+        } else {
+            match self.rx {
+                Some(rx) if vcpu < self.housekeeping + rx => Role::Rx,
+                Some(_) => Role::Tx,
+                None => Role::Pmd,
+            }
+        })
+    }
 }
 
 /// How a VM may use NUMA nodes.
@@ -95,6 +133,8 @@ pub struct VmRequest {
     pub alternatives: Vec<(String, u32)>,
     /// Its memory and page size, when the spec (or its domain) says.
     pub memory: Option<crate::memory::VmMemory>,
+    /// Its vCPUs' roles, real-time vCPUs.
+    pub roles: Roles,
 }
 
 impl VmRequest {
@@ -114,12 +154,15 @@ impl VmRequest {
             demand: None,
             alternatives: Vec::new(),
             memory: None,
+            roles: Roles::default(),
         }
     }
 
-    /// CPUs the VM needs for itself: vCPUs, plus one with `emulator = "isolate"`.
+    /// CPUs the VM needs for itself: vCPUs, plus one with `emulator =
+    /// "isolate"`, plus the idle CPUs that keep its housekeeping vCPUs'
+    /// cores to themselves.
     pub fn pus_needed(&self) -> u32 {
-        self.vcpus + u32::from(self.emulator == EmulatorPolicy::Isolate)
+        self.vcpus + u32::from(self.emulator == EmulatorPolicy::Isolate) + self.roles.pad
     }
 
     /// The NIC node to keep to, when affinity is required and the node known.

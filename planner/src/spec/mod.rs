@@ -75,6 +75,12 @@ struct VmSpec {
     memory: Option<u64>,
     /// `hugepages`: the page size in KiB (4: none), when given.
     page_kib: Option<u64>,
+    /// `housekeeping_vcpus` (VM, else `[defaults]`) and its line.
+    housekeeping_vcpus: Option<(u32, usize)>,
+    /// `realtime` (VM, else `[defaults]`).
+    realtime: bool,
+    /// `realtime_vcpus` and its line.
+    realtime_vcpus: Option<(CpuSet, usize)>,
 }
 
 /// A parsed and checked plan spec.

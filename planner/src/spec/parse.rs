@@ -252,6 +252,19 @@ impl Spec {
         } else {
             NicAffinity::Ignore
         };
+        let realtime_vcpus = match &vm.realtime_vcpus {
+            Some(list) => Some((
+                list.get_ref().parse::<CpuSet>().map_err(|e| {
+                    self.error(
+                        lines.of(list),
+                        "vm.realtime_vcpus",
+                        format!("{name}: realtime_vcpus is a list of guest vCPUs: {e}"),
+                    )
+                })?,
+                lines.of(list),
+            )),
+            None => None,
+        };
         Ok(VmSpec {
             name,
             line,
@@ -292,6 +305,13 @@ impl Spec {
                 ),
                 None => None,
             },
+            housekeeping_vcpus: vm
+                .housekeeping_vcpus
+                .as_ref()
+                .or(defaults.housekeeping_vcpus.as_ref())
+                .map(|n| (*n.get_ref(), lines.of(n))),
+            realtime: vm.realtime.or(defaults.realtime).unwrap_or(false),
+            realtime_vcpus,
         })
     }
 

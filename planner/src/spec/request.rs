@@ -5,7 +5,7 @@
 use super::{Sizing, Spec, SpecError, VmSpec};
 use crate::cpuset::CpuSet;
 use crate::demand::{self, DemandOptions};
-use crate::ids::NodeId;
+use crate::ids::{CpuId, NodeId};
 use crate::plan::PlannedDemand;
 use crate::solve::{EmulatorPolicy, FixedTenant, NicAffinity, PlanRequest, VmRequest};
 use crate::topology::{HostTopology, PciAddress};
@@ -17,7 +17,12 @@ pub const DEFAULT_RESERVED_MEMORY: u64 = 1 << 30;
 
 /// A VM's vCPU count, how the tables gave it, and smaller measured
 /// configurations reachable by lowering `min_fraction`.
-type Sized = (u32, Option<PlannedDemand>, Vec<(String, u32)>);
+type Sized = (
+    u32,
+    Option<PlannedDemand>,
+    Vec<(String, u32)>,
+    Option<(u32, u32)>,
+);
 
 impl Spec {
     /// Host-dependent checks, demands from the tables, and the solver's input.
@@ -52,7 +57,8 @@ impl Spec {
         let mut vms = Vec::new();
         for vm in &self.vms {
             let (nic, nic_node) = self.nic(vm, &host, &mut warnings)?;
-            let (vcpus, demand, alternatives) = self.vcpus(vm, &mut warnings)?;
+            let (vcpus, demand, alternatives, table_roles) = self.vcpus(vm, &mut warnings)?;
+            let roles = self.roles(vm, vcpus, table_roles, &host)?;
             if vm.emulator == EmulatorPolicy::Host && reserved.is_empty() {
                 return Err(self.error(
                     vm.line,
@@ -74,6 +80,7 @@ impl Spec {
                 demand,
                 alternatives,
                 memory: self.memory(vm, domains.get(&vm.name), &mut warnings)?,
+                roles,
             });
         }
         Ok((
@@ -275,10 +282,104 @@ impl Spec {
         Ok((Some(*address), None))
     }
 
+    /// The VM's vCPU roles: a table's housekeeping and rx vCPUs, or
+    /// `housekeeping_vcpus`; the idle CPUs `emulator = "with-housekeeping"`
+    /// needs on SMT cores; the real-time vCPUs (never housekeeping ones, and
+    /// only on cores of their own: `threads = "isolate"`).
+    fn roles(
+        &self,
+        vm: &VmSpec,
+        vcpus: u32,
+        table: Option<(u32, u32)>,
+        host: &HostTopology,
+    ) -> Result<crate::solve::Roles, SpecError> {
+        use crate::solve::ThreadPolicy;
+        let name = &vm.name;
+        let (housekeeping, rx) = match (table, vm.housekeeping_vcpus) {
+            (Some(_), Some((_, line))) => {
+                return Err(self.error(
+                    line,
+                    "vm.housekeeping_vcpus",
+                    format!("{name}: a VM sized from a table has the table's housekeeping vCPUs (vcpus - tx - rx): drop housekeeping_vcpus, or give vcpus = N"),
+                ))
+            }
+            (Some((h, rx)), None) => (h, Some(rx)),
+            (None, Some((h, line))) if h >= vcpus => {
+                return Err(self.error(
+                    line,
+                    "vm.housekeeping_vcpus",
+                    format!("{name}: housekeeping_vcpus = {h} leaves none of its {vcpus} vCPUs for poll-mode threads: give fewer"),
+                ))
+            }
+            (None, Some((h, _))) => (h, None),
+            (None, None) => (0, None),
+        };
+        if vm.emulator == EmulatorPolicy::WithHousekeeping && housekeeping == 0 {
+            return Err(self.error(
+                vm.line,
+                "vm.emulator",
+                format!("{name}: emulator = \"with-housekeeping\" puts the emulator on the housekeeping vCPUs' cores, and it has none: set housekeeping_vcpus = 1 (or size it from a table)"),
+            ));
+        }
+        // Whole cores for the housekeeping vCPUs: the rest of the last one
+        // stays idle (the emulator's) on cores of `t` threads.
+        let t = host.cores.iter().map(|c| {
+            let usable = host.usable_cpus();
+            u32::try_from(c.cpus.intersection(&usable).len()).unwrap_or(1)
+        });
+        let t = t.max().unwrap_or(1).max(1);
+        let pad = if vm.emulator == EmulatorPolicy::WithHousekeeping
+            && vm.threads != ThreadPolicy::Isolate
+        {
+            (t - housekeeping % t) % t
+        } else {
+            0
+        };
+        let pmd: CpuSet = (housekeeping..vcpus).map(CpuId).collect();
+        let realtime = match &vm.realtime_vcpus {
+            Some((set, line)) => {
+                let main: CpuSet = set.iter().filter(|c| c.0 < housekeeping).collect();
+                let beyond: CpuSet = set.iter().filter(|c| c.0 >= vcpus).collect();
+                if !main.is_empty() || !beyond.is_empty() {
+                    return Err(self.error(
+                        *line,
+                        "vm.realtime_vcpus",
+                        format!("{name}: realtime_vcpus = \"{set}\" must name poll-mode vCPUs only ({}): {}", if pmd.is_empty() { "none".to_owned() } else { pmd.to_string() }, if main.is_empty() { format!("it has no vCPU {beyond}") } else { format!("{main} are housekeeping vCPUs") }),
+                    ));
+                }
+                set.clone()
+            }
+            None if vm.realtime => pmd,
+            None => CpuSet::new(),
+        };
+        if !realtime.is_empty() {
+            if vm.threads != ThreadPolicy::Isolate {
+                return Err(self.error(
+                    vm.line,
+                    "vm.threads",
+                    format!("{name}: a real-time vCPU must share its core with nothing, not even a sibling vCPU: set threads = \"isolate\""),
+                ));
+            }
+            if vm.emulator == EmulatorPolicy::Isolate && housekeeping == 0 {
+                return Err(self.error(
+                    vm.line,
+                    "vm.emulator",
+                    format!("{name}: with no housekeeping vCPU, emulator = \"isolate\" would put the emulator beside a real-time vCPU: use emulator = \"host\", or housekeeping_vcpus = 1"),
+                ));
+            }
+        }
+        Ok(crate::solve::Roles {
+            housekeeping,
+            rx,
+            pad,
+            realtime,
+        })
+    }
+
     /// The VM's vCPU count: as given, or the demand from the tables.
     fn vcpus(&self, vm: &VmSpec, warnings: &mut Vec<String>) -> Result<Sized, SpecError> {
         let (profile, target_gbps) = match &vm.sizing {
-            Sizing::Explicit(n) => return Ok((*n, None, Vec::new())),
+            Sizing::Explicit(n) => return Ok((*n, None, Vec::new(), None)),
             Sizing::Table {
                 profile,
                 target_gbps,
@@ -303,7 +404,14 @@ impl Spec {
             target_gbps: *target_gbps,
             min_fraction: vm.min_fraction,
         };
-        Ok((d.vcpus, Some(planned), alternatives))
+        // The table's configuration: tx + rx cores, the rest housekeeping.
+        let housekeeping = d.vcpus.saturating_sub(d.tx_cores + d.rx_cores);
+        Ok((
+            d.vcpus,
+            Some(planned),
+            alternatives,
+            Some((housekeeping, d.rx_cores)),
+        ))
     }
 
     /// Smaller measured configurations than the demand `d`, largest first,

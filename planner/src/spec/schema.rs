@@ -40,6 +40,8 @@ pub(super) struct Policies {
     pub(super) allow_extrapolation: Option<bool>,
     pub(super) memory: Option<Spanned<Size>>,
     pub(super) hugepages: Option<Spanned<String>>,
+    pub(super) housekeeping_vcpus: Option<Spanned<u32>>,
+    pub(super) realtime: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -63,6 +65,9 @@ pub(super) struct VmSection {
     pub(super) allow_extrapolation: Option<bool>,
     pub(super) memory: Option<Spanned<Size>>,
     pub(super) hugepages: Option<Spanned<String>>,
+    pub(super) housekeeping_vcpus: Option<Spanned<u32>>,
+    pub(super) realtime: Option<bool>,
+    pub(super) realtime_vcpus: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -110,4 +115,7 @@ pub(super) const KEYS: &[&str] = &[
     "priority",
     "packet_bytes",
     "cpus",
+    "housekeeping_vcpus",
+    "realtime",
+    "realtime_vcpus",
 ];

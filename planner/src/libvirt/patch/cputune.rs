@@ -37,10 +37,10 @@ pub(super) fn rewrite(doc: &Doc, root: usize, anchor: usize, vm: &VmPlan) -> Vec
         .iter()
         .copied()
         .filter(|&c| {
-            matches!(
-                doc.nodes[c].name.as_str(),
-                "vcpupin" | "emulatorpin" | "iothreadpin"
-            )
+            let name = doc.nodes[c].name.as_str();
+            // A real-time plan's <vcpusched> replaces the old ones too.
+            matches!(name, "vcpupin" | "emulatorpin" | "iothreadpin")
+                || (name == "vcpusched" && vm.realtime_vcpus.is_some())
         })
         .collect();
     // The pins go where the first old pin was, else before the first element

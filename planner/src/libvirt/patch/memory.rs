@@ -1,6 +1,7 @@
-//! `<memoryBacking>`: only its `<hugepages>` is ours. The other children
-//! (`<source type='memfd'/>`, `<access mode='shared'/>` that vhost-user
-//! needs, `<locked/>`, `<nosharepages/>`…) stay as they are. And `<memory>`
+//! `<memoryBacking>`: only its `<hugepages>` is ours, and `<locked/>` is
+//! added for a real-time VM. The other children (`<source type='memfd'/>`,
+//! `<access mode='shared'/>` that vhost-user needs, `<nosharepages/>`…)
+//! stay as they are. And `<memory>`
 //! (with `<currentMemory>` when above it) when the plan's memory differs.
 
 use super::doc::{Doc, Splice};
@@ -43,62 +44,87 @@ fn size(doc: &Doc, root: usize, vm: &VmPlan) -> Vec<Splice> {
 }
 
 fn backing(doc: &Doc, root: usize, anchor: usize, vm: &VmPlan) -> Vec<Splice> {
-    let Some(want) = emit::hugepages(vm) else {
-        return Vec::new();
-    };
     let backing = doc.child(root, "memoryBacking");
     let old = backing.and_then(|b| doc.child(b, "hugepages"));
-    let Some(lines) = want else {
-        return old
-            .map(|h| vec![doc.replace_lines(h, String::new())])
-            .unwrap_or_default();
+    // A real-time VM's memory is locked: `<locked/>` added when missing.
+    let add_locked =
+        vm.realtime_vcpus.is_some() && backing.and_then(|b| doc.child(b, "locked")).is_none();
+    let want = emit::hugepages(vm);
+    let mut splices = Vec::new();
+    // The new <hugepages> element's lines (open, children, close), when one
+    // is to be written.
+    let mut new_pages: Option<(String, Vec<String>)> = None;
+    match want {
+        // No memory in the plan: <hugepages> stays as it is.
+        None => {}
+        // Normal pages: the old <hugepages> goes.
+        Some(None) => {
+            if let Some(h) = old {
+                splices.push(doc.replace_lines(h, String::new()));
+            }
+        }
+        Some(Some(lines)) => {
+            let (open, children) = lines
+                .split_first()
+                .map_or(("", &[][..]), |(o, c)| (o.as_str(), c));
+            let inner: Vec<String> = children
+                .iter()
+                .take(children.len().saturating_sub(1))
+                .map(|l| l.trim_start().to_owned())
+                .collect();
+            match old {
+                Some(h) => {
+                    let indent = doc.indent_of(h);
+                    splices.push(doc.replace(h, doc.block(open, &inner, "</hugepages>", &indent)));
+                }
+                None => new_pages = Some((open.to_owned(), inner)),
+            }
+        }
+    }
+    if new_pages.is_none() && !add_locked {
+        return splices;
+    }
+    // What goes into <memoryBacking>, at `indent`: the new <hugepages>, then
+    // <locked/>.
+    let children = |indent: &str| -> String {
+        let mut out = Vec::new();
+        if let Some((open, inner)) = &new_pages {
+            out.push(format!(
+                "{indent}{}",
+                doc.block(open, inner, "</hugepages>", indent)
+            ));
+        }
+        if add_locked {
+            out.push(format!("{indent}<locked/>"));
+        }
+        out.join("\n")
     };
-    let (open, children) = lines
-        .split_first()
-        .map_or(("", &[][..]), |(o, c)| (o.as_str(), c));
-    let inner: Vec<String> = children
-        .iter()
-        .take(children.len().saturating_sub(1))
-        .map(|l| l.trim_start().to_owned())
-        .collect();
-    let close = "</hugepages>";
-    match (backing, old) {
-        (Some(_), Some(h)) => {
-            let indent = doc.indent_of(h);
-            vec![doc.replace(h, doc.block(open, &inner, close, &indent))]
-        }
-        (Some(b), None) if doc.nodes[b].empty => {
+    match backing {
+        Some(b) if doc.nodes[b].empty => {
             let indent = doc.indent_of(b);
-            let hp = doc.block(open, &inner, close, &format!("{indent}{}", doc.unit));
-            let text = format!(
-                "{}>\n{indent}{}{hp}\n{indent}</memoryBacking>",
-                doc.reopened(b),
-                doc.unit
-            );
-            vec![doc.replace(b, text)]
+            let inside = children(&format!("{indent}{}", doc.unit));
+            let text = format!("{}>\n{inside}\n{indent}</memoryBacking>", doc.reopened(b));
+            splices.push(doc.replace(b, text));
         }
-        (Some(b), None) => {
+        Some(b) => {
             let indent = doc.indent_of(b);
-            let child = format!("{indent}{}", doc.unit);
-            let hp = doc.block(open, &inner, close, &child);
-            vec![doc.insert_lines(
+            let inside = children(&format!("{indent}{}", doc.unit));
+            splices.push(doc.insert_lines(
                 doc.nodes[b].end_tag_start,
-                format!("{child}{hp}\n"),
+                format!("{inside}\n"),
                 &indent,
-            )]
+            ));
         }
-        (None, _) => {
+        None => {
             let after = ["currentMemory", "memory"]
                 .iter()
                 .find_map(|n| doc.child(root, n))
                 .unwrap_or(anchor);
             let indent = doc.indent_of(after);
-            let hp = doc.block(open, &inner, close, &format!("{indent}{}", doc.unit));
-            let block = format!(
-                "<memoryBacking>\n{indent}{}{hp}\n{indent}</memoryBacking>",
-                doc.unit
-            );
-            vec![doc.insert_after(after, &block)]
+            let inside = children(&format!("{indent}{}", doc.unit));
+            let block = format!("<memoryBacking>\n{inside}\n{indent}</memoryBacking>");
+            splices.push(doc.insert_after(after, &block));
         }
     }
+    splices
 }

@@ -573,7 +573,11 @@ fn plan(reserved: &str, vms: &[(&str, &str, &str)]) -> Plan {
                 vcpus: set(cpus)
                     .iter()
                     .zip(0..)
-                    .map(|(cpu, vcpu)| VcpuPin { vcpu, cpu })
+                    .map(|(cpu, vcpu)| VcpuPin {
+                        vcpu,
+                        cpu,
+                        role: None,
+                    })
                     .collect(),
                 cores: Vec::new(),
                 cpus: set(cpus),
@@ -590,6 +594,7 @@ fn plan(reserved: &str, vms: &[(&str, &str, &str)]) -> Plan {
                 demand: None,
                 nic: None,
                 memory: None,
+                realtime_vcpus: None,
             })
             .collect(),
         fixed: Vec::new(),

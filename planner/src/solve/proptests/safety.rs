@@ -232,6 +232,22 @@ fn check_emulator(
                 name
             );
         }
+        EmulatorPolicy::WithHousekeeping => {
+            // On the cores of the housekeeping vCPUs, and on no other
+            // vCPU's CPU.
+            let others: CpuSet = vm_plan
+                .vcpus
+                .iter()
+                .filter(|p| p.vcpu >= vm.roles.housekeeping)
+                .map(|p| p.cpu)
+                .collect();
+            prop_assert!(vm_plan.emulator_cpus.is_subset(&cores.cpus));
+            prop_assert!(
+                !vm_plan.emulator_cpus.intersects(&others),
+                "{}: emulator",
+                name
+            );
+        }
     }
     prop_assert_eq!(vm_plan.iothreads.len(), vm.iothreads as usize);
     for io in &vm_plan.iothreads {

@@ -111,7 +111,7 @@ impl Vms {
         type Key = (
             u32,
             &'static str,
-            bool,
+            (bool, u32),
             Option<NodeId>,
             Option<NodeId>,
             i64,
@@ -127,7 +127,7 @@ impl Vms {
                 let key = (
                     vm.vcpus,
                     vm.threads.name(),
-                    vm.emulator == EmulatorPolicy::Isolate,
+                    (vm.emulator == EmulatorPolicy::Isolate, vm.roles.pad),
                     vm.required_node(),
                     vm.preferred_node(),
                     vm.priority,

@@ -33,7 +33,7 @@ pub(super) struct Kind {
 type LooseKey = (
     u32,
     &'static str,
-    bool,
+    (bool, u32),
     bool,
     Option<NodeId>,
     Option<NodeId>,
@@ -63,7 +63,7 @@ pub(super) fn kinds_of(
         let key = (
             vm.vcpus,
             vm.threads.name(),
-            vm.emulator == EmulatorPolicy::Isolate,
+            (vm.emulator == EmulatorPolicy::Isolate, vm.roles.pad),
             vm.numa == NumaPolicy::Preferred,
             vm.required_node(),
             vm.preferred_node(),
