@@ -373,3 +373,79 @@ fn realtime_patch_adds_locked_and_replaces_vcpusched() {
     );
     assert!(validates(&out_dir.join("v.xml")));
 }
+
+/// Must show: `reserved_cores_per_node = 1` on a real 2-node fixture
+/// reserves the lowest core of each node, and each VM's emulator is on its
+/// own node's reserved CPUs (by the topology, read here independently).
+#[test]
+fn reserved_cores_per_node_keeps_each_emulator_on_its_node() {
+    let dir = TempDir::new();
+    let host = util::fixture("hwloc-xml/24em64t-2n6c2t-pci.xml");
+    let spec = dir.write(
+        "s.toml",
+        format!(
+            "[host]\nsource = \"{}\"\nreserved_cores_per_node = 1\n[defaults]\nthreads = \"require\"\n\
+             [[vm]]\nname = \"a\"\nvcpus = 10\n[[vm]]\nname = \"b\"\nvcpus = 10\n",
+            host.display()
+        ),
+    );
+    let plan = plan_json(&[util::arg(&spec)]);
+    let topo = util::pinplan_json(&["topology", "--source", util::arg(&host), "--format", "json"]);
+    // Per node: its lowest core's CPUs.
+    let mut lowest: BTreeMap<u64, (u64, BTreeSet<u32>)> = BTreeMap::new();
+    let mut node_of: BTreeMap<u32, u64> = BTreeMap::new();
+    for core in topo["cores"].as_array().unwrap() {
+        let node = core["numa_node"].as_u64().unwrap();
+        let id = core["id"].as_u64().unwrap();
+        let cpus: BTreeSet<u32> = core["cpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| u32::try_from(c.as_u64().unwrap()).unwrap())
+            .collect();
+        for &c in &cpus {
+            node_of.insert(c, node);
+        }
+        let entry = lowest.entry(node).or_insert((id, cpus.clone()));
+        if id < entry.0 {
+            *entry = (id, cpus);
+        }
+    }
+    assert_eq!(lowest.len(), 2);
+    let reserved: BTreeSet<u32> = lowest
+        .values()
+        .flat_map(|(_, c)| c.iter().copied())
+        .collect();
+    assert_eq!(
+        util::cpuset(plan["host"]["reserved_cpus"].as_str().unwrap()),
+        reserved
+    );
+    let mut emulator_nodes = BTreeSet::new();
+    for vm in plan["vms"].as_array().unwrap() {
+        let node = vm["numa_nodes"][0].as_u64().unwrap();
+        assert_eq!(
+            util::cpuset(vm["emulator_cpus"].as_str().unwrap()),
+            lowest[&node].1,
+            "{}'s emulator",
+            vm["name"]
+        );
+        emulator_nodes.insert(node);
+    }
+    assert_eq!(emulator_nodes.len(), 2, "one VM per node: {plan}");
+    // A node left without cores for VMs is refused.
+    let spec = dir.write(
+        "t.toml",
+        format!(
+            "[host]\nsource = \"{}\"\nreserved_cores_per_node = 6\n[[vm]]\nname = \"a\"\nvcpus = 1\n",
+            host.display()
+        ),
+    );
+    let out = pinplan(["plan", util::arg(&spec)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr)
+            .contains("reserved_cores_per_node = 6 leaves node 0 no core for VMs: it has 6"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -29,6 +29,8 @@ pub enum ConflictKind {
     CpuShared,
     /// A VM's emulator threads on vCPU CPUs.
     EmulatorOverlap,
+    /// A VM's emulator threads only on other NUMA nodes than its vCPUs.
+    EmulatorRemote,
     /// A VM not pinned at all.
     Floating,
     /// A VM on the host's own CPUs.
@@ -54,6 +56,7 @@ impl ConflictKind {
             ConflictKind::CoreShared => "core-shared",
             ConflictKind::CpuShared => "cpu-shared",
             ConflictKind::EmulatorOverlap => "emulator-overlap",
+            ConflictKind::EmulatorRemote => "emulator-remote",
             ConflictKind::Floating => "floating",
             ConflictKind::HostOverlap => "host-overlap",
             ConflictKind::MemoryRemote => "memory-remote",
@@ -112,6 +115,7 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
         .collect();
     out.extend(vms.iter().filter_map(|t| numa_split(t, &node_of)));
     out.extend(vms.iter().filter_map(|t| memory_remote(t, &node_of)));
+    out.extend(vms.iter().filter_map(|t| emulator_remote(t, &node_of)));
     for t in &vms {
         out.extend(nic_remote(host, t, &node_of));
     }
@@ -313,6 +317,33 @@ fn numa_split(t: &Tenant, node_of: &BTreeMap<CpuId, NodeId>) -> Option<Conflict>
             listed(&nodes)
         ),
     })
+}
+
+/// A VM whose emulator threads may run only on nodes none of its vCPUs is
+/// on (a floating emulator, allowed everywhere, is not remote).
+fn emulator_remote(t: &Tenant, node_of: &BTreeMap<CpuId, NodeId>) -> Option<Conflict> {
+    let nodes = vcpu_nodes(t, node_of);
+    let emulator_nodes: BTreeSet<NodeId> = t
+        .emulator_cpus
+        .iter()
+        .filter_map(|c| node_of.get(&c).copied())
+        .collect();
+    (!nodes.is_empty() && !emulator_nodes.is_empty() && emulator_nodes.is_disjoint(&nodes)).then(
+        || Conflict {
+            kind: ConflictKind::EmulatorRemote,
+            severity: Severity::Warning,
+            tenants: vec![t.name.clone()],
+            cpus: t.emulator_cpus.clone(),
+            message: format!(
+                "{}'s emulator threads run on CPUs {} of node(s) {}, its vCPUs on node(s) {}: \
+                 reserve host CPUs on each node (reserved_cores_per_node) and plan again",
+                t.name,
+                t.emulator_cpus,
+                listed(&emulator_nodes),
+                listed(&nodes)
+            ),
+        },
+    )
 }
 
 /// The share of a running guest's memory that may sit off its vCPUs' nodes
@@ -622,6 +653,32 @@ mod tests {
             found.iter().all(|c| c.kind != ConflictKind::NumaSplit),
             "{found:?}"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn an_emulator_on_another_node_is_emulator_remote() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::topology::{self, Source};
+        let h = topology::load(&Source::Synthetic("numa:2 core:2 pu:1".into()))?;
+        let vm = |name: &str, emulator: &str| {
+            format!(
+                "<domain><name>{name}</name><vcpu>1</vcpu><cputune><vcpupin vcpu='0' cpuset='3'/>\
+                 <emulatorpin cpuset='{emulator}'/></cputune></domain>"
+            )
+        };
+        let remote = tenant_from_domain("r.xml", &vm("remote", "0"), &h)?;
+        let local = tenant_from_domain("l.xml", &vm("local", "2"), &h)?;
+        let both = tenant_from_domain("b.xml", &vm("both", "0,2"), &h)?;
+        let found: Vec<(String, String)> = conflicts(&h, &[remote, local, both])
+            .into_iter()
+            .filter(|c| c.kind == ConflictKind::EmulatorRemote)
+            .map(|c| (c.tenants[0].clone(), c.message))
+            .collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, "remote");
+        assert!(found[0].1.starts_with(
+            "remote's emulator threads run on CPUs 0 of node(s) 0, its vCPUs on node(s) 1"
+        ));
         Ok(())
     }
 }

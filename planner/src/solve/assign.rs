@@ -29,7 +29,19 @@ pub fn layout(
         pin.role = vm.roles.of(pin.vcpu);
     }
 
+    // The host's reserved CPUs on the VM's own node(s), when there are any
+    // there (`reserved_cores_per_node`); else all of them.
+    let vm_nodes: BTreeSet<NodeId> = owned.iter().filter_map(|c| c.node).collect();
+    let local: CpuSet = emulator_host
+        .iter()
+        .filter(|&c| {
+            host.pu(c)
+                .and_then(|p| p.numa_node)
+                .is_some_and(|n| vm_nodes.contains(&n))
+        })
+        .collect();
     let emulator_cpus: CpuSet = match vm.emulator {
+        EmulatorPolicy::Host if !local.is_empty() => local,
         EmulatorPolicy::Host => emulator_host.clone(),
         // The first idle CPU: with housekeeping vCPUs (on the first cores)
         // the sibling of one, away from the poll-mode vCPUs.

@@ -92,6 +92,8 @@ pub struct Spec {
     /// `synthetic:DESC`.
     pub source: Option<crate::topology::Source>,
     reserved_cores: Option<(u32, usize)>,
+    /// `reserved_cores_per_node` and its line.
+    reserved_per_node: Option<(u32, usize)>,
     reserved_cpus: Option<(CpuSet, usize)>,
     table: Table,
     line_rate_gbps: f64,

@@ -94,6 +94,7 @@ impl Spec {
                 }
             }),
             reserved_cores: None,
+            reserved_per_node: None,
             reserved_cpus: None,
             table: Table::default(),
             line_rate_gbps: 100.0,
@@ -133,8 +134,22 @@ impl Spec {
                 "give either reserved_cores or reserved_cpus, not both".to_owned(),
             ));
         }
+        if let (Some(per_node), true) = (
+            &host.reserved_cores_per_node,
+            host.reserved_cores.is_some() || host.reserved_cpus.is_some(),
+        ) {
+            return Err(self.error(
+                lines.of(per_node),
+                "host.reserved_cores_per_node",
+                "give one of reserved_cores, reserved_cores_per_node or reserved_cpus".to_owned(),
+            ));
+        }
         self.reserved_cores = host
             .reserved_cores
+            .as_ref()
+            .map(|c| (*c.get_ref(), lines.of(c)));
+        self.reserved_per_node = host
+            .reserved_cores_per_node
             .as_ref()
             .map(|c| (*c.get_ref(), lines.of(c)));
         if let Some(cpus) = &host.reserved_cpus {

@@ -200,8 +200,55 @@ impl Spec {
                     .flat_map(|c| c.cpus.iter())
                     .collect())
             }
-            (None, None) => Ok(CpuSet::new()),
+            (None, None) => match self.reserved_per_node {
+                Some((n, line)) => self.reserved_per_node(host, n, line),
+                None => Ok(CpuSet::new()),
+            },
         }
+    }
+
+    /// `reserved_cores_per_node = N`: the N lowest usable cores of every NUMA
+    /// node that has usable cores (which nodes get VMs is the plan's answer,
+    /// so every node keeps its share); a node that would keep none for VMs
+    /// is refused.
+    fn reserved_per_node(
+        &self,
+        host: &HostTopology,
+        n: u32,
+        line: usize,
+    ) -> Result<CpuSet, SpecError> {
+        let mut by_node: std::collections::BTreeMap<Option<NodeId>, Vec<&crate::topology::Core>> =
+            std::collections::BTreeMap::new();
+        for c in host.cores.iter().filter(|c| {
+            c.cpus
+                .iter()
+                .any(|cpu| host.pu(cpu).is_some_and(|p| p.usable))
+        }) {
+            by_node.entry(c.numa_node).or_default().push(c);
+        }
+        let mut out = CpuSet::new();
+        for (node, cores) in &by_node {
+            if n as usize >= cores.len() {
+                let node = node.map_or_else(|| "of unknown id".to_owned(), |k| k.to_string());
+                return Err(self.error(
+                    line,
+                    "host.reserved_cores_per_node",
+                    format!(
+                        "reserved_cores_per_node = {n} leaves node {node} no core for VMs: it has {}",
+                        cores.len()
+                    ),
+                ));
+            }
+            out = cores
+                .iter()
+                .take(n as usize)
+                .flat_map(|c| c.cpus.iter())
+                .fold(out, |mut acc, cpu| {
+                    acc.insert(cpu);
+                    acc
+                });
+        }
+        Ok(out)
     }
 
     /// The `[[fixed]]` tenants, on CPUs the host has and does not reserve.

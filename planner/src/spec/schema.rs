@@ -18,6 +18,7 @@ pub(super) enum Size {
 pub(super) struct HostSection {
     pub(super) source: Option<Spanned<String>>,
     pub(super) reserved_cores: Option<Spanned<u32>>,
+    pub(super) reserved_cores_per_node: Option<Spanned<u32>>,
     pub(super) reserved_cpus: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) tables: Vec<Spanned<String>>,
@@ -98,6 +99,7 @@ pub(super) const KEYS: &[&str] = &[
     "fixed",
     "source",
     "reserved_cores",
+    "reserved_cores_per_node",
     "reserved_cpus",
     "tables",
     "line_rate_gbps",

@@ -220,7 +220,24 @@ fn check_emulator(
     let name = vm.name.as_str();
     match vm.emulator {
         EmulatorPolicy::Host => {
-            prop_assert_eq!(&vm_plan.emulator_cpus, &req.reserved, "{}: emulator", name);
+            // The reserved CPUs on the VM's nodes, else all of them.
+            let nodes: std::collections::BTreeSet<_> = vm_plan.numa_nodes.iter().collect();
+            let local: CpuSet = req
+                .reserved
+                .iter()
+                .filter(|&c| {
+                    req.host
+                        .pu(c)
+                        .and_then(|p| p.numa_node)
+                        .is_some_and(|n| nodes.contains(&n))
+                })
+                .collect();
+            let want = if local.is_empty() {
+                req.reserved.clone()
+            } else {
+                local
+            };
+            prop_assert_eq!(&vm_plan.emulator_cpus, &want, "{}: emulator", name);
         }
         EmulatorPolicy::Isolate => {
             let pinned: CpuSet = vm_plan.vcpus.iter().map(|p| p.cpu).collect();
