@@ -156,4 +156,32 @@ proptest! {
         let c = crate::cmdline::KernelCmdline::parse(&cmdline);
         let _ = c.cpu_list("isolcpus", &all);
     }
+
+    /// What `isolate` and `report` read from /proc and /sys, from arbitrary
+    /// text: numa_maps, hex CPU masks, mount points; and a mutated isolate
+    /// journal, which is refused or names only files isolation changes.
+    #[test]
+    fn kernel_files_and_journals(text in ".{0,200}", edits in edits()) {
+        let _ = crate::libvirt::resident::parse_numa_maps(&text);
+        if let Some(set) = CpuSet::from_hex_mask(&text) {
+            prop_assert_eq!(CpuSet::from_hex_mask(&set.to_hex_mask()), Some(set));
+        }
+        let _ = crate::isolate::cgroup::unescape(&text);
+        let seed = r#"{"tool": "pinplan isolate", "version": 1, "root": "/tmp/r", "cgroups": "cgroup-v1",
+            "vms": ["vm1"], "vm_cpus": "1", "housekeeping": "0", "state": "applied", "changes": [
+            {"kind": "write", "what": "IRQ 24", "path": "/tmp/r/proc/irq/24/smp_affinity_list", "before": "0-1", "after": "0", "status": "applied"},
+            {"kind": "move", "tid": 5, "start": 9, "name": "sh", "from": "/tmp/r/sys/fs/cgroup/cpuset", "to": "/tmp/r/sys/fs/cgroup/cpuset/pinplan.housekeeping", "file": "tasks", "affinity": "0-1", "status": "applied"},
+            {"kind": "systemd", "unit": "user.slice", "before": "", "after": "0", "status": "planned"}]}"#;
+        // The seed itself is a journal undo would take.
+        prop_assert!(crate::isolate::journal::Journal::from_text(Path::new("j.json"), seed).is_ok());
+        let mutated = mutate(seed, &edits);
+        if let Ok(j) = crate::isolate::journal::Journal::from_text(Path::new("j.json"), &mutated) {
+            for entry in &j.changes {
+                if let crate::isolate::journal::Change::Write { path, .. } = &entry.change {
+                    prop_assert!(path.starts_with(&j.root), "{}", path.display());
+                    prop_assert!(!path.components().any(|c| c == std::path::Component::ParentDir));
+                }
+            }
+        }
+    }
 }

@@ -48,7 +48,7 @@ impl Layout {
 
 /// A mount table field with the kernel's octal escapes (`\040` for a
 /// space) decoded.
-fn unescape(field: &str) -> String {
+pub(crate) fn unescape(field: &str) -> String {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -161,8 +161,18 @@ impl Journal {
             path: path.to_owned(),
             source,
         })?;
+        Journal::from_text(path, &text)
+    }
+
+    /// A journal from its text (read from `path`), checked as [`Journal::load`]
+    /// checks it.
+    pub fn from_text(path: &Path, text: &str) -> Result<Journal, IsolateError> {
+        let bad = |message: String| IsolateError::BadJournal {
+            path: path.to_owned(),
+            message,
+        };
         let value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+            serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
         if value.get("tool").and_then(|t| t.as_str()) != Some(TOOL) {
             return Err(bad(format!(
                 "not a journal of `{TOOL}` (an `apply` journal is undone with pinplan apply --rollback)"
