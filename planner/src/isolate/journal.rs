@@ -152,10 +152,6 @@ impl Journal {
     /// Reads a journal, refusing one that is not `pinplan isolate`'s or that
     /// names a file outside what isolation changes.
     pub fn load(path: &Path) -> Result<Journal, IsolateError> {
-        let bad = |message: String| IsolateError::BadJournal {
-            path: path.to_owned(),
-            message,
-        };
         let text = std::fs::read_to_string(path).map_err(|source| IsolateError::Io {
             what: "cannot read",
             path: path.to_owned(),
