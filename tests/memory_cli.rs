@@ -232,20 +232,6 @@ fn plan_lists_the_huge_pages_to_allocate() {
     );
 }
 
-/// `virt-xml-validate FILE domain`.
-fn validates(path: &std::path::Path) -> Result<(), String> {
-    let out = std::process::Command::new("virt-xml-validate")
-        .arg(path)
-        .arg("domain")
-        .output()
-        .map_err(|e| format!("cannot run virt-xml-validate: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("{}{}", text(&out.stdout), text(&out.stderr)))
-    }
-}
-
 /// A 2-vCPU domain named `name` with `backing` after `<memory>`.
 fn domain(name: &str, backing: &str) -> String {
     format!(
@@ -319,7 +305,7 @@ fn memory_backing_is_patched_losslessly() {
         for child in kept {
             assert!(xml.contains(child), "{name}: lost {child}: {xml}");
         }
-        validates(&path).unwrap_or_else(|e| panic!("{name}: {e}\n{xml}"));
+        util::validate_domain(&path).unwrap_or_else(|e| panic!("{name}: {e}\n{xml}"));
     }
 }
 
@@ -373,7 +359,11 @@ fn live_guest_runs_on_the_planned_huge_pages() {
     assert_eq!(plan["hugepages"][0]["needed"], 32, "{plan}");
     assert_eq!(plan["hugepages"][0]["missing"], 0, "{plan}");
     let xml_path = out_dir.join(format!("{name}.xml"));
-    assert!(validates(&xml_path).is_ok(), "{:?}", validates(&xml_path));
+    assert!(
+        util::validate_domain(&xml_path).is_ok(),
+        "{:?}",
+        util::validate_domain(&xml_path)
+    );
     util::virsh(&uri, &["define", util::arg(&xml_path)]);
     util::virsh(&uri, &["start", &name]);
     let pid = std::fs::read_to_string(format!("/run/libvirt/qemu/{name}.pid")).unwrap_or_default();
@@ -658,7 +648,7 @@ fn patched_domain_gets_the_planned_memory() {
         "{xml}"
     );
     assert!(xml.contains("<page size='2048' unit='KiB'/>"), "{xml}");
-    validates(&path).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    util::validate_domain(&path).unwrap_or_else(|e| panic!("{e}\n{xml}"));
 }
 
 /// Item 2: through `plan --connect`, a VM's defined domain (no `domain_xml`

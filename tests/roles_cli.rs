@@ -174,14 +174,6 @@ fn with_housekeeping_keeps_the_emulator_on_the_main_core_only() {
     assert_eq!(c["cores"].as_array().unwrap().len(), 2, "{c}");
 }
 
-fn validates(path: &std::path::Path) -> bool {
-    std::process::Command::new("virt-xml-validate")
-        .arg(path)
-        .arg("domain")
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// Puts `kernel.sched_rt_runtime_us` back when dropped.
 struct RtRuntime(String);
 
@@ -241,7 +233,7 @@ fn realtime_guest_runs_fifo_on_its_poll_mode_vcpu_only() {
         "{xml}"
     );
     assert!(xml.contains("<locked/>"), "{xml}");
-    assert!(validates(&xml_path));
+    util::validate_domain(&xml_path).unwrap_or_else(|e| panic!("{e}"));
     util::virsh(&uri, &["define", util::arg(&xml_path)]);
     util::virsh(&uri, &["undefine", &name]);
     let unlocked = dir.write(
@@ -249,7 +241,7 @@ fn realtime_guest_runs_fifo_on_its_poll_mode_vcpu_only() {
         xml.replace("    <locked/>\n", "")
             .replace("  <memoryBacking>\n  </memoryBacking>\n", ""),
     );
-    assert!(validates(&unlocked));
+    util::validate_domain(&unlocked).unwrap_or_else(|e| panic!("{e}"));
     let before = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap();
     let _rt = RtRuntime(before);
     std::fs::write("/proc/sys/kernel/sched_rt_runtime_us", "-1").unwrap();
@@ -371,7 +363,7 @@ fn realtime_patch_adds_locked_and_replaces_vcpusched() {
         xml.contains("<vcpusched vcpus='1-2' scheduler='fifo' priority='1'/>"),
         "{xml}"
     );
-    assert!(validates(&out_dir.join("v.xml")));
+    util::validate_domain(&out_dir.join("v.xml")).unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Must show: `reserved_cores_per_node = 1` on a real 2-node fixture

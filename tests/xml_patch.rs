@@ -34,7 +34,6 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// 2 packages x 16 cores x 2 threads, one NUMA node; CPU n's sibling is n + 32.
 const BIG_HOST: &str = "synthetic:package:2 core:16 pu:2(indexes=2*32:1*2)";
@@ -46,24 +45,7 @@ fn patch<'a>(plan: &'a Path, domain: &'a Path, more: &[&'a str]) -> Vec<&'a str>
     args
 }
 
-/// `virt-xml-validate FILE domain`: Ok, or the validator's complaint.
-fn validate(path: &Path) -> Result<(), String> {
-    let out = Command::new("virt-xml-validate")
-        .arg(path)
-        .arg("domain")
-        .output()
-        .map_err(|e| format!("cannot run virt-xml-validate (libvirt-clients): {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "virt-xml-validate {} domain: {}{}",
-            path.display(),
-            text(&out.stdout),
-            text(&out.stderr)
-        ))
-    }
-}
+use util::validate_domain as validate;
 
 fn validate_text(dir: &TempDir, name: &str, xml: &str) -> Result<(), String> {
     let p = dir.write(name, xml);

@@ -281,3 +281,23 @@ pub fn guest_xml(domain_type: &str, name: &str, vcpus: u32, cputune: &str) -> St
 "
     )
 }
+
+/// `virt-xml-validate FILE domain` (libvirt's own schema check): Ok, or the
+/// validator's complaint.
+pub fn validate_domain(path: &Path) -> Result<(), String> {
+    let out = Command::new("virt-xml-validate")
+        .arg(path)
+        .arg("domain")
+        .output()
+        .map_err(|e| format!("cannot run virt-xml-validate (libvirt-clients): {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "virt-xml-validate {} domain: {}{}",
+            path.display(),
+            text(&out.stdout),
+            text(&out.stderr)
+        ))
+    }
+}
