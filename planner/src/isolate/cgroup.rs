@@ -141,13 +141,18 @@ pub fn detect(root: &Path) -> Layout {
     Layout::None
 }
 
-/// A thread's (or process's) facts from `proc/TID`.
+/// A thread's (or process's) facts from `proc/TID`: the one reader of its
+/// `stat`, `comm` and `status`.
 pub(super) struct Task {
     pub name: String,
+    /// Start time, clock ticks after boot (`stat` field 22): `None` when the
+    /// thread is gone.
     pub start: Option<u64>,
     pub affinity: Option<CpuSet>,
     pub kernel: bool,
     pub bound: bool,
+    /// CPU time used, utime + stime in clock ticks (`stat` fields 14, 15).
+    pub ticks: u64,
 }
 
 /// `PF_KTHREAD` and `PF_NO_SETAFFINITY` in `/proc/TID/stat`'s flags.
@@ -165,9 +170,14 @@ pub(super) fn task(root: &Path, tid: u32) -> Task {
         .rsplit_once(')')
         .map(|(_, r)| r.split_whitespace().collect())
         .unwrap_or_default();
-    // rest[0] is field 3 (state): flags are field 9, starttime field 22.
-    let flags: u64 = rest.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
-    let start = rest.get(19).and_then(|f| f.parse().ok());
+    // rest[0] is field 3 (state): flags are field 9, utime and stime 14
+    // and 15, starttime 22.
+    let field = |i: usize| rest.get(i).and_then(|f| f.parse::<u64>().ok());
+    let flags = field(6).unwrap_or(0);
+    let start = field(19);
+    let ticks = field(11)
+        .unwrap_or(0)
+        .saturating_add(field(12).unwrap_or(0));
     let affinity = read(&dir.join("status")).and_then(|t| {
         t.lines()
             .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
@@ -179,6 +189,7 @@ pub(super) fn task(root: &Path, tid: u32) -> Task {
         affinity,
         kernel: flags & PF_KTHREAD != 0,
         bound: flags & PF_NO_SETAFFINITY != 0,
+        ticks,
     }
 }
 

@@ -456,10 +456,9 @@ pub fn undo(journal: &mut Journal, path: &Path) -> Result<Undone, IsolateError> 
                 if !listed {
                     continue;
                 }
-                let alive = read(&journal.root.join(format!("proc/{tid}/stat"))).is_some();
-                let same = start.is_none()
-                    || super::threads::start_time(&journal.root.join("proc"), *tid) == *start;
-                if !alive || !same {
+                // The same thread: alive, and started when the journal says.
+                let now = super::cgroup::task(&journal.root, *tid).start;
+                if now.is_none() || (start.is_some() && now != *start) {
                     done.gone += 1;
                     continue;
                 }

@@ -247,12 +247,19 @@ pub(crate) const MAX_READ: u64 = 16 << 20;
 
 /// At most [`MAX_READ`] bytes of `path` as text; `None` when unreadable.
 pub(crate) fn read(path: &Path) -> Option<String> {
+    read_capped(path, MAX_READ)
+}
+
+/// At most `max` bytes of a regular file as text (lossy); `None` when it
+/// cannot be read or is not a regular file (a FIFO planted in /proc's place
+/// is never waited on).
+pub(crate) fn read_capped(path: &Path, max: u64) -> Option<String> {
     let file = std::fs::File::open(path).ok()?;
     if !file.metadata().ok()?.is_file() {
         return None;
     }
     let mut bytes = Vec::new();
-    file.take(MAX_READ).read_to_end(&mut bytes).ok()?;
+    file.take(max).read_to_end(&mut bytes).ok()?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 

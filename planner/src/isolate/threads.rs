@@ -8,19 +8,11 @@
 //! `irq-on-vm-cpu`.
 
 use super::cgroup::task;
-use super::read;
 use crate::cpuset::CpuSet;
 use crate::ids::CpuId;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-
-/// A thread's start time (`/proc/TID/stat` field 22) under `proc`.
-pub(super) fn start_time(proc: &Path, tid: u32) -> Option<u64> {
-    let stat = read(&proc.join(format!("{tid}/stat")))?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
 
 /// One thread that may run on a VM's CPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -52,22 +44,6 @@ fn numbered(dir: &Path) -> Vec<u32> {
         .collect();
     out.sort_unstable();
     out
-}
-
-/// utime + stime of a thread, in clock ticks.
-fn ticks(stat: &str) -> u64 {
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return 0;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // Fields 14 and 15 (utime, stime): indexes 11 and 12 after the name.
-    field(11).saturating_add(field(12))
 }
 
 /// Every stray thread on the host under `root`: `owners` maps each VM CPU
@@ -110,7 +86,6 @@ pub fn stray_threads(
                     continue;
                 }
             }
-            let stat = read(&proc.join(format!("{pid}/task/{tid}/stat"))).unwrap_or_default();
             out.push(StrayThread {
                 tid,
                 pid,
@@ -118,7 +93,7 @@ pub fn stray_threads(
                 affinity,
                 on_vm_cpus,
                 kernel: t.kernel,
-                ticks: ticks(&stat),
+                ticks: t.ticks,
             });
         }
     }

@@ -6,9 +6,9 @@
 //! are read, so a stale pid file names no other process.
 
 use crate::ids::NodeId;
+use crate::isolate::read_capped;
 use crate::tenant::NodeResident;
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 
 /// The most of a file read here: a pid file is a number, a command line a
@@ -42,14 +42,6 @@ pub fn parse_numa_maps(text: &str) -> BTreeMap<NodeId, u64> {
         }
     }
     out
-}
-
-/// At most `max` bytes of `path` as text (lossy), `None` when unreadable.
-fn read_capped(path: &Path, max: u64) -> Option<String> {
-    let file = std::fs::File::open(path).ok()?;
-    let mut bytes = Vec::new();
-    file.take(max).read_to_end(&mut bytes).ok()?;
-    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Whether a NUL-separated command line is domain `name`'s QEMU: it has

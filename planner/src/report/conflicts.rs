@@ -119,8 +119,15 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
     for t in &vms {
         out.extend(nic_remote(host, t, &node_of));
     }
-    out.sort_by(|a, b| (a.severity, &a.kind, &a.tenants).cmp(&(b.severity, &b.kind, &b.tenants)));
+    sort(&mut out);
     out
+}
+
+/// The order reports list conflicts in: errors first, then by kind and
+/// tenants.
+pub(crate) fn sort(conflicts: &mut [Conflict]) {
+    conflicts
+        .sort_by(|a, b| (a.severity, &a.kind, &a.tenants).cmp(&(b.severity, &b.kind, &b.tenants)));
 }
 
 /// A pinned VM's vCPUs that are not pinned (they may run on every usable

@@ -131,9 +131,7 @@ impl Report {
                 ),
             });
         }
-        self.conflicts.sort_by(|a, b| {
-            (a.severity, &a.kind, &a.tenants).cmp(&(b.severity, &b.kind, &b.tenants))
-        });
+        super::conflicts::sort(&mut self.conflicts);
         self.live = Some(LiveHost {
             stray_threads_total: stray.len(),
             stray_threads: stray.into_iter().take(top).collect(),
