@@ -20,6 +20,7 @@ mod demand_cli;
 mod doctor_cli;
 mod isolate_cli;
 mod memory_cli;
+mod nics_cli;
 mod plan_cli;
 mod plan_fixtures;
 mod report_cli;

@@ -502,7 +502,7 @@ fn random_scenario(seed: u64) -> BoxResult<Scenario> {
         }
         if nodes.len() > 1 && rng.chance(20) {
             let k = rng.range(0, u32::try_from(nodes.len() - 1).unwrap_or(0)) as usize;
-            vm.nic_node = nodes.get(k).copied();
+            vm.nic_nodes = nodes.get(k).copied().into_iter().collect();
             vm.nic_affinity = if rng.chance(50) {
                 NicAffinity::Required
             } else {
@@ -793,7 +793,7 @@ fn draw_vm3(
     if !nic_nodes.is_empty() && rng.chance(30) {
         let k = rng.range(0, u32::try_from(nic_nodes.len() - 1).unwrap_or(0)) as usize;
         if let Some(&(node, address)) = nic_nodes.get(k) {
-            vm.nic_node = Some(node);
+            vm.nic_nodes = vec![node];
             vm.nic = address;
             vm.nic_affinity = if rng.chance(50) {
                 NicAffinity::Required
@@ -923,7 +923,7 @@ fn instance(
     let demand_cores = demand_of(&vms);
     let nic_without_address = vms
         .iter()
-        .filter(|v| v.nic_node.is_some() && v.nic.is_none())
+        .filter(|v| !v.nic_nodes.is_empty() && v.nic.is_none())
         .count();
     request.vms = vms;
     Instance {
@@ -1039,7 +1039,7 @@ fn check_spec(path: &Path, inst: &Instance) -> BoxResult<()> {
         .map(|vm| {
             let mut vm = vm.clone();
             if vm.nic.is_none() {
-                vm.nic_node = None;
+                vm.nic_nodes.clear();
                 vm.nic_affinity = NicAffinity::Ignore;
             }
             vm
@@ -1136,7 +1136,7 @@ fn instances3(only: Option<&str>) -> BoxResult<Vec<Instance>> {
                 let mut inst = instance(name, seed, &source, &host, load, priorities);
                 if spec_nics_only() {
                     for vm in inst.request.vms.iter_mut().filter(|v| v.nic.is_none()) {
-                        vm.nic_node = None;
+                        vm.nic_nodes.clear();
                         vm.nic_affinity = NicAffinity::Ignore;
                     }
                 }

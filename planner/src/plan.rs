@@ -139,6 +139,10 @@ pub struct VmPlan {
     /// the field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic: Option<PciAddress>,
+    /// All its NICs, when the spec names more than one (`nics`); the first
+    /// is also `nic`. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nics: Vec<PciAddress>,
     /// Its memory and page size, when the spec gives them; absent otherwise
     /// (and in plans written before the field existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]

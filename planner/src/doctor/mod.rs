@@ -365,11 +365,15 @@ fn select_nics(
         .map(|a| (*a, "--nic".to_owned()))
         .collect();
     if let Some(plan) = &options.plan {
-        origins.extend(
-            plan.vms
-                .iter()
-                .filter_map(|vm| Some((vm.nic?, format!("the plan's VM {}", vm.name)))),
-        );
+        origins.extend(plan.vms.iter().flat_map(|vm| {
+            let nics = if vm.nics.is_empty() {
+                vm.nic.into_iter().collect()
+            } else {
+                vm.nics.clone()
+            };
+            nics.into_iter()
+                .map(|nic| (nic, format!("the plan's VM {}", vm.name)))
+        }));
     }
     for (address, origin) in origins {
         if !functions.contains_key(&address) {

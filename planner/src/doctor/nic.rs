@@ -443,6 +443,37 @@ mod tests {
         assert_eq!(c.status, Status::Warn);
         assert!(c.message.contains("vm1 runs on node 0"), "{}", c.message);
 
+        // A VM with two NICs (`nics`): both are checked, each against the
+        // nodes the VM runs on; it runs on node 1 only, so the NIC on node 0
+        // is remote and the one on node 1 is not.
+        root.device("0000:04:00.0", "0x020000")
+            .attr("numa_node", "0");
+        let mut two = plan("0", &[Vm::on_nic("vm2", "2-3", "0000:04:00.0")]);
+        two.vms[0].nics = vec![
+            "0000:04:00.0".parse().unwrap_or_else(|e| panic!("{e}")),
+            "0000:02:00.0".parse().unwrap_or_else(|e| panic!("{e}")),
+        ];
+        two.vms[0].numa_nodes = vec![crate::ids::NodeId(1)];
+        let report = root.run(Some(two.clone()), &[]);
+        let c = find(&report, CheckId::NicNuma, "0000:04:00.0");
+        assert_eq!(c.status, Status::Warn, "{}", c.message);
+        assert!(c.message.contains("vm2 runs on node 1"), "{}", c.message);
+        assert_eq!(
+            find(&report, CheckId::NicNuma, "0000:02:00.0").status,
+            Status::Pass
+        );
+        // Only the plan's NICs are checked: 0000:01:00.0 is not among them.
+        assert!(report.checks.iter().all(|c| c.subject != "0000:01:00.0"));
+        // A second NIC the host lacks is named as the plan's.
+        two.vms[0]
+            .nics
+            .push("0000:09:00.0".parse().unwrap_or_else(|e| panic!("{e}")));
+        let err = root.try_run(Some(two)).err().unwrap_or_default();
+        assert!(
+            err.contains("0000:09:00.0") && err.contains("the plan's VM vm2"),
+            "{err}"
+        );
+
         // One node: -1 is harmless.
         let single = TestRoot::new("nic-numa-single");
         single.dir("sys/devices/system/node/node0");

@@ -74,6 +74,18 @@ impl TestRoot {
         })
         .unwrap_or_else(|e| panic!("{e}"))
     }
+
+    /// [`TestRoot::run`] with `plan` and no `--nic`, its refusal as text.
+    pub fn try_run(&self, plan: Option<Plan>) -> Result<Report, String> {
+        run(&DoctorOptions {
+            root: self.path.clone(),
+            plan,
+            plan_path: None,
+            force: false,
+            nics: Vec::new(),
+        })
+        .map_err(|e| e.to_string())
+    }
 }
 
 impl Drop for TestRoot {
@@ -248,6 +260,7 @@ pub(crate) fn plan(reserved: &str, vms: &[Vm<'_>]) -> Plan {
                     threads: vm.threads.to_owned(),
                     demand: None,
                     nic: vm.nic.map(|n| n.parse().unwrap_or_else(|e| panic!("{e}"))),
+                    nics: Vec::new(),
                     memory: None,
                     realtime_vcpus: None,
                 }

@@ -75,6 +75,11 @@ pub fn layout(
         threads: vm.threads.name().to_owned(),
         demand: vm.demand.clone(),
         nic: vm.nic,
+        nics: if vm.nics.len() > 1 {
+            vm.nics.clone()
+        } else {
+            Vec::new()
+        },
         memory: vm.memory,
         realtime_vcpus: (!vm.roles.realtime.is_empty()).then(|| vm.roles.realtime.clone()),
     }

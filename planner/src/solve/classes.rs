@@ -118,10 +118,7 @@ pub fn allowed(vm: &VmRequest, node: Option<NodeId>, threads: u32) -> bool {
     if vm.numa == super::NumaPolicy::Strict && node.is_none() {
         return false;
     }
-    match vm.required_node() {
-        Some(required) => node == Some(required),
-        None => true,
-    }
+    vm.nic_allows(node)
 }
 
 /// vCPU-bearing CPUs one core of `threads` usable threads gives `vm`.

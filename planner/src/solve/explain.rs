@@ -26,6 +26,17 @@ fn node_name(node: Option<NodeId>) -> String {
     node.map_or_else(|| "node ?".to_owned(), |n| format!("node {n}"))
 }
 
+/// "node 1", or "nodes 0, 1".
+fn nodes_name(nodes: &[NodeId]) -> String {
+    match nodes {
+        [one] => node_name(Some(*one)),
+        _ => {
+            let ids: Vec<String> = nodes.iter().map(ToString::to_string).collect();
+            format!("nodes {}", ids.join(", "))
+        }
+    }
+}
+
 fn plural(n: u32, one: &str) -> String {
     crate::text::plural(n as usize, one, &format!("{one}s"))
 }
@@ -207,7 +218,7 @@ impl<'a> Explainer<'a> {
             .map(|&node| {
                 let total = self.per_node(&all, node, false);
                 let left = self.per_node(&all, node, true);
-                let nic = if vm.nic_node.is_some() && vm.nic_node == node {
+                let nic = if node.is_some_and(|n| vm.nic_nodes.contains(&n)) {
                     " (the NIC's node)"
                 } else {
                     ""
@@ -232,6 +243,7 @@ impl<'a> Explainer<'a> {
         let cores = need.cores as usize;
         let without_nic = VmRequest {
             nic_affinity: NicAffinity::Ignore,
+            cell_nodes: Vec::new(),
             ..vm.clone()
         };
         if need.allowed.is_empty()
@@ -239,7 +251,7 @@ impl<'a> Explainer<'a> {
             && self.free.iter().all(|c| c.threads() < 2)
         {
             Binding::Threads
-        } else if vm.required_node().is_some()
+        } else if vm.required_nodes().is_some()
             && need.allowed.len() < cores
             && self
                 .free
@@ -501,8 +513,13 @@ impl<'a> Explainer<'a> {
                     .to_owned()
             }
             Binding::Nic => format!(
-                " — its NIC's {} has only {} for it",
-                node_name(vm.nic_node),
+                " — its NIC's {} {} only {} for it",
+                nodes_name(&vm.nic_nodes),
+                if vm.nic_nodes.len() > 1 {
+                    "have"
+                } else {
+                    "has"
+                },
                 plural(u32::try_from(need.allowed.len()).unwrap_or(0), "free core")
             ),
             Binding::Numa => format!(
@@ -533,8 +550,11 @@ impl<'a> Explainer<'a> {
 
 /// "3 cores (4 vCPUs + its emulator, threads=require) on one NUMA node".
 fn needs_text(vm: &VmRequest, cores: u32) -> String {
-    let where_ = match (vm.required_node(), vm.numa) {
-        (Some(node), _) => format!(" on {} (its NIC's)", node_name(Some(node))),
+    let where_ = match (vm.required_nodes(), vm.numa) {
+        (Some(nodes), _) if !vm.cell_nodes.is_empty() => {
+            format!(" with vCPUs on each of {} (its NICs')", nodes_name(nodes))
+        }
+        (Some(nodes), _) => format!(" on {} (its NIC's)", nodes_name(nodes)),
         (None, NumaPolicy::Strict) => " on one NUMA node".to_owned(),
         _ => String::new(),
     };
@@ -587,7 +607,10 @@ fn candidates(vm: &VmRequest, request: &PlanRequest) -> Vec<(String, VmRequest)>
     if vm.nic_affinity == NicAffinity::Required {
         candidates.push((
             "nic_affinity = \"preferred\"".to_owned(),
-            with(&|v| v.nic_affinity = NicAffinity::Preferred),
+            with(&|v| {
+                v.nic_affinity = NicAffinity::Preferred;
+                v.cell_nodes.clear();
+            }),
         ));
     }
     for (label, vcpus) in &vm.alternatives {

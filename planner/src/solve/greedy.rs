@@ -27,6 +27,14 @@ pub(crate) fn take(vm: &VmRequest, candidates: &[&FreeCore]) -> Option<Vec<CoreI
     classes::fits_exactly(vm, &threads).then(|| chosen.iter().map(|c| c.core).collect())
 }
 
+/// Whether `cores` (of `free`) have one on each node `vm` must touch.
+fn touches(vm: &VmRequest, cores: &[CoreId], free: &[&FreeCore]) -> bool {
+    vm.cell_nodes.iter().all(|&node| {
+        free.iter()
+            .any(|c| c.node == Some(node) && cores.contains(&c.core))
+    })
+}
+
 /// Places greedily.
 pub fn place(request: &PlanRequest) -> Placement {
     let mut free: Vec<FreeCore> = classes::free_cores(request);
@@ -45,14 +53,12 @@ pub fn place(request: &PlanRequest) -> Placement {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        if let Some(nic) = vm
-            .nic_node
-            .filter(|_| vm.nic_affinity != super::NicAffinity::Ignore)
-        {
-            nodes.sort_by_key(|n| *n != Some(nic));
+        if vm.nic_affinity != super::NicAffinity::Ignore {
+            nodes.sort_by_key(|n| !n.is_some_and(|n| vm.nic_nodes.contains(&n)));
         }
         let mut found = None;
-        for node in &nodes {
+        // A VM that must have cores on several nodes never fits on one.
+        for node in nodes.iter().filter(|_| vm.cell_nodes.len() < 2) {
             let on_node: Vec<&FreeCore> = available
                 .iter()
                 .copied()
@@ -66,7 +72,19 @@ pub fn place(request: &PlanRequest) -> Placement {
         if found.is_none() && vm.numa != NumaPolicy::Strict {
             let mut ordered = available.clone();
             ordered.sort_by_key(|c| (nodes.iter().position(|n| *n == c.node), c.core));
-            found = take(vm, &ordered).filter(|c| memory.fits(vm, c));
+            // The first free core of each node it must touch goes first.
+            for &cell in vm.cell_nodes.iter().rev() {
+                if let Some(at) = ordered
+                    .iter()
+                    .position(|c| c.node == Some(cell) && classes::allowed(vm, c.node, c.threads()))
+                {
+                    let first = ordered.remove(at);
+                    ordered.insert(0, first);
+                }
+            }
+            found = take(vm, &ordered)
+                .filter(|c| touches(vm, c, &available))
+                .filter(|c| memory.fits(vm, c));
         }
         if let Some(c) = found {
             memory.take(vm, &c);

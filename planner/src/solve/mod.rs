@@ -112,16 +112,14 @@ pub fn objective(request: &PlanRequest, placement: &Placement) -> Objective {
         if vm.numa == NumaPolicy::Preferred {
             objective.extra_numa_nodes += u32::try_from(nodes.len().saturating_sub(1)).unwrap_or(0);
         }
-        if let Some(node) = vm.preferred_node() {
-            objective.nic_remote_cores += u32::try_from(
-                cores
-                    .iter()
-                    .filter_map(|c| info.get(c))
-                    .filter(|c| c.node != Some(node))
-                    .count(),
-            )
-            .unwrap_or(0);
-        }
+        objective.nic_remote_cores += u32::try_from(
+            cores
+                .iter()
+                .filter_map(|c| info.get(c))
+                .filter(|c| vm.nic_remote(c.node))
+                .count(),
+        )
+        .unwrap_or(0);
         let domains: BTreeSet<classes::Domain> = cores
             .iter()
             .filter_map(|c| info.get(c))
@@ -326,7 +324,7 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
     let deadline = Instant::now() + options.time_limit;
     let mut warnings = Vec::new();
     for vm in &request.vms {
-        if vm.nic.is_some() && vm.nic_node.is_none() && vm.nic_affinity != NicAffinity::Ignore {
+        if vm.nic.is_some() && vm.nic_nodes.is_empty() && vm.nic_affinity != NicAffinity::Ignore {
             warnings.push(format!(
                 "{}: the NUMA node of NIC {} is unknown (numa_node -1 or not reported): its \
                  nic_affinity is not honoured",

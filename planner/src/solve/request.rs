@@ -82,7 +82,7 @@ pub enum NumaPolicy {
 }
 
 /// How much the NIC's NUMA node matters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NicAffinity {
     /// vCPUs only on the NIC's node.
@@ -90,6 +90,7 @@ pub enum NicAffinity {
     /// As many as possible on it.
     Preferred,
     /// Don't care.
+    #[default]
     Ignore,
 }
 
@@ -117,12 +118,21 @@ pub struct VmRequest {
     pub emulator: EmulatorPolicy,
     /// NUMA policy.
     pub numa: NumaPolicy,
-    /// Its NIC, if named.
+    /// Its first NIC, if it names any.
     pub nic: Option<PciAddress>,
-    /// The NIC's NUMA node, when known.
-    pub nic_node: Option<NodeId>,
-    /// How much the NIC's node matters.
+    /// All its NICs (`nics`, or the one `nic`), the first being `nic`.
+    pub nics: Vec<PciAddress>,
+    /// The nodes its NIC affinity names, ascending; empty when no NIC node is
+    /// known. With `required`: the only nodes it may use (its NICs' nodes,
+    /// or with `affinity = "socket"` every node of their package); with
+    /// `preferred`: the nodes whose cores are not counted remote.
+    pub nic_nodes: Vec<NodeId>,
+    /// How much the NICs' nodes matter.
     pub nic_affinity: NicAffinity,
+    /// Nodes a VM that may span nodes must have vCPUs on, ascending: those of
+    /// its several `required` NICs, so that the guest has a cell on each.
+    /// Empty for a VM kept to one node or with one NIC node.
+    pub cell_nodes: Vec<NodeId>,
     /// libvirt I/O threads (pinned with the emulator).
     pub iothreads: u32,
     /// Higher is placed first when not all fit.
@@ -147,8 +157,10 @@ impl VmRequest {
             emulator: EmulatorPolicy::Host,
             numa: NumaPolicy::Strict,
             nic: None,
-            nic_node: None,
+            nics: Vec::new(),
+            nic_nodes: Vec::new(),
             nic_affinity: NicAffinity::Ignore,
+            cell_nodes: Vec::new(),
             iothreads: 0,
             priority: 0,
             demand: None,
@@ -165,18 +177,45 @@ impl VmRequest {
         self.vcpus + u32::from(self.emulator == EmulatorPolicy::Isolate) + self.roles.pad
     }
 
-    /// The NIC node to keep to, when affinity is required and the node known.
-    pub fn required_node(&self) -> Option<NodeId> {
-        (self.nic_affinity == NicAffinity::Required)
-            .then_some(self.nic_node)
-            .flatten()
+    /// The nodes it must keep to: its NICs' nodes when affinity is required
+    /// and they are known.
+    pub fn required_nodes(&self) -> Option<&[NodeId]> {
+        (self.nic_affinity == NicAffinity::Required && !self.nic_nodes.is_empty())
+            .then_some(self.nic_nodes.as_slice())
     }
 
-    /// The NIC node to prefer, when affinity is preferred and the node known.
-    pub fn preferred_node(&self) -> Option<NodeId> {
-        (self.nic_affinity == NicAffinity::Preferred)
-            .then_some(self.nic_node)
-            .flatten()
+    /// The one node it must keep to, when [`VmRequest::required_nodes`] is
+    /// a single node.
+    pub fn required_node(&self) -> Option<NodeId> {
+        match self.required_nodes() {
+            Some(&[node]) => Some(node),
+            _ => None,
+        }
+    }
+
+    /// Whether it may use cores of `node` as far as its NICs say.
+    pub fn nic_allows(&self, node: Option<NodeId>) -> bool {
+        match self.required_nodes() {
+            Some(nodes) => node.is_some_and(|n| nodes.contains(&n)),
+            None => true,
+        }
+    }
+
+    /// Whether a core of `node` is remote to the NICs it prefers (affinity
+    /// preferred, their nodes known, `node` none of them).
+    pub fn nic_remote(&self, node: Option<NodeId>) -> bool {
+        self.nic_affinity == NicAffinity::Preferred
+            && !self.nic_nodes.is_empty()
+            && !node.is_some_and(|n| self.nic_nodes.contains(&n))
+    }
+
+    /// What tells VMs apart as far as their NICs matter to placement.
+    pub fn nic_key(&self) -> (NicAffinity, Vec<NodeId>, Vec<NodeId>) {
+        let nodes = match self.nic_affinity {
+            NicAffinity::Ignore => Vec::new(),
+            _ => self.nic_nodes.clone(),
+        };
+        (self.nic_affinity, nodes, self.cell_nodes.clone())
     }
 }
 

@@ -13,8 +13,9 @@ pub use parse::{bad_vm_name, NAME_MAX_BYTES};
 
 use crate::cpuset::CpuSet;
 use crate::demand::Table;
-use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, ThreadPolicy};
+use crate::solve::{EmulatorPolicy, NumaPolicy, ThreadPolicy};
 use crate::topology::PciAddress;
+use schema::NicLocality;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -57,11 +58,11 @@ struct VmSpec {
     line: usize,
     sizing: Sizing,
     sizing_line: usize,
-    nic: Option<(PciAddress, usize)>,
+    /// `nics`, or the one `nic`: address, affinity, line.
+    nics: Vec<(PciAddress, NicLocality, usize)>,
     threads: ThreadPolicy,
     emulator: EmulatorPolicy,
     numa: NumaPolicy,
-    nic_affinity: NicAffinity,
     min_fraction: f64,
     iothreads: u32,
     priority: i64,

@@ -3,11 +3,12 @@
 //! with the defaults applied, and the fixed tenants. Every error names the
 //! file, the line and the key.
 
+use super::schema::NicLocality;
 use super::schema::{FixedSection, HostSection, Policies, SpecFile, VmSection, KEYS};
 use super::{Sizing, Spec, SpecError, VmSpec};
 use crate::cpuset::CpuSet;
 use crate::demand::Table;
-use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, ThreadPolicy};
+use crate::solve::{EmulatorPolicy, NumaPolicy, ThreadPolicy};
 use crate::text::{closest, line_col};
 use crate::topology::PciAddress;
 use std::collections::BTreeSet;
@@ -185,6 +186,65 @@ impl Spec {
         Ok(())
     }
 
+    /// The VM's NICs: `nics`, or the one `nic` (not both), each with its
+    /// affinity (its own, else the VM's `nic_affinity`, else `[defaults]`,
+    /// else `preferred`); no address twice.
+    fn nics(
+        &self,
+        name: &str,
+        vm: &VmSection,
+        defaults: &Policies,
+        lines: &Lines,
+    ) -> Result<Vec<(PciAddress, NicLocality, usize)>, SpecError> {
+        let affinity = vm
+            .nic_affinity
+            .or(defaults.nic_affinity)
+            .unwrap_or(NicLocality::Preferred);
+        let parse = |addr: &Spanned<String>, key: &str| {
+            let line = lines.of(addr);
+            addr.get_ref()
+                .parse::<PciAddress>()
+                .map(|a| (a, line))
+                .map_err(|e| self.error(line, key, format!("{name}: {e}")))
+        };
+        let nics = match (&vm.nic, &vm.nics) {
+            (Some(nic), Some(list)) => {
+                let mut e = self.error(
+                    lines.of(list),
+                    "vm.nics",
+                    format!("{name}: gives both nic and nics"),
+                );
+                e.hint = Some(format!(
+                    "nic = \"{}\" is shorthand for nics = [{{ addr = \"{}\" }}]: keep one of them",
+                    nic.get_ref(),
+                    nic.get_ref()
+                ));
+                return Err(e);
+            }
+            (Some(nic), None) => {
+                let (address, line) = parse(nic, "vm.nic")?;
+                vec![(address, affinity, line)]
+            }
+            (None, Some(list)) => {
+                let mut nics = Vec::new();
+                for entry in list.get_ref() {
+                    let (address, line) = parse(&entry.addr, "vm.nics.addr")?;
+                    if nics.iter().any(|&(a, _, _)| a == address) {
+                        return Err(self.error(
+                            line,
+                            "vm.nics.addr",
+                            format!("{name}: NIC {address} is listed twice in nics"),
+                        ));
+                    }
+                    nics.push((address, entry.affinity.unwrap_or(affinity), line));
+                }
+                nics
+            }
+            (None, None) => Vec::new(),
+        };
+        Ok(nics)
+    }
+
     /// A `min_fraction`: above 0 and at most 1.
     fn fraction(&self, f: &Spanned<f64>, key: &str, lines: &Lines) -> Result<f64, SpecError> {
         let v = *f.get_ref();
@@ -247,25 +307,10 @@ impl Spec {
             return Err(self.error(name_line, "vm.name", format!("two VMs are named {name:?}")));
         }
         let (sizing, sizing_line) = self.sizing(&name, vm, line, lines)?;
-        let nic = match &vm.nic {
-            None => None,
-            Some(n) => {
-                let nl = lines.of(n);
-                let address: PciAddress = n
-                    .get_ref()
-                    .parse()
-                    .map_err(|e| self.error(nl, "vm.nic", format!("{name}: {e}")))?;
-                Some((address, nl))
-            }
-        };
+        let nics = self.nics(&name, vm, defaults, lines)?;
         let min_fraction = match &vm.min_fraction {
             Some(f) => self.fraction(f, "vm.min_fraction", lines)?,
             None => default_fraction,
-        };
-        let default_affinity = if vm.nic.is_some() {
-            NicAffinity::Preferred
-        } else {
-            NicAffinity::Ignore
         };
         let realtime_vcpus = match &vm.realtime_vcpus {
             Some(list) => Some((
@@ -285,7 +330,7 @@ impl Spec {
             line,
             sizing,
             sizing_line,
-            nic,
+            nics,
             threads: vm
                 .threads
                 .or(defaults.threads)
@@ -295,10 +340,6 @@ impl Spec {
                 .or(defaults.emulator)
                 .unwrap_or(EmulatorPolicy::Host),
             numa: vm.numa.or(defaults.numa).unwrap_or(NumaPolicy::Strict),
-            nic_affinity: vm
-                .nic_affinity
-                .or(defaults.nic_affinity)
-                .unwrap_or(default_affinity),
             min_fraction,
             iothreads: vm.iothreads.or(defaults.iothreads).unwrap_or(0),
             priority: vm.priority.or(defaults.priority).unwrap_or(0),

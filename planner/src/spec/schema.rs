@@ -1,9 +1,31 @@
 //! The spec file's TOML shape, as serde reads it: every table and key, with
 //! the position of each value for error messages. Checking is `super::parse`'s.
 
-use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, ThreadPolicy};
+use crate::solve::{EmulatorPolicy, NumaPolicy, ThreadPolicy};
 use serde::Deserialize;
 use toml::Spanned;
+
+/// How much a NIC's locality matters (`nic_affinity`, `nics[].affinity`).
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum NicLocality {
+    /// vCPUs only on the NIC's node.
+    Required,
+    /// vCPUs only on nodes of the NIC's package (socket).
+    Socket,
+    /// As many as possible on the NIC's node.
+    Preferred,
+    /// Don't care.
+    Ignore,
+}
+
+/// One of `nics = [{ addr = "…", affinity = "…" }]`.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub(super) struct NicEntry {
+    pub(super) addr: Spanned<String>,
+    pub(super) affinity: Option<NicLocality>,
+}
 
 /// A memory size: `"16GiB"`, or a number of MiB.
 #[derive(Debug, Deserialize, Clone)]
@@ -32,7 +54,7 @@ pub(super) struct Policies {
     pub(super) threads: Option<ThreadPolicy>,
     pub(super) emulator: Option<EmulatorPolicy>,
     pub(super) numa: Option<NumaPolicy>,
-    pub(super) nic_affinity: Option<NicAffinity>,
+    pub(super) nic_affinity: Option<NicLocality>,
     pub(super) min_fraction: Option<Spanned<f64>>,
     pub(super) iothreads: Option<u32>,
     pub(super) priority: Option<i64>,
@@ -53,10 +75,11 @@ pub(super) struct VmSection {
     pub(super) target_gbps: Option<Spanned<f64>>,
     pub(super) vcpus: Option<Spanned<u32>>,
     pub(super) nic: Option<Spanned<String>>,
+    pub(super) nics: Option<Spanned<Vec<NicEntry>>>,
     pub(super) threads: Option<ThreadPolicy>,
     pub(super) emulator: Option<EmulatorPolicy>,
     pub(super) numa: Option<NumaPolicy>,
-    pub(super) nic_affinity: Option<NicAffinity>,
+    pub(super) nic_affinity: Option<NicLocality>,
     pub(super) min_fraction: Option<Spanned<f64>>,
     pub(super) iothreads: Option<u32>,
     pub(super) priority: Option<i64>,
@@ -112,6 +135,9 @@ pub(super) const KEYS: &[&str] = &[
     "emulator",
     "numa",
     "nic_affinity",
+    "nics",
+    "addr",
+    "affinity",
     "min_fraction",
     "iothreads",
     "priority",

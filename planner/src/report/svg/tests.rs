@@ -593,6 +593,7 @@ fn plan(reserved: &str, vms: &[(&str, &str, &str)]) -> Plan {
                 threads: "isolate".to_owned(),
                 demand: None,
                 nic: None,
+                nics: Vec::new(),
                 memory: None,
                 realtime_vcpus: None,
             })

@@ -33,8 +33,10 @@ fn may_use(vm: &VmRequest, core: &FreeCore) -> bool {
     if vm.numa == NumaPolicy::Strict && core.node.is_none() {
         return false;
     }
-    match (vm.nic_affinity, vm.nic_node) {
-        (NicAffinity::Required, Some(node)) => core.node == Some(node),
+    match vm.nic_affinity {
+        NicAffinity::Required if !vm.nic_nodes.is_empty() => {
+            core.node.is_some_and(|n| vm.nic_nodes.contains(&n))
+        }
         _ => true,
     }
 }
@@ -144,12 +146,20 @@ impl Oracle {
         if vm.numa != NumaPolicy::Spread {
             self.numa(vm, p, &xs);
         }
-        if let (NicAffinity::Preferred, Some(node)) = (vm.nic_affinity, vm.nic_node) {
+        if vm.nic_affinity == NicAffinity::Preferred && !vm.nic_nodes.is_empty() {
             for &(k, x) in &xs {
-                if self.free[k].node != Some(node) {
+                if !self.free[k].node.is_some_and(|n| vm.nic_nodes.contains(&n)) {
                     self.nic_remote += x;
                 }
             }
+        }
+        for &node in &vm.cell_nodes {
+            let there: Expression = xs
+                .iter()
+                .filter(|&&(k, _)| self.free[k].node == Some(node))
+                .map(|&(_, x)| x)
+                .sum();
+            self.cons.push(constraint!(there >= p));
         }
         let domains: BTreeSet<Domain> = xs.iter().map(|&(k, _)| self.free[k].domain()).collect();
         let u: BTreeMap<Domain, Variable> = domains.iter().map(|&d| (d, self.var())).collect();
@@ -567,7 +577,7 @@ mod tests {
         let desc = "package:1 numa:2 core:2 pu:2";
         let node1 = NodeId(1);
         let mut v = vm("a", 4, ThreadPolicy::Require);
-        v.nic_node = Some(node1);
+        v.nic_nodes = vec![node1];
         v.nic_affinity = NicAffinity::Required;
         // Node 1 has cores 2 and 3; one is reserved: 1 core left, not enough.
         let (_, o) = both(&request(desc, "4", vec![v.clone()]));

@@ -162,9 +162,12 @@ impl Builder<'_> {
         let cols = self.columns(vm)?;
         let z = self.demand(&cols);
         let y = self.numa(&cols);
-        if let Some(node) = vm.preferred_node() {
-            // NIC locality as a cost.
-            self.sums.nic_remote += cols.cores(self.classes, |c| c.node != Some(node));
+        // NIC locality as a cost.
+        self.sums.nic_remote += cols.cores(self.classes, |c| vm.nic_remote(c.node));
+        // Several required NICs: vCPUs on each of their nodes.
+        for &node in &vm.cell_nodes {
+            let there = cols.cores(self.classes, |c| c.node == Some(node));
+            self.m.ge(there, cols.placed);
         }
         let u = self.l3(&cols);
         Some(VmVars {

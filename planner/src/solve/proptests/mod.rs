@@ -26,6 +26,7 @@ use crate::topology::{load, Source};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use safety::check_plan;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// Upper bound on PUs of a generated host (48 cores x 4 threads would be more,
@@ -149,6 +150,8 @@ struct VmSpec {
     nic_affinity: NicAffinity,
     /// Picks the NIC's node among the host's nodes; `None`: unknown.
     nic_node: Option<usize>,
+    /// A second NIC's node, likewise (several NICs).
+    second_nic: Option<usize>,
     iothreads: u32,
     priority: i64,
 }
@@ -173,11 +176,22 @@ fn vm_spec(max_vcpus: u32) -> impl Strategy<Value = VmSpec> {
             Just(NicAffinity::Ignore)
         ],
         prop::option::weighted(0.85, 0usize..8),
+        prop::option::weighted(0.2, 0usize..8),
         0u32..=2,
         0i64..=2,
     )
         .prop_map(
-            |(vcpus, threads, emulator, numa, nic_affinity, nic_node, iothreads, priority)| {
+            |(
+                vcpus,
+                threads,
+                emulator,
+                numa,
+                nic_affinity,
+                nic_node,
+                second_nic,
+                iothreads,
+                priority,
+            )| {
                 VmSpec {
                     vcpus,
                     threads,
@@ -185,6 +199,7 @@ fn vm_spec(max_vcpus: u32) -> impl Strategy<Value = VmSpec> {
                     numa,
                     nic_affinity,
                     nic_node,
+                    second_nic,
                     iothreads,
                     priority,
                 }
@@ -240,17 +255,36 @@ fn request(host: &HostSpec, vms: &[VmSpec]) -> PlanRequest {
     let vms = vms
         .iter()
         .enumerate()
-        .map(|(i, s)| VmRequest {
-            threads: s.threads,
-            emulator: s.emulator,
-            numa: s.numa,
-            nic_affinity: s.nic_affinity,
-            nic_node: s
-                .nic_node
-                .and_then(|k| nodes.get(k % nodes.len().max(1)).copied()),
-            iothreads: s.iothreads,
-            priority: s.priority,
-            ..VmRequest::new(&format!("vm{i}"), s.vcpus)
+        .map(|(i, s)| {
+            let pick =
+                |k: Option<usize>| k.and_then(|k| nodes.get(k % nodes.len().max(1)).copied());
+            let nic_nodes: Vec<NodeId> = [pick(s.nic_node), pick(s.second_nic)]
+                .into_iter()
+                .flatten()
+                .collect::<BTreeSet<NodeId>>()
+                .into_iter()
+                .collect();
+            // Several required NICs of a VM that may span nodes: it must
+            // touch each NIC's node (the spec's rule).
+            let cell_nodes = if s.nic_affinity == NicAffinity::Required
+                && s.numa != NumaPolicy::Strict
+                && nic_nodes.len() > 1
+            {
+                nic_nodes.clone()
+            } else {
+                Vec::new()
+            };
+            VmRequest {
+                threads: s.threads,
+                emulator: s.emulator,
+                numa: s.numa,
+                nic_affinity: s.nic_affinity,
+                nic_nodes,
+                cell_nodes,
+                iothreads: s.iothreads,
+                priority: s.priority,
+                ..VmRequest::new(&format!("vm{i}"), s.vcpus)
+            }
         })
         .collect();
     PlanRequest {
@@ -519,6 +553,7 @@ fn nodes_with_other_pools_are_not_interchangeable() {
         numa: NumaPolicy::Strict,
         nic_affinity: NicAffinity::Ignore,
         nic_node: Some(0),
+        second_nic: None,
         iothreads: 2,
         priority: 1,
     };

@@ -48,7 +48,7 @@ fn regression_request(
                 emulator,
                 numa,
                 nic_affinity,
-                nic_node: node.map(NodeId),
+                nic_nodes: node.map(NodeId).into_iter().collect(),
                 priority,
                 ..VmRequest::new(&format!("vm{i}"), vcpus)
             },

@@ -197,10 +197,21 @@ fn check_numa(vm: &VmRequest, vm_plan: &VmPlan, cores: &VmCores) -> Result<(), T
     if vm.numa == NumaPolicy::Strict {
         prop_assert_eq!(nodes.len(), 1, "{}: strict on {:?}", name, nodes);
     }
-    if let Some(node) = vm.required_node() {
+    if let Some(allowed) = vm.required_nodes() {
         prop_assert!(
-            nodes.iter().all(|n| *n == Some(node)),
-            "{}: NIC node {} required, got {:?}",
+            nodes
+                .iter()
+                .all(|n| n.is_some_and(|n| allowed.contains(&n))),
+            "{}: NIC nodes {:?} required, got {:?}",
+            name,
+            allowed,
+            nodes
+        );
+    }
+    for &node in &vm.cell_nodes {
+        prop_assert!(
+            nodes.contains(&Some(node)),
+            "{}: must have cores on node {}, got {:?}",
             name,
             node,
             nodes

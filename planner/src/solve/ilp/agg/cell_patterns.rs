@@ -66,6 +66,10 @@ impl PatternModel {
         if crate::solve::memory::active(request) {
             return None;
         }
+        // A VM that must have cores on given nodes: the cell model's columns.
+        if request.vms.iter().any(|v| !v.cell_nodes.is_empty()) {
+            return None;
+        }
         // Preferred VMs over several nodes: only where each node is one cell,
         // so that a VM's pieces are its nodes and extra nodes = pieces − 1.
         let spanning = held.get(&Tier::ExtraNodes).copied().unwrap_or(0.0) > 0.5;
@@ -181,10 +185,7 @@ fn add_kind(
         let (here, per_size) = p.patterns(vm, kind, scope, patterns, extra_nodes);
         placed += here;
         // Pieces of each size in the scope's groups = those of its patterns.
-        let off_nic = |g: usize| {
-            vm.preferred_node()
-                .is_some_and(|nic| groups[g].0 .0 != Some(nic))
-        };
+        let off_nic = |g: usize| vm.nic_remote(groups[g].0 .0);
         p.links(kind, per_size, &in_scope, off_nic);
     }
     if !placed.is_empty() {

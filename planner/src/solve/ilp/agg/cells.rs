@@ -196,15 +196,12 @@ impl Builder<'_> {
             for &(v, _) in placed.terms() {
                 self.objectives.place(vm, v, *c);
             }
-            let Some(nic) = vm.preferred_node() else {
-                continue;
-            };
             for &(e, v) in &a[t] {
-                if host.cells[e].node != Some(nic) {
+                if vm.nic_remote(host.cells[e].node) {
                     self.objectives.remote += f64::from(*c) * v;
                 }
             }
-            for slot in slots.iter().filter(|slot| slot.node != Some(nic)) {
+            for slot in slots.iter().filter(|slot| vm.nic_remote(slot.node)) {
                 for &(_, tv) in slot.tau.iter().filter(|&&(tt, _)| tt == t) {
                     self.objectives.remote += f64::from(*c) * tv;
                 }

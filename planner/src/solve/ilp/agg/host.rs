@@ -4,7 +4,7 @@
 
 use crate::ids::{CoreId, NodeId};
 use crate::solve::classes::{self, Domain, FreeCore};
-use crate::solve::{EmulatorPolicy, NumaPolicy, PlanRequest, ThreadPolicy, VmRequest};
+use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, PlanRequest, ThreadPolicy, VmRequest};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Cores one VM needs on cores of `threads` usable threads, if it may use them.
@@ -112,8 +112,7 @@ impl Vms {
             u32,
             &'static str,
             (bool, u32),
-            Option<NodeId>,
-            Option<NodeId>,
+            (NicAffinity, Vec<NodeId>, Vec<NodeId>),
             i64,
             Option<(u64, u64)>,
         );
@@ -128,8 +127,7 @@ impl Vms {
                     vm.vcpus,
                     vm.threads.name(),
                     (vm.emulator == EmulatorPolicy::Isolate, vm.roles.pad),
-                    vm.required_node(),
-                    vm.preferred_node(),
+                    vm.nic_key(),
                     vm.priority,
                     vm.memory.map(|m| (m.bytes, m.page_kib)),
                 );

@@ -23,6 +23,7 @@ pub(super) fn columns<K: Ord + Copy>(
 ) -> (Var, Vec<(K, Var, u32)>) {
     let p = m.binary();
     let mut n = Vec::new();
+    let mut nodes = Vec::new();
     for (k, node, free) in places {
         let most = c.min(free);
         if most == 0 {
@@ -31,9 +32,10 @@ pub(super) fn columns<K: Ord + Copy>(
         let v = m.int(f64::from(most));
         n.push((k, v, most));
         *used.entry(k).or_default() += v;
-        if vm.preferred_node().is_some_and(|nic| Some(nic) != node) {
+        if vm.nic_remote(node) {
             objectives.remote += v;
         }
+        nodes.push(node);
     }
     let held: u32 = n.iter().map(|&(_, _, most)| most).sum();
     if held < c {
@@ -41,6 +43,17 @@ pub(super) fn columns<K: Ord + Copy>(
         m.le(p, 0.0);
     }
     m.eq(n.iter().map(|&(_, v, _)| v).sum::<Expr>(), f64::from(c) * p);
+    // Several required NICs: cores on each of their nodes (a node without
+    // room: never placed).
+    for &cell in &vm.cell_nodes {
+        let there: Expr = n
+            .iter()
+            .zip(&nodes)
+            .filter(|(_, node)| **node == Some(cell))
+            .map(|(&(_, v, _), _)| v)
+            .sum();
+        m.ge(there, p);
+    }
     objectives.place(vm, p, c);
     (p, n)
 }

@@ -127,7 +127,7 @@ impl Builder<'_> {
             xs.push((k, v));
             *self.used.entry(k).or_default() += f64::from(c) * v;
             self.objectives.place(vm, v, c);
-            if vm.preferred_node().is_some_and(|nic| Some(nic) != k) {
+            if vm.nic_remote(k) {
                 self.objectives.remote += f64::from(c) * v;
             }
         }

@@ -64,6 +64,11 @@ pub(super) fn node_patterns(
     if crate::solve::memory::active(request) {
         return None;
     }
+    // Patterns count pieces, not whose piece is where: a VM that must have
+    // cores on given nodes (several required NICs) needs its own columns.
+    if request.vms.iter().any(|v| !v.cell_nodes.is_empty()) {
+        return None;
+    }
     let mut np = NodePatterns::build(request, host, vms)?;
     stats.variables.0 = np.p.m.vars();
     let (values, mut proven) = lexicographic(
@@ -165,10 +170,7 @@ impl NodePatterns {
             if !placed.is_empty() {
                 p.m.le(placed, count);
             }
-            let off_nic = |g: usize| {
-                vm.preferred_node()
-                    .is_some_and(|nic| !groups[g].1.contains(&Some(nic)))
-            };
+            let off_nic = |g: usize| groups[g].1.iter().all(|&k| vm.nic_remote(k));
             p.links(kind, per_size, &usable, off_nic);
         }
         let bins: Vec<u32> = groups
@@ -221,7 +223,7 @@ fn node_groups(request: &PlanRequest, host: &Host) -> Vec<NodeGroup> {
     let named: BTreeSet<Option<NodeId>> = request
         .vms
         .iter()
-        .filter_map(|v| v.nic_node.map(Some))
+        .flat_map(|v| v.nic_nodes.iter().map(|&n| Some(n)))
         .collect();
     let mut by_group: BTreeMap<(Scope, u32), Vec<Option<NodeId>>> = BTreeMap::new();
     for &k in host.nodes.keys() {

@@ -10,7 +10,7 @@ use super::super::expr::{Expr, Var};
 use super::host::Vms;
 use super::lexicographic::Objectives;
 use crate::ids::NodeId;
-use crate::solve::{EmulatorPolicy, NumaPolicy, PlanRequest, VmRequest};
+use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, PlanRequest, VmRequest};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Patterns of all kinds together beyond which a pattern model is not built.
@@ -29,14 +29,13 @@ pub(super) struct Kind {
 
 /// What the models see of a VM that may span nodes: vCPUs, thread policy,
 /// emulator isolated, `numa = "preferred"` (or kept to one node), required
-/// node, preferred NIC node, priority.
+/// and preferred NIC nodes, nodes it must touch, priority.
 type LooseKey = (
     u32,
     &'static str,
     (bool, u32),
     bool,
-    Option<NodeId>,
-    Option<NodeId>,
+    (NicAffinity, Vec<NodeId>, Vec<NodeId>),
     i64,
 );
 
@@ -65,8 +64,7 @@ pub(super) fn kinds_of(
             vm.threads.name(),
             (vm.emulator == EmulatorPolicy::Isolate, vm.roles.pad),
             vm.numa == NumaPolicy::Preferred,
-            vm.required_node(),
-            vm.preferred_node(),
+            vm.nic_key(),
             vm.priority,
         );
         loose

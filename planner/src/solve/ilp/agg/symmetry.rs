@@ -15,7 +15,11 @@ pub(super) fn interchangeable_nodes(
     request: &PlanRequest,
     host: &Host,
 ) -> Vec<Vec<Option<NodeId>>> {
-    let named: BTreeSet<NodeId> = request.vms.iter().filter_map(|v| v.nic_node).collect();
+    let named: BTreeSet<NodeId> = request
+        .vms
+        .iter()
+        .flat_map(|v| v.nic_nodes.iter().copied())
+        .collect();
     // Nodes are alike in their free cores per cell and, when VMs' memory
     // counts, in what each page size's pool offers.
     let memory = if crate::solve::memory::active(request) {
