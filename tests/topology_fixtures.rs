@@ -1496,3 +1496,215 @@ fn caps_smt_siblings_n_and_n_plus_4() {
     assert_eq!(core_of(&json, 7), [3, 7]);
     assert_eq!(count(&json, "cores"), 4);
 }
+
+// ---------------------------------------------------------------------------
+// NUMA distances and the CPU vendor (issue 18: guest cell distances, topoext)
+// ---------------------------------------------------------------------------
+
+/// (from, to) → value as a file gives it: hwloc 2's `<distances2
+/// type="NUMANode" name="NUMALatency" indexing="os">` (OS indexes, then the
+/// row-major values, both possibly split over several elements), or libvirt's
+/// `<cell id><distances><sibling id value/>`. `None` when the file has none.
+type Distances = BTreeMap<(u64, u64), u64>;
+
+fn file_distances(path: &Path) -> Result<Option<Distances>, String> {
+    let text = read_xml(path)?;
+    let doc = parse_doc(&text)?;
+    let numbers = |node: roxmltree::Node, tag: &str| -> Result<Vec<u64>, String> {
+        let mut out = Vec::new();
+        for part in node.children().filter(|c| c.has_tag_name(tag)) {
+            for word in part.text().unwrap_or("").split_whitespace() {
+                out.push(word.parse().map_err(|e| format!("{tag} {word:?}: {e}"))?);
+            }
+        }
+        Ok(out)
+    };
+    if doc.root_element().has_tag_name("capabilities") {
+        let mut out = BTreeMap::new();
+        for cell in doc.descendants().filter(|n| n.has_tag_name("cell")) {
+            let Some(id) = cell.attribute("id") else {
+                continue;
+            };
+            for sibling in cell.descendants().filter(|n| n.has_tag_name("sibling")) {
+                let num = |a: &str| -> Result<u64, String> {
+                    sibling
+                        .attribute(a)
+                        .unwrap_or("")
+                        .parse()
+                        .map_err(|e| format!("sibling {a}: {e}"))
+                };
+                let from: u64 = id.parse().map_err(|e| format!("cell id: {e}"))?;
+                out.insert((from, num("id")?), num("value")?);
+            }
+        }
+        return Ok((!out.is_empty()).then_some(out));
+    }
+    // hwloc 1.x: `<distances nbobjs latency_base>` of relative latencies
+    // (value = latency × base), over the NUMA nodes in document order.
+    if let Some(matrix) = doc
+        .descendants()
+        .find(|n| n.has_tag_name("distances") && n.attribute("latency_base").is_some())
+    {
+        let nodes: Vec<u64> = doc
+            .descendants()
+            .filter(|n| is_object(n) && obj_type(n) == "NUMANode")
+            .filter_map(|n| n.attribute("os_index")?.parse().ok())
+            .collect();
+        let base: f64 = matrix
+            .attribute("latency_base")
+            .unwrap_or("")
+            .parse()
+            .map_err(|e| format!("latency_base: {e}"))?;
+        let values: Vec<f64> = matrix
+            .children()
+            .filter(|c| c.has_tag_name("latency"))
+            .map(|c| {
+                c.attribute("value")
+                    .unwrap_or("")
+                    .parse()
+                    .unwrap_or(f64::NAN)
+            })
+            .collect();
+        let n = nodes.len();
+        if n == 0 || values.len() != n * n {
+            return Ok(None);
+        }
+        let mut out = BTreeMap::new();
+        for (k, v) in values.into_iter().enumerate() {
+            out.insert((nodes[k / n], nodes[k % n]), (v * base).round() as u64);
+        }
+        return Ok(Some(out));
+    }
+    let Some(matrix) = doc.descendants().find(|n| {
+        n.has_tag_name("distances2")
+            && n.attribute("type") == Some("NUMANode")
+            // hwloc's NUMA latency matrix: named so, or (files converted
+            // from 1.x) unnamed with the latency bit (4) in its kind.
+            && matches!(n.attribute("name"), Some("NUMALatency") | None)
+            && n.attribute("kind").and_then(|k| k.parse::<u32>().ok()).is_some_and(|k| k & 4 != 0)
+            && n.attribute("indexing") == Some("os")
+    }) else {
+        return Ok(None);
+    };
+    let indexes = numbers(matrix, "indexes")?;
+    let values = numbers(matrix, "u64values")?;
+    let n = indexes.len();
+    if values.len() != n * n {
+        return Err(format!("{} values for {n} nodes", values.len()));
+    }
+    let mut out = BTreeMap::new();
+    for (k, value) in values.into_iter().enumerate() {
+        out.insert((indexes[k / n], indexes[k % n]), value);
+    }
+    Ok(Some(out))
+}
+
+/// The first `CPUVendor` info of a Package (hwloc), or `<host><cpu><vendor>`.
+fn file_vendor(path: &Path) -> Result<Option<String>, String> {
+    let text = read_xml(path)?;
+    let doc = parse_doc(&text)?;
+    if doc.root_element().has_tag_name("capabilities") {
+        return Ok(doc
+            .descendants()
+            .find(|n| n.has_tag_name("cpu") && n.parent().is_some_and(|p| p.has_tag_name("host")))
+            .and_then(|cpu| child(cpu, "vendor"))
+            .and_then(|v| v.text())
+            .map(|t| t.trim().to_owned()));
+    }
+    Ok(doc
+        .descendants()
+        .filter(|n| is_object(n) && obj_type(n) == "Package")
+        .flat_map(|p| p.children().filter(|c| c.has_tag_name("info")))
+        .find(|i| i.attribute("name") == Some("CPUVendor"))
+        .and_then(|i| i.attribute("value"))
+        // pinplan trims the value (hwloc keeps CPUID's padding).
+        .map(|v| v.trim().to_owned()))
+}
+
+/// Every fixture's NUMA distances and CPU vendor, as the program prints
+/// them, against the file read here. Must find distances in at least 10
+/// files and vendors in at least 20, so that it cannot pass by reading none.
+#[test]
+fn numa_distances_and_the_cpu_vendor_match_the_files() {
+    let mut problems = Vec::new();
+    let (mut with_distances, mut with_vendor) = (0, 0);
+    for dir in ["hwloc-xml", "libvirt-caps"] {
+        for path in fixtures(&fixture(dir)) {
+            let name = path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            let out = run_pinplan(&path);
+            if !out.status.success() {
+                continue; // refused files are the error tests' business
+            }
+            let json: Value = serde_json::from_slice(&out.stdout).expect("topology JSON");
+            let vendor = json["cpu_vendor"].as_str().map(str::to_owned);
+            match file_vendor(&path) {
+                Ok(expected) => {
+                    if expected.is_some() {
+                        with_vendor += 1;
+                    }
+                    if expected != vendor {
+                        problems.push(format!("{name}: vendor {expected:?}, printed {vendor:?}"));
+                    }
+                }
+                Err(e) => problems.push(format!("{name}: {e}")),
+            }
+            let mut printed = BTreeMap::new();
+            for node in json["numa_nodes"].as_array().into_iter().flatten() {
+                let from = node["id"].as_u64().unwrap_or(u64::MAX);
+                for d in node["distances"].as_array().into_iter().flatten() {
+                    let to = d["node"].as_u64().unwrap_or(u64::MAX);
+                    printed.insert((from, to), d["value"].as_u64().unwrap_or(0));
+                }
+            }
+            let listed: BTreeSet<u64> = json["numa_nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n["id"].as_u64())
+                .collect();
+            match file_distances(&path) {
+                Ok(None) if printed.is_empty() => {}
+                Ok(None) => problems.push(format!(
+                    "{name}: no distances in the file, printed {printed:?}"
+                )),
+                Ok(Some(expected)) => {
+                    // Between the nodes the program lists (CPU-less, memory-less
+                    // nodes are dropped).
+                    let expected: BTreeMap<(u64, u64), u64> = expected
+                        .into_iter()
+                        .filter(|((a, b), _)| listed.contains(a) && listed.contains(b))
+                        .collect();
+                    let local_not_10 = expected.iter().any(|((a, b), v)| a == b && *v != 10);
+                    if local_not_10 || expected.values().any(|v| !(10..=255).contains(v)) {
+                        // Not a SLIT (local 10, all in libvirt's 10–255): the
+                        // reader keeps none.
+                        if !printed.is_empty() {
+                            problems.push(format!("{name}: out-of-range distances printed"));
+                        }
+                        continue;
+                    }
+                    with_distances += 1;
+                    if expected != printed {
+                        problems.push(format!(
+                            "{name}: distances {expected:?}, printed {printed:?}"
+                        ));
+                    }
+                }
+                Err(e) => problems.push(format!("{name}: {e}")),
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(
+        with_distances >= 10,
+        "only {with_distances} fixtures with distances"
+    );
+    assert!(
+        with_vendor >= 20,
+        "only {with_vendor} fixtures with a vendor"
+    );
+}

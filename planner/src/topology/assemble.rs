@@ -51,6 +51,8 @@ pub(crate) struct RawNode {
     /// can share CPUs (memory-only halves of a Cluster-on-Die socket). `None`:
     /// the CPUs whose `node` is this one.
     pub cpus: Option<CpuSet>,
+    /// Its distances to the nodes, when the source has them.
+    pub distances: Vec<super::NodeDistance>,
 }
 
 /// Everything a reader found, before ids are assigned.
@@ -62,6 +64,8 @@ pub(crate) struct RawTopology {
     pub l3s: Vec<RawGroup>,
     pub nodes: Vec<RawNode>,
     pub pci: Vec<PciDevice>,
+    /// The CPU vendor string, when the source has one.
+    pub cpu_vendor: Option<String>,
 }
 
 /// A group with its online CPUs, ready to be numbered.
@@ -151,6 +155,7 @@ impl RawTopology {
             cores,
             pus,
             pci,
+            cpu_vendor: self.cpu_vendor,
         })
     }
 
@@ -276,8 +281,14 @@ impl RawTopology {
                 memory_bytes: None,
                 memory_free_bytes: None,
                 hugepages: Vec::new(),
+                distances: Vec::new(),
             });
             node.memory_bytes = node.memory_bytes.or(raw.memory_bytes);
+            if node.distances.is_empty() {
+                node.distances.clone_from(&raw.distances);
+                node.distances.sort_by_key(|d| d.node);
+                node.distances.dedup_by_key(|d| d.node);
+            }
             node.memory_free_bytes = node.memory_free_bytes.or(raw.memory_free_bytes);
             if node.hugepages.is_empty() {
                 node.hugepages.clone_from(&raw.hugepages);
@@ -303,6 +314,7 @@ impl RawTopology {
                         memory_bytes: None,
                         memory_free_bytes: None,
                         hugepages: Vec::new(),
+                        distances: Vec::new(),
                     })
                     .cpus
                     .insert(pu.cpu);

@@ -126,7 +126,50 @@ pub(crate) fn parse(source: &str, text: &str) -> Result<RawTopology, TopologyErr
         pus,
         nodes,
         pci: Vec::new(),
+        cpu_vendor: root
+            .path(&["host", "cpu", "vendor"])
+            .map(|v| v.inner_text().trim().to_owned())
+            .filter(|v| !v.is_empty()),
     })
+}
+
+/// A `<cell>`'s `<distances><sibling id value/>`: whole numbers, values in
+/// libvirt's 10–255.
+fn distances_of(
+    ctx: &Ctx,
+    cell: Node,
+    own: NodeId,
+) -> Result<Vec<super::NodeDistance>, TopologyError> {
+    let Some(list) = cell.child("distances") else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for sibling in list.children_named("sibling") {
+        let id: Option<u32> = ctx.number(sibling, "id")?;
+        let value: Option<u32> = ctx.number(sibling, "value")?;
+        let (Some(id), Some(value)) = (id, value) else {
+            return Err(ctx.bad(sibling, "<sibling> needs an id and a value".to_owned()));
+        };
+        if !(10..=255).contains(&value) {
+            return Err(ctx.bad(
+                sibling,
+                format!("<sibling id='{id}'> distance {value} is outside 10-255"),
+            ));
+        }
+        if NodeId(id) == own && value != 10 {
+            return Err(ctx.bad(
+                sibling,
+                format!(
+                    "<sibling id='{id}'> is the cell itself: its distance must be 10, not {value}"
+                ),
+            ));
+        }
+        out.push(super::NodeDistance {
+            node: NodeId(id),
+            value,
+        });
+    }
+    Ok(out)
 }
 
 /// Each `<cpu>` element with the NUMA node of its `<cell>`.
@@ -153,6 +196,7 @@ fn cells_of<'a, 'i>(
             memory_free_bytes: None,
             hugepages: pages_of(ctx, cell)?,
             cpus: None,
+            distances: distances_of(ctx, cell, NodeId(id))?,
         });
         if let Some(list) = cell.child("cpus") {
             cpus.extend(list.children_named("cpu").map(|c| (NodeId(id), c)));

@@ -199,6 +199,7 @@ fn collect(topology: &Topology, source_name: &str) -> RawTopology {
                 memory_free_bytes: None,
                 hugepages,
                 cpus: online_cpus,
+                distances: Vec::new(),
             },
         ));
     }
@@ -274,14 +275,56 @@ fn collect(topology: &Topology, source_name: &str) -> RawTopology {
         .filter_map(pci_device)
         .collect();
 
+    let mut nodes: Vec<RawNode> = nodes.into_iter().map(|(_, _, raw)| raw).collect();
+    for (from, to, value) in node_distances(topology) {
+        if let Some(node) = nodes.iter_mut().find(|n| n.id == from) {
+            node.distances.push(super::NodeDistance { node: to, value });
+        }
+    }
+    let cpu_vendor = topology
+        .objects_with_type(ObjectType::Package)
+        .find_map(|p| info(p, "CPUVendor"))
+        .filter(|v| !v.is_empty());
+
     RawTopology {
         source: source_name.to_owned(),
         pus,
         packages,
         l3s,
-        nodes: nodes.into_iter().map(|(_, _, raw)| raw).collect(),
+        nodes,
         pci,
+        cpu_vendor,
     }
+}
+
+/// The NUMA latency matrix (ACPI SLIT, hwloc's `NUMALatency`) as (from, to,
+/// value) by OS node number; nothing when hwloc has none, or it is no SLIT
+/// (a local distance other than 10, a value outside libvirt's 10–255).
+fn node_distances(topology: &Topology) -> Vec<(NodeId, NodeId, u32)> {
+    let kind = hwlocality::object::distance::DistancesKind::MEANS_LATENCY;
+    let Ok(matrices) = topology.distances_with_type(Some(kind), ObjectType::NUMANode) else {
+        return Vec::new();
+    };
+    let Some(matrix) = matrices.first() else {
+        return Vec::new();
+    };
+    let ids: Vec<Option<NodeId>> = matrix
+        .objects()
+        .map(|o| o.and_then(os_u32).map(NodeId))
+        .collect();
+    let mut out = Vec::new();
+    for ((i, j), value) in matrix.enumerate_distances() {
+        let (Some(Some(from)), Some(Some(to))) = (ids.get(i), ids.get(j)) else {
+            continue;
+        };
+        match u32::try_from(value) {
+            Ok(v) if (10..=255).contains(&v) && (from != to || v == 10) => {
+                out.push((*from, *to, v));
+            }
+            _ => return Vec::new(),
+        }
+    }
+    out
 }
 
 fn info(object: &TopologyObject, key: &str) -> Option<String> {

@@ -91,6 +91,7 @@ mod tests {
             memory_free_bytes: None,
             hugepages: Vec::new(),
             cpus: None,
+            distances: Vec::new(),
         };
         read_node_sysfs(dir.path(), &mut raw);
         assert_eq!(raw.memory_free_bytes, Some(1_024_000));

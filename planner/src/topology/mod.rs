@@ -213,6 +213,19 @@ pub struct NumaNode {
     /// Huge page pools (page sizes above 4 KiB), by size.
     #[serde(default)]
     pub hugepages: Vec<PagePool>,
+    /// Its distance to each node (ACPI SLIT: 10 is local), by node, when the
+    /// source has them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub distances: Vec<NodeDistance>,
+}
+
+/// A NUMA node's distance to another node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeDistance {
+    /// The other node.
+    pub node: NodeId,
+    /// Relative latency: 10 is local, 20 a typical remote node.
+    pub value: u32,
 }
 
 /// The pages of one size on one NUMA node.
@@ -287,9 +300,32 @@ pub struct HostTopology {
     pub pus: Vec<Pu>,
     /// PCI devices, when the source has them, by address.
     pub pci: Vec<PciDevice>,
+    /// The CPU vendor, when the source says (`GenuineIntel`, `AuthenticAMD`;
+    /// libvirt's `Intel`, `AMD`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_vendor: Option<String>,
 }
 
 impl HostTopology {
+    /// Whether the CPUs are AMD's (or Hygon's, the same cores): their Linux
+    /// guests see SMT siblings only with the `topoext` CPU feature.
+    pub fn is_amd(&self) -> bool {
+        self.cpu_vendor
+            .as_deref()
+            .is_some_and(|v| v.contains("AMD") || v.contains("Hygon"))
+    }
+
+    /// The distance from node `from` to node `to`, when the source gives it.
+    pub fn distance(&self, from: NodeId, to: NodeId) -> Option<u32> {
+        self.numa_nodes
+            .iter()
+            .find(|n| n.id == from)?
+            .distances
+            .iter()
+            .find(|d| d.node == to)
+            .map(|d| d.value)
+    }
+
     /// The cores that `cpus` touch: a set of CPUs widened to whole cores (a
     /// core with one reserved CPU is the host's entirely).
     pub fn whole_cores(&self, cpus: &CpuSet) -> std::collections::BTreeSet<CoreId> {

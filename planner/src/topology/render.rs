@@ -78,6 +78,9 @@ fn summary(out: &mut String, host: &HostTopology) {
         plural(host.pus.len(), "CPU", "CPUs"),
         host.usable_cpus().len(),
     );
+    if let Some(vendor) = &host.cpu_vendor {
+        let _ = writeln!(out, "  CPU vendor: {vendor}");
+    }
 }
 
 /// Packages, NUMA nodes and L3 domains, each section only when there are any.
@@ -117,6 +120,14 @@ fn groups(out: &mut String, host: &HostTopology) {
                 .collect();
             if !pools.is_empty() {
                 mem.push_str(&format!("; huge pages: {}", pools.join("; ")));
+            }
+            if !n.distances.is_empty() {
+                let to: Vec<String> = n
+                    .distances
+                    .iter()
+                    .map(|d| format!("{}:{}", d.node, d.value))
+                    .collect();
+                mem.push_str(&format!("; distances (node:value) {}", to.join(" ")));
             }
             let _ = writeln!(out, "  node {}: {cpus}{mem}", n.id);
         }

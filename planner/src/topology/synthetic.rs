@@ -182,6 +182,7 @@ impl Description {
                         .map(os_cpu)
                         .collect::<CpuSet>(),
                 ),
+                distances: Vec::new(),
             })
             .collect();
         RawTopology {
@@ -191,6 +192,7 @@ impl Description {
             l3s,
             nodes,
             pci: Vec::new(),
+            cpu_vendor: None,
         }
     }
 }
