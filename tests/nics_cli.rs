@@ -289,4 +289,5 @@ fn the_example_specs_plan_every_vm() {
     seen.sort();
     assert!(seen.contains(&"two-nics.toml".to_owned()), "{seen:?}");
     assert!(seen.contains(&"nfv-roles.toml".to_owned()), "{seen:?}");
+    assert!(seen.contains(&"amd-guest.toml".to_owned()), "{seen:?}");
 }

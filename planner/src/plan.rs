@@ -77,10 +77,50 @@ pub struct IothreadPin {
 pub struct GuestTopology {
     /// Sockets.
     pub sockets: u32,
-    /// Cores per socket.
+    /// Dies per socket: the L3 domains the VM spans with `cache_aware`
+    /// (evenly, each a run of guest vCPUs), else 1. Absent in JSON when 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub dies: u32,
+    /// Cores per die.
     pub cores: u32,
     /// Threads per core (2 when guest vCPU pairs 2k, 2k+1 are host siblings).
     pub threads: u32,
+    /// The guest needs the `topoext` CPU feature to see its threads: an AMD
+    /// host and threads > 1.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub topoext: bool,
+    /// `<cache mode='passthrough'/>` (`cache_passthrough`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cache_passthrough: bool,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+impl GuestTopology {
+    /// One socket of `cores` cores of `threads` threads, nothing else.
+    pub fn new(cores: u32, threads: u32) -> GuestTopology {
+        GuestTopology {
+            sockets: 1,
+            dies: 1,
+            cores,
+            threads,
+            topoext: false,
+            cache_passthrough: false,
+        }
+    }
+
+    /// Whether `<cpu>` needs a CPU mode for it: a feature or cache mode is
+    /// refused by libvirt on a `<cpu>` without a model or mode.
+    pub fn needs_cpu_mode(&self) -> bool {
+        self.topoext || self.cache_passthrough
+    }
 }
 
 /// What the VM's vCPU count rests on, when it came from a throughput table.
@@ -107,6 +147,10 @@ pub struct GuestCell {
     pub vcpus: String,
     /// The host node backing it.
     pub host_node: NodeId,
+    /// Its distance to each guest cell, by cell (the host's between their
+    /// nodes); absent when the host's are unknown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub distances: Vec<u32>,
 }
 
 /// One VM's placement.

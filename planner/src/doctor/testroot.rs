@@ -252,11 +252,10 @@ pub(crate) fn plan(reserved: &str, vms: &[Vm<'_>]) -> Plan {
                     iothreads: Vec::new(),
                     numa_nodes: Vec::new(),
                     guest_cells: Vec::new(),
-                    guest_topology: GuestTopology {
-                        sockets: 1,
-                        cores: n / vm.guest_threads.max(1),
-                        threads: vm.guest_threads,
-                    },
+                    guest_topology: GuestTopology::new(
+                        n / vm.guest_threads.max(1),
+                        vm.guest_threads,
+                    ),
                     threads: vm.threads.to_owned(),
                     demand: None,
                     nic: vm.nic.map(|n| n.parse().unwrap_or_else(|e| panic!("{e}"))),

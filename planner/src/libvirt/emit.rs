@@ -73,9 +73,53 @@ pub fn numatune_children(vm: &VmPlan) -> Vec<String> {
 pub fn topology(vm: &VmPlan) -> String {
     let t = vm.guest_topology;
     format!(
-        "<topology sockets='{}' dies='1' cores='{}' threads='{}'/>",
-        t.sockets, t.cores, t.threads
+        "<topology sockets='{}' dies='{}' cores='{}' threads='{}'/>",
+        t.sockets,
+        t.dies.max(1),
+        t.cores,
+        t.threads
     )
+}
+
+/// The CPU mode `<cpu>` gets when the plan needs a feature or cache mode
+/// and the domain names none (libvirt refuses features without a model).
+pub const CPU_MODE: &str = "host-passthrough";
+
+/// `<cache mode='passthrough'/>` (`cache_passthrough`).
+pub const CACHE_PASSTHROUGH: &str = "<cache mode='passthrough'/>";
+
+/// `<feature policy='require' name='topoext'/>`: AMD guests see SMT only
+/// with it.
+pub const TOPOEXT: &str = "<feature policy='require' name='topoext'/>";
+
+/// What `<cpu>` holds after `<topology>` for the plan: the cache mode and
+/// the features, in libvirt's order.
+pub fn cpu_extras(vm: &VmPlan) -> Vec<String> {
+    let t = vm.guest_topology;
+    let mut lines = Vec::new();
+    if t.cache_passthrough {
+        lines.push(CACHE_PASSTHROUGH.to_owned());
+    }
+    if t.topoext {
+        lines.push(TOPOEXT.to_owned());
+    }
+    lines
+}
+
+/// A guest cell's `<distances>` lines, when the plan has its distances.
+fn cell_distances(vm: &VmPlan, cell: &crate::plan::GuestCell) -> Vec<String> {
+    if cell.distances.len() != vm.guest_cells.len() {
+        return Vec::new();
+    }
+    let mut lines = vec!["<distances>".to_owned()];
+    lines.extend(
+        vm.guest_cells
+            .iter()
+            .zip(&cell.distances)
+            .map(|(to, value)| format!("  <sibling id='{}' value='{value}'/>", to.id)),
+    );
+    lines.push("</distances>".to_owned());
+    lines
 }
 
 /// `<numa>` for `<cpu>` when the VM spans nodes: one cell per host node,
@@ -95,16 +139,24 @@ pub fn guest_numa(vm: &VmPlan, memory_kib: u64) -> Option<Vec<String>> {
     let cells = u64::try_from(vm.guest_cells.len()).unwrap_or(1).max(1);
     let even = memory_kib / cells;
     let mut lines = vec!["<numa>".to_owned()];
-    lines.extend(vm.guest_cells.iter().enumerate().map(|(i, c)| {
+    for (i, c) in vm.guest_cells.iter().enumerate() {
         let kib = planned
             .as_ref()
             .and_then(|p| p.get(i).copied())
             .unwrap_or(even);
-        format!(
-            "  <cell id='{}' cpus='{}' memory='{kib}' unit='KiB'/>",
+        let open = format!(
+            "  <cell id='{}' cpus='{}' memory='{kib}' unit='KiB'",
             c.id, c.vcpus
-        )
-    }));
+        );
+        let distances = cell_distances(vm, c);
+        if distances.is_empty() {
+            lines.push(format!("{open}/>"));
+        } else {
+            lines.push(format!("{open}>"));
+            lines.extend(distances.iter().map(|d| format!("    {d}")));
+            lines.push("  </cell>".to_owned());
+        }
+    }
     lines.push("</numa>".to_owned());
     Some(lines)
 }
@@ -173,12 +225,27 @@ pub fn fragment(vm: &VmPlan) -> String {
         block(&mut out, "<numatune>", &numa, "</numatune>");
     }
     let mut cpu = vec![topology(vm)];
+    cpu.extend(cpu_extras(vm));
     if !vm.guest_cells.is_empty() {
         cpu.push(
             "<!-- guest NUMA cells: patching a domain (pinplan xml, patch mode) adds them with its memory -->"
                 .to_owned(),
         );
     }
-    block(&mut out, "<cpu>", &cpu, "</cpu>");
+    let open = if vm.guest_topology.needs_cpu_mode() {
+        format!("<cpu mode='{CPU_MODE}'>")
+    } else {
+        "<cpu>".to_owned()
+    };
+    block(&mut out, &open, &cpu, "</cpu>");
     out
+}
+
+/// The distances of planned cell `index` as `<distances>` lines, for a
+/// kept cell of a patched domain.
+pub fn distances_of_cell(vm: &VmPlan, index: usize) -> Vec<String> {
+    vm.guest_cells
+        .get(index)
+        .map(|c| cell_distances(vm, c))
+        .unwrap_or_default()
 }

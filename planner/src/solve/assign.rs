@@ -58,7 +58,16 @@ pub fn layout(
     let nodes: BTreeSet<NodeId> = owned.iter().filter_map(|c| c.node).collect();
     let numa_nodes: Vec<NodeId> = nodes.iter().copied().collect();
     let guest_cells = guest_cells(host, &numa_nodes, &pins);
-    let guest_topology = guest_topology(vm, &per_core_used);
+    let mut guest_topology = guest_topology(vm, &per_core_used);
+    if vm.guest.cache_aware {
+        let dies = even_l3_runs(host, &pins, guest_topology.threads);
+        if let Some(dies) = dies {
+            guest_topology.dies = dies;
+            guest_topology.cores /= dies;
+        }
+    }
+    guest_topology.topoext = host.is_amd() && guest_topology.threads > 1;
+    guest_topology.cache_passthrough = vm.guest.cache_passthrough;
     let cpus: CpuSet = owned.iter().flat_map(|c| c.pus.iter().copied()).collect();
     let mut core_ids: Vec<CoreId> = cores.to_vec();
     core_ids.sort();
@@ -193,7 +202,7 @@ fn guest_cells(host: &HostTopology, numa_nodes: &[NodeId], pins: &[VcpuPin]) -> 
     if numa_nodes.len() <= 1 {
         return Vec::new();
     }
-    numa_nodes
+    let mut cells: Vec<GuestCell> = numa_nodes
         .iter()
         .enumerate()
         .filter_map(|(i, &node)| {
@@ -206,9 +215,54 @@ fn guest_cells(host: &HostTopology, numa_nodes: &[NodeId], pins: &[VcpuPin]) -> 
                 id: u32::try_from(i).unwrap_or(u32::MAX),
                 vcpus: vcpus.to_string(),
                 host_node: node,
+                distances: Vec::new(),
             })
         })
-        .collect()
+        .collect();
+    // The host's distances between the cells' nodes, when it has them all.
+    let matrix: Option<Vec<Vec<u32>>> = cells
+        .iter()
+        .map(|a| {
+            cells
+                .iter()
+                .map(|b| host.distance(a.host_node, b.host_node))
+                .collect()
+        })
+        .collect();
+    if let Some(matrix) = matrix {
+        for (cell, row) in cells.iter_mut().zip(matrix) {
+            cell.distances = row;
+        }
+    }
+    cells
+}
+
+/// With `cache_aware`: the number of L3 domains the guest's vCPUs span, when
+/// that can be dies — each domain one run of consecutive vCPUs, every run as
+/// long, whole cores of `threads` — and more than one; `None` otherwise (one
+/// die). Unknown domains count as none.
+pub(crate) fn even_l3_runs(host: &HostTopology, pins: &[VcpuPin], threads: u32) -> Option<u32> {
+    let mut ordered: Vec<&VcpuPin> = pins.iter().collect();
+    ordered.sort_by_key(|p| p.vcpu);
+    let domains: Vec<_> = ordered
+        .iter()
+        .map(|p| {
+            let core = host.pu(p.cpu)?.core?;
+            host.cores.iter().find(|c| c.id == core)?.l3
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let mut runs: Vec<(crate::ids::L3Id, u32)> = Vec::new();
+    for d in domains {
+        match runs.last_mut() {
+            Some((last, n)) if *last == d => *n += 1,
+            _ => runs.push((d, 1)),
+        }
+    }
+    let distinct: BTreeSet<_> = runs.iter().map(|(d, _)| *d).collect();
+    let len = runs.first()?.1;
+    let even = runs.iter().all(|&(_, n)| n == len) && len % threads.max(1) == 0;
+    (runs.len() > 1 && distinct.len() == runs.len() && even)
+        .then(|| u32::try_from(runs.len()).unwrap_or(1))
 }
 
 /// Guest vCPU pairs (2k, 2k+1) mirror host siblings only when every core
@@ -219,9 +273,5 @@ fn guest_topology(vm: &VmRequest, per_core_used: &[usize]) -> GuestTopology {
         Some(&t) if t >= 2 && used.iter().all(|&n| n == t) => u32::try_from(t).unwrap_or(1),
         _ => 1,
     };
-    GuestTopology {
-        sockets: 1,
-        cores: vm.vcpus / threads.max(1),
-        threads,
-    }
+    GuestTopology::new(vm.vcpus / threads.max(1), threads)
 }

@@ -21,8 +21,8 @@ mod proptests;
 pub mod request;
 
 pub use request::{
-    EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest, Roles, SolveOptions,
-    SolverKind, ThreadPolicy, VmRequest,
+    EmulatorPolicy, FixedTenant, GuestOptions, NicAffinity, NumaPolicy, PlanRequest, Roles,
+    SolveOptions, SolverKind, ThreadPolicy, VmRequest,
 };
 
 use crate::ids::{CoreId, NodeId};
@@ -424,13 +424,48 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
     plan
 }
 
+/// `cache_aware` VMs whose L3 domains could not become dies (spanned
+/// unevenly, or not in runs of whole cores): the guest sees one die.
+fn uneven_dies(request: &PlanRequest, vms: &[VmPlan]) -> Vec<String> {
+    let mut out = Vec::new();
+    for plan in vms.iter().filter(|p| p.guest_topology.dies == 1) {
+        let Some(vm) = request.vms.iter().find(|v| v.name == plan.name) else {
+            continue;
+        };
+        if !vm.guest.cache_aware {
+            continue;
+        }
+        let mut per_domain: BTreeMap<crate::ids::L3Id, usize> = BTreeMap::new();
+        for core in request
+            .host
+            .cores
+            .iter()
+            .filter(|c| plan.cores.contains(&c.id))
+        {
+            if let Some(l3) = core.l3 {
+                *per_domain.entry(l3).or_default() += 1;
+            }
+        }
+        if per_domain.len() > 1 {
+            let split: Vec<String> = per_domain.values().map(ToString::to_string).collect();
+            out.push(format!(
+                "{}: cache_aware, but the {} L3 domains its cores span ({} cores) are not equal runs of its vCPUs: the guest sees one die",
+                vm.name,
+                per_domain.len(),
+                split.join(" + ")
+            ));
+        }
+    }
+    out
+}
+
 /// Turns a placement into a plan: vCPU layout, objective, explanations.
 pub fn build_plan(
     request: &PlanRequest,
     placement: &Placement,
     solver_name: SolverKind,
     options: &SolveOptions,
-    warnings: Vec<String>,
+    mut warnings: Vec<String>,
     deadline: Instant,
 ) -> Plan {
     let emulator_host = request.reserved.clone();
@@ -445,6 +480,7 @@ pub fn build_plan(
                 .map(|cores| assign::layout(&request.host, vm, cores, &emulator_host))
         })
         .collect();
+    warnings.extend(uneven_dies(request, &vms));
     let unplaced: Vec<String> = request
         .vms
         .iter()

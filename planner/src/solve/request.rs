@@ -145,6 +145,17 @@ pub struct VmRequest {
     pub memory: Option<crate::memory::VmMemory>,
     /// Its vCPUs' roles, real-time vCPUs.
     pub roles: Roles,
+    /// What the guest's CPU topology shows besides the pins.
+    pub guest: GuestOptions,
+}
+
+/// Guest CPU topology options (`cache_aware`, `cache_passthrough`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GuestOptions {
+    /// `dies` = the L3 domains the VM spans.
+    pub cache_aware: bool,
+    /// `<cache mode='passthrough'/>`: the host's cache data in the guest.
+    pub cache_passthrough: bool,
 }
 
 impl VmRequest {
@@ -167,6 +178,7 @@ impl VmRequest {
             alternatives: Vec::new(),
             memory: None,
             roles: Roles::default(),
+            guest: GuestOptions::default(),
         }
     }
 

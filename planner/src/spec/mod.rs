@@ -78,6 +78,10 @@ struct VmSpec {
     page_kib: Option<u64>,
     /// `housekeeping_vcpus` (VM, else `[defaults]`) and its line.
     housekeeping_vcpus: Option<(u32, usize)>,
+    /// `cache_aware` (VM, else `[defaults]`): dies from the L3 domains.
+    cache_aware: bool,
+    /// `cache_passthrough` (VM, else `[defaults]`).
+    cache_passthrough: bool,
     /// `realtime` (VM, else `[defaults]`).
     realtime: bool,
     /// `realtime_vcpus` and its line.

@@ -368,6 +368,11 @@ impl Spec {
                 .map(|n| (*n.get_ref(), lines.of(n))),
             realtime: vm.realtime.or(defaults.realtime).unwrap_or(false),
             realtime_vcpus,
+            cache_aware: vm.cache_aware.or(defaults.cache_aware).unwrap_or(false),
+            cache_passthrough: vm
+                .cache_passthrough
+                .or(defaults.cache_passthrough)
+                .unwrap_or(false),
         })
     }
 

@@ -121,6 +121,10 @@ impl Spec {
                 alternatives,
                 memory: self.memory(vm, domains.get(&vm.name), &mut warnings)?,
                 roles,
+                guest: crate::solve::GuestOptions {
+                    cache_aware: vm.cache_aware,
+                    cache_passthrough: vm.cache_passthrough,
+                },
             });
         }
         Ok((

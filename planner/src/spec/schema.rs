@@ -65,6 +65,8 @@ pub(super) struct Policies {
     pub(super) hugepages: Option<Spanned<String>>,
     pub(super) housekeeping_vcpus: Option<Spanned<u32>>,
     pub(super) realtime: Option<bool>,
+    pub(super) cache_aware: Option<bool>,
+    pub(super) cache_passthrough: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,6 +94,8 @@ pub(super) struct VmSection {
     pub(super) housekeeping_vcpus: Option<Spanned<u32>>,
     pub(super) realtime: Option<bool>,
     pub(super) realtime_vcpus: Option<Spanned<String>>,
+    pub(super) cache_aware: Option<bool>,
+    pub(super) cache_passthrough: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,4 +150,6 @@ pub(super) const KEYS: &[&str] = &[
     "housekeeping_vcpus",
     "realtime",
     "realtime_vcpus",
+    "cache_aware",
+    "cache_passthrough",
 ];

@@ -1,7 +1,8 @@
-//! `<cpu>`: the plan's `<topology>` and guest NUMA cells (`<numa>`) inside
-//! it; the model, features and everything else in it stay.
+//! `<cpu>`: the plan's `<topology>`, cache mode, `topoext` and guest NUMA cells (`<numa>`) inside
+//! it; the model, the other features and everything else in it stay.
 
 use super::doc::{Doc, Splice};
+use super::PatchError;
 use crate::libvirt::emit;
 use crate::plan::VmPlan;
 
@@ -31,10 +32,19 @@ fn memory_kib(doc: &Doc, root: usize, old_cells: &[usize]) -> u64 {
     }
 }
 
-/// The edits that give `<cpu>` the plan's topology and cells, or a new
-/// `<cpu>` where libvirt puts it.
-pub(super) fn rewrite(doc: &Doc, root: usize, anchor: usize, vm: &VmPlan) -> Vec<Splice> {
+/// The edits that give `<cpu>` the plan's topology, cache mode, features
+/// and cells, or a new `<cpu>` where libvirt puts it. A feature or cache
+/// mode needs a CPU mode: a `<cpu>` with neither mode nor model gets
+/// `mode='host-passthrough'`; `cache_passthrough` on another mode is refused.
+pub(super) fn rewrite(
+    doc: &Doc,
+    root: usize,
+    anchor: usize,
+    vm: &VmPlan,
+) -> Result<Vec<Splice>, PatchError> {
     let topology = emit::topology(vm);
+    let extras = emit::cpu_extras(vm);
+    let needs_mode = vm.guest_topology.needs_cpu_mode();
     let cpu = doc.child(root, "cpu");
     let old_cells: Vec<usize> = cpu
         .and_then(|cpu| doc.child(cpu, "numa"))
@@ -42,35 +52,83 @@ pub(super) fn rewrite(doc: &Doc, root: usize, anchor: usize, vm: &VmPlan) -> Vec
         .unwrap_or_default();
     let cells = emit::guest_numa(vm, memory_kib(doc, root, &old_cells));
     let Some(cpu) = cpu else {
-        return vec![new_cpu(doc, root, anchor, topology, cells)];
-    };
-    if doc.nodes[cpu].empty {
-        let indent = doc.indent_of(cpu);
-        let open = format!("{}>", doc.reopened(cpu));
+        let open = if needs_mode {
+            format!("<cpu mode='{}'>", emit::CPU_MODE)
+        } else {
+            "<cpu>".to_owned()
+        };
         let children: Vec<String> = std::iter::once(topology)
+            .chain(extras)
             .chain(cells.into_iter().flatten())
             .collect();
-        return vec![doc.replace(cpu, doc.block(&open, &children, "</cpu>", &indent))];
+        return Ok(vec![new_cpu(doc, root, anchor, &open, &children)]);
+    };
+    let mode = doc.attr(cpu, "mode");
+    let has_model = doc.child(cpu, "model").is_some();
+    if vm.guest_topology.cache_passthrough
+        && (has_model
+            || mode
+                .as_deref()
+                .is_some_and(|m| m != "host-passthrough" && m != "maximum"))
+    {
+        let what = mode.map_or_else(|| "a <model>".to_owned(), |m| format!("mode='{m}'"));
+        return Err(doc.error(
+            doc.nodes[cpu].start,
+            "cpu",
+            format!("cache_passthrough needs <cpu mode='host-passthrough'> (or 'maximum'), and this domain's <cpu> has {what}: libvirt refuses cache passthrough there; change the CPU mode, or drop cache_passthrough for {}", vm.name),
+        ));
     }
-    let mut splices = vec![topology_in(doc, cpu, topology)];
+    let add_mode = needs_mode && mode.is_none() && !has_model;
+    if doc.nodes[cpu].empty {
+        let indent = doc.indent_of(cpu);
+        let tag = if add_mode {
+            doc.start_tag_with(cpu, &[("mode", emit::CPU_MODE.to_owned())])
+        } else {
+            doc.text[doc.nodes[cpu].start..doc.nodes[cpu].start_tag_end].to_owned()
+        };
+        let open = format!("{}>", tag.trim_end_matches("/>").trim_end());
+        let children: Vec<String> = std::iter::once(topology)
+            .chain(extras)
+            .chain(cells.into_iter().flatten())
+            .collect();
+        return Ok(vec![
+            doc.replace(cpu, doc.block(&open, &children, "</cpu>", &indent))
+        ]);
+    }
+    let mut splices = Vec::new();
+    if add_mode {
+        let n = &doc.nodes[cpu];
+        splices.push(Splice {
+            start: n.start,
+            end: n.start_tag_end,
+            text: doc.start_tag_with(cpu, &[("mode", emit::CPU_MODE.to_owned())]),
+        });
+    }
+    // The planned cache mode and topoext replace those the domain has; the
+    // others follow <topology>.
+    let mut after_topology = Vec::new();
+    for line in extras {
+        let old = if line == emit::CACHE_PASSTHROUGH {
+            doc.child(cpu, "cache")
+        } else {
+            doc.children_named(cpu, "feature")
+                .find(|&f| doc.attr(f, "name").as_deref() == Some("topoext"))
+        };
+        match old {
+            Some(old) => splices.push(doc.replace(old, line)),
+            None => after_topology.push(line),
+        }
+    }
+    splices.push(topology_in(doc, cpu, topology, &after_topology));
     if let Some(lines) = cells {
         splices.extend(cells_in(doc, cpu, &old_cells, vm, &lines));
     }
-    splices
+    Ok(splices)
 }
 
-/// A `<cpu>` with `topology` and `cells`, before the first element libvirt
+/// A `<cpu>` opened by `open` with `children`, before the first element libvirt
 /// puts after `<cpu>`, else after the domain's last child.
-fn new_cpu(
-    doc: &Doc,
-    root: usize,
-    anchor: usize,
-    topology: String,
-    cells: Option<Vec<String>>,
-) -> Splice {
-    let children: Vec<String> = std::iter::once(topology)
-        .chain(cells.into_iter().flatten())
-        .collect();
+fn new_cpu(doc: &Doc, root: usize, anchor: usize, open: &str, children: &[String]) -> Splice {
     // libvirt's order: … <os>, <features>, <cpu>, <clock>, <on_*>, …, <devices>.
     let before = [
         "clock",
@@ -85,32 +143,37 @@ fn new_cpu(
     .min_by_key(|&i| doc.nodes[i].start);
     match before {
         Some(next) => {
-            let block = doc.block("<cpu>", &children, "</cpu>", &doc.indent_of(next));
+            let block = doc.block(open, children, "</cpu>", &doc.indent_of(next));
             doc.insert_before(next, &block)
         }
         None => {
             let last = doc.nodes[root].children.last().copied().unwrap_or(anchor);
-            let block = doc.block("<cpu>", &children, "</cpu>", &doc.indent_of(last));
+            let block = doc.block(open, children, "</cpu>", &doc.indent_of(last));
             doc.insert_after(last, &block)
         }
     }
 }
 
-/// `topology` in place of the old `<topology>`, else after `<vendor>` or
-/// `<model>`, else first in `<cpu>`.
-fn topology_in(doc: &Doc, cpu: usize, topology: String) -> Splice {
-    if let Some(old) = doc.child(cpu, "topology") {
-        return doc.replace(old, topology);
+/// `topology` (then `more`, each on its own line) in place of the old
+/// `<topology>`, else after `<vendor>` or `<model>`, else first in `<cpu>`.
+fn topology_in(doc: &Doc, cpu: usize, topology: String, more: &[String]) -> Splice {
+    let old = doc.child(cpu, "topology");
+    let indent = match old {
+        Some(old) => doc.indent_of(old),
+        None => format!("{}{}", doc.indent_of(cpu), doc.unit),
+    };
+    let mut text = topology;
+    for line in more {
+        text.push('\n');
+        text.push_str(&indent);
+        text.push_str(line);
+    }
+    if let Some(old) = old {
+        return doc.replace(old, text);
     }
     match ["vendor", "model"].iter().find_map(|c| doc.child(cpu, c)) {
-        Some(after) => doc.insert_after(after, &topology),
-        None => {
-            let indent = format!("{}{}", doc.indent_of(cpu), doc.unit);
-            Splice::insert(
-                doc.nodes[cpu].start_tag_end,
-                format!("\n{indent}{topology}"),
-            )
-        }
+        Some(after) => doc.insert_after(after, &text),
+        None => Splice::insert(doc.nodes[cpu].start_tag_end, format!("\n{indent}{text}")),
     }
 }
 
@@ -131,17 +194,13 @@ fn cells_in(
         Some(_) if old_cells.len() == vm.guest_cells.len() => old_cells
             .iter()
             .zip(&vm.guest_cells)
-            .map(|(&cell, planned)| {
+            .enumerate()
+            .flat_map(|(i, (&cell, planned))| {
                 let set = [
                     ("id", planned.id.to_string()),
                     ("cpus", planned.vcpus.clone()),
                 ];
-                let n = &doc.nodes[cell];
-                Splice {
-                    start: n.start,
-                    end: n.start_tag_end,
-                    text: doc.start_tag_with(cell, &set),
-                }
+                kept_cell(doc, cell, &set, &emit::distances_of_cell(vm, i))
             })
             .collect(),
         Some(old) => vec![doc.replace(old, numa)],
@@ -151,4 +210,38 @@ fn cells_in(
             &indent,
         )],
     }
+}
+
+/// A kept guest cell with `set` in its start tag and, when the plan has
+/// them, `distances` (lines of `<distances>`) in place of its own.
+fn kept_cell(doc: &Doc, cell: usize, set: &[(&str, String)], distances: &[String]) -> Vec<Splice> {
+    let n = &doc.nodes[cell];
+    let tag = doc.start_tag_with(cell, set);
+    if distances.is_empty() {
+        return vec![Splice {
+            start: n.start,
+            end: n.start_tag_end,
+            text: tag,
+        }];
+    }
+    let indent = doc.indent_of(cell);
+    let inner = format!("{indent}{}", doc.unit);
+    let block = distances.join(&format!("\n{inner}"));
+    if n.empty {
+        let open = format!("{}>", tag.trim_end_matches("/>").trim_end());
+        let text = format!("{open}\n{inner}{block}\n{indent}</cell>");
+        return vec![doc.replace(cell, text)];
+    }
+    let mut splices = vec![Splice {
+        start: n.start,
+        end: n.start_tag_end,
+        text: tag,
+    }];
+    match doc.child(cell, "distances") {
+        Some(old) => splices.push(doc.replace(old, block)),
+        None => {
+            splices.push(doc.insert_lines(n.end_tag_start, format!("{inner}{block}\n"), &indent))
+        }
+    }
+    splices
 }

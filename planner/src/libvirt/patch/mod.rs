@@ -1,7 +1,8 @@
 //! Lossless patching of an existing domain XML: replace or insert only the
 //! pinning elements (`<vcpu>`'s attributes, `<iothreads>`, the pins inside
 //! `<cputune>`, `<numatune>`, `<hugepages>` inside `<memoryBacking>`,
-//! `<topology>` and `<numa>` inside `<cpu>`) and
+//! `<topology>`, `<cache>`, the `topoext` feature, `<numa>` and its cells'
+//! `<distances>` inside `<cpu>`, and `<cpu>`'s mode when it has none) and
 //! copy every other byte of the input unchanged — comments, quoting,
 //! namespaces, entity references, indentation, and `<cputune>` children we do
 //! not own (`<shares>`, `<period>`, `<vcpusched>`, `<cachetune>`…).
@@ -146,7 +147,7 @@ impl<'a> Domain<'a> {
         splices.extend(cputune::rewrite(doc, root, anchor, vm));
         splices.extend(numatune::rewrite(doc, root, anchor, vm));
         splices.extend(memory::rewrite(doc, root, anchor, vm));
-        splices.extend(cpu::rewrite(doc, root, anchor, vm));
+        splices.extend(cpu::rewrite(doc, root, anchor, vm)?);
         let patched = doc.apply(splices)?;
         // Never hand out XML that does not parse, whatever went wrong.
         well_formed(doc.source_name, &patched).map_err(|e| PatchError {

@@ -585,11 +585,7 @@ fn plan(reserved: &str, vms: &[(&str, &str, &str)]) -> Plan {
                 iothreads: Vec::new(),
                 numa_nodes: Vec::new(),
                 guest_cells: Vec::new(),
-                guest_topology: GuestTopology {
-                    sockets: 1,
-                    cores: 1,
-                    threads: 1,
-                },
+                guest_topology: GuestTopology::new(1, 1),
                 threads: "isolate".to_owned(),
                 demand: None,
                 nic: None,
