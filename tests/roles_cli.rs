@@ -172,6 +172,45 @@ fn with_housekeeping_keeps_the_emulator_on_the_main_core_only() {
     // c's two housekeeping vCPUs fill one core (2 threads): no padding.
     let c = &plan["vms"][2];
     assert_eq!(c["cores"].as_array().unwrap().len(), 2, "{c}");
+
+    // `report` over the domains with these pins finds nothing: the emulator
+    // on the housekeeping core is the layout, not an emulator-overlap.
+    let plan_path = dir.write("plan.json", plan.to_string());
+    let mut domains = Vec::new();
+    for vm in plan["vms"].as_array().unwrap() {
+        let name = vm["name"].as_str().unwrap();
+        let vcpus = u32::try_from(vm["vcpus"].as_array().unwrap().len()).unwrap();
+        let input = dir.write(
+            &format!("{name}-in.xml"),
+            util::guest_xml("kvm", name, vcpus, ""),
+        );
+        let out = util::pinplan([
+            "xml",
+            "--plan",
+            util::arg(&plan_path),
+            "--patch",
+            util::arg(&input),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        domains.push(dir.write(&format!("{name}.xml"), &out.stdout));
+    }
+    let mut args = vec![
+        "report",
+        "--source",
+        util::arg(&host),
+        "--format",
+        "json",
+        "--domains",
+    ];
+    args.extend(domains.iter().map(|d| util::arg(d)));
+    args.extend([
+        "--host-cpus",
+        plan["host"]["reserved_cpus"].as_str().unwrap(),
+    ]);
+    let out = util::pinplan(&args);
+    let report = util::stdout_json(&out);
+    assert_eq!(report["conflicts"], serde_json::json!([]), "{report}");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
 /// Puts `kernel.sched_rt_runtime_us` back when dropped.

@@ -107,7 +107,7 @@ pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
         .iter()
         .filter(|t| t.kind == TenantKind::Vm && t.pinned)
         .collect();
-    out.extend(emulator_overlap(&vms));
+    out.extend(emulator_overlap(host, &vms));
     let node_of: BTreeMap<CpuId, NodeId> = host
         .pus
         .iter()
@@ -264,11 +264,42 @@ fn shared(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
     out
 }
 
-/// Emulator threads on vCPU CPUs (their own VM's or another's).
-fn emulator_overlap(vms: &[&Tenant]) -> Vec<Conflict> {
+/// Whether `t`'s emulator shares CPUs only with its housekeeping vCPUs, as
+/// `emulator = "with-housekeeping"` lays it out: the vCPUs on its CPUs are
+/// the first k (vCPU 0 …), fewer than all, each pinned within them, and no
+/// other vCPU of it runs on their cores (SMT siblings included).
+fn with_housekeeping(host: &HostTopology, t: &Tenant) -> bool {
+    let mut on: Vec<u32> = t
+        .vcpus
+        .iter()
+        .filter(|v| v.cpus.intersects(&t.emulator_cpus))
+        .map(|v| v.vcpu)
+        .collect();
+    on.sort_unstable();
+    let prefix = on.iter().enumerate().all(|(i, &v)| v as usize == i);
+    let within = t
+        .vcpus
+        .iter()
+        .filter(|v| on.contains(&v.vcpu))
+        .all(|v| v.cpus.is_subset(&t.emulator_cpus));
+    let cores = host.whole_cores(&t.emulator_cpus);
+    let apart = t
+        .vcpus
+        .iter()
+        .filter(|v| !on.contains(&v.vcpu))
+        .all(|v| host.whole_cores(&v.cpus).is_disjoint(&cores));
+    !on.is_empty() && on.len() < t.vcpus.len() && prefix && within && apart
+}
+
+/// Emulator threads on vCPU CPUs (their own VM's or another's); its own
+/// housekeeping vCPUs' CPUs are where `with-housekeeping` puts them.
+fn emulator_overlap(host: &HostTopology, vms: &[&Tenant]) -> Vec<Conflict> {
     let mut out = Vec::new();
     for t in vms {
         for other in vms {
+            if other.name == t.name && with_housekeeping(host, t) {
+                continue;
+            }
             let shared = t.emulator_cpus.intersection(&other.cpus);
             if !shared.is_empty() {
                 let whose = if other.name == t.name {
@@ -503,6 +534,42 @@ mod tests {
         c.iter()
             .map(|c| (c.kind.to_string(), c.tenants.clone(), c.cpus.to_string()))
             .collect()
+    }
+
+    /// `emulator = "with-housekeeping"`: the emulator on the housekeeping
+    /// vCPU 0's whole core (CPUs 1 and 5 of the test host, siblings), the
+    /// poll-mode vCPUs on other cores — no finding. The same emulator with a
+    /// poll-mode vCPU on the sibling, or sharing a vCPU other than the first
+    /// ones, is still an overlap.
+    #[test]
+    fn the_housekeeping_layout_is_not_an_emulator_overlap() -> Result<(), DomainError> {
+        let h = host();
+        let ok = tenant_from_domain(
+            "a.xml",
+            &domain("hk", &[(0, "1"), (1, "2"), (2, "6")], Some("1,5")),
+            &h,
+        )?;
+        let found = kinds(&conflicts(&h, &[ok]));
+        assert!(
+            found.iter().all(|(k, _, _)| k != "emulator-overlap"),
+            "{found:?}"
+        );
+        for (pins, emulator) in [
+            // vCPU 1 (poll-mode) on 5, the emulator's core.
+            (&[(0, "1"), (1, "5"), (2, "2")][..], "1"),
+            // The emulator on vCPU 1's CPU, not vCPU 0's.
+            (&[(0, "2"), (1, "1"), (2, "6")][..], "1,5"),
+            // Every vCPU on the emulator's CPUs: nothing is kept apart.
+            (&[(0, "1"), (1, "5")][..], "1,5"),
+        ] {
+            let t = tenant_from_domain("b.xml", &domain("bad", pins, Some(emulator)), &h)?;
+            let found = kinds(&conflicts(&h, &[t]));
+            assert!(
+                found.iter().any(|(k, _, _)| k == "emulator-overlap"),
+                "{pins:?} {emulator}: {found:?}"
+            );
+        }
+        Ok(())
     }
 
     #[test]

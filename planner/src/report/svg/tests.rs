@@ -187,13 +187,14 @@ fn conflicts_are_outlined_by_severity() {
 #[test]
 fn warnings_alone_get_the_warning_outline() {
     let host = twenty();
-    // vm1's emulator on its own vCPU CPU 2: emulator-overlap, a warning.
-    let r = report(&host, "0,10", &[("vm1", &["2", "3"], Some("2"))]);
+    // vm1's emulator on its own vCPU 1's CPU 3: emulator-overlap, a warning
+    // (on vCPU 0's alone it would be the housekeeping layout).
+    let r = report(&host, "0,10", &[("vm1", &["2", "3"], Some("3"))]);
     assert!(!r.has_errors());
     let svg = render(&host, &r, None);
-    assert!(class_of(&svg, 2).contains("conflict-warning"));
+    assert!(class_of(&svg, 3).contains("conflict-warning"));
     assert!(svg.contains("class=\"outline-warning\""));
-    assert!(!class_of(&svg, 3).contains("conflict"));
+    assert!(!class_of(&svg, 2).contains("conflict"));
 }
 
 #[test]
