@@ -27,6 +27,22 @@ pub(crate) fn take(vm: &VmRequest, candidates: &[&FreeCore]) -> Option<Vec<CoreI
     classes::fits_exactly(vm, &threads).then(|| chosen.iter().map(|c| c.core).collect())
 }
 
+/// [`take`] from `ordered`, the first usable core of each node `vm` must
+/// touch (several required NICs) moved to the front; `None` unless the
+/// cores taken touch every such node.
+pub(crate) fn take_touching(vm: &VmRequest, mut ordered: Vec<&FreeCore>) -> Option<Vec<CoreId>> {
+    for &cell in vm.cell_nodes.iter().rev() {
+        if let Some(at) = ordered
+            .iter()
+            .position(|c| c.node == Some(cell) && classes::allowed(vm, c.node, c.threads()))
+        {
+            let first = ordered.remove(at);
+            ordered.insert(0, first);
+        }
+    }
+    take(vm, &ordered).filter(|c| touches(vm, c, &ordered))
+}
+
 /// Whether `cores` (of `free`) have one on each node `vm` must touch.
 fn touches(vm: &VmRequest, cores: &[CoreId], free: &[&FreeCore]) -> bool {
     vm.cell_nodes.iter().all(|&node| {
@@ -72,19 +88,7 @@ pub fn place(request: &PlanRequest) -> Placement {
         if found.is_none() && vm.numa != NumaPolicy::Strict {
             let mut ordered = available.clone();
             ordered.sort_by_key(|c| (nodes.iter().position(|n| *n == c.node), c.core));
-            // The first free core of each node it must touch goes first.
-            for &cell in vm.cell_nodes.iter().rev() {
-                if let Some(at) = ordered
-                    .iter()
-                    .position(|c| c.node == Some(cell) && classes::allowed(vm, c.node, c.threads()))
-                {
-                    let first = ordered.remove(at);
-                    ordered.insert(0, first);
-                }
-            }
-            found = take(vm, &ordered)
-                .filter(|c| touches(vm, c, &available))
-                .filter(|c| memory.fits(vm, c));
+            found = take_touching(vm, ordered).filter(|c| memory.fits(vm, c));
         }
         if let Some(c) = found {
             memory.take(vm, &c);

@@ -35,6 +35,17 @@ pub fn place(request: &PlanRequest) -> Placement {
         for c in &available {
             by_domain.entry(c.domain()).or_default().push(c);
         }
+        // A VM that must touch several nodes: across them, first fit.
+        if !vm.cell_nodes.is_empty() {
+            if let Some(c) =
+                super::greedy::take_touching(vm, available.clone()).filter(|c| memory.fits(vm, c))
+            {
+                memory.take(vm, &c);
+                taken.extend(c.iter().copied());
+                cores.insert(i, c);
+            }
+            continue;
+        }
         // One domain: the fullest that holds it.
         let mut best: Option<(usize, Vec<CoreId>)> = None;
         for cores_of in by_domain.values() {

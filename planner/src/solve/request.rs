@@ -131,7 +131,8 @@ pub struct VmRequest {
     pub nic_affinity: NicAffinity,
     /// Nodes a VM that may span nodes must have vCPUs on, ascending: those of
     /// its several `required` NICs, so that the guest has a cell on each.
-    /// Empty for a VM kept to one node or with one NIC node.
+    /// Empty for a VM kept to one node (`numa = "strict"`: the models do not
+    /// read it there) or with one NIC node.
     pub cell_nodes: Vec<NodeId>,
     /// libvirt I/O threads (pinned with the emulator).
     pub iothreads: u32,

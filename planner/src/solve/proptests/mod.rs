@@ -463,6 +463,8 @@ fn with_memory(mut req: PlanRequest, pools: &[u64], pages: &[Option<u64>]) -> Pl
                 page_kib: 2048,
             });
             vm.numa = NumaPolicy::Strict;
+            // Kept to one node: no nodes to touch (as the spec makes it).
+            vm.cell_nodes.clear();
         }
     }
     req
