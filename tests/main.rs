@@ -18,6 +18,7 @@ mod apply_live;
 mod cli_shell;
 mod demand_cli;
 mod doctor_cli;
+mod fleet_cli;
 mod guest_cpu_cli;
 mod isolate_cli;
 mod memory_cli;

@@ -116,6 +116,8 @@ const PAGES: [Page; 12] = [
             "pinplan plan examples/lab/b1.toml --solver greedy --format json",
             "# For the host libvirt reaches, to apply there",
             "pinplan plan examples/lab/b1.toml --connect qemu:///system --out plans/",
+            "# A fleet ([[host]] tables): each VM's host too; plans-fleet/HOST/plan.json and fleet.json",
+            "pinplan plan examples/fleet.toml --out plans-fleet/",
         ],
         exit: &[
             (0, "every VM placed"),

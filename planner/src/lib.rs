@@ -36,6 +36,7 @@ pub mod cpuset;
 pub mod demand;
 pub mod doctor;
 pub mod error;
+pub mod fleet;
 #[cfg(test)]
 mod fuzz;
 pub mod guest;

@@ -2,11 +2,11 @@
 //! with `--out DIR` write it with each VM's domain XML.
 
 use super::Format;
-use crate::error::{print, verdict, Failure};
+use crate::error::{print, verdict, Failure, Usage};
 use clap::ValueEnum;
 use pinplan::output;
 use pinplan::solve::{self, SolveOptions, SolverKind};
-use pinplan::spec::Spec;
+use pinplan::spec::{AnySpec, FleetSpec};
 use pinplan::topology::{self, Source};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,7 +20,8 @@ enum SolverArg {
 
 #[derive(clap::Args)]
 pub struct PlanArgs {
-    /// The plan spec (TOML, see `pinplan help formats`).
+    /// The plan spec (TOML, see `pinplan help formats`): one `[host]`, or a
+    /// fleet of `[[host]]` tables (each VM's host chosen too).
     spec: PathBuf,
     /// Topology source (overrides the spec's [host] source): `host`, a file, or
     /// `synthetic:DESC`.
@@ -66,7 +67,10 @@ fn parse_time_limit(text: &str) -> Result<f64, String> {
 pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
     // --time-limit bounds the whole command: reading the topology counts.
     let started = Instant::now();
-    let spec = Spec::load(&args.spec)?;
+    let spec = match AnySpec::load(&args.spec)? {
+        AnySpec::One(spec) => spec,
+        AnySpec::Fleet(fleet) => return run_fleet(args, &fleet, started),
+    };
     let given = match (&args.connect, &args.source) {
         (Some(uri), _) => Some(Source::Libvirt(uri.clone())),
         (None, Some(src)) => Some(Source::from_arg(src)),
@@ -122,4 +126,88 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
         return Err(output::OutputError::VcpusDiffer { not_written }.into());
     }
     Ok(verdict(plan.unplaced.is_empty()))
+}
+
+/// Hosts read at once, and how long one may take.
+const READ_CONCURRENCY: usize = 16;
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `plan` of a fleet spec: read every host (in parallel, with a progress
+/// count on a terminal), assign and plan, print the per-host summary (or
+/// fleet.json), and with `--out DIR` write DIR/HOST/plan.json (and each
+/// VM's files) for every host with a plan, and DIR/fleet.json.
+fn run_fleet(args: &PlanArgs, fleet: &FleetSpec, started: Instant) -> Result<ExitCode, Failure> {
+    if args.connect.is_some() || args.source.is_some() {
+        return Err(Usage::new(
+            "a fleet spec names each host's source in its [[host]] (connect or source): drop --connect/--source",
+        )
+        .into());
+    }
+    if matches!(args.solver, SolverArg::Greedy) {
+        return Err(Usage::new(
+            "a fleet spec is planned with the exact solver: drop --solver greedy",
+        )
+        .into());
+    }
+    let terminal = crate::ui::level() != crate::ui::Level::Quiet
+        && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let inputs =
+        pinplan::fleet::read::read_hosts(fleet, READ_CONCURRENCY, READ_TIMEOUT, &|k, n| {
+            if terminal {
+                let mut err = std::io::stderr().lock();
+                let _ = std::io::Write::write_fmt(
+                    &mut err,
+                    format_args!("\r\x1b[Kreading hosts: {k}/{n}"),
+                );
+                if k == n {
+                    let _ = std::io::Write::write_fmt(&mut err, format_args!("\r\x1b[K"));
+                }
+            }
+        });
+    let left = Duration::from_secs_f64(args.time_limit)
+        .saturating_sub(started.elapsed())
+        .saturating_sub(Duration::from_millis(50))
+        .max(Duration::from_millis(50));
+    let plan = pinplan::fleet::plan_fleet(
+        fleet,
+        inputs,
+        &pinplan::fleet::FleetOptions { time_limit: left },
+    )?;
+    super::warn_json(args.format, &plan.warnings);
+    let json = plan.to_json();
+    let mut not_written = Vec::new();
+    if let Some(dir) = &args.out {
+        // Each host's directory as `plan --out` writes one host's, then
+        // fleet.json, which names them, last.
+        for (host, outcome) in fleet.hosts.iter().zip(&plan.hosts) {
+            let Some(host_plan) = &outcome.plan else {
+                continue;
+            };
+            let host_dir = dir.join(&host.name);
+            let set = output::plan_files(
+                host_plan,
+                &host_plan.to_json(),
+                &host.spec,
+                &host_dir,
+                args.set_vcpus,
+            )?;
+            let written = output::write_files(&host_dir, &set.files)?;
+            crate::ui::note(&written.to_text());
+            not_written.extend(set.not_written);
+        }
+        let fleet_file = vec![output::OutputFile {
+            path: dir.join("fleet.json"),
+            text: json.clone(),
+        }];
+        let written = output::write_files(dir, &fleet_file)?;
+        crate::ui::note(&written.to_text());
+    }
+    print(&match args.format {
+        Format::Text => plan.to_text(),
+        Format::Json => json,
+    })?;
+    if !not_written.is_empty() {
+        return Err(output::OutputError::VcpusDiffer { not_written }.into());
+    }
+    Ok(verdict(plan.vms.iter().all(|v| v.host.is_some())))
 }

@@ -162,7 +162,7 @@ pub(super) fn dma_mode(host: &Host<'_>) -> Vec<Check> {
 
 /// A driver VFIO can own a device through (`vfio-pci` and its vendor
 /// variants such as `mlx5_vfio_pci`).
-fn is_vfio(driver: &str) -> bool {
+pub(super) fn is_vfio(driver: &str) -> bool {
     driver == "vfio-pci" || driver.ends_with("vfio-pci") || driver.ends_with("vfio_pci")
 }
 

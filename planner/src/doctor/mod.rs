@@ -29,9 +29,12 @@
 //! ```
 
 mod cpu;
+mod facts;
 mod iommu;
 mod memory;
 mod nic;
+
+pub use facts::{host_facts, HostFacts};
 pub(crate) mod sysfs;
 #[cfg(test)]
 mod testroot;

@@ -5,9 +5,12 @@
 //! error names the file, the line and the key. The TOML shape is `schema`'s,
 //! the host-free checks `parse`'s, the host-dependent ones `request`'s.
 
+mod fleet;
 mod parse;
 mod request;
 mod schema;
+
+pub use fleet::{AnySpec, FleetHost, FleetSpec, FleetVm};
 
 pub use parse::{bad_vm_name, NAME_MAX_BYTES};
 
@@ -104,7 +107,8 @@ pub struct Spec {
     line_rate_gbps: f64,
     /// `[host] reserved_memory` per node, in bytes, when given.
     reserved_memory: Option<u64>,
-    vms: Vec<VmSpec>,
+    /// Shared: every host of a fleet with the same tables has the same VMs.
+    vms: Arc<Vec<VmSpec>>,
     fixed: Vec<(String, CpuSet, usize)>,
 }
 
@@ -120,6 +124,23 @@ impl Spec {
             (None, Some(source)) => source.clone(),
             (None, None) => crate::topology::Source::LiveHost,
         }
+    }
+
+    /// What tells two hosts' specs apart: their `[host]` keys (every host of
+    /// a fleet has the same VMs).
+    pub fn host_key(&self) -> String {
+        // Values only: the same key on another line is the same host.
+        let fixed: Vec<(&String, &CpuSet)> = self.fixed.iter().map(|(n, c, _)| (n, c)).collect();
+        format!(
+            "{:?}|{:?}|{:?}|{}|{:?}|{:?}|{:?}",
+            self.reserved_cores.map(|(n, _)| n),
+            self.reserved_per_node.map(|(n, _)| n),
+            self.reserved_cpus.as_ref().map(|(c, _)| c),
+            self.line_rate_gbps,
+            self.reserved_memory,
+            self.table.rows,
+            fixed
+        )
     }
 
     /// The `domain_xml` a VM's `[[vm]]` names, resolved against the spec's directory.
@@ -158,7 +179,15 @@ impl Spec {
 
     /// Reads and checks a spec file (and the tables it names).
     pub fn load(path: &Path) -> Result<Spec, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|e| SpecError {
+        let text = read_spec_text(path)?;
+        Spec::parse(path, &text)
+    }
+}
+
+/// A spec file's text; an error names it (and suggests a fix when it is missing).
+fn read_spec_text(path: &Path) -> Result<String, SpecError> {
+    {
+        std::fs::read_to_string(path).map_err(|e| SpecError {
             file: path.to_owned(),
             line: 1,
             key: None,
@@ -167,7 +196,6 @@ impl Spec {
                 "check the path; relative paths are taken from the current directory".to_owned()
             }),
             cause: Some(Arc::new(e)),
-        })?;
-        Spec::parse(path, &text)
+        })
     }
 }

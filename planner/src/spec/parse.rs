@@ -4,26 +4,46 @@
 //! file, the line and the key.
 
 use super::schema::NicLocality;
-use super::schema::{FixedSection, HostSection, Policies, SpecFile, VmSection, KEYS};
+use super::schema::{FixedSection, HostField, HostSection, Policies, SpecFile, VmSection, KEYS};
 use super::{Sizing, Spec, SpecError, VmSpec};
 use crate::cpuset::CpuSet;
 use crate::demand::Table;
 use crate::solve::{EmulatorPolicy, NumaPolicy, ThreadPolicy};
-use crate::text::{closest, line_col};
+use crate::text::closest;
 use crate::topology::PciAddress;
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
 use toml::Spanned;
 
-/// The spec text, for turning byte offsets into line numbers.
-struct Lines<'a>(&'a str);
+/// The spec text, for turning byte offsets into line numbers: the offsets
+/// where lines start, found once (a fleet spec of 20,000 VMs asks for a line
+/// number many times per VM).
+pub(super) struct Lines<'a> {
+    text: &'a str,
+    starts: Vec<usize>,
+}
 
-impl Lines<'_> {
-    fn at(&self, offset: usize) -> usize {
-        line_col(self.0.as_bytes(), offset).0
+impl<'a> Lines<'a> {
+    pub(super) fn new(text: &'a str) -> Lines<'a> {
+        let starts = std::iter::once(0)
+            .chain(
+                text.bytes()
+                    .enumerate()
+                    .filter(|&(_, b)| b == b'\n')
+                    .map(|(i, _)| i + 1),
+            )
+            .collect();
+        Lines { text, starts }
     }
 
-    fn of<T>(&self, value: &Spanned<T>) -> usize {
+    fn at(&self, offset: usize) -> usize {
+        let offset = offset.min(self.text.len());
+        // The number of line starts at or before the offset.
+        self.starts.partition_point(|&s| s <= offset).max(1)
+    }
+
+    pub(super) fn of<T>(&self, value: &Spanned<T>) -> usize {
         self.at(value.span().start)
     }
 }
@@ -81,13 +101,109 @@ pub fn bad_vm_name(name: &str) -> Option<String> {
 
 impl Spec {
     /// Parses and checks spec text; `path` names it and anchors relative paths.
+    /// A fleet spec (`[[host]]` tables) is refused: [`Spec::parse_any`] reads both.
     pub fn parse(path: &Path, text: &str) -> Result<Spec, SpecError> {
-        let lines = Lines(text);
+        match Spec::parse_any(path, text)? {
+            super::AnySpec::One(spec) => Ok(spec),
+            super::AnySpec::Fleet(fleet) => {
+                let line = fleet.hosts.first().map_or(1, |h| h.line);
+                let mut e = Spec::at(
+                    path,
+                    line,
+                    "host",
+                    "this is a fleet spec ([[host]] tables), and this takes one host",
+                );
+                e.hint = Some(
+                    "plan the fleet with `pinplan plan SPEC --out DIR`, then use DIR/HOST/plan.json".to_owned(),
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// Parses and checks spec text of either kind: one `[host]`, or a fleet
+    /// of `[[host]]` tables.
+    pub fn parse_any(path: &Path, text: &str) -> Result<super::AnySpec, SpecError> {
+        let lines = Lines::new(text);
         let raw = read_toml(path, text, &lines)?;
         let base = path.parent().unwrap_or_else(|| Path::new("."));
+        match &raw.host {
+            HostField::Many(hosts) => {
+                Spec::parse_fleet(path, &raw, hosts, &lines).map(super::AnySpec::Fleet)
+            }
+            HostField::One(host) => {
+                let fleet_only = [
+                    host.name
+                        .as_ref()
+                        .map(|v| (lines.of(v), "host.name", "name")),
+                    host.connect
+                        .as_ref()
+                        .map(|v| (lines.of(v), "host.connect", "connect")),
+                    host.doctor_root
+                        .as_ref()
+                        .map(|v| (lines.of(v), "host.doctor_root", "doctor_root")),
+                ];
+                if let Some((line, key, name)) = fleet_only.into_iter().flatten().next() {
+                    let mut e = Spec::at(
+                        path,
+                        line,
+                        key,
+                        &format!("[host] {name} is for fleet specs"),
+                    );
+                    e.hint = Some("a fleet spec has [[host]] tables (see docs/formats.md, fleet specs); for one host use source = \"FILE\" or plan --connect URI".to_owned());
+                    return Err(e);
+                }
+                for vm in &raw.vm {
+                    let v = vm.get_ref();
+                    let fleet_key = [
+                        v.host.as_ref().map(|x| (lines.of(x), "host")),
+                        v.hosts.as_ref().map(|x| (lines.of(x), "hosts")),
+                        v.movable.as_ref().map(|x| (lines.of(x), "movable")),
+                    ];
+                    if let Some((line, key)) = fleet_key.into_iter().flatten().next() {
+                        let mut e = Spec::at(
+                            path,
+                            line,
+                            &format!("vm.{key}"),
+                            &format!(
+                                "{}: {key} is for fleet specs ([[host]] tables)",
+                                v.name.get_ref()
+                            ),
+                        );
+                        e.hint =
+                            Some("with one [host] every VM goes to it: drop the key".to_owned());
+                        return Err(e);
+                    }
+                }
+                Spec::from_host(path, host, base, &raw, &lines, None).map(super::AnySpec::One)
+            }
+        }
+    }
+
+    /// A spec error at `line` of `path`.
+    pub(super) fn at(path: &Path, line: usize, key: &str, message: &str) -> SpecError {
+        SpecError {
+            file: path.to_owned(),
+            line,
+            key: Some(key.to_owned()),
+            message: message.to_owned(),
+            hint: None,
+            cause: None,
+        }
+    }
+
+    /// The spec of one host (`host`) with every VM and fixed tenant of `raw`.
+    pub(super) fn from_host(
+        path: &Path,
+        host: &HostSection,
+        base: &Path,
+        raw: &SpecFile,
+        lines: &Lines,
+        reuse: Option<&Spec>,
+    ) -> Result<Spec, SpecError> {
         let mut spec = Spec {
             file: path.to_owned(),
-            source: raw.host.source.as_ref().map(|s| {
+            source: host.source.as_ref().map(|s| {
                 let s = s.get_ref();
                 match s.strip_prefix("synthetic:") {
                     Some(description) => crate::topology::Source::Synthetic(description.to_owned()),
@@ -100,22 +216,30 @@ impl Spec {
             table: Table::default(),
             line_rate_gbps: 100.0,
             reserved_memory: None,
-            vms: Vec::new(),
+            vms: Arc::new(Vec::new()),
             fixed: Vec::new(),
         };
-        spec.read_host(&raw.host, base, &lines)?;
+        spec.read_host(host, base, lines)?;
+        // Another host of a fleet with the same tables read the same VMs.
+        if let Some(done) = reuse.filter(|r| r.table.rows == spec.table.rows) {
+            spec.vms = Arc::clone(&done.vms);
+            spec.fixed.clone_from(&done.fixed);
+            return Ok(spec);
+        }
         let default_fraction = match &raw.defaults.min_fraction {
-            Some(f) => spec.fraction(f, "defaults.min_fraction", &lines)?,
+            Some(f) => spec.fraction(f, "defaults.min_fraction", lines)?,
             None => 1.0,
         };
         let mut names: BTreeSet<String> = BTreeSet::new();
+        let mut vms = Vec::with_capacity(raw.vm.len());
         for vm in &raw.vm {
-            let vm = spec.read_vm(vm, &raw.defaults, default_fraction, base, &names, &lines)?;
+            let vm = spec.read_vm(vm, &raw.defaults, default_fraction, base, &names, lines)?;
             names.insert(vm.name.clone());
-            spec.vms.push(vm);
+            vms.push(vm);
         }
+        spec.vms = Arc::new(vms);
         for f in &raw.fixed {
-            spec.read_fixed(f.get_ref(), &names, &lines)?;
+            spec.read_fixed(f.get_ref(), &names, lines)?;
         }
         Ok(spec)
     }

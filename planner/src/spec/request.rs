@@ -62,6 +62,9 @@ fn nodes_text(nodes: &BTreeSet<NodeId>) -> String {
     }
 }
 
+/// A request, its warnings, and the VMs that cannot go to its host with why.
+pub type EachRequest = (PlanRequest, Vec<String>, Vec<(String, SpecError)>);
+
 impl Spec {
     /// Host-dependent checks, demands from the tables, and the solver's input.
     /// Returns the request and warnings (from the tables and the NICs).
@@ -74,9 +77,26 @@ impl Spec {
     /// no `domain_xml`.
     pub fn request_with(
         &self,
-        mut host: HostTopology,
+        host: HostTopology,
         domains: &std::collections::BTreeMap<String, (String, String)>,
     ) -> Result<(PlanRequest, Vec<String>), SpecError> {
+        let (request, warnings, refused) = self.request_each(host, domains)?;
+        match refused.into_iter().next() {
+            Some((_, first)) => Err(first),
+            None => Ok((request, warnings)),
+        }
+    }
+
+    /// [`Spec::request_with`], keeping going past VMs that cannot go to this
+    /// host (a required NIC it lacks, a target its tables cannot reach…):
+    /// those are returned with their errors, in spec order, instead of the
+    /// first failing the whole request. Host-level errors (the reservation,
+    /// fixed tenants) still do.
+    pub fn request_each(
+        &self,
+        mut host: HostTopology,
+        domains: &std::collections::BTreeMap<String, (String, String)>,
+    ) -> Result<EachRequest, SpecError> {
         let mut warnings = Vec::new();
         // The host keeps `reserved_memory` of each node's normal memory for
         // itself (never of its huge page pools): the solver sees the rest.
@@ -93,39 +113,16 @@ impl Spec {
         let reserved = self.reserved(&host)?;
         let fixed = self.fixed_tenants(&host, &reserved)?;
         let mut vms = Vec::new();
-        for vm in &self.vms {
-            let nics = self.nic(vm, &host, &mut warnings)?;
-            let (vcpus, demand, alternatives, table_roles) = self.vcpus(vm, &mut warnings)?;
-            let roles = self.roles(vm, vcpus, table_roles, &host)?;
-            if vm.emulator == EmulatorPolicy::Host && reserved.is_empty() {
-                return Err(self.error(
-                    vm.line,
-                    "vm.emulator",
-                    format!("{}: emulator = \"host\" pins the emulator to the host's reserved CPUs, but none are reserved: set reserved_cores or reserved_cpus in [host], or emulator = \"isolate\"", vm.name),
-                ));
+        let mut refused = Vec::new();
+        for vm in self.vms.iter() {
+            let mut own = Vec::new();
+            match self.vm_request(vm, &host, &reserved, domains, &mut own) {
+                Ok(request) => {
+                    warnings.extend(own);
+                    vms.push(request);
+                }
+                Err(e) => refused.push((vm.name.clone(), e)),
             }
-            vms.push(VmRequest {
-                name: vm.name.clone(),
-                vcpus,
-                threads: vm.threads,
-                emulator: vm.emulator,
-                numa: vm.numa,
-                nic: nics.nics.first().copied(),
-                nics: nics.nics,
-                nic_nodes: nics.nodes,
-                nic_affinity: nics.affinity,
-                cell_nodes: nics.cells,
-                iothreads: vm.iothreads,
-                priority: vm.priority,
-                demand,
-                alternatives,
-                memory: self.memory(vm, domains.get(&vm.name), &mut warnings)?,
-                roles,
-                guest: crate::solve::GuestOptions {
-                    cache_aware: vm.cache_aware,
-                    cache_passthrough: vm.cache_passthrough,
-                },
-            });
         }
         Ok((
             PlanRequest {
@@ -135,7 +132,51 @@ impl Spec {
                 vms,
             },
             warnings,
+            refused,
         ))
+    }
+
+    /// One VM's solver input on `host`.
+    fn vm_request(
+        &self,
+        vm: &VmSpec,
+        host: &HostTopology,
+        reserved: &CpuSet,
+        domains: &std::collections::BTreeMap<String, (String, String)>,
+        warnings: &mut Vec<String>,
+    ) -> Result<VmRequest, SpecError> {
+        let nics = self.nic(vm, host, warnings)?;
+        let (vcpus, demand, alternatives, table_roles) = self.vcpus(vm, warnings)?;
+        let roles = self.roles(vm, vcpus, table_roles, host)?;
+        if vm.emulator == EmulatorPolicy::Host && reserved.is_empty() {
+            return Err(self.error(
+                vm.line,
+                "vm.emulator",
+                format!("{}: emulator = \"host\" pins the emulator to the host's reserved CPUs, but none are reserved: set reserved_cores or reserved_cpus in [host], or emulator = \"isolate\"", vm.name),
+            ));
+        }
+        Ok(VmRequest {
+            name: vm.name.clone(),
+            vcpus,
+            threads: vm.threads,
+            emulator: vm.emulator,
+            numa: vm.numa,
+            nic: nics.nics.first().copied(),
+            nics: nics.nics,
+            nic_nodes: nics.nodes,
+            nic_affinity: nics.affinity,
+            cell_nodes: nics.cells,
+            iothreads: vm.iothreads,
+            priority: vm.priority,
+            demand,
+            alternatives,
+            memory: self.memory(vm, domains.get(&vm.name), warnings)?,
+            roles,
+            guest: crate::solve::GuestOptions {
+                cache_aware: vm.cache_aware,
+                cache_passthrough: vm.cache_passthrough,
+            },
+        })
     }
 
     /// The VM's memory: the spec's `memory` and `hugepages`, each defaulting
@@ -535,14 +576,17 @@ impl Spec {
         }
         // Whole cores for the housekeeping vCPUs: the rest of the last one
         // stays idle (the emulator's) on cores of `t` threads.
-        let t = host.cores.iter().map(|c| {
-            let usable = host.usable_cpus();
-            u32::try_from(c.cpus.intersection(&usable).len()).unwrap_or(1)
-        });
-        let t = t.max().unwrap_or(1).max(1);
         let pad = if vm.emulator == EmulatorPolicy::WithHousekeeping
             && vm.threads != ThreadPolicy::Isolate
         {
+            let usable = host.usable_cpus();
+            let t = host
+                .cores
+                .iter()
+                .map(|c| u32::try_from(c.cpus.intersection(&usable).len()).unwrap_or(1))
+                .max()
+                .unwrap_or(1)
+                .max(1);
             (t - housekeeping % t) % t
         } else {
             0

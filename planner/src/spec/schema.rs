@@ -35,9 +35,16 @@ pub(super) enum Size {
     MiB(u64),
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
 pub(super) struct HostSection {
+    /// A fleet host's name (`[[host]]` only).
+    pub(super) name: Option<Spanned<String>>,
+    /// A fleet host's libvirt URI (`[[host]]` only).
+    pub(super) connect: Option<Spanned<String>>,
+    /// A fleet host's captured (or mounted) filesystem root for `doctor`'s
+    /// facts (`[[host]]` only).
+    pub(super) doctor_root: Option<Spanned<String>>,
     pub(super) source: Option<Spanned<String>>,
     pub(super) reserved_cores: Option<Spanned<u32>>,
     pub(super) reserved_cores_per_node: Option<Spanned<u32>>,
@@ -96,6 +103,12 @@ pub(super) struct VmSection {
     pub(super) realtime_vcpus: Option<Spanned<String>>,
     pub(super) cache_aware: Option<bool>,
     pub(super) cache_passthrough: Option<bool>,
+    /// Fleet specs: the one host it may go to.
+    pub(super) host: Option<Spanned<String>>,
+    /// Fleet specs: the hosts it may go to.
+    pub(super) hosts: Option<Spanned<Vec<String>>>,
+    /// Fleet specs: a running VM may move to another host.
+    pub(super) movable: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,13 +122,54 @@ pub(super) struct FixedSection {
 #[serde(deny_unknown_fields)]
 pub(super) struct SpecFile {
     #[serde(default)]
-    pub(super) host: HostSection,
+    pub(super) host: HostField,
     #[serde(default)]
     pub(super) defaults: Policies,
     #[serde(default)]
     pub(super) vm: Vec<Spanned<VmSection>>,
     #[serde(default)]
     pub(super) fixed: Vec<Spanned<FixedSection>>,
+}
+
+/// `[host]` (one host) or `[[host]]` (a fleet).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per spec file
+pub(super) enum HostField {
+    One(HostSection),
+    Many(Vec<Spanned<HostSection>>),
+}
+
+impl Default for HostField {
+    fn default() -> Self {
+        HostField::One(HostSection::default())
+    }
+}
+
+impl<'de> Deserialize<'de> for HostField {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = HostField;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a [host] table, or [[host]] tables for a fleet")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<HostField, A::Error> {
+                HostSection::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(HostField::One)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> Result<HostField, A::Error> {
+                Vec::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+                    .map(HostField::Many)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// Keys each table accepts, for suggestions.
@@ -152,4 +206,8 @@ pub(super) const KEYS: &[&str] = &[
     "realtime_vcpus",
     "cache_aware",
     "cache_passthrough",
+    "connect",
+    "doctor_root",
+    "hosts",
+    "movable",
 ];

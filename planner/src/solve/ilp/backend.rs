@@ -89,6 +89,11 @@ impl Model {
     }
 
     /// How many variables it has.
+    /// The upper bound of `v`.
+    pub(crate) fn upper(&self, v: Var) -> f64 {
+        self.columns.get(v.index()).map_or(0.0, |c| c.max)
+    }
+
     pub(crate) fn vars(&self) -> usize {
         self.columns.len()
     }

@@ -9,7 +9,7 @@
 pub mod agg;
 mod arcflow;
 pub mod backend;
-mod expr;
+pub(crate) mod expr;
 mod groups;
 #[cfg(test)]
 pub(crate) mod oracle;

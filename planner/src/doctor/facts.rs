@@ -1,0 +1,112 @@
+//! What a fleet plan needs to know of a host before it sends a VM there,
+//! read from the same tree `doctor` reads (a captured one, or `/`): whether
+//! a passed-through NIC can be handed to VFIO (the device exists, an SR-IOV
+//! PF has VFs, and one of them — or the device itself — sits in a viable
+//! IOMMU group), and whether real-time vCPUs can run (the `realtime`
+//! check's failure: RT group scheduling without runtime for libvirt).
+
+use super::sysfs::{Fs, PciFunction};
+use super::DoctorError;
+use crate::topology::PciAddress;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A host's facts for the fleet: per NIC, `Ok` or why not; real-time too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostFacts {
+    /// Per NIC asked about: whether a VM can be given it here.
+    pub nics: BTreeMap<PciAddress, Result<(), String>>,
+    /// Whether real-time (FIFO) vCPUs can start here.
+    pub realtime: Result<(), String>,
+}
+
+/// The facts of the tree at `root` for `nics`.
+pub fn host_facts(root: &Path, nics: &[PciAddress]) -> Result<HostFacts, DoctorError> {
+    let fs = Fs::open(root)?;
+    let functions = fs.pci_functions();
+    let nics = nics
+        .iter()
+        .map(|&nic| (nic, passthrough(&fs, &functions, nic)))
+        .collect();
+    Ok(HostFacts {
+        nics,
+        realtime: realtime(&fs),
+    })
+}
+
+/// Whether `nic` (or one of its VFs) can be passed through.
+fn passthrough(
+    fs: &Fs,
+    functions: &BTreeMap<PciAddress, PciFunction>,
+    nic: PciAddress,
+) -> Result<(), String> {
+    let Some(device) = functions.get(&nic) else {
+        return Err(format!("no PCI device {nic} on this host"));
+    };
+    let vfs: Vec<&PciFunction> = functions
+        .values()
+        .filter(|f| f.physfn == Some(nic))
+        .collect();
+    let candidates: Vec<&PciFunction> = match (device.sriov_totalvfs, device.sriov_numvfs) {
+        (Some(total), numvfs) if total > 0 && vfs.is_empty() => {
+            return Err(format!(
+                "{nic} has no SR-IOV VFs enabled ({} of {total}): echo N > /sys/bus/pci/devices/{nic}/sriov_numvfs",
+                numvfs.unwrap_or(0)
+            ));
+        }
+        _ if !vfs.is_empty() => vfs,
+        _ => vec![device],
+    };
+    let mut problems: Vec<String> = Vec::new();
+    for candidate in &candidates {
+        let Some(group) = candidate.iommu_group else {
+            problems.push(format!(
+                "{} has no IOMMU group (the IOMMU is off)",
+                candidate.address
+            ));
+            continue;
+        };
+        let offending: Vec<String> = fs
+            .iommu_group_members(group, functions)
+            .into_iter()
+            .filter(|&m| m != candidate.address)
+            .filter_map(|m| functions.get(&m))
+            .filter(|f| !f.is_bridge())
+            .filter_map(|f| {
+                let d = f.driver.as_deref()?;
+                (!super::iommu::is_vfio(d) && d != "pci-stub")
+                    .then(|| format!("{} is bound to {d}", f.address))
+            })
+            .collect();
+        if offending.is_empty() {
+            return Ok(());
+        }
+        problems.push(format!(
+            "{}'s IOMMU group {group} is not viable ({})",
+            candidate.address,
+            offending.join(", ")
+        ));
+    }
+    let what = if candidates.iter().any(|c| c.address != nic) {
+        format!("no VF of {nic} can be passed through")
+    } else {
+        format!("{nic} cannot be passed through")
+    };
+    Err(format!(
+        "vfio: {what}: {}; QEMU would refuse to start the VM (\"group is not viable\")",
+        problems.join("; ")
+    ))
+}
+
+/// Whether FIFO vCPUs can start: not with RT group scheduling and a
+/// runtime other than -1 (libvirt's cgroups then get none).
+fn realtime(fs: &Fs) -> Result<(), String> {
+    let runtime = fs.text("proc/sys/kernel/sched_rt_runtime_us");
+    let group_sched = fs.text("sys/fs/cgroup/cpu/cpu.rt_runtime_us").is_some();
+    match runtime.as_deref().map(str::parse::<i64>) {
+        Some(Ok(us)) if us != -1 && group_sched => Err(format!(
+            "kernel.sched_rt_runtime_us = {us} with RT group scheduling: real-time vCPUs cannot start"
+        )),
+        _ => Ok(()),
+    }
+}

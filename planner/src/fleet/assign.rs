@@ -1,0 +1,391 @@
+//! Which VM goes to which host: an integer program over hosts and their NUMA
+//! nodes, with VMs that agree on everything the assignment sees (their
+//! cores on each host, node policy, priority, vCPUs, allowed hosts, where
+//! they run) counted as one *kind*. Its capacities are each node's free
+//! cores usable by the kind (threads policy, NIC nodes), so it is the
+//! single-host counting model (objectives 1–3) lifted to a fleet, plus
+//! fewest moves of running VMs and fewest hosts touched. L3 domains, SMT
+//! layout and memory are left to each host's exact plan (`super`).
+
+use crate::solve::classes;
+use crate::solve::ilp::backend::{self, Model};
+use crate::solve::ilp::expr::{Expr, Var};
+use crate::solve::{NumaPolicy, PlanRequest, VmRequest};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// One kind of VM: `count` VMs alike for the assignment.
+#[derive(Debug, Clone)]
+pub struct Kind {
+    /// Members, as indexes into the fleet's VMs, in spec order.
+    pub members: Vec<usize>,
+    /// Per allowed host: (host index, cores it needs there, nodes it may
+    /// use there with their usable free cores).
+    pub hosts: Vec<(usize, u32)>,
+    /// Kept to one node (`numa = "strict"`).
+    pub strict: bool,
+    /// Priority (higher placed first).
+    pub priority: i64,
+    /// vCPUs of one member.
+    pub vcpus: u32,
+    /// The host its members run on now, when running.
+    pub running_on: Option<usize>,
+    /// Running members may move.
+    pub movable: bool,
+}
+
+/// Per node: the free cores (`free`, of its host) a VM may use there.
+pub fn usable(free: &[classes::FreeCore], vm: &VmRequest) -> Capacity {
+    let mut out = Capacity::new();
+    for c in free {
+        if classes::allowed(vm, c.node, c.threads()) {
+            *out.entry(c.node).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+/// The most common usable thread count of `free` (every host measured has
+/// one).
+pub fn threads(free: &[classes::FreeCore]) -> u32 {
+    let mut by_threads: BTreeMap<u32, usize> = BTreeMap::new();
+    for c in free {
+        *by_threads.entry(c.threads()).or_default() += 1;
+    }
+    by_threads
+        .iter()
+        .max_by_key(|(t, n)| (**n, **t))
+        .map_or(1, |(t, _)| *t)
+}
+
+/// Cores `vm` needs on a host whose free cores have `threads` threads.
+pub fn cores_needed(threads: u32, vm: &VmRequest) -> u32 {
+    classes::cores_needed(vm, threads)
+}
+
+/// What the assignment gives: per kind, per host, how many members.
+#[derive(Debug, Clone, Default)]
+pub struct Assignment {
+    /// (kind, host) → members placed there.
+    pub counts: BTreeMap<(usize, usize), u32>,
+    /// Every objective proven optimal.
+    pub proven: bool,
+    /// Each objective's value, in order, with its name.
+    pub tiers: Vec<(String, f64)>,
+}
+
+/// One host's capacity: free cores per node (all threads).
+pub type Capacity = BTreeMap<Option<crate::ids::NodeId>, u32>;
+
+/// The host-side inputs, per *bin* — one host, or a group of hosts alike
+/// for every kind (counted together: a relaxation of each host's packing,
+/// which the caller then packs host by host): its free cores per node (of
+/// one host), how many hosts it holds, and per kind the usable cores per
+/// node of one host.
+pub struct Hosts<'a> {
+    /// Per bin: free cores per node of one of its hosts.
+    pub capacity: &'a [Capacity],
+    /// Per bin: its hosts.
+    pub hosts: &'a [u32],
+    /// (kind, bin) → usable free cores per node for a member on one host.
+    pub usable: &'a BTreeMap<(usize, usize), Capacity>,
+}
+
+/// Solves the assignment lexicographically within `limit`; `start` is a
+/// feasible assignment (first fit) kept when the solver finds nothing
+/// better in time.
+pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
+    let deadline = Instant::now() + limit;
+    let mut m = Model::default();
+    // (kind, host) → count variable; (kind, host, node) → cores there.
+    let mut on_host: BTreeMap<(usize, usize), Var> = BTreeMap::new();
+    let mut node_vars: NodeVars = BTreeMap::new();
+    let mut used: BTreeMap<(usize, Option<crate::ids::NodeId>), Expr> = BTreeMap::new();
+    let mut touched_terms: BTreeMap<usize, Expr> = BTreeMap::new();
+    let mut placed: BTreeMap<i64, Expr> = BTreeMap::new();
+    let (mut vcpus, mut cores, mut moves) = (Expr::default(), Expr::default(), Expr::default());
+    for (k, kind) in kinds.iter().enumerate() {
+        let count = kind.members.len() as f64;
+        let mut all = Expr::default();
+        for &(h, need) in &kind.hosts {
+            let Some(nodes) = hosts.usable.get(&(k, h)) else {
+                continue;
+            };
+            let n = hosts.hosts[h];
+            let most_here: u32 = n * if kind.strict {
+                nodes.values().map(|&free| free / need.max(1)).sum::<u32>()
+            } else {
+                nodes.values().sum::<u32>() / need.max(1)
+            };
+            if most_here == 0 {
+                continue;
+            }
+            let y = m.int(count.min(f64::from(most_here)));
+            on_host.insert((k, h), y);
+            all += y;
+            if kind.strict {
+                // Members per node, each whole on its node.
+                let mut per_node = Expr::default();
+                for (&node, &free) in nodes {
+                    if free < need {
+                        continue;
+                    }
+                    let x = m.int(count.min(f64::from(n * (free / need))));
+                    per_node += x;
+                    node_vars.entry((k, h)).or_default().push((node, x));
+                    *used.entry((h, node)).or_default() += f64::from(need) * x;
+                }
+                m.eq(per_node, y);
+            } else {
+                // Cores per node, any split.
+                let mut split = Expr::default();
+                for (&node, &free) in nodes {
+                    let z = m.int(f64::from(n * free));
+                    split += z;
+                    node_vars.entry((k, h)).or_default().push((node, z));
+                    *used.entry((h, node)).or_default() += z;
+                }
+                m.eq(split, f64::from(need) * y);
+            }
+            *touched_terms.entry(h).or_default() += y;
+            *placed.entry(kind.priority).or_default() += -1.0 * y;
+            vcpus += -f64::from(kind.vcpus) * y;
+            cores += f64::from(need) * y;
+            if kind.running_on.is_some_and(|r| r != h) {
+                moves += y;
+            }
+        }
+        if !all.is_empty() {
+            m.le(all, count);
+        }
+    }
+    for ((h, node), expr) in used {
+        let cap = hosts.capacity[h].get(&node).copied().unwrap_or(0);
+        m.le(expr, f64::from(cap * hosts.hosts[h]));
+    }
+    let mut touched = Expr::default();
+    let mut touch_vars = Vec::new();
+    for (h, _) in touched_terms {
+        // Hosts touched in a bin: enough hosts for the cores it gets (one
+        // host: 0 or 1, linked to any VM there).
+        let n = hosts.hosts[h];
+        let t = m.int(f64::from(n));
+        let per_host: u32 = hosts.capacity[h].values().sum();
+        let cores_here: Expr = on_host
+            .iter()
+            .filter(|((_, b), _)| *b == h)
+            .map(|(&(k, _), &y)| {
+                let need = kinds[k]
+                    .hosts
+                    .iter()
+                    .find(|(b, _)| *b == h)
+                    .map_or(0, |x| x.1);
+                f64::from(need) * y
+            })
+            .sum();
+        m.le(cores_here, f64::from(per_host.max(1)) * t);
+        touched += t;
+        touch_vars.push((h, t));
+    }
+    let mut tiers: Vec<(String, Expr)> = placed
+        .into_iter()
+        .rev()
+        .map(|(p, e)| (format!("VMs placed at priority {p}"), e))
+        .collect();
+    tiers.push(("vCPUs placed".to_owned(), vcpus));
+    tiers.push(("cores used".to_owned(), cores));
+    tiers.push(("moves".to_owned(), moves));
+    tiers.push(("hosts touched".to_owned(), touched));
+    tiers.retain(|(_, e)| !e.is_empty());
+
+    let start = first_fit(
+        kinds,
+        hosts,
+        &m,
+        &Vars {
+            on_host: &on_host,
+            nodes: &node_vars,
+            touched: &touch_vars,
+        },
+    );
+    let mut values: Option<Vec<f64>> = start.clone().filter(|s| m.feasible(s));
+    let mut proven = true;
+    let mut out_tiers = Vec::new();
+    for (name, terms) in &tiers {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            proven = false;
+            break;
+        }
+        let tier_started = Instant::now();
+        let outcome = backend::run(&m, terms, left, values.as_deref());
+        if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
+            eprintln!(
+                "fleet: {name}: {:.1} ms, {} variables, {} constraints, {}",
+                tier_started.elapsed().as_secs_f64() * 1e3,
+                m.vars(),
+                m.cons(),
+                match &outcome {
+                    Ok((_, true)) => "optimal",
+                    Ok((_, false)) => "stopped",
+                    Err(_) => "failed",
+                }
+            );
+        }
+        match outcome {
+            Ok((v, ok)) => {
+                let better = values
+                    .as_ref()
+                    .is_none_or(|old| terms.value(&v) <= terms.value(old) + 1e-6);
+                if better && m.feasible(&v) {
+                    values = Some(v);
+                }
+                proven &= ok;
+            }
+            Err(_) => {
+                proven = false;
+            }
+        }
+        let Some(v) = &values else {
+            proven = false;
+            break;
+        };
+        let best = terms.value(v).round();
+        out_tiers.push((name.clone(), best));
+        if !proven {
+            break;
+        }
+        m.le(terms.clone(), best);
+    }
+    let mut counts = BTreeMap::new();
+    if let Some(v) = &values {
+        for (&(k, h), &y) in &on_host {
+            let n = y.count(v);
+            if n > 0 {
+                counts.insert((k, h), n);
+            }
+        }
+    }
+    Assignment {
+        counts,
+        proven,
+        tiers: out_tiers,
+    }
+}
+
+/// (kind, bin) → per node its count (strict kinds) or cores (the others).
+type NodeVars = BTreeMap<(usize, usize), Vec<(Option<crate::ids::NodeId>, Var)>>;
+
+/// The variables a start sets.
+struct Vars<'a> {
+    on_host: &'a BTreeMap<(usize, usize), Var>,
+    nodes: &'a NodeVars,
+    touched: &'a [(usize, Var)],
+}
+
+/// A feasible start: kinds in priority order (then spec order), each member
+/// on the first of its hosts with room — a node with its cores free for a
+/// strict kind, its cores anywhere on the host for the others.
+fn first_fit(kinds: &[Kind], hosts: &Hosts, m: &Model, vars: &Vars) -> Option<Vec<f64>> {
+    let mut values = m.zeros();
+    // Whole bins: n hosts' worth of each node.
+    let mut left: Vec<Capacity> = hosts
+        .capacity
+        .iter()
+        .zip(hosts.hosts)
+        .map(|(c, &n)| c.iter().map(|(&k, &v)| (k, v * n)).collect())
+        .collect();
+    let mut order: Vec<usize> = (0..kinds.len()).collect();
+    order.sort_by_key(|&k| {
+        (
+            std::cmp::Reverse(kinds[k].priority),
+            kinds[k].members.first().copied(),
+        )
+    });
+    let mut touched = std::collections::BTreeSet::new();
+    for k in order {
+        let kind = &kinds[k];
+        for _ in &kind.members {
+            let mut done = false;
+            for &(h, need) in &kind.hosts {
+                let (Some(&y), Some(nodes)) = (vars.on_host.get(&(k, h)), vars.nodes.get(&(k, h)))
+                else {
+                    continue;
+                };
+                if values[y.index()] + 1.0 > m.upper(y) {
+                    continue;
+                }
+                let usable = &hosts.usable[&(k, h)];
+                let n = hosts.hosts[h];
+                let room = |node: &Option<crate::ids::NodeId>, left: &Capacity| {
+                    left.get(node)
+                        .copied()
+                        .unwrap_or(0)
+                        .min(n * usable.get(node).copied().unwrap_or(0))
+                };
+                if kind.strict {
+                    let Some(&(node, x)) = nodes.iter().find(|(node, x)| {
+                        room(node, &left[h]) >= need && values[x.index()] + 1.0 <= m.upper(*x)
+                    }) else {
+                        continue;
+                    };
+                    values[x.index()] += 1.0;
+                    *left[h].entry(node).or_insert(0) -= need;
+                } else {
+                    let total: u32 = nodes.iter().map(|(node, _)| room(node, &left[h])).sum();
+                    if total < need {
+                        continue;
+                    }
+                    let mut rest = need;
+                    for &(node, z) in nodes {
+                        let take = rest.min(room(&node, &left[h]));
+                        values[z.index()] += f64::from(take);
+                        *left[h].entry(node).or_insert(0) -= take;
+                        rest -= take;
+                    }
+                }
+                values[y.index()] += 1.0;
+                touched.insert(h);
+                done = true;
+                break;
+            }
+            if !done {
+                break;
+            }
+        }
+    }
+    for &(h, t) in vars.touched {
+        if touched.contains(&h) {
+            let per_host: u32 = hosts.capacity[h].values().sum::<u32>().max(1);
+            let cores: f64 = vars
+                .on_host
+                .iter()
+                .filter(|((_, b), _)| *b == h)
+                .map(|(&(k, _), &y)| {
+                    let need = kinds[k]
+                        .hosts
+                        .iter()
+                        .find(|(b, _)| *b == h)
+                        .map_or(0, |x| x.1);
+                    f64::from(need) * values[y.index()]
+                })
+                .sum();
+            values[t.index()] = (cores / f64::from(per_host)).ceil();
+        }
+    }
+    m.feasible(&values).then_some(values)
+}
+
+/// Free cores per node of `request`'s host (usable by anyone).
+pub fn capacity(request: &PlanRequest) -> Capacity {
+    let mut out = Capacity::new();
+    for c in classes::free_cores(request) {
+        *out.entry(c.node).or_insert(0) += 1;
+    }
+    out
+}
+
+/// Whether `vm` is kept to one node for the assignment.
+pub fn strict(vm: &VmRequest) -> bool {
+    vm.numa == NumaPolicy::Strict
+}

@@ -1,0 +1,1260 @@
+//! Planning a fleet: each VM's host and its pinning. Three steps:
+//!
+//! 1. **Per host** (hosts alike — same spec keys, topology, running VMs and
+//!    facts — once): each VM's solver input on that host, or why it cannot
+//!    go there (its `hosts`, a NIC whose VFIO group is not viable, a kernel
+//!    that cannot run real-time vCPUs, a required NIC it lacks, a target
+//!    that host's tables cannot reach…).
+//! 2. **The assignment** ([`assign`]): VMs of one kind counted per host and
+//!    node, objectives most VMs per priority, vCPUs, fewest cores, fewest
+//!    moves of running VMs, fewest hosts touched — proven or stopped.
+//! 3. **Each host's exact plan** (the single-host solver) for the VMs the
+//!    assignment gave it; hosts alike with VMs alike are solved once. A VM a
+//!    host's plan cannot place (L3, SMT or memory, which the assignment does
+//!    not see) is tried on its other hosts with room before it is left out.
+//!
+//! The fleet plan is proven optimal when the assignment is, every host's
+//! plan is and places every VM the assignment gave it (docs/plan.md, fleets).
+
+pub mod assign;
+pub mod read;
+
+use crate::cpuset::CpuSet;
+use crate::doctor::HostFacts;
+use crate::plan::Plan;
+use crate::solve::{self, FixedTenant, PlanRequest, SolveOptions, VmRequest};
+use crate::spec::{FleetSpec, SpecError};
+use crate::topology::HostTopology;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// What was read of one host.
+#[derive(Debug, Clone)]
+pub struct HostInput {
+    /// Its topology.
+    pub topology: HostTopology,
+    /// Domains running on it (through `connect`): name and CPUs.
+    pub running: Vec<(String, CpuSet)>,
+    /// `doctor`'s facts from its `doctor_root`, when it has one.
+    pub facts: Option<Result<HostFacts, String>>,
+}
+
+/// Why a VM is not on a host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    /// The host.
+    pub host: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// One VM's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FleetVmOutcome {
+    /// The VM.
+    pub name: String,
+    /// The host it is planned on; `null` when none could take it.
+    pub host: Option<String>,
+    /// The host it runs on now, when running.
+    pub was_on: Option<String>,
+    /// Hosts it cannot go to and why (its own `hosts` list left out).
+    pub refused: Vec<Refusal>,
+}
+
+/// One host's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetHostOutcome {
+    /// The host.
+    pub name: String,
+    /// Where it was read from.
+    pub source: String,
+    /// Its plan (`null` when it could not be read or planned).
+    #[serde(skip)]
+    pub plan: Option<Plan>,
+    /// Its topology, when read.
+    #[serde(skip)]
+    pub topology: Option<HostTopology>,
+    /// VMs planned on it.
+    pub vms: Vec<String>,
+    /// Cores its VMs use, of its free cores.
+    pub cores_used: u32,
+    /// Its free cores before the plan.
+    pub cores_free: u32,
+    /// Why it has no plan, when it has none.
+    pub error: Option<String>,
+}
+
+/// The fleet's objective values.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FleetObjective {
+    /// VMs placed.
+    pub placed: u32,
+    /// Per priority level, highest first: `[priority, placed]`.
+    pub placed_by_priority: Vec<(i64, u32)>,
+    /// vCPUs placed.
+    pub vcpus_placed: u32,
+    /// Cores used.
+    pub cores_used: u32,
+    /// Running VMs planned on another host.
+    pub moves: u32,
+    /// Hosts with a VM of the spec.
+    pub hosts_touched: u32,
+}
+
+/// A fleet plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetPlan {
+    /// Proven optimal (see the module doc).
+    pub proven: bool,
+    /// Each host, in spec order.
+    pub hosts: Vec<FleetHostOutcome>,
+    /// Each VM, in spec order.
+    pub vms: Vec<FleetVmOutcome>,
+    /// The values reached.
+    pub objective: FleetObjective,
+    /// The assignment's objectives as solved: name and value (bounds on
+    /// what any fleet plan reaches).
+    pub assignment: Vec<(String, f64)>,
+    /// The first objective the plan did not bring to its bound, when one.
+    pub gap: Option<Gap>,
+    /// Seconds spent planning.
+    pub solve_seconds: f64,
+    /// Warnings (per host, prefixed with its name).
+    pub warnings: Vec<String>,
+}
+
+/// Kind-host pairs above which hosts alike are grouped into one bin of the
+/// assignment (each host its own bin below: exact per host).
+const GROUP_ABOVE: usize = 2_000;
+
+/// An objective the fleet plan did not prove: what it reached, and the
+/// bound (the assignment's optimum, or its best bound when stopped).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Gap {
+    /// The objective (`hosts touched`, `VMs placed at priority 0`, …).
+    pub objective: String,
+    /// Its value in the plan (VMs, vCPUs, cores, moves or hosts).
+    pub reached: f64,
+    /// The value no plan can beat.
+    pub bound: f64,
+}
+
+/// How to plan.
+#[derive(Debug, Clone)]
+pub struct FleetOptions {
+    /// Wall-clock limit for planning (the assignment and every host's plan).
+    pub time_limit: Duration,
+}
+
+/// One host's per-VM inputs, shared by hosts alike.
+struct HostClass {
+    /// The request with every VM that may go to such a host.
+    request: PlanRequest,
+    /// VM name → index in `request.vms`.
+    index: BTreeMap<String, usize>,
+    /// VM name → why not.
+    refused: BTreeMap<String, String>,
+    warnings: Vec<String>,
+}
+
+/// Plans `spec` on the hosts as read (`inputs`, in spec order).
+pub fn plan_fleet(
+    spec: &FleetSpec,
+    inputs: Vec<Result<HostInput, String>>,
+    options: &FleetOptions,
+) -> Result<FleetPlan, SpecError> {
+    let started = Instant::now();
+    let deadline = started + options.time_limit;
+    let mut warnings = Vec::new();
+    let vm_index: BTreeMap<&str, usize> = spec
+        .vms
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v.name.as_str(), i))
+        .collect();
+    // Where each spec VM runs now.
+    let mut running_on: BTreeMap<usize, usize> = BTreeMap::new();
+    for (h, input) in inputs.iter().enumerate() {
+        let Ok(input) = input else { continue };
+        for (name, _) in &input.running {
+            if let Some(&v) = vm_index.get(name.as_str()) {
+                if let Some(&other) = running_on.get(&v) {
+                    warnings.push(format!(
+                        "{name} runs on both {} and {}: planned as running on {}",
+                        spec.hosts[other].name, spec.hosts[h].name, spec.hosts[other].name
+                    ));
+                } else {
+                    running_on.insert(v, h);
+                }
+            }
+        }
+    }
+
+    // 1. Per host class: each VM's input or refusal.
+    let mut class_of: Vec<Option<usize>> = Vec::new();
+    let mut classes: Vec<HostClass> = Vec::new();
+    let mut keys: BTreeMap<String, usize> = BTreeMap::new();
+    let mut host_errors: BTreeMap<usize, String> = BTreeMap::new();
+    for (h, (_host, input)) in spec.hosts.iter().zip(&inputs).enumerate() {
+        let input = match input {
+            Ok(i) => i,
+            Err(e) => {
+                host_errors.insert(h, e.clone());
+                class_of.push(None);
+                continue;
+            }
+        };
+        let key = class_key(h, spec, input);
+        if let Some(&c) = keys.get(&key) {
+            class_of.push(Some(c));
+            continue;
+        }
+        // A spec key this host's topology refuses (a reservation it cannot
+        // hold) is the spec's error, not the host's: refused whole.
+        let class = host_class(spec, h, input).map_err(|mut e| {
+            e.message = format!("host {}: {}", spec.hosts[h].name, e.message);
+            e
+        })?;
+        keys.insert(key, classes.len());
+        class_of.push(Some(classes.len()));
+        classes.push(class);
+    }
+
+    trace(started, "host classes read");
+    // Hosts by class; each VM's hosts: those of the classes that take it,
+    // within its `hosts` and where it runs unless movable. Work is per
+    // (VM, class) and per kind: never per (VM, host).
+    let mut hosts_of_class: Vec<Vec<usize>> = vec![Vec::new(); classes.len()];
+    for (h, c) in class_of.iter().enumerate() {
+        if let Some(c) = c {
+            hosts_of_class[*c].push(h);
+        }
+    }
+    let host_index: BTreeMap<&str, usize> = spec
+        .hosts
+        .iter()
+        .enumerate()
+        .map(|(h, host)| (host.name.as_str(), h))
+        .collect();
+    let class_free: Vec<Vec<crate::solve::classes::FreeCore>> = classes
+        .iter()
+        .map(|c| solve::free_cores(&c.request))
+        .collect();
+    let class_threads: Vec<u32> = class_free.iter().map(|f| assign::threads(f)).collect();
+    let mut refused: Vec<Vec<Refusal>> = vec![Vec::new(); spec.vms.len()];
+    // Per (class, VM): cores needed, usable cores per node, kept to a node.
+    let mut per_class: BTreeMap<(usize, usize), (u32, assign::Capacity, bool)> = BTreeMap::new();
+    // 2. Kinds (VMs alike for the assignment) and bins (hosts alike for
+    //    every kind), then the assignment.
+    type KindKey = (
+        Vec<(usize, u32)>,
+        Option<Vec<usize>>,
+        bool,
+        i64,
+        u32,
+        Option<usize>,
+        bool,
+    );
+    let mut kinds_by_key: BTreeMap<KindKey, usize> = BTreeMap::new();
+    let mut kinds: Vec<assign::Kind> = Vec::new();
+    let mut kind_of: Vec<usize> = vec![usize::MAX; spec.vms.len()];
+    let mut first_usable: BTreeMap<(usize, usize), assign::Capacity> = BTreeMap::new();
+    for (v, vm) in spec.vms.iter().enumerate() {
+        // The hosts it may be given: its list, or where it runs.
+        let filter: Option<Vec<usize>> = match (running_on.get(&v), vm.movable, &vm.hosts) {
+            (Some(&r), false, _) => Some(vec![r]),
+            (_, _, Some(list)) => Some(
+                list.iter()
+                    .filter_map(|n| host_index.get(n.as_str()).copied())
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let in_filter = |h: usize| filter.as_ref().is_none_or(|f| f.contains(&h));
+        let mut by_class: Vec<(usize, u32)> = Vec::new();
+        let (mut strict, mut vcpus, mut priority) = (true, 0, 0);
+        let mut reasons: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (c, class) in classes.iter().enumerate() {
+            if !hosts_of_class[c].iter().any(|&h| in_filter(h)) {
+                continue;
+            }
+            if let Some(why) = class.refused.get(&vm.name) {
+                let hosts_here = hosts_of_class[c].iter().copied().filter(|&h| in_filter(h));
+                reasons.entry(why.clone()).or_default().extend(hosts_here);
+                continue;
+            }
+            let Some(&i) = class.index.get(&vm.name) else {
+                continue;
+            };
+            let request_vm = &class.request.vms[i];
+            let (need, _, is_strict) = per_class.entry((c, v)).or_insert_with(|| {
+                (
+                    assign::cores_needed(class_threads[c], request_vm),
+                    assign::usable(&class_free[c], request_vm),
+                    assign::strict(request_vm),
+                )
+            });
+            strict = *is_strict;
+            vcpus = request_vm.vcpus;
+            priority = request_vm.priority;
+            by_class.push((c, *need));
+        }
+        for (h, e) in &host_errors {
+            if in_filter(*h) {
+                reasons
+                    .entry(format!("the host could not be read: {e}"))
+                    .or_default()
+                    .push(*h);
+            }
+        }
+        for (reason, mut hosts) in reasons {
+            hosts.sort_unstable();
+            for h in hosts {
+                refused[v].push(Refusal {
+                    host: spec.hosts[h].name.clone(),
+                    reason: reason.clone(),
+                });
+            }
+        }
+        let key: KindKey = (
+            by_class.clone(),
+            filter.clone(),
+            strict,
+            priority,
+            vcpus,
+            running_on.get(&v).copied(),
+            vm.movable,
+        );
+        let k = *kinds_by_key.entry(key).or_insert_with(|| {
+            let mut hosts = Vec::new();
+            for &(c, need) in &by_class {
+                for &h in &hosts_of_class[c] {
+                    if in_filter(h) {
+                        hosts.push((h, need));
+                        if let Some((_, nodes, _)) = per_class.get(&(c, v)) {
+                            first_usable.insert((kinds.len(), h), nodes.clone());
+                        }
+                    }
+                }
+            }
+            hosts.sort_unstable();
+            kinds.push(assign::Kind {
+                members: Vec::new(),
+                hosts,
+                strict,
+                priority,
+                vcpus,
+                running_on: running_on.get(&v).copied(),
+                movable: vm.movable,
+            });
+            kinds.len() - 1
+        });
+        kinds[k].members.push(v);
+        kind_of[v] = k;
+    }
+    // The hosts each VM may use: its kind's.
+    let allowed =
+        |v: usize| -> Vec<usize> { kinds[kind_of[v]].hosts.iter().map(|&(h, _)| h).collect() };
+    trace(started, "kinds formed");
+    // Bins: hosts of one class that every kind may use alike, and no VM of
+    // the spec runs on; on a small fleet every host is its own bin (the
+    // assignment is then exact per host).
+    let mut kinds_of_host: Vec<Vec<usize>> = vec![Vec::new(); spec.hosts.len()];
+    for (k, kind) in kinds.iter().enumerate() {
+        for &(h, _) in &kind.hosts {
+            kinds_of_host[h].push(k);
+        }
+    }
+    let pairs: usize = kinds.iter().map(|k| k.hosts.len()).sum();
+    let group = pairs > GROUP_ABOVE;
+    let mut bin_of: Vec<usize> = vec![usize::MAX; spec.hosts.len()];
+    let mut bin_hosts: Vec<Vec<usize>> = Vec::new();
+    let mut bin_keys: BTreeMap<(usize, Vec<usize>), usize> = BTreeMap::new();
+    let running_hosts: BTreeSet<usize> = running_on.values().copied().collect();
+    for h in 0..spec.hosts.len() {
+        let Some(c) = class_of[h] else { continue };
+        let alone = !group || running_hosts.contains(&h);
+        let b = if alone {
+            None
+        } else {
+            bin_keys.get(&(c, kinds_of_host[h].clone())).copied()
+        };
+        let b = b.unwrap_or_else(|| {
+            bin_hosts.push(Vec::new());
+            let b = bin_hosts.len() - 1;
+            if !alone {
+                bin_keys.insert((c, kinds_of_host[h].clone()), b);
+            }
+            b
+        });
+        bin_hosts[b].push(h);
+        bin_of[h] = b;
+    }
+    let capacity: Vec<assign::Capacity> = bin_hosts
+        .iter()
+        .map(|hs| {
+            class_of[hs[0]]
+                .map(|c| assign::capacity(&classes[c].request))
+                .unwrap_or_default()
+        })
+        .collect();
+    let multiplicity: Vec<u32> = bin_hosts
+        .iter()
+        .map(|hs| u32::try_from(hs.len()).unwrap_or(u32::MAX))
+        .collect();
+    let mut bin_kinds: Vec<assign::Kind> = Vec::new();
+    let mut kind_usable: BTreeMap<(usize, usize), assign::Capacity> = BTreeMap::new();
+    for (k, kind) in kinds.iter().enumerate() {
+        let mut hosts: Vec<(usize, u32)> = Vec::new();
+        for &(h, need) in &kind.hosts {
+            let b = bin_of[h];
+            if b == usize::MAX || hosts.iter().any(|(x, _)| *x == b) {
+                continue;
+            }
+            hosts.push((b, need));
+            if let Some(nodes) = first_usable.get(&(k, h)) {
+                kind_usable.insert((k, b), nodes.clone());
+            }
+        }
+        bin_kinds.push(assign::Kind {
+            hosts,
+            running_on: kind.running_on.map(|h| bin_of[h]),
+            ..kind.clone()
+        });
+    }
+    let left = deadline.saturating_duration_since(Instant::now());
+    if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
+        eprintln!(
+            "fleet: {} kinds, {} host classes, {} bins, assignment starts after {:.1} ms",
+            kinds.len(),
+            classes.len(),
+            bin_hosts.len(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    let assignment = assign::solve(
+        &bin_kinds,
+        &assign::Hosts {
+            capacity: &capacity,
+            hosts: &multiplicity,
+            usable: &kind_usable,
+        },
+        left.mul_f64(0.5),
+    );
+    let mut proven = assignment.proven;
+    let mut notes = Vec::new();
+    trace(started, "assignment solved");
+
+    // Members to hosts: in a bin of one host, as counted; in a bin of
+    // several, packed first fit decreasing onto its hosts (each VM whole on
+    // a node when kept to one), largest first.
+    let mut host_of: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut free: Vec<assign::Capacity> = (0..spec.hosts.len())
+        .map(|h| {
+            class_of[h]
+                .map(|c| assign::capacity(&classes[c].request))
+                .unwrap_or_default()
+        })
+        .collect();
+    let mut per_bin: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (k, kind) in bin_kinds.iter().enumerate() {
+        let mut members = kind.members.iter();
+        for &(b, _) in &kind.hosts {
+            let n = assignment.counts.get(&(k, b)).copied().unwrap_or(0);
+            for _ in 0..n {
+                if let Some(&v) = members.next() {
+                    per_bin.entry(b).or_default().push(v);
+                }
+            }
+        }
+    }
+    let need_on = |v: usize, h: usize| -> Option<&(u32, assign::Capacity, bool)> {
+        class_of[h].and_then(|c| per_class.get(&(c, v)))
+    };
+    let mut packed_short = 0usize;
+    for (b, mut vms) in per_bin {
+        let hosts = &bin_hosts[b];
+        if let [only] = hosts.as_slice() {
+            // One host: its exact plan packs its nodes.
+            for v in vms {
+                host_of.insert(v, *only);
+            }
+            continue;
+        }
+        // Largest first, a kind's members together: hosts then fill alike,
+        // and hosts alike given VMs alike share one exact plan below.
+        vms.sort_by_key(|&v| {
+            let need = need_on(v, hosts[0]).map_or(0, |x| x.0);
+            (std::cmp::Reverse(need), kind_of[v], v)
+        });
+        for v in vms {
+            let mut placed = false;
+            for &h in hosts {
+                if let Some((need, usable, strict)) = need_on(v, h) {
+                    if take(&mut free[h], usable, *need, *strict) {
+                        host_of.insert(v, h);
+                        placed = true;
+                        break;
+                    }
+                }
+            }
+            if !placed {
+                packed_short += 1;
+                // Any other host it may use with room, first fit.
+                for h in allowed(v) {
+                    if let Some((need, usable, strict)) = need_on(v, h) {
+                        if take(&mut free[h], usable, *need, *strict) {
+                            host_of.insert(v, h);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if packed_short > 0 {
+        proven = false;
+        notes.push(format!(
+            "{packed_short} VM(s) the assignment gave to a group of hosts alike did not fit the host first fit chose: placed on another host they may use, or left out"
+        ));
+    }
+
+    trace(started, "VMs packed onto hosts");
+    // 3. Each host's exact plan; hosts alike with VMs alike solved once.
+    let mut plans: Vec<Option<Plan>> = vec![None; spec.hosts.len()];
+    let mut memo: BTreeMap<(usize, Vec<usize>), Plan> = BTreeMap::new();
+    let with_vms: BTreeSet<usize> = host_of.values().copied().collect();
+    let count = with_vms.len().max(1);
+    for h in 0..spec.hosts.len() {
+        let Some(c) = class_of[h] else { continue };
+        let mine: Vec<usize> = (0..spec.vms.len())
+            .filter(|v| host_of.get(v) == Some(&h))
+            .collect();
+        let limit = host_time(deadline, count, !mine.is_empty());
+        plans[h] = Some(plan_host(
+            &classes[c],
+            spec,
+            h,
+            &mine,
+            &kind_of,
+            &mut memo,
+            c,
+            limit,
+        ));
+    }
+    trace(started, "hosts planned");
+    // Repair: VMs a host's plan left out, tried on their other hosts.
+    for h in 0..spec.hosts.len() {
+        let left_out: Vec<usize> = plans[h]
+            .as_ref()
+            .map(|p| {
+                p.unplaced
+                    .iter()
+                    .filter_map(|n| vm_index.get(n.as_str()).copied())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if left_out.is_empty() {
+            continue;
+        }
+        proven = false;
+        for &v in &left_out {
+            host_of.remove(&v);
+        }
+        for v in left_out {
+            for other in allowed(v) {
+                if other == h || Instant::now() >= deadline {
+                    continue;
+                }
+                let Some(c) = class_of[other] else { continue };
+                let mut mine: Vec<usize> = (0..spec.vms.len())
+                    .filter(|x| host_of.get(x) == Some(&other))
+                    .collect();
+                mine.push(v);
+                mine.sort_unstable();
+                let limit = host_time(deadline, count, true);
+                let plan = plan_host(
+                    &classes[c],
+                    spec,
+                    other,
+                    &mine,
+                    &kind_of,
+                    &mut memo,
+                    c,
+                    limit,
+                );
+                if plan.unplaced.is_empty() {
+                    host_of.insert(v, other);
+                    plans[other] = Some(plan);
+                    break;
+                }
+            }
+        }
+        // The host's own plan without the VMs it could not place.
+        if let Some(c) = class_of[h] {
+            let mine: Vec<usize> = (0..spec.vms.len())
+                .filter(|x| host_of.get(x) == Some(&h))
+                .collect();
+            let limit = host_time(deadline, count, true);
+            plans[h] = Some(plan_host(
+                &classes[c],
+                spec,
+                h,
+                &mine,
+                &kind_of,
+                &mut memo,
+                c,
+                limit,
+            ));
+        }
+    }
+    warnings.extend(notes);
+    trace(started, "repaired");
+
+    // Outcomes.
+    let mut objective = FleetObjective::default();
+    let mut by_priority: BTreeMap<std::cmp::Reverse<i64>, u32> = BTreeMap::new();
+    let mut hosts_out = Vec::new();
+    for (h, host) in spec.hosts.iter().enumerate() {
+        let plan = plans[h].take();
+        let class = class_of[h].map(|c| &classes[c]);
+        if let Some(plan) = &plan {
+            proven &= plan.proven;
+            for w in &plan.warnings {
+                warnings.push(format!("{}: {w}", host.name));
+            }
+            if !plan.vms.is_empty() {
+                objective.hosts_touched += 1;
+            }
+            objective.cores_used += plan.objective.cores_used;
+        }
+        if let Some(class) = class {
+            warnings.extend(class.warnings.iter().map(|w| format!("{}: {w}", host.name)));
+        }
+        let vms: Vec<String> = plan
+            .as_ref()
+            .map(|p| p.vms.iter().map(|v| v.name.clone()).collect())
+            .unwrap_or_default();
+        hosts_out.push(FleetHostOutcome {
+            name: host.name.clone(),
+            source: source_text(&host.source),
+            cores_used: plan.as_ref().map_or(0, |p| p.objective.cores_used),
+            cores_free: class.map_or(0, |c| {
+                u32::try_from(solve::free_cores(&c.request).len()).unwrap_or(0)
+            }),
+            vms,
+            error: host_errors.get(&h).cloned(),
+            topology: class.map(|c| c.request.host.clone()),
+            plan,
+        });
+    }
+    let mut vms_out = Vec::new();
+    for (v, vm) in spec.vms.iter().enumerate() {
+        let host = host_of.get(&v).copied();
+        if let Some(h) = host {
+            objective.placed += 1;
+            let class = &classes[class_of[h].unwrap_or(0)];
+            if let Some(&i) = class.index.get(&vm.name) {
+                let r = &class.request.vms[i];
+                objective.vcpus_placed += r.vcpus;
+                *by_priority
+                    .entry(std::cmp::Reverse(r.priority))
+                    .or_default() += 1;
+            }
+            if running_on.get(&v).is_some_and(|&r| r != h) {
+                objective.moves += 1;
+            }
+        }
+        vms_out.push(FleetVmOutcome {
+            name: vm.name.clone(),
+            host: host.map(|h| spec.hosts[h].name.clone()),
+            was_on: running_on.get(&v).map(|&h| spec.hosts[h].name.clone()),
+            refused: std::mem::take(&mut refused[v]),
+        });
+    }
+    objective.placed_by_priority = by_priority.into_iter().map(|(p, n)| (p.0, n)).collect();
+    // The assignment is a relaxation of the hosts' plans (it sees neither L3
+    // nor memory, and counts hosts alike together): its optima bound what
+    // any fleet plan reaches. Where the plan reaches them tier by tier, it
+    // is optimal; the first tier it misses is the stated gap.
+    let reached = |name: &str| -> Option<f64> {
+        if let Some(p) = name.strip_prefix("VMs placed at priority ") {
+            let p: i64 = p.parse().ok()?;
+            let n = objective
+                .placed_by_priority
+                .iter()
+                .find(|(q, _)| *q == p)
+                .map_or(0, |x| x.1);
+            return Some(-f64::from(n));
+        }
+        Some(match name {
+            "vCPUs placed" => -f64::from(objective.vcpus_placed),
+            "cores used" => f64::from(objective.cores_used),
+            "moves" => f64::from(objective.moves),
+            "hosts touched" => f64::from(objective.hosts_touched),
+            _ => return None,
+        })
+    };
+    let mut gap = None;
+    let mut all_met = assignment.proven;
+    for (name, bound) in &assignment.tiers {
+        match reached(name) {
+            Some(value) if (value - bound).abs() < 0.5 => {}
+            Some(value) => {
+                gap = Some(Gap {
+                    objective: name.clone(),
+                    reached: value.abs(),
+                    bound: bound.abs(),
+                });
+                all_met = false;
+                break;
+            }
+            None => all_met = false,
+        }
+    }
+    // Every host's own plan must be proven too (its L3 and SMT objectives).
+    let hosts_proven = hosts_out
+        .iter()
+        .all(|h| h.plan.as_ref().is_none_or(|p| p.proven));
+    let proven = all_met && hosts_proven && (proven || gap.is_none());
+    Ok(FleetPlan {
+        proven,
+        gap,
+        hosts: hosts_out,
+        vms: vms_out,
+        objective,
+        assignment: assignment.tiers,
+        solve_seconds: started.elapsed().as_secs_f64(),
+        warnings,
+    })
+}
+
+/// With PINPLAN_ILP_TRACE, how long planning has taken at `step`.
+fn trace(started: Instant, step: &str) {
+    if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
+        eprintln!(
+            "fleet: {step} after {:.1} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
+}
+
+/// The time one host's plan may take: an even share of what is left.
+fn host_time(deadline: Instant, hosts: usize, has_vms: bool) -> Duration {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if !has_vms {
+        return Duration::from_millis(50);
+    }
+    let share = left.div_f64(hosts.max(1) as f64);
+    share
+        .max(Duration::from_millis(200))
+        .min(left.max(Duration::from_millis(50)))
+}
+
+/// A host's plan for the VMs `mine` (indexes into the fleet's VMs), from its
+/// class's request. Hosts of one class given VMs of the same kinds share
+/// one solve: the plan is the same with the VMs' names (and the host's
+/// source) put in.
+#[allow(clippy::too_many_arguments)]
+fn plan_host(
+    class: &HostClass,
+    spec: &FleetSpec,
+    h: usize,
+    mine: &[usize],
+    kind_of: &[usize],
+    memo: &mut BTreeMap<(usize, Vec<usize>), Plan>,
+    c: usize,
+    limit: Duration,
+) -> Plan {
+    // The VMs by kind, then spec order: position i of a kind is the same
+    // request (but its name) on every host of the class.
+    let mut ordered: Vec<usize> = mine.to_vec();
+    ordered.sort_by_key(|&v| (kind_of[v], v));
+    let key = (c, ordered.iter().map(|&v| kind_of[v]).collect::<Vec<_>>());
+    let names: Vec<&str> = ordered.iter().map(|&v| spec.vms[v].name.as_str()).collect();
+    let mut plan = match memo.get(&key) {
+        Some(plan) => plan.clone(),
+        None => {
+            let request = PlanRequest {
+                vms: ordered
+                    .iter()
+                    .filter_map(|&v| class.index.get(&spec.vms[v].name))
+                    .map(|&i| class.request.vms[i].clone())
+                    .collect::<Vec<VmRequest>>(),
+                ..class.request.clone()
+            };
+            let options = SolveOptions {
+                time_limit: limit,
+                ..SolveOptions::default()
+            };
+            let plan = solve::solve(&request, &options);
+            let solved_names: Vec<String> = request.vms.iter().map(|v| v.name.clone()).collect();
+            memo.insert(key, rename(&plan, &solved_names, &names_of(&solved_names)));
+            memo.get(&(c, ordered.iter().map(|&v| kind_of[v]).collect()))
+                .cloned()
+                .unwrap_or(plan)
+        }
+    };
+    plan = rename_back(&plan, &names);
+    plan.host.source = source_text(&spec.hosts[h].source);
+    plan
+}
+
+/// Placeholder names `#0`, `#1`, … for the memo.
+fn names_of(names: &[String]) -> Vec<String> {
+    (0..names.len()).map(|i| format!("#{i}")).collect()
+}
+
+/// `plan` with each VM named `from[i]` named `to[i]` (plans, unplaced,
+/// explanations, and warnings that start with the name).
+fn rename(plan: &Plan, from: &[String], to: &[String]) -> Plan {
+    let map: BTreeMap<&str, &str> = from
+        .iter()
+        .map(String::as_str)
+        .zip(to.iter().map(String::as_str))
+        .collect();
+    let new = |name: &str| {
+        map.get(name)
+            .map_or_else(|| name.to_owned(), |n| (*n).to_owned())
+    };
+    let mut out = plan.clone();
+    for vm in &mut out.vms {
+        vm.name = new(&vm.name);
+    }
+    for n in &mut out.unplaced {
+        *n = new(n);
+    }
+    for e in &mut out.explanations {
+        let old = e.vm.clone();
+        e.vm = new(&old);
+        if let Some(rest) = e.message.strip_prefix(old.as_str()) {
+            e.message = format!("{}{rest}", e.vm);
+        }
+    }
+    for w in &mut out.warnings {
+        if let Some((name, rest)) = w.split_once(": ") {
+            if let Some(n) = map.get(name) {
+                *w = format!("{n}: {rest}");
+            }
+        }
+    }
+    out
+}
+
+/// A memoized plan (VMs named `#i`) with the host's VM names.
+fn rename_back(plan: &Plan, names: &[&str]) -> Plan {
+    let to: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    rename(plan, &names_of(&to), &to)
+}
+
+/// Takes `need` cores for a VM from `free` (per node): on one node with
+/// `usable` room when `strict`, else anywhere usable. Whether it fitted.
+fn take(free: &mut assign::Capacity, usable: &assign::Capacity, need: u32, strict: bool) -> bool {
+    let room = |free: &assign::Capacity, node: &Option<crate::ids::NodeId>| {
+        free.get(node)
+            .copied()
+            .unwrap_or(0)
+            .min(usable.get(node).copied().unwrap_or(0))
+    };
+    if strict {
+        let Some(node) = usable.keys().find(|n| room(free, n) >= need).copied() else {
+            return false;
+        };
+        *free.entry(node).or_insert(0) -= need;
+        return true;
+    }
+    let total: u32 = usable.keys().map(|n| room(free, n)).sum();
+    if total < need {
+        return false;
+    }
+    let mut rest = need;
+    for node in usable.keys().copied().collect::<Vec<_>>() {
+        let t = rest.min(room(free, &node));
+        *free.entry(node).or_insert(0) -= t;
+        rest -= t;
+    }
+    true
+}
+
+/// What makes two hosts alike: their spec keys, topology, running
+/// domains and facts (never for a host whose running VMs are in the spec).
+fn class_key(h: usize, spec: &FleetSpec, input: &HostInput) -> String {
+    let host = &spec.hosts[h];
+    if input
+        .running
+        .iter()
+        .any(|(n, _)| spec.vms.iter().any(|v| &v.name == n))
+    {
+        return format!("host {h}");
+    }
+    // A file or synthetic description read twice is the same topology; a
+    // connection's is compared whole.
+    let topology = match &host.source {
+        crate::topology::Source::File(_) | crate::topology::Source::Synthetic(_) => {
+            source_text(&host.source)
+        }
+        _ => {
+            let mut t = input.topology.clone();
+            t.source = String::new();
+            serde_json::to_string(&t).unwrap_or_default()
+        }
+    };
+    format!(
+        "{}|{topology}|{:?}|{:?}|{:?}",
+        host.spec.host_key(),
+        input.running,
+        input.facts,
+        host.doctor_root.is_some()
+    )
+}
+
+/// One host's VM inputs and refusals.
+fn host_class(spec: &FleetSpec, h: usize, input: &HostInput) -> Result<HostClass, SpecError> {
+    let host = &spec.hosts[h];
+    let (mut request, warnings, refused_each) = host
+        .spec
+        .request_each(input.topology.clone(), &BTreeMap::new())?;
+    let spec_names: BTreeSet<&str> = spec.vms.iter().map(|v| v.name.as_str()).collect();
+    // Domains running there that the spec does not name are planned around.
+    for (name, cpus) in &input.running {
+        if !spec_names.contains(name.as_str()) {
+            request.fixed.push(FixedTenant {
+                name: name.clone(),
+                cpus: cpus.clone(),
+            });
+        }
+    }
+    let mut refused: BTreeMap<String, String> = refused_each
+        .into_iter()
+        .map(|(name, e)| (name, e.message))
+        .collect();
+    // The host's facts: passed-through NICs and real-time vCPUs.
+    for vm in &spec.vms {
+        let why = match &input.facts {
+            Some(Err(e)) if !vm.nics.is_empty() || vm.realtime => {
+                Some(format!("its doctor_root could not be read: {e}"))
+            }
+            Some(Ok(facts)) => vm
+                .nics
+                .iter()
+                .find_map(|nic| facts.nics.get(nic).and_then(|r| r.clone().err()))
+                .or_else(|| vm.realtime.then(|| facts.realtime.clone().err()).flatten()),
+            _ => None,
+        };
+        if let Some(why) = why {
+            refused.entry(vm.name.clone()).or_insert(why);
+        }
+    }
+    request.vms.retain(|vm| !refused.contains_key(&vm.name));
+    // Warnings about VMs that cannot go there are no concern of this host.
+    let warnings = warnings
+        .into_iter()
+        .filter(|w| {
+            !refused.keys().any(|name| {
+                w.strip_prefix(name.as_str())
+                    .is_some_and(|rest| rest.starts_with(": "))
+            })
+        })
+        .collect();
+    let index = request
+        .vms
+        .iter()
+        .enumerate()
+        .map(|(i, vm)| (vm.name.clone(), i))
+        .collect();
+    Ok(HostClass {
+        request,
+        index,
+        refused,
+        warnings,
+    })
+}
+
+/// A source as `fleet.json` and the text name it.
+pub fn source_text(source: &crate::topology::Source) -> String {
+    use crate::topology::Source;
+    match source {
+        Source::LiveHost => "host".to_owned(),
+        Source::File(p) => p.display().to_string(),
+        Source::Synthetic(d) => format!("synthetic:{d}"),
+        Source::Libvirt(uri) => uri.clone(),
+    }
+}
+
+impl FleetPlan {
+    /// `fleet.json`: which VM is on which host and why others were refused.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    /// A summary per host, then the VMs left out with why.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let placed = self.objective.placed;
+        let total = self.vms.len();
+        let unread = self.hosts.iter().filter(|h| h.error.is_some()).count();
+        let unread = if unread > 0 {
+            format!(" ({unread} not read: planned without them)")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "fleet plan: {}, {placed} of {total} VMs placed on {} of {} hosts{unread} ({} moved), {:.2} s",
+            match (&self.gap, self.proven) {
+                (_, true) => "proven optimal".to_owned(),
+                (Some(g), false) => format!(
+                    "not proven optimal ({}: {} reached, bound {})",
+                    g.objective, g.reached, g.bound
+                ),
+                (None, false) => "not proven optimal".to_owned(),
+            },
+            self.objective.hosts_touched,
+            self.hosts.len(),
+            self.objective.moves,
+            self.solve_seconds
+        );
+        let _ = writeln!(out);
+        let width = self
+            .hosts
+            .iter()
+            .map(|h| h.name.len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:>5}  {:>11}  vms",
+            "host", "vms", "cores"
+        );
+        for h in &self.hosts {
+            if let Some(e) = &h.error {
+                let _ = writeln!(
+                    out,
+                    "{:<width$}  {:>5}  {:>11}  not read: {e}",
+                    h.name, "-", "-"
+                );
+                continue;
+            }
+            let listed = if h.vms.len() > 8 {
+                format!("{} … ({} more)", h.vms[..8].join(", "), h.vms.len() - 8)
+            } else {
+                h.vms.join(", ")
+            };
+            let _ = writeln!(
+                out,
+                "{:<width$}  {:>5}  {:>11}  {listed}",
+                h.name,
+                h.vms.len(),
+                format!("{}/{}", h.cores_used, h.cores_free)
+            );
+        }
+        let unplaced: Vec<&FleetVmOutcome> = self.vms.iter().filter(|v| v.host.is_none()).collect();
+        if !unplaced.is_empty() {
+            let _ = writeln!(out, "\nunplaced:");
+            for v in unplaced.iter().take(20) {
+                let why: Vec<String> = v
+                    .refused
+                    .iter()
+                    .take(3)
+                    .map(|r| format!("{}: {}", r.host, r.reason))
+                    .collect();
+                let why = if why.is_empty() {
+                    "no room on the hosts it may use".to_owned()
+                } else {
+                    why.join("; ")
+                };
+                let _ = writeln!(out, "  {}: {why}", v.name);
+            }
+            if unplaced.len() > 20 {
+                let _ = writeln!(
+                    out,
+                    "  … and {} more (fleet.json lists them)",
+                    unplaced.len() - 20
+                );
+            }
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "warning: {w}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{AnySpec, Spec};
+
+    /// A fleet of one-node hosts of `cores` cores (one thread each, core 0
+    /// reserved) and VMs of (vCPUs, priority), each vCPU a core.
+    fn fleet(cores: &[u32], vms: &[(u32, i64)]) -> (FleetSpec, Vec<Result<HostInput, String>>) {
+        let mut text = String::new();
+        for (h, c) in cores.iter().enumerate() {
+            text.push_str(&format!(
+                "[[host]]\nname = \"h{h}\"\nsource = \"synthetic:package:1 core:{c} pu:1\"\nreserved_cores = 1\n"
+            ));
+        }
+        for (v, (vcpus, priority)) in vms.iter().enumerate() {
+            text.push_str(&format!(
+                "[[vm]]\nname = \"v{v}\"\nvcpus = {vcpus}\npriority = {priority}\n"
+            ));
+        }
+        let Ok(AnySpec::Fleet(spec)) = Spec::parse_any(std::path::Path::new("f.toml"), &text)
+        else {
+            panic!("not a fleet: {text}");
+        };
+        let inputs = spec
+            .hosts
+            .iter()
+            .map(|h| {
+                crate::topology::load(&h.source)
+                    .map(|topology| HostInput {
+                        topology,
+                        running: Vec::new(),
+                        facts: None,
+                    })
+                    .map_err(|e| e.to_string())
+            })
+            .collect();
+        (spec, inputs)
+    }
+
+    /// The lexicographic optimum by trying every assignment: per priority
+    /// (highest first) VMs placed, then vCPUs, then fewest hosts touched
+    /// (cores used are the vCPUs placed here).
+    fn brute_force(free: &[u32], vms: &[(u32, i64)]) -> (Vec<u32>, u32, u32) {
+        let mut levels: Vec<i64> = vms.iter().map(|v| v.1).collect();
+        levels.sort_unstable_by(|a, b| b.cmp(a));
+        levels.dedup();
+        let choices = free.len() + 1;
+        let total = choices.pow(u32::try_from(vms.len()).unwrap_or(0));
+        let mut best: Option<(Vec<u32>, u32, std::cmp::Reverse<u32>)> = None;
+        for mut code in 0..total {
+            let mut used = vec![0u32; free.len()];
+            let mut placed = vec![0u32; levels.len()];
+            let mut vcpus = 0;
+            for &(v, p) in vms {
+                let h = code % choices;
+                code /= choices;
+                if h == free.len() {
+                    continue;
+                }
+                used[h] += v;
+                vcpus += v;
+                placed[levels.iter().position(|&l| l == p).unwrap_or(0)] += 1;
+            }
+            if used.iter().zip(free).any(|(u, f)| u > f) {
+                continue;
+            }
+            let touched = u32::try_from(used.iter().filter(|&&u| u > 0).count()).unwrap_or(0);
+            let key = (placed, vcpus, std::cmp::Reverse(touched));
+            if best.as_ref().is_none_or(|b| key > *b) {
+                best = Some(key);
+            }
+        }
+        let (placed, vcpus, touched) = best.unwrap_or_default();
+        (placed, vcpus, touched.0)
+    }
+
+    /// Small fleets against the brute force: the fleet plan reaches the
+    /// optimum of every objective and says it is proven.
+    #[test]
+    fn small_fleets_match_the_brute_force() {
+        let mut seed: u64 = 0x00f1_ee70;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) % n
+        };
+        for case in 0..12 {
+            let hosts = 1 + usize::try_from(next(3)).unwrap_or(0);
+            let cores: Vec<u32> = (0..hosts)
+                .map(|_| 3 + u32::try_from(next(5)).unwrap_or(0))
+                .collect();
+            let n = 2 + usize::try_from(next(4)).unwrap_or(0);
+            let vms: Vec<(u32, i64)> = (0..n)
+                .map(|_| {
+                    (
+                        1 + u32::try_from(next(4)).unwrap_or(0),
+                        i64::from(next(3) == 0),
+                    )
+                })
+                .collect();
+            let free: Vec<u32> = cores.iter().map(|c| c - 1).collect();
+            let (placed, vcpus, touched) = brute_force(&free, &vms);
+            let (spec, inputs) = fleet(&cores, &vms);
+            let plan = plan_fleet(
+                &spec,
+                inputs,
+                &FleetOptions {
+                    time_limit: Duration::from_secs(20),
+                },
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            let got: Vec<u32> = {
+                let mut levels: Vec<i64> = vms.iter().map(|v| v.1).collect();
+                levels.sort_unstable_by(|a, b| b.cmp(a));
+                levels.dedup();
+                levels
+                    .iter()
+                    .map(|l| {
+                        plan.objective
+                            .placed_by_priority
+                            .iter()
+                            .find(|(p, _)| p == l)
+                            .map_or(0, |x| x.1)
+                    })
+                    .collect()
+            };
+            let what = format!("case {case}: hosts {cores:?}, VMs {vms:?}");
+            assert_eq!(got, placed, "{what}: placed per priority");
+            assert_eq!(plan.objective.vcpus_placed, vcpus, "{what}: vCPUs");
+            assert_eq!(
+                plan.objective.hosts_touched, touched,
+                "{what}: hosts touched"
+            );
+            assert!(plan.proven, "{what}: not proven: {:?}", plan.gap);
+        }
+    }
+
+    /// A host that cannot be read is named; the others are planned.
+    #[test]
+    fn an_unread_host_is_named_and_the_rest_planned() {
+        let (spec, mut inputs) = fleet(&[4, 4], &[(2, 0), (2, 0)]);
+        inputs[0] = Err("no answer within 30 s".to_owned());
+        let plan = plan_fleet(
+            &spec,
+            inputs,
+            &FleetOptions {
+                time_limit: Duration::from_secs(10),
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            plan.hosts[0].error.as_deref(),
+            Some("no answer within 30 s")
+        );
+        assert_eq!(plan.objective.placed, 1);
+        let refused = &plan
+            .vms
+            .iter()
+            .find(|v| v.host.is_none())
+            .map(|v| v.refused.clone());
+        assert!(
+            refused.as_ref().is_some_and(|r| r
+                .iter()
+                .any(|x| x.host == "h0" && x.reason.contains("no answer"))),
+            "{refused:?}"
+        );
+        assert!(
+            plan.to_text()
+                .contains("(1 not read: planned without them)"),
+            "{}",
+            plan.to_text()
+        );
+    }
+}

@@ -1,0 +1,117 @@
+//! Reading a fleet's hosts: each host's topology (a captured file, or
+//! through its libvirt URI with the domains running there) and `doctor`'s
+//! facts from its `doctor_root`, several hosts at a time, each within a
+//! time limit.
+
+use super::HostInput;
+use crate::spec::FleetSpec;
+use crate::topology::{self, PciAddress, Source};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Reads every host of `spec`, `concurrency` at a time, each within
+/// `timeout`; `done(k, n)` is told after each. A host that fails or takes
+/// too long is an `Err` naming why; the others are read regardless.
+pub fn read_hosts(
+    spec: &FleetSpec,
+    concurrency: usize,
+    timeout: Duration,
+    done: &(dyn Fn(usize, usize) + Sync),
+) -> Vec<Result<HostInput, String>> {
+    let nics: Vec<PciAddress> = {
+        let mut all: Vec<PciAddress> = spec
+            .vms
+            .iter()
+            .flat_map(|v| v.nics.iter().copied())
+            .collect();
+        all.sort();
+        all.dedup();
+        all
+    };
+    let n = spec.hosts.len();
+    let next = AtomicUsize::new(0);
+    let finished = AtomicUsize::new(0);
+    let mut results: Vec<Option<Result<HostInput, String>>> = (0..n).map(|_| None).collect();
+    let slots: Vec<std::sync::Mutex<Option<Result<HostInput, String>>>> =
+        (0..n).map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..concurrency.clamp(1, n.max(1)) {
+            scope.spawn(|| loop {
+                let h = next.fetch_add(1, Ordering::SeqCst);
+                if h >= n {
+                    break;
+                }
+                let host = &spec.hosts[h];
+                let result = with_timeout(timeout, {
+                    let source = host.source.clone();
+                    let root = host.doctor_root.clone();
+                    let nics = nics.clone();
+                    move || read_one(&source, root.as_deref(), &nics)
+                });
+                if let Ok(mut slot) = slots[h].lock() {
+                    *slot = Some(result);
+                }
+                let k = finished.fetch_add(1, Ordering::SeqCst) + 1;
+                done(k, n);
+            });
+        }
+    });
+    for (h, slot) in slots.into_iter().enumerate() {
+        results[h] = slot.into_inner().ok().flatten();
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("not read".to_owned())))
+        .collect()
+}
+
+/// `f` on a thread of its own, given up after `timeout` (the thread is left
+/// to finish on its own: a libvirt call cannot be interrupted).
+fn with_timeout<F>(timeout: Duration, f: F) -> Result<HostInput, String>
+where
+    F: FnOnce() -> Result<HostInput, String> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(result) => result,
+        Err(_) => Err(format!("no answer within {:.0} s", timeout.as_secs_f64())),
+    }
+}
+
+/// One host: its topology, the domains running there (through a
+/// connection), and its facts.
+fn read_one(
+    source: &Source,
+    doctor_root: Option<&std::path::Path>,
+    nics: &[PciAddress],
+) -> Result<HostInput, String> {
+    let topology = topology::load(source).map_err(|e| e.to_string())?;
+    let mut running = Vec::new();
+    if let Source::Libvirt(uri) = source {
+        let domains = crate::libvirt::all_domain_xml(uri).map_err(|e| e.to_string())?;
+        for (name, xml, active) in domains {
+            if !active {
+                continue;
+            }
+            let tenant = crate::libvirt::domain::tenant_from_domain(
+                &format!("{uri} domain {name}"),
+                &xml,
+                &topology,
+            )
+            .map_err(|e| e.to_string())?;
+            let cpus = tenant.cpus.union(&tenant.emulator_cpus);
+            running.push((name, cpus));
+        }
+    }
+    let facts =
+        doctor_root.map(|root| crate::doctor::host_facts(root, nics).map_err(|e| e.to_string()));
+    Ok(HostInput {
+        topology,
+        running,
+        facts,
+    })
+}

@@ -1,0 +1,184 @@
+//! Fleet specs (issue 19): the lab's two hosts as captured topologies with
+//! `doctor` trees, the spec's errors, and the per-host plans' use by the
+//! single-host commands. B1 is `examples/lab/b1-host.xml` (10 cores × 2
+//! threads, 1 node: 9 cores free with `reserved_cores = 1`); JY is
+//! `hwloc-xml/24em64t-2n6c2t-pci.xml` (2 nodes × 6 cores × 2 threads: 11
+//! free). The trees are `tests/fixtures/fleet/{b1,jy}` (see their README).
+
+use crate::util::{self, pinplan, text, TempDir};
+use serde_json::Value;
+
+fn lab_spec(dir: &TempDir, vms: &str) -> std::path::PathBuf {
+    let b1 = util::repo().join("examples/lab/b1-host.xml");
+    let jy = util::fixture("hwloc-xml/24em64t-2n6c2t-pci.xml");
+    let tree = |h: &str| util::fixture(&format!("fleet/{h}"));
+    dir.write(
+        "fleet.toml",
+        format!(
+            "[[host]]\nname = \"b1\"\nsource = {:?}\ndoctor_root = {:?}\nreserved_cores = 1\n\n\
+             [[host]]\nname = \"jy\"\nsource = {:?}\ndoctor_root = {:?}\nreserved_cores = 1\n\n{vms}",
+            b1.display().to_string(),
+            tree("b1").display().to_string(),
+            jy.display().to_string(),
+            tree("jy").display().to_string()
+        ),
+    )
+}
+
+const LAB_VMS: &str = "[[vm]]\nname = \"sriov1\"\nvcpus = 6\nnic = \"0000:65:00.0\"\n\n\
+    [[vm]]\nname = \"sriov2\"\nvcpus = 4\nnic = \"0000:65:00.0\"\n\n\
+    [[vm]]\nname = \"plain1\"\nvcpus = 8\n\n[[vm]]\nname = \"plain2\"\nvcpus = 8\n";
+
+fn vm<'a>(fleet: &'a Value, name: &str) -> &'a Value {
+    fleet["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == name)
+        .unwrap()
+}
+
+/// Must show: B1 (viable VFIO groups) and JY (one non-viable group). The
+/// SR-IOV VMs land on B1 and fleet.json says why not on JY; the others go
+/// wherever fits: 3 + 2 cores of SR-IOV VMs and 4 + 4 cores of plain ones
+/// (threads = "prefer" on 2-thread cores) are 13 cores, more than B1's 9, so
+/// one plain VM goes to JY. Each host's plan.json is a normal plan.
+#[test]
+fn the_lab_fleet_puts_the_sriov_vms_on_b1() {
+    let dir = TempDir::new();
+    let spec = lab_spec(&dir, LAB_VMS);
+    let out_dir = dir.path("out");
+    let out = pinplan(["plan", util::arg(&spec), "--out", util::arg(&out_dir)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let summary = text(&out.stdout);
+    assert!(
+        summary.starts_with("fleet plan: proven optimal, 4 of 4 VMs placed on 2 of 2 hosts"),
+        "{summary}"
+    );
+    let fleet: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("fleet.json")).unwrap())
+            .unwrap();
+    for name in ["sriov1", "sriov2"] {
+        let v = vm(&fleet, name);
+        assert_eq!(v["host"], "b1", "{v}");
+        let refused = v["refused"].as_array().unwrap();
+        assert_eq!(refused.len(), 1, "{v}");
+        assert_eq!(refused[0]["host"], "jy");
+        let reason = refused[0]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(
+                "0000:65:00.1's IOMMU group 1 is not viable (0000:65:00.0 is bound to mlx4_core)"
+            ),
+            "{reason}"
+        );
+    }
+    let hosts: Vec<&str> = ["plain1", "plain2"]
+        .iter()
+        .map(|n| vm(&fleet, n)["host"].as_str().unwrap())
+        .collect();
+    assert!(hosts.contains(&"jy") && hosts.contains(&"b1"), "{hosts:?}");
+    // The per-host plans say the same, and are plans the other commands take.
+    for host in ["b1", "jy"] {
+        let plan: Value = serde_json::from_str(
+            &std::fs::read_to_string(out_dir.join(host).join("plan.json")).unwrap(),
+        )
+        .unwrap();
+        let mut names: Vec<&str> = plan["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].as_str().unwrap())
+            .collect();
+        names.sort_unstable();
+        let mut listed: Vec<&str> = fleet["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["host"] == host)
+            .map(|v| v["name"].as_str().unwrap())
+            .collect();
+        listed.sort_unstable();
+        assert_eq!(names, listed, "{host}");
+        assert!(plan["host"]["fingerprint"]
+            .as_str()
+            .unwrap()
+            .starts_with("fnv1a64:"));
+    }
+    let out = pinplan([
+        "xml",
+        "--plan",
+        util::arg(&out_dir.join("b1").join("plan.json")),
+        "--vm",
+        "sriov1",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("<vcpupin vcpu='0'"));
+}
+
+/// A VM the fleet cannot place is named with why, and the exit status is 1.
+#[test]
+fn a_vm_only_jy_could_take_is_left_out_with_why() {
+    let dir = TempDir::new();
+    let vms = format!(
+        "{LAB_VMS}\n[[vm]]\nname = \"onjy\"\nvcpus = 2\nnic = \"0000:65:00.0\"\nhost = \"jy\"\n"
+    );
+    let spec = lab_spec(&dir, &vms);
+    let out = pinplan(["plan", util::arg(&spec), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let fleet = util::stdout_json(&out);
+    let v = vm(&fleet, "onjy");
+    assert_eq!(v["host"], Value::Null);
+    assert!(
+        v["refused"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not viable"),
+        "{v}"
+    );
+}
+
+/// Fleet spec errors name the file and line and say what to do.
+#[test]
+fn fleet_spec_errors_name_the_line() {
+    let dir = TempDir::new();
+    for (text_in, wanted) in [
+        (
+            "[[host]]\nsource = \"synthetic:package:1 core:4 pu:1\"\n",
+            ":1: each [[host]] needs a name",
+        ),
+        (
+            "[[host]]\nname = \"a\"\nsource = \"synthetic:package:1 core:4 pu:1\"\nconnect = \"qemu:///system\"\n",
+            "host a: give connect = \"URI\" (read through libvirt) or source = \"FILE\"",
+        ),
+        (
+            "[[host]]\nname = \"a\"\nsource = \"synthetic:package:1 core:4 pu:1\"\n[[host]]\nname = \"a\"\nsource = \"synthetic:package:1 core:4 pu:1\"\n",
+            ":4: host name \"a\" is empty or given twice",
+        ),
+        (
+            "[[host]]\nname = \"a\"\nsource = \"synthetic:package:1 core:4 pu:1\"\n[[vm]]\nname = \"v\"\nvcpus = 1\nhost = \"b\"\n",
+            ":7: v: no [[host]] is named \"b\"",
+        ),
+        (
+            "[[host]]\nname = \"a/b\"\nsource = \"synthetic:package:1 core:4 pu:1\"\n",
+            "host name \"a/b\" contains '/'",
+        ),
+        (
+            "[[host]]\nname = \"a\"\nsource = \"synthetic:package:1 core:4 pu:1\"\nreserved_cores = 9\n[[vm]]\nname = \"v\"\nvcpus = 1\n",
+            "host a: ",
+        ),
+        (
+            "[host]\nsource = \"synthetic:package:1 core:4 pu:1\"\nreserved_cores = 1\n[[vm]]\nname = \"v\"\nvcpus = 1\nmovable = true\n",
+            ":7: v: movable is for fleet specs ([[host]] tables)",
+        ),
+        (
+            "[host]\nname = \"x\"\nsource = \"synthetic:package:1 core:4 pu:1\"\n",
+            ":2: [host] name is for fleet specs",
+        ),
+    ] {
+        let spec = dir.write("bad.toml", text_in);
+        let out = pinplan(["plan", util::arg(&spec)]);
+        assert_eq!(out.status.code(), Some(2), "{text_in}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains(wanted), "{wanted:?} not in:\n{err}");
+    }
+}
