@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 . scripts/libvirt-up.sh
+. scripts/sshd-up.sh
 need_cargo
 # bzip2: tests/doctor_cli.rs unpacks an hwloc sysfs capture (.tar.bz2).
 # hwloc: lstopo for the live topology tests; bzip2: the doctor fixtures;
@@ -14,7 +15,9 @@ need_cargo
 apt_install "${BUILD_PACKAGES[@]}" hwloc bzip2 librsvg2-bin
 need_hwloc
 libvirt_up
-trap libvirt_down EXIT
+trap 'sshd_down; libvirt_down' EXIT
+# The fleet tests reach this libvirtd through qemu+ssh:// as well.
+sshd_up
 
 # Tests that need libvirt read this; they fail (never skip) when it is set.
 export PINPLAN_TEST_LIBVIRT_URI=qemu:///system

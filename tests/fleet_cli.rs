@@ -147,8 +147,8 @@ fn fleet_spec_errors_name_the_line() {
             ":1: each [[host]] needs a name",
         ),
         (
-            "[[host]]\nname = \"a\"\nsource = \"synthetic:package:1 core:4 pu:1\"\nconnect = \"qemu:///system\"\n",
-            "host a: give connect = \"URI\" (read through libvirt) or source = \"FILE\"",
+            "[[host]]\nname = \"a\"\nreserved_cores = 1\n",
+            "host a: give connect = \"URI\" (read through libvirt), source = \"FILE\" (a captured topology), or both",
         ),
         (
             "[[host]]\nname = \"a\"\nsource = \"synthetic:package:1 core:4 pu:1\"\n[[host]]\nname = \"a\"\nsource = \"synthetic:package:1 core:4 pu:1\"\n",
@@ -180,5 +180,67 @@ fn fleet_spec_errors_name_the_line() {
         assert_eq!(out.status.code(), Some(2), "{text_in}: {}", text(&out.stderr));
         let err = text(&out.stderr);
         assert!(err.contains(wanted), "{wanted:?} not in:\n{err}");
+    }
+}
+
+/// Must show: libvirt's own remote transport. This machine's libvirtd is
+/// two hosts of a fleet — once through `qemu:///system`, once through
+/// `qemu+ssh://root@127.0.0.1:PORT/system` (scripts/test.sh starts an sshd
+/// of its own on the loopback address, key-based) — each with a captured
+/// topology (B1's, 9 free cores) so that two VMs of 8 cores must split.
+/// A guest started here is read as running through both transports.
+#[test]
+fn two_hosts_through_qemu_system_and_qemu_ssh() {
+    let Some(local) = util::libvirt_uri("the fleet over libvirt's remote transport") else {
+        return;
+    };
+    let remote = std::env::var("PINPLAN_TEST_SSH_URI")
+        .expect("PINPLAN_TEST_SSH_URI: scripts/test.sh starts an sshd for qemu+ssh://");
+    let _turn = util::live_guests_turn();
+    let dir = TempDir::new();
+    // A tiny guest, running, that the spec does not name.
+    let name = "pp-fleet-running";
+    let _ = util::virsh_status(&local, &["destroy", name]);
+    let _ = util::virsh_status(&local, &["undefine", name]);
+    // Pinned to CPU 1 (emulator too): on B1's topology that is core 1
+    // (CPUs 1 and 11), taken on both hosts; 8 cores stay free on each.
+    let pins = "  <cputune>\n    <vcpupin vcpu='0' cpuset='1'/>\n    <emulatorpin cpuset='1'/>\n  </cputune>\n";
+    let xml = dir.write(
+        "guest.xml",
+        util::guest_xml(util::guest_type(&local), name, 1, pins),
+    );
+    util::virsh(&local, &["define", util::arg(&xml)]);
+    util::virsh(&local, &["start", name]);
+    let b1 = util::repo().join("examples/lab/b1-host.xml");
+    let spec = dir.write(
+        "fleet.toml",
+        format!(
+            "[[host]]\nname = \"local\"\nconnect = {local:?}\nsource = {b1:?}\nreserved_cores = 1\n\n\
+             [[host]]\nname = \"remote\"\nconnect = {remote:?}\nsource = {b1:?}\nreserved_cores = 1\n\n\
+             [[vm]]\nname = \"big1\"\nvcpus = 16\n\n[[vm]]\nname = \"big2\"\nvcpus = 16\n",
+            b1 = b1.display().to_string()
+        ),
+    );
+    let out = pinplan(["plan", util::arg(&spec), "--format", "json"]);
+    let _ = util::virsh_status(&local, &["destroy", name]);
+    let _ = util::virsh_status(&local, &["undefine", name]);
+    let fleet = util::stdout_json(&out);
+    assert_eq!(out.status.code(), Some(0), "{}\n{fleet}", text(&out.stderr));
+    for (i, uri) in [(0, &local), (1, &remote)] {
+        assert_eq!(fleet["hosts"][i]["connect"], uri.as_str());
+        assert_eq!(fleet["hosts"][i]["error"], Value::Null, "{fleet}");
+    }
+    let hosts: Vec<&str> = ["big1", "big2"]
+        .iter()
+        .map(|n| vm(&fleet, n)["host"].as_str().unwrap())
+        .collect();
+    assert!(
+        hosts.contains(&"local") && hosts.contains(&"remote"),
+        "{hosts:?}"
+    );
+    // The running guest was read through each transport: planned around on
+    // both (its core is taken), so each host has 8 cores free, not 9.
+    for i in 0..2 {
+        assert_eq!(fleet["hosts"][i]["cores_free"], 8, "host {i}: {fleet}");
     }
 }

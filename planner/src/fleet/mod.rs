@@ -67,8 +67,11 @@ pub struct FleetVmOutcome {
 pub struct FleetHostOutcome {
     /// The host.
     pub name: String,
-    /// Where it was read from.
+    /// Where its topology was read from.
     pub source: String,
+    /// Its libvirt URI, when it has one (its running domains were read
+    /// through it).
+    pub connect: Option<String>,
     /// Its plan (`null` when it could not be read or planned).
     #[serde(skip)]
     pub plan: Option<Plan>,
@@ -639,6 +642,7 @@ pub fn plan_fleet(
         hosts_out.push(FleetHostOutcome {
             name: host.name.clone(),
             source: source_text(&host.source),
+            connect: host.connect.clone(),
             cores_used: plan.as_ref().map_or(0, |p| p.objective.cores_used),
             cores_free: class.map_or(0, |c| {
                 u32::try_from(solve::free_cores(&c.request).len()).unwrap_or(0)
@@ -917,8 +921,15 @@ fn host_class(spec: &FleetSpec, h: usize, input: &HostInput) -> Result<HostClass
         .request_each(input.topology.clone(), &BTreeMap::new())?;
     let spec_names: BTreeSet<&str> = spec.vms.iter().map(|v| v.name.as_str()).collect();
     // Domains running there that the spec does not name are planned around.
+    let mut warnings = warnings;
+    let all = input.topology.usable_cpus();
     for (name, cpus) in &input.running {
         if !spec_names.contains(name.as_str()) {
+            if all.is_subset(cpus) {
+                warnings.push(format!(
+                    "domain {name} runs unpinned (on every CPU): no core of this host is free for the plan; pin it, or name it in the spec"
+                ));
+            }
             request.fixed.push(FixedTenant {
                 name: name.clone(),
                 cpus: cpus.clone(),

@@ -45,9 +45,10 @@ pub fn read_hosts(
                 let host = &spec.hosts[h];
                 let result = with_timeout(timeout, {
                     let source = host.source.clone();
+                    let connect = host.connect.clone();
                     let root = host.doctor_root.clone();
                     let nics = nics.clone();
-                    move || read_one(&source, root.as_deref(), &nics)
+                    move || read_one(&source, connect.as_deref(), root.as_deref(), &nics)
                 });
                 if let Ok(mut slot) = slots[h].lock() {
                     *slot = Some(result);
@@ -86,12 +87,13 @@ where
 /// connection), and its facts.
 fn read_one(
     source: &Source,
+    connect: Option<&str>,
     doctor_root: Option<&std::path::Path>,
     nics: &[PciAddress],
 ) -> Result<HostInput, String> {
     let topology = topology::load(source).map_err(|e| e.to_string())?;
     let mut running = Vec::new();
-    if let Source::Libvirt(uri) = source {
+    if let Some(uri) = connect {
         let domains = crate::libvirt::all_domain_xml(uri).map_err(|e| e.to_string())?;
         for (name, xml, active) in domains {
             if !active {

@@ -31,9 +31,11 @@ pub struct FleetHost {
     pub name: String,
     /// The line of its `[[host]]`.
     pub line: usize,
-    /// Where its topology (and, through a connection, its running domains)
-    /// come from.
+    /// Where its topology comes from: `source`, else its connection.
     pub source: Source,
+    /// Its libvirt URI (`connect`), through which its running domains are
+    /// read.
+    pub connect: Option<String>,
     /// A filesystem root for `doctor`'s facts (a captured tree, or `/`).
     pub doctor_root: Option<PathBuf>,
     /// The host as a single-host spec: its `[host]` keys and every VM.
@@ -129,21 +131,25 @@ impl Spec {
                     &format!("host name {name:?} is empty or given twice"),
                 ));
             }
+            let file = |s: &Spanned<String>| match s.get_ref().strip_prefix("synthetic:") {
+                Some(d) => Source::Synthetic(d.to_owned()),
+                None => Source::File(base.join(s.get_ref())),
+            };
+            // The topology from `source` when given, else through `connect`;
+            // the running domains through `connect`.
             let source = match (&section.connect, &section.source) {
+                (_, Some(s)) => file(s),
                 (Some(uri), None) => Source::Libvirt(uri.get_ref().clone()),
-                (None, Some(s)) => match s.get_ref().strip_prefix("synthetic:") {
-                    Some(d) => Source::Synthetic(d.to_owned()),
-                    None => Source::File(base.join(s.get_ref())),
-                },
-                _ => {
+                (None, None) => {
                     return Err(Spec::at(
                         path,
                         line,
                         "host.connect",
-                        &format!("host {name}: give connect = \"URI\" (read through libvirt) or source = \"FILE\" (a captured topology), one of them"),
+                        &format!("host {name}: give connect = \"URI\" (read through libvirt), source = \"FILE\" (a captured topology), or both (the topology from the file, the running domains through the URI)"),
                     ));
                 }
             };
+            let connect = section.connect.as_ref().map(|c| c.get_ref().clone());
             let mut single = HostSection {
                 name: None,
                 connect: None,
@@ -159,6 +165,7 @@ impl Spec {
                 name,
                 line,
                 source,
+                connect,
                 doctor_root: section.doctor_root.as_ref().map(|r| base.join(r.get_ref())),
                 spec,
             });
