@@ -103,6 +103,9 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
     let mut used: BTreeMap<(usize, Option<crate::ids::NodeId>), Expr> = BTreeMap::new();
     let mut touched_terms: BTreeMap<usize, Expr> = BTreeMap::new();
     let mut placed: BTreeMap<i64, Expr> = BTreeMap::new();
+    // Running VMs that may not move: kept on their host before anything else
+    // (left out, they would go on running on their old pins).
+    let mut kept = Expr::default();
     let (mut vcpus, mut cores, mut moves) = (Expr::default(), Expr::default(), Expr::default());
     for (k, kind) in kinds.iter().enumerate() {
         let count = kind.members.len() as f64;
@@ -154,6 +157,9 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
             if kind.running_on.is_some_and(|r| r != h) {
                 moves += y;
             }
+            if kind.running_on == Some(h) && !kind.movable {
+                kept += -1.0 * y;
+            }
         }
         if !all.is_empty() {
             m.le(all, count);
@@ -187,11 +193,13 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
         touched += t;
         touch_vars.push((h, t));
     }
-    let mut tiers: Vec<(String, Expr)> = placed
-        .into_iter()
-        .rev()
-        .map(|(p, e)| (format!("VMs placed at priority {p}"), e))
-        .collect();
+    let mut tiers: Vec<(String, Expr)> = vec![("running VMs kept".to_owned(), kept)];
+    tiers.extend(
+        placed
+            .into_iter()
+            .rev()
+            .map(|(p, e)| (format!("VMs placed at priority {p}"), e)),
+    );
     tiers.push(("vCPUs placed".to_owned(), vcpus));
     tiers.push(("cores used".to_owned(), cores));
     tiers.push(("moves".to_owned(), moves));
@@ -297,7 +305,9 @@ fn first_fit(kinds: &[Kind], hosts: &Hosts, m: &Model, vars: &Vars) -> Option<Ve
         .collect();
     let mut order: Vec<usize> = (0..kinds.len()).collect();
     order.sort_by_key(|&k| {
+        let kept = kinds[k].running_on.is_some() && !kinds[k].movable;
         (
+            !kept,
             std::cmp::Reverse(kinds[k].priority),
             kinds[k].members.first().copied(),
         )

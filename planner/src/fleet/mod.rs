@@ -678,6 +678,24 @@ pub fn plan_fleet(
         });
     }
     objective.placed_by_priority = by_priority.into_iter().map(|(p, n)| (p.0, n)).collect();
+    let kept = u32::try_from(
+        spec.vms
+            .iter()
+            .enumerate()
+            .filter(|(v, vm)| {
+                !vm.movable && running_on.get(v).is_some_and(|r| host_of.get(v) == Some(r))
+            })
+            .count(),
+    )
+    .unwrap_or(0);
+    for (v, vm) in spec.vms.iter().enumerate() {
+        if let (Some(&r), false, None) = (running_on.get(&v), vm.movable, host_of.get(&v)) {
+            warnings.push(format!(
+                "{} runs on {} and could not be kept in its plan: it goes on running on its current pins, which this plan does not plan around",
+                vm.name, spec.hosts[r].name
+            ));
+        }
+    }
     // The assignment is a relaxation of the hosts' plans (it sees neither L3
     // nor memory, and counts hosts alike together): its optima bound what
     // any fleet plan reaches. Where the plan reaches them tier by tier, it
@@ -693,6 +711,7 @@ pub fn plan_fleet(
             return Some(-f64::from(n));
         }
         Some(match name {
+            "running VMs kept" => -f64::from(kept),
             "vCPUs placed" => -f64::from(objective.vcpus_placed),
             "cores used" => f64::from(objective.cores_used),
             "moves" => f64::from(objective.moves),
@@ -1229,6 +1248,76 @@ mod tests {
                 "{what}: hosts touched"
             );
             assert!(plan.proven, "{what}: not proven: {:?}", plan.gap);
+        }
+    }
+
+    /// A running VM stays where it runs unless `movable`; moved, it counts
+    /// as a move and says where it was. h0 runs `old` (3 vCPUs) and has 3
+    /// cores free; `new` (3 vCPUs, priority 1) may only go to h0, so `old`
+    /// must move to h1 — which it may only when movable. Not movable, it is
+    /// kept before any priority (left out, it would go on running on its
+    /// old pins) and `new` is left out.
+    #[test]
+    fn running_vms_move_only_when_movable() {
+        for movable in [true, false] {
+            let text = format!(
+                "[[host]]\nname = \"h0\"\nsource = \"synthetic:package:1 core:4 pu:1\"\nreserved_cores = 1\n\
+                 [[host]]\nname = \"h1\"\nsource = \"synthetic:package:1 core:4 pu:1\"\nreserved_cores = 1\n\
+                 [[vm]]\nname = \"old\"\nvcpus = 3\nmovable = {movable}\n\
+                 [[vm]]\nname = \"new\"\nvcpus = 3\npriority = 1\nhost = \"h0\"\n"
+            );
+            let Ok(AnySpec::Fleet(spec)) = Spec::parse_any(std::path::Path::new("f.toml"), &text)
+            else {
+                panic!("not a fleet");
+            };
+            let inputs: Vec<Result<HostInput, String>> = spec
+                .hosts
+                .iter()
+                .enumerate()
+                .map(|(h, host)| {
+                    let topology =
+                        crate::topology::load(&host.source).map_err(|e| e.to_string())?;
+                    let running = if h == 0 {
+                        vec![("old".to_owned(), "1-3".parse().unwrap_or_default())]
+                    } else {
+                        Vec::new()
+                    };
+                    Ok(HostInput {
+                        topology,
+                        running,
+                        facts: None,
+                    })
+                })
+                .collect();
+            let plan = plan_fleet(
+                &spec,
+                inputs,
+                &FleetOptions {
+                    time_limit: Duration::from_secs(10),
+                },
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            let old = plan
+                .vms
+                .iter()
+                .find(|v| v.name == "old")
+                .unwrap_or_else(|| panic!("old"));
+            let new = plan
+                .vms
+                .iter()
+                .find(|v| v.name == "new")
+                .unwrap_or_else(|| panic!("new"));
+            assert_eq!(old.was_on.as_deref(), Some("h0"));
+            if movable {
+                assert_eq!(old.host.as_deref(), Some("h1"), "{plan:?}");
+                assert_eq!(new.host.as_deref(), Some("h0"));
+                assert_eq!(plan.objective.moves, 1);
+            } else {
+                // Kept where it runs before any priority: `new` has no room.
+                assert_eq!(old.host.as_deref(), Some("h0"), "{plan:?}");
+                assert_eq!(new.host, None);
+                assert_eq!(plan.objective.moves, 0);
+            }
         }
     }
 
