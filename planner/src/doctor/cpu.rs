@@ -445,6 +445,17 @@ pub(super) fn irq_affinity(host: &Host<'_>) -> Check {
 /// (`kernel.sched_rt_runtime_us = -1`; with RT group scheduling a cgroup
 /// without RT runtime refuses FIFO outright, which libvirt's do), and a
 /// PREEMPT_RT kernel or `nohz_full=` on their CPUs.
+/// `kernel.sched_rt_runtime_us` (`None`: no such file, or not a number),
+/// and whether RT group scheduling is on (`cpu.rt_runtime_us` exists): with
+/// it and a runtime other than -1, libvirt's cgroups get no RT runtime.
+pub(super) fn rt_runtime(fs: &super::sysfs::Fs) -> (Option<i64>, bool) {
+    let runtime = fs
+        .text("proc/sys/kernel/sched_rt_runtime_us")
+        .and_then(|t| t.parse().ok());
+    let group_sched = fs.text("sys/fs/cgroup/cpu/cpu.rt_runtime_us").is_some();
+    (runtime, group_sched)
+}
+
 pub(super) fn realtime(host: &Host<'_>) -> Vec<Check> {
     let id = CheckId::Realtime;
     let Some(plan) = host.plan else {
@@ -460,24 +471,20 @@ pub(super) fn realtime(host: &Host<'_>) -> Vec<Check> {
     }
     let names: Vec<&str> = rt.iter().map(|v| v.name.as_str()).collect();
     let mut checks = Vec::new();
-    let runtime = host.fs.text("proc/sys/kernel/sched_rt_runtime_us");
     let period = host
         .fs
         .text("proc/sys/kernel/sched_rt_period_us")
         .and_then(|p| p.parse::<i64>().ok())
         .unwrap_or(1_000_000);
-    let group_sched = host
-        .fs
-        .text("sys/fs/cgroup/cpu/cpu.rt_runtime_us")
-        .is_some();
-    match runtime.as_deref().map(str::parse::<i64>) {
-        Some(Ok(-1)) => checks.push(Check::new(
+    let (runtime, group_sched) = rt_runtime(&host.fs);
+    match runtime {
+        Some(-1) => checks.push(Check::new(
             id,
             Status::Pass,
             "throttling",
             "kernel.sched_rt_runtime_us = -1: FIFO vCPUs are not throttled",
         )),
-        Some(Ok(us)) => {
+        Some(us) => {
             let stopped_ms = (period - us).max(0) / 1000;
             let fix = "sysctl -w kernel.sched_rt_runtime_us=-1 (and kernel.sched_rt_runtime_us = -1 in /etc/sysctl.d/ for the next boot)";
             let check = if group_sched {

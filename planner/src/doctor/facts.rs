@@ -66,18 +66,12 @@ fn passthrough(
             ));
             continue;
         };
-        let offending: Vec<String> = fs
-            .iommu_group_members(group, functions)
-            .into_iter()
-            .filter(|&m| m != candidate.address)
-            .filter_map(|m| functions.get(&m))
-            .filter(|f| !f.is_bridge())
-            .filter_map(|f| {
-                let d = f.driver.as_deref()?;
-                (!super::iommu::is_vfio(d) && d != "pci-stub")
-                    .then(|| format!("{} is bound to {d}", f.address))
-            })
-            .collect();
+        let offending: Vec<String> =
+            super::iommu::group_members(fs, functions, group, candidate.address)
+                .1
+                .iter()
+                .map(|(a, d)| format!("{a} is bound to {d}"))
+                .collect();
         if offending.is_empty() {
             return Ok(());
         }
@@ -101,10 +95,8 @@ fn passthrough(
 /// Whether FIFO vCPUs can start: not with RT group scheduling and a
 /// runtime other than -1 (libvirt's cgroups then get none).
 fn realtime(fs: &Fs) -> Result<(), String> {
-    let runtime = fs.text("proc/sys/kernel/sched_rt_runtime_us");
-    let group_sched = fs.text("sys/fs/cgroup/cpu/cpu.rt_runtime_us").is_some();
-    match runtime.as_deref().map(str::parse::<i64>) {
-        Some(Ok(us)) if us != -1 && group_sched => Err(format!(
+    match super::cpu::rt_runtime(fs) {
+        (Some(us), true) if us != -1 => Err(format!(
             "kernel.sched_rt_runtime_us = {us} with RT group scheduling: real-time vCPUs cannot start"
         )),
         _ => Ok(()),

@@ -162,8 +162,34 @@ pub(super) fn dma_mode(host: &Host<'_>) -> Vec<Check> {
 
 /// A driver VFIO can own a device through (`vfio-pci` and its vendor
 /// variants such as `mlx5_vfio_pci`).
-pub(super) fn is_vfio(driver: &str) -> bool {
+fn is_vfio(driver: &str) -> bool {
     driver == "vfio-pci" || driver.ends_with("vfio-pci") || driver.ends_with("vfio_pci")
+}
+
+/// The other endpoints of IOMMU group `group` than `device` (bridges do not
+/// count): how many VFIO may take with it (on vfio-pci or pci-stub, or
+/// unbound), and those it may not, with their drivers.
+pub(super) fn group_members(
+    fs: &super::sysfs::Fs,
+    functions: &BTreeMap<PciAddress, PciFunction>,
+    group: u32,
+    device: PciAddress,
+) -> (usize, Vec<(PciAddress, String)>) {
+    let mut fine = 0usize;
+    let mut offending = Vec::new();
+    for member in fs.iommu_group_members(group, functions) {
+        let Some(other) = functions.get(&member) else {
+            continue;
+        };
+        if member == device || other.is_bridge() {
+            continue;
+        }
+        match other.driver.as_deref() {
+            Some(d) if !is_vfio(d) && d != "pci-stub" => offending.push((member, d.to_owned())),
+            _ => fine += 1,
+        }
+    }
+    (fine, offending)
 }
 
 /// `vfio-group-viable`: for every device bound to vfio-pci, and every SR-IOV
@@ -211,20 +237,8 @@ pub(super) fn group_viable(host: &Host<'_>) -> Vec<Check> {
                 ),
                 None => format!(" ({} itself has no driver)", device.address),
             };
-            let mut fine = 0usize;
-            let mut offending: Vec<(PciAddress, String)> = Vec::new();
-            for member in host.fs.iommu_group_members(group, &host.functions) {
-                let Some(other) = host.function(member) else {
-                    continue;
-                };
-                if member == device.address || other.is_bridge() {
-                    continue;
-                }
-                match other.driver.as_deref() {
-                    Some(d) if !is_vfio(d) && d != "pci-stub" => offending.push((member, d.to_owned())),
-                    _ => fine += 1,
-                }
-            }
+            let (fine, offending) =
+                group_members(&host.fs, &host.functions, group, device.address);
             if offending.is_empty() {
                 let message = if fine == 0 {
                     format!("IOMMU group {group} holds no other endpoint{itself}")

@@ -19,8 +19,7 @@ use std::time::{Duration, Instant};
 pub struct Kind {
     /// Members, as indexes into the fleet's VMs, in spec order.
     pub members: Vec<usize>,
-    /// Per allowed host: (host index, cores it needs there, nodes it may
-    /// use there with their usable free cores).
+    /// Per allowed host (or bin): its index, and the cores a member needs there.
     pub hosts: Vec<(usize, u32)>,
     /// Kept to one node (`numa = "strict"`).
     pub strict: bool,
@@ -101,7 +100,8 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
     let mut on_host: BTreeMap<(usize, usize), Var> = BTreeMap::new();
     let mut node_vars: NodeVars = BTreeMap::new();
     let mut used: BTreeMap<(usize, Option<crate::ids::NodeId>), Expr> = BTreeMap::new();
-    let mut touched_terms: BTreeMap<usize, Expr> = BTreeMap::new();
+    // Per bin: the cores its VMs take (for the hosts it touches).
+    let mut bin_cores: BTreeMap<usize, Expr> = BTreeMap::new();
     let mut placed: BTreeMap<i64, Expr> = BTreeMap::new();
     // Running VMs that may not move: kept on their host before anything else
     // (left out, they would go on running on their old pins).
@@ -150,7 +150,7 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
                 }
                 m.eq(split, f64::from(need) * y);
             }
-            *touched_terms.entry(h).or_default() += y;
+            *bin_cores.entry(h).or_default() += f64::from(need) * y;
             *placed.entry(kind.priority).or_default() += -1.0 * y;
             vcpus += -f64::from(kind.vcpus) * y;
             cores += f64::from(need) * y;
@@ -171,27 +171,14 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
     }
     let mut touched = Expr::default();
     let mut touch_vars = Vec::new();
-    for (h, _) in touched_terms {
+    for (h, cores_here) in bin_cores {
         // Hosts touched in a bin: enough hosts for the cores it gets (one
         // host: 0 or 1, linked to any VM there).
-        let n = hosts.hosts[h];
-        let t = m.int(f64::from(n));
-        let per_host: u32 = hosts.capacity[h].values().sum();
-        let cores_here: Expr = on_host
-            .iter()
-            .filter(|((_, b), _)| *b == h)
-            .map(|(&(k, _), &y)| {
-                let need = kinds[k]
-                    .hosts
-                    .iter()
-                    .find(|(b, _)| *b == h)
-                    .map_or(0, |x| x.1);
-                f64::from(need) * y
-            })
-            .sum();
-        m.le(cores_here, f64::from(per_host.max(1)) * t);
+        let t = m.int(f64::from(hosts.hosts[h]));
+        let per_host: u32 = hosts.capacity[h].values().sum::<u32>().max(1);
+        m.le(cores_here.clone(), f64::from(per_host) * t);
         touched += t;
-        touch_vars.push((h, t));
+        touch_vars.push((t, cores_here, per_host));
     }
     let mut tiers: Vec<(String, Expr)> = vec![("running VMs kept".to_owned(), kept)];
     tiers.extend(
@@ -288,7 +275,8 @@ type NodeVars = BTreeMap<(usize, usize), Vec<(Option<crate::ids::NodeId>, Var)>>
 struct Vars<'a> {
     on_host: &'a BTreeMap<(usize, usize), Var>,
     nodes: &'a NodeVars,
-    touched: &'a [(usize, Var)],
+    /// Per bin touched: its count, the cores it gets, one host's cores.
+    touched: &'a [(Var, Expr, u32)],
 }
 
 /// A feasible start: kinds in priority order (then spec order), each member
@@ -312,7 +300,6 @@ fn first_fit(kinds: &[Kind], hosts: &Hosts, m: &Model, vars: &Vars) -> Option<Ve
             kinds[k].members.first().copied(),
         )
     });
-    let mut touched = std::collections::BTreeSet::new();
     for k in order {
         let kind = &kinds[k];
         for _ in &kind.members {
@@ -355,7 +342,6 @@ fn first_fit(kinds: &[Kind], hosts: &Hosts, m: &Model, vars: &Vars) -> Option<Ve
                     }
                 }
                 values[y.index()] += 1.0;
-                touched.insert(h);
                 done = true;
                 break;
             }
@@ -364,24 +350,8 @@ fn first_fit(kinds: &[Kind], hosts: &Hosts, m: &Model, vars: &Vars) -> Option<Ve
             }
         }
     }
-    for &(h, t) in vars.touched {
-        if touched.contains(&h) {
-            let per_host: u32 = hosts.capacity[h].values().sum::<u32>().max(1);
-            let cores: f64 = vars
-                .on_host
-                .iter()
-                .filter(|((_, b), _)| *b == h)
-                .map(|(&(k, _), &y)| {
-                    let need = kinds[k]
-                        .hosts
-                        .iter()
-                        .find(|(b, _)| *b == h)
-                        .map_or(0, |x| x.1);
-                    f64::from(need) * values[y.index()]
-                })
-                .sum();
-            values[t.index()] = (cores / f64::from(per_host)).ceil();
-        }
+    for (t, cores, per_host) in vars.touched {
+        values[t.index()] = (cores.value(&values) / f64::from(*per_host)).ceil();
     }
     m.feasible(&values).then_some(values)
 }

@@ -262,7 +262,6 @@ pub fn plan_fleet(
     let mut kinds_by_key: BTreeMap<KindKey, usize> = BTreeMap::new();
     let mut kinds: Vec<assign::Kind> = Vec::new();
     let mut kind_of: Vec<usize> = vec![usize::MAX; spec.vms.len()];
-    let mut first_usable: BTreeMap<(usize, usize), assign::Capacity> = BTreeMap::new();
     for (v, vm) in spec.vms.iter().enumerate() {
         // The hosts it may be given: its list, or where it runs.
         let filter: Option<Vec<usize>> = match (running_on.get(&v), vm.movable, &vm.hosts) {
@@ -335,9 +334,6 @@ pub fn plan_fleet(
                 for &h in &hosts_of_class[c] {
                     if in_filter(h) {
                         hosts.push((h, need));
-                        if let Some((_, nodes, _)) = per_class.get(&(c, v)) {
-                            first_usable.insert((kinds.len(), h), nodes.clone());
-                        }
                     }
                 }
             }
@@ -416,7 +412,9 @@ pub fn plan_fleet(
                 continue;
             }
             hosts.push((b, need));
-            if let Some(nodes) = first_usable.get(&(k, h)) {
+            // A kind's usable cores on a host are its first member's there.
+            let first = kind.members[0];
+            if let Some((_, nodes, _)) = class_of[h].and_then(|c| per_class.get(&(c, first))) {
                 kind_usable.insert((k, b), nodes.clone());
             }
         }
@@ -445,7 +443,6 @@ pub fn plan_fleet(
         },
         left.mul_f64(0.5),
     );
-    let mut proven = assignment.proven;
     let mut notes = Vec::new();
     trace(started, "assignment solved");
 
@@ -517,7 +514,6 @@ pub fn plan_fleet(
         }
     }
     if packed_short > 0 {
-        proven = false;
         notes.push(format!(
             "{packed_short} VM(s) the assignment gave to a group of hosts alike did not fit the host first fit chose: placed on another host they may use, or left out"
         ));
@@ -527,24 +523,21 @@ pub fn plan_fleet(
     // 3. Each host's exact plan; hosts alike with VMs alike solved once.
     let mut plans: Vec<Option<Plan>> = vec![None; spec.hosts.len()];
     let mut memo: BTreeMap<(usize, Vec<usize>), Plan> = BTreeMap::new();
-    let with_vms: BTreeSet<usize> = host_of.values().copied().collect();
-    let count = with_vms.len().max(1);
+    // Host h's VMs (ascending), from `host_of`: grouped once here, and
+    // again for a host only when the repair below changes it.
+    let mut on_host: Vec<Vec<usize>> = vec![Vec::new(); spec.hosts.len()];
+    for (&v, &h) in &host_of {
+        on_host[h].push(v);
+    }
+    let count = on_host.iter().filter(|vms| !vms.is_empty()).count().max(1);
+    let solve_on = |h: usize, mine: &[usize], memo: &mut BTreeMap<(usize, Vec<usize>), Plan>| {
+        class_of[h].map(|c| {
+            let limit = host_time(deadline, count, !mine.is_empty());
+            plan_host(&classes[c], spec, h, mine, &kind_of, memo, c, limit)
+        })
+    };
     for h in 0..spec.hosts.len() {
-        let Some(c) = class_of[h] else { continue };
-        let mine: Vec<usize> = (0..spec.vms.len())
-            .filter(|v| host_of.get(v) == Some(&h))
-            .collect();
-        let limit = host_time(deadline, count, !mine.is_empty());
-        plans[h] = Some(plan_host(
-            &classes[c],
-            spec,
-            h,
-            &mine,
-            &kind_of,
-            &mut memo,
-            c,
-            limit,
-        ));
+        plans[h] = solve_on(h, &on_host[h], &mut memo);
     }
     trace(started, "hosts planned");
     // Repair: VMs a host's plan left out, tried on their other hosts.
@@ -561,56 +554,31 @@ pub fn plan_fleet(
         if left_out.is_empty() {
             continue;
         }
-        proven = false;
         for &v in &left_out {
             host_of.remove(&v);
         }
+        on_host[h].retain(|v| !left_out.contains(v));
         for v in left_out {
             for other in allowed(v) {
                 if other == h || Instant::now() >= deadline {
                     continue;
                 }
-                let Some(c) = class_of[other] else { continue };
-                let mut mine: Vec<usize> = (0..spec.vms.len())
-                    .filter(|x| host_of.get(x) == Some(&other))
-                    .collect();
+                let mut mine = on_host[other].clone();
                 mine.push(v);
                 mine.sort_unstable();
-                let limit = host_time(deadline, count, true);
-                let plan = plan_host(
-                    &classes[c],
-                    spec,
-                    other,
-                    &mine,
-                    &kind_of,
-                    &mut memo,
-                    c,
-                    limit,
-                );
+                let Some(plan) = solve_on(other, &mine, &mut memo) else {
+                    continue;
+                };
                 if plan.unplaced.is_empty() {
                     host_of.insert(v, other);
+                    on_host[other] = mine;
                     plans[other] = Some(plan);
                     break;
                 }
             }
         }
         // The host's own plan without the VMs it could not place.
-        if let Some(c) = class_of[h] {
-            let mine: Vec<usize> = (0..spec.vms.len())
-                .filter(|x| host_of.get(x) == Some(&h))
-                .collect();
-            let limit = host_time(deadline, count, true);
-            plans[h] = Some(plan_host(
-                &classes[c],
-                spec,
-                h,
-                &mine,
-                &kind_of,
-                &mut memo,
-                c,
-                limit,
-            ));
-        }
+        plans[h] = solve_on(h, &on_host[h], &mut memo);
     }
     warnings.extend(notes);
     trace(started, "repaired");
@@ -623,7 +591,6 @@ pub fn plan_fleet(
         let plan = plans[h].take();
         let class = class_of[h].map(|c| &classes[c]);
         if let Some(plan) = &plan {
-            proven &= plan.proven;
             for w in &plan.warnings {
                 warnings.push(format!("{}: {w}", host.name));
             }
@@ -740,7 +707,9 @@ pub fn plan_fleet(
     let hosts_proven = hosts_out
         .iter()
         .all(|h| h.plan.as_ref().is_none_or(|p| p.proven));
-    let proven = all_met && hosts_proven && (proven || gap.is_none());
+    // (A VM packed elsewhere or left out by a host's plan shows as a tier
+    // below its bound: no flag of its own is needed.)
+    let proven = all_met && hosts_proven;
     Ok(FleetPlan {
         proven,
         gap,
@@ -812,11 +781,11 @@ fn plan_host(
                 ..SolveOptions::default()
             };
             let plan = solve::solve(&request, &options);
-            let solved_names: Vec<String> = request.vms.iter().map(|v| v.name.clone()).collect();
-            memo.insert(key, rename(&plan, &solved_names, &names_of(&solved_names)));
-            memo.get(&(c, ordered.iter().map(|&v| kind_of[v]).collect()))
-                .cloned()
-                .unwrap_or(plan)
+            let solved: Vec<String> = request.vms.iter().map(|v| v.name.clone()).collect();
+            // Kept with placeholder names, as every host of the key uses it.
+            let kept = rename(&plan, &solved, &names_of(&solved));
+            memo.insert(key, kept.clone());
+            kept
         }
     };
     plan = rename_back(&plan, &names);

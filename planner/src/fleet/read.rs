@@ -32,7 +32,6 @@ pub fn read_hosts(
     let n = spec.hosts.len();
     let next = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
-    let mut results: Vec<Option<Result<HostInput, String>>> = (0..n).map(|_| None).collect();
     let slots: Vec<std::sync::Mutex<Option<Result<HostInput, String>>>> =
         (0..n).map(|_| std::sync::Mutex::new(None)).collect();
     std::thread::scope(|scope| {
@@ -58,12 +57,14 @@ pub fn read_hosts(
             });
         }
     });
-    for (h, slot) in slots.into_iter().enumerate() {
-        results[h] = slot.into_inner().ok().flatten();
-    }
-    results
+    slots
         .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err("not read".to_owned())))
+        .map(|slot| {
+            slot.into_inner()
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| Err("not read".to_owned()))
+        })
         .collect()
 }
 
