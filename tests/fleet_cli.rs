@@ -5,7 +5,7 @@
 //! `hwloc-xml/24em64t-2n6c2t-pci.xml` (2 nodes × 6 cores × 2 threads: 11
 //! free). The trees are `tests/fixtures/fleet/{b1,jy}` (see their README).
 
-use crate::util::{self, pinplan, text, TempDir};
+use crate::util::{self, pinplan, text, vm, TempDir};
 use serde_json::Value;
 
 fn lab_spec(dir: &TempDir, vms: &str) -> std::path::PathBuf {
@@ -28,15 +28,6 @@ fn lab_spec(dir: &TempDir, vms: &str) -> std::path::PathBuf {
 const LAB_VMS: &str = "[[vm]]\nname = \"sriov1\"\nvcpus = 6\nnic = \"0000:65:00.0\"\n\n\
     [[vm]]\nname = \"sriov2\"\nvcpus = 4\nnic = \"0000:65:00.0\"\n\n\
     [[vm]]\nname = \"plain1\"\nvcpus = 8\n\n[[vm]]\nname = \"plain2\"\nvcpus = 8\n";
-
-fn vm<'a>(fleet: &'a Value, name: &str) -> &'a Value {
-    fleet["vms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == name)
-        .unwrap()
-}
 
 /// Must show: B1 (viable VFIO groups) and JY (one non-viable group). The
 /// SR-IOV VMs land on B1 and fleet.json says why not on JY; the others go

@@ -23,23 +23,7 @@ fn spec(dir: &TempDir, fixture: &str, body: &str) -> String {
 }
 
 fn plan(spec: &str) -> Value {
-    plan_with(spec, 0)
-}
-
-/// The plan JSON, the exit status being `code` (1: a VM is left out).
-fn plan_with(spec: &str, code: i32) -> Value {
-    let out = pinplan(["plan", spec, "--format", "json"]);
-    assert_eq!(out.status.code(), Some(code), "{}", text(&out.stderr));
-    util::stdout_json(&out)
-}
-
-fn vm<'a>(plan: &'a Value, name: &str) -> &'a Value {
-    plan["vms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == name)
-        .unwrap_or_else(|| panic!("{name} not placed: {plan}"))
+    util::plan_json(0, &[spec])
 }
 
 /// Node of a CPU of 16intel64-manyVFs (node 0 = CPUs 0-7, node 1 = 8-15).
@@ -61,7 +45,7 @@ numa = "spread"
 nics = [{ addr = "0000:02:00.0", affinity = "required" }, { addr = "0000:88:00.0", affinity = "required" }]
 "#;
     let plan = plan(&spec(&dir, TWO_NODES, body));
-    let vm = vm(&plan, "twonic");
+    let vm = util::vm(&plan, "twonic");
     let cells: BTreeSet<u64> = vm["guest_cells"]
         .as_array()
         .unwrap()
@@ -99,7 +83,7 @@ nics = [{ addr = "0000:02:00.0", affinity = "required" }, { addr = "0000:88:00.0
 
     let one = body.replace(r#", { addr = "0000:88:00.0", affinity = "required" }"#, "");
     let plan = self::plan(&spec(&dir, TWO_NODES, &one));
-    let vm = self::vm(&plan, "twonic");
+    let vm = util::vm(&plan, "twonic");
     assert_eq!(vm["guest_cells"], serde_json::json!([]), "{vm}");
     assert_eq!(vm["numa_nodes"], serde_json::json!([0]), "{vm}");
     assert!(vm.get("nics").is_none(), "one NIC: no nics list: {vm}");
@@ -215,7 +199,7 @@ numa = "spread"
 nics = [{ addr = "0000:02:00.0", affinity = "required" }, { addr = "0000:88:00.0", affinity = "preferred" }]
 "#;
     let plan = plan(&spec(&dir, TWO_NODES, body));
-    let vm = vm(&plan, "mixed");
+    let vm = util::vm(&plan, "mixed");
     assert_eq!(vm["numa_nodes"], serde_json::json!([0]), "{vm}");
     let warnings = plan["warnings"].to_string();
     assert!(
@@ -245,17 +229,17 @@ nic_affinity = "{affinity}"
         )
     };
     let plan = plan(&spec(&dir, COD, &body("socket")));
-    let vm = vm(&plan, "near");
+    let vm = util::vm(&plan, "near");
     assert_eq!(vm["numa_nodes"], serde_json::json!([1]), "{vm}");
     for cpu in util::cpuset(vm["cpus"].as_str().unwrap()) {
         assert!((7..=13).contains(&cpu), "CPU {cpu} is not on node 1: {vm}");
     }
-    let plan = plan_with(&spec(&dir, COD, &body("required")), 1);
+    let plan = util::plan_json(1, &[&spec(&dir, COD, &body("required"))]);
     assert_eq!(plan["unplaced"], serde_json::json!(["near"]), "{plan}");
     // With node 1 full too, socket affinity leaves it unplaced rather than
     // on the other package.
     let full = body("socket").replace("cpus = \"0-6\"", "cpus = \"0-13\"");
-    let plan = plan_with(&spec(&dir, COD, &full), 1);
+    let plan = util::plan_json(1, &[&spec(&dir, COD, &full)]);
     assert_eq!(plan["unplaced"], serde_json::json!(["near"]), "{plan}");
 }
 

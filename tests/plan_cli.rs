@@ -6,28 +6,13 @@
 //! with the file and line, `hint:`; the spec checks themselves are
 //! `spec_parse`'s).
 
-use crate::util::{self, arg, cpuset as cpulist, describe, pinplan, text, TempDir};
+use crate::util::{self, arg, cpuset as cpulist, describe, pinplan, plan_json, text, vm, TempDir};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
 const LAB: &str = "examples/lab/b1.toml";
 /// Host b1: 10 cores, CPU n's sibling is n + 10.
 const B1_CORES: u32 = 10;
-
-/// Runs `pinplan plan … --format json`, expects exit `code`, parses stdout.
-fn plan_json(code: i32, args: &[&str]) -> Value {
-    let mut all = vec!["plan"];
-    all.extend_from_slice(args);
-    all.extend(["--format", "json"]);
-    let out = pinplan(&all);
-    assert_eq!(out.status.code(), Some(code), "{}", describe(&all, &out));
-    assert!(
-        !text(&out.stderr).contains("panicked"),
-        "{}",
-        describe(&all, &out)
-    );
-    util::stdout_json(&out)
-}
 
 /// A scratch directory with a copy of the lab's host file, table and domain,
 /// next to which specs can be written (their paths are relative to the spec).
@@ -61,15 +46,6 @@ fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
     v[key]
         .as_str()
         .unwrap_or_else(|| panic!("{key} is not a string in {v}"))
-}
-
-fn vm<'a>(plan: &'a Value, name: &str) -> &'a Value {
-    plan["vms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == name)
-        .unwrap_or_else(|| panic!("no VM {name} in {plan}"))
 }
 
 fn names(v: &Value) -> Vec<String> {

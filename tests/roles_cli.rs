@@ -7,15 +7,6 @@ use crate::util::{self, pinplan, text, TempDir};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-fn plan_json(args: &[&str]) -> Value {
-    let mut all = vec!["plan"];
-    all.extend_from_slice(args);
-    all.extend_from_slice(&["--format", "json"]);
-    let out = pinplan(&all);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    util::stdout_json(&out)
-}
-
 /// The vCPUs of `vm` with role `role`, as guest ids.
 fn with_role(vm: &Value, role: &str) -> Vec<u64> {
     vm["vcpus"]
@@ -102,7 +93,7 @@ fn with_housekeeping_keeps_the_emulator_on_the_main_core_only() {
             host.display()
         ),
     );
-    let plan = plan_json(&[util::arg(&spec)]);
+    let plan = util::plan_json(0, &[util::arg(&spec)]);
     assert_eq!(plan["unplaced"], serde_json::json!([]), "{plan}");
     let topo = util::pinplan_json(&["topology", "--source", util::arg(&host), "--format", "json"]);
     // CPU -> core, from the topology.
@@ -420,7 +411,7 @@ fn reserved_cores_per_node_keeps_each_emulator_on_its_node() {
             host.display()
         ),
     );
-    let plan = plan_json(&[util::arg(&spec)]);
+    let plan = util::plan_json(0, &[util::arg(&spec)]);
     let topo = util::pinplan_json(&["topology", "--source", util::arg(&host), "--format", "json"]);
     // Per node: its lowest core's CPUs.
     let mut lowest: BTreeMap<u64, (u64, BTreeSet<u32>)> = BTreeMap::new();

@@ -292,6 +292,32 @@ pub fn guest_xml(domain_type: &str, name: &str, vcpus: u32, cputune: &str) -> St
     )
 }
 
+/// Runs `pinplan plan ARGS… --format json`, expects exit `code` (and no
+/// panic), parses standard output: a plan, or a fleet's `fleet.json`.
+pub fn plan_json(code: i32, args: &[&str]) -> Value {
+    let mut all = vec!["plan"];
+    all.extend_from_slice(args);
+    all.extend(["--format", "json"]);
+    let out = pinplan(&all);
+    assert_eq!(out.status.code(), Some(code), "{}", describe(&all, &out));
+    assert!(
+        !text(&out.stderr).contains("panicked"),
+        "{}",
+        describe(&all, &out)
+    );
+    stdout_json(&out)
+}
+
+/// The entry of `vms` named `name` in a plan (or fleet.json).
+pub fn vm<'a>(plan: &'a Value, name: &str) -> &'a Value {
+    plan["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == name)
+        .unwrap_or_else(|| panic!("no VM {name} in {plan}"))
+}
+
 /// `virt-xml-validate FILE domain` (libvirt's own schema check): Ok, or the
 /// validator's complaint.
 pub fn validate_domain(path: &Path) -> Result<(), String> {
