@@ -16,8 +16,12 @@
 //! The fleet plan is proven optimal when the assignment is, every host's
 //! plan is and places every VM the assignment gave it (docs/plan.md, fleets).
 
+pub mod apply;
 pub mod assign;
+pub mod inventory;
+pub mod pool;
 pub mod read;
+pub mod survey;
 
 use crate::cpuset::CpuSet;
 use crate::doctor::HostFacts;
@@ -72,6 +76,8 @@ pub struct FleetHostOutcome {
     /// Its libvirt URI, when it has one (its running domains were read
     /// through it).
     pub connect: Option<String>,
+    /// The tree `doctor` reads for it (`doctor_root`), when it has one.
+    pub doctor_root: Option<String>,
     /// Its plan (`null` when it could not be read or planned).
     #[serde(skip)]
     pub plan: Option<Plan>,
@@ -610,6 +616,7 @@ pub fn plan_fleet(
             name: host.name.clone(),
             source: source_text(&host.source),
             connect: host.connect.clone(),
+            doctor_root: host.doctor_root.as_ref().map(|p| p.display().to_string()),
             cores_used: plan.as_ref().map_or(0, |p| p.objective.cores_used),
             cores_free: class.map_or(0, |c| {
                 u32::try_from(solve::free_cores(&c.request).len()).unwrap_or(0)

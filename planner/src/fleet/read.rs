@@ -6,8 +6,6 @@
 use super::HostInput;
 use crate::spec::FleetSpec;
 use crate::topology::{self, PciAddress, Source};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::Duration;
 
 /// Reads every host of `spec`, `concurrency` at a time, each within
@@ -29,59 +27,22 @@ pub fn read_hosts(
         all.dedup();
         all
     };
-    let n = spec.hosts.len();
-    let next = AtomicUsize::new(0);
-    let finished = AtomicUsize::new(0);
-    let slots: Vec<std::sync::Mutex<Option<Result<HostInput, String>>>> =
-        (0..n).map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..concurrency.clamp(1, n.max(1)) {
-            scope.spawn(|| loop {
-                let h = next.fetch_add(1, Ordering::SeqCst);
-                if h >= n {
-                    break;
-                }
-                let host = &spec.hosts[h];
-                let result = with_timeout(timeout, {
-                    let source = host.source.clone();
-                    let connect = host.connect.clone();
-                    let root = host.doctor_root.clone();
-                    let nics = nics.clone();
-                    move || read_one(&source, connect.as_deref(), root.as_deref(), &nics)
-                });
-                if let Ok(mut slot) = slots[h].lock() {
-                    *slot = Some(result);
-                }
-                let k = finished.fetch_add(1, Ordering::SeqCst) + 1;
-                done(k, n);
-            });
-        }
-    });
-    slots
-        .into_iter()
-        .map(|slot| {
-            slot.into_inner()
-                .ok()
-                .flatten()
-                .unwrap_or_else(|| Err("not read".to_owned()))
-        })
-        .collect()
-}
-
-/// `f` on a thread of its own, given up after `timeout` (the thread is left
-/// to finish on its own: a libvirt call cannot be interrupted).
-fn with_timeout<F>(timeout: Duration, f: F) -> Result<HostInput, String>
-where
-    F: FnOnce() -> Result<HostInput, String> + Send + 'static,
-{
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(timeout) {
-        Ok(result) => result,
-        Err(_) => Err(format!("no answer within {:.0} s", timeout.as_secs_f64())),
-    }
+    super::pool::each(
+        spec.hosts.len(),
+        concurrency,
+        |h| {
+            let host = &spec.hosts[h];
+            let source = host.source.clone();
+            let connect = host.connect.clone();
+            let root = host.doctor_root.clone();
+            let nics = nics.clone();
+            super::pool::within(timeout, move || {
+                read_one(&source, connect.as_deref(), root.as_deref(), &nics)
+            })
+            .unwrap_or_else(|| Err(format!("no answer within {:.0} s", timeout.as_secs_f64())))
+        },
+        done,
+    )
 }
 
 /// One host: its topology, the domains running there (through a

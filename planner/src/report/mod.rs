@@ -4,6 +4,7 @@
 //! ([`svg`]). Reading domains into tenants is [`crate::libvirt::domain`]'s.
 
 pub mod conflicts;
+pub mod connected;
 pub mod live;
 pub mod moves;
 pub mod svg;

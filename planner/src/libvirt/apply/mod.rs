@@ -9,6 +9,7 @@
 
 mod check;
 pub mod error;
+pub mod host;
 pub mod journal;
 pub mod lock;
 

@@ -1,0 +1,217 @@
+//! `report --fleet` and `doctor --fleet`: the single-host report and doctor
+//! run over every host of an inventory, a bounded number at a time, each
+//! within a time limit, and shown per host.
+//!
+//! `report` reaches a host through its URI (a host without one is named
+//! and skipped). `doctor` reads a host's sysfs and procfs, which libvirt
+//! does not carry: it checks a host with a `doctor_root` (a captured tree),
+//! and this machine for a host whose URI is this machine's system libvirtd
+//! (root `/`); any other host is named as not checked, with how to check it.
+//! From a plan directory each host is compared with its own plan.
+
+use super::apply::full_text;
+use super::inventory::{Inventory, InventoryHost};
+use super::pool;
+use crate::doctor::{self, DoctorOptions};
+use crate::error::Exit;
+use crate::report::connected::{self, Connected};
+use crate::report::Report;
+use crate::topology::HostTopology;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// One host's part of a fleet survey.
+pub enum HostSurvey<T> {
+    /// Its result.
+    Done(T),
+    /// It could not be surveyed, and why (the whole error).
+    Failed(String),
+    /// Nothing to do there, and why (no URI, no tree to read).
+    Skipped(String),
+}
+
+/// A host's name and URI, and its survey.
+pub struct Surveyed<T> {
+    /// The host.
+    pub name: String,
+    /// Its libvirt URI.
+    pub uri: Option<String>,
+    /// What was found.
+    pub survey: HostSurvey<T>,
+}
+
+/// How to survey.
+#[derive(Debug, Clone, Copy)]
+pub struct SurveyOptions {
+    /// Compare with plans made for another topology anyway.
+    pub force: bool,
+    /// `report`: how many stray threads to list (this machine).
+    pub top: usize,
+    /// Hosts at once.
+    pub concurrency: usize,
+    /// How long one host may take.
+    pub timeout: Duration,
+}
+
+fn each<T: Send + 'static>(
+    inventory: &Inventory,
+    options: SurveyOptions,
+    one: fn(&InventoryHost, SurveyOptions) -> HostSurvey<T>,
+) -> Vec<Surveyed<T>> {
+    pool::each(
+        inventory.hosts.len(),
+        options.concurrency,
+        |h| {
+            let host = inventory.hosts[h].clone();
+            let (name, uri) = (host.name.clone(), host.connect.clone());
+            let survey =
+                pool::within(options.timeout, move || one(&host, options)).unwrap_or_else(|| {
+                    HostSurvey::Failed(format!(
+                        "no answer within {:.0} s",
+                        options.timeout.as_secs_f64()
+                    ))
+                });
+            Surveyed { name, uri, survey }
+        },
+        &|_, _| {},
+    )
+}
+
+/// `report --fleet`: each host's report through its URI.
+pub fn report(
+    inventory: &Inventory,
+    options: SurveyOptions,
+) -> Vec<Surveyed<(HostTopology, Report)>> {
+    each(inventory, options, |host, options| {
+        let Some(uri) = &host.connect else {
+            return HostSurvey::Skipped(
+                "no connect URI: report reads a host's domains through libvirt".to_owned(),
+            );
+        };
+        let plan = host.plan.as_ref().map(|(p, plan)| (p.as_path(), plan));
+        match connected::report(&Connected {
+            uri,
+            plan,
+            force: options.force,
+            host_cpus: None,
+            top: options.top,
+        }) {
+            Ok(done) => HostSurvey::Done(done),
+            Err(e) => HostSurvey::Failed(full_text(&e)),
+        }
+    })
+}
+
+/// Where `doctor` reads `host`: its `doctor_root`, or `/` when its URI is
+/// this machine's system libvirtd.
+pub fn doctor_root(host: &InventoryHost) -> Option<PathBuf> {
+    host.doctor_root.clone().or_else(|| {
+        host.connect
+            .as_deref()
+            .filter(|u| crate::libvirt::is_local_system_uri(u))
+            .map(|_| PathBuf::from("/"))
+    })
+}
+
+/// `doctor --fleet`: each host's checks, against its plan when planned.
+pub fn doctor(inventory: &Inventory, options: SurveyOptions) -> Vec<Surveyed<doctor::Report>> {
+    each(inventory, options, |host, options| {
+        let Some(root) = doctor_root(host) else {
+            return HostSurvey::Skipped(
+                "not checked: doctor reads a host's sysfs and procfs, which libvirt does not \
+                 carry; give its [[host]] doctor_root = \"DIR\" (a capture of its /sys and \
+                 /proc) and plan again, or run `pinplan doctor` on it"
+                    .to_owned(),
+            );
+        };
+        let (plan_path, plan) = match &host.plan {
+            Some((path, plan)) => (Some(path.clone()), Some(plan.clone())),
+            None => (None, None),
+        };
+        match doctor::run(&DoctorOptions {
+            root,
+            plan,
+            plan_path,
+            force: options.force,
+            nics: Vec::new(),
+        }) {
+            Ok(report) => HostSurvey::Done(report),
+            Err(e) => HostSurvey::Failed(full_text(&e)),
+        }
+    })
+}
+
+/// The exit status of a survey: an error when a host failed, "no" when a
+/// host's result says no (`no`) or a host was skipped, else success.
+pub fn exit<T>(hosts: &[Surveyed<T>], no: impl Fn(&T) -> bool) -> Option<Exit> {
+    if hosts
+        .iter()
+        .any(|h| matches!(h.survey, HostSurvey::Failed(_)))
+    {
+        Some(Exit::Error)
+    } else if hosts.iter().any(|h| match &h.survey {
+        HostSurvey::Done(t) => no(t),
+        HostSurvey::Skipped(_) => true,
+        HostSurvey::Failed(_) => false,
+    }) {
+        Some(Exit::No)
+    } else {
+        None
+    }
+}
+
+/// Per host, `== NAME (URI) ==` and its text.
+pub fn to_text<T>(hosts: &[Surveyed<T>], text: impl Fn(&T) -> String) -> String {
+    let mut out = String::new();
+    for h in hosts {
+        let uri = h
+            .uri
+            .as_deref()
+            .map(|u| format!(" ({u})"))
+            .unwrap_or_default();
+        out.push_str(&format!("== {}{uri} ==\n", h.name));
+        match &h.survey {
+            HostSurvey::Done(t) => out.push_str(&text(t)),
+            HostSurvey::Failed(e) => out.push_str(&format!("error: {e}\n")),
+            HostSurvey::Skipped(why) => out.push_str(&format!("skipped: {why}\n")),
+        }
+        if !out.ends_with("\n\n") {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// `{"hosts": [{"name", "uri", "status", KEY: …|"error"}]}`.
+pub fn to_json<T>(hosts: &[Surveyed<T>], key: &str, json_of: impl Fn(&T) -> String) -> String {
+    let hosts: Vec<Value> = hosts
+        .iter()
+        .map(|h| {
+            let mut o = json!({"name": h.name, "uri": h.uri});
+            if let Some(map) = o.as_object_mut() {
+                match &h.survey {
+                    HostSurvey::Done(t) => {
+                        map.insert("status".to_owned(), json!("done"));
+                        map.insert(
+                            key.to_owned(),
+                            serde_json::from_str(&json_of(t)).unwrap_or(Value::Null),
+                        );
+                    }
+                    HostSurvey::Failed(e) => {
+                        map.insert("status".to_owned(), json!("failed"));
+                        map.insert("error".to_owned(), json!(e));
+                    }
+                    HostSurvey::Skipped(why) => {
+                        map.insert("status".to_owned(), json!("skipped"));
+                        map.insert("reason".to_owned(), json!(why));
+                    }
+                }
+            }
+            o
+        })
+        .collect();
+    let mut text = serde_json::to_string_pretty(&json!({ "hosts": hosts })).unwrap_or_default();
+    text.push('\n');
+    text
+}

@@ -1,0 +1,79 @@
+//! The report of a host read through a libvirt URI, as `report --connect
+//! URI` and `report --fleet` make it: the topology and every domain through
+//! the connection, checked against a plan when given, with the pins that
+//! wait for a restart and, on this machine's system libvirtd, the stray
+//! threads and IRQs on VM CPUs.
+
+use super::Report;
+use crate::cpuset::CpuSet;
+use crate::error::{Diagnostic, Exit};
+use crate::libvirt::tenants::{self, Domains, TenantsError};
+use crate::plan::{Plan, PlanError};
+use crate::topology::{self, HostTopology, Source, TopologyError};
+use std::path::Path;
+
+/// Why a connected host could not be reported on.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectedError {
+    /// Its topology could not be read.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    /// The plan is another host's.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// Its domains could not be read.
+    #[error(transparent)]
+    Tenants(#[from] TenantsError),
+}
+
+impl Diagnostic for ConnectedError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            ConnectedError::Topology(e) => e.hint(),
+            ConnectedError::Plan(e) => e.hint(),
+            ConnectedError::Tenants(e) => e.hint(),
+        }
+    }
+
+    fn exit(&self) -> Exit {
+        match self {
+            ConnectedError::Topology(e) => e.exit(),
+            ConnectedError::Plan(e) => e.exit(),
+            ConnectedError::Tenants(e) => e.exit(),
+        }
+    }
+}
+
+/// What the report of a connected host is asked for.
+pub struct Connected<'a> {
+    /// The libvirt URI.
+    pub uri: &'a str,
+    /// A plan to compare with, and its file.
+    pub plan: Option<(&'a Path, &'a Plan)>,
+    /// Compare with a plan made for another topology anyway.
+    pub force: bool,
+    /// The host's own CPUs, when given.
+    pub host_cpus: Option<&'a CpuSet>,
+    /// How many stray threads to list (this machine's system libvirtd).
+    pub top: usize,
+}
+
+/// The host's topology and its report.
+pub fn report(asked: &Connected<'_>) -> Result<(HostTopology, Report), ConnectedError> {
+    let host = topology::load(&Source::Libvirt(asked.uri.to_owned()))?;
+    if let Some((path, plan)) = asked.plan {
+        plan.check_host(path, &host, asked.force)?;
+    }
+    let plan = asked.plan.map(|(_, p)| p);
+    let live = crate::libvirt::is_local_uri(asked.uri);
+    let host_cpus = tenants::host_cpus(&host, asked.host_cpus, plan, live)?;
+    let tenants = tenants::tenants(&host, host_cpus.as_ref(), Domains::Connect(asked.uri))?;
+    let mut result = Report::new(&host, tenants, plan);
+    result
+        .notes
+        .extend(tenants::pending_pins(asked.uri, &host)?);
+    if crate::libvirt::is_local_system_uri(asked.uri) {
+        result.add_live_host(Path::new("/"), asked.top);
+    }
+    Ok((host, result))
+}
