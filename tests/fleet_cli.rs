@@ -235,3 +235,317 @@ fn two_hosts_through_qemu_system_and_qemu_ssh() {
         assert_eq!(fleet["hosts"][i]["cores_free"], 8, "host {i}: {fleet}");
     }
 }
+
+/// The vCPU and emulator threads' affinity of a running guest, by taskset.
+fn threads(name: &str) -> (String, String) {
+    let all = util::thread_affinities(&[name.to_owned()]);
+    let t = &all[name];
+    (t["CPU 0"].clone(), t["emulator"].clone())
+}
+
+/// `pinplan ARGS` in `dir`, with `env` added.
+fn pinplan_in(dir: &TempDir, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    util::command()
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(dir.root())
+        .output()
+        .expect("cannot run pinplan")
+}
+
+/// Issue 19, item 4: `apply --fleet DIR` over libvirt's own transports —
+/// this machine's libvirtd as two hosts, `qemu:///system` and
+/// `qemu+ssh://…` (the sshd scripts/test.sh starts). Each host has 1 free
+/// core (2 cores, `reserved_cores = 1`), so the two 1-vCPU guests split;
+/// both are planned onto CPU 1, the emulator onto CPU 0. Checked by taskset
+/// on the QEMU threads (not by pinplan's own read-back): a dry run changes
+/// nothing; a fault on one host with `--all-or-nothing` leaves both as they
+/// were; without it the other host stays applied and the fleet journal puts
+/// it back; a clean apply pins both; a host refused under
+/// `--all-or-nothing` keeps the other from changing.
+#[test]
+fn fleet_apply_per_host_all_or_nothing_and_rollback() {
+    let Some(local) = util::libvirt_uri("apply --fleet on live guests") else {
+        return;
+    };
+    if !cfg!(feature = "fault-injection") {
+        panic!("run with --features pinplan-cli/fault-injection (scripts/test.sh does)");
+    }
+    let remote = std::env::var("PINPLAN_TEST_SSH_URI")
+        .expect("PINPLAN_TEST_SSH_URI: scripts/test.sh starts an sshd for qemu+ssh://");
+    let _turn = util::live_guests_turn();
+    let pid = std::process::id();
+    let (a, b) = (format!("pp-fleet-a-{pid}"), format!("pp-fleet-b-{pid}"));
+    let _guests = util::Guests {
+        uri: local.clone(),
+        names: vec![a.clone(), b.clone()],
+    };
+    let dir = TempDir::new();
+    for name in [&a, &b] {
+        let xml = dir.write(
+            &format!("{name}.xml"),
+            util::guest_xml(util::guest_type(&local), name, 1, ""),
+        );
+        util::virsh(&local, &["define", util::arg(&xml)]);
+    }
+    let fleet = |vms: &str| {
+        format!(
+            "[[host]]\nname = \"local\"\nconnect = {local:?}\nreserved_cores = 1\n\n\
+             [[host]]\nname = \"remote\"\nconnect = {remote:?}\nreserved_cores = 1\n\n{vms}"
+        )
+    };
+    let spec = dir.write(
+        "fleet.toml",
+        fleet(&format!(
+            "[[vm]]\nname = \"{a}\"\nvcpus = 1\n\n[[vm]]\nname = \"{b}\"\nvcpus = 1\n"
+        )),
+    );
+    let out = pinplan_in(&dir, &["plan", util::arg(&spec), "--out", "out"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let planned: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path("out").join("fleet.json")).unwrap())
+            .unwrap();
+    let host_of = |name: &str| vm(&planned, name)["host"].as_str().unwrap().to_owned();
+    assert_ne!(host_of(&a), host_of(&b), "{planned}");
+    // Started after planning (planned while running, each would count as
+    // running on both hosts: they are one machine).
+    for name in [&a, &b] {
+        util::virsh(&local, &["start", name]);
+    }
+    let floating = ("0,1".to_owned(), "0,1".to_owned());
+    let pinned = ("1".to_owned(), "0".to_owned());
+    let listing = |dir: &TempDir| {
+        let mut names: Vec<String> = std::fs::read_dir(dir.root())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("journal"))
+            .collect();
+        names.sort();
+        names
+    };
+
+    // A dry run: the preconditions of both hosts, nothing changed or written.
+    let out = pinplan_in(
+        &dir,
+        &["apply", "--fleet", "out", "--dry-run", "--format", "json"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json = util::stdout_json(&out);
+    assert_eq!(json["status"], "dry-run", "{json}");
+    for h in json["hosts"].as_array().unwrap() {
+        assert_eq!(h["status"], "dry-run", "{json}");
+    }
+    assert!(listing(&dir).is_empty(), "{:?}", listing(&dir));
+    assert_eq!(threads(&a), floating);
+
+    // A fault at the remote host's second pin call, all or nothing: the
+    // remote host restores its VM, the local host is rolled back.
+    let remote_vm = if host_of(&a) == "remote" { &a } else { &b };
+    let local_vm = if remote_vm == &a { &b } else { &a };
+    let fault = [
+        ("PINPLAN_FAULT_HOST", "remote"),
+        ("PINPLAN_FAULT_PIN_CALL", "2"),
+    ];
+    let out = pinplan_in(
+        &dir,
+        &[
+            "apply",
+            "--fleet",
+            "out",
+            "--all-or-nothing",
+            "--journal",
+            "j1.json",
+            "--format",
+            "json",
+        ],
+        &fault,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let json = util::stdout_json(&out);
+    assert_eq!(json["status"], "not-applied", "{json}");
+    let status = |json: &Value, host: &str| {
+        json["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["name"] == host)
+            .unwrap()["status"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // The local host either finished and was rolled back, or was held
+    // before it started (the hosts run in parallel).
+    assert!(
+        ["rolled-back", "held"].contains(&status(&json, "local").as_str()),
+        "{json}"
+    );
+    assert_eq!(status(&json, "remote"), "failed", "{json}");
+    assert_eq!(threads(&a), floating, "all or nothing left a change");
+    assert_eq!(threads(&b), floating, "all or nothing left a change");
+
+    // The same fault without --all-or-nothing: the local host stays applied
+    // and says so; the fleet journal puts it back.
+    let out = pinplan_in(
+        &dir,
+        &["apply", "--fleet", "out", "--journal", "j2.json"],
+        &fault,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("fleet partly applied: 1 host stays applied (local)")
+            && said.contains("pinplan apply --rollback j2.json"),
+        "{said}"
+    );
+    assert_eq!(threads(local_vm), pinned);
+    assert_eq!(threads(remote_vm), floating);
+    let out = pinplan_in(&dir, &["apply", "--rollback", "j2.json"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(threads(local_vm), floating);
+
+    // A clean apply: both pinned, one journal per host (0600) beside the
+    // fleet journal, the config pinned too.
+    let out = pinplan_in(
+        &dir,
+        &["apply", "--fleet", "out", "--journal", "j3.json"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("fleet applied: 2 hosts changed"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(threads(&a), pinned);
+    assert_eq!(threads(&b), pinned);
+    for host in ["local", "remote"] {
+        let journal = dir.path(&format!("j3-{host}.json"));
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&journal).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600, "{}", journal.display());
+    }
+    let config = util::virsh(&local, &["dumpxml", "--inactive", &a]);
+    assert!(
+        config.contains("<vcpupin vcpu='0' cpuset='1'/>"),
+        "{config}"
+    );
+    // report --fleet reads both hosts through their URIs against their
+    // plans: nothing left to move.
+    let out = pinplan_in(&dir, &["report", "--fleet", "out", "--format", "json"], &[]);
+    let json = util::stdout_json(&out);
+    for h in json["hosts"].as_array().unwrap() {
+        assert_eq!(h["status"], "done", "{json}");
+        assert_eq!(h["report"]["moves"], serde_json::json!([]), "{json}");
+    }
+    // The fleet journal puts both back.
+    let out = pinplan_in(&dir, &["apply", "--rollback", "j3.json"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(threads(&a), floating);
+    assert_eq!(threads(&b), floating);
+
+    // A host refused (its VM is not defined there) keeps the other from
+    // changing under --all-or-nothing; nothing is journalled. Planned
+    // with the guests shut off, as above.
+    for name in [&a, &b] {
+        util::virsh(&local, &["destroy", name]);
+    }
+    let spec = dir.write(
+        "fleet2.toml",
+        fleet(&format!(
+            "[[vm]]\nname = \"{a}\"\nvcpus = 1\nhost = \"local\"\n\n\
+             [[vm]]\nname = \"pp-fleet-undefined-{pid}\"\nvcpus = 1\nhost = \"remote\"\n"
+        )),
+    );
+    let out = pinplan_in(&dir, &["plan", util::arg(&spec), "--out", "out2"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    util::virsh(&local, &["start", &a]);
+    let before = listing(&dir);
+    let out = pinplan_in(
+        &dir,
+        &[
+            "apply",
+            "--fleet",
+            "out2",
+            "--all-or-nothing",
+            "--journal",
+            "j4.json",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(said.contains("no domain \"pp-fleet-undefined-"), "{said}");
+    assert!(
+        said.contains("fleet not applied: no host is changed"),
+        "{said}"
+    );
+    assert_eq!(threads(&a), floating);
+    assert_eq!(listing(&dir), before, "a refused fleet wrote a journal");
+}
+
+/// `apply`, `report` and `doctor --fleet` on the lab's captured hosts: they
+/// have no URI, so apply refuses each by name and changes nothing; doctor
+/// reads each host's `doctor_root` against its plan; report skips them.
+#[test]
+fn fleet_commands_on_captured_hosts() {
+    let dir = TempDir::new();
+    let spec = lab_spec(&dir, LAB_VMS);
+    let out_dir = dir.path("out");
+    let out = pinplan(["plan", util::arg(&spec), "--out", util::arg(&out_dir)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = pinplan(["apply", "--fleet", util::arg(&out_dir)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    for host in ["b1", "jy"] {
+        assert!(
+            said.contains(&format!("fleet.json gives host {host} no connect URI")),
+            "{said}"
+        );
+    }
+    let out = pinplan(["doctor", "--fleet", util::arg(&out_dir), "--format", "json"]);
+    let json = util::stdout_json(&out);
+    assert_eq!(out.status.code(), Some(0), "{json}");
+    let hosts = json["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 2);
+    // B1's plan has the SR-IOV VMs: its sriov-vfs check names them.
+    let sriov = |h: &Value| {
+        h["doctor"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "sriov-vfs")
+            .unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(
+        sriov(&hosts[0]).contains("sriov1, sriov2"),
+        "{}",
+        sriov(&hosts[0])
+    );
+    assert!(
+        sriov(&hosts[1]).contains("no plan VM names this PF"),
+        "{}",
+        sriov(&hosts[1])
+    );
+    let out = pinplan(["report", "--fleet", util::arg(&spec)]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("== jy ==\nskipped: no connect URI"));
+    // A directory that is not a fleet plan is named.
+    std::fs::write(
+        out_dir.join("fleet.json"),
+        "{\"hosts\": [{\"name\": \"../x\", \"connect\": null, \"vms\": [\"v\"]}]}",
+    )
+    .unwrap();
+    let out = pinplan(["apply", "--fleet", util::arg(&out_dir)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("fleet.json: host \"../x\": the name contains '/'"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -4,7 +4,7 @@
 //! knows what a test checks.
 
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -336,4 +336,44 @@ pub fn validate_domain(path: &Path) -> Result<(), String> {
             text(&out.stderr)
         ))
     }
+}
+
+/// Each guest's thread affinities as taskset reports them: `CPU n` for
+/// vCPU threads, `emulator` for QEMU's main thread.
+pub fn thread_affinities(names: &[String]) -> BTreeMap<String, BTreeMap<String, String>> {
+    names
+        .iter()
+        .map(|name| {
+            let mut threads = BTreeMap::new();
+            let Ok(pid) = std::fs::read_to_string(format!("/run/libvirt/qemu/{name}.pid")) else {
+                threads.insert("state".to_owned(), "not running".to_owned());
+                return (name.clone(), threads);
+            };
+            let pid = pid.trim();
+            let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+            for task in tasks.flatten() {
+                let tid = task.file_name().to_string_lossy().into_owned();
+                let comm = std::fs::read_to_string(task.path().join("comm"))
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned();
+                let key = if tid == pid {
+                    "emulator".to_owned()
+                } else if let Some(rest) = comm.strip_prefix("CPU ") {
+                    // "CPU 0/KVM" or "CPU 0/TCG".
+                    format!("CPU {}", rest.split('/').next().unwrap_or(rest))
+                } else {
+                    continue;
+                };
+                let out = Command::new("taskset")
+                    .args(["-pc", &tid])
+                    .output()
+                    .expect("cannot run taskset");
+                let text = String::from_utf8_lossy(&out.stdout);
+                let cpus = text.rsplit(": ").next().unwrap_or("").trim().to_owned();
+                threads.insert(key, cpus);
+            }
+            (name.clone(), threads)
+        })
+        .collect()
 }

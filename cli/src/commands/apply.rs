@@ -5,13 +5,16 @@
 //! pin call fail or abort the process.
 
 use super::{use_colour, ColorArg, Format};
-use crate::error::{print, Failure, Usage};
+use crate::error::{print, verdict, Failure, Usage};
+use pinplan::fleet::apply::{self as fleet_apply, FleetApplyOptions, FleetJournal, RollbackStatus};
+use pinplan::fleet::inventory::Inventory;
+use pinplan::libvirt::apply::host::Prepared;
 use pinplan::libvirt::apply::{self, lock, ApplyError, Journal, Scope, Session, Target};
 use pinplan::libvirt::tenants::{self, Domains};
 use pinplan::output::write_new;
 use pinplan::plan::Plan;
 use pinplan::report::Report;
-use pinplan::topology::{self, HostTopology, Source};
+use pinplan::topology::HostTopology;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -19,11 +22,20 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub struct ApplyArgs {
     /// The plan (`pinplan plan SPEC --connect URI --out DIR` writes DIR/plan.json).
-    #[arg(value_name = "PLAN.json", required_unless_present = "rollback")]
+    #[arg(value_name = "PLAN.json", required_unless_present_any = ["rollback", "fleet"])]
     plan: Option<PathBuf>,
     /// The libvirt host to change (with --rollback: default the journal's).
-    #[arg(long, value_name = "URI", required_unless_present = "rollback")]
+    #[arg(long, value_name = "URI", required_unless_present_any = ["rollback", "fleet"])]
     connect: Option<String>,
+    /// Apply a fleet plan: every host of DIR (`pinplan plan FLEET.toml --out
+    /// DIR`) through its own URI, in parallel, each all or nothing with its
+    /// own journal.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["plan", "connect", "rollback"])]
+    fleet: Option<PathBuf>,
+    /// With --fleet: change no host unless every host passes its checks, and
+    /// roll back the hosts applied when one fails.
+    #[arg(long, requires = "fleet")]
+    all_or_nothing: bool,
     /// Pin running domains now (default with --config: both).
     #[arg(long)]
     live: bool,
@@ -36,7 +48,10 @@ pub struct ApplyArgs {
     /// Check the preconditions and print what would change; change nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Where to write the journal (default ./pinplan-journal-SECONDS-PID.json).
+    /// Where to write the journal (default ./pinplan-journal-SECONDS-PID.json;
+    /// with --fleet the fleet journal, default
+    /// ./pinplan-fleet-journal-SECONDS-PID.json, each host's beside it as
+    /// NAME-HOST.json).
     #[arg(long, value_name = "FILE")]
     journal: Option<PathBuf>,
     /// Apply even if domains outside the plan are pinned onto the planned CPUs.
@@ -58,12 +73,15 @@ pub struct ApplyArgs {
 /// call fail (`PINPLAN_FAULT_MODE=error`, the default) or abort the process
 /// (`abort`), as if it were killed mid-apply. With `PINPLAN_FAULT_EXEC=CMD`
 /// the failing call first runs `sh -c CMD` with `PINPLAN_PID` set (tests use
-/// it to drop this process's libvirt connection).
+/// it to drop this process's libvirt connection). With `--fleet`,
+/// `PINPLAN_FAULT_HOST=NAME` keeps the fault to that host.
 #[cfg(feature = "fault-injection")]
-fn hook() -> impl FnMut(u32) -> Result<(), String> {
+fn hook(host: Option<&str>) -> impl FnMut(u32) -> Result<(), String> + Send {
+    let only = std::env::var("PINPLAN_FAULT_HOST").ok();
     let at: Option<u32> = std::env::var("PINPLAN_FAULT_PIN_CALL")
         .ok()
-        .and_then(|v| v.parse().ok());
+        .and_then(|v| v.parse().ok())
+        .filter(|_| only.is_none() || only.as_deref() == host);
     let abort = std::env::var("PINPLAN_FAULT_MODE").is_ok_and(|m| m == "abort");
     let exec = std::env::var("PINPLAN_FAULT_EXEC").ok();
     move |call| match at {
@@ -87,18 +105,16 @@ fn hook() -> impl FnMut(u32) -> Result<(), String> {
 }
 
 #[cfg(not(feature = "fault-injection"))]
-fn hook() -> impl FnMut(u32) -> Result<(), String> {
+fn hook(_host: Option<&str>) -> impl FnMut(u32) -> Result<(), String> + Send {
     |_| Ok(())
 }
 
-fn default_journal() -> PathBuf {
+/// `./pinplan-KIND-SECONDS-PID.json`.
+fn default_journal(kind: &str) -> PathBuf {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    PathBuf::from(format!(
-        "pinplan-journal-{secs}-{}.json",
-        std::process::id()
-    ))
+    PathBuf::from(format!("pinplan-{kind}-{secs}-{}.json", std::process::id()))
 }
 
 /// Prints the text, or with `--format json` the object.
@@ -113,10 +129,31 @@ fn say(args: &ApplyArgs, text: &str, object: impl FnOnce() -> Value) -> Result<(
     }
 }
 
+/// `--live`, `--config`, or both when neither is given.
+fn scope(args: &ApplyArgs) -> Scope {
+    if args.live || args.config {
+        Scope {
+            live: args.live,
+            config: args.config,
+        }
+    } else {
+        Scope {
+            live: true,
+            config: true,
+        }
+    }
+}
+
 pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
     let started = std::time::Instant::now();
     if let Some(journal) = &args.rollback {
+        if let Some(fleet) = FleetJournal::load_if(journal)? {
+            return rollback_fleet(journal, &fleet, args);
+        }
         return rollback(journal, args);
+    }
+    if let Some(dir) = &args.fleet {
+        return run_fleet(dir, args);
     }
     // clap requires --connect without --rollback.
     let connect = args.connect.clone().unwrap_or_default();
@@ -127,56 +164,17 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
         apply::check_journal_is_new(journal)?;
     }
     let plan = Plan::load(plan_path)?;
-    if plan.vms.is_empty() {
-        return Err(ApplyError::NothingToApply {
-            plan: plan_path.clone(),
-            unplaced: plan.unplaced.clone(),
-        }
-        .into());
-    }
-    let host = topology::load(&Source::Libvirt(connect.clone()))?;
-    let session = Session::open(&connect)?;
-    let scope = if args.live || args.config {
-        Scope {
-            live: args.live,
-            config: args.config,
-        }
-    } else {
-        Scope {
-            live: true,
-            config: true,
-        }
-    };
+    let scope = scope(args);
     // One run that changes pins per host at a time, from the checks to the
     // read-back (a dry run only reads).
     let _lock = (!args.dry_run).then(|| host_lock(&connect)).transpose()?;
-    let targets = session
-        .check(&plan, &args.vms, &host, args.force)
-        .map_err(|problems| ApplyError::Refused {
-            plan: plan_path.clone(),
-            uri: connect.clone(),
-            problems,
-        })?;
-    // --live alone on a shut-off domain: there is nothing to pin, and the
-    // config is not asked for. All or nothing, so refuse before any change.
-    if scope.live && !scope.config {
-        let problems: Vec<apply::Problem> = targets
-            .iter()
-            .filter(|t| !t.running())
-            .map(|t| apply::Problem {
-                vm: t.name.clone(),
-                reason: "not running: nothing to pin live (use --config, or start it)".to_owned(),
-            })
-            .collect();
-        if !problems.is_empty() {
-            return Err(ApplyError::Refused {
-                plan: plan_path.clone(),
-                uri: connect.clone(),
-                problems,
-            }
-            .into());
-        }
-    }
+    let Prepared {
+        session,
+        host,
+        targets,
+        journal,
+        in_effect,
+    } = apply::host::prepare(plan_path, &plan, &connect, &args.vms, scope, args.force)?;
     let text_only = matches!(args.format, Format::Text);
     if let Some(note) = apply::unplaced_note(&plan).filter(|_| text_only) {
         print(&note)?;
@@ -185,9 +183,7 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
     if args.dry_run {
         return dry_run(args, &plan, &targets, &host, &connect);
     }
-
-    let journal = session.capture(&targets)?;
-    if session.in_effect(&targets, &journal, scope) {
+    if in_effect {
         let text = format!(
             "the plan is already in effect for {}: nothing changed\n",
             apply::names(&targets)
@@ -198,7 +194,10 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
         })?;
         return Ok(ExitCode::SUCCESS);
     }
-    let journal_path = args.journal.clone().unwrap_or_else(default_journal);
+    let journal_path = args
+        .journal
+        .clone()
+        .unwrap_or_else(|| default_journal("journal"));
     write_new(&journal_path, &journal.to_json(), 0o600).map_err(ApplyError::Journal)?;
     if text_only {
         print(&format!(
@@ -208,7 +207,7 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
         ))?;
     }
     let done = session
-        .apply(&targets, &journal, scope, &mut hook())
+        .apply(&targets, &journal, scope, &mut hook(None))
         .map_err(|failure| ApplyError::Failed {
             failure,
             journal: journal_path.clone(),
@@ -261,12 +260,7 @@ fn dry_run(
 
 /// The apply lock of `uri`'s host, saying on stderr when it waits for it.
 fn host_lock(uri: &str) -> Result<lock::HostLock, Failure> {
-    Ok(lock::lock(uri, &mut |path| {
-        crate::ui::note(&format!(
-            "waiting for another pinplan apply on this host to finish (lock {})",
-            path.display()
-        ));
-    })?)
+    Ok(lock::lock(uri, &mut waiting)?)
 }
 
 fn rollback(path: &Path, args: &ApplyArgs) -> Result<ExitCode, Failure> {
@@ -321,4 +315,104 @@ fn rollback(path: &Path, args: &ApplyArgs) -> Result<ExitCode, Failure> {
                "restored": done.restored, "notes": done.notes})
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `apply --fleet DIR`: every host in parallel, the outcome per host.
+fn run_fleet(dir: &Path, args: &ApplyArgs) -> Result<ExitCode, Failure> {
+    let inventory = Inventory::from_dir(dir)?;
+    let options = FleetApplyOptions {
+        scope: scope(args),
+        vms: &args.vms,
+        force: args.force,
+        dry_run: args.dry_run,
+        all_or_nothing: args.all_or_nothing,
+        journal: args
+            .journal
+            .clone()
+            .unwrap_or_else(|| default_journal("fleet-journal")),
+        concurrency: super::FLEET_CONCURRENCY,
+        timeout: super::FLEET_TIMEOUT,
+    };
+    let done = fleet_apply::apply(
+        &inventory,
+        &options,
+        &|host| Box::new(hook(Some(host))),
+        &mut waiting,
+    )?;
+    print(&match args.format {
+        Format::Text => done.to_text(use_colour(ColorArg::Auto)),
+        Format::Json => done.to_json(),
+    })?;
+    Ok(super::exit_of(done.exit()))
+}
+
+/// Says on stderr that a host's apply lock is held by another run.
+fn waiting(path: &Path) {
+    crate::ui::note(&format!(
+        "waiting for another pinplan apply on this host to finish (lock {})",
+        path.display()
+    ));
+}
+
+/// `apply --rollback FLEET-JOURNAL`: every host of a fleet apply put back.
+fn rollback_fleet(
+    path: &Path,
+    journal: &FleetJournal,
+    args: &ApplyArgs,
+) -> Result<ExitCode, Failure> {
+    if args.connect.is_some() || args.dry_run {
+        return Err(Usage::new(
+            "a fleet journal names each host's URI: drop --connect and --dry-run (roll back one host with its own journal: pinplan apply --rollback HOST-JOURNAL --dry-run)",
+        )
+        .into());
+    }
+    let done = journal.rollback(path, super::FLEET_CONCURRENCY, args.redefine, &mut waiting)?;
+    let mut out = String::new();
+    let mut objects = Vec::new();
+    let mut failed = false;
+    for (host, status) in &done {
+        let (line, object) = match status {
+            RollbackStatus::NoJournal => (
+                "no journal: the apply changed nothing there".to_owned(),
+                json!({"status": "no-journal"}),
+            ),
+            RollbackStatus::Done(r) if r.errors.is_empty() => (
+                format!("rolled back {} and verified", r.restored.join(", ")),
+                json!({"status": "rolled-back", "restored": r.restored, "notes": r.notes}),
+            ),
+            RollbackStatus::Done(r) => {
+                failed = true;
+                (
+                    format!(
+                        "did not restore everything: {} (restored: {})",
+                        r.errors.join("; "),
+                        r.restored.join(", ")
+                    ),
+                    json!({"status": "failed", "restored": r.restored, "errors": r.errors}),
+                )
+            }
+            RollbackStatus::Failed(e) => {
+                failed = true;
+                (e.clone(), json!({"status": "failed", "errors": [e]}))
+            }
+        };
+        out.push_str(&format!("{}  {}  {line}\n", host.name, host.uri));
+        let mut object = object;
+        if let Some(o) = object.as_object_mut() {
+            o.insert("name".to_owned(), json!(host.name));
+            o.insert("uri".to_owned(), json!(host.uri));
+        }
+        objects.push(object);
+    }
+    out.push_str(&if failed {
+        format!("the fleet rollback did not restore every host: fix the cause and run again: pinplan apply --rollback {}\n", path.display())
+    } else {
+        format!("fleet rolled back from {}: every host as it was before the apply\n", path.display())
+    });
+    say(
+        args,
+        &out,
+        || json!({"status": if failed { "failed" } else { "rolled-back" }, "journal": path, "hosts": objects}),
+    )?;
+    Ok(verdict(!failed))
 }

@@ -5,6 +5,7 @@
 use super::Format;
 use crate::error::{print, verdict, Failure};
 use pinplan::doctor::{self, DoctorOptions};
+use pinplan::fleet::{inventory::Inventory, survey};
 use pinplan::plan::Plan;
 use pinplan::topology::PciAddress;
 use std::path::PathBuf;
@@ -28,6 +29,12 @@ pub struct DoctorArgs {
     /// and NUMA nodes it uses must still exist under --root).
     #[arg(long, requires = "plan")]
     force: bool,
+    /// Check every host of a fleet: a fleet plan directory (`pinplan plan
+    /// FLEET.toml --out DIR`; each host against its plan) or the fleet spec.
+    /// A host is read at its `doctor_root`, or at / when its URI is this
+    /// machine's system libvirtd; others are named as not checked.
+    #[arg(long, value_name = "DIR|SPEC", conflicts_with_all = ["root", "plan", "nic"])]
+    fleet: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
@@ -39,6 +46,18 @@ fn parse_address(text: &str) -> Result<PciAddress, String> {
 
 /// Runs every check and prints the report.
 pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
+    if let Some(path) = &args.fleet {
+        let inventory = Inventory::load(path)?;
+        let hosts = survey::doctor(&inventory, super::survey_options(args.force, 0));
+        print(&match args.format {
+            Format::Text => survey::to_text(&hosts, doctor::Report::to_text),
+            Format::Json => survey::to_json(&hosts, "doctor", doctor::Report::to_json),
+        })?;
+        return Ok(super::exit_of(survey::exit(
+            &hosts,
+            doctor::Report::has_failures,
+        )));
+    }
     let plan = args.plan.as_deref().map(Plan::load).transpose()?;
     let report = doctor::run(&DoctorOptions {
         root: args.root.clone(),

@@ -115,3 +115,24 @@ pub fn verbose_tables(files: &[std::path::PathBuf], table: &pinplan::demand::Tab
         )
     });
 }
+
+/// Hosts a fleet command works on at once, and how long one may take.
+const FLEET_CONCURRENCY: usize = 16;
+const FLEET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How `report --fleet` and `doctor --fleet` go over the hosts.
+pub fn survey_options(force: bool, top: usize) -> pinplan::fleet::survey::SurveyOptions {
+    pinplan::fleet::survey::SurveyOptions {
+        force,
+        top,
+        concurrency: FLEET_CONCURRENCY,
+        timeout: FLEET_TIMEOUT,
+    }
+}
+
+/// The exit status of a fleet command: success, or the worst host's.
+pub fn exit_of(worst: Option<pinplan::error::Exit>) -> std::process::ExitCode {
+    worst.map_or(std::process::ExitCode::SUCCESS, |e| {
+        std::process::ExitCode::from(e.code())
+    })
+}

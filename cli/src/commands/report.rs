@@ -4,8 +4,10 @@
 use super::{use_colour, ColorArg};
 use crate::error::{print, verdict, Failure, Usage};
 use clap::ValueEnum;
-use pinplan::libvirt::{self, tenants, tenants::Domains};
+use pinplan::fleet::{inventory::Inventory, survey};
+use pinplan::libvirt::{tenants, tenants::Domains};
 use pinplan::plan::Plan;
+use pinplan::report::connected::{self, Connected};
 use pinplan::report::{self, Report};
 use pinplan::topology::{self, Source};
 use pinplan::CpuSet;
@@ -25,12 +27,17 @@ enum ReportFormat {
 #[derive(clap::Args)]
 pub struct ReportArgs {
     /// Domain XML files (virsh dumpxml) of the tenants to check.
-    #[arg(long, value_name = "FILE", num_args = 1.., required_unless_present = "connect")]
+    #[arg(long, value_name = "FILE", num_args = 1.., required_unless_present_any = ["connect", "fleet"])]
     domains: Vec<PathBuf>,
     /// Read every domain (running: live pins; defined: config) and the
     /// topology from libvirt instead.
     #[arg(long, value_name = "URI", conflicts_with_all = ["domains", "source"])]
     connect: Option<String>,
+    /// Report on every host of a fleet through its URI: a fleet plan
+    /// directory (`pinplan plan FLEET.toml --out DIR`; each host compared
+    /// with its plan) or the fleet spec.
+    #[arg(long, value_name = "DIR|SPEC", conflicts_with_all = ["domains", "source", "connect", "plan", "host_cpus"])]
+    fleet: Option<PathBuf>,
     /// Topology source: `host`, a file, or `synthetic:DESC`.
     #[arg(long, value_name = "SRC", default_value = "host")]
     source: String,
@@ -58,18 +65,10 @@ pub struct ReportArgs {
 }
 
 pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
-    let source = super::source(args.connect.as_ref(), &args.source);
-    let host = topology::load(&source)?;
-    super::verbose_host(&host);
-    let plan = args.plan.as_deref().map(Plan::load).transpose()?;
-    if let (Some(plan), Some(path)) = (&plan, &args.plan) {
-        plan.check_host(path, &host, args.force)?;
+    if let Some(path) = &args.fleet {
+        return run_fleet(path, args);
     }
-    let live = match &source {
-        Source::LiveHost => true,
-        Source::Libvirt(uri) => libvirt::is_local_uri(uri),
-        _ => false,
-    };
+    let plan = args.plan.as_deref().map(Plan::load).transpose()?;
     let given = args
         .host_cpus
         .as_deref()
@@ -81,23 +80,50 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
             })
         })
         .transpose()?;
-    let host_cpus = tenants::host_cpus(&host, given.as_ref(), plan.as_ref(), live)?;
-    let domains = match &args.connect {
-        Some(uri) => Domains::Connect(uri),
-        None => Domains::Files(&args.domains),
-    };
-    let tenants = tenants::tenants(&host, host_cpus.as_ref(), domains)?;
-    let mut result = Report::new(&host, tenants, plan.as_ref());
-    if let Some(uri) = &args.connect {
-        result.notes.extend(tenants::pending_pins(uri, &host)?);
-        if libvirt::is_local_system_uri(uri) {
-            result.add_live_host(std::path::Path::new("/"), args.top);
+    let (host, result) = if let Some(uri) = &args.connect {
+        let (host, result) = connected::report(&Connected {
+            uri,
+            plan: args.plan.as_deref().zip(plan.as_ref()),
+            force: args.force,
+            host_cpus: given.as_ref(),
+            top: args.top,
+        })?;
+        super::verbose_host(&host);
+        (host, result)
+    } else {
+        let source = super::source(None, &args.source);
+        let host = topology::load(&source)?;
+        super::verbose_host(&host);
+        if let (Some(plan), Some(path)) = (&plan, &args.plan) {
+            plan.check_host(path, &host, args.force)?;
         }
-    }
+        let live = matches!(source, Source::LiveHost);
+        let host_cpus = tenants::host_cpus(&host, given.as_ref(), plan.as_ref(), live)?;
+        let tenants = tenants::tenants(&host, host_cpus.as_ref(), Domains::Files(&args.domains))?;
+        let result = Report::new(&host, tenants, plan.as_ref());
+        (host, result)
+    };
     print(&match args.format {
         ReportFormat::Text => result.to_text(&host, use_colour(args.color)),
         ReportFormat::Json => result.to_json(),
         ReportFormat::Svg => report::svg::render(&host, &result, plan.as_ref()),
     })?;
     Ok(verdict(!result.has_errors()))
+}
+
+/// `report --fleet`: every host's report through its URI, per host.
+fn run_fleet(path: &std::path::Path, args: &ReportArgs) -> Result<ExitCode, Failure> {
+    let inventory = Inventory::load(path)?;
+    let hosts = survey::report(&inventory, super::survey_options(args.force, args.top));
+    let colour = use_colour(args.color);
+    print(&match args.format {
+        ReportFormat::Text => survey::to_text(&hosts, |(host, r)| r.to_text(host, colour)),
+        ReportFormat::Json => survey::to_json(&hosts, "report", |(_, r)| r.to_json()),
+        ReportFormat::Svg => {
+            return Err(Usage::new("--fleet reports as text or json: one picture per host is `pinplan report --connect URI --format svg`").into())
+        }
+    })?;
+    Ok(super::exit_of(survey::exit(&hosts, |(_, r)| {
+        r.has_errors()
+    })))
 }
