@@ -15,7 +15,7 @@
 //!    host starts after one failed, and the hosts applied are rolled back
 //!    from their journals when one fails.
 //!
-//! `apply --rollback FLEET-JOURNAL` puts every host back ([`rollback`]).
+//! `apply --rollback FLEET-JOURNAL` puts every host back ([`FleetJournal::rollback`]).
 
 use super::inventory::Inventory;
 use super::pool;
