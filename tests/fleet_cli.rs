@@ -549,3 +549,62 @@ fn fleet_commands_on_captured_hosts() {
         text(&out.stderr)
     );
 }
+
+/// A host reached only through its URI has its NICs checked for VFIO from
+/// libvirt's node devices, as one with a doctor_root is from sysfs. This
+/// machine twice: `tree` (qemu:///system, doctor_root = "/") and `nodedev`
+/// (qemu+ssh://, no doctor_root). A VM passing through this machine's
+/// first network function must get the same verdict from both; and where
+/// sysfs shows no IOMMU group for it (no IOMMU, as on the CI machine), the
+/// verdict is a refusal that says so.
+#[test]
+fn a_nic_is_checked_through_libvirt_as_through_sysfs() {
+    let Some(local) = util::libvirt_uri("NIC facts through libvirt's node devices") else {
+        return;
+    };
+    let remote = std::env::var("PINPLAN_TEST_SSH_URI")
+        .expect("PINPLAN_TEST_SSH_URI: scripts/test.sh starts an sshd for qemu+ssh://");
+    let devices = std::path::Path::new("/sys/bus/pci/devices");
+    let mut nics: Vec<String> = std::fs::read_dir(devices)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|a| {
+            std::fs::read_to_string(devices.join(a).join("class"))
+                .is_ok_and(|c| c.trim().starts_with("0x02"))
+        })
+        .collect();
+    nics.sort();
+    let Some(nic) = nics.first().cloned() else {
+        panic!("this machine has no network PCI function to check");
+    };
+    let no_group = std::fs::symlink_metadata(devices.join(&nic).join("iommu_group")).is_err();
+    let dir = TempDir::new();
+    let spec = dir.write(
+        "fleet.toml",
+        format!(
+            "[[host]]\nname = \"tree\"\nconnect = {local:?}\ndoctor_root = \"/\"\nreserved_cores = 1\n\n\
+             [[host]]\nname = \"nodedev\"\nconnect = {remote:?}\nreserved_cores = 1\n\n\
+             [[vm]]\nname = \"nicvm\"\nvcpus = 1\nnic = {nic:?}\nnic_affinity = \"ignore\"\n"
+        ),
+    );
+    let out = pinplan(["plan", util::arg(&spec), "--format", "json"]);
+    let fleet = util::stdout_json(&out);
+    let v = vm(&fleet, "nicvm");
+    let reason = |host: &str| {
+        v["refused"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["host"] == host)
+            .map(|r| r["reason"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(reason("tree"), reason("nodedev"), "{fleet}");
+    if no_group {
+        assert_eq!(out.status.code(), Some(1), "{fleet}");
+        let why = reason("nodedev").unwrap_or_default();
+        assert!(
+            why.contains(&format!("{nic} has no IOMMU group (the IOMMU is off)")),
+            "{why}"
+        );
+    }
+}

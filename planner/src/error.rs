@@ -61,6 +61,8 @@ pub enum LibvirtAction {
     DomainXml(String),
     /// Reading a domain's current pinning.
     ReadPins(String),
+    /// Listing the host's PCI node devices.
+    ListNodeDevices,
 }
 
 impl fmt::Display for LibvirtAction {
@@ -74,6 +76,7 @@ impl fmt::Display for LibvirtAction {
             LibvirtAction::LookUp(name) => write!(f, "there is no domain {name:?}"),
             LibvirtAction::DomainXml(name) => write!(f, "cannot read the XML of domain {name}"),
             LibvirtAction::ReadPins(name) => write!(f, "{name}: cannot read its pinning"),
+            LibvirtAction::ListNodeDevices => f.write_str("cannot list the PCI node devices"),
         }
     }
 }

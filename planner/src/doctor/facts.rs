@@ -4,9 +4,13 @@
 //! PF has VFs, and one of them — or the device itself — sits in a viable
 //! IOMMU group), and whether real-time vCPUs can run (the `realtime`
 //! check's failure: RT group scheduling without runtime for libvirt).
+//! A host reached only through its libvirt URI gives the same NIC facts from
+//! its node devices ([`host_facts_libvirt`]); its real-time settings are not
+//! visible that way.
 
 use super::sysfs::{Fs, PciFunction};
 use super::DoctorError;
+use crate::error::LibvirtError;
 use crate::topology::PciAddress;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,28 +20,61 @@ use std::path::Path;
 pub struct HostFacts {
     /// Per NIC asked about: whether a VM can be given it here.
     pub nics: BTreeMap<PciAddress, Result<(), String>>,
-    /// Whether real-time (FIFO) vCPUs can start here.
-    pub realtime: Result<(), String>,
+    /// Whether real-time (FIFO) vCPUs can start here; `None` when unknown
+    /// (read through libvirt, which does not show the kernel's settings).
+    pub realtime: Option<Result<(), String>>,
 }
 
 /// The facts of the tree at `root` for `nics`.
 pub fn host_facts(root: &Path, nics: &[PciAddress]) -> Result<HostFacts, DoctorError> {
     let fs = Fs::open(root)?;
     let functions = fs.pci_functions();
+    let members = |group| fs.iommu_group_members(group, &functions);
     let nics = nics
         .iter()
-        .map(|&nic| (nic, passthrough(&fs, &functions, nic)))
+        .map(|&nic| (nic, passthrough(&functions, &members, nic)))
         .collect();
     Ok(HostFacts {
         nics,
-        realtime: realtime(&fs),
+        realtime: Some(realtime(&fs)),
     })
+}
+
+/// The NIC facts of the host at `uri`, from its PCI node devices (libvirt's
+/// `nodedev` driver: bound drivers, IOMMU groups, SR-IOV).
+pub fn host_facts_libvirt(uri: &str, nics: &[PciAddress]) -> Result<HostFacts, LibvirtError> {
+    let docs = crate::libvirt::pci_node_devices(uri)?;
+    Ok(host_facts_of(&docs, nics))
+}
+
+/// The NIC facts of node device documents (`virsh nodedev-dumpxml`).
+pub(crate) fn host_facts_of(docs: &[String], nics: &[PciAddress]) -> HostFacts {
+    let (functions, groups) = super::nodedev::pci_functions(docs);
+    let members = |group| {
+        let mut all: Vec<PciAddress> = groups.get(&group).into_iter().flatten().copied().collect();
+        all.extend(
+            functions
+                .values()
+                .filter(|f| f.iommu_group == Some(group))
+                .map(|f| f.address),
+        );
+        all.sort_unstable();
+        all.dedup();
+        all
+    };
+    HostFacts {
+        nics: nics
+            .iter()
+            .map(|&nic| (nic, passthrough(&functions, &members, nic)))
+            .collect(),
+        realtime: None,
+    }
 }
 
 /// Whether `nic` (or one of its VFs) can be passed through.
 fn passthrough(
-    fs: &Fs,
     functions: &BTreeMap<PciAddress, PciFunction>,
+    members: &dyn Fn(u32) -> Vec<PciAddress>,
     nic: PciAddress,
 ) -> Result<(), String> {
     let Some(device) = functions.get(&nic) else {
@@ -67,7 +104,7 @@ fn passthrough(
             continue;
         };
         let offending: Vec<String> =
-            super::iommu::group_members(fs, functions, group, candidate.address)
+            super::iommu::group_members(&members(group), functions, candidate.address)
                 .1
                 .iter()
                 .map(|(a, d)| format!("{a} is bound to {d}"))

@@ -170,14 +170,13 @@ fn is_vfio(driver: &str) -> bool {
 /// count): how many VFIO may take with it (on vfio-pci or pci-stub, or
 /// unbound), and those it may not, with their drivers.
 pub(super) fn group_members(
-    fs: &super::sysfs::Fs,
+    members: &[PciAddress],
     functions: &BTreeMap<PciAddress, PciFunction>,
-    group: u32,
     device: PciAddress,
 ) -> (usize, Vec<(PciAddress, String)>) {
     let mut fine = 0usize;
     let mut offending = Vec::new();
-    for member in fs.iommu_group_members(group, functions) {
+    for &member in members {
         let Some(other) = functions.get(&member) else {
             continue;
         };
@@ -238,7 +237,11 @@ pub(super) fn group_viable(host: &Host<'_>) -> Vec<Check> {
                 None => format!(" ({} itself has no driver)", device.address),
             };
             let (fine, offending) =
-                group_members(&host.fs, &host.functions, group, device.address);
+                group_members(
+                    &host.fs.iommu_group_members(group, &host.functions),
+                    &host.functions,
+                    device.address,
+                );
             if offending.is_empty() {
                 let message = if fine == 0 {
                     format!("IOMMU group {group} holds no other endpoint{itself}")

@@ -33,8 +33,9 @@ mod facts;
 mod iommu;
 mod memory;
 mod nic;
+mod nodedev;
 
-pub use facts::{host_facts, HostFacts};
+pub use facts::{host_facts, host_facts_libvirt, HostFacts};
 pub(crate) mod sysfs;
 #[cfg(test)]
 mod testroot;

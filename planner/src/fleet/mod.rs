@@ -40,7 +40,8 @@ pub struct HostInput {
     pub topology: HostTopology,
     /// Domains running on it (through `connect`): name and CPUs.
     pub running: Vec<(String, CpuSet)>,
-    /// `doctor`'s facts from its `doctor_root`, when it has one.
+    /// `doctor`'s facts from its `doctor_root`, or from its node devices
+    /// through its URI; `Err` says why they could not be read.
     pub facts: Option<Result<HostFacts, String>>,
 }
 
@@ -938,16 +939,25 @@ fn host_class(spec: &FleetSpec, h: usize, input: &HostInput) -> Result<HostClass
     // The host's facts: passed-through NICs and real-time vCPUs.
     for vm in &spec.vms {
         let why = match &input.facts {
-            Some(Err(e)) if !vm.nics.is_empty() || vm.realtime => {
-                Some(format!("its doctor_root could not be read: {e}"))
-            }
+            Some(Err(e)) if !vm.nics.is_empty() || vm.realtime => Some(e.clone()),
             Some(Ok(facts)) => vm
                 .nics
                 .iter()
                 .find_map(|nic| facts.nics.get(nic).and_then(|r| r.clone().err()))
-                .or_else(|| vm.realtime.then(|| facts.realtime.clone().err()).flatten()),
+                .or_else(|| {
+                    vm.realtime
+                        .then(|| facts.realtime.clone().and_then(Result::err))
+                        .flatten()
+                }),
             _ => None,
         };
+        let unknown_rt = matches!(&input.facts, Some(Ok(f)) if f.realtime.is_none());
+        if why.is_none() && vm.realtime && unknown_rt {
+            warnings.push(format!(
+                "{}: whether real-time vCPUs can start here is not known (read through libvirt,                  which does not show kernel.sched_rt_runtime_us): give the host a doctor_root to check",
+                vm.name
+            ));
+        }
         if let Some(why) = why {
             refused.entry(vm.name.clone()).or_insert(why);
         }

@@ -1,6 +1,7 @@
 //! Reading a fleet's hosts: each host's topology (a captured file, or
 //! through its libvirt URI with the domains running there) and `doctor`'s
-//! facts from its `doctor_root`, several hosts at a time, each within a
+//! facts from its `doctor_root` (or, without one, the NIC facts from its
+//! node devices through its URI), several hosts at a time, each within a
 //! time limit.
 
 use super::HostInput;
@@ -71,8 +72,24 @@ fn read_one(
             running.push((name, cpus));
         }
     }
-    let facts =
-        doctor_root.map(|root| crate::doctor::host_facts(root, nics).map_err(|e| e.to_string()));
+    // doctor's facts from its tree; else, for a host reached through its
+    // URI with VMs that want a NIC, from its node devices.
+    let facts = match (doctor_root, connect) {
+        (Some(root), _) => Some(
+            crate::doctor::host_facts(root, nics)
+                .map_err(|e| format!("its doctor_root could not be read: {e}")),
+        ),
+        (None, Some(uri)) if !nics.is_empty() => {
+            Some(crate::doctor::host_facts_libvirt(uri, nics).map_err(|e| {
+                format!(
+                    "its PCI devices could not be read through libvirt ({}), so no NIC can be \
+                     checked for VFIO there: give it a doctor_root",
+                    crate::fleet::apply::full_text(&e)
+                )
+            }))
+        }
+        _ => None,
+    };
     Ok(HostInput {
         topology,
         running,

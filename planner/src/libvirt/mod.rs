@@ -62,6 +62,16 @@ pub fn all_domain_xml(uri: &str) -> Result<Vec<(String, String, bool)>, LibvirtE
     Ok(out)
 }
 
+/// The XML of every PCI node device at `uri` (`virsh nodedev-dumpxml`), as
+/// `doctor`'s facts read it; a driver without node devices gives none.
+pub fn pci_node_devices(uri: &str) -> Result<Vec<String>, LibvirtError> {
+    let conn = open_read_only(uri)?;
+    let devices = conn
+        .list_all_node_devices(virt_sys::VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV)
+        .map_err(|e| LibvirtError::new(uri, LibvirtAction::ListNodeDevices, &e))?;
+    Ok(devices.iter().filter_map(|d| d.xml_desc(0).ok()).collect())
+}
+
 /// Each running domain's live and inactive (persistent) XML, by name.
 pub fn running_domain_xml(uri: &str) -> Result<Vec<(String, String, String)>, LibvirtError> {
     let conn = open_read_only(uri)?;

@@ -132,28 +132,7 @@ fn pci_device(root: Node) -> Option<PciDevice> {
         .and_then(|n| n.trim().parse::<i64>().ok())
         .and_then(|n| u32::try_from(n).ok())
         .map(NodeId);
-    let link = cap.child("pci-express").and_then(|pcie| {
-        let find = |validity: &str| {
-            pcie.children_named("link")
-                .find(|l| l.attribute("validity") == Some(validity))
-        };
-        let speed = |l: Option<Node>| {
-            l.and_then(|l| l.attribute("speed"))
-                .and_then(|s| s.trim().parse::<f64>().ok())
-        };
-        let width = |l: Option<Node>| {
-            l.and_then(|l| l.attribute("width"))
-                .and_then(|s| s.trim().parse::<u32>().ok())
-        };
-        let (sta, cap) = (find("sta"), find("cap"));
-        (sta.is_some() || cap.is_some()).then(|| PcieLink {
-            speed_gts: speed(sta),
-            width: width(sta),
-            max_speed_gts: speed(cap),
-            max_width: width(cap),
-            gbytes_per_s: None,
-        })
-    });
+    let link = pcie_link(cap);
     Some(PciDevice {
         address,
         class_id: super::pci::PciClass(class_id),
@@ -166,6 +145,32 @@ fn pci_device(root: Node) -> Option<PciDevice> {
         numa_node,
         local_cpus: None,
         link,
+    })
+}
+
+/// A node device's `<pci-express><link validity='cap|sta' speed= width=/>`
+/// (under its `<capability type='pci'>`).
+pub(crate) fn pcie_link(cap: Node) -> Option<PcieLink> {
+    let pcie = cap.child("pci-express")?;
+    let find = |validity: &str| {
+        pcie.children_named("link")
+            .find(|l| l.attribute("validity") == Some(validity))
+    };
+    let speed = |l: Option<Node>| {
+        l.and_then(|l| l.attribute("speed"))
+            .and_then(|s| s.trim().parse::<f64>().ok())
+    };
+    let width = |l: Option<Node>| {
+        l.and_then(|l| l.attribute("width"))
+            .and_then(|s| s.trim().parse::<u32>().ok())
+    };
+    let (sta, cap) = (find("sta"), find("cap"));
+    (sta.is_some() || cap.is_some()).then(|| PcieLink {
+        speed_gts: speed(sta),
+        width: width(sta),
+        max_speed_gts: speed(cap),
+        max_width: width(cap),
+        gbytes_per_s: None,
     })
 }
 

@@ -22,6 +22,7 @@ mod synthetic;
 
 pub(crate) use caps::unit_bytes;
 pub use detect::SourceKind;
+pub(crate) use libvirt::pcie_link;
 pub(crate) use pci::parse_int as pci_parse_int;
 pub(crate) use pci::read_sysfs_link;
 pub use pci::{link_gbps, PciAddress, PciClass, PciDevice, PcieLink};
