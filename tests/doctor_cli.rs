@@ -956,3 +956,63 @@ fn this_machine_runs_to_completion() {
         checks.iter().any(|c| c["status"] == "fail")
     );
 }
+
+/// `doctor --connect URI` (issue 19): a host reached through libvirt's own
+/// transport is checked from its PCI node devices. This machine through
+/// `qemu+ssh://` (the sshd scripts/test.sh starts) must get, check by check
+/// and subject by subject, the verdicts `doctor --root /` gets from its
+/// sysfs for the PCI checks; the checks of the kernel's settings are
+/// skipped and say why.
+#[test]
+fn doctor_through_libvirt_agrees_with_sysfs() {
+    if util::libvirt_uri("doctor --connect").is_none() {
+        return;
+    }
+    let remote = std::env::var("PINPLAN_TEST_SSH_URI")
+        .expect("PINPLAN_TEST_SSH_URI: scripts/test.sh starts an sshd for qemu+ssh://");
+    let run = |args: &[&str]| {
+        let mut all = vec!["doctor", "--format", "json"];
+        all.extend_from_slice(args);
+        let out = pinplan(all);
+        assert_ne!(out.status.code(), Some(2), "{}", util::text(&out.stderr));
+        util::stdout_json(&out)
+    };
+    let tree = run(&["--root", "/"]);
+    let libvirt = run(&["--connect", &remote]);
+    let verdicts = |report: &Value, ids: &[&str]| -> Vec<(String, String, String)> {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| ids.contains(&c["id"].as_str().unwrap()))
+            .map(|c| {
+                (
+                    str_at(c, "id").to_owned(),
+                    str_at(c, "subject").to_owned(),
+                    str_at(c, "status").to_owned(),
+                )
+            })
+            .collect()
+    };
+    let pci = [
+        "iommu-enabled",
+        "vfio-group-viable",
+        "sriov-vfs",
+        "pcie-link",
+        "nic-numa",
+    ];
+    let from_tree = verdicts(&tree, &pci);
+    assert!(!from_tree.is_empty());
+    assert_eq!(verdicts(&libvirt, &pci), from_tree);
+    for id in [
+        "iommu-dma-mode",
+        "smt",
+        "isolation",
+        "irq-affinity",
+        "hugepages",
+        "realtime",
+    ] {
+        let c = find(&libvirt, id, "host");
+        expect(c, "skip", &["not visible through libvirt"]);
+    }
+}

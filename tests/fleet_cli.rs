@@ -599,6 +599,29 @@ fn a_nic_is_checked_through_libvirt_as_through_sysfs() {
             .map(|r| r["reason"].as_str().unwrap().to_owned())
     };
     assert_eq!(reason("tree"), reason("nodedev"), "{fleet}");
+    // doctor --fleet over the same spec: the tree host from "/", the other
+    // through its URI (the kernel's settings skipped there, saying so).
+    let doc = pinplan(["doctor", "--fleet", util::arg(&spec), "--format", "json"]);
+    let json = util::stdout_json(&doc);
+    assert_ne!(doc.status.code(), Some(2), "{json}");
+    let checks = |i: usize| {
+        json["hosts"][i]["doctor"]["checks"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let skipped_rt = |i: usize| {
+        checks(i).iter().any(|c| {
+            c["id"] == "smt"
+                && c["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("not visible through libvirt")
+        })
+    };
+    assert_eq!(json["hosts"][0]["status"], "done", "{json}");
+    assert_eq!(json["hosts"][1]["status"], "done", "{json}");
+    assert!(!skipped_rt(0) && skipped_rt(1), "{json}");
     if no_group {
         assert_eq!(out.status.code(), Some(1), "{fleet}");
         let why = reason("nodedev").unwrap_or_default();

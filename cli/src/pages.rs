@@ -188,13 +188,15 @@ const PAGES: [Page; 12] = [
             "pinplan plan examples/lab/b1.toml --out plans/ && pinplan doctor --plan plans/plan.json",
             "# A captured sys/ and proc/ tree of another host, one NIC, as JSON",
             "pinplan doctor --root capture/ --nic 0000:65:00.0 --format json",
-            "# Every host of a fleet plan whose tree can be read (doctor_root, or this machine)",
+            "# A host reached through libvirt only: its PCI node devices (IOMMU, VFIO, SR-IOV, links)",
+            "pinplan doctor --connect qemu+ssh://root@b1/system",
+            "# Every host of a fleet plan: from its doctor_root, else through its URI",
             "pinplan doctor --fleet fleet/",
         ],
         exit: &[
             (0, "no check failed (warnings and skips allowed)"),
             (1, "at least one check failed (with --fleet: on a host, or a host could not be checked)"),
-            (2, "bad input: --root holds neither sys/ nor proc/, the plan cannot be read or was made for another host, a malformed --nic address, a NIC that is not a PCI device under the root"),
+            (2, "bad input: --root holds neither sys/ nor proc/, the plan cannot be read or was made for another host, a malformed --nic address, a NIC that is not a PCI device under the root (or at --connect URI), libvirt cannot be read"),
         ],
     },
     Page {

@@ -29,11 +29,17 @@ pub struct DoctorArgs {
     /// and NUMA nodes it uses must still exist under --root).
     #[arg(long, requires = "plan")]
     force: bool,
+    /// Check a host reached through libvirt (`qemu+ssh://root@b1/system`)
+    /// from its PCI node devices: IOMMU groups, VFIO viability, SR-IOV VFs,
+    /// PCIe links, NIC locality; the checks of the kernel's settings are
+    /// skipped (they read sysfs and procfs).
+    #[arg(long, value_name = "URI", conflicts_with = "root")]
+    connect: Option<String>,
     /// Check every host of a fleet: a fleet plan directory (`pinplan plan
     /// FLEET.toml --out DIR`; each host against its plan) or the fleet spec.
     /// A host is read at its `doctor_root`, or at / when its URI is this
     /// machine's system libvirtd; others are named as not checked.
-    #[arg(long, value_name = "DIR|SPEC", conflicts_with_all = ["root", "plan", "nic"])]
+    #[arg(long, value_name = "DIR|SPEC", conflicts_with_all = ["root", "plan", "nic", "connect"])]
     fleet: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
@@ -59,13 +65,17 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
         )));
     }
     let plan = args.plan.as_deref().map(Plan::load).transpose()?;
-    let report = doctor::run(&DoctorOptions {
+    let options = DoctorOptions {
         root: args.root.clone(),
         plan,
         plan_path: args.plan.clone(),
         force: args.force,
         nics: args.nic.clone(),
-    })?;
+    };
+    let report = match &args.connect {
+        Some(uri) => doctor::run_libvirt(uri, &options)?,
+        None => doctor::run(&options)?,
+    };
     print(&match args.format {
         Format::Text => report.to_text(),
         Format::Json => report.to_json(),

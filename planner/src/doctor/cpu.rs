@@ -2,6 +2,7 @@
 //! (`smt`), VM CPUs isolated and host CPUs not (`isolation`), and no IRQ
 //! allowed on a VM's CPUs (`irq-affinity`).
 
+use super::sysfs::Fs;
 use super::{Check, CheckId, Host, Status};
 use crate::cmdline::KernelCmdline;
 use crate::cpuset::CpuSet;
@@ -30,9 +31,9 @@ fn no_plan(id: CheckId, subject: &str, what: &str) -> Check {
 
 /// `smt`: `/sys/devices/system/cpu/smt/control`; off while a VM of the plan
 /// needs sibling threads fails.
-pub(super) fn smt(host: &Host<'_>) -> Check {
+pub(super) fn smt(host: &Host<'_>, fs: &Fs) -> Check {
     let id = CheckId::Smt;
-    let Some(control) = host.fs.smt_control() else {
+    let Some(control) = fs.smt_control() else {
         return Check::new(
             id,
             Status::Skip,
@@ -110,7 +111,7 @@ pub(super) fn smt(host: &Host<'_>) -> Check {
 /// `isolation`: each VM's CPUs against `isolcpus=`, `nohz_full=` and
 /// `rcu_nocbs=` (which `nohz_full` implies); the host's reserved CPUs must
 /// not be in `isolcpus=` or `nohz_full=`.
-pub(super) fn isolation(host: &Host<'_>) -> Vec<Check> {
+pub(super) fn isolation(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
     let id = CheckId::Isolation;
     let Some(plan) = host.plan else {
         return vec![no_plan(id, "vms", "which CPUs the VMs get")];
@@ -124,10 +125,10 @@ pub(super) fn isolation(host: &Host<'_>) -> Vec<Check> {
         )];
     };
     // `all` and `N` in a list mean the host's CPUs.
-    let online = host.fs.online_cpus().unwrap_or_default();
+    let online = fs.online_cpus().unwrap_or_default();
     let mut kernel = Isolated::read(cmdline, &online);
-    kernel.cgroups = crate::isolate::cgroup::host_confinement(host.fs.root(), &online);
-    kernel.tuned = host.fs.tuned_isolated();
+    kernel.cgroups = crate::isolate::cgroup::host_confinement(fs.root(), &online);
+    kernel.tuned = fs.tuned_isolated();
     let reserved = &plan.host.reserved_cpus;
     let all_vm = vm_cpus(plan);
     let mut checks = vec![kernel.host_check(reserved)];
@@ -361,12 +362,12 @@ fn with_flags(flags: &[String], cpus: &CpuSet) -> String {
 }
 
 /// `irq-affinity`: IRQs whose `smp_affinity_list` includes a VM's CPU.
-pub(super) fn irq_affinity(host: &Host<'_>) -> Check {
+pub(super) fn irq_affinity(host: &Host<'_>, fs: &Fs) -> Check {
     let id = CheckId::IrqAffinity;
     let Some(plan) = host.plan else {
         return no_plan(id, "irqs", "which CPUs must stay free of IRQs");
     };
-    let Some(irqs) = host.fs.irqs() else {
+    let Some(irqs) = fs.irqs() else {
         return Check::new(
             id,
             Status::Skip,
@@ -391,8 +392,7 @@ pub(super) fn irq_affinity(host: &Host<'_>) -> Check {
         );
     }
     let host_cpus = if plan.host.reserved_cpus.is_empty() {
-        host.fs
-            .online_cpus()
+        fs.online_cpus()
             .map(|online| online.difference(&vm))
             .filter(|c| !c.is_empty())
             .map_or_else(|| "HOSTCPUS".to_owned(), |c| c.to_string())
@@ -456,7 +456,7 @@ pub(super) fn rt_runtime(fs: &super::sysfs::Fs) -> (Option<i64>, bool) {
     (runtime, group_sched)
 }
 
-pub(super) fn realtime(host: &Host<'_>) -> Vec<Check> {
+pub(super) fn realtime(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
     let id = CheckId::Realtime;
     let Some(plan) = host.plan else {
         return Vec::new();
@@ -471,12 +471,11 @@ pub(super) fn realtime(host: &Host<'_>) -> Vec<Check> {
     }
     let names: Vec<&str> = rt.iter().map(|v| v.name.as_str()).collect();
     let mut checks = Vec::new();
-    let period = host
-        .fs
+    let period = fs
         .text("proc/sys/kernel/sched_rt_period_us")
         .and_then(|p| p.parse::<i64>().ok())
         .unwrap_or(1_000_000);
-    let (runtime, group_sched) = rt_runtime(&host.fs);
+    let (runtime, group_sched) = rt_runtime(fs);
     match runtime {
         Some(-1) => checks.push(Check::new(
             id,
@@ -518,10 +517,10 @@ pub(super) fn realtime(host: &Host<'_>) -> Vec<Check> {
             "no proc/sys/kernel/sched_rt_runtime_us to read",
         )),
     }
-    let version = host.fs.text("proc/sys/kernel/version").unwrap_or_default();
-    let preempt_rt = host.fs.text("sys/kernel/realtime").as_deref() == Some("1")
-        || version.contains("PREEMPT_RT");
-    let online = host.fs.online_cpus().unwrap_or_default();
+    let version = fs.text("proc/sys/kernel/version").unwrap_or_default();
+    let preempt_rt =
+        fs.text("sys/kernel/realtime").as_deref() == Some("1") || version.contains("PREEMPT_RT");
+    let online = fs.online_cpus().unwrap_or_default();
     let nohz = host
         .cmdline
         .as_ref()

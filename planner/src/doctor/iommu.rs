@@ -2,7 +2,7 @@
 //! (`iommu-dma-mode`), and whether VFIO can take a device's whole IOMMU
 //! group (`vfio-group-viable`).
 
-use super::sysfs::PciFunction;
+use super::sysfs::{Fs, PciFunction};
 use super::{shown, Check, CheckId, Host, Status};
 use crate::topology::PciAddress;
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ pub(super) const STRICT_DMA_COST: &str = "a kernel whose IOMMU DMA mode went fro
 /// `iommu-enabled`: `/sys/kernel/iommu_groups` has groups.
 pub(super) fn enabled(host: &Host<'_>) -> Check {
     let id = CheckId::IommuEnabled;
-    if !host.fs.has_sys() {
+    if !host.has_sys() {
         return Check::new(
             id,
             Status::Skip,
@@ -21,19 +21,22 @@ pub(super) fn enabled(host: &Host<'_>) -> Check {
             "no sys/ under the root: cannot see /sys/kernel/iommu_groups",
         );
     }
-    let groups = host.fs.iommu_groups();
+    let groups = host.iommu_groups();
     if let Some(groups) = groups.as_ref().filter(|g| !g.is_empty()) {
         return Check::new(
             id,
             Status::Pass,
             "host",
-            format!("{} IOMMU groups in /sys/kernel/iommu_groups", groups.len()),
+            format!("{} IOMMU groups in {}", groups.len(), host.groups_place()),
         );
     }
-    let vendor = host.fs.cpu_vendor();
+    let vendor = host.cpu_vendor();
+    // /proc/cpuinfo says GenuineIntel or AuthenticAMD, libvirt Intel or AMD.
     let param = match vendor.as_deref() {
-        Some("GenuineIntel") => Some(("intel_iommu=on", "VT-d")),
-        Some("AuthenticAMD" | "HygonGenuine") => Some(("amd_iommu=on", "the IOMMU (AMD-Vi)")),
+        Some(v) if v.contains("Intel") => Some(("intel_iommu=on", "VT-d")),
+        Some(v) if v.contains("AMD") || v.contains("Hygon") => {
+            Some(("amd_iommu=on", "the IOMMU (AMD-Vi)"))
+        }
         _ => None,
     };
     let off: Vec<String> = host
@@ -45,15 +48,24 @@ pub(super) fn enabled(host: &Host<'_>) -> Check {
         .filter(|p| p.ends_with("=off"))
         .collect();
     let mut message = format!(
-        "no IOMMU groups (/sys/kernel/iommu_groups is {}): the IOMMU is off, so VFIO cannot pass SR-IOV VFs through to VMs",
-        if groups.is_some() { "empty" } else { "absent" }
+        "no IOMMU groups ({} {}): the IOMMU is off, so VFIO cannot pass SR-IOV VFs through to VMs",
+        host.groups_place(),
+        match (&host.view, groups.is_some()) {
+            (super::View::Libvirt { .. }, _) => "name none",
+            (super::View::Tree(_), true) => "is empty",
+            (super::View::Tree(_), false) => "is absent",
+        }
     );
     if !off.is_empty() {
         message.push_str(&format!("; the kernel command line has {}", off.join(" ")));
     }
     let mut hint = match (param, vendor.as_deref()) {
         (Some((param, feature)), Some(vendor)) => format!(
-            "enable {feature} in the firmware setup and add {param} to the kernel command line (the CPU is {vendor} in /proc/cpuinfo), then reboot"
+            "enable {feature} in the firmware setup and add {param} to the kernel command line (the CPU is {vendor} in {}), then reboot",
+            match host.view {
+                super::View::Tree(_) => "/proc/cpuinfo",
+                super::View::Libvirt { .. } => "libvirt's capabilities",
+            }
         ),
         _ => "enable the IOMMU in the firmware setup and add intel_iommu=on (Intel CPUs) or amd_iommu=on (AMD CPUs) to the kernel command line, then reboot".to_owned(),
     };
@@ -64,7 +76,7 @@ pub(super) fn enabled(host: &Host<'_>) -> Check {
 }
 
 /// `iommu-dma-mode`: each NIC's IOMMU group type; strict `DMA` warns.
-pub(super) fn dma_mode(host: &Host<'_>) -> Vec<Check> {
+pub(super) fn dma_mode(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
     let id = CheckId::IommuDmaMode;
     let nics = match host.nic_functions(id) {
         Ok(nics) => nics,
@@ -95,7 +107,7 @@ pub(super) fn dma_mode(host: &Host<'_>) -> Vec<Check> {
         .and_then(|c| c.get("iommu.strict"))
         .is_some_and(|v| v == "1");
     // With the IOMMU off host-wide, say so once rather than once per NIC.
-    let host_has_groups = host.fs.iommu_groups().is_some_and(|g| !g.is_empty());
+    let host_has_groups = fs.iommu_groups().is_some_and(|g| !g.is_empty());
     if !host_has_groups && nics.iter().all(|(_, f)| f.iommu_group.is_none()) {
         return vec![Check::new(
             id,
@@ -115,7 +127,7 @@ pub(super) fn dma_mode(host: &Host<'_>) -> Vec<Check> {
                     format!("no IOMMU group (the IOMMU is off: see iommu-enabled); {cmdline}"),
                 );
             };
-            match host.fs.iommu_group_type(group, nic.address).as_deref() {
+            match fs.iommu_group_type(group, nic.address).as_deref() {
                 None => Check::new(
                     id,
                     Status::Skip,
@@ -238,7 +250,7 @@ pub(super) fn group_viable(host: &Host<'_>) -> Vec<Check> {
             };
             let (fine, offending) =
                 group_members(
-                    &host.fs.iommu_group_members(group, &host.functions),
+                    &host.group_members(group),
                     &host.functions,
                     device.address,
                 );

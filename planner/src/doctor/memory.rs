@@ -2,13 +2,14 @@
 //! against what the node has free now; 1 GiB pages only with the `pdpe1gb`
 //! CPU flag; the transparent huge page setting.
 
+use super::sysfs::Fs;
 use super::{Check, CheckId, Host, Status};
 use crate::ids::NodeId;
 use std::collections::BTreeMap;
 
 /// One check per (node, page size) the plan needs, then the CPU flag and
 /// the transparent huge page setting.
-pub(super) fn hugepages(host: &Host<'_>) -> Vec<Check> {
+pub(super) fn hugepages(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
     let id = CheckId::Hugepages;
     let Some(plan) = host.plan else {
         return vec![Check::new(
@@ -47,7 +48,7 @@ pub(super) fn hugepages(host: &Host<'_>) -> Vec<Check> {
             "node{node}-{}",
             crate::memory::human(size * 1024).replace(' ', "")
         );
-        let pools = host.fs.hugepage_pools(node);
+        let pools = fs.hugepage_pools(node);
         let pool = pools.iter().find(|p| p.0 == size);
         let (total, free) = pool.map_or((0, 0), |&(_, nr, free)| (nr, free));
         let what = format!(
@@ -78,7 +79,7 @@ pub(super) fn hugepages(host: &Host<'_>) -> Vec<Check> {
         }
     }
     if needed.keys().any(|&(_, size)| size >= 1_048_576) {
-        match host.fs.cpu_flag("pdpe1gb") {
+        match fs.cpu_flag("pdpe1gb") {
             Some(true) => checks.push(Check::new(id, Status::Pass, "cpu", "the CPU has pdpe1gb: 1 GiB pages are available")),
             Some(false) => checks.push(
                 Check::new(id, Status::Fail, "cpu", "the plan uses 1 GiB pages but /proc/cpuinfo has no pdpe1gb flag: this CPU (or its VM) cannot map them")
@@ -87,7 +88,7 @@ pub(super) fn hugepages(host: &Host<'_>) -> Vec<Check> {
             None => {}
         }
     }
-    if let Some(thp) = host.fs.transparent_hugepages() {
+    if let Some(thp) = fs.transparent_hugepages() {
         let always = thp.contains("[always]");
         let check = Check::new(
             id,

@@ -192,14 +192,15 @@ pub enum DoctorError {
         root: PathBuf,
     },
     /// A NIC named by `--nic` or the plan is not a PCI device under the root.
-    #[error("{address} ({origin}) is not a PCI device under {}", root.join("sys/bus/pci/devices").display())]
+    #[error("{address} ({origin}) is not a PCI device {place}")]
     NicNotFound {
         /// The address.
         address: PciAddress,
         /// Who named it: `--nic`, or `the plan's VM vm1`.
         origin: String,
-        /// The root given.
-        root: PathBuf,
+        /// Where it was looked for: `under ROOT/sys/bus/pci/devices`, or
+        /// `among the PCI node devices of URI`.
+        place: String,
         /// The network devices that are there.
         network: Vec<PciAddress>,
     },
@@ -207,6 +208,15 @@ pub enum DoctorError {
     /// message and hint).
     #[error("{message}")]
     Plan {
+        /// What is wrong.
+        message: String,
+        /// What to do.
+        hint: Option<String>,
+    },
+    /// A host reached through libvirt could not be read (the error's
+    /// message and hint).
+    #[error("{message}")]
+    Libvirt {
         /// What is wrong.
         message: String,
         /// What to do.
@@ -228,7 +238,7 @@ impl crate::error::Diagnostic for DoctorError {
                 "network devices there: {}",
                 network.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
             )),
-            DoctorError::Plan { hint, .. } => hint.clone(),
+            DoctorError::Plan { hint, .. } | DoctorError::Libvirt { hint, .. } => hint.clone(),
         }
     }
 }
@@ -243,9 +253,28 @@ pub(crate) struct Nic {
     vms: Vec<String>,
 }
 
+/// Where the checks read a host.
+pub(crate) enum View {
+    /// A sys/ + proc/ tree (`--root`).
+    Tree(Fs),
+    /// libvirt's view of a host reached through its URI: its PCI node
+    /// devices and its topology. The kernel's settings (command line, IRQs,
+    /// cgroups, huge page pools, RT throttling) are not in it.
+    Libvirt {
+        /// The URI.
+        uri: String,
+        /// Each IOMMU group's members as the node devices list them.
+        groups: BTreeMap<u32, std::collections::BTreeSet<PciAddress>>,
+        /// NUMA nodes in its topology.
+        nodes: usize,
+        /// Its CPU vendor, when known.
+        vendor: Option<String>,
+    },
+}
+
 /// Everything the checks look at.
 pub(crate) struct Host<'a> {
-    fs: Fs,
+    view: View,
     functions: BTreeMap<PciAddress, PciFunction>,
     nics: Vec<Nic>,
     cmdline: Option<KernelCmdline>,
@@ -257,6 +286,80 @@ impl Host<'_> {
         self.functions.get(&address)
     }
 
+    /// Whether PCI devices can be seen at all (a tree without sys/ has none).
+    fn has_sys(&self) -> bool {
+        match &self.view {
+            View::Tree(fs) => fs.has_sys(),
+            View::Libvirt { .. } => true,
+        }
+    }
+
+    /// The IOMMU group numbers; `None` when there is nowhere to see them.
+    fn iommu_groups(&self) -> Option<Vec<u32>> {
+        match &self.view {
+            View::Tree(fs) => fs.iommu_groups(),
+            View::Libvirt { groups, .. } => {
+                let mut all: Vec<u32> = groups.keys().copied().collect();
+                all.extend(self.functions.values().filter_map(|f| f.iommu_group));
+                all.sort_unstable();
+                all.dedup();
+                Some(all)
+            }
+        }
+    }
+
+    /// Where the IOMMU groups are read, for messages.
+    fn groups_place(&self) -> String {
+        match &self.view {
+            View::Tree(_) => "/sys/kernel/iommu_groups".to_owned(),
+            View::Libvirt { uri, .. } => format!("the PCI node devices of {uri}"),
+        }
+    }
+
+    /// The members of IOMMU group `group`.
+    fn group_members(&self, group: u32) -> Vec<PciAddress> {
+        match &self.view {
+            View::Tree(fs) => fs.iommu_group_members(group, &self.functions),
+            View::Libvirt { groups, .. } => {
+                let mut all: Vec<PciAddress> =
+                    groups.get(&group).into_iter().flatten().copied().collect();
+                all.extend(
+                    self.functions
+                        .values()
+                        .filter(|f| f.iommu_group == Some(group))
+                        .map(|f| f.address),
+                );
+                all.sort_unstable();
+                all.dedup();
+                all
+            }
+        }
+    }
+
+    /// The CPU vendor (`GenuineIntel`).
+    fn cpu_vendor(&self) -> Option<String> {
+        match &self.view {
+            View::Tree(fs) => fs.cpu_vendor(),
+            View::Libvirt { vendor, .. } => vendor.clone(),
+        }
+    }
+
+    /// How many NUMA nodes the host has.
+    fn numa_nodes(&self) -> Option<usize> {
+        match &self.view {
+            View::Tree(fs) => fs.numa_nodes(),
+            View::Libvirt { nodes, .. } => Some(*nodes),
+        }
+    }
+
+    /// A NIC port's name and speed in Mb/s (not visible through libvirt).
+    fn port_speed(&self, function: &PciFunction) -> Option<(String, u64)> {
+        match &self.view {
+            View::Tree(fs) => fs.port_speed(function),
+            View::Libvirt { .. } => None,
+        }
+    }
+
     /// The NICs with their sysfs view, or a single skip when there are none.
     fn nic_functions(&self, id: CheckId) -> Result<Vec<(&Nic, &PciFunction)>, Check> {
         let nics: Vec<(&Nic, &PciFunction)> = self
@@ -265,7 +368,7 @@ impl Host<'_> {
             .filter_map(|n| Some((n, self.function(n.address)?)))
             .collect();
         if nics.is_empty() {
-            let why = if self.fs.has_sys() {
+            let why = if self.has_sys() {
                 "no network PCI device (class 0x02) under sys/bus/pci/devices, and none named with --nic or in the plan"
             } else {
                 "no sys/ under the root"
@@ -299,30 +402,105 @@ pub fn run(options: &DoctorOptions) -> Result<Report, DoctorError> {
         check_plan_host(&fs, options, plan)?;
     }
     let functions = fs.pci_functions();
-    let nics = select_nics(&options.root, &functions, options)?;
+    let place = format!(
+        "under {}",
+        options.root.join("sys/bus/pci/devices").display()
+    );
+    let nics = select_nics(&place, &functions, options)?;
     let cmdline = fs.cmdline().map(|text| KernelCmdline::parse(&text));
     let host = Host {
-        fs,
+        view: View::Tree(fs),
         functions,
         nics,
         cmdline,
         plan: options.plan.as_ref(),
     };
+    Ok(checks(&host))
+}
+
+/// Runs the checks libvirt lets one make of the host at `uri` (reached
+/// through its own transport, e.g. `qemu+ssh://`): IOMMU groups, VFIO group
+/// viability, SR-IOV VFs, PCIe links and NIC locality from its PCI node
+/// devices; the checks of the kernel's settings are skipped, saying so.
+/// `options.root` is not used.
+pub fn run_libvirt(uri: &str, options: &DoctorOptions) -> Result<Report, DoctorError> {
+    let failed = |e: &dyn crate::error::Diagnostic| DoctorError::Libvirt {
+        message: e.to_string(),
+        hint: e.hint(),
+    };
+    let topology = crate::topology::load(&crate::topology::Source::Libvirt(uri.to_owned()))
+        .map_err(|e| failed(&e))?;
+    if let Some(plan) = &options.plan {
+        let path = options
+            .plan_path
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("the plan"));
+        plan.check_host(&path, &topology, options.force)
+            .map_err(|e| DoctorError::Plan {
+                message: e.to_string(),
+                hint: crate::error::Diagnostic::hint(&e),
+            })?;
+    }
+    let docs = crate::libvirt::pci_node_devices(uri).map_err(|e| failed(&e))?;
+    let (functions, groups) = nodedev::pci_functions(&docs);
+    let place = format!("among the PCI node devices of {uri}");
+    let nics = select_nics(&place, &functions, options)?;
+    let host = Host {
+        view: View::Libvirt {
+            uri: uri.to_owned(),
+            groups,
+            nodes: topology.numa_nodes.len(),
+            vendor: topology.cpu_vendor.clone(),
+        },
+        functions,
+        nics,
+        cmdline: None,
+        plan: options.plan.as_ref(),
+    };
+    Ok(checks(&host))
+}
+
+/// Every check of `host`, in id order.
+fn checks(host: &Host<'_>) -> Report {
     let mut checks = Vec::new();
-    checks.push(iommu::enabled(&host));
-    checks.extend(iommu::dma_mode(&host));
-    checks.extend(iommu::group_viable(&host));
-    checks.extend(nic::sriov_vfs(&host));
-    checks.extend(nic::pcie_link(&host));
-    checks.extend(nic::numa(&host));
-    checks.push(cpu::smt(&host));
-    checks.extend(cpu::isolation(&host));
-    checks.push(cpu::irq_affinity(&host));
-    checks.extend(memory::hugepages(&host));
-    checks.extend(cpu::realtime(&host));
+    checks.push(iommu::enabled(host));
+    checks.extend(iommu::group_viable(host));
+    checks.extend(nic::sriov_vfs(host));
+    checks.extend(nic::pcie_link(host));
+    checks.extend(nic::numa(host));
+    match &host.view {
+        View::Tree(fs) => {
+            checks.extend(iommu::dma_mode(host, fs));
+            checks.push(cpu::smt(host, fs));
+            checks.extend(cpu::isolation(host, fs));
+            checks.push(cpu::irq_affinity(host, fs));
+            checks.extend(memory::hugepages(host, fs));
+            checks.extend(cpu::realtime(host, fs));
+        }
+        View::Libvirt { uri, .. } => {
+            for id in [
+                CheckId::IommuDmaMode,
+                CheckId::Smt,
+                CheckId::Isolation,
+                CheckId::IrqAffinity,
+                CheckId::Hugepages,
+                CheckId::Realtime,
+            ] {
+                checks.push(
+                    Check::new(
+                        id,
+                        Status::Skip,
+                        "host",
+                        format!("not visible through libvirt ({uri}): this check reads the kernel's settings in sysfs and procfs"),
+                    )
+                    .hint("give the host a doctor_root (a capture of its /sys and /proc), or run `pinplan doctor` on it"),
+                );
+            }
+        }
+    }
     // Each check lists its subjects in a fixed order; keep checks in id order.
     checks.sort_by_key(|c| c.id);
-    Ok(Report { checks })
+    Report { checks }
 }
 
 /// Refuses a plan made for another host: on this machine (`--root /`) by its
@@ -358,7 +536,7 @@ fn check_plan_host(fs: &Fs, options: &DoctorOptions, plan: &Plan) -> Result<(), 
 /// The NICs to examine: those named with `--nic` and by the plan's VMs;
 /// when none is named, every network function that is not an SR-IOV VF.
 fn select_nics(
-    root: &std::path::Path,
+    place: &str,
     functions: &BTreeMap<PciAddress, PciFunction>,
     options: &DoctorOptions,
 ) -> Result<Vec<Nic>, DoctorError> {
@@ -384,7 +562,7 @@ fn select_nics(
             return Err(DoctorError::NicNotFound {
                 address,
                 origin,
-                root: root.to_path_buf(),
+                place: place.to_owned(),
                 network: functions
                     .values()
                     .filter(|f| f.is_network())
@@ -565,7 +743,7 @@ mod tests {
         let expected = DoctorError::NicNotFound {
             address: absent,
             origin: "--nic".to_owned(),
-            root: root.path.clone(),
+            place: format!("under {}", root.path.join("sys/bus/pci/devices").display()),
             network: vec!["0000:65:00.0".parse().unwrap_or_else(|e| panic!("{e}"))],
         };
         assert_eq!(error, Err(expected.clone()));

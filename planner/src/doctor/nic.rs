@@ -131,7 +131,7 @@ pub(super) fn pcie_link(host: &Host<'_>) -> Vec<Check> {
         };
         let usable = link_gbps(speed, width);
         let capable = link_gbps(max_speed, max_width);
-        let port = host.fs.port_speed(f);
+        let port = host.port_speed(f);
         let port_text = match &port {
             Some((name, mbps)) => format!("port {name} at {} Gb/s", gbps_from_mbps(*mbps)),
             None if f.interfaces.is_empty() => "no network interface to read the port speed from".to_owned(),
@@ -175,7 +175,7 @@ pub(super) fn pcie_link(host: &Host<'_>) -> Vec<Check> {
 /// using it run on that node.
 pub(super) fn numa(host: &Host<'_>) -> Vec<Check> {
     let id = CheckId::NicNuma;
-    let nodes = host.fs.numa_nodes();
+    let nodes = host.numa_nodes();
     host.per_nic(id, |nic, f, subject| {
         let Some(node) = f.numa_node else {
             return Check::new(id, Status::Skip, subject, "no numa_node attribute");

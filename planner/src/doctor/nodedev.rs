@@ -60,10 +60,13 @@ pub(crate) fn pci_functions(
                 .map(|n| n.inner_text().into_owned())
                 .filter(|n| !n.is_empty()),
             iommu_group,
-            numa_node: cap
-                .child("numa")
-                .and_then(|n| n.attribute("node"))
-                .and_then(|n| n.trim().parse().ok()),
+            // libvirt leaves <numa> out when the kernel says -1 (unknown).
+            numa_node: Some(
+                cap.child("numa")
+                    .and_then(|n| n.attribute("node"))
+                    .and_then(|n| n.trim().parse().ok())
+                    .unwrap_or(-1),
+            ),
             sriov_totalvfs: sub("virt_functions")
                 .and_then(|c| c.attribute("maxCount"))
                 .and_then(|n| n.trim().parse().ok()),

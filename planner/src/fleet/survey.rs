@@ -3,10 +3,10 @@
 //! within a time limit, and shown per host.
 //!
 //! `report` reaches a host through its URI (a host without one is named
-//! and skipped). `doctor` reads a host's sysfs and procfs, which libvirt
-//! does not carry: it checks a host with a `doctor_root` (a captured tree),
-//! and this machine for a host whose URI is this machine's system libvirtd
-//! (root `/`); any other host is named as not checked, with how to check it.
+//! and skipped). `doctor` reads a host's tree where it has one (its
+//! `doctor_root`, or `/` when its URI is this machine's system libvirtd),
+//! else asks libvirt through its URI (`doctor::run_libvirt`: the PCI checks
+//! from its node devices); a host with neither is named as not checked.
 //! From a plan directory each host is compared with its own plan.
 
 use super::apply::full_text;
@@ -114,28 +114,37 @@ pub fn doctor_root(host: &InventoryHost) -> Option<PathBuf> {
     })
 }
 
-/// `doctor --fleet`: each host's checks, against its plan when planned.
+/// `doctor --fleet`: each host's checks, against its plan when planned: from
+/// its tree ([`doctor_root`]), else through its URI (the PCI checks; the
+/// kernel's settings are skipped, saying so).
 pub fn doctor(inventory: &Inventory, options: SurveyOptions) -> Vec<Surveyed<doctor::Report>> {
     each(inventory, options, |host, options| {
-        let Some(root) = doctor_root(host) else {
-            return HostSurvey::Skipped(
-                "not checked: doctor reads a host's sysfs and procfs, which libvirt does not \
-                 carry; give its [[host]] doctor_root = \"DIR\" (a capture of its /sys and \
-                 /proc) and plan again, or run `pinplan doctor` on it"
-                    .to_owned(),
-            );
-        };
         let (plan_path, plan) = match &host.plan {
             Some((path, plan)) => (Some(path.clone()), Some(plan.clone())),
             None => (None, None),
         };
-        match doctor::run(&DoctorOptions {
-            root,
+        let mut asked = DoctorOptions {
+            root: PathBuf::from("/"),
             plan,
             plan_path,
             force: options.force,
             nics: Vec::new(),
-        }) {
+        };
+        let done = match (doctor_root(host), &host.connect) {
+            (Some(root), _) => {
+                asked.root = root;
+                doctor::run(&asked)
+            }
+            (None, Some(uri)) => doctor::run_libvirt(uri, &asked),
+            (None, None) => {
+                return HostSurvey::Skipped(
+                    "not checked: no doctor_root to read and no connect URI to ask libvirt \
+                     through; give its [[host]] one of them and plan again"
+                        .to_owned(),
+                )
+            }
+        };
+        match done {
             Ok(report) => HostSurvey::Done(report),
             Err(e) => HostSurvey::Failed(full_text(&e)),
         }
