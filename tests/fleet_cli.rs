@@ -631,3 +631,76 @@ fn a_nic_is_checked_through_libvirt_as_through_sysfs() {
         );
     }
 }
+
+/// NIC names: each host says which address its `uplink` is. JY calls the
+/// VF 0000:65:00.1 its uplink (in the group its PF's driver holds), B1 the
+/// PF 0000:65:00.0; a third host has no such name. The VM resolves per host:
+/// it lands on B1, JY refuses it for 0000:65:00.1 (its own address, so the
+/// name was resolved there), the third host for the missing name.
+#[test]
+fn nic_names_resolve_per_host() {
+    let dir = TempDir::new();
+    let b1 = util::repo().join("examples/lab/b1-host.xml");
+    let jy = util::fixture("hwloc-xml/24em64t-2n6c2t-pci.xml");
+    let tree = |h: &str| util::fixture(&format!("fleet/{h}")).display().to_string();
+    let spec = dir.write(
+        "fleet.toml",
+        format!(
+            "[[host]]\nname = \"b1\"\nsource = {:?}\ndoctor_root = {:?}\nreserved_cores = 1\n\
+             nic_names = {{ uplink = \"0000:65:00.0\" }}\n\n\
+             [[host]]\nname = \"jy\"\nsource = {:?}\ndoctor_root = {:?}\nreserved_cores = 1\n\
+             nic_names = {{ uplink = \"0000:65:00.1\" }}\n\n\
+             [[host]]\nname = \"plain\"\nsource = \"synthetic:package:1 core:8 pu:1\"\nreserved_cores = 1\n\n\
+             [[vm]]\nname = \"sriov1\"\nvcpus = 2\nnic = \"uplink\"\nnic_affinity = \"ignore\"\n",
+            b1.display().to_string(),
+            tree("b1"),
+            jy.display().to_string(),
+            tree("jy")
+        ),
+    );
+    let out = pinplan(["plan", util::arg(&spec), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let fleet = util::stdout_json(&out);
+    let v = vm(&fleet, "sriov1");
+    assert_eq!(v["host"], "b1", "{v}");
+    let reason = |host: &str| {
+        v["refused"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["host"] == host)
+            .map(|r| r["reason"].as_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    assert!(
+        reason("jy").contains("vfio: 0000:65:00.1 cannot be passed through")
+            && reason("jy").contains("0000:65:00.0 is bound to mlx4_core"),
+        "{}",
+        reason("jy")
+    );
+    assert!(
+        reason("plain").contains("plain has no NIC named \"uplink\" (its nic_names)"),
+        "{}",
+        reason("plain")
+    );
+    // A name that reads as an address, a bad address, and a one-host spec.
+    for (text_in, wanted) in [
+        (
+            "[[host]]\nname = \"a\"\nsource = \"synthetic:package:1 core:4 pu:1\"\nnic_names = { \"65:00.0\" = \"0000:65:00.0\" }\n",
+            "NIC name \"65:00.0\" is empty or reads as a PCI address",
+        ),
+        (
+            "[[host]]\nname = \"a\"\nsource = \"synthetic:package:1 core:4 pu:1\"\nnic_names = { uplink = \"65-00\" }\n",
+            ":4: nic_names.uplink: \"65-00\" is not a PCI address",
+        ),
+        (
+            "[host]\nsource = \"synthetic:package:1 core:4 pu:1\"\nnic_names = { uplink = \"0000:65:00.0\" }\n",
+            ":3: [host] nic_names is for fleet specs",
+        ),
+    ] {
+        let spec = dir.write("bad.toml", text_in);
+        let out = pinplan(["plan", util::arg(&spec)]);
+        assert_eq!(out.status.code(), Some(2), "{text_in}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(wanted), "{wanted:?} not in:\n{}", text(&out.stderr));
+    }
+}

@@ -878,7 +878,8 @@ fn take(free: &mut assign::Capacity, usable: &assign::Capacity, need: u32, stric
 }
 
 /// What makes two hosts alike: their spec keys, topology, running
-/// domains and facts (never for a host whose running VMs are in the spec).
+/// domains, facts and NIC names (never for a host whose running VMs are in
+/// the spec).
 fn class_key(h: usize, spec: &FleetSpec, input: &HostInput) -> String {
     let host = &spec.hosts[h];
     if input
@@ -901,11 +902,12 @@ fn class_key(h: usize, spec: &FleetSpec, input: &HostInput) -> String {
         }
     };
     format!(
-        "{}|{topology}|{:?}|{:?}|{:?}",
+        "{}|{topology}|{:?}|{:?}|{:?}|{:?}",
         host.spec.host_key(),
         input.running,
         input.facts,
-        host.doctor_root.is_some()
+        host.doctor_root.is_some(),
+        host.nic_names
     )
 }
 
@@ -938,10 +940,16 @@ fn host_class(spec: &FleetSpec, h: usize, input: &HostInput) -> Result<HostClass
         .collect();
     // The host's facts: passed-through NICs and real-time vCPUs.
     for vm in &spec.vms {
+        let nics = match spec.nics_on(vm, host) {
+            Ok(nics) => nics,
+            Err(why) => {
+                refused.entry(vm.name.clone()).or_insert(why);
+                continue;
+            }
+        };
         let why = match &input.facts {
-            Some(Err(e)) if !vm.nics.is_empty() || vm.realtime => Some(e.clone()),
-            Some(Ok(facts)) => vm
-                .nics
+            Some(Err(e)) if !nics.is_empty() || vm.realtime => Some(e.clone()),
+            Some(Ok(facts)) => nics
                 .iter()
                 .find_map(|nic| facts.nics.get(nic).and_then(|r| r.clone().err()))
                 .or_else(|| {

@@ -18,25 +18,23 @@ pub fn read_hosts(
     timeout: Duration,
     done: &(dyn Fn(usize, usize) + Sync),
 ) -> Vec<Result<HostInput, String>> {
-    let nics: Vec<PciAddress> = {
-        let mut all: Vec<PciAddress> = spec
-            .vms
-            .iter()
-            .flat_map(|v| v.nics.iter().copied())
-            .collect();
-        all.sort();
-        all.dedup();
-        all
-    };
     super::pool::each(
         spec.hosts.len(),
         concurrency,
         |h| {
             let host = &spec.hosts[h];
+            // The NICs its VMs would pass through there.
+            let mut nics: Vec<PciAddress> = spec
+                .vms
+                .iter()
+                .filter_map(|v| spec.nics_on(v, host).ok())
+                .flatten()
+                .collect();
+            nics.sort();
+            nics.dedup();
             let source = host.source.clone();
             let connect = host.connect.clone();
             let root = host.doctor_root.clone();
-            let nics = nics.clone();
             super::pool::within(timeout, move || {
                 read_one(&source, connect.as_deref(), root.as_deref(), &nics)
             })

@@ -6,10 +6,10 @@
 //! hold per host unchanged.
 
 use super::parse::Lines;
-use super::schema::{HostSection, SpecFile};
+use super::schema::{HostSection, SpecFile, VmSection};
 use super::{Spec, SpecError};
 use crate::topology::{PciAddress, Source};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use toml::Spanned;
 
@@ -38,6 +38,8 @@ pub struct FleetHost {
     pub connect: Option<String>,
     /// A filesystem root for `doctor`'s facts (a captured tree, or `/`).
     pub doctor_root: Option<PathBuf>,
+    /// Its names for its NICs (`nic_names`), which VMs may give as `nic`.
+    pub nic_names: BTreeMap<String, PciAddress>,
     /// The host as a single-host spec: its `[host]` keys and every VM.
     pub spec: Spec,
 }
@@ -53,11 +55,93 @@ pub struct FleetVm {
     pub hosts: Option<BTreeSet<String>>,
     /// A running VM may move to another host.
     pub movable: bool,
-    /// Its NICs (passed through: a host must have them in a viable IOMMU
-    /// group).
+    /// Its NICs given by address (passed through: a host must have them in
+    /// a viable IOMMU group).
     pub nics: Vec<PciAddress>,
+    /// Its NICs given by name: each host's `nic_names` says which address
+    /// that is there; a host without the name cannot take the VM.
+    pub nic_names: Vec<String>,
     /// It runs real-time vCPUs (a host must allow SCHED_FIFO).
     pub realtime: bool,
+}
+
+impl FleetSpec {
+    /// `vm`'s NICs on `host`: its addresses, and its NIC names as that host
+    /// resolves them; `Err` says which name the host lacks.
+    pub fn nics_on(&self, vm: &FleetVm, host: &FleetHost) -> Result<Vec<PciAddress>, String> {
+        let mut nics = vm.nics.clone();
+        for name in &vm.nic_names {
+            match host.nic_names.get(name) {
+                Some(&a) => nics.push(a),
+                None => {
+                    return Err(format!(
+                        "{} has no NIC named {name:?} (its nic_names): add it there, or keep the VM off it with hosts = [...]",
+                        host.name
+                    ))
+                }
+            }
+        }
+        Ok(nics)
+    }
+}
+
+/// Every NIC string of a `[[vm]]`: `nic`, and each `nics[].addr`.
+fn nic_strings(vm: &VmSection) -> Vec<&str> {
+    vm.nic
+        .iter()
+        .map(|n| n.get_ref().as_str())
+        .chain(
+            vm.nics
+                .iter()
+                .flat_map(|l| l.get_ref().iter().map(|e| e.addr.get_ref().as_str())),
+        )
+        .collect()
+}
+
+/// `raw` as host `names` sees it: each NIC name its VMs give replaced by the
+/// host's address for it, or dropped when the host has none (the VM is
+/// refused there); with what each name used became.
+fn resolve_names(
+    raw: &SpecFile,
+    names: &BTreeMap<String, PciAddress>,
+    all: &BTreeSet<String>,
+) -> (SpecFile, BTreeMap<String, Option<PciAddress>>) {
+    let mut out = raw.clone();
+    let mut used = BTreeMap::new();
+    let mut resolve = |text: &str| -> Option<Option<String>> {
+        if !all.contains(text) {
+            return None;
+        }
+        let address = names.get(text).copied();
+        used.insert(text.to_owned(), address);
+        Some(address.map(|a| a.to_string()))
+    };
+    for vm in &mut out.vm {
+        let v = vm.get_mut();
+        if let Some(nic) = &v.nic {
+            match resolve(nic.get_ref()) {
+                Some(Some(address)) => v.nic = Some(Spanned::new(nic.span(), address)),
+                Some(None) => v.nic = None,
+                None => {}
+            }
+        }
+        if let Some(list) = &mut v.nics {
+            let span = list.span();
+            let mut kept = Vec::new();
+            for mut entry in list.get_ref().clone() {
+                match resolve(entry.addr.get_ref()) {
+                    Some(Some(address)) => {
+                        entry.addr = Spanned::new(entry.addr.span(), address);
+                        kept.push(entry);
+                    }
+                    Some(None) => {}
+                    None => kept.push(entry),
+                }
+            }
+            v.nics = (!kept.is_empty()).then(|| Spanned::new(span, kept));
+        }
+    }
+    (out, used)
 }
 
 /// A spec file of either kind.
@@ -100,8 +184,43 @@ impl Spec {
                 "a fleet spec needs at least one [[host]]",
             ));
         }
-        let mut names = BTreeSet::new();
+        // Every host's NIC names, checked, before any host is read: a VM's
+        // `nic` may be one of them.
+        let mut host_nics: Vec<BTreeMap<String, PciAddress>> = Vec::new();
         for entry in hosts {
+            let mut map = BTreeMap::new();
+            for (name, address) in entry.get_ref().nic_names.iter().flat_map(|m| m.get_ref()) {
+                let at = lines.of(address);
+                if name.parse::<PciAddress>().is_ok() || name.trim().is_empty() {
+                    return Err(Spec::at(
+                        path,
+                        at,
+                        "host.nic_names",
+                        &format!("NIC name {name:?} is empty or reads as a PCI address: give a word, e.g. uplink = \"{}\"", address.get_ref()),
+                    ));
+                }
+                let parsed: PciAddress = address.get_ref().parse().map_err(|e| {
+                    Spec::at(
+                        path,
+                        at,
+                        "host.nic_names",
+                        &format!("nic_names.{name}: {e}"),
+                    )
+                })?;
+                map.insert(name.clone(), parsed);
+            }
+            host_nics.push(map);
+        }
+        let all_names: BTreeSet<String> =
+            host_nics.iter().flat_map(|m| m.keys().cloned()).collect();
+        let uses_names = raw.vm.iter().any(|vm| {
+            nic_strings(vm.get_ref())
+                .iter()
+                .any(|n| all_names.contains(*n))
+        });
+        let mut last_used: Option<BTreeMap<String, Option<PciAddress>>> = None;
+        let mut names = BTreeSet::new();
+        for (h, entry) in hosts.iter().enumerate() {
             let line = lines.of(entry);
             let section = entry.get_ref();
             let name = match &section.name {
@@ -154,12 +273,33 @@ impl Spec {
                 name: None,
                 connect: None,
                 doctor_root: None,
+                nic_names: None,
                 ..section.clone()
             };
             single.source = None;
-            let reuse = fleet.hosts.last().map(|h: &FleetHost| &h.spec);
-            let mut spec = Spec::from_host(path, &single, base, raw, lines, reuse)
-                .map_err(|e| e.for_host(&name))?;
+            // With NIC names, the VMs as this host resolves them; hosts that
+            // resolve them alike share the VMs read.
+            let (resolved, used) = if uses_names {
+                let (r, u) = resolve_names(raw, &host_nics[h], &all_names);
+                (Some(r), Some(u))
+            } else {
+                (None, None)
+            };
+            let reuse = fleet
+                .hosts
+                .last()
+                .map(|h: &FleetHost| &h.spec)
+                .filter(|_| used == last_used);
+            let mut spec = Spec::from_host(
+                path,
+                &single,
+                base,
+                resolved.as_ref().unwrap_or(raw),
+                lines,
+                reuse,
+            )
+            .map_err(|e| e.for_host(&name))?;
+            last_used = used;
             spec.source = Some(source.clone());
             fleet.hosts.push(FleetHost {
                 name,
@@ -167,6 +307,7 @@ impl Spec {
                 source,
                 connect,
                 doctor_root: section.doctor_root.as_ref().map(|r| base.join(r.get_ref())),
+                nic_names: host_nics[h].clone(),
                 spec,
             });
         }
@@ -217,9 +358,15 @@ impl Spec {
                 line,
                 hosts,
                 movable: section.movable.as_ref().is_some_and(|m| *m.get_ref()),
-                nics: checked
-                    .map(|v| v.nics.iter().map(|&(a, _, _)| a).collect())
-                    .unwrap_or_default(),
+                nics: nic_strings(section)
+                    .iter()
+                    .filter_map(|n| n.parse().ok())
+                    .collect(),
+                nic_names: nic_strings(section)
+                    .iter()
+                    .filter(|n| all_names.contains(**n))
+                    .map(|n| (*n).to_owned())
+                    .collect(),
                 realtime: checked.is_some_and(|v| v.realtime || v.realtime_vcpus.is_some()),
             });
         }
@@ -232,5 +379,70 @@ impl SpecError {
     fn for_host(mut self, host: &str) -> SpecError {
         self.message = format!("host {host}: {}", self.message);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Each host's VMs carry that host's address for a NIC name; hosts that
+    /// resolve alike share their VMs, hosts that do not never do.
+    #[test]
+    fn nic_names_resolve_per_host_and_are_not_shared_across_hosts() {
+        let host = |name: &str, names: &str| {
+            format!(
+                "[[host]]\nname = \"{name}\"\nsource = \"synthetic:package:1 core:4 pu:1\"\n{names}\n"
+            )
+        };
+        let text = format!(
+            "{}{}{}{}[[vm]]\nname = \"v\"\nvcpus = 1\nnic = \"uplink\"\nnic_affinity = \"ignore\"\n\
+             [[vm]]\nname = \"w\"\nvcpus = 1\nnics = [{{ addr = \"uplink\" }}, {{ addr = \"0000:02:00.0\" }}]\nnic_affinity = \"ignore\"\n",
+            host("a", "nic_names = { uplink = \"0000:01:00.0\" }"),
+            host("a2", "nic_names = { uplink = \"0000:01:00.0\" }"),
+            host("b", "nic_names = { uplink = \"0000:65:00.0\" }"),
+            host("c", ""),
+        );
+        let Ok(AnySpec::Fleet(fleet)) = Spec::parse_any(Path::new("f.toml"), &text) else {
+            panic!("not a fleet");
+        };
+        let addr = |t: &str| t.parse::<PciAddress>().unwrap();
+        let nics_of = |h: usize, vm: usize| -> Vec<PciAddress> {
+            fleet.hosts[h].spec.vms[vm]
+                .nics
+                .iter()
+                .map(|n| n.0)
+                .collect()
+        };
+        assert_eq!(nics_of(0, 0), vec![addr("0000:01:00.0")]);
+        assert_eq!(nics_of(2, 0), vec![addr("0000:65:00.0")]);
+        assert!(nics_of(3, 0).is_empty());
+        assert_eq!(
+            nics_of(2, 1),
+            vec![addr("0000:65:00.0"), addr("0000:02:00.0")]
+        );
+        assert_eq!(nics_of(3, 1), vec![addr("0000:02:00.0")]);
+        assert!(Arc::ptr_eq(
+            &fleet.hosts[0].spec.vms,
+            &fleet.hosts[1].spec.vms
+        ));
+        assert!(!Arc::ptr_eq(
+            &fleet.hosts[1].spec.vms,
+            &fleet.hosts[2].spec.vms
+        ));
+        let w = &fleet.vms[1];
+        assert_eq!(
+            (w.nics.clone(), w.nic_names.clone()),
+            (vec![addr("0000:02:00.0")], vec!["uplink".to_owned()])
+        );
+        assert_eq!(
+            fleet.nics_on(w, &fleet.hosts[2]),
+            Ok(vec![addr("0000:02:00.0"), addr("0000:65:00.0")])
+        );
+        assert!(fleet
+            .nics_on(w, &fleet.hosts[3])
+            .unwrap_err()
+            .contains("c has no NIC named \"uplink\""));
     }
 }

@@ -142,6 +142,9 @@ impl Spec {
                     host.doctor_root
                         .as_ref()
                         .map(|v| (lines.of(v), "host.doctor_root", "doctor_root")),
+                    host.nic_names
+                        .as_ref()
+                        .map(|v| (lines.of(v), "host.nic_names", "nic_names")),
                 ];
                 if let Some((line, key, name)) = fleet_only.into_iter().flatten().next() {
                     let mut e = Spec::at(

@@ -45,6 +45,9 @@ pub(super) struct HostSection {
     /// A fleet host's captured (or mounted) filesystem root for `doctor`'s
     /// facts (`[[host]]` only).
     pub(super) doctor_root: Option<Spanned<String>>,
+    /// A fleet host's names for its NICs (`[[host]]` only):
+    /// `nic_names = { uplink = "0000:65:00.0" }`, for `nic = "uplink"`.
+    pub(super) nic_names: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
     pub(super) source: Option<Spanned<String>>,
     pub(super) reserved_cores: Option<Spanned<u32>>,
     pub(super) reserved_cores_per_node: Option<Spanned<u32>>,
@@ -76,7 +79,7 @@ pub(super) struct Policies {
     pub(super) cache_passthrough: Option<bool>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub(super) struct VmSection {
     pub(super) name: Spanned<String>,
@@ -111,14 +114,14 @@ pub(super) struct VmSection {
     pub(super) movable: Option<Spanned<bool>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FixedSection {
     pub(super) name: Spanned<String>,
     pub(super) cpus: Spanned<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SpecFile {
     #[serde(default)]
@@ -132,7 +135,7 @@ pub(super) struct SpecFile {
 }
 
 /// `[host]` (one host) or `[[host]]` (a fleet).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 #[allow(clippy::large_enum_variant)] // one per spec file
 pub(super) enum HostField {
     One(HostSection),
@@ -208,6 +211,7 @@ pub(super) const KEYS: &[&str] = &[
     "cache_passthrough",
     "connect",
     "doctor_root",
+    "nic_names",
     "hosts",
     "movable",
 ];
