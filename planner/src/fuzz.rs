@@ -184,4 +184,38 @@ proptest! {
             }
         }
     }
+
+    /// A fleet spec: refused or read, never a panic.
+    #[test]
+    fn fleet_spec_toml(edits in edits()) {
+        let text = mutate(&seed("examples/fleet.toml"), &edits);
+        let _ = crate::spec::Spec::parse_any(&repo("examples/fleet.toml"), &text);
+    }
+
+    /// libvirt node-device XML, as a remote host may send it.
+    #[test]
+    fn nodedev_xml(edits in edits()) {
+        let text = mutate(&seed("tests/fixtures/libvirt-nodedev/pci_8086_10c9_sriov_pf.xml"), &edits);
+        let nic: crate::topology::PciAddress = "0000:02:00.0".parse().unwrap_or_else(|e| panic!("{e}"));
+        let _ = crate::doctor::facts_of_node_devices(&[text], &[nic]);
+    }
+
+    /// A fleet plan directory's fleet.json and a fleet journal: refused or
+    /// read; a host name read never leaves the directory.
+    #[test]
+    fn fleet_json_and_fleet_journal(edits in edits()) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let fleet = r#"{"proven": true, "hosts": [{"name": "b1", "source": "b1.xml", "connect": "qemu:///system",
+            "doctor_root": null, "vms": [], "cores_used": 0, "cores_free": 9, "error": null}], "vms": []}"#;
+        std::fs::write(dir.path().join("fleet.json"), mutate(fleet, &edits)).unwrap_or_else(|e| panic!("{e}"));
+        if let Ok(inventory) = crate::fleet::inventory::Inventory::from_dir(dir.path()) {
+            for h in &inventory.hosts {
+                prop_assert!(!h.name.contains('/') && !h.name.starts_with('.'), "{}", h.name);
+            }
+        }
+        let journal = r#"{"pinplan_fleet_journal": 1, "fleet": "out", "hosts": [{"name": "b1", "uri": "qemu:///system", "journal": "j-b1.json"}]}"#;
+        let path = dir.path().join("j.json");
+        std::fs::write(&path, mutate(journal, &edits)).unwrap_or_else(|e| panic!("{e}"));
+        let _ = crate::fleet::apply::FleetJournal::load_if(&path);
+    }
 }

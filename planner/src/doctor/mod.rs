@@ -35,6 +35,8 @@ mod memory;
 mod nic;
 mod nodedev;
 
+#[cfg(test)]
+pub(crate) use facts::host_facts_of as facts_of_node_devices;
 pub use facts::{host_facts, host_facts_libvirt, HostFacts};
 pub(crate) mod sysfs;
 #[cfg(test)]
