@@ -446,6 +446,47 @@ fn fleet_apply_per_host_all_or_nothing_and_rollback() {
     assert_eq!(threads(&a), floating);
     assert_eq!(threads(&b), floating);
 
+    // Two fleet applies at once over the same hosts: the host locks (taken
+    // in one order) make one wait for the other, which then finds the plan
+    // in effect. --force: this machine is both hosts, so each host's check
+    // would see the other host's VM pinned onto its CPU.
+    let spawn = |journal: &str| {
+        util::command()
+            .args(["apply", "--fleet", "out", "--force", "--journal", journal])
+            .current_dir(dir.root())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("cannot run pinplan")
+    };
+    let (first, second) = (spawn("j5.json"), spawn("j6.json"));
+    let outs = [
+        first.wait_with_output().unwrap(),
+        second.wait_with_output().unwrap(),
+    ];
+    for out in &outs {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let said: Vec<String> = outs.iter().map(|o| text(&o.stdout)).collect();
+    let applied = said
+        .iter()
+        .filter(|t| t.contains("fleet applied: 2 hosts changed"))
+        .count();
+    let in_effect = said
+        .iter()
+        .filter(|t| t.contains("fleet already in effect"))
+        .count();
+    assert_eq!((applied, in_effect), (1, 1), "{said:?}");
+    assert_eq!(threads(&a), pinned);
+    let journal = if said[0].contains("fleet applied") {
+        "j5.json"
+    } else {
+        "j6.json"
+    };
+    let out = pinplan_in(&dir, &["apply", "--rollback", journal], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(threads(&a), floating);
+
     // A host refused (its VM is not defined there) keeps the other from
     // changing under --all-or-nothing; nothing is journalled. Planned
     // with the guests shut off, as above.
