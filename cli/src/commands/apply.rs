@@ -332,6 +332,7 @@ fn run_fleet(dir: &Path, args: &ApplyArgs) -> Result<ExitCode, Failure> {
             .unwrap_or_else(|| default_journal("fleet-journal")),
         concurrency: super::FLEET_CONCURRENCY,
         timeout: super::FLEET_TIMEOUT,
+        progress: &super::host_progress,
     };
     let done = fleet_apply::apply(
         &inventory,

@@ -127,6 +127,7 @@ pub fn survey_options(force: bool, top: usize) -> pinplan::fleet::survey::Survey
         top,
         concurrency: FLEET_CONCURRENCY,
         timeout: FLEET_TIMEOUT,
+        progress: host_progress,
     }
 }
 
@@ -135,4 +136,19 @@ pub fn exit_of(worst: Option<pinplan::error::Exit>) -> std::process::ExitCode {
     worst.map_or(std::process::ExitCode::SUCCESS, |e| {
         std::process::ExitCode::from(e.code())
     })
+}
+
+/// A fleet command's progress on standard error when it is a terminal
+/// (and not `--quiet`): `STAGE hosts: k/N`, erased when the stage is done.
+pub fn host_progress(stage: &str, k: usize, n: usize) {
+    use std::io::Write as _;
+    if ui::level() == ui::Level::Quiet || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return;
+    }
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "\r\x1b[K{stage} hosts: {k}/{n}");
+    if k == n {
+        let _ = write!(err, "\r\x1b[K");
+    }
+    let _ = err.flush();
 }

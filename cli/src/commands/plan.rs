@@ -149,20 +149,9 @@ fn run_fleet(args: &PlanArgs, fleet: &FleetSpec, started: Instant) -> Result<Exi
         )
         .into());
     }
-    let terminal = crate::ui::level() != crate::ui::Level::Quiet
-        && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let inputs =
         pinplan::fleet::read::read_hosts(fleet, READ_CONCURRENCY, READ_TIMEOUT, &|k, n| {
-            if terminal {
-                let mut err = std::io::stderr().lock();
-                let _ = std::io::Write::write_fmt(
-                    &mut err,
-                    format_args!("\r\x1b[Kreading hosts: {k}/{n}"),
-                );
-                if k == n {
-                    let _ = std::io::Write::write_fmt(&mut err, format_args!("\r\x1b[K"));
-                }
-            }
+            super::host_progress("reading", k, n);
         });
     let left = Duration::from_secs_f64(args.time_limit)
         .saturating_sub(started.elapsed())

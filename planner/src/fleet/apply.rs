@@ -80,6 +80,9 @@ pub struct FleetApplyOptions<'a> {
     pub concurrency: usize,
     /// How long one host may take to be prepared.
     pub timeout: Duration,
+    /// Told `(stage, hosts done, hosts)` as hosts finish a stage
+    /// (`checking`, `applying`, `rolling back`): a progress line.
+    pub progress: &'a (dyn Fn(&str, usize, usize) + Sync),
 }
 
 /// The pin-call hook of one host (fault injection in tests).
@@ -365,7 +368,7 @@ pub fn apply(
                 }),
             )
         },
-        &|_, _| {},
+        &|k, n| (options.progress)("checking", k, n),
     );
     let mut statuses: Vec<Option<HostStatus>> = prepared
         .iter()
@@ -502,7 +505,7 @@ pub fn apply(
                 }
             }
         },
-        &|_, _| {},
+        &|k, n| (options.progress)("applying", k, n),
     );
     for (k, status) in applied.into_iter().enumerate() {
         statuses[changing[k]] = Some(status);
@@ -521,7 +524,7 @@ pub fn apply(
                 Some(Ok(p)) => p.session.rollback(&p.journal, false),
                 _ => Restored::default(),
             },
-            &|_, _| {},
+            &|k, n| (options.progress)("rolling back", k, n),
         );
         for (k, restored) in restored.into_iter().enumerate() {
             let h = back[k];

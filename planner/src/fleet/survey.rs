@@ -52,11 +52,14 @@ pub struct SurveyOptions {
     pub concurrency: usize,
     /// How long one host may take.
     pub timeout: Duration,
+    /// Told `(stage, hosts done, hosts)` as hosts finish: a progress line.
+    pub progress: fn(&str, usize, usize),
 }
 
 fn each<T: Send + 'static>(
     inventory: &Inventory,
     options: SurveyOptions,
+    stage: &str,
     one: fn(&InventoryHost, SurveyOptions) -> HostSurvey<T>,
 ) -> Vec<Surveyed<T>> {
     pool::each(
@@ -74,7 +77,7 @@ fn each<T: Send + 'static>(
                 });
             Surveyed { name, uri, survey }
         },
-        &|_, _| {},
+        &|k, n| (options.progress)(stage, k, n),
     )
 }
 
@@ -83,7 +86,7 @@ pub fn report(
     inventory: &Inventory,
     options: SurveyOptions,
 ) -> Vec<Surveyed<(HostTopology, Report)>> {
-    each(inventory, options, |host, options| {
+    each(inventory, options, "reporting on", |host, options| {
         let Some(uri) = &host.connect else {
             return HostSurvey::Skipped(
                 "no connect URI: report reads a host's domains through libvirt".to_owned(),
@@ -118,7 +121,7 @@ pub fn doctor_root(host: &InventoryHost) -> Option<PathBuf> {
 /// its tree ([`doctor_root`]), else through its URI (the PCI checks; the
 /// kernel's settings are skipped, saying so).
 pub fn doctor(inventory: &Inventory, options: SurveyOptions) -> Vec<Surveyed<doctor::Report>> {
-    each(inventory, options, |host, options| {
+    each(inventory, options, "checking", |host, options| {
         let (plan_path, plan) = match &host.plan {
             Some((path, plan)) => (Some(path.clone()), Some(plan.clone())),
             None => (None, None),
