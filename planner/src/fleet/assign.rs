@@ -4,8 +4,11 @@
 //! they run) counted as one *kind*. Its capacities are each node's free
 //! cores usable by the kind (threads policy, NIC nodes), so it is the
 //! single-host counting model (objectives 1–3) lifted to a fleet, plus
-//! fewest moves of running VMs and fewest hosts touched. L3 domains, SMT
-//! layout and memory are left to each host's exact plan (`super`).
+//! fewest moves of running VMs and fewest hosts touched. Memory counts as
+//! in the single-host model: each node's free memory per page size (where
+//! the source gives it) bounds the VMs there, a strict VM's memory on its
+//! node, a spanning VM's split with its cores. L3 domains and the SMT
+//! layout are left to each host's exact plan (`super`).
 
 use crate::solve::classes;
 use crate::solve::ilp::backend::{self, Model};
@@ -31,6 +34,9 @@ pub struct Kind {
     pub running_on: Option<usize>,
     /// Running members may move.
     pub movable: bool,
+    /// One member's memory: its page size in KiB and KiB in whole pages,
+    /// when the spec (or its domain) gives it.
+    pub memory: Option<(u64, u64)>,
 }
 
 /// Per node: the free cores (`free`, of its host) a VM may use there.
@@ -88,6 +94,17 @@ pub struct Hosts<'a> {
     pub hosts: &'a [u32],
     /// (kind, bin) → usable free cores per node for a member on one host.
     pub usable: &'a BTreeMap<(usize, usize), Capacity>,
+    /// Per bin: the memory one of its hosts offers per (node, page size),
+    /// in MiB, where known (`solve::memory::caps`, finite values only).
+    pub memory: &'a [MemoryCaps],
+}
+
+/// Memory per (node, page size in KiB), in MiB.
+pub type MemoryCaps = BTreeMap<(Option<crate::ids::NodeId>, u64), f64>;
+
+/// A kind's memory in the model's unit: (page size in KiB, MiB).
+fn mib(kind: &Kind) -> Option<(u64, f64)> {
+    kind.memory.map(|(page, kib)| (page, kib as f64 / 1024.0))
 }
 
 /// Solves the assignment lexicographically within `limit`; `start` is a
@@ -100,6 +117,8 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
     let mut on_host: BTreeMap<(usize, usize), Var> = BTreeMap::new();
     let mut node_vars: NodeVars = BTreeMap::new();
     let mut used: BTreeMap<(usize, Option<crate::ids::NodeId>), Expr> = BTreeMap::new();
+    // (bin, node, page size) → MiB its VMs take there.
+    let mut memory: BTreeMap<(usize, Option<crate::ids::NodeId>, u64), Expr> = BTreeMap::new();
     // Per bin: the cores its VMs take (for the hosts it touches).
     let mut bin_cores: BTreeMap<usize, Expr> = BTreeMap::new();
     let mut placed: BTreeMap<i64, Expr> = BTreeMap::new();
@@ -137,6 +156,9 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
                     per_node += x;
                     node_vars.entry((k, h)).or_default().push((node, x));
                     *used.entry((h, node)).or_default() += f64::from(need) * x;
+                    if let Some((page, mib)) = mib(kind) {
+                        *memory.entry((h, node, page)).or_default() += mib * x;
+                    }
                 }
                 m.eq(per_node, y);
             } else {
@@ -147,6 +169,11 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
                     split += z;
                     node_vars.entry((k, h)).or_default().push((node, z));
                     *used.entry((h, node)).or_default() += z;
+                    // Its memory follows its cores, node by node.
+                    if let Some((page, mib)) = mib(kind) {
+                        *memory.entry((h, node, page)).or_default() +=
+                            (mib / f64::from(need.max(1))) * z;
+                    }
                 }
                 m.eq(split, f64::from(need) * y);
             }
@@ -168,6 +195,11 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
     for ((h, node), expr) in used {
         let cap = hosts.capacity[h].get(&node).copied().unwrap_or(0);
         m.le(expr, f64::from(cap * hosts.hosts[h]));
+    }
+    for ((h, node, page), expr) in memory {
+        if let Some(&cap) = hosts.memory.get(h).and_then(|c| c.get(&(node, page))) {
+            m.le(expr, cap * f64::from(hosts.hosts[h]));
+        }
     }
     let mut touched = Expr::default();
     let mut touch_vars = Vec::new();
@@ -291,6 +323,13 @@ fn first_fit(kinds: &[Kind], hosts: &Hosts, m: &Model, vars: &Vars) -> Option<Ve
         .zip(hosts.hosts)
         .map(|(c, &n)| c.iter().map(|(&k, &v)| (k, v * n)).collect())
         .collect();
+    let mut mem_left: Vec<MemoryCaps> = hosts
+        .memory
+        .iter()
+        .zip(hosts.hosts)
+        .map(|(c, &n)| c.iter().map(|(&k, &v)| (k, v * f64::from(n))).collect())
+        .collect();
+    mem_left.resize(hosts.capacity.len(), MemoryCaps::new());
     let mut order: Vec<usize> = (0..kinds.len()).collect();
     order.sort_by_key(|&k| {
         let kept = kinds[k].running_on.is_some() && !kinds[k].movable;
@@ -320,25 +359,58 @@ fn first_fit(kinds: &[Kind], hosts: &Hosts, m: &Model, vars: &Vars) -> Option<Ve
                         .unwrap_or(0)
                         .min(n * usable.get(node).copied().unwrap_or(0))
                 };
+                // Whether `mib` MiB of `page` pages fit on `node` (a pool
+                // not listed is unbounded).
+                let memory = mib(kind);
+                let mem_fits =
+                    |node: &Option<crate::ids::NodeId>, share: f64, left: &MemoryCaps| {
+                        memory.is_none_or(|(page, _)| {
+                            left.get(&(*node, page)).is_none_or(|l| share <= *l + 1e-6)
+                        })
+                    };
                 if kind.strict {
+                    let whole = memory.map_or(0.0, |(_, mib)| mib);
                     let Some(&(node, x)) = nodes.iter().find(|(node, x)| {
-                        room(node, &left[h]) >= need && values[x.index()] + 1.0 <= m.upper(*x)
+                        room(node, &left[h]) >= need
+                            && values[x.index()] + 1.0 <= m.upper(*x)
+                            && mem_fits(node, whole, &mem_left[h])
                     }) else {
                         continue;
                     };
                     values[x.index()] += 1.0;
                     *left[h].entry(node).or_insert(0) -= need;
+                    if let Some((page, mib)) = memory {
+                        if let Some(l) = mem_left[h].get_mut(&(node, page)) {
+                            *l -= mib;
+                        }
+                    }
                 } else {
                     let total: u32 = nodes.iter().map(|(node, _)| room(node, &left[h])).sum();
                     if total < need {
                         continue;
                     }
+                    // The split first fit would take, and its memory.
                     let mut rest = need;
+                    let mut split = Vec::new();
                     for &(node, z) in nodes {
                         let take = rest.min(room(&node, &left[h]));
+                        split.push((node, z, take));
+                        rest -= take;
+                    }
+                    let per_core = memory.map_or(0.0, |(_, mib)| mib / f64::from(need.max(1)));
+                    if !split.iter().all(|&(node, _, take)| {
+                        mem_fits(&node, per_core * f64::from(take), &mem_left[h])
+                    }) {
+                        continue;
+                    }
+                    for (node, z, take) in split {
                         values[z.index()] += f64::from(take);
                         *left[h].entry(node).or_insert(0) -= take;
-                        rest -= take;
+                        if let Some((page, _)) = memory {
+                            if let Some(l) = mem_left[h].get_mut(&(node, page)) {
+                                *l -= per_core * f64::from(take);
+                            }
+                        }
                     }
                 }
                 values[y.index()] += 1.0;

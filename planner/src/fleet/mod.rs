@@ -10,8 +10,8 @@
 //!    moves of running VMs, fewest hosts touched — proven or stopped.
 //! 3. **Each host's exact plan** (the single-host solver) for the VMs the
 //!    assignment gave it; hosts alike with VMs alike are solved once. A VM a
-//!    host's plan cannot place (L3, SMT or memory, which the assignment does
-//!    not see) is tried on its other hosts with room before it is left out.
+//!    host's plan cannot place (L3 or SMT, which the assignment does not
+//!    see) is tried on its other hosts with room before it is left out.
 //!
 //! The fleet plan is proven optimal when the assignment is, every host's
 //! plan is and places every VM the assignment gave it (docs/plan.md, fleets).
@@ -265,6 +265,7 @@ pub fn plan_fleet(
         u32,
         Option<usize>,
         bool,
+        Option<(u64, u64)>,
     );
     let mut kinds_by_key: BTreeMap<KindKey, usize> = BTreeMap::new();
     let mut kinds: Vec<assign::Kind> = Vec::new();
@@ -282,7 +283,7 @@ pub fn plan_fleet(
         };
         let in_filter = |h: usize| filter.as_ref().is_none_or(|f| f.contains(&h));
         let mut by_class: Vec<(usize, u32)> = Vec::new();
-        let (mut strict, mut vcpus, mut priority) = (true, 0, 0);
+        let (mut strict, mut vcpus, mut priority, mut memory) = (true, 0, 0, None);
         let mut reasons: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (c, class) in classes.iter().enumerate() {
             if !hosts_of_class[c].iter().any(|&h| in_filter(h)) {
@@ -307,6 +308,8 @@ pub fn plan_fleet(
             strict = *is_strict;
             vcpus = request_vm.vcpus;
             priority = request_vm.priority;
+            memory = solve::memory::need(request_vm)
+                .map(|(page, mib)| (page, (mib * 1024.0).round() as u64));
             by_class.push((c, *need));
         }
         for (h, e) in &host_errors {
@@ -334,6 +337,7 @@ pub fn plan_fleet(
             vcpus,
             running_on.get(&v).copied(),
             vm.movable,
+            memory,
         );
         let k = *kinds_by_key.entry(key).or_insert_with(|| {
             let mut hosts = Vec::new();
@@ -353,6 +357,7 @@ pub fn plan_fleet(
                 vcpus,
                 running_on: running_on.get(&v).copied(),
                 movable: vm.movable,
+                memory,
             });
             kinds.len() - 1
         });
@@ -405,6 +410,18 @@ pub fn plan_fleet(
                 .unwrap_or_default()
         })
         .collect();
+    // Memory a bin's host offers, where the source says and a VM asks.
+    let any_memory = kinds.iter().any(|k| k.memory.is_some());
+    let memory: Vec<assign::MemoryCaps> = bin_hosts
+        .iter()
+        .map(|hs| match class_of[hs[0]] {
+            Some(c) if any_memory => solve::memory::caps(&classes[c].request)
+                .into_iter()
+                .filter(|(_, mib)| mib.is_finite())
+                .collect(),
+            _ => assign::MemoryCaps::new(),
+        })
+        .collect();
     let multiplicity: Vec<u32> = bin_hosts
         .iter()
         .map(|hs| u32::try_from(hs.len()).unwrap_or(u32::MAX))
@@ -447,6 +464,7 @@ pub fn plan_fleet(
             capacity: &capacity,
             hosts: &multiplicity,
             usable: &kind_usable,
+            memory: &memory,
         },
         left.mul_f64(0.5),
     );
@@ -671,8 +689,8 @@ pub fn plan_fleet(
             ));
         }
     }
-    // The assignment is a relaxation of the hosts' plans (it sees neither L3
-    // nor memory, and counts hosts alike together): its optima bound what
+    // The assignment is a relaxation of the hosts' plans (it sees no L3
+    // domains, and counts hosts alike together): its optima bound what
     // any fleet plan reaches. Where the plan reaches them tier by tier, it
     // is optimal; the first tier it misses is the stated gap.
     let reached = |name: &str| -> Option<f64> {
@@ -1350,5 +1368,45 @@ mod tests {
             "{}",
             plan.to_text()
         );
+    }
+
+    /// Memory binds in the assignment as on one host: two hosts whose node 1
+    /// has 4 free cores but 3,000 huge pages of 2 MiB (5,859 MiB) take two
+    /// 2 GiB VMs each there (node 0 has 100 pages); six such VMs give four
+    /// placed, two per host, and that is proven — without memory in the
+    /// assignment its bound was six and the plan was not proven.
+    #[test]
+    fn memory_bounds_the_assignment() {
+        let caps = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/inputs/caps-two-nodes-hugepages.xml");
+        let mut text = String::new();
+        for h in ["a", "b"] {
+            text.push_str(&format!(
+                "[[host]]\nname = \"{h}\"\nsource = {:?}\nreserved_cores = 1\n",
+                caps.display().to_string()
+            ));
+        }
+        text.push_str("[defaults]\nmemory = \"2GiB\"\nhugepages = \"2M\"\nnuma = \"strict\"\n");
+        for v in 0..6 {
+            text.push_str(&format!("[[vm]]\nname = \"m{v}\"\nvcpus = 1\n"));
+        }
+        let Ok(AnySpec::Fleet(spec)) = Spec::parse_any(std::path::Path::new("mem.toml"), &text)
+        else {
+            panic!("not a fleet");
+        };
+        let inputs = read::read_hosts(&spec, 2, Duration::from_secs(30), &|_, _| {});
+        let plan = plan_fleet(
+            &spec,
+            inputs,
+            &FleetOptions {
+                time_limit: Duration::from_secs(10),
+            },
+        )
+        .unwrap();
+        assert!(plan.proven, "{:?} {:?}", plan.gap, plan.assignment);
+        assert_eq!(plan.objective.placed, 4);
+        for h in &plan.hosts {
+            assert_eq!(h.vms.len(), 2, "{}: {:?}", h.name, h.vms);
+        }
     }
 }
