@@ -28,7 +28,7 @@ sshd_up() {
     -E "$SSHD_DIR/sshd.log"
   for _ in $(seq 50); do [ -s "$SSHD_DIR/sshd.pid" ] && break; sleep 0.1; done
   SSHD_PID=$(cat "$SSHD_DIR/sshd.pid")
-  export PINPLAN_TEST_SSH_URI="qemu+ssh://root@127.0.0.1:$port/system?keyfile=$SSHD_DIR/client_key&no_verify=1&known_hosts=$SSHD_DIR/known_hosts"
+  export PINPLAN_TEST_SSH_URI="qemu+ssh://root@localhost:$port/system?keyfile=$SSHD_DIR/client_key&no_verify=1&known_hosts=$SSHD_DIR/known_hosts"
   if ! virsh -q -c "$PINPLAN_TEST_SSH_URI" version >/dev/null 2>&1; then
     echo "error: libvirt through ssh on 127.0.0.1:$port does not answer (see $SSHD_DIR/sshd.log)" >&2
     return 1

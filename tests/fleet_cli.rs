@@ -176,7 +176,7 @@ fn fleet_spec_errors_name_the_line() {
 
 /// Must show: libvirt's own remote transport. This machine's libvirtd is
 /// two hosts of a fleet — once through `qemu:///system`, once through
-/// `qemu+ssh://root@127.0.0.1:PORT/system` (scripts/test.sh starts an sshd
+/// `qemu+ssh://root@localhost:PORT/system` (scripts/test.sh starts an sshd
 /// of its own on the loopback address, key-based) — each with a captured
 /// topology (B1's, 9 free cores) so that two VMs of 8 cores must split.
 /// A guest started here is read as running through both transports.
