@@ -546,6 +546,32 @@ fn fleet_commands_on_captured_hosts() {
             "{said}"
         );
     }
+    // --vm picks VMs across the fleet; one no host plans is refused first.
+    let out = pinplan(["apply", "--fleet", util::arg(&out_dir), "--vm", "nosuch"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("plans nosuch")
+            && err.contains("VMs the hosts plan: plain1, plain2, sriov1, sriov2"),
+        "{err}"
+    );
+    let out = pinplan([
+        "apply",
+        "--fleet",
+        util::arg(&out_dir),
+        "--vm",
+        "sriov1",
+        "--format",
+        "json",
+    ]);
+    let json = util::stdout_json(&out);
+    let jy = json["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "jy")
+        .unwrap();
+    assert_eq!(jy["status"], "skipped", "{json}");
     let out = pinplan(["doctor", "--fleet", util::arg(&out_dir), "--format", "json"]);
     let json = util::stdout_json(&out);
     assert_eq!(out.status.code(), Some(0), "{json}");
