@@ -333,6 +333,12 @@ fn run_fleet(dir: &Path, args: &ApplyArgs) -> Result<ExitCode, Failure> {
         concurrency: super::FLEET_CONCURRENCY,
         timeout: super::FLEET_TIMEOUT,
         progress: &super::host_progress,
+        journaled: &|path| {
+            if matches!(args.format, Format::Text) {
+                // As for one host: the undo is known before the first change.
+                let _ = print(&fleet_apply::journal_line(path));
+            }
+        },
     };
     let done = fleet_apply::apply(
         &inventory,

@@ -83,6 +83,9 @@ pub struct FleetApplyOptions<'a> {
     /// Told `(stage, hosts done, hosts)` as hosts finish a stage
     /// (`checking`, `applying`, `rolling back`): a progress line.
     pub progress: &'a (dyn Fn(&str, usize, usize) + Sync),
+    /// Told the fleet journal's path once it is written, before the first
+    /// change (so that a run killed mid-apply has said how to undo it).
+    pub journaled: &'a (dyn Fn(&Path) + Sync),
 }
 
 /// The pin-call hook of one host (fault injection in tests).
@@ -441,6 +444,7 @@ pub fn apply(
     let mut text = serde_json::to_string_pretty(&fleet_journal).unwrap_or_default();
     text.push('\n');
     write_new(&options.journal, &text, 0o600).map_err(FleetApplyError::Journal)?;
+    (options.journaled)(&options.journal);
     let mut journal_failed = false;
     for &h in &to_change {
         let Some(Ok(p)) = &prepared[h] else { continue };
@@ -615,13 +619,11 @@ impl FleetApplied {
             .map(|j| format!("pinplan apply --rollback {}", j.display()))
     }
 
-    /// One block per host, then what stands.
+    /// One block per host, then what stands (the fleet journal's line is
+    /// [`journal_line`]'s, said when it is written).
     pub fn to_text(&self, colour: bool) -> String {
         let mut out = String::new();
         let width = self.hosts.iter().map(|h| h.name.len()).max().unwrap_or(4);
-        if let (Some(j), Some(undo)) = (&self.journal, self.undo()) {
-            out.push_str(&format!("fleet journal: {} (undo: {undo})\n", j.display()));
-        }
         for h in &self.hosts {
             let uri = h.uri.as_deref().unwrap_or("no URI");
             let line = match &h.status {
@@ -783,6 +785,15 @@ impl FleetApplied {
         text.push('\n');
         text
     }
+}
+
+/// `fleet journal: PATH (undo: pinplan apply --rollback PATH)`.
+pub fn journal_line(path: &Path) -> String {
+    format!(
+        "fleet journal: {} (undo: pinplan apply --rollback {})\n",
+        path.display(),
+        path.display()
+    )
 }
 
 /// Continuation lines of a host's text, indented under it.
