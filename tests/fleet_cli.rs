@@ -602,6 +602,11 @@ fn fleet_commands_on_captured_hosts() {
     let out = pinplan(["report", "--fleet", util::arg(&spec)]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("== jy ==\nskipped: no connect URI"));
+    assert!(
+        text(&out.stdout).ends_with("\nfleet: 2 hosts: 2 skipped (b1, jy)\n"),
+        "{}",
+        text(&out.stdout)
+    );
     // A directory that is not a fleet plan is named.
     std::fs::write(
         out_dir.join("fleet.json"),

@@ -56,7 +56,12 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
         let inventory = Inventory::load(path)?;
         let hosts = survey::doctor(&inventory, super::survey_options(args.force, 0));
         print(&match args.format {
-            Format::Text => survey::to_text(&hosts, doctor::Report::to_text),
+            Format::Text => survey::to_text(
+                &hosts,
+                doctor::Report::to_text,
+                doctor::Report::has_failures,
+                "with a failed check",
+            ),
             Format::Json => survey::to_json(&hosts, "doctor", doctor::Report::to_json),
         })?;
         return Ok(super::exit_of(survey::exit(

@@ -117,7 +117,12 @@ fn run_fleet(path: &std::path::Path, args: &ReportArgs) -> Result<ExitCode, Fail
     let hosts = survey::report(&inventory, super::survey_options(args.force, args.top));
     let colour = use_colour(args.color);
     print(&match args.format {
-        ReportFormat::Text => survey::to_text(&hosts, |(host, r)| r.to_text(host, colour)),
+        ReportFormat::Text => survey::to_text(
+            &hosts,
+            |(host, r)| r.to_text(host, colour),
+            |(_, r)| r.has_errors(),
+            "with errors",
+        ),
         ReportFormat::Json => survey::to_json(&hosts, "report", |(_, r)| r.to_json()),
         ReportFormat::Svg => {
             return Err(Usage::new("--fleet reports as text or json: one picture per host is `pinplan report --connect URI --format svg`").into())

@@ -173,8 +173,15 @@ pub fn exit<T>(hosts: &[Surveyed<T>], no: impl Fn(&T) -> bool) -> Option<Exit> {
     }
 }
 
-/// Per host, `== NAME (URI) ==` and its text.
-pub fn to_text<T>(hosts: &[Surveyed<T>], text: impl Fn(&T) -> String) -> String {
+/// Per host, `== NAME (URI) ==` and its text; then one line for the fleet:
+/// how many hosts, and which have `no` (errors, failed checks), could not
+/// be surveyed or were skipped.
+pub fn to_text<T>(
+    hosts: &[Surveyed<T>],
+    text: impl Fn(&T) -> String,
+    no: impl Fn(&T) -> bool,
+    what: &str,
+) -> String {
     let mut out = String::new();
     for h in hosts {
         let uri = h
@@ -192,6 +199,42 @@ pub fn to_text<T>(hosts: &[Surveyed<T>], text: impl Fn(&T) -> String) -> String 
             out.push('\n');
         }
     }
+    let names = |pick: &dyn Fn(&HostSurvey<T>) -> bool| -> Vec<&str> {
+        hosts
+            .iter()
+            .filter(|h| pick(&h.survey))
+            .map(|h| h.name.as_str())
+            .collect()
+    };
+    let flagged = names(&|s| matches!(s, HostSurvey::Done(t) if no(t)));
+    let failed = names(&|s| matches!(s, HostSurvey::Failed(_)));
+    let skipped = names(&|s| matches!(s, HostSurvey::Skipped(_)));
+    let list = |n: &[&str]| {
+        if n.len() > 10 {
+            format!("{} … ({} more)", n[..10].join(", "), n.len() - 10)
+        } else {
+            n.join(", ")
+        }
+    };
+    let mut parts = Vec::new();
+    for (n, label) in [
+        (&flagged, what),
+        (&failed, "not read"),
+        (&skipped, "skipped"),
+    ] {
+        if !n.is_empty() {
+            parts.push(format!("{} {label} ({})", n.len(), list(n)));
+        }
+    }
+    out.push_str(&format!(
+        "fleet: {}{}\n",
+        crate::text::plural(hosts.len(), "host", "hosts"),
+        if parts.is_empty() {
+            format!(", none {what}")
+        } else {
+            format!(": {}", parts.join("; "))
+        }
+    ));
     out
 }
 
