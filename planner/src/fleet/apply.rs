@@ -168,6 +168,9 @@ pub struct FleetApplied {
     pub journal: Option<PathBuf>,
     /// Whether it was all or nothing.
     pub all_or_nothing: bool,
+    /// Running VMs the plan moves: to be migrated (by libvirt, not pinplan)
+    /// before their new host can pin them.
+    pub moves: Vec<super::inventory::Move>,
 }
 
 /// Why a fleet apply did not start; nothing was changed.
@@ -401,6 +404,7 @@ pub fn apply(
             .collect(),
         journal,
         all_or_nothing: options.all_or_nothing,
+        moves: inventory.moves.clone(),
     };
     if options.dry_run {
         for (h, p) in prepared.iter().enumerate() {
@@ -674,6 +678,29 @@ impl FleetApplied {
             };
             out.push_str(&format!("{:<width$}  {uri}  {}\n", h.name, line.trim_end()));
         }
+        if !self.moves.is_empty() {
+            let uri = |name: &str| {
+                self.hosts
+                    .iter()
+                    .find(|h| h.name == name)
+                    .and_then(|h| h.uri.clone())
+                    .unwrap_or_else(|| name.to_owned())
+            };
+            out.push_str(
+                "moves the plan makes (pinplan does not migrate: migrate each, then apply --fleet again for its new host):\n",
+            );
+            for m in &self.moves {
+                out.push_str(&format!(
+                    "  {}: {} -> {} (virsh -c {} migrate --live --persistent --undefinesource {} {})\n",
+                    m.vm,
+                    m.from,
+                    m.to,
+                    uri(&m.from),
+                    m.vm,
+                    uri(&m.to)
+                ));
+            }
+        }
         let applied = self.applied();
         let not = self
             .hosts
@@ -780,7 +807,9 @@ impl FleetApplied {
         };
         let mut text = serde_json::to_string_pretty(&json!({
             "status": status, "fleet": self.fleet, "journal": self.journal,
-            "undo": self.undo(), "all_or_nothing": self.all_or_nothing, "hosts": hosts}))
+            "undo": self.undo(), "all_or_nothing": self.all_or_nothing, "hosts": hosts,
+            "moves": self.moves.iter().map(|m| json!({"vm": m.vm, "from": m.from, "to": m.to}))
+                .collect::<Vec<_>>()}))
         .unwrap_or_default();
         text.push('\n');
         text
@@ -966,5 +995,42 @@ mod tests {
             matches!(&done[0].1, RollbackStatus::Failed(e) if e.contains("not a file beside it"))
         );
         assert!(matches!(done[1].1, RollbackStatus::NoJournal));
+    }
+
+    /// The text names each move with the libvirt command that makes it.
+    #[test]
+    fn moves_are_said_with_how_to_migrate() {
+        let done = FleetApplied {
+            fleet: PathBuf::from("out"),
+            hosts: vec![
+                HostOutcome {
+                    name: "a".to_owned(),
+                    uri: Some("qemu+ssh://root@a/system".to_owned()),
+                    status: HostStatus::Skipped,
+                },
+                HostOutcome {
+                    name: "b".to_owned(),
+                    uri: Some("qemu+ssh://root@b/system".to_owned()),
+                    status: HostStatus::Refused {
+                        error: "no domain \"v1\"".to_owned(),
+                        exit: Exit::Error,
+                    },
+                },
+            ],
+            journal: None,
+            all_or_nothing: false,
+            moves: vec![super::super::inventory::Move {
+                vm: "v1".to_owned(),
+                from: "a".to_owned(),
+                to: "b".to_owned(),
+            }],
+        };
+        let text = done.to_text(false);
+        assert!(
+            text.contains("  v1: a -> b (virsh -c qemu+ssh://root@a/system migrate --live --persistent --undefinesource v1 qemu+ssh://root@b/system)"),
+            "{text}"
+        );
+        assert_eq!(done.exit(), Some(Exit::Error));
+        assert!(done.to_json().contains("\"moves\""));
     }
 }

@@ -23,6 +23,20 @@ pub struct Inventory {
     pub planned: bool,
     /// The hosts, in spec order.
     pub hosts: Vec<InventoryHost>,
+    /// From a plan directory: the running VMs the plan moves to another
+    /// host (pinplan does not migrate them).
+    pub moves: Vec<Move>,
+}
+
+/// A running VM a fleet plan puts on another host than the one it runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Move {
+    /// The VM.
+    pub vm: String,
+    /// The host it runs on.
+    pub from: String,
+    /// The host it is planned on.
+    pub to: String,
 }
 
 /// One host of the inventory.
@@ -113,6 +127,16 @@ impl Diagnostic for InventoryError {
 #[derive(Deserialize)]
 struct FleetFile {
     hosts: Vec<FleetFileHost>,
+    #[serde(default)]
+    vms: Vec<FleetFileVm>,
+}
+
+#[derive(Deserialize)]
+struct FleetFileVm {
+    name: String,
+    host: Option<String>,
+    #[serde(default)]
+    was_on: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -186,10 +210,23 @@ impl Inventory {
                 plan,
             });
         }
+        let moves = file
+            .vms
+            .into_iter()
+            .filter_map(|v| match (v.was_on, v.host) {
+                (Some(from), Some(to)) if from != to => Some(Move {
+                    vm: v.name,
+                    from,
+                    to,
+                }),
+                _ => None,
+            })
+            .collect();
         Ok(Inventory {
             origin: dir.to_owned(),
             planned: true,
             hosts,
+            moves,
         })
     }
 
@@ -206,6 +243,7 @@ impl Inventory {
         Ok(Inventory {
             origin: path.to_owned(),
             planned: false,
+            moves: Vec::new(),
             hosts: fleet
                 .hosts
                 .into_iter()
@@ -269,6 +307,27 @@ mod tests {
         assert!(
             e.to_string().contains("fleet.json:1: not a fleet plan"),
             "{e}"
+        );
+    }
+
+    /// A running VM planned on another host is a move the directory names.
+    #[test]
+    fn moves_are_read_from_fleet_json() {
+        let dir = dir_with(
+            r#"{"hosts": [{"name": "a", "connect": "qemu:///system", "vms": []},
+                          {"name": "b", "connect": "qemu:///system", "vms": []}],
+                "vms": [{"name": "v1", "host": "b", "was_on": "a", "refused": []},
+                        {"name": "v2", "host": "a", "was_on": "a", "refused": []},
+                        {"name": "v3", "host": null, "was_on": null, "refused": []}]}"#,
+        );
+        let inventory = Inventory::from_dir(dir.path()).unwrap();
+        assert_eq!(
+            inventory.moves,
+            vec![Move {
+                vm: "v1".to_owned(),
+                from: "a".to_owned(),
+                to: "b".to_owned()
+            }]
         );
     }
 }
