@@ -352,65 +352,26 @@ fn first_fit(kinds: &[Kind], hosts: &Hosts, m: &Model, vars: &Vars) -> Option<Ve
                     continue;
                 }
                 let usable = &hosts.usable[&(k, h)];
-                let n = hosts.hosts[h];
-                let room = |node: &Option<crate::ids::NodeId>, left: &Capacity| {
-                    left.get(node)
-                        .copied()
-                        .unwrap_or(0)
-                        .min(n * usable.get(node).copied().unwrap_or(0))
+                let member = Member {
+                    usable,
+                    hosts: hosts.hosts[h],
+                    need,
+                    strict: kind.strict,
+                    memory: mib(kind),
                 };
-                // Whether `mib` MiB of `page` pages fit on `node` (a pool
-                // not listed is unbounded).
-                let memory = mib(kind);
-                let mem_fits =
-                    |node: &Option<crate::ids::NodeId>, share: f64, left: &MemoryCaps| {
-                        memory.is_none_or(|(page, _)| {
-                            left.get(&(*node, page)).is_none_or(|l| share <= *l + 1e-6)
-                        })
-                    };
-                if kind.strict {
-                    let whole = memory.map_or(0.0, |(_, mib)| mib);
-                    let Some(&(node, x)) = nodes.iter().find(|(node, x)| {
-                        room(node, &left[h]) >= need
-                            && values[x.index()] + 1.0 <= m.upper(*x)
-                            && mem_fits(node, whole, &mem_left[h])
-                    }) else {
-                        continue;
-                    };
-                    values[x.index()] += 1.0;
-                    *left[h].entry(node).or_insert(0) -= need;
-                    if let Some((page, mib)) = memory {
-                        if let Some(l) = mem_left[h].get_mut(&(node, page)) {
-                            *l -= mib;
-                        }
-                    }
-                } else {
-                    let total: u32 = nodes.iter().map(|(node, _)| room(node, &left[h])).sum();
-                    if total < need {
-                        continue;
-                    }
-                    // The split first fit would take, and its memory.
-                    let mut rest = need;
-                    let mut split = Vec::new();
-                    for &(node, z) in nodes {
-                        let take = rest.min(room(&node, &left[h]));
-                        split.push((node, z, take));
-                        rest -= take;
-                    }
-                    let per_core = memory.map_or(0.0, |(_, mib)| mib / f64::from(need.max(1)));
-                    if !split.iter().all(|&(node, _, take)| {
-                        mem_fits(&node, per_core * f64::from(take), &mem_left[h])
-                    }) {
-                        continue;
-                    }
-                    for (node, z, take) in split {
-                        values[z.index()] += f64::from(take);
-                        *left[h].entry(node).or_insert(0) -= take;
-                        if let Some((page, _)) = memory {
-                            if let Some(l) = mem_left[h].get_mut(&(node, page)) {
-                                *l -= per_core * f64::from(take);
-                            }
-                        }
+                // A strict member's node must also have a count left.
+                let count_left = |node: &Option<crate::ids::NodeId>| {
+                    nodes
+                        .iter()
+                        .any(|(n, x)| n == node && values[x.index()] + 1.0 <= m.upper(*x))
+                };
+                let Some(split) = member.fit(&left[h], &mem_left[h], &count_left) else {
+                    continue;
+                };
+                member.take(&mut left[h], &mut mem_left[h], &split);
+                for (node, cores) in split {
+                    if let Some(&(_, var)) = nodes.iter().find(|(n, _)| *n == node) {
+                        values[var.index()] += if kind.strict { 1.0 } else { f64::from(cores) };
                     }
                 }
                 values[y.index()] += 1.0;
@@ -426,6 +387,109 @@ fn first_fit(kinds: &[Kind], hosts: &Hosts, m: &Model, vars: &Vars) -> Option<Ve
         values[t.index()] = (cores.value(&values) / f64::from(*per_host)).ceil();
     }
     m.feasible(&values).then_some(values)
+}
+
+/// One VM to place in what is left of a host (or a bin of `hosts` hosts
+/// alike): the one placement rule of the assignment's start and of the
+/// packing of a bin's VMs onto its hosts.
+pub struct Member<'a> {
+    /// Its usable free cores per node on one host.
+    pub usable: &'a Capacity,
+    /// Hosts counted together (1 for one host).
+    pub hosts: u32,
+    /// Cores it needs.
+    pub need: u32,
+    /// Whole on one node.
+    pub strict: bool,
+    /// Its memory: page size in KiB, MiB.
+    pub memory: Option<(u64, f64)>,
+}
+
+impl Member<'_> {
+    fn room(&self, left: &Capacity, node: &Option<crate::ids::NodeId>) -> u32 {
+        left.get(node)
+            .copied()
+            .unwrap_or(0)
+            .min(self.hosts * self.usable.get(node).copied().unwrap_or(0))
+    }
+
+    /// Whether `share` MiB fit on `node` (a pool not listed is unbounded).
+    fn memory_fits(
+        &self,
+        left: &MemoryCaps,
+        node: &Option<crate::ids::NodeId>,
+        share: f64,
+    ) -> bool {
+        self.memory
+            .is_none_or(|(page, _)| left.get(&(*node, page)).is_none_or(|l| share <= *l + 1e-6))
+    }
+
+    /// MiB it takes per core.
+    fn per_core(&self) -> f64 {
+        self.memory
+            .map_or(0.0, |(_, mib)| mib / f64::from(self.need.max(1)))
+    }
+
+    /// Where it fits first in `left` (cores) and `memory` (MiB): per node the
+    /// cores it takes — all on the first node with room (and `node_ok`) when
+    /// strict, else node after node — or `None`.
+    pub fn fit(
+        &self,
+        left: &Capacity,
+        memory: &MemoryCaps,
+        node_ok: &dyn Fn(&Option<crate::ids::NodeId>) -> bool,
+    ) -> Option<Vec<(Option<crate::ids::NodeId>, u32)>> {
+        if self.strict {
+            let whole = self.memory.map_or(0.0, |(_, mib)| mib);
+            return self
+                .usable
+                .keys()
+                .find(|n| {
+                    self.room(left, n) >= self.need
+                        && node_ok(n)
+                        && self.memory_fits(memory, n, whole)
+                })
+                .map(|&n| vec![(n, self.need)]);
+        }
+        let mut rest = self.need;
+        let mut split = Vec::new();
+        for node in self.usable.keys() {
+            let t = rest.min(self.room(left, node));
+            if t > 0 {
+                split.push((*node, t));
+            }
+            rest -= t;
+        }
+        let per_core = self.per_core();
+        (rest == 0
+            && split
+                .iter()
+                .all(|(n, t)| self.memory_fits(memory, n, per_core * f64::from(*t))))
+        .then_some(split)
+    }
+
+    /// Takes `split` (from [`Member::fit`]) out of `left` and `memory`.
+    pub fn take(
+        &self,
+        left: &mut Capacity,
+        memory: &mut MemoryCaps,
+        split: &[(Option<crate::ids::NodeId>, u32)],
+    ) {
+        let per_core = self.per_core();
+        for &(node, cores) in split {
+            *left.entry(node).or_insert(0) -= cores;
+            if let Some((page, _)) = self.memory {
+                if let Some(l) = memory.get_mut(&(node, page)) {
+                    *l -= per_core * f64::from(cores);
+                }
+            }
+        }
+    }
+}
+
+/// A kind's memory as [`Member::memory`] takes it.
+pub fn member_memory(kind: &Kind) -> Option<(u64, f64)> {
+    mib(kind)
 }
 
 /// Free cores per node of `request`'s host (usable by anyone).

@@ -482,6 +482,15 @@ pub fn plan_fleet(
                 .unwrap_or_default()
         })
         .collect();
+    // And their memory, where the assignment counted it.
+    let mut mem_free: Vec<assign::MemoryCaps> = (0..spec.hosts.len())
+        .map(|h| {
+            if bin_of[h] == usize::MAX {
+                return assign::MemoryCaps::new();
+            }
+            memory.get(bin_of[h]).cloned().unwrap_or_default()
+        })
+        .collect();
     let mut per_bin: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (k, kind) in bin_kinds.iter().enumerate() {
         let mut members = kind.members.iter();
@@ -513,29 +522,32 @@ pub fn plan_fleet(
             let need = need_on(v, hosts[0]).map_or(0, |x| x.0);
             (std::cmp::Reverse(need), kind_of[v], v)
         });
+        // One VM onto host h, first fit (cores and memory), if it fits.
+        let mut place = |v: usize, h: usize| -> bool {
+            let Some((need, usable, strict)) = need_on(v, h) else {
+                return false;
+            };
+            let member = assign::Member {
+                usable,
+                hosts: 1,
+                need: *need,
+                strict: *strict,
+                memory: assign::member_memory(&kinds[kind_of[v]]),
+            };
+            let Some(split) = member.fit(&free[h], &mem_free[h], &|_| true) else {
+                return false;
+            };
+            member.take(&mut free[h], &mut mem_free[h], &split);
+            host_of.insert(v, h);
+            true
+        };
         for v in vms {
-            let mut placed = false;
-            for &h in hosts {
-                if let Some((need, usable, strict)) = need_on(v, h) {
-                    if take(&mut free[h], usable, *need, *strict) {
-                        host_of.insert(v, h);
-                        placed = true;
-                        break;
-                    }
-                }
+            if hosts.iter().any(|&h| place(v, h)) {
+                continue;
             }
-            if !placed {
-                packed_short += 1;
-                // Any other host it may use with room, first fit.
-                for h in allowed(v) {
-                    if let Some((need, usable, strict)) = need_on(v, h) {
-                        if take(&mut free[h], usable, *need, *strict) {
-                            host_of.insert(v, h);
-                            break;
-                        }
-                    }
-                }
-            }
+            packed_short += 1;
+            // Any other host it may use with room, first fit.
+            let _ = allowed(v).into_iter().any(|h| place(v, h));
         }
     }
     if packed_short > 0 {
@@ -864,35 +876,6 @@ fn rename(plan: &Plan, from: &[String], to: &[String]) -> Plan {
 fn rename_back(plan: &Plan, names: &[&str]) -> Plan {
     let to: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
     rename(plan, &names_of(&to), &to)
-}
-
-/// Takes `need` cores for a VM from `free` (per node): on one node with
-/// `usable` room when `strict`, else anywhere usable. Whether it fitted.
-fn take(free: &mut assign::Capacity, usable: &assign::Capacity, need: u32, strict: bool) -> bool {
-    let room = |free: &assign::Capacity, node: &Option<crate::ids::NodeId>| {
-        free.get(node)
-            .copied()
-            .unwrap_or(0)
-            .min(usable.get(node).copied().unwrap_or(0))
-    };
-    if strict {
-        let Some(node) = usable.keys().find(|n| room(free, n) >= need).copied() else {
-            return false;
-        };
-        *free.entry(node).or_insert(0) -= need;
-        return true;
-    }
-    let total: u32 = usable.keys().map(|n| room(free, n)).sum();
-    if total < need {
-        return false;
-    }
-    let mut rest = need;
-    for node in usable.keys().copied().collect::<Vec<_>>() {
-        let t = rest.min(room(free, &node));
-        *free.entry(node).or_insert(0) -= t;
-        rest -= t;
-    }
-    true
 }
 
 /// What makes two hosts alike: their spec keys, topology, running
