@@ -121,6 +121,8 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
     let mut memory: BTreeMap<(usize, Option<crate::ids::NodeId>, u64), Expr> = BTreeMap::new();
     // Per bin: the cores its VMs take (for the hosts it touches).
     let mut bin_cores: BTreeMap<usize, Expr> = BTreeMap::new();
+    // Per bin: each kind's count there and one host's worth of it.
+    let mut per_touched: BTreeMap<usize, Vec<(Var, f64)>> = BTreeMap::new();
     let mut placed: BTreeMap<i64, Expr> = BTreeMap::new();
     // Running VMs that may not move: kept on their host before anything else
     // (left out, they would go on running on their old pins).
@@ -134,8 +136,28 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
                 continue;
             };
             let n = hosts.hosts[h];
+            // Members one host's node holds: by its cores, and for a strict
+            // kind by its memory too (whole members per host, which a bin's
+            // summed memory alone would not say).
+            let fits_on = |node: &Option<crate::ids::NodeId>, free: u32| -> u32 {
+                let by_cores = free / need.max(1);
+                let by_memory = mib(kind)
+                    .and_then(|(page, mib)| {
+                        let cap = hosts.memory.get(h)?.get(&(*node, page))?;
+                        Some(
+                            (cap / mib.max(1e-9) + 1e-9)
+                                .floor()
+                                .clamp(0.0, f64::from(u32::MAX)) as u32,
+                        )
+                    })
+                    .unwrap_or(u32::MAX);
+                by_cores.min(by_memory)
+            };
             let most_here: u32 = n * if kind.strict {
-                nodes.values().map(|&free| free / need.max(1)).sum::<u32>()
+                nodes
+                    .iter()
+                    .map(|(node, &free)| fits_on(node, free))
+                    .sum::<u32>()
             } else {
                 nodes.values().sum::<u32>() / need.max(1)
             };
@@ -144,15 +166,22 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
             }
             let y = m.int(count.min(f64::from(most_here)));
             on_host.insert((k, h), y);
+            // At most one host's worth per host touched (by cores and, for a
+            // strict kind, memory): a cut the bin's summed cores miss.
+            per_touched
+                .entry(h)
+                .or_default()
+                .push((y, f64::from(most_here / n.max(1))));
             all += y;
             if kind.strict {
                 // Members per node, each whole on its node.
                 let mut per_node = Expr::default();
                 for (&node, &free) in nodes {
-                    if free < need {
+                    let fit = fits_on(&node, free);
+                    if fit == 0 {
                         continue;
                     }
-                    let x = m.int(count.min(f64::from(n * (free / need))));
+                    let x = m.int(count.min(f64::from(n * fit)));
                     per_node += x;
                     node_vars.entry((k, h)).or_default().push((node, x));
                     *used.entry((h, node)).or_default() += f64::from(need) * x;
@@ -209,8 +238,15 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
         let t = m.int(f64::from(hosts.hosts[h]));
         let per_host: u32 = hosts.capacity[h].values().sum::<u32>().max(1);
         m.le(cores_here.clone(), f64::from(per_host) * t);
+        for &(y, most) in per_touched.get(&h).into_iter().flatten() {
+            let mut e = Expr::default();
+            e += y;
+            e += -most * t;
+            m.le(e, 0.0);
+        }
         touched += t;
-        touch_vars.push((t, cores_here, per_host));
+        let kinds_here = per_touched.get(&h).cloned().unwrap_or_default();
+        touch_vars.push((t, cores_here, per_host, kinds_here));
     }
     let mut tiers: Vec<(String, Expr)> = vec![("running VMs kept".to_owned(), kept)];
     tiers.extend(
@@ -303,12 +339,17 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
 /// (kind, bin) → per node its count (strict kinds) or cores (the others).
 type NodeVars = BTreeMap<(usize, usize), Vec<(Option<crate::ids::NodeId>, Var)>>;
 
+/// A bin's hosts-touched count, the cores it gets, one host's cores, and
+/// each kind's count there with one host's worth of it.
+type Touched = (Var, Expr, u32, Vec<(Var, f64)>);
+
 /// The variables a start sets.
 struct Vars<'a> {
     on_host: &'a BTreeMap<(usize, usize), Var>,
     nodes: &'a NodeVars,
-    /// Per bin touched: its count, the cores it gets, one host's cores.
-    touched: &'a [(Var, Expr, u32)],
+    /// Per bin touched: its count, the cores it gets, one host's cores, and
+    /// each kind's count there with one host's worth of it.
+    touched: &'a [Touched],
 }
 
 /// A feasible start: kinds in priority order (then spec order), each member
@@ -383,8 +424,16 @@ fn first_fit(kinds: &[Kind], hosts: &Hosts, m: &Model, vars: &Vars) -> Option<Ve
             }
         }
     }
-    for (t, cores, per_host) in vars.touched {
-        values[t.index()] = (cores.value(&values) / f64::from(*per_host)).ceil();
+    for (t, cores, per_host, kinds_here) in vars.touched {
+        // Enough hosts for the cores, and for each kind's members.
+        let by_kind = kinds_here
+            .iter()
+            .map(|(y, most)| (values[y.index()] / most.max(1.0)).ceil())
+            .fold(0.0, f64::max);
+        values[t.index()] = (cores.value(&values) / f64::from(*per_host))
+            .ceil()
+            .max(by_kind)
+            .min(m.upper(*t));
     }
     m.feasible(&values).then_some(values)
 }

@@ -1392,4 +1392,50 @@ mod tests {
             assert_eq!(h.vms.len(), 2, "{}: {:?}", h.name, h.vms);
         }
     }
+
+    /// Above 2,000 (kind, host) pairs hosts alike are one bin, and the VMs
+    /// it gets are packed onto its hosts first fit: by memory too. 2,001
+    /// hosts that each hold two 2 GiB VMs (memory, not cores, binds) and
+    /// 4,003 such VMs: 4,002 placed, two per host, proven.
+    #[test]
+    fn grouped_bins_pack_by_memory() {
+        let caps = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/inputs/caps-two-nodes-hugepages.xml");
+        let hosts = 2_001;
+        let mut text = String::new();
+        for h in 0..hosts {
+            text.push_str(&format!(
+                "[[host]]\nname = \"h{h}\"\nsource = {:?}\nreserved_cores = 1\n",
+                caps.display().to_string()
+            ));
+        }
+        text.push_str("[defaults]\nmemory = \"2GiB\"\nhugepages = \"2M\"\nnuma = \"strict\"\n");
+        for v in 0..(2 * hosts + 1) {
+            text.push_str(&format!("[[vm]]\nname = \"m{v}\"\nvcpus = 1\n"));
+        }
+        let Ok(AnySpec::Fleet(spec)) = Spec::parse_any(std::path::Path::new("mem.toml"), &text)
+        else {
+            panic!("not a fleet");
+        };
+        let inputs = read::read_hosts(&spec, 4, Duration::from_secs(60), &|_, _| {});
+        let plan = plan_fleet(
+            &spec,
+            inputs,
+            &FleetOptions {
+                time_limit: Duration::from_secs(60),
+            },
+        )
+        .unwrap();
+        assert_eq!(plan.objective.placed, 2 * 2_001);
+        assert!(plan.hosts.iter().all(|h| h.vms.len() == 2));
+        assert!(plan.proven, "{:?}", plan.gap);
+        assert!(
+            !plan
+                .warnings
+                .iter()
+                .any(|w| w.contains("did not fit the host first fit chose")),
+            "{:?}",
+            plan.warnings
+        );
+    }
 }
