@@ -1016,3 +1016,28 @@ fn doctor_through_libvirt_agrees_with_sysfs() {
         expect(c, "skip", &["not visible through libvirt"]);
     }
 }
+
+/// A named SR-IOV PF with VFs: `vfio-group-viable` says whether one of its
+/// VFs can be passed through, as the fleet plan's facts do (issue 19). The
+/// lab's trees: on B1 each VF has a group of its own; on JY both VFs share
+/// group 1 with the PF on mlx4_core.
+#[test]
+fn a_named_pf_passes_when_one_vf_is_viable() {
+    let nic = ["--nic", "0000:65:00.0"];
+    let (_, b1) = doctor(&fixture("fleet/b1"), &nic);
+    expect(
+        find(&b1, "vfio-group-viable", "0000:65:00.0"),
+        "pass",
+        &["one of its VFs sits in an IOMMU group VFIO can take whole"],
+    );
+    let (code, jy) = doctor(&fixture("fleet/jy"), &nic);
+    assert_eq!(code, Some(1), "{jy:#}");
+    expect(
+        find(&jy, "vfio-group-viable", "0000:65:00.0"),
+        "fail",
+        &[
+            "no VF of 0000:65:00.0 can be passed through",
+            "0000:65:00.1's IOMMU group 1 is not viable (0000:65:00.0 is bound to mlx4_core)",
+        ],
+    );
+}

@@ -72,7 +72,7 @@ pub(crate) fn host_facts_of(docs: &[String], nics: &[PciAddress]) -> HostFacts {
 }
 
 /// Whether `nic` (or one of its VFs) can be passed through.
-fn passthrough(
+pub(super) fn passthrough(
     functions: &BTreeMap<PciAddress, PciFunction>,
     members: &dyn Fn(u32) -> Vec<PciAddress>,
     nic: PciAddress,

@@ -220,6 +220,32 @@ pub(super) fn group_viable(host: &Host<'_>) -> Vec<Check> {
             candidates.insert(f.address, f);
         }
     }
+    // A named SR-IOV PF with VFs enabled is there for one of its VFs to be
+    // passed through: one viable VF is enough (the fleet plan's rule).
+    let members = |group: u32| host.group_members(group);
+    let pfs: Vec<Check> = host
+        .nics
+        .iter()
+        .filter(|n| n.named)
+        .filter(|n| host.functions.values().any(|f| f.physfn == Some(n.address)))
+        .map(|n| {
+            let subject = n.address.to_string();
+            match super::facts::passthrough(&host.functions, &members, n.address) {
+                Ok(()) => Check::new(
+                    id,
+                    Status::Pass,
+                    subject,
+                    "one of its VFs sits in an IOMMU group VFIO can take whole",
+                ),
+                Err(why) => Check::new(id, Status::Fail, subject, why).hint(
+                    "bind the other endpoints of a VF's group to vfio-pci, or move the card to a slot whose root port has ACS (each VF then gets a group of its own)",
+                ),
+            }
+        })
+        .collect();
+    if candidates.is_empty() && !pfs.is_empty() {
+        return pfs;
+    }
     if candidates.is_empty() {
         return vec![Check::new(
             id,
@@ -291,6 +317,7 @@ pub(super) fn group_viable(host: &Host<'_>) -> Vec<Check> {
                 commands.join("; ")
             ))
         })
+        .chain(pfs)
         .collect()
 }
 
