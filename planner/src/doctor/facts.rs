@@ -50,18 +50,7 @@ pub fn host_facts_libvirt(uri: &str, nics: &[PciAddress]) -> Result<HostFacts, L
 /// The NIC facts of node device documents (`virsh nodedev-dumpxml`).
 pub(crate) fn host_facts_of(docs: &[String], nics: &[PciAddress]) -> HostFacts {
     let (functions, groups) = super::nodedev::pci_functions(docs);
-    let members = |group| {
-        let mut all: Vec<PciAddress> = groups.get(&group).into_iter().flatten().copied().collect();
-        all.extend(
-            functions
-                .values()
-                .filter(|f| f.iommu_group == Some(group))
-                .map(|f| f.address),
-        );
-        all.sort_unstable();
-        all.dedup();
-        all
-    };
+    let members = |group| super::nodedev::group_members(&groups, group);
     HostFacts {
         nics: nics
             .iter()

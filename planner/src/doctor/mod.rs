@@ -300,13 +300,7 @@ impl Host<'_> {
     fn iommu_groups(&self) -> Option<Vec<u32>> {
         match &self.view {
             View::Tree(fs) => fs.iommu_groups(),
-            View::Libvirt { groups, .. } => {
-                let mut all: Vec<u32> = groups.keys().copied().collect();
-                all.extend(self.functions.values().filter_map(|f| f.iommu_group));
-                all.sort_unstable();
-                all.dedup();
-                Some(all)
-            }
+            View::Libvirt { groups, .. } => Some(groups.keys().copied().collect()),
         }
     }
 
@@ -322,19 +316,7 @@ impl Host<'_> {
     fn group_members(&self, group: u32) -> Vec<PciAddress> {
         match &self.view {
             View::Tree(fs) => fs.iommu_group_members(group, &self.functions),
-            View::Libvirt { groups, .. } => {
-                let mut all: Vec<PciAddress> =
-                    groups.get(&group).into_iter().flatten().copied().collect();
-                all.extend(
-                    self.functions
-                        .values()
-                        .filter(|f| f.iommu_group == Some(group))
-                        .map(|f| f.address),
-                );
-                all.sort_unstable();
-                all.dedup();
-                all
-            }
+            View::Libvirt { groups, .. } => nodedev::group_members(groups, group),
         }
     }
 

@@ -12,8 +12,8 @@ use crate::xmldoc::{self, NodeExt as _};
 use roxmltree::Node;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The PCI functions of `docs`, and each IOMMU group's members as the
-/// devices list them.
+/// The PCI functions of `docs`, and each IOMMU group's members: each device
+/// in it, and those its `<iommuGroup>` lists.
 pub(crate) fn pci_functions(
     docs: &[String],
 ) -> (
@@ -93,6 +93,18 @@ pub(crate) fn pci_functions(
 /// `<address domain='0x0000' bus='0x65' slot='0x00' function='0x1'/>`.
 fn address_of(node: Node<'_, '_>) -> Option<PciAddress> {
     PciAddress::from_libvirt(|name| node.attribute(name).and_then(parse_int))
+}
+
+/// The members of IOMMU group `group` as [`pci_functions`] gathered them
+/// (every device in a group is one of its members).
+pub(crate) fn group_members(
+    groups: &BTreeMap<u32, BTreeSet<PciAddress>>,
+    group: u32,
+) -> Vec<PciAddress> {
+    groups
+        .get(&group)
+        .map(|m| m.iter().copied().collect())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
