@@ -1353,39 +1353,46 @@ mod tests {
         );
     }
 
-    /// Memory binds in the assignment as on one host: two hosts whose node 1
-    /// has 4 free cores but 3,000 huge pages of 2 MiB (5,859 MiB) take two
-    /// 2 GiB VMs each there (node 0 has 100 pages); six such VMs give four
-    /// placed, two per host, and that is proven — without memory in the
-    /// assignment its bound was six and the plan was not proven.
-    #[test]
-    fn memory_bounds_the_assignment() {
+    /// `hosts` hosts with two NUMA nodes of 4 cores (one reserved); node 1
+    /// has 3,000 huge pages of 2 MiB (5,859 MiB), node 0 100. `vms` VMs of
+    /// 1 vCPU and 2 GiB in those pages, kept to one node: memory, not
+    /// cores, binds — two per host.
+    fn memory_fleet(hosts: usize, vms: usize) -> FleetPlan {
         let caps = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../tests/fixtures/inputs/caps-two-nodes-hugepages.xml");
         let mut text = String::new();
-        for h in ["a", "b"] {
+        for h in 0..hosts {
             text.push_str(&format!(
-                "[[host]]\nname = \"{h}\"\nsource = {:?}\nreserved_cores = 1\n",
+                "[[host]]\nname = \"h{h}\"\nsource = {:?}\nreserved_cores = 1\n",
                 caps.display().to_string()
             ));
         }
         text.push_str("[defaults]\nmemory = \"2GiB\"\nhugepages = \"2M\"\nnuma = \"strict\"\n");
-        for v in 0..6 {
+        for v in 0..vms {
             text.push_str(&format!("[[vm]]\nname = \"m{v}\"\nvcpus = 1\n"));
         }
         let Ok(AnySpec::Fleet(spec)) = Spec::parse_any(std::path::Path::new("mem.toml"), &text)
         else {
             panic!("not a fleet");
         };
-        let inputs = read::read_hosts(&spec, 2, Duration::from_secs(30), &|_, _| {});
-        let plan = plan_fleet(
+        let inputs = read::read_hosts(&spec, 4, Duration::from_secs(60), &|_, _| {});
+        plan_fleet(
             &spec,
             inputs,
             &FleetOptions {
-                time_limit: Duration::from_secs(10),
+                time_limit: Duration::from_secs(60),
             },
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// Memory binds in the assignment as on one host: six VMs on two such
+    /// hosts give four placed, two per host, and that is proven — without
+    /// memory in the assignment its bound was six and the plan was not
+    /// proven.
+    #[test]
+    fn memory_bounds_the_assignment() {
+        let plan = memory_fleet(2, 6);
         assert!(plan.proven, "{:?} {:?}", plan.gap, plan.assignment);
         assert_eq!(plan.objective.placed, 4);
         for h in &plan.hosts {
@@ -1395,37 +1402,10 @@ mod tests {
 
     /// Above 2,000 (kind, host) pairs hosts alike are one bin, and the VMs
     /// it gets are packed onto its hosts first fit: by memory too. 2,001
-    /// hosts that each hold two 2 GiB VMs (memory, not cores, binds) and
-    /// 4,003 such VMs: 4,002 placed, two per host, proven.
+    /// such hosts and 4,003 VMs: 4,002 placed, two per host, proven.
     #[test]
     fn grouped_bins_pack_by_memory() {
-        let caps = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/inputs/caps-two-nodes-hugepages.xml");
-        let hosts = 2_001;
-        let mut text = String::new();
-        for h in 0..hosts {
-            text.push_str(&format!(
-                "[[host]]\nname = \"h{h}\"\nsource = {:?}\nreserved_cores = 1\n",
-                caps.display().to_string()
-            ));
-        }
-        text.push_str("[defaults]\nmemory = \"2GiB\"\nhugepages = \"2M\"\nnuma = \"strict\"\n");
-        for v in 0..(2 * hosts + 1) {
-            text.push_str(&format!("[[vm]]\nname = \"m{v}\"\nvcpus = 1\n"));
-        }
-        let Ok(AnySpec::Fleet(spec)) = Spec::parse_any(std::path::Path::new("mem.toml"), &text)
-        else {
-            panic!("not a fleet");
-        };
-        let inputs = read::read_hosts(&spec, 4, Duration::from_secs(60), &|_, _| {});
-        let plan = plan_fleet(
-            &spec,
-            inputs,
-            &FleetOptions {
-                time_limit: Duration::from_secs(60),
-            },
-        )
-        .unwrap();
+        let plan = memory_fleet(2_001, 2 * 2_001 + 1);
         assert_eq!(plan.objective.placed, 2 * 2_001);
         assert!(plan.hosts.iter().all(|h| h.vms.len() == 2));
         assert!(plan.proven, "{:?}", plan.gap);
