@@ -846,6 +846,27 @@ pub enum RollbackStatus {
     Failed(String),
 }
 
+impl JournalHost {
+    /// Its journal in `dir` (the fleet journal's directory), with its file;
+    /// `None` when it was never written (the apply changed nothing there).
+    /// A name that is not a plain file name there is refused, not followed.
+    fn journal_in(&self, dir: &Path) -> Result<Option<(PathBuf, Journal)>, String> {
+        if self.journal.contains('/') || self.journal.starts_with('.') {
+            return Err(format!(
+                "the fleet journal names {:?} as its journal: not a file beside it",
+                self.journal
+            ));
+        }
+        let file = dir.join(&self.journal);
+        if std::fs::symlink_metadata(&file).is_err() {
+            return Ok(None);
+        }
+        Journal::load(&file, Some(&self.uri))
+            .map(|j| Some((file, j)))
+            .map_err(|e| full_text(&e))
+    }
+}
+
 impl FleetJournal {
     /// Reads `path` when it is a fleet journal (`None` for any other file,
     /// left to the single-host journal's reader).
@@ -891,31 +912,18 @@ impl FleetJournal {
             concurrency,
             |i| {
                 let host = &self.hosts[i];
-                let status = (|| {
-                    // Only a file name beside the fleet journal.
-                    if host.journal.contains('/') || host.journal.starts_with('.') {
-                        return RollbackStatus::Failed(format!(
-                            "the fleet journal names {:?} as its journal: not a file beside it",
-                            host.journal
-                        ));
-                    }
-                    let file = dir.join(&host.journal);
-                    if std::fs::symlink_metadata(&file).is_err() {
-                        return RollbackStatus::NoJournal;
-                    }
-                    let journal = match Journal::load(&file, Some(&host.uri)) {
-                        Ok(j) => j,
-                        Err(e) => return RollbackStatus::Failed(full_text(&e)),
-                    };
-                    match Session::open(&host.uri) {
+                let status = match host.journal_in(dir) {
+                    Err(e) => RollbackStatus::Failed(e),
+                    Ok(None) => RollbackStatus::NoJournal,
+                    Ok(Some((file, journal))) => match Session::open(&host.uri) {
                         Ok(session) => RollbackStatus::Done(session.rollback(&journal, redefine)),
                         Err(e) => RollbackStatus::Failed(format!(
                             "{}; retry with: {}",
                             full_text(&e),
                             retry(&file, &host.uri)
                         )),
-                    }
-                })();
+                    },
+                };
                 (host.clone(), status)
             },
             &|_, _| {},
@@ -965,36 +973,40 @@ mod tests {
     }
 
     /// A fleet journal that names a host journal outside its directory is
-    /// not followed; a host whose journal was never written changed nothing.
+    /// not followed; a host whose journal was never written changed nothing;
+    /// a journal written for another URI is refused.
     #[test]
     fn a_fleet_journal_cannot_point_elsewhere() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.json");
-        let journal = FleetJournal {
-            pinplan_fleet_journal: FLEET_JOURNAL_VERSION,
-            fleet: PathBuf::from("out"),
-            hosts: vec![
-                JournalHost {
-                    name: "evil".to_owned(),
-                    uri: "test:///default".to_owned(),
-                    journal: "../../etc/passwd".to_owned(),
-                },
-                JournalHost {
-                    name: "never".to_owned(),
-                    uri: "test:///default".to_owned(),
-                    journal: "f-never.json".to_owned(),
-                },
-            ],
+        let host = |journal: &str| JournalHost {
+            name: "h".to_owned(),
+            uri: "test:///default".to_owned(),
+            journal: journal.to_owned(),
         };
-        let done = journal.rollback(&path, 2, false, &mut |_| {});
-        let Ok(done) = done else {
-            // No lock directory for this user: nothing to check here.
-            return;
-        };
-        assert!(
-            matches!(&done[0].1, RollbackStatus::Failed(e) if e.contains("not a file beside it"))
+        for evil in ["../../etc/passwd", "/etc/passwd", ".hidden"] {
+            let e = host(evil).journal_in(dir.path()).unwrap_err();
+            assert!(e.contains("not a file beside it"), "{evil}: {e}");
+        }
+        assert!(host("f-never.json")
+            .journal_in(dir.path())
+            .unwrap()
+            .is_none());
+        std::fs::write(
+            dir.path().join("f-other.json"),
+            r#"{"pinplan_journal": 1, "uri": "qemu+ssh://root@x/system", "vms": []}"#,
+        )
+        .unwrap();
+        assert!(host("f-other.json").journal_in(dir.path()).is_err());
+        std::fs::write(
+            dir.path().join("f-h.json"),
+            r#"{"pinplan_journal": 1, "uri": "test:///default", "vms": []}"#,
+        )
+        .unwrap();
+        let (file, journal) = host("f-h.json").journal_in(dir.path()).unwrap().unwrap();
+        assert_eq!(
+            (file, journal.uri),
+            (dir.path().join("f-h.json"), "test:///default".to_owned())
         );
-        assert!(matches!(done[1].1, RollbackStatus::NoJournal));
     }
 
     /// The text names each move with the libvirt command that makes it.
