@@ -18,14 +18,20 @@ pub fn read_hosts(
     timeout: Duration,
     done: &(dyn Fn(usize, usize) + Sync),
 ) -> Vec<Result<HostInput, String>> {
+    // Only VMs with a NIC ask anything of a host's facts: found once, not
+    // once per host.
+    let with_nics: Vec<&crate::spec::FleetVm> = spec
+        .vms
+        .iter()
+        .filter(|v| !v.nics.is_empty() || !v.nic_names.is_empty())
+        .collect();
     super::pool::each(
         spec.hosts.len(),
         concurrency,
         |h| {
             let host = &spec.hosts[h];
             // The NICs its VMs would pass through there.
-            let mut nics: Vec<PciAddress> = spec
-                .vms
+            let mut nics: Vec<PciAddress> = with_nics
                 .iter()
                 .filter_map(|v| spec.nics_on(v, host).ok())
                 .flatten()
