@@ -98,23 +98,34 @@ fn nic_strings(vm: &VmSection) -> Vec<&str> {
         .collect()
 }
 
-/// `raw` as host `names` sees it: each NIC name its VMs give replaced by the
-/// host's address for it, or dropped when the host has none (the VM is
-/// refused there); with what each name used became.
+/// What each NIC name `raw`'s VMs give becomes on a host with `names`
+/// (`None`: the host has no such name): hosts that agree on it read the VMs
+/// alike.
+fn names_used(
+    raw: &SpecFile,
+    names: &BTreeMap<String, PciAddress>,
+    all: &BTreeSet<String>,
+) -> BTreeMap<String, Option<PciAddress>> {
+    raw.vm
+        .iter()
+        .flat_map(|vm| nic_strings(vm.get_ref()))
+        .filter(|n| all.contains(*n))
+        .map(|n| (n.to_owned(), names.get(n).copied()))
+        .collect()
+}
+
+/// `raw` as a host with `names` sees it: each NIC name its VMs give replaced
+/// by the host's address for it, or dropped when the host has none (the VM
+/// is refused there).
 fn resolve_names(
     raw: &SpecFile,
     names: &BTreeMap<String, PciAddress>,
     all: &BTreeSet<String>,
-) -> (SpecFile, BTreeMap<String, Option<PciAddress>>) {
+) -> SpecFile {
     let mut out = raw.clone();
-    let mut used = BTreeMap::new();
-    let mut resolve = |text: &str| -> Option<Option<String>> {
-        if !all.contains(text) {
-            return None;
-        }
-        let address = names.get(text).copied();
-        used.insert(text.to_owned(), address);
-        Some(address.map(|a| a.to_string()))
+    let resolve = |text: &str| -> Option<Option<String>> {
+        all.contains(text)
+            .then(|| names.get(text).map(ToString::to_string))
     };
     for vm in &mut out.vm {
         let v = vm.get_mut();
@@ -141,7 +152,7 @@ fn resolve_names(
             v.nics = (!kept.is_empty()).then(|| Spanned::new(span, kept));
         }
     }
-    (out, used)
+    out
 }
 
 /// A spec file of either kind.
@@ -219,6 +230,7 @@ impl Spec {
                 .any(|n| all_names.contains(*n))
         });
         let mut last_used: Option<BTreeMap<String, Option<PciAddress>>> = None;
+        let mut resolved: Option<SpecFile> = None;
         let mut names = BTreeSet::new();
         for (h, entry) in hosts.iter().enumerate() {
             let line = lines.of(entry);
@@ -279,12 +291,12 @@ impl Spec {
             single.source = None;
             // With NIC names, the VMs as this host resolves them; hosts that
             // resolve them alike share the VMs read.
-            let (resolved, used) = if uses_names {
-                let (r, u) = resolve_names(raw, &host_nics[h], &all_names);
-                (Some(r), Some(u))
-            } else {
-                (None, None)
-            };
+            // (The VMs are resolved again only for a host that resolves the
+            // names otherwise than the host before.)
+            let used = uses_names.then(|| names_used(raw, &host_nics[h], &all_names));
+            if used.is_some() && used != last_used {
+                resolved = Some(resolve_names(raw, &host_nics[h], &all_names));
+            }
             let reuse = fleet
                 .hosts
                 .last()
