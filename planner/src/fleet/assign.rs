@@ -102,8 +102,9 @@ pub struct Hosts<'a> {
 /// Memory per (node, page size in KiB), in MiB.
 pub type MemoryCaps = BTreeMap<(Option<crate::ids::NodeId>, u64), f64>;
 
-/// A kind's memory in the model's unit: (page size in KiB, MiB).
-fn mib(kind: &Kind) -> Option<(u64, f64)> {
+/// A kind's memory in the model's unit, as [`Member::memory`] takes it:
+/// (page size in KiB, MiB).
+pub fn mib(kind: &Kind) -> Option<(u64, f64)> {
     kind.memory.map(|(page, kib)| (page, kib as f64 / 1024.0))
 }
 
@@ -534,11 +535,6 @@ impl Member<'_> {
             }
         }
     }
-}
-
-/// A kind's memory as [`Member::memory`] takes it.
-pub fn member_memory(kind: &Kind) -> Option<(u64, f64)> {
-    mib(kind)
 }
 
 /// Free cores per node of `request`'s host (usable by anyone).

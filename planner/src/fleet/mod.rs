@@ -532,7 +532,7 @@ pub fn plan_fleet(
                 hosts: 1,
                 need: *need,
                 strict: *strict,
-                memory: assign::member_memory(&kinds[kind_of[v]]),
+                memory: assign::mib(&kinds[kind_of[v]]),
             };
             let Some(split) = member.fit(&free[h], &mem_free[h], &|_| true) else {
                 return false;
