@@ -15,6 +15,7 @@ pub mod tenants;
 
 pub use crate::error::{LibvirtAction, LibvirtError};
 use virt::connect::Connect;
+use virt::domain::Domain;
 use virt_sys::VIR_DOMAIN_XML_INACTIVE;
 
 /// Opens `uri` read-only, with libvirt's own printing to stderr off (we
@@ -43,9 +44,21 @@ pub fn inactive_xml(uri: &str, name: &str) -> Result<String, LibvirtError> {
 /// reads.
 pub fn all_domain_xml(uri: &str) -> Result<Vec<(String, String, bool)>, LibvirtError> {
     let conn = open_read_only(uri)?;
-    let domains = conn
-        .list_all_domains(0)
-        .map_err(|e| LibvirtError::new(uri, LibvirtAction::ListDomains, &e))?;
+    all_listed_xml(uri, list_domains(uri, &conn)?)
+}
+
+/// Every domain at `uri` (through `conn`), running and defined.
+fn list_domains(uri: &str, conn: &Connect) -> Result<Vec<Domain>, LibvirtError> {
+    conn.list_all_domains(0)
+        .map_err(|e| LibvirtError::new(uri, LibvirtAction::ListDomains, &e))
+}
+
+/// [`all_domain_xml`] of the `domains` listed; a domain gone since the
+/// listing is left out.
+fn all_listed_xml(
+    uri: &str,
+    domains: Vec<Domain>,
+) -> Result<Vec<(String, String, bool)>, LibvirtError> {
     let mut out = Vec::new();
     for d in domains {
         let name = d
@@ -53,13 +66,23 @@ pub fn all_domain_xml(uri: &str) -> Result<Vec<(String, String, bool)>, LibvirtE
             .map_err(|e| LibvirtError::new(uri, LibvirtAction::DomainName, &e))?;
         let running = d.is_active().unwrap_or(false);
         let flags = if running { 0 } else { VIR_DOMAIN_XML_INACTIVE };
-        let xml = d
-            .xml_desc(flags)
-            .map_err(|e| LibvirtError::new(uri, LibvirtAction::DomainXml(name.clone()), &e))?;
-        out.push((name, xml, running));
+        match d.xml_desc(flags) {
+            Ok(xml) => out.push((name, xml, running)),
+            Err(e) if vanished(&e) => continue,
+            Err(e) => return Err(LibvirtError::new(uri, LibvirtAction::DomainXml(name), &e)),
+        }
     }
     out.sort();
     Ok(out)
+}
+
+/// Whether a call on a listed domain failed because the domain is gone:
+/// undefined (or a transient one stopped) between the listing and the call.
+/// Such a domain is no longer on the host, so a reading leaves it out rather
+/// than failing the host.
+fn vanished(e: &virt::error::Error) -> bool {
+    e.code().unwrap_or(virt::error::ErrorNumber::InternalError)
+        == virt::error::ErrorNumber::NoDomain
 }
 
 /// The XML of every PCI node device at `uri` (`virsh nodedev-dumpxml`), as
@@ -75,9 +98,15 @@ pub fn pci_node_devices(uri: &str) -> Result<Vec<String>, LibvirtError> {
 /// Each running domain's live and inactive (persistent) XML, by name.
 pub fn running_domain_xml(uri: &str) -> Result<Vec<(String, String, String)>, LibvirtError> {
     let conn = open_read_only(uri)?;
-    let domains = conn
-        .list_all_domains(0)
-        .map_err(|e| LibvirtError::new(uri, LibvirtAction::ListDomains, &e))?;
+    running_listed_xml(uri, list_domains(uri, &conn)?)
+}
+
+/// [`running_domain_xml`] of the `domains` listed; a domain gone since the
+/// listing is left out.
+fn running_listed_xml(
+    uri: &str,
+    domains: Vec<Domain>,
+) -> Result<Vec<(String, String, String)>, LibvirtError> {
     let mut out = Vec::new();
     for d in domains.iter().filter(|d| d.is_active().unwrap_or(false)) {
         let name = d
@@ -87,11 +116,13 @@ pub fn running_domain_xml(uri: &str) -> Result<Vec<(String, String, String)>, Li
         if !d.is_persistent().unwrap_or(false) {
             continue;
         }
-        let xml = |flags| {
-            d.xml_desc(flags)
-                .map_err(|e| LibvirtError::new(uri, LibvirtAction::DomainXml(name.clone()), &e))
-        };
-        out.push((name.clone(), xml(0)?, xml(VIR_DOMAIN_XML_INACTIVE)?));
+        match (d.xml_desc(0), d.xml_desc(VIR_DOMAIN_XML_INACTIVE)) {
+            (Ok(live), Ok(config)) => out.push((name, live, config)),
+            (Err(e), _) | (_, Err(e)) if vanished(&e) => continue,
+            (Err(e), _) | (_, Err(e)) => {
+                return Err(LibvirtError::new(uri, LibvirtAction::DomainXml(name), &e))
+            }
+        }
     }
     out.sort();
     Ok(out)
@@ -119,7 +150,48 @@ pub fn is_local_system_uri(uri: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_local_system_uri, is_local_uri};
+    use super::{
+        all_listed_xml, is_local_system_uri, is_local_uri, list_domains, running_listed_xml,
+    };
+    use virt::connect::Connect;
+    use virt::domain::Domain;
+
+    /// A domain listed and then undefined (as another tool may do while
+    /// pinplan reads a host) is left out of the reading, which goes on with
+    /// the rest: libvirt's test driver, whose domain `test` runs.
+    #[test]
+    fn a_domain_gone_since_the_listing_is_left_out() {
+        let uri = "test:///default";
+        virt::error::clear_error_callback();
+        let conn = Connect::open(Some(uri)).expect("the test driver opens");
+        let gone_xml = |name: &str| {
+            format!(
+                "<domain type='test'><name>{name}</name><memory>65536</memory>\
+                 <vcpu>1</vcpu><os><type>hvm</type></os></domain>"
+            )
+        };
+        let stopped = conn
+            .define_domain_xml(&gone_xml("pp-gone-stopped"))
+            .unwrap();
+        let running = conn
+            .define_domain_xml(&gone_xml("pp-gone-running"))
+            .unwrap();
+        running.create().unwrap();
+        let listed = list_domains(uri, &conn).unwrap();
+        let names = |l: &[Domain]| l.iter().map(|d| d.name().unwrap()).collect::<Vec<_>>();
+        assert_eq!(names(&listed).len(), 3, "{:?}", names(&listed));
+        let listed_again = list_domains(uri, &conn).unwrap();
+        stopped.undefine().unwrap();
+        running.destroy().unwrap();
+        running.undefine().unwrap();
+        let all = all_listed_xml(uri, listed).unwrap();
+        let all_names: Vec<&str> = all.iter().map(|(n, _, _)| n.as_str()).collect();
+        assert_eq!(all_names, ["test"]);
+        assert!(all[0].2, "test runs");
+        let running = running_listed_xml(uri, listed_again).unwrap();
+        let running_names: Vec<&str> = running.iter().map(|(n, _, _)| n.as_str()).collect();
+        assert_eq!(running_names, ["test"]);
+    }
 
     #[test]
     fn only_uris_without_a_host_are_local() {
