@@ -502,6 +502,30 @@ fn bad_arguments_exit_2() {
     assert_eq!(out.status.code(), Some(2), "{}", describe(&[], &out));
     assert!(out.stdout.is_empty());
     insta::assert_snapshot!("source-and-connect", text(&out.stderr));
+
+    // A keepalive setting that is not INTERVAL,COUNT is refused before the
+    // command runs, naming the variable; a good one is taken.
+    for bad in ["5", "5,0", "0,3", "x,y", "3601,1"] {
+        let out = util::command()
+            .args(["plan", LAB, "--connect", "test:///default"])
+            .env("PINPLAN_LIBVIRT_KEEPALIVE", bad)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", describe(&[], &out));
+        assert!(
+            text(&out.stderr).starts_with(&format!(
+                "error: PINPLAN_LIBVIRT_KEEPALIVE={bad}: expected INTERVAL,COUNT"
+            )),
+            "{}",
+            describe(&[], &out)
+        );
+    }
+    let out = util::command()
+        .args(["topology", "--connect", "test:///default"])
+        .env("PINPLAN_LIBVIRT_KEEPALIVE", "1,2")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&[], &out));
 }
 
 #[test]

@@ -88,6 +88,10 @@ fn main() -> ExitCode {
         (false, false) => ui::Level::Normal,
     });
     ui::verbose(|| format!("pinplan {}", version::text()));
+    // Checked before any command, so that a typo is not a silent default.
+    if let Err(message) = pinplan::libvirt::connection::Keepalive::from_env() {
+        return error::Failure::from(error::Usage::new(message)).report();
+    }
     let result = match &cli.command {
         Command::Topology(args) => topology::run(args),
         Command::Demand(args) => demand::run(args),

@@ -6,6 +6,7 @@
 //! and what was asked.
 
 pub mod apply;
+pub mod connection;
 pub mod domain;
 pub mod emit;
 mod ffi;
@@ -18,12 +19,9 @@ use virt::connect::Connect;
 use virt::domain::Domain;
 use virt_sys::VIR_DOMAIN_XML_INACTIVE;
 
-/// Opens `uri` read-only, with libvirt's own printing to stderr off (we
-/// report its errors ourselves).
+/// Opens `uri` read-only ([`connection::open`]).
 pub(crate) fn open_read_only(uri: &str) -> Result<Connect, LibvirtError> {
-    virt::error::clear_error_callback();
-    Connect::open_read_only(Some(uri))
-        .map_err(|e| LibvirtError::new(uri, LibvirtAction::Connect, &e))
+    connection::open(uri, true)
 }
 
 /// The defined (inactive) XML of domain `name` at `uri`, as
@@ -153,7 +151,6 @@ mod tests {
     use super::{
         all_listed_xml, is_local_system_uri, is_local_uri, list_domains, running_listed_xml,
     };
-    use virt::connect::Connect;
     use virt::domain::Domain;
 
     /// A domain listed and then undefined (as another tool may do while
@@ -162,8 +159,7 @@ mod tests {
     #[test]
     fn a_domain_gone_since_the_listing_is_left_out() {
         let uri = "test:///default";
-        virt::error::clear_error_callback();
-        let conn = Connect::open(Some(uri)).expect("the test driver opens");
+        let conn = super::connection::open(uri, false).expect("the test driver opens");
         let gone_xml = |name: &str| {
             format!(
                 "<domain type='test'><name>{name}</name><memory>65536</memory>\

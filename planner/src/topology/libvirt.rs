@@ -9,7 +9,6 @@ use crate::ids::NodeId;
 use crate::xmldoc::{self, NodeExt};
 use roxmltree::Node;
 use std::collections::BTreeMap;
-use virt::connect::Connect;
 
 use crate::error::{LibvirtAction, LibvirtError};
 use virt_sys::{
@@ -19,10 +18,7 @@ use virt_sys::{
 
 /// Opens `uri` read-only and reads capabilities and PCI node devices.
 pub(crate) fn connect(uri: &str) -> Result<RawTopology, TopologyError> {
-    // libvirt prints every error to stderr by default; we report them ourselves.
-    virt::error::clear_error_callback();
-    let conn = Connect::open_read_only(Some(uri))
-        .map_err(|e| LibvirtError::new(uri, LibvirtAction::Connect, &e))?;
+    let conn = crate::libvirt::open_read_only(uri)?;
     let caps = conn
         .capabilities()
         .map_err(|e| LibvirtError::new(uri, LibvirtAction::Capabilities, &e))?;

@@ -242,9 +242,7 @@ pub enum StepError {
 impl Session {
     /// Opens a read-write connection.
     pub fn open(uri: &str) -> Result<Session, LibvirtError> {
-        virt::error::clear_error_callback();
-        let conn = Connect::open(Some(uri))
-            .map_err(|e| LibvirtError::new(uri, LibvirtAction::Connect, &e))?;
+        let conn = super::connection::open(uri, false)?;
         let ncpus = ffi::host_cpu_count(&conn)
             .map_err(|e| LibvirtError::new(uri, LibvirtAction::CountCpus, &e))?;
         Ok(Session {
@@ -572,13 +570,12 @@ impl Session {
             let mut result = self.restore_one(conn, j, redefine);
             if result.is_err() && !tried_reconnecting && !conn.is_alive().unwrap_or(false) {
                 tried_reconnecting = true;
-                match Connect::open(Some(&self.uri)) {
+                match super::connection::open(&self.uri, false) {
                     Ok(fresh) => {
                         result = self.restore_one(&fresh, j, redefine);
                         reconnected = Some(fresh);
                     }
                     Err(e) => {
-                        let e = LibvirtError::new(&self.uri, LibvirtAction::Connect, &e);
                         done.errors.push(format!(
                             "the connection dropped, and reconnecting failed: {e}"
                         ));
