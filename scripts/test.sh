@@ -12,7 +12,7 @@ need_cargo
 # bzip2: tests/doctor_cli.rs unpacks an hwloc sysfs capture (.tar.bz2).
 # hwloc: lstopo for the live topology tests; bzip2: the doctor fixtures;
 # librsvg2-bin: rsvg-convert renders report --format svg to PNG.
-apt_install "${BUILD_PACKAGES[@]}" hwloc bzip2 librsvg2-bin
+apt_install "${BUILD_PACKAGES[@]}" hwloc bzip2 librsvg2-bin procps
 need_hwloc
 libvirt_up
 trap 'sshd_down; libvirt_down' EXIT

@@ -267,6 +267,39 @@ fn pinplan_in(dir: &TempDir, args: &[&str], env: &[(&str, &str)]) -> std::proces
         .expect("cannot run pinplan")
 }
 
+/// `pinplan ARGS` in `dir`, with `env` added, given at most `limit`: its
+/// exit status, stdout and stderr, or `None` (and killed) when it ran over.
+fn pinplan_at_most(
+    dir: &TempDir,
+    args: &[&str],
+    env: &[(&str, &str)],
+    limit: std::time::Duration,
+) -> Option<(Option<i32>, String, String)> {
+    let (out, err) = (dir.path("at-most.stdout"), dir.path("at-most.stderr"));
+    let mut child = util::command()
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(dir.root())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .expect("cannot run pinplan");
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    status.map(|s| (s.code(), read(&out), read(&err)))
+}
+
 /// Issue 19, item 4: `apply --fleet DIR` over libvirt's own transports —
 /// this machine's libvirtd as two hosts, `qemu:///system` and
 /// `qemu+ssh://…` (the sshd scripts/test.sh starts). Each host has 1 free
@@ -276,7 +309,8 @@ fn pinplan_in(dir: &TempDir, args: &[&str], env: &[(&str, &str)]) -> std::proces
 /// nothing; a fault on one host with `--all-or-nothing` leaves both as they
 /// were; without it the other host stays applied and the fleet journal puts
 /// it back; a clean apply pins both; a host refused under
-/// `--all-or-nothing` keeps the other from changing.
+/// `--all-or-nothing` keeps the other from changing; a host whose connection
+/// stalls mid-apply fails within seconds (keepalive) and is restored.
 #[test]
 fn fleet_apply_per_host_all_or_nothing_and_rollback() {
     let Some(local) = util::libvirt_uri("apply --fleet on live guests") else {
@@ -459,6 +493,69 @@ fn fleet_apply_per_host_all_or_nothing_and_rollback() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(threads(&a), floating);
     assert_eq!(threads(&b), floating);
+
+    // A host whose connection stalls mid-apply, as when its network stops
+    // answering: at the remote host's second pin call, pinplan's ssh client
+    // for it is stopped (SIGSTOP) and the call goes ahead on the dead
+    // connection. Keepalive (1 s, 2 requests) closes it within seconds: the
+    // remote host is named failed and restored through a fresh connection,
+    // the local host stays applied. Without keepalive the call would wait
+    // forever (the test gives up after 90 s and fails).
+    let stopped = dir.path("stopped-ssh.pids");
+    let stall = format!(
+        "pgrep -P \"$PINPLAN_PID\" -x ssh > {p}; kill -STOP $(cat {p})",
+        p = stopped.display()
+    );
+    let started = std::time::Instant::now();
+    let out = pinplan_at_most(
+        &dir,
+        &[
+            "apply",
+            "--fleet",
+            "out",
+            "--journal",
+            "j7.json",
+            "--format",
+            "json",
+        ],
+        &[
+            ("PINPLAN_FAULT_HOST", "remote"),
+            ("PINPLAN_FAULT_PIN_CALL", "2"),
+            ("PINPLAN_FAULT_MODE", "continue"),
+            ("PINPLAN_FAULT_EXEC", &stall),
+            ("PINPLAN_LIBVIRT_KEEPALIVE", "1,2"),
+        ],
+        std::time::Duration::from_secs(90),
+    );
+    let took = started.elapsed();
+    let pids = std::fs::read_to_string(&stopped).unwrap_or_default();
+    let _ = std::process::Command::new("kill")
+        .arg("-KILL")
+        .args(pids.split_whitespace())
+        .output();
+    assert!(
+        !pids.trim().is_empty(),
+        "no ssh client of pinplan was found to stop"
+    );
+    let (code, stdout, stderr) = out.expect("apply hung on the stalled host for 90 s");
+    assert_eq!(code, Some(1), "{stderr}\n{stdout}");
+    let json: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(status(&json, "remote"), "failed", "{json}");
+    assert_eq!(status(&json, "local"), "applied", "{json}");
+    assert!(
+        json.to_string().contains("keepalive"),
+        "the failure names the keepalive timeout: {json}"
+    );
+    assert!(took.as_secs() < 30, "the stalled host took {took:?}");
+    assert_eq!(
+        threads(remote_vm),
+        floating,
+        "the stalled host was not restored"
+    );
+    assert_eq!(threads(local_vm), pinned);
+    let out = pinplan_in(&dir, &["apply", "--rollback", "j7.json"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(threads(local_vm), floating);
 
     // Two fleet applies at once over the same hosts: the host locks (taken
     // in one order) make one wait for the other, which then finds the plan

@@ -73,7 +73,9 @@ pub struct ApplyArgs {
 /// call fail (`PINPLAN_FAULT_MODE=error`, the default) or abort the process
 /// (`abort`), as if it were killed mid-apply. With `PINPLAN_FAULT_EXEC=CMD`
 /// the failing call first runs `sh -c CMD` with `PINPLAN_PID` set (tests use
-/// it to drop this process's libvirt connection). With `--fleet`,
+/// it to drop this process's libvirt connection); with `continue` the call
+/// runs `CMD` and then goes ahead (tests stall the connection under it).
+/// With `--fleet`,
 /// `PINPLAN_FAULT_HOST=NAME` keeps the fault to that host.
 #[cfg(feature = "fault-injection")]
 fn hook(host: Option<&str>) -> impl FnMut(u32) -> Result<(), String> + Send {
@@ -82,8 +84,9 @@ fn hook(host: Option<&str>) -> impl FnMut(u32) -> Result<(), String> + Send {
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|_| only.is_none() || only.as_deref() == host);
-    let abort = std::env::var("PINPLAN_FAULT_MODE").is_ok_and(|m| m == "abort");
+    let mode = std::env::var("PINPLAN_FAULT_MODE").unwrap_or_default();
     let exec = std::env::var("PINPLAN_FAULT_EXEC").ok();
+    let (abort, carry_on) = (mode == "abort", mode == "continue");
     move |call| match at {
         Some(n) if n == call && exec.is_some() => {
             let status = std::process::Command::new("sh")
@@ -91,6 +94,9 @@ fn hook(host: Option<&str>) -> impl FnMut(u32) -> Result<(), String> + Send {
                 .args(exec.as_deref())
                 .env("PINPLAN_PID", std::process::id().to_string())
                 .status();
+            if carry_on {
+                return Ok(());
+            }
             Err(format!(
                 "fault injected at pin call {call} after running PINPLAN_FAULT_EXEC ({status:?})"
             ))
