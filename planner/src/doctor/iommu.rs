@@ -27,7 +27,11 @@ pub(super) fn enabled(host: &Host<'_>) -> Check {
             id,
             Status::Pass,
             "host",
-            format!("{} IOMMU groups in {}", groups.len(), host.groups_place()),
+            format!(
+                "{} in {}",
+                crate::text::plural(groups.len(), "IOMMU group", "IOMMU groups"),
+                host.groups_place()
+            ),
         );
     }
     let vendor = host.cpu_vendor();
@@ -338,6 +342,10 @@ mod tests {
             (c.status, c.message.as_str()),
             (Status::Pass, "2 IOMMU groups in /sys/kernel/iommu_groups")
         );
+        let one = TestRoot::new("iommu-one-group");
+        one.device(NIC, "0x020000").group(7, "DMA-FQ");
+        let c = one.check(None, CheckId::IommuEnabled, "host");
+        assert_eq!(c.message, "1 IOMMU group in /sys/kernel/iommu_groups");
 
         for (vendor, wanted, unwanted) in [
             ("GenuineIntel", "intel_iommu=on", "amd_iommu"),
