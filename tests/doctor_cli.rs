@@ -379,7 +379,7 @@ fn iommu_enabled_pass_and_warn() {
     expect(
         find(&v, "iommu-enabled", "host"),
         "pass",
-        &["1 IOMMU groups"],
+        &["1 IOMMU group in "],
     );
 
     let off = Tree::new();
