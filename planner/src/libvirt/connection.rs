@@ -9,7 +9,9 @@
 //! its own for the life of the process (as `virsh` does). With it, libvirt
 //! sends a keepalive request after `interval` seconds without traffic and
 //! closes the connection after `count` unanswered ones, failing every call
-//! on it ("connection closed due to keepalive timeout").
+//! on it ("connection closed due to keepalive timeout"). A program that
+//! embeds this library and runs a libvirt event loop of its own should know
+//! that the first connection opened here starts libvirt's default one.
 
 use super::{LibvirtAction, LibvirtError};
 use std::sync::Once;
