@@ -8,13 +8,10 @@ use super::{use_colour, ColorArg, Format};
 use crate::error::{print, verdict, Failure, Usage};
 use pinplan::fleet::apply::{self as fleet_apply, FleetApplyOptions, FleetJournal, RollbackStatus};
 use pinplan::fleet::inventory::Inventory;
-use pinplan::libvirt::apply::host::Prepared;
-use pinplan::libvirt::apply::{self, lock, ApplyError, Journal, Scope, Session, Target};
-use pinplan::libvirt::tenants::{self, Domains};
+use pinplan::libvirt::apply::host::{Checked, Prepared};
+use pinplan::libvirt::apply::{self, lock, ApplyError, Journal, Scope, Session};
 use pinplan::output::write_new;
 use pinplan::plan::Plan;
-use pinplan::report::Report;
-use pinplan::topology::HostTopology;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -174,21 +171,22 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
     // One run that changes pins per host at a time, from the checks to the
     // read-back (a dry run only reads).
     let _lock = (!args.dry_run).then(|| host_lock(&connect)).transpose()?;
-    let Prepared {
-        session,
-        host,
-        targets,
-        journal,
-        in_effect,
-    } = apply::host::prepare(plan_path, &plan, &connect, &args.vms, scope, args.force)?;
+    let checked = apply::host::check(plan_path, &plan, &connect, &args.vms, scope, args.force)?;
     let text_only = matches!(args.format, Format::Text);
     if let Some(note) = apply::unplaced_note(&plan).filter(|_| text_only) {
         print(&note)?;
     }
-    let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
     if args.dry_run {
-        return dry_run(args, &plan, &targets, &host, &connect);
+        return dry_run(args, &plan, &checked);
     }
+    let Prepared {
+        session,
+        targets,
+        journal,
+        in_effect,
+        ..
+    } = checked.prepare(scope)?;
+    let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
     if in_effect {
         let text = format!(
             "the plan is already in effect for {}: nothing changed\n",
@@ -236,30 +234,19 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
 }
 
 /// `report --plan` for the selected VMs: what would move, which conflicts go.
-fn dry_run(
-    args: &ApplyArgs,
-    plan: &Plan,
-    targets: &[Target],
-    host: &HostTopology,
-    uri: &str,
-) -> Result<ExitCode, Failure> {
-    let mut selected = plan.clone();
-    selected
-        .vms
-        .retain(|v| targets.iter().any(|t| t.name == v.name));
-    let host_cpus = tenants::host_cpus(host, None, Some(plan), false)?;
-    let tenants = tenants::tenants(host, host_cpus.as_ref(), Domains::Connect(uri))?;
-    let result = Report::new(host, tenants, Some(&selected));
+fn dry_run(args: &ApplyArgs, plan: &Plan, checked: &Checked) -> Result<ExitCode, Failure> {
+    let result = checked.dry_run(plan)?;
+    let targets = &checked.targets;
     let text = format!(
         "{}\ndry run: the preconditions hold for {}; nothing was changed\n",
-        result.to_text(host, use_colour(ColorArg::Auto)),
+        result.to_text(&checked.host, use_colour(ColorArg::Auto)),
         apply::names(targets)
     );
     say(args, &text, || {
         let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
         let report: Value = serde_json::from_str(&result.to_json()).unwrap_or(Value::Null);
-        json!({"status": "dry-run", "uri": uri, "vms": names, "unplaced": plan.unplaced,
-               "journal": null, "report": report})
+        json!({"status": "dry-run", "uri": args.connect, "vms": names,
+               "unplaced": plan.unplaced, "journal": null, "report": report})
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -20,12 +20,12 @@
 use super::inventory::Inventory;
 use super::pool;
 use crate::error::{Diagnostic, Exit, WriteError};
-use crate::libvirt::apply::host::{prepare, Prepared};
+use crate::libvirt::apply::host::{check, Checked, PrepareError, Prepared};
 use crate::libvirt::apply::{
     lock, retry, Applied, ApplyError, Failure, Journal, JournalError, Restored, Scope, Session,
 };
-use crate::libvirt::tenants::{self, Domains};
 use crate::output::write_new;
+use crate::plan::Plan;
 use crate::report::Report;
 use crate::topology::HostTopology;
 use serde::{Deserialize, Serialize};
@@ -329,67 +329,6 @@ pub fn apply(
         )?
     };
 
-    // 2. Prepare every host with VMs to apply.
-    let prepared: Vec<Option<Result<Prepared, (String, Exit)>>> = pool::each(
-        inventory.hosts.len(),
-        options.concurrency,
-        |h| {
-            if selected[h].is_empty() {
-                return None;
-            }
-            let host = &inventory.hosts[h];
-            let Some(uri) = host.connect.clone() else {
-                return Some(Err((
-                    format!(
-                        "fleet.json gives host {} no connect URI: apply reaches a host through \
-                         libvirt (add connect = \"qemu+ssh://root@HOST/system\" to its [[host]] \
-                         and plan again)",
-                        host.name
-                    ),
-                    Exit::Error,
-                )));
-            };
-            let (plan_path, plan) = host.plan.clone()?;
-            // Every VM of the host, or the ones asked for by name.
-            let names = if options.vms.is_empty() {
-                Vec::new()
-            } else {
-                selected[h].clone()
-            };
-            let (scope, force) = (options.scope, options.force);
-            let timeout = options.timeout;
-            Some(
-                pool::within(timeout, move || {
-                    prepare(&plan_path, &plan, &uri, &names, scope, force)
-                        .map_err(|e| (full_text(&e), e.exit()))
-                })
-                .unwrap_or_else(|| {
-                    Err((
-                        format!(
-                            "no answer within {:.0} s: nothing was changed on it",
-                            timeout.as_secs_f64()
-                        ),
-                        Exit::Error,
-                    ))
-                }),
-            )
-        },
-        &|k, n| (options.progress)("checking", k, n),
-    );
-    let mut statuses: Vec<Option<HostStatus>> = prepared
-        .iter()
-        .map(|p| match p {
-            None => Some(HostStatus::Skipped),
-            Some(Err((error, exit))) => Some(HostStatus::Refused {
-                error: error.clone(),
-                exit: *exit,
-            }),
-            Some(Ok(p)) if p.in_effect && !options.dry_run => {
-                Some(HostStatus::InEffect { vms: names_of(p) })
-            }
-            Some(Ok(_)) => None,
-        })
-        .collect();
     let finish = |statuses: Vec<Option<HostStatus>>, journal: Option<PathBuf>| FleetApplied {
         fleet: inventory.origin.clone(),
         hosts: inventory
@@ -407,13 +346,42 @@ pub fn apply(
         moves: inventory.moves.clone(),
     };
     if options.dry_run {
-        for (h, p) in prepared.iter().enumerate() {
-            if let Some(Ok(p)) = p {
-                statuses[h] = Some(dry_run(p, inventory, h, &selected[h]));
-            }
-        }
+        let statuses = each_host(inventory, options, &selected, |checked, plan, _| {
+            let report = checked.dry_run(plan)?;
+            Ok(HostStatus::DryRun {
+                vms: checked.targets.iter().map(|t| t.name.clone()).collect(),
+                report: Box::new(report),
+                host: Box::new(checked.host),
+            })
+        })
+        .into_iter()
+        .map(|done| {
+            Some(match done {
+                None => HostStatus::Skipped,
+                Some(Err((error, exit))) => HostStatus::Refused { error, exit },
+                Some(Ok(status)) => status,
+            })
+        })
+        .collect();
         return Ok(finish(statuses, None));
     }
+
+    // 2. Prepare every host with VMs to apply.
+    let prepared = each_host(inventory, options, &selected, |checked, _, scope| {
+        checked.prepare(scope)
+    });
+    let mut statuses: Vec<Option<HostStatus>> = prepared
+        .iter()
+        .map(|p| match p {
+            None => Some(HostStatus::Skipped),
+            Some(Err((error, exit))) => Some(HostStatus::Refused {
+                error: error.clone(),
+                exit: *exit,
+            }),
+            Some(Ok(p)) if p.in_effect => Some(HostStatus::InEffect { vms: names_of(p) }),
+            Some(Ok(_)) => None,
+        })
+        .collect();
     let refused = statuses
         .iter()
         .any(|s| matches!(s, Some(HostStatus::Refused { .. })));
@@ -545,6 +513,69 @@ pub fn apply(
     Ok(finish(statuses, Some(options.journal.clone())))
 }
 
+/// What one host's checked connection gives: its prepared apply, or a dry
+/// run's status.
+type Job<T> = fn(Checked, &Plan, Scope) -> Result<T, PrepareError>;
+
+/// Checks every host with VMs asked for ([`check`]) and runs `job` on it, in
+/// parallel, `options.concurrency` at a time, each within `options.timeout`:
+/// per host `None` when no VM of it is asked for, else the job's result or
+/// why it was refused (the whole error, its exit status). Nothing changes.
+fn each_host<T: Send + 'static>(
+    inventory: &Inventory,
+    options: &FleetApplyOptions<'_>,
+    selected: &[Vec<String>],
+    job: Job<T>,
+) -> Vec<Option<Result<T, (String, Exit)>>> {
+    pool::each(
+        inventory.hosts.len(),
+        options.concurrency,
+        |h| {
+            if selected[h].is_empty() {
+                return None;
+            }
+            let host = &inventory.hosts[h];
+            let Some(uri) = host.connect.clone() else {
+                return Some(Err((
+                    format!(
+                        "fleet.json gives host {} no connect URI: apply reaches a host through \
+                         libvirt (add connect = \"qemu+ssh://root@HOST/system\" to its [[host]] \
+                         and plan again)",
+                        host.name
+                    ),
+                    Exit::Error,
+                )));
+            };
+            let (plan_path, plan) = host.plan.clone()?;
+            // Every VM of the host, or the ones asked for by name.
+            let names = if options.vms.is_empty() {
+                Vec::new()
+            } else {
+                selected[h].clone()
+            };
+            let (scope, force) = (options.scope, options.force);
+            let timeout = options.timeout;
+            Some(
+                pool::within(timeout, move || {
+                    check(&plan_path, &plan, &uri, &names, scope, force)
+                        .and_then(|checked| job(checked, &plan, scope))
+                        .map_err(|e| (full_text(&e), e.exit()))
+                })
+                .unwrap_or_else(|| {
+                    Err((
+                        format!(
+                            "no answer within {:.0} s: nothing was changed on it",
+                            timeout.as_secs_f64()
+                        ),
+                        Exit::Error,
+                    ))
+                }),
+            )
+        },
+        &|k, n| (options.progress)("checking", k, n),
+    )
+}
+
 fn names_of(p: &Prepared) -> Vec<String> {
     p.targets.iter().map(|t| t.name.clone()).collect()
 }
@@ -553,33 +584,6 @@ fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// A dry run's report for host `h`: the plan's VMs asked for against the
-/// domains there now.
-fn dry_run(p: &Prepared, inventory: &Inventory, h: usize, selected: &[String]) -> HostStatus {
-    let host = &inventory.hosts[h];
-    let Some((_, plan)) = &host.plan else {
-        return HostStatus::Skipped;
-    };
-    let uri = host.connect.as_deref().unwrap_or_default();
-    let mut chosen = plan.clone();
-    chosen.vms.retain(|v| selected.contains(&v.name));
-    let report = tenants::host_cpus(&p.host, None, Some(plan), false).and_then(|cpus| {
-        tenants::tenants(&p.host, cpus.as_ref(), Domains::Connect(uri))
-            .map(|t| Report::new(&p.host, t, Some(&chosen)))
-    });
-    match report {
-        Ok(report) => HostStatus::DryRun {
-            vms: names_of(p),
-            report: Box::new(report),
-            host: Box::new(p.host.clone()),
-        },
-        Err(e) => HostStatus::Refused {
-            error: full_text(&e),
-            exit: e.exit(),
-        },
-    }
 }
 
 impl FleetApplied {

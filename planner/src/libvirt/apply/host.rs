@@ -1,12 +1,26 @@
 //! One host's apply up to its first change, shared by `apply PLAN` and
-//! `apply --fleet DIR`: the connected host's topology, the preconditions of
-//! every VM, and the journal of what the VMs have now (not yet written).
+//! `apply --fleet DIR`: the connected host's topology and the preconditions
+//! of every VM ([`check`]), then either the journal of what the VMs have now,
+//! not yet written ([`Checked::prepare`]), or a dry run's report
+//! ([`Checked::dry_run`]).
 
 use super::{ApplyError, Journal, Problem, Scope, Session, Target};
 use crate::error::{Diagnostic, Exit, LibvirtError};
+use crate::libvirt::tenants::{self, Domains, TenantsError};
 use crate::plan::Plan;
+use crate::report::Report;
 use crate::topology::{self, HostTopology, Source, TopologyError};
 use std::path::Path;
+
+/// A host whose preconditions hold, its pins not read yet.
+pub struct Checked {
+    /// The connection.
+    pub session: Session,
+    /// The connected host's topology.
+    pub host: HostTopology,
+    /// The VMs to pin, in order.
+    pub targets: Vec<Target>,
+}
 
 /// A host whose preconditions hold: what [`Session::apply`] needs.
 pub struct Prepared {
@@ -34,6 +48,9 @@ pub enum PrepareError {
     /// A precondition failed, or there is nothing to apply.
     #[error(transparent)]
     Apply(#[from] ApplyError),
+    /// A dry run could not read the domains there now.
+    #[error(transparent)]
+    Tenants(#[from] TenantsError),
 }
 
 impl Diagnostic for PrepareError {
@@ -42,6 +59,7 @@ impl Diagnostic for PrepareError {
             PrepareError::Topology(e) => e.hint(),
             PrepareError::Libvirt(e) => e.hint(),
             PrepareError::Apply(e) => e.hint(),
+            PrepareError::Tenants(e) => e.hint(),
         }
     }
 
@@ -50,22 +68,23 @@ impl Diagnostic for PrepareError {
             PrepareError::Topology(e) => e.exit(),
             PrepareError::Libvirt(e) => e.exit(),
             PrepareError::Apply(e) => e.exit(),
+            PrepareError::Tenants(e) => e.exit(),
         }
     }
 }
 
 /// Checks `plan` (read from `plan_path`) against the host at `uri` for the
-/// VMs `names` (all when empty) and captures their pins; changes nothing.
-/// `--live` alone on a domain that is not running is refused here too: there
-/// is nothing to pin, and all or nothing means before any change.
-pub fn prepare(
+/// VMs `names` (all when empty); changes nothing. `--live` alone on a domain
+/// that is not running is refused here too: there is nothing to pin, and all
+/// or nothing means before any change.
+pub fn check(
     plan_path: &Path,
     plan: &Plan,
     uri: &str,
     names: &[String],
     scope: Scope,
     force: bool,
-) -> Result<Prepared, PrepareError> {
+) -> Result<Checked, PrepareError> {
     if plan.vms.is_empty() {
         return Err(ApplyError::NothingToApply {
             plan: plan_path.to_owned(),
@@ -94,13 +113,41 @@ pub fn prepare(
             return Err(refused(problems).into());
         }
     }
-    let journal = session.capture(&targets)?;
-    let in_effect = session.in_effect(&targets, &journal, scope);
-    Ok(Prepared {
+    Ok(Checked {
         session,
         host,
         targets,
-        journal,
-        in_effect,
     })
+}
+
+impl Checked {
+    /// Captures the targets' pins: the journal to write before the first
+    /// change, and whether the plan is in effect already.
+    pub fn prepare(self, scope: Scope) -> Result<Prepared, PrepareError> {
+        let journal = self.session.capture(&self.targets)?;
+        let in_effect = self.session.in_effect(&self.targets, &journal, scope);
+        Ok(Prepared {
+            session: self.session,
+            host: self.host,
+            targets: self.targets,
+            journal,
+            in_effect,
+        })
+    }
+
+    /// A dry run's report: `plan`'s VMs asked for against the domains there
+    /// now (`report --plan` for them).
+    pub fn dry_run(&self, plan: &Plan) -> Result<Report, PrepareError> {
+        let mut asked = plan.clone();
+        asked
+            .vms
+            .retain(|v| self.targets.iter().any(|t| t.name == v.name));
+        let host_cpus = tenants::host_cpus(&self.host, None, Some(plan), false)?;
+        let tenants = tenants::tenants(
+            &self.host,
+            host_cpus.as_ref(),
+            Domains::Connect(&self.session.uri),
+        )?;
+        Ok(Report::new(&self.host, tenants, Some(&asked)))
+    }
 }
