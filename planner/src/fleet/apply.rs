@@ -895,6 +895,7 @@ impl FleetJournal {
             return Err(JournalError::Version {
                 path: path.to_owned(),
                 version: journal.pinplan_fleet_journal,
+                reads: FLEET_JOURNAL_VERSION,
             });
         }
         Ok(Some(journal))

@@ -146,12 +146,14 @@ pub enum JournalError {
         source: serde_json::Error,
     },
     /// A journal format this pinplan does not read.
-    #[error("{}: journal version {version}, this pinplan reads version {JOURNAL_VERSION}", path.display())]
+    #[error("{}: journal version {version}, this pinplan reads version {reads}", path.display())]
     Version {
         /// The file.
         path: PathBuf,
         /// Its version.
         version: u32,
+        /// The version this pinplan reads of that kind of journal.
+        reads: u32,
     },
     /// The journal is of another libvirt host.
     #[error("{} was written for {written_for}, not {uri}", path.display())]
@@ -198,6 +200,7 @@ impl Journal {
             return Err(JournalError::Version {
                 path: path.to_owned(),
                 version: journal.pinplan_journal,
+                reads: JOURNAL_VERSION,
             });
         }
         if let Some(uri) = uri.filter(|&u| u != journal.uri) {
