@@ -719,6 +719,19 @@ fn fleet_commands_on_captured_hosts() {
         "{}",
         text(&out.stdout)
     );
+    // A host's plan.json that places other VMs than fleet.json says (B1's
+    // plan copied over JY's) is refused, naming the file, before any host.
+    std::fs::copy(out_dir.join("b1/plan.json"), out_dir.join("jy/plan.json")).unwrap();
+    let out = pinplan(["apply", "--fleet", util::arg(&out_dir)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains(&format!(
+            "{} places plain1, sriov1, sriov2 but fleet.json puts plain2 there",
+            out_dir.join("jy/plan.json").display()
+        )),
+        "{said}"
+    );
     // A directory that is not a fleet plan is named.
     std::fs::write(
         out_dir.join("fleet.json"),
