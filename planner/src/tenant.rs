@@ -83,6 +83,17 @@ pub struct Tenant {
     pub memory_resident: Option<Vec<NodeResident>>,
 }
 
+impl Tenant {
+    /// Every CPU its threads may run on: vCPUs, emulator and I/O threads.
+    pub fn every_cpu(&self) -> CpuSet {
+        self.iothreads
+            .iter()
+            .fold(self.cpus.union(&self.emulator_cpus), |all, t| {
+                all.union(&t.cpus)
+            })
+    }
+}
+
 /// The host as a tenant of its own CPUs.
 pub fn host_tenant(cpus: &CpuSet) -> Tenant {
     Tenant {
@@ -127,6 +138,19 @@ pub(crate) fn test_host() -> HostTopology {
 mod tests {
     use super::test_host as host;
     use super::*;
+
+    /// A running domain's I/O thread pins are CPUs it takes too: a fleet
+    /// host plans around all three kinds of thread.
+    #[test]
+    fn every_cpu_is_vcpus_emulator_and_io_threads() {
+        let xml = "<domain type='kvm'><name>d</name><vcpu>1</vcpu><iothreads>2</iothreads>\
+                   <cputune><vcpupin vcpu='0' cpuset='1'/><emulatorpin cpuset='2'/>\
+                   <iothreadpin iothread='1' cpuset='3'/><iothreadpin iothread='2' cpuset='5'/>\
+                   </cputune></domain>";
+        let t = crate::libvirt::domain::tenant_from_domain("d.xml", xml, &host())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(t.every_cpu().to_string(), "1-3,5");
+    }
 
     #[test]
     fn the_host_keeps_what_isolcpus_leaves() {

@@ -72,8 +72,7 @@ fn read_one(
                 &topology,
             )
             .map_err(|e| e.to_string())?;
-            let cpus = tenant.cpus.union(&tenant.emulator_cpus);
-            running.push((name, cpus));
+            running.push((name, tenant.every_cpu()));
         }
     }
     // doctor's facts from its tree; else, for a host reached through its
