@@ -837,7 +837,8 @@ fn names_of(names: &[String]) -> Vec<String> {
 }
 
 /// `plan` with each VM named `from[i]` named `to[i]` (plans, unplaced,
-/// explanations, and warnings that start with the name).
+/// explanations, the summary's VMs left out, and warnings that start with
+/// the name).
 fn rename(plan: &Plan, from: &[String], to: &[String]) -> Plan {
     let map: BTreeMap<&str, &str> = from
         .iter()
@@ -854,6 +855,17 @@ fn rename(plan: &Plan, from: &[String], to: &[String]) -> Plan {
     }
     for n in &mut out.unplaced {
         *n = new(n);
+    }
+    // "… fit; left out: a, b and 3 more": the names are the unplaced VMs,
+    // in order; what comes before them names none.
+    if let Some(summary) = &mut out.summary {
+        if let Some((head, _)) = summary.split_once("; left out: ") {
+            let names: Vec<&str> = out.unplaced.iter().map(String::as_str).collect();
+            *summary = format!(
+                "{head}; left out: {}",
+                crate::solve::explain::some_names(&names, 5)
+            );
+        }
     }
     for e in &mut out.explanations {
         let old = e.vm.clone();
@@ -1114,6 +1126,52 @@ impl FleetPlan {
 mod tests {
     use super::*;
     use crate::spec::{AnySpec, Spec};
+
+    /// A plan shared by hosts alike says the host's own VM names, the
+    /// summary's "left out" too: 3 VMs of 2 cores on 4 free cores, one left
+    /// out, solved as a, b, c and handed to a host whose VMs are x, y, z.
+    #[test]
+    fn a_shared_plan_names_the_hosts_own_vms_everywhere() {
+        let text = "[host]\nsource = \"synthetic:package:1 core:5 pu:1\"\nreserved_cores = 1\n\
+                    [[vm]]\nname = \"a\"\nvcpus = 2\n[[vm]]\nname = \"b\"\nvcpus = 2\n\
+                    [[vm]]\nname = \"c\"\nvcpus = 2\n";
+        let spec =
+            Spec::parse(std::path::Path::new("s.toml"), text).unwrap_or_else(|e| panic!("{e}"));
+        let host = crate::topology::load(
+            spec.source
+                .as_ref()
+                .unwrap_or(&crate::topology::Source::LiveHost),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let (request, _) = spec.request(host).unwrap_or_else(|e| panic!("{e}"));
+        let plan = solve::solve(&request, &SolveOptions::default());
+        let solved: Vec<String> = ["a", "b", "c"].map(str::to_owned).to_vec();
+        let left = plan.unplaced.clone();
+        assert_eq!(left.len(), 1, "{:?}", plan.summary);
+        let summary = plan.summary.clone().unwrap_or_default();
+        assert!(
+            summary.ends_with(&format!("left out: {}", left[0])),
+            "{summary}"
+        );
+        let kept = rename(&plan, &solved, &names_of(&solved));
+        let theirs = rename_back(&kept, &["x", "y", "z"]);
+        let theirs_left = match left[0].as_str() {
+            "a" => "x",
+            "b" => "y",
+            _ => "z",
+        };
+        assert_eq!(theirs.unplaced, [theirs_left]);
+        let summary = theirs.summary.unwrap_or_default();
+        assert!(
+            summary.starts_with("3 VMs ask for 6 cores, 4 are free: 2 fit; left out: ")
+                && summary.ends_with(&format!("left out: {theirs_left}")),
+            "{summary}"
+        );
+        let mut names: Vec<&str> = theirs.vms.iter().map(|v| v.name.as_str()).collect();
+        names.push(theirs_left);
+        names.sort_unstable();
+        assert_eq!(names, ["x", "y", "z"]);
+    }
 
     /// A fleet of one-node hosts of `cores` cores (one thread each, core 0
     /// reserved) and VMs of (vCPUs, priority), each vCPU a core.
