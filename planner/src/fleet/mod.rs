@@ -975,7 +975,7 @@ fn host_class(spec: &FleetSpec, h: usize, input: &HostInput) -> Result<HostClass
         let unknown_rt = matches!(&input.facts, Some(Ok(f)) if f.realtime.is_none());
         if why.is_none() && vm.realtime && unknown_rt {
             warnings.push(format!(
-                "{}: whether real-time vCPUs can start here is not known (read through libvirt,                  which does not show kernel.sched_rt_runtime_us): give the host a doctor_root to check",
+                "{}: whether real-time vCPUs can start here is not known (read through libvirt, which does not show kernel.sched_rt_runtime_us): give the host a doctor_root to check",
                 vm.name
             ));
         }
@@ -1126,6 +1126,50 @@ impl FleetPlan {
 mod tests {
     use super::*;
     use crate::spec::{AnySpec, Spec};
+
+    /// A real-time VM on a host whose facts came through libvirt (which
+    /// does not show the kernel's RT settings) is planned, with a warning
+    /// in one line that says what to give.
+    #[test]
+    fn realtime_unknown_through_libvirt_is_a_warning() {
+        let text = "[[host]]\nname = \"h0\"\nsource = \"synthetic:package:1 core:4 pu:1\"\n\
+                    reserved_cores = 1\n\
+                    [[vm]]\nname = \"rt\"\nvcpus = 2\nrealtime = true\nthreads = \"isolate\"\n\
+                    emulator = \"host\"\n";
+        let Ok(AnySpec::Fleet(spec)) = Spec::parse_any(std::path::Path::new("f.toml"), text) else {
+            panic!("not a fleet");
+        };
+        let topology =
+            crate::topology::load(&spec.hosts[0].source).unwrap_or_else(|e| panic!("{e}"));
+        let facts = crate::doctor::HostFacts {
+            nics: BTreeMap::new(),
+            realtime: None,
+        };
+        let inputs = vec![Ok(HostInput {
+            topology,
+            running: Vec::new(),
+            facts: Some(Ok(facts)),
+        })];
+        let plan = plan_fleet(
+            &spec,
+            inputs,
+            &FleetOptions {
+                time_limit: Duration::from_secs(10),
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(plan.vms[0].host.as_deref(), Some("h0"), "{:?}", plan.vms[0]);
+        assert!(
+            plan.warnings.contains(
+                &"h0: rt: whether real-time vCPUs can start here is not known (read through \
+                  libvirt, which does not show kernel.sched_rt_runtime_us): give the host a \
+                  doctor_root to check"
+                    .to_owned()
+            ),
+            "{:?}",
+            plan.warnings
+        );
+    }
 
     /// A plan shared by hosts alike says the host's own VM names, the
     /// summary's "left out" too: 3 VMs of 2 cores on 4 free cores, one left
