@@ -323,6 +323,15 @@ impl Spec {
                 spec,
             });
         }
+        // Whether each VM is real-time, looked up by name once (20,000 VMs
+        // scanned for every VM made the parse quadratic).
+        let realtime: BTreeMap<&str, bool> = fleet.hosts[0]
+            .spec
+            .vms
+            .iter()
+            .map(|v| (v.name.as_str(), v.realtime || v.realtime_vcpus.is_some()))
+            .collect();
+        let mut vms = Vec::with_capacity(raw.vm.len());
         for vm in &raw.vm {
             let line = lines.of(vm);
             let section = vm.get_ref();
@@ -363,25 +372,22 @@ impl Spec {
                     Some(set)
                 }
             };
-            let one = &fleet.hosts[0].spec;
-            let checked = one.vms.iter().find(|v| v.name == name);
-            fleet.vms.push(FleetVm {
+            let nics = nic_strings(section);
+            vms.push(FleetVm {
+                realtime: realtime.get(name.as_str()).copied().unwrap_or(false),
                 name,
                 line,
                 hosts,
                 movable: section.movable.as_ref().is_some_and(|m| *m.get_ref()),
-                nics: nic_strings(section)
-                    .iter()
-                    .filter_map(|n| n.parse().ok())
-                    .collect(),
-                nic_names: nic_strings(section)
+                nics: nics.iter().filter_map(|n| n.parse().ok()).collect(),
+                nic_names: nics
                     .iter()
                     .filter(|n| all_names.contains(**n))
                     .map(|n| (*n).to_owned())
                     .collect(),
-                realtime: checked.is_some_and(|v| v.realtime || v.realtime_vcpus.is_some()),
             });
         }
+        fleet.vms = vms;
         Ok(fleet)
     }
 }
