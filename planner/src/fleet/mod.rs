@@ -82,9 +82,6 @@ pub struct FleetHostOutcome {
     /// Its plan (`null` when it could not be read or planned).
     #[serde(skip)]
     pub plan: Option<Plan>,
-    /// Its topology, when read.
-    #[serde(skip)]
-    pub topology: Option<HostTopology>,
     /// VMs planned on it.
     pub vms: Vec<String>,
     /// Cores its VMs use, of its free cores.
@@ -645,7 +642,7 @@ pub fn plan_fleet(
             .unwrap_or_default();
         hosts_out.push(FleetHostOutcome {
             name: host.name.clone(),
-            source: source_text(&host.source),
+            source: host.source.describe(),
             connect: host.connect.clone(),
             doctor_root: host.doctor_root.as_ref().map(|p| p.display().to_string()),
             cores_used: plan.as_ref().map_or(0, |p| p.objective.cores_used),
@@ -654,7 +651,6 @@ pub fn plan_fleet(
             }),
             vms,
             error: host_errors.get(&h).cloned(),
-            topology: class.map(|c| c.request.host.clone()),
             plan,
         });
     }
@@ -827,7 +823,7 @@ fn plan_host(
         }
     };
     plan = rename_back(&plan, &names);
-    plan.host.source = source_text(&spec.hosts[h].source);
+    plan.host.source = spec.hosts[h].source.describe();
     plan
 }
 
@@ -906,7 +902,7 @@ fn class_key(h: usize, spec: &FleetSpec, input: &HostInput) -> String {
     // connection's is compared whole.
     let topology = match &host.source {
         crate::topology::Source::File(_) | crate::topology::Source::Synthetic(_) => {
-            source_text(&host.source)
+            host.source.describe()
         }
         _ => {
             let mut t = input.topology.clone();
@@ -1006,17 +1002,6 @@ fn host_class(spec: &FleetSpec, h: usize, input: &HostInput) -> Result<HostClass
         refused,
         warnings,
     })
-}
-
-/// A source as `fleet.json` and the text name it.
-pub fn source_text(source: &crate::topology::Source) -> String {
-    use crate::topology::Source;
-    match source {
-        Source::LiveHost => "host".to_owned(),
-        Source::File(p) => p.display().to_string(),
-        Source::Synthetic(d) => format!("synthetic:{d}"),
-        Source::Libvirt(uri) => uri.clone(),
-    }
 }
 
 impl FleetPlan {
