@@ -76,7 +76,7 @@ impl fmt::Display for LibvirtAction {
             LibvirtAction::LookUp(name) => write!(f, "there is no domain {name:?}"),
             LibvirtAction::DomainXml(name) => write!(f, "cannot read the XML of domain {name}"),
             LibvirtAction::ReadPins(name) => write!(f, "{name}: cannot read its pinning"),
-            LibvirtAction::ListNodeDevices => f.write_str("cannot list the PCI node devices"),
+            LibvirtAction::ListNodeDevices => f.write_str("cannot list the node devices"),
         }
     }
 }

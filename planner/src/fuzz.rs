@@ -192,12 +192,18 @@ proptest! {
         let _ = crate::spec::Spec::parse_any(&repo("examples/fleet.toml"), &text);
     }
 
-    /// libvirt node-device XML, as a remote host may send it.
+    /// libvirt node-device XML, as a remote host may send it: a PF with
+    /// its VFs, PCIe link and driver, and a network interface.
     #[test]
-    fn nodedev_xml(edits in edits()) {
-        let text = mutate(&seed("tests/fixtures/libvirt-nodedev/pci_8086_10c9_sriov_pf.xml"), &edits);
-        let nic: crate::topology::PciAddress = "0000:02:00.0".parse().unwrap_or_else(|e| panic!("{e}"));
-        let _ = crate::doctor::facts_of_node_devices(&[text], &[nic]);
+    fn nodedev_xml(edits in edits(), net_edits in edits()) {
+        let pci = mutate(
+            &seed("tests/fixtures/libvirt-nodedev/pci_0000_02_10_7_sriov_pf_vfs_all_header_type.xml"),
+            &edits,
+        );
+        let net = mutate(&seed("tests/fixtures/libvirt-nodedev/net_00_13_02_b9_f9_d3.xml"), &net_edits);
+        let nic: crate::topology::PciAddress = "0000:02:10.7".parse().unwrap_or_else(|e| panic!("{e}"));
+        let devices = crate::libvirt::NodeDevices { pci: vec![pci], net: vec![net] };
+        let _ = crate::doctor::host_facts_libvirt(&devices, &[nic]);
     }
 
     /// A fleet plan directory's fleet.json and a fleet journal: refused or

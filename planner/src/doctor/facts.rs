@@ -10,7 +10,7 @@
 
 use super::sysfs::{Fs, PciFunction};
 use super::DoctorError;
-use crate::error::LibvirtError;
+use crate::libvirt::NodeDevices;
 use crate::topology::PciAddress;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -40,21 +40,15 @@ pub fn host_facts(root: &Path, nics: &[PciAddress]) -> Result<HostFacts, DoctorE
     })
 }
 
-/// The NIC facts of the host at `uri`, from its PCI node devices (libvirt's
-/// `nodedev` driver: bound drivers, IOMMU groups, SR-IOV).
-pub fn host_facts_libvirt(uri: &str, nics: &[PciAddress]) -> Result<HostFacts, LibvirtError> {
-    let docs = crate::libvirt::pci_node_devices(uri)?;
-    Ok(host_facts_of(&docs, nics))
-}
-
-/// The NIC facts of node device documents (`virsh nodedev-dumpxml`).
-pub(crate) fn host_facts_of(docs: &[String], nics: &[PciAddress]) -> HostFacts {
-    let (functions, groups) = super::nodedev::pci_functions(docs);
-    let members = |group| super::nodedev::group_members(&groups, group);
+/// The NIC facts of a host reached through its URI, from its node devices
+/// (`virsh nodedev-dumpxml`: bound drivers, IOMMU groups, SR-IOV).
+pub fn host_facts_libvirt(devices: &NodeDevices, nics: &[PciAddress]) -> HostFacts {
+    let described = super::nodedev::pci_functions(devices);
+    let members = |group| super::nodedev::group_members(&described.groups, group);
     HostFacts {
         nics: nics
             .iter()
-            .map(|&nic| (nic, passthrough(&functions, &members, nic)))
+            .map(|&nic| (nic, passthrough(&described.functions, &members, nic)))
             .collect(),
         realtime: None,
     }

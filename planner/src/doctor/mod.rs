@@ -35,8 +35,6 @@ mod memory;
 mod nic;
 mod nodedev;
 
-#[cfg(test)]
-pub(crate) use facts::host_facts_of as facts_of_node_devices;
 pub use facts::{host_facts, host_facts_libvirt, HostFacts};
 pub(crate) mod sysfs;
 #[cfg(test)]
@@ -259,14 +257,16 @@ pub(crate) struct Nic {
 pub(crate) enum View {
     /// A sys/ + proc/ tree (`--root`).
     Tree(Fs),
-    /// libvirt's view of a host reached through its URI: its PCI node
-    /// devices and its topology. The kernel's settings (command line, IRQs,
-    /// cgroups, huge page pools, RT throttling) are not in it.
+    /// libvirt's view of a host reached through its URI: its PCI and network
+    /// node devices and its topology. The kernel's settings (command line,
+    /// IRQs, cgroups, huge page pools, RT throttling) are not in it.
     Libvirt {
         /// The URI.
         uri: String,
         /// Each IOMMU group's members as the node devices list them.
         groups: BTreeMap<u32, std::collections::BTreeSet<PciAddress>>,
+        /// Port speeds in Mb/s by interface name, where libvirt knows them.
+        speeds: BTreeMap<String, u64>,
         /// NUMA nodes in its topology.
         nodes: usize,
         /// Its CPU vendor, when known.
@@ -336,11 +336,15 @@ impl Host<'_> {
         }
     }
 
-    /// A NIC port's name and speed in Mb/s (not visible through libvirt).
+    /// A NIC port's name and speed in Mb/s: its first interface whose speed
+    /// is known.
     fn port_speed(&self, function: &PciFunction) -> Option<(String, u64)> {
         match &self.view {
             View::Tree(fs) => fs.port_speed(function),
-            View::Libvirt { .. } => None,
+            View::Libvirt { speeds, .. } => function
+                .interfaces
+                .iter()
+                .find_map(|name| Some((name.clone(), *speeds.get(name)?))),
         }
     }
 
@@ -412,8 +416,7 @@ pub fn run_libvirt(uri: &str, options: &DoctorOptions) -> Result<Report, DoctorE
         message: e.to_string(),
         hint: e.hint(),
     };
-    let topology = crate::topology::load(&crate::topology::Source::Libvirt(uri.to_owned()))
-        .map_err(|e| failed(&e))?;
+    let (topology, devices) = crate::topology::load_libvirt(uri).map_err(|e| failed(&e))?;
     if let Some(plan) = &options.plan {
         let path = options
             .plan_path
@@ -425,14 +428,19 @@ pub fn run_libvirt(uri: &str, options: &DoctorOptions) -> Result<Report, DoctorE
                 hint: crate::error::Diagnostic::hint(&e),
             })?;
     }
-    let docs = crate::libvirt::pci_node_devices(uri).map_err(|e| failed(&e))?;
-    let (functions, groups) = nodedev::pci_functions(&docs);
+    let devices = devices.map_err(|e| failed(&e))?;
+    let nodedev::Described {
+        functions,
+        groups,
+        speeds,
+    } = nodedev::pci_functions(&devices);
     let place = format!("among the PCI node devices of {uri}");
     let nics = select_nics(&place, &functions, options)?;
     let host = Host {
         view: View::Libvirt {
             uri: uri.to_owned(),
             groups,
+            speeds,
             nodes: topology.numa_nodes.len(),
             vendor: topology.cpu_vendor.clone(),
         },

@@ -1,29 +1,43 @@
 //! PCI functions as libvirt's node devices describe them (`virsh
 //! nodedev-dumpxml`), for a host reached only through its URI: the bound
 //! driver, the IOMMU group and its members, SR-IOV (`virt_functions`,
-//! `phys_function`), the NUMA node and the PCIe link — what `doctor` reads
-//! from sysfs, in the shape its checks take. A document that does not parse
-//! or is not a PCI device is skipped: a remote host's answer is not trusted
-//! to be complete.
+//! `phys_function`), the NUMA node, the PCIe link and the network
+//! interfaces with their port speeds — what `doctor` reads from sysfs, in
+//! the shape its checks take. A document that does not parse or is not a
+//! PCI device is skipped: a remote host's answer is not trusted to be
+//! complete.
 
 use super::sysfs::PciFunction;
+use crate::libvirt::NodeDevices;
 use crate::topology::{pci_parse_int as parse_int, PciAddress};
 use crate::xmldoc::{self, NodeExt as _};
 use roxmltree::Node;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The PCI functions of `docs`, and each IOMMU group's members: each device
-/// in it, and those its `<iommuGroup>` lists.
-pub(crate) fn pci_functions(
-    docs: &[String],
-) -> (
-    BTreeMap<PciAddress, PciFunction>,
-    BTreeMap<u32, BTreeSet<PciAddress>>,
-) {
+/// What a host's node devices say, as `doctor` takes it.
+#[derive(Debug, Default)]
+pub(crate) struct Described {
+    /// The PCI functions by address.
+    pub functions: BTreeMap<PciAddress, PciFunction>,
+    /// Each IOMMU group's members: each device in it, and those its
+    /// `<iommuGroup>` lists.
+    pub groups: BTreeMap<u32, BTreeSet<PciAddress>>,
+    /// Port speeds in Mb/s by interface name, where libvirt knows them.
+    pub speeds: BTreeMap<String, u64>,
+}
+
+/// The PCI functions, IOMMU groups and port speeds of `devices`.
+pub(crate) fn pci_functions(devices: &NodeDevices) -> Described {
+    let mut interfaces = crate::topology::interfaces_by_parent(&devices.net);
+    let speeds = interfaces
+        .values()
+        .flatten()
+        .filter_map(|(name, speed)| Some((name.clone(), (*speed)?)))
+        .collect();
     let mut functions = BTreeMap::new();
     let mut groups: BTreeMap<u32, BTreeSet<PciAddress>> = BTreeMap::new();
     let mut listed: Vec<(PciAddress, PciAddress)> = Vec::new();
-    for doc in docs.iter().filter_map(|t| xmldoc::parse(t).ok()) {
+    for doc in devices.pci.iter().filter_map(|t| xmldoc::parse(t).ok()) {
         let root = doc.root_element();
         let Some(cap) = root
             .children_named("capability")
@@ -76,7 +90,11 @@ pub(crate) fn pci_functions(
                 .and_then(|c| c.child("address"))
                 .and_then(address_of),
             link: crate::topology::pcie_link(cap),
-            interfaces: Vec::new(),
+            interfaces: root
+                .child("name")
+                .and_then(|n| interfaces.remove(n.inner_text().as_ref()))
+                .map(|i| i.into_iter().map(|(name, _)| name).collect())
+                .unwrap_or_default(),
         };
         listed.extend(vfs.iter().map(|&vf| (vf, address)));
         functions.insert(address, function);
@@ -87,7 +105,11 @@ pub(crate) fn pci_functions(
             f.physfn.get_or_insert(pf);
         }
     }
-    (functions, groups)
+    Described {
+        functions,
+        groups,
+        speeds,
+    }
 }
 
 /// `<address domain='0x0000' bus='0x65' slot='0x00' function='0x1'/>`.
@@ -122,6 +144,60 @@ mod tests {
         text.parse().unwrap()
     }
 
+    /// PCI documents only, no network interfaces.
+    fn pci(docs: &[String]) -> NodeDevices {
+        NodeDevices {
+            pci: docs.to_vec(),
+            net: Vec::new(),
+        }
+    }
+
+    /// A PCI function's network interfaces are the net devices whose parent
+    /// it is, each with the port speed libvirt gives (`<link speed>`); an
+    /// unknown speed (4294967295, as this machine's libvirt says for a
+    /// virtio NIC) or a missing one is no speed.
+    #[test]
+    fn interfaces_and_port_speeds_come_from_the_net_devices() {
+        let net = |name: &str, parent: &str, link: &str| {
+            format!(
+                "<device><name>net_{name}</name><parent>{parent}</parent>\
+                 <capability type='net'><interface>{name}</interface>{link}\
+                 <capability type='80203'/></capability></device>"
+            )
+        };
+        let devices = NodeDevices {
+            // Its <name> is pci_0000_42_00_0.
+            pci: vec![fixture("pci_0000_42_00_0_vpd.xml")],
+            net: vec![
+                net(
+                    "ens1f0",
+                    "pci_0000_42_00_0",
+                    "<link speed='25000' state='up'/>",
+                ),
+                net(
+                    "ens1f9",
+                    "pci_0000_42_00_0",
+                    "<link speed='4294967295' state='down'/>",
+                ),
+                net(
+                    "eth7",
+                    "pci_0000_00_03_0",
+                    "<link speed='1000' state='up'/>",
+                ),
+                net("eno1", "pci_0000_42_00_0", ""),
+            ],
+        };
+        let d = pci_functions(&devices);
+        assert_eq!(
+            d.functions[&addr("0000:42:00.0")].interfaces,
+            ["eno1", "ens1f0", "ens1f9"]
+        );
+        assert_eq!(
+            d.speeds,
+            BTreeMap::from([("ens1f0".to_owned(), 25000), ("eth7".to_owned(), 1000)])
+        );
+    }
+
     /// libvirt's own node-device fixtures, against what the collection's
     /// index (PROVENANCE-INDEX.md, section 6) says of each by hand.
     #[test]
@@ -137,7 +213,10 @@ mod tests {
         .map(|n| fixture(n))
         .collect();
         // One document at a time: several describe the same 02:10.7.
-        let one = |i: usize| pci_functions(&docs[i..=i]);
+        let one = |i: usize| {
+            let d = pci_functions(&pci(&docs[i..=i]));
+            (d.functions, d.groups)
+        };
         let (f, groups) = one(0);
         let vf = &f[&addr("0000:02:10.7")];
         assert_eq!(vf.physfn, Some(addr("0000:02:00.1")));
@@ -175,8 +254,8 @@ mod tests {
         assert_eq!((pf.sriov_numvfs, pf.sriov_totalvfs), (Some(4), None));
 
         // A network interface is not a PCI device; nothing breaks the rest.
-        let (f, groups) = pci_functions(&[docs[4].clone(), "<device".to_owned()]);
-        assert!(f.is_empty() && groups.is_empty());
+        let d = pci_functions(&pci(&[docs[4].clone(), "<device".to_owned()]));
+        assert!(d.functions.is_empty() && d.groups.is_empty());
     }
 
     /// The lab's B1 and JY as libvirt would describe them: the same
@@ -230,7 +309,7 @@ mod tests {
                 .join(h)
         };
         for (docs, host) in [(b1, "b1"), (jy, "jy")] {
-            let through_libvirt = super::super::facts::host_facts_of(&docs, &nic);
+            let through_libvirt = super::super::facts::host_facts_libvirt(&pci(&docs), &nic);
             let from_tree = super::super::host_facts(&tree(host), &nic).unwrap();
             assert_eq!(through_libvirt.nics, from_tree.nics, "{host}");
             assert_eq!(
@@ -240,11 +319,11 @@ mod tests {
             );
             assert_eq!(through_libvirt.realtime, None);
         }
-        let jy_says = super::super::facts::host_facts_of(
-            &[
+        let jy_says = super::super::facts::host_facts_libvirt(
+            &pci(&[
                 device("0000:65:00.0", "mlx4_core", vfs, 1, &all),
                 device("0000:65:00.1", "", pf_of, 1, &all),
-            ],
+            ]),
             &nic,
         );
         assert!(

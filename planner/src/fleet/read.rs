@@ -58,7 +58,17 @@ fn read_one(
     doctor_root: Option<&std::path::Path>,
     nics: &[PciAddress],
 ) -> Result<HostInput, String> {
-    let topology = topology::load(source).map_err(|e| e.to_string())?;
+    // A host read through its own URI gives its node devices on the same
+    // connection.
+    let (topology, devices) = match (source, connect) {
+        (Source::Libvirt(uri), Some(c))
+            if uri == c && doctor_root.is_none() && !nics.is_empty() =>
+        {
+            let (topology, devices) = topology::load_libvirt(uri).map_err(|e| e.to_string())?;
+            (topology, Some(devices))
+        }
+        _ => (topology::load(source).map_err(|e| e.to_string())?, None),
+    };
     let mut running = Vec::new();
     if let Some(uri) = connect {
         let domains = crate::libvirt::all_domain_xml(uri).map_err(|e| e.to_string())?;
@@ -83,13 +93,18 @@ fn read_one(
                 .map_err(|e| format!("its doctor_root could not be read: {e}")),
         ),
         (None, Some(uri)) if !nics.is_empty() => {
-            Some(crate::doctor::host_facts_libvirt(uri, nics).map_err(|e| {
-                format!(
-                    "its PCI devices could not be read through libvirt ({}), so no NIC can be \
-                     checked for VFIO there: give it a doctor_root",
-                    crate::fleet::apply::full_text(&e)
-                )
-            }))
+            let devices = devices.unwrap_or_else(|| crate::libvirt::node_devices(uri));
+            Some(
+                devices
+                    .map(|d| crate::doctor::host_facts_libvirt(&d, nics))
+                    .map_err(|e| {
+                        format!(
+                            "its PCI devices could not be read through libvirt ({}), so no NIC \
+                             can be checked for VFIO there: give it a doctor_root",
+                            crate::fleet::apply::full_text(&e)
+                        )
+                    }),
+            )
         }
         _ => None,
     };

@@ -11,13 +11,19 @@ use roxmltree::Node;
 use std::collections::BTreeMap;
 
 use crate::error::{LibvirtAction, LibvirtError};
-use virt_sys::{
-    VIR_CONNECT_LIST_NODE_DEVICES_CAP_NET as LIST_NET,
-    VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV as LIST_PCI_DEV,
-};
+use crate::libvirt::NodeDevices;
 
 /// Opens `uri` read-only and reads capabilities and PCI node devices.
 pub(crate) fn connect(uri: &str) -> Result<RawTopology, TopologyError> {
+    connect_with_devices(uri).map(|(raw, _)| raw)
+}
+
+/// [`connect`], also giving the node devices' XML it read (or why they
+/// could not be listed), for a caller that needs more of them than the
+/// topology keeps (`doctor --connect`).
+pub(crate) fn connect_with_devices(
+    uri: &str,
+) -> Result<(RawTopology, Result<NodeDevices, LibvirtError>), TopologyError> {
     let conn = crate::libvirt::open_read_only(uri)?;
     let caps = conn
         .capabilities()
@@ -44,18 +50,47 @@ pub(crate) fn connect(uri: &str) -> Result<RawTopology, TopologyError> {
         }
     }
 
-    // Node devices are optional: some drivers (test://, remote hosts without
-    // the nodedev driver) have none. Their absence is not an error.
-    let pci_xml: Vec<String> = conn
-        .list_all_node_devices(LIST_PCI_DEV)
-        .map(|devs| devs.iter().filter_map(|d| d.xml_desc(0).ok()).collect())
-        .unwrap_or_default();
-    let net_xml: Vec<String> = conn
-        .list_all_node_devices(LIST_NET)
-        .map(|devs| devs.iter().filter_map(|d| d.xml_desc(0).ok()).collect())
-        .unwrap_or_default();
-    raw.pci = pci_from_nodedevs(&pci_xml, &net_xml);
-    Ok(raw)
+    // Node devices are optional for the topology: some drivers (test://,
+    // remote hosts without the nodedev driver) have none.
+    let devices = crate::libvirt::node_devices_of(uri, &conn);
+    if let Ok(d) = &devices {
+        raw.pci = pci_from_nodedevs(&d.pci, &d.net);
+    }
+    Ok((raw, devices))
+}
+
+/// Each network interface of `net_xml` by its parent device's name
+/// (`pci_0000_65_00_0`): its name and its port speed in Mb/s when libvirt
+/// knows it (`<link speed>`; unknown is 0 or 4294967295, i.e. -1).
+pub(crate) fn interfaces_by_parent(
+    net_xml: &[String],
+) -> BTreeMap<String, Vec<(String, Option<u64>)>> {
+    let mut by_parent: BTreeMap<String, Vec<(String, Option<u64>)>> = BTreeMap::new();
+    for doc in net_xml.iter().filter_map(|t| xmldoc::parse(t).ok()) {
+        let device = doc.root_element();
+        let parent = device.child("parent").map(|p| p.inner_text().into_owned());
+        let net = device
+            .children_named("capability")
+            .find(|c| c.attribute("type") == Some("net"));
+        let interface = net
+            .and_then(|c| c.child("interface"))
+            .map(|i| i.inner_text().into_owned());
+        let speed = net
+            .and_then(|c| c.child("link"))
+            .and_then(|l| l.attribute("speed"))
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .filter(|&s| s > 0 && s < u64::from(u32::MAX));
+        if let (Some(parent), Some(interface)) = (parent, interface) {
+            by_parent
+                .entry(parent)
+                .or_default()
+                .push((interface, speed));
+        }
+    }
+    for interfaces in by_parent.values_mut() {
+        interfaces.sort();
+    }
+    by_parent
 }
 
 /// Builds PCI devices from node device XML (`virsh nodedev-dumpxml`), keeping
@@ -64,19 +99,7 @@ pub(crate) fn connect(uri: &str) -> Result<RawTopology, TopologyError> {
 /// parent PCI device. Unparseable documents
 /// are skipped: node devices only enrich the topology.
 pub(crate) fn pci_from_nodedevs(pci_xml: &[String], net_xml: &[String]) -> Vec<PciDevice> {
-    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for doc in net_xml.iter().filter_map(|t| xmldoc::parse(t).ok()) {
-        let device = doc.root_element();
-        let parent = device.child("parent").map(|p| p.inner_text().into_owned());
-        let interface = device
-            .children_named("capability")
-            .find(|c| c.attribute("type") == Some("net"))
-            .and_then(|c| c.child("interface"))
-            .map(|i| i.inner_text().into_owned());
-        if let (Some(parent), Some(interface)) = (parent, interface) {
-            names.entry(parent).or_default().push(interface);
-        }
-    }
+    let mut names = interfaces_by_parent(net_xml);
     let mut devices: Vec<PciDevice> = pci_xml
         .iter()
         .filter_map(|t| xmldoc::parse(t).ok())
@@ -90,9 +113,8 @@ pub(crate) fn pci_from_nodedevs(pci_xml: &[String], net_xml: &[String]) -> Vec<P
                 .child("name")
                 .map(|n| n.inner_text().into_owned())
                 .unwrap_or_default();
-            if let Some(mut n) = names.remove(&name) {
-                n.sort();
-                device.names = n;
+            if let Some(n) = names.remove(&name) {
+                device.names = n.into_iter().map(|(name, _)| name).collect();
             }
             Some(device)
         })

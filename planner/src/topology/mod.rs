@@ -22,7 +22,7 @@ mod synthetic;
 
 pub(crate) use caps::unit_bytes;
 pub use detect::SourceKind;
-pub(crate) use libvirt::pcie_link;
+pub(crate) use libvirt::{interfaces_by_parent, pcie_link};
 pub(crate) use pci::parse_int as pci_parse_int;
 pub(crate) use pci::read_sysfs_link;
 pub use pci::{link_gbps, PciAddress, PciClass, PciDevice, PcieLink};
@@ -391,6 +391,21 @@ pub fn load(source: &Source) -> Result<HostTopology, TopologyError> {
         Source::Libvirt(uri) => libvirt::connect(uri)?,
     };
     raw.assemble()
+}
+
+/// The topology of the host at `uri` and its node devices' XML as read
+/// for it (or why they could not be listed): one connection for both.
+pub fn load_libvirt(
+    uri: &str,
+) -> Result<
+    (
+        HostTopology,
+        Result<crate::libvirt::NodeDevices, crate::error::LibvirtError>,
+    ),
+    TopologyError,
+> {
+    let (raw, devices) = libvirt::connect_with_devices(uri)?;
+    Ok((raw.assemble()?, devices))
 }
 
 fn load_file(path: &Path) -> Result<assemble::RawTopology, TopologyError> {
