@@ -204,9 +204,12 @@ fn two_hosts_through_qemu_system_and_qemu_ssh() {
     let _turn = util::live_guests_turn();
     let dir = TempDir::new();
     // A tiny guest, running, that the spec does not name.
-    let name = "pp-fleet-running";
-    let _ = util::virsh_status(&local, &["destroy", name]);
-    let _ = util::virsh_status(&local, &["undefine", name]);
+    let name = format!("pp-fleet-running-{}", std::process::id());
+    let guest = util::Guests {
+        uri: local.clone(),
+        names: vec![name.clone()],
+    };
+    let name = name.as_str();
     // Pinned to CPU 1 (emulator too): on B1's topology that is core 1
     // (CPUs 1 and 11), taken on both hosts; 8 cores stay free on each.
     let pins = "  <cputune>\n    <vcpupin vcpu='0' cpuset='1'/>\n    <emulatorpin cpuset='1'/>\n  </cputune>\n";
@@ -227,8 +230,7 @@ fn two_hosts_through_qemu_system_and_qemu_ssh() {
         ),
     );
     let out = pinplan(["plan", util::arg(&spec), "--format", "json"]);
-    let _ = util::virsh_status(&local, &["destroy", name]);
-    let _ = util::virsh_status(&local, &["undefine", name]);
+    drop(guest);
     let fleet = util::stdout_json(&out);
     // A host not read first: its error is the short story.
     for (i, uri) in [(0, &local), (1, &remote)] {

@@ -208,16 +208,6 @@ pub fn virsh(uri: &str, args: &[&str]) -> String {
     text(&out.stdout)
 }
 
-/// `virsh -q -c URI ARGS`, whatever its outcome (cleaning up what may not
-/// be there); whether it succeeded.
-pub fn virsh_status(uri: &str, args: &[&str]) -> bool {
-    Command::new("virsh")
-        .args(["-q", "-c", uri])
-        .args(args)
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 /// Tests that run guests on the one libvirtd take turns: another test's
 /// guest pinned onto the CPUs a plan gives would make its apply refuse (the
 /// host has 2 CPUs). Hold the guard for the whole test.
