@@ -1112,6 +1112,27 @@ mod tests {
     use super::*;
     use crate::spec::{AnySpec, Spec};
 
+    /// The fleet spec `text` (a test's own, so it must be one).
+    fn fleet_spec(text: &str) -> FleetSpec {
+        match Spec::parse_any(std::path::Path::new("f.toml"), text) {
+            Ok(AnySpec::Fleet(spec)) => spec,
+            Ok(_) => panic!("not a fleet spec"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`plan_fleet`] within `seconds`, which must succeed.
+    fn solved(spec: &FleetSpec, inputs: Vec<Result<HostInput, String>>, seconds: u64) -> FleetPlan {
+        plan_fleet(
+            spec,
+            inputs,
+            &FleetOptions {
+                time_limit: Duration::from_secs(seconds),
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// A real-time VM on a host whose facts came through libvirt (which
     /// does not show the kernel's RT settings) is planned, with a warning
     /// in one line that says what to give.
@@ -1121,9 +1142,7 @@ mod tests {
                     reserved_cores = 1\n\
                     [[vm]]\nname = \"rt\"\nvcpus = 2\nrealtime = true\nthreads = \"isolate\"\n\
                     emulator = \"host\"\n";
-        let Ok(AnySpec::Fleet(spec)) = Spec::parse_any(std::path::Path::new("f.toml"), text) else {
-            panic!("not a fleet");
-        };
+        let spec = fleet_spec(text);
         let topology =
             crate::topology::load(&spec.hosts[0].source).unwrap_or_else(|e| panic!("{e}"));
         let facts = crate::doctor::HostFacts {
@@ -1135,14 +1154,7 @@ mod tests {
             running: Vec::new(),
             facts: Some(Ok(facts)),
         })];
-        let plan = plan_fleet(
-            &spec,
-            inputs,
-            &FleetOptions {
-                time_limit: Duration::from_secs(10),
-            },
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let plan = solved(&spec, inputs, 10);
         assert_eq!(plan.vms[0].host.as_deref(), Some("h0"), "{:?}", plan.vms[0]);
         assert!(
             plan.warnings.contains(
@@ -1216,10 +1228,7 @@ mod tests {
                 "[[vm]]\nname = \"v{v}\"\nvcpus = {vcpus}\npriority = {priority}\n"
             ));
         }
-        let Ok(AnySpec::Fleet(spec)) = Spec::parse_any(std::path::Path::new("f.toml"), &text)
-        else {
-            panic!("not a fleet: {text}");
-        };
+        let spec = fleet_spec(&text);
         let inputs = spec
             .hosts
             .iter()
@@ -1299,14 +1308,7 @@ mod tests {
             let free: Vec<u32> = cores.iter().map(|c| c - 1).collect();
             let (placed, vcpus, touched) = brute_force(&free, &vms);
             let (spec, inputs) = fleet(&cores, &vms);
-            let plan = plan_fleet(
-                &spec,
-                inputs,
-                &FleetOptions {
-                    time_limit: Duration::from_secs(20),
-                },
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
+            let plan = solved(&spec, inputs, 20);
             let got: Vec<u32> = {
                 let mut levels: Vec<i64> = vms.iter().map(|v| v.1).collect();
                 levels.sort_unstable_by(|a, b| b.cmp(a));
@@ -1348,10 +1350,7 @@ mod tests {
                  [[vm]]\nname = \"old\"\nvcpus = 3\nmovable = {movable}\n\
                  [[vm]]\nname = \"new\"\nvcpus = 3\npriority = 1\nhost = \"h0\"\n"
             );
-            let Ok(AnySpec::Fleet(spec)) = Spec::parse_any(std::path::Path::new("f.toml"), &text)
-            else {
-                panic!("not a fleet");
-            };
+            let spec = fleet_spec(&text);
             let inputs: Vec<Result<HostInput, String>> = spec
                 .hosts
                 .iter()
@@ -1371,14 +1370,7 @@ mod tests {
                     })
                 })
                 .collect();
-            let plan = plan_fleet(
-                &spec,
-                inputs,
-                &FleetOptions {
-                    time_limit: Duration::from_secs(10),
-                },
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
+            let plan = solved(&spec, inputs, 10);
             let old = plan
                 .vms
                 .iter()
@@ -1408,14 +1400,7 @@ mod tests {
     fn an_unread_host_is_named_and_the_rest_planned() {
         let (spec, mut inputs) = fleet(&[4, 4], &[(2, 0), (2, 0)]);
         inputs[0] = Err("no answer within 30 s".to_owned());
-        let plan = plan_fleet(
-            &spec,
-            inputs,
-            &FleetOptions {
-                time_limit: Duration::from_secs(10),
-            },
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let plan = solved(&spec, inputs, 10);
         assert_eq!(
             plan.hosts[0].error.as_deref(),
             Some("no answer within 30 s")
@@ -1458,19 +1443,9 @@ mod tests {
         for v in 0..vms {
             text.push_str(&format!("[[vm]]\nname = \"m{v}\"\nvcpus = 1\n"));
         }
-        let Ok(AnySpec::Fleet(spec)) = Spec::parse_any(std::path::Path::new("mem.toml"), &text)
-        else {
-            panic!("not a fleet");
-        };
+        let spec = fleet_spec(&text);
         let inputs = read::read_hosts(&spec, 4, Duration::from_secs(60), &|_, _| {});
-        plan_fleet(
-            &spec,
-            inputs,
-            &FleetOptions {
-                time_limit: Duration::from_secs(60),
-            },
-        )
-        .unwrap()
+        solved(&spec, inputs, 60)
     }
 
     /// Memory binds in the assignment as on one host: six VMs on two such
