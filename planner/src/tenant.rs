@@ -16,6 +16,19 @@ pub enum TenantKind {
     Vm,
 }
 
+/// Whether a tenant's threads exist now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TenantState {
+    /// Running (the host; a running domain; a domain read from a file,
+    /// which says what runs).
+    #[default]
+    Running,
+    /// A defined domain that is not running: its CPUs are its saved
+    /// config's pins, taken only when it starts.
+    ShutOff,
+}
+
 /// One vCPU's allowed CPUs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct VcpuCpus {
@@ -60,6 +73,8 @@ pub struct Tenant {
     pub name: String,
     /// Host or VM.
     pub kind: TenantKind,
+    /// Running, or a shut-off domain (its config's pins).
+    pub state: TenantState,
     /// Each vCPU's allowed CPUs (vcpupin, else `<vcpu cpuset>`, else every CPU).
     pub vcpus: Vec<VcpuCpus>,
     /// The CPUs its vCPUs may run on, together.
@@ -99,6 +114,7 @@ pub fn host_tenant(cpus: &CpuSet) -> Tenant {
     Tenant {
         name: "host".to_owned(),
         kind: TenantKind::Host,
+        state: TenantState::Running,
         vcpus: Vec::new(),
         cpus: cpus.clone(),
         emulator_cpus: CpuSet::new(),

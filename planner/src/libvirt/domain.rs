@@ -99,6 +99,7 @@ pub fn tenant_from_domain(
     Ok(Tenant {
         name,
         kind: TenantKind::Vm,
+        state: crate::tenant::TenantState::Running,
         vcpus,
         cpus,
         emulator_cpus: pins.emulator.unwrap_or(fallback),

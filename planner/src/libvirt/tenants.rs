@@ -156,6 +156,9 @@ pub fn domain_tenants(uri: &str, host: &HostTopology) -> Result<Vec<Tenant>, Ten
     let mut out = Vec::new();
     for (name, xml, running) in super::all_domain_xml(uri)? {
         let mut tenant = tenant_from_domain(&format!("{uri} domain {name}"), &xml, host)?;
+        if !running {
+            tenant.state = crate::tenant::TenantState::ShutOff;
+        }
         if running && local {
             tenant.memory_resident = super::resident::resident(Path::new("/"), &name);
         }

@@ -60,6 +60,7 @@ fn planned_tenant(vm: &VmPlan, now: Option<&Tenant>) -> Tenant {
     Tenant {
         name: vm.name.clone(),
         kind: TenantKind::Vm,
+        state: crate::tenant::TenantState::Running,
         cpus: vcpus.iter().fold(CpuSet::new(), |a, v| a.union(&v.cpus)),
         vcpus,
         emulator_cpus: vm.emulator_cpus.clone(),

@@ -279,6 +279,7 @@ fn vm(name: &str, vcpus: &[&str], emulator: &str, iothreads: &[&str]) -> Tenant 
     Tenant {
         name: name.to_owned(),
         kind: TenantKind::Vm,
+        state: crate::tenant::TenantState::Running,
         cpus: vcpus.iter().fold(CpuSet::new(), |a, v| a.union(&v.cpus)),
         vcpus,
         emulator_cpus: set(emulator),
