@@ -157,9 +157,22 @@ fn fleet_spec_errors_name_the_line() {
             "[[host]]\nname = \"a\"\nsource = \"synthetic:package:1 core:4 pu:1\"\nreserved_cores = 9\n[[vm]]\nname = \"v\"\nvcpus = 1\n",
             "host a: ",
         ),
+        // [[ignore]] names a domain nothing else names, once.
         (
-            "[host]\nsource = \"synthetic:package:1 core:4 pu:1\"\nreserved_cores = 1\n[[vm]]\nname = \"v\"\nvcpus = 1\nmovable = true\n",
-            ":7: v: movable is for fleet specs ([[host]] tables)",
+            "[host]\nsource = \"synthetic:package:1 core:4 pu:1\"\nreserved_cores = 1\n[[vm]]\nname = \"v\"\nvcpus = 1\n[[ignore]]\nname = \"v\"\n",
+            ":8: \"v\" is a [[vm]] the plan places: it cannot be ignored too",
+        ),
+        (
+            "[host]\nsource = \"synthetic:package:1 core:4 pu:1\"\n[[ignore]]\nname = \"w\"\n[[ignore]]\nname = \"w\"\n",
+            ":6: \"w\" is ignored twice",
+        ),
+        (
+            "[host]\nsource = \"synthetic:package:1 core:4 pu:1\"\n[[ignore]]\nname = \" \"\n",
+            ":4: [[ignore]] needs the name of a domain",
+        ),
+        (
+            "[host]\nsource = \"synthetic:package:1 core:4 pu:1\"\nconnect = \"\"\n",
+            ":3: connect is a libvirt URI",
         ),
         (
             "[host]\nname = \"x\"\nsource = \"synthetic:package:1 core:4 pu:1\"\n",

@@ -463,6 +463,7 @@ fn random_scenario(seed: u64) -> BoxResult<Scenario> {
                 fixed.push(FixedTenant {
                     name: "legacy".to_owned(),
                     cpus,
+                    kind: pinplan::plan::FixedKind::Spec,
                 });
             }
         }

@@ -175,7 +175,8 @@ pub fn plan_files(
         text: json.to_owned(),
     }];
     let mut not_written = Vec::new();
-    for vm in &plan.vms {
+    // A kept VM runs as it is: no file would change it.
+    for vm in plan.vms.iter().filter(|v| !v.kept) {
         if let Some(reason) = crate::spec::bad_vm_name(&vm.name) {
             return Err(OutputError::BadName {
                 name: vm.name.clone(),

@@ -195,6 +195,31 @@ pub struct VmPlan {
     /// when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub realtime_vcpus: Option<CpuSet>,
+    /// A running VM kept where it runs (its pins as they are, not planned):
+    /// `plan --out` writes no XML for it and `apply` finds it in place.
+    /// Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
+}
+
+/// Where a tenant the plan works around comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FixedKind {
+    /// A `[[fixed]]` table of the spec.
+    #[default]
+    Spec,
+    /// A domain running on the host (read through `--connect`) that keeps
+    /// the CPUs its threads may run on.
+    Running,
+    /// A shut-off domain's config pins, counted with `--count-shut-off`.
+    ShutOff,
+}
+
+impl FixedKind {
+    fn is_spec(&self) -> bool {
+        *self == FixedKind::Spec
+    }
 }
 
 /// A tenant the plan works around.
@@ -204,6 +229,23 @@ pub struct FixedPlan {
     pub name: String,
     /// Its CPUs.
     pub cpus: CpuSet,
+    /// Where it comes from: `running`, `shut-off`; absent for a spec's
+    /// `[[fixed]]`.
+    #[serde(default, skip_serializing_if = "FixedKind::is_spec")]
+    pub kind: FixedKind,
+}
+
+/// A running VM's vCPU that the plan pins elsewhere than it runs now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Move {
+    /// The VM.
+    pub vm: String,
+    /// Its vCPU.
+    pub vcpu: u32,
+    /// The CPUs it may run on now.
+    pub from: CpuSet,
+    /// The CPU the plan gives it.
+    pub to: CpuId,
 }
 
 /// Why a VM was not placed and what would change that.
@@ -305,6 +347,10 @@ pub struct Plan {
     pub vms: Vec<VmPlan>,
     /// Tenants planned around.
     pub fixed: Vec<FixedPlan>,
+    /// Running VMs' vCPUs the plan pins elsewhere than they run now, by VM
+    /// (spec order) and vCPU; absent when none moves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<Move>,
     /// VMs that could not be placed.
     pub unplaced: Vec<String>,
     /// Per node and huge page size, the pages the placed VMs need, what is
@@ -669,7 +715,11 @@ impl Plan {
                 },
             );
             rows.push([
-                vm.name.clone(),
+                if vm.kept {
+                    format!("{} (kept)", vm.name)
+                } else {
+                    vm.name.clone()
+                },
                 vm.vcpus.len().to_string(),
                 vm.cores.len().to_string(),
                 vm.threads.clone(),
@@ -703,7 +753,22 @@ impl Plan {
             let _ = writeln!(out, "{}", line(std::array::from_fn(|i| row[i].as_str())));
         }
         for f in &self.fixed {
-            let _ = writeln!(out, "{:<16} fixed on cpus {}", f.name, f.cpus);
+            let what = match f.kind {
+                FixedKind::Spec => "fixed",
+                FixedKind::Running => "runs",
+                FixedKind::ShutOff => "shut off, config",
+            };
+            let _ = writeln!(out, "{:<16} {what} on cpus {}", f.name, f.cpus);
+        }
+        if !self.moves.is_empty() {
+            let _ = writeln!(out, "\nmoves (running VMs re-pinned live by apply):");
+            for m in &self.moves {
+                let _ = writeln!(
+                    out,
+                    "  {:<16} vcpu {:<4} {} -> {}",
+                    m.vm, m.vcpu, m.from, m.to
+                );
+            }
         }
     }
 
@@ -755,9 +820,16 @@ impl Plan {
         for cpu in self.host.reserved_cpus.iter() {
             tenant.insert(cpu, "host".to_owned());
         }
+        // Tenants planned around may share CPUs as they run: each is named.
         for f in &self.fixed {
             for cpu in f.cpus.iter() {
-                tenant.insert(cpu, f.name.clone());
+                tenant
+                    .entry(cpu)
+                    .and_modify(|t| {
+                        t.push('+');
+                        t.push_str(&f.name);
+                    })
+                    .or_insert_with(|| f.name.clone());
             }
         }
         for vm in &self.vms {

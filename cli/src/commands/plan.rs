@@ -24,12 +24,20 @@ pub struct PlanArgs {
     /// fleet of `[[host]]` tables (each VM's host chosen too).
     spec: PathBuf,
     /// Topology source (overrides the spec's [host] source): `host`, a file, or
-    /// `synthetic:DESC`.
-    #[arg(long, value_name = "SRC", conflicts_with = "connect")]
+    /// `synthetic:DESC`. With --connect, the topology comes from here and the
+    /// domains through the URI.
+    #[arg(long, value_name = "SRC")]
     source: Option<String>,
-    /// Read the topology through libvirt (overrides the spec's source).
+    /// The host's libvirt URI (overrides the spec's [host] connect): its
+    /// topology (unless --source) and every domain defined there. Running
+    /// domains the spec does not name are planned around; running VMs it
+    /// names stay where they run unless `movable = true`.
     #[arg(long, value_name = "URI")]
     connect: Option<String>,
+    /// Plan around shut-off domains' config pins too (by default they are
+    /// only reported).
+    #[arg(long)]
+    count_shut_off: bool,
     /// The exact integer program, or the first-fit baseline.
     #[arg(long, value_enum, default_value = "ilp")]
     solver: SolverArg,
@@ -71,23 +79,48 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
         AnySpec::One(spec) => spec,
         AnySpec::Fleet(fleet) => return run_fleet(args, &fleet, started),
     };
-    let given = match (&args.connect, &args.source) {
-        (Some(uri), _) => Some(Source::Libvirt(uri.clone())),
-        (None, Some(src)) => Some(Source::from_arg(src)),
+    // The host's URI: given, else the spec's [host] connect.
+    let uri = args.connect.clone().or_else(|| spec.connect.clone());
+    let given = match (&args.source, &args.connect) {
+        (Some(src), _) => Some(Source::from_arg(src)),
+        (None, Some(uri)) => Some(Source::Libvirt(uri.clone())),
         (None, None) => None,
     };
+    if args.count_shut_off && uri.is_none() {
+        return Err(Usage::new(
+            "--count-shut-off counts the shut-off domains of a host read through libvirt: give --connect URI (or [host] connect in the spec)",
+        )
+        .into());
+    }
     let host = topology::load(&spec.topology_source(given))?;
     super::verbose_host(&host);
-    // Through a connection, a VM's defined domain gives its memory defaults.
+    // Through a connection, a VM's defined domain gives its memory defaults,
+    // and every domain there is planned around or kept.
     let mut domains = std::collections::BTreeMap::new();
-    if let Some(uri) = &args.connect {
+    let mut tenants = Vec::new();
+    if let Some(uri) = &uri {
         for name in spec.vms_without_domain_xml() {
             if let Ok(xml) = pinplan::libvirt::inactive_xml(uri, name) {
                 domains.insert(name.to_owned(), (format!("{uri} domain {name}"), xml));
             }
         }
+        tenants = pinplan::libvirt::tenants::domain_tenants(uri, &host)?;
     }
-    let (request, spec_warnings) = spec.request_with(host.clone(), &domains)?;
+    let (request, spec_warnings, residents) = match &uri {
+        Some(uri) => spec.request_running(
+            host.clone(),
+            &domains,
+            &pinplan::spec::Running {
+                uri,
+                domains: &tenants,
+                count_shut_off: args.count_shut_off,
+            },
+        )?,
+        None => {
+            let (request, warnings) = spec.request_with(host.clone(), &domains)?;
+            (request, warnings, pinplan::spec::Residents::default())
+        }
+    };
     // What is left of the limit, less a little for writing the plan out.
     let left = Duration::from_secs_f64(args.time_limit)
         .saturating_sub(started.elapsed())
@@ -107,6 +140,7 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
     if let Some(line) = line {
         line.finish();
     }
+    residents.finish(&mut plan);
     plan.warnings.splice(0..0, spec_warnings);
     super::verbose_solve(&plan);
     super::warn_json(args.format, &plan.warnings);
@@ -137,9 +171,9 @@ const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// fleet.json), and with `--out DIR` write DIR/HOST/plan.json (and each
 /// VM's files) for every host with a plan, and DIR/fleet.json.
 fn run_fleet(args: &PlanArgs, fleet: &FleetSpec, started: Instant) -> Result<ExitCode, Failure> {
-    if args.connect.is_some() || args.source.is_some() {
+    if args.connect.is_some() || args.source.is_some() || args.count_shut_off {
         return Err(Usage::new(
-            "a fleet spec names each host's source in its [[host]] (connect or source): drop --connect/--source",
+            "a fleet spec names each host's source in its [[host]] (connect or source): drop --connect/--source/--count-shut-off",
         )
         .into());
     }

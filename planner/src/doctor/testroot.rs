@@ -262,10 +262,12 @@ pub(crate) fn plan(reserved: &str, vms: &[Vm<'_>]) -> Plan {
                     nics: Vec::new(),
                     memory: None,
                     realtime_vcpus: None,
+                    kept: false,
                 }
             })
             .collect(),
         fixed: Vec::new(),
+        moves: Vec::new(),
         unplaced: Vec::new(),
         hugepages: Vec::new(),
         hugepages_boot_args: Vec::new(),

@@ -23,10 +23,9 @@ pub mod pool;
 pub mod read;
 pub mod survey;
 
-use crate::cpuset::CpuSet;
 use crate::doctor::HostFacts;
 use crate::plan::Plan;
-use crate::solve::{self, FixedTenant, PlanRequest, SolveOptions, VmRequest};
+use crate::solve::{self, PlanRequest, SolveOptions, VmRequest};
 use crate::spec::{FleetSpec, SpecError};
 use crate::topology::HostTopology;
 use serde::Serialize;
@@ -38,8 +37,8 @@ use std::time::{Duration, Instant};
 pub struct HostInput {
     /// Its topology.
     pub topology: HostTopology,
-    /// Domains running on it (through `connect`): name and CPUs.
-    pub running: Vec<(String, CpuSet)>,
+    /// Domains running on it (through `connect`), with their pins.
+    pub running: Vec<crate::tenant::Tenant>,
     /// `doctor`'s facts from its `doctor_root`, or from its node devices
     /// through its URI; `Err` says why they could not be read.
     pub facts: Option<Result<HostFacts, String>>,
@@ -184,7 +183,7 @@ pub fn plan_fleet(
     let mut running_on: BTreeMap<usize, usize> = BTreeMap::new();
     for (h, input) in inputs.iter().enumerate() {
         let Ok(input) = input else { continue };
-        for (name, _) in &input.running {
+        for name in input.running.iter().map(|t| &t.name) {
             if let Some(&v) = vm_index.get(name.as_str()) {
                 if let Some(&other) = running_on.get(&v) {
                     warnings.push(format!(
@@ -894,7 +893,7 @@ fn class_key(h: usize, spec: &FleetSpec, input: &HostInput) -> String {
     if input
         .running
         .iter()
-        .any(|(n, _)| spec.vms.iter().any(|v| &v.name == n))
+        .any(|t| spec.vms.iter().any(|v| v.name == t.name))
     {
         return format!("host {h}");
     }
@@ -929,18 +928,17 @@ fn host_class(spec: &FleetSpec, h: usize, input: &HostInput) -> Result<HostClass
     let spec_names: BTreeSet<&str> = spec.vms.iter().map(|v| v.name.as_str()).collect();
     // Domains running there that the spec does not name are planned around.
     let mut warnings = warnings;
-    let all = input.topology.usable_cpus();
-    for (name, cpus) in &input.running {
-        if !spec_names.contains(name.as_str()) {
-            if all.is_subset(cpus) {
-                warnings.push(format!(
-                    "domain {name} runs unpinned (on every CPU): no core of this host is free for the plan; pin it, or name it in the spec"
-                ));
-            }
-            request.fixed.push(FixedTenant {
-                name: name.clone(),
-                cpus: cpus.clone(),
-            });
+    let usable = input.topology.usable_cpus();
+    let uri = host.connect.as_deref().unwrap_or("its URI");
+    for t in &input.running {
+        if !spec_names.contains(t.name.as_str()) && host.spec.plans_around(&t.name) {
+            request.fixed.extend(crate::spec::plan_around(
+                t,
+                uri,
+                &usable,
+                &request.reserved,
+                &mut warnings,
+            ));
         }
     }
     let mut refused: BTreeMap<String, String> = refused_each
@@ -1359,7 +1357,11 @@ mod tests {
                     let topology =
                         crate::topology::load(&host.source).map_err(|e| e.to_string())?;
                     let running = if h == 0 {
-                        vec![("old".to_owned(), "1-3".parse().unwrap_or_default())]
+                        let xml = "<domain><name>old</name><vcpu cpuset='1-3'>3</vcpu></domain>";
+                        vec![
+                            crate::libvirt::domain::tenant_from_domain("old.xml", xml, &topology)
+                                .map_err(|e| e.to_string())?,
+                        ]
                     } else {
                         Vec::new()
                     };

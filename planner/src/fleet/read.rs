@@ -82,7 +82,7 @@ fn read_one(
                 &topology,
             )
             .map_err(|e| e.to_string())?;
-            running.push((name, tenant.every_cpu()));
+            running.push(tenant);
         }
     }
     // doctor's facts from its tree; else, for a host reached through its

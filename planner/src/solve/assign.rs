@@ -91,6 +91,7 @@ pub fn layout(
         },
         memory: vm.memory,
         realtime_vcpus: (!vm.roles.realtime.is_empty()).then(|| vm.roles.realtime.clone()),
+        kept: false,
     }
 }
 

@@ -76,6 +76,7 @@ fn leftover(request: &PlanRequest, placement: &Placement) -> PlanRequest {
                 .map(|v| v.name.clone())
                 .unwrap_or_default(),
             cpus,
+            kind: crate::plan::FixedKind::Spec,
         });
     }
     rest

@@ -523,8 +523,10 @@ pub fn build_plan(
             .map(|f| FixedPlan {
                 name: f.name.clone(),
                 cpus: f.cpus.clone(),
+                kind: f.kind,
             })
             .collect(),
+        moves: Vec::new(),
         unplaced,
         hugepages_boot_args: crate::memory::boot_args(&hugepages, &request.host),
         hugepages,

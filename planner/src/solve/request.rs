@@ -239,6 +239,8 @@ pub struct FixedTenant {
     pub name: String,
     /// Its CPUs.
     pub cpus: CpuSet,
+    /// Where it comes from.
+    pub kind: crate::plan::FixedKind,
 }
 
 /// Everything the solver needs.

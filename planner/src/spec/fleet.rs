@@ -378,7 +378,11 @@ impl Spec {
                 name,
                 line,
                 hosts,
-                movable: section.movable.as_ref().is_some_and(|m| *m.get_ref()),
+                movable: section
+                    .movable
+                    .as_ref()
+                    .or(raw.defaults.movable.as_ref())
+                    .is_some_and(|m| *m.get_ref()),
                 nics: nics.iter().filter_map(|n| n.parse().ok()).collect(),
                 nic_names: nics
                     .iter()

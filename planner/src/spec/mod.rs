@@ -8,11 +8,13 @@
 mod fleet;
 mod parse;
 mod request;
+mod running;
 mod schema;
 
 pub use fleet::{AnySpec, FleetHost, FleetSpec, FleetVm};
 
 pub use parse::{bad_vm_name, NAME_MAX_BYTES};
+pub use running::{plan_around, Residents, Running};
 
 use crate::cpuset::CpuSet;
 use crate::demand::Table;
@@ -89,6 +91,8 @@ struct VmSpec {
     realtime: bool,
     /// `realtime_vcpus` and its line.
     realtime_vcpus: Option<(CpuSet, usize)>,
+    /// `movable` (VM, else `[defaults]`): running, it may be re-pinned.
+    movable: bool,
 }
 
 /// A parsed and checked plan spec.
@@ -110,6 +114,11 @@ pub struct Spec {
     /// Shared: every host of a fleet with the same tables has the same VMs.
     vms: Arc<Vec<VmSpec>>,
     fixed: Vec<(String, CpuSet, usize)>,
+    /// `[[ignore]]`: domains not planned around, and their lines.
+    ignore: Vec<(String, usize)>,
+    /// `[host] connect`: the libvirt URI of the host (its topology, unless
+    /// a source is given, and the domains running there).
+    pub connect: Option<String>,
 }
 
 impl Spec {
@@ -122,7 +131,10 @@ impl Spec {
         match (given, &self.source) {
             (Some(source), _) => source,
             (None, Some(source)) => source.clone(),
-            (None, None) => crate::topology::Source::LiveHost,
+            (None, None) => match &self.connect {
+                Some(uri) => crate::topology::Source::Libvirt(uri.clone()),
+                None => crate::topology::Source::LiveHost,
+            },
         }
     }
 
@@ -159,6 +171,13 @@ impl Spec {
             .filter(|v| v.domain_xml.is_none())
             .map(|v| v.name.as_str())
             .collect()
+    }
+
+    /// Whether a running domain the spec does not place is planned around:
+    /// not when `[[ignore]]`d, nor when a `[[fixed]]` gives its CPUs.
+    pub fn plans_around(&self, domain: &str) -> bool {
+        !self.ignore.iter().any(|(n, _)| n == domain)
+            && !self.fixed.iter().any(|(n, _, _)| n == domain)
     }
 
     /// Whether `set_vcpus = true` holds for a VM (its own key, else `[defaults]`).

@@ -4,7 +4,9 @@
 //! file, the line and the key.
 
 use super::schema::NicLocality;
-use super::schema::{FixedSection, HostField, HostSection, Policies, SpecFile, VmSection, KEYS};
+use super::schema::{
+    FixedSection, HostField, HostSection, IgnoreSection, Policies, SpecFile, VmSection, KEYS,
+};
 use super::{Sizing, Spec, SpecError, VmSpec};
 use crate::cpuset::CpuSet;
 use crate::demand::Table;
@@ -136,9 +138,6 @@ impl Spec {
                     host.name
                         .as_ref()
                         .map(|v| (lines.of(v), "host.name", "name")),
-                    host.connect
-                        .as_ref()
-                        .map(|v| (lines.of(v), "host.connect", "connect")),
                     host.doctor_root
                         .as_ref()
                         .map(|v| (lines.of(v), "host.doctor_root", "doctor_root")),
@@ -161,7 +160,6 @@ impl Spec {
                     let fleet_key = [
                         v.host.as_ref().map(|x| (lines.of(x), "host")),
                         v.hosts.as_ref().map(|x| (lines.of(x), "hosts")),
-                        v.movable.as_ref().map(|x| (lines.of(x), "movable")),
                     ];
                     if let Some((line, key)) = fleet_key.into_iter().flatten().next() {
                         let mut e = Spec::at(
@@ -221,12 +219,15 @@ impl Spec {
             reserved_memory: None,
             vms: Arc::new(Vec::new()),
             fixed: Vec::new(),
+            ignore: Vec::new(),
+            connect: None,
         };
         spec.read_host(host, base, lines)?;
         // Another host of a fleet with the same tables read the same VMs.
         if let Some(done) = reuse.filter(|r| r.table.rows == spec.table.rows) {
             spec.vms = Arc::clone(&done.vms);
             spec.fixed.clone_from(&done.fixed);
+            spec.ignore.clone_from(&done.ignore);
             return Ok(spec);
         }
         let default_fraction = match &raw.defaults.min_fraction {
@@ -243,6 +244,9 @@ impl Spec {
         spec.vms = Arc::new(vms);
         for f in &raw.fixed {
             spec.read_fixed(f.get_ref(), &names, lines)?;
+        }
+        for i in &raw.ignore {
+            spec.read_ignore(i.get_ref(), &names, lines)?;
         }
         Ok(spec)
     }
@@ -271,6 +275,17 @@ impl Spec {
                 "host.reserved_cores_per_node",
                 "give one of reserved_cores, reserved_cores_per_node or reserved_cpus".to_owned(),
             ));
+        }
+        if let Some(uri) = &host.connect {
+            let text = uri.get_ref().trim();
+            if text.is_empty() {
+                return Err(self.error(
+                    lines.of(uri),
+                    "host.connect",
+                    "connect is a libvirt URI, e.g. \"qemu:///system\"".to_owned(),
+                ));
+            }
+            self.connect = Some(text.to_owned());
         }
         self.reserved_cores = host
             .reserved_cores
@@ -500,6 +515,11 @@ impl Spec {
                 .cache_passthrough
                 .or(defaults.cache_passthrough)
                 .unwrap_or(false),
+            movable: vm
+                .movable
+                .as_ref()
+                .or(defaults.movable.as_ref())
+                .is_some_and(|m| *m.get_ref()),
         })
     }
 
@@ -627,6 +647,45 @@ impl Spec {
             ));
         }
         self.fixed.push((name, cpus, line));
+        Ok(())
+    }
+
+    /// One `[[ignore]]`: a domain name that no `[[vm]]`, `[[fixed]]` or
+    /// other `[[ignore]]` gives.
+    fn read_ignore(
+        &mut self,
+        i: &IgnoreSection,
+        vm_names: &BTreeSet<String>,
+        lines: &Lines,
+    ) -> Result<(), SpecError> {
+        let line = lines.of(&i.name);
+        let name = i.name.get_ref().trim().to_owned();
+        if name.is_empty() {
+            return Err(self.error(
+                line,
+                "ignore.name",
+                "[[ignore]] needs the name of a domain".to_owned(),
+            ));
+        }
+        let clash = if vm_names.contains(&name) {
+            Some(format!(
+                "{name:?} is a [[vm]] the plan places: it cannot be ignored too"
+            ))
+        } else if self.fixed.iter().any(|(n, _, _)| *n == name) {
+            Some(format!(
+                "{name:?} is a [[fixed]] tenant: it cannot be ignored too"
+            ))
+        } else if self.ignore.iter().any(|(n, _)| *n == name) {
+            Some(format!("{name:?} is ignored twice"))
+        } else {
+            None
+        };
+        if let Some(message) = clash {
+            let mut e = self.error(line, "ignore.name", message);
+            e.hint = Some(format!("name {name:?} once"));
+            return Err(e);
+        }
+        self.ignore.push((name, line));
         Ok(())
     }
 }

@@ -364,6 +364,7 @@ impl Spec {
             fixed.push(FixedTenant {
                 name: name.clone(),
                 cpus: cpus.clone(),
+                kind: crate::plan::FixedKind::Spec,
             });
         }
         Ok(fixed)

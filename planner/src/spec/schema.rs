@@ -77,6 +77,8 @@ pub(super) struct Policies {
     pub(super) realtime: Option<bool>,
     pub(super) cache_aware: Option<bool>,
     pub(super) cache_passthrough: Option<bool>,
+    /// A running VM may be re-pinned (moved) by the plan.
+    pub(super) movable: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -110,7 +112,8 @@ pub(super) struct VmSection {
     pub(super) host: Option<Spanned<String>>,
     /// Fleet specs: the hosts it may go to.
     pub(super) hosts: Option<Spanned<Vec<String>>>,
-    /// Fleet specs: a running VM may move to another host.
+    /// A running VM may be re-pinned on its host, or (fleets) move to
+    /// another host.
     pub(super) movable: Option<Spanned<bool>>,
 }
 
@@ -119,6 +122,13 @@ pub(super) struct VmSection {
 pub(super) struct FixedSection {
     pub(super) name: Spanned<String>,
     pub(super) cpus: Spanned<String>,
+}
+
+/// `[[ignore]]`: a domain the plan does not plan around.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub(super) struct IgnoreSection {
+    pub(super) name: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -132,6 +142,8 @@ pub(super) struct SpecFile {
     pub(super) vm: Vec<Spanned<VmSection>>,
     #[serde(default)]
     pub(super) fixed: Vec<Spanned<FixedSection>>,
+    #[serde(default)]
+    pub(super) ignore: Vec<Spanned<IgnoreSection>>,
 }
 
 /// `[host]` (one host) or `[[host]]` (a fleet).
@@ -214,4 +226,11 @@ pub(super) const KEYS: &[&str] = &[
     "nic_names",
     "hosts",
     "movable",
+    "ignore",
+    "memory",
+    "hugepages",
+    "set_vcpus",
+    "allow_extrapolation",
+    "reserved_memory",
+    "domain_xml",
 ];

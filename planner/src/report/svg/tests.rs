@@ -594,9 +594,11 @@ fn plan(reserved: &str, vms: &[(&str, &str, &str)]) -> Plan {
                 nics: Vec::new(),
                 memory: None,
                 realtime_vcpus: None,
+                kept: false,
             })
             .collect(),
         fixed: Vec::new(),
+        moves: Vec::new(),
         unplaced: Vec::new(),
         hugepages: Vec::new(),
         hugepages_boot_args: Vec::new(),

@@ -602,6 +602,7 @@ mod tests {
         req.fixed.push(FixedTenant {
             name: "old".to_owned(),
             cpus: cpus("1"),
+            kind: crate::plan::FixedKind::Spec,
         });
         // Core 1 fills its domain (now 1 free core): no partial domain.
         let (p, o) = both(&req);

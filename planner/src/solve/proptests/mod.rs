@@ -244,6 +244,7 @@ fn request(host: &HostSpec, vms: &[VmSpec]) -> PlanRequest {
         .map(|(name, cpus)| FixedTenant {
             name: name.to_owned(),
             cpus,
+            kind: crate::plan::FixedKind::Spec,
         })
         .collect();
     let nodes: Vec<NodeId> = topology

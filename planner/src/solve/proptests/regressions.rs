@@ -62,6 +62,7 @@ fn regression_request(
             .map(|&(name, cpus)| FixedTenant {
                 name: name.to_owned(),
                 cpus: cpus.parse().unwrap(),
+                kind: crate::plan::FixedKind::Spec,
             })
             .collect(),
         vms,
