@@ -484,3 +484,446 @@ impl Residents {
             .collect();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::libvirt::domain::tenant_from_domain;
+    use crate::solve::{solve, SolveOptions};
+
+    /// The tests' host: 4 cores, siblings N and N+4; the spec reserves
+    /// core 0 (CPUs 0,4).
+    fn host() -> HostTopology {
+        crate::tenant::test_host()
+    }
+
+    fn spec(vms: &str) -> Spec {
+        let text = format!("[host]\nreserved_cores = 1\n{vms}");
+        Spec::parse(std::path::Path::new("spec.toml"), &text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A domain: `pins` as `<cputune>` lines, shut off or running.
+    fn domain(name: &str, vcpus: u32, cputune: &str, state: TenantState) -> Tenant {
+        let xml = format!(
+            "<domain><name>{name}</name><vcpu>{vcpus}</vcpu><cputune>{cputune}</cputune></domain>"
+        );
+        let mut t = tenant_from_domain(&format!("{name}.xml"), &xml, &host())
+            .unwrap_or_else(|e| panic!("{e}"));
+        t.state = state;
+        t
+    }
+
+    const RUNNING: TenantState = TenantState::Running;
+    const OFF: TenantState = TenantState::ShutOff;
+
+    fn on_host(
+        spec: &Spec,
+        domains: &[Tenant],
+        count_shut_off: bool,
+    ) -> (PlanRequest, Vec<String>, Residents) {
+        spec.request_running(
+            host(),
+            &BTreeMap::new(),
+            &Running {
+                uri: "test:///x",
+                domains,
+                count_shut_off,
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn fixed(request: &PlanRequest) -> Vec<(String, String, FixedKind)> {
+        request
+            .fixed
+            .iter()
+            .map(|f| (f.name.clone(), f.cpus.to_string(), f.kind))
+            .collect()
+    }
+
+    /// What each kind of domain the spec does not name becomes: its
+    /// threads' CPUs less the host's (emulator threads there are meant to
+    /// be), a floating one every CPU a VM could have and a warning naming
+    /// it with the fix, a shut-off one nothing unless counted.
+    #[test]
+    fn domains_the_spec_does_not_name_are_planned_around() {
+        let s = spec("[[vm]]\nname = \"new\"\nvcpus = 1\n");
+        let pinned = "<vcpupin vcpu='0' cpuset='1'/><emulatorpin cpuset='0'/>";
+        let io = "<vcpupin vcpu='0' cpuset='1'/><emulatorpin cpuset='2'/>";
+        for (domains, count, want, warning) in [
+            (vec![domain("a", 1, pinned, RUNNING)], false, vec![("a", "1", FixedKind::Running)], None),
+            // The emulator off the host's CPUs takes its core too.
+            (vec![domain("a", 1, io, RUNNING)], false, vec![("a", "1-2", FixedKind::Running)], None),
+            (
+                vec![domain("b", 1, "", RUNNING)],
+                false,
+                vec![("b", "1-3,5-7", FixedKind::Running)],
+                Some("domain b runs at test:///x with its vCPUs and emulator threads not pinned: they may run on every CPU, so the plan keeps off CPUs 1-3,5-7 (every CPU a VM could have); pin it, name it in the spec, or list it under [[ignore]]"),
+            ),
+            // Pinned vCPUs, floating emulator: still floats.
+            (
+                vec![domain("e", 1, "<vcpupin vcpu='0' cpuset='1'/>", RUNNING)],
+                false,
+                vec![("e", "1-3,5-7", FixedKind::Running)],
+                Some("domain e runs at test:///x with its emulator threads not pinned"),
+            ),
+            (
+                vec![domain("c", 1, "<vcpupin vcpu='0' cpuset='2'/>", OFF)],
+                false,
+                vec![],
+                Some("domain c is shut off: its config pins CPUs 1-3,5-7, which the plan does not keep free (--count-shut-off does); it would share them if started"),
+            ),
+            (
+                vec![domain("c", 1, "<vcpupin vcpu='0' cpuset='2'/><emulatorpin cpuset='0'/>", OFF)],
+                true,
+                vec![("c", "2", FixedKind::ShutOff)],
+                None,
+            ),
+            // A shut-off domain without pins takes nothing when counted.
+            (vec![domain("d", 1, "", OFF)], true, vec![], None),
+        ] {
+            let (request, warnings, residents) = on_host(&s, &domains, count);
+            let got = fixed(&request);
+            let want: Vec<(String, String, FixedKind)> = want
+                .into_iter()
+                .map(|(n, c, k)| (n.to_owned(), c.to_owned(), k))
+                .collect();
+            assert_eq!(got, want, "{domains:?}");
+            match warning {
+                Some(w) => assert!(warnings.iter().any(|x| x.starts_with(w)), "{w:?} not in {warnings:?}"),
+                None => assert!(warnings.is_empty(), "{warnings:?}"),
+            }
+            assert!(residents.is_empty());
+            assert_eq!(request.vms.len(), 1);
+        }
+    }
+
+    /// `[[ignore]]` and a spec's `[[fixed]]` of the same name win over what
+    /// runs.
+    #[test]
+    fn ignored_and_fixed_domains_take_what_the_spec_says() {
+        let s = spec(
+            "[[vm]]\nname = \"new\"\nvcpus = 1\n[[ignore]]\nname = \"b\"\n[[fixed]]\nname = \"a\"\ncpus = \"3\"\n",
+        );
+        let domains = [
+            domain(
+                "a",
+                1,
+                "<vcpupin vcpu='0' cpuset='1'/><emulatorpin cpuset='0'/>",
+                RUNNING,
+            ),
+            domain("b", 1, "", RUNNING),
+        ];
+        let (request, warnings, _) = on_host(&s, &domains, false);
+        assert_eq!(
+            fixed(&request),
+            vec![("a".to_owned(), "3".to_owned(), FixedKind::Spec)]
+        );
+        assert_eq!(
+            warnings,
+            vec!["domain b runs at test:///x and is ignored ([[ignore]]): the plan may give its CPUs 0-7 to a VM"]
+        );
+    }
+
+    /// A running VM the spec names stays where it runs, wherever the spec
+    /// lists it, and is placed in the plan (kept, counted, in spec order);
+    /// the new VMs get the other cores; a movable one is planned and its
+    /// moves listed.
+    #[test]
+    fn named_running_vms_are_kept_unless_movable() {
+        let a =
+            "<vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='1' cpuset='5'/><emulatorpin cpuset='0'/>";
+        for movable in [false, true] {
+            let s = spec(&format!(
+                "[[vm]]\nname = \"c\"\nvcpus = 2\n[[vm]]\nname = \"d\"\nvcpus = 2\n\
+                 [[vm]]\nname = \"a\"\nvcpus = 2\nmovable = {movable}\n"
+            ));
+            let (request, warnings, residents) = on_host(&s, &[domain("a", 2, a, RUNNING)], false);
+            assert!(warnings.is_empty(), "{warnings:?}");
+            let mut plan = solve(&request, &SolveOptions::default());
+            residents.finish(&mut plan);
+            let names: Vec<&str> = plan.vms.iter().map(|v| v.name.as_str()).collect();
+            assert_eq!(names, ["c", "d", "a"], "{plan:?}");
+            assert!(plan.unplaced.is_empty());
+            assert!(plan.fixed.is_empty(), "{:?}", plan.fixed);
+            assert_eq!(plan.objective.placed, 3);
+            assert_eq!(plan.objective.vcpus_placed, 6);
+            assert_eq!(plan.objective.placed_by_priority, vec![(0, 3)]);
+            let vm_a = &plan.vms[2];
+            assert_eq!(vm_a.kept, !movable);
+            if !movable {
+                let pins: Vec<(u32, u32)> = vm_a.vcpus.iter().map(|p| (p.vcpu, p.cpu.0)).collect();
+                assert_eq!(pins, [(0, 1), (1, 5)]);
+                assert_eq!(vm_a.cpus.to_string(), "1,5");
+                assert_eq!(vm_a.emulator_cpus.to_string(), "0");
+                assert!(plan.moves.is_empty());
+            }
+            // Never two VMs on one core.
+            let mut seen = BTreeSet::new();
+            for vm in &plan.vms {
+                for core in &vm.cores {
+                    assert!(seen.insert(*core), "core {core} twice: {plan:?}");
+                }
+            }
+            // The moves are exactly the vCPUs whose CPU changed.
+            let moved: Vec<(u32, u32)> = plan.moves.iter().map(|m| (m.vcpu, m.to.0)).collect();
+            let changed: Vec<(u32, u32)> = vm_a
+                .vcpus
+                .iter()
+                .filter(|p| (p.vcpu, p.cpu.0) != (0, 1) && (p.vcpu, p.cpu.0) != (1, 5))
+                .map(|p| (p.vcpu, p.cpu.0))
+                .collect();
+            assert_eq!(moved, changed);
+        }
+    }
+
+    /// What cannot be kept as a placement is said: a VM floating wholly is
+    /// planned like a new one (and its moves listed); one pinned to sets of
+    /// CPUs is planned around; a kept VM whose vCPU count differs from the
+    /// spec's is named.
+    #[test]
+    fn running_vms_that_cannot_be_kept_as_placed_say_why() {
+        let s = spec("[[vm]]\nname = \"a\"\nvcpus = 1\n");
+        let (request, warnings, residents) = on_host(&s, &[domain("a", 1, "", RUNNING)], false);
+        assert_eq!(request.vms.len(), 1);
+        assert!(request.fixed.is_empty());
+        assert_eq!(
+            warnings,
+            ["a runs with its vCPUs not pinned: planned like a new VM (apply pins it where the plan says)"]
+        );
+        let mut plan = solve(&request, &SolveOptions::default());
+        residents.finish(&mut plan);
+        assert_eq!(plan.moves.len(), 1, "{plan:?}");
+        assert_eq!(plan.moves[0].from.to_string(), "0-7");
+
+        let sets = "<vcpupin vcpu='0' cpuset='1-2'/><emulatorpin cpuset='0'/>";
+        let (request, warnings, _) = on_host(&s, &[domain("a", 1, sets, RUNNING)], false);
+        assert!(request.vms.is_empty());
+        assert_eq!(
+            fixed(&request),
+            [("a".to_owned(), "1-2".to_owned(), FixedKind::Running)]
+        );
+        assert!(
+            warnings[0].starts_with("a runs with vCPUs pinned to several CPUs each (vCPU 0: 1-2)"),
+            "{warnings:?}"
+        );
+
+        let two =
+            "<vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='1' cpuset='2'/><emulatorpin cpuset='0'/>";
+        let (_, warnings, _) = on_host(&s, &[domain("a", 2, two, RUNNING)], false);
+        assert_eq!(
+            warnings,
+            ["a runs 2 vCPUs and the spec asks for 1: kept as it runs (set movable = true to plan it anew; its vCPU count changes when its domain is redefined)"]
+        );
+    }
+
+    /// Running domains that share a core as they run are named; vCPUs on
+    /// the host's CPUs too.
+    #[test]
+    fn sharing_as_they_run_is_said() {
+        let s = spec("[[vm]]\nname = \"a\"\nvcpus = 1\n");
+        let domains = [
+            domain(
+                "a",
+                1,
+                "<vcpupin vcpu='0' cpuset='1'/><emulatorpin cpuset='0'/>",
+                RUNNING,
+            ),
+            domain(
+                "x",
+                1,
+                "<vcpupin vcpu='0' cpuset='5'/><emulatorpin cpuset='0'/>",
+                RUNNING,
+            ),
+            domain(
+                "y",
+                1,
+                "<vcpupin vcpu='0' cpuset='4'/><emulatorpin cpuset='0'/>",
+                RUNNING,
+            ),
+        ];
+        let (_, warnings, _) = on_host(&s, &domains, false);
+        assert_eq!(
+            warnings,
+            [
+                "domain y runs vCPUs on the host's reserved CPUs 4: they share them with the host; move it off them (or reserve other CPUs with reserved_cpus)",
+                "a and x run on the same core 1: they go on sharing as they run; set movable = true on the one the spec names so that the plan separates them",
+            ]
+        );
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// One domain of the host: its vCPUs' pins (`None`: floating),
+        /// its emulator's (`None`: floating; `Some(None)`: the host's
+        /// CPU 0), running or shut off, named in the spec (and movable).
+        #[derive(Debug, Clone)]
+        struct Dom {
+            vcpus: Vec<Option<u32>>,
+            emulator: Option<Option<u32>>,
+            running: bool,
+            named: Option<bool>,
+        }
+
+        fn dom(cpus: u32) -> impl Strategy<Value = Dom> {
+            (
+                prop::collection::vec(prop::option::weighted(0.85, 1..cpus), 1..=3),
+                prop::option::weighted(0.85, prop::option::weighted(0.3, 1..cpus)),
+                prop::bool::weighted(0.8),
+                prop::option::of(any::<bool>()),
+            )
+                .prop_map(|(vcpus, emulator, running, named)| Dom {
+                    vcpus,
+                    emulator,
+                    running,
+                    named,
+                })
+        }
+
+        fn case() -> impl Strategy<Value = (u32, u32, Vec<Dom>, Vec<u32>)> {
+            (3u32..=6, 1u32..=2).prop_flat_map(|(cores, threads)| {
+                let cpus = cores * threads;
+                (
+                    Just(cores),
+                    Just(threads),
+                    prop::collection::vec(dom(cpus), 0..=3),
+                    prop::collection::vec(1u32..=3, 0..=3),
+                )
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+            /// Whatever runs: no VM the plan places (but the kept ones) gets
+            /// a core any thread of a running domain the spec does not name
+            /// may run on (the host's reserved CPUs aside), kept VMs are
+            /// placed exactly as they run, no core goes to two VMs, VMs are
+            /// in spec order, and the moves are exactly the vCPUs of named
+            /// running VMs whose CPU changes.
+            #[test]
+            fn plans_never_take_a_running_domains_core((cores, threads, doms, new) in case()) {
+                let desc = if threads == 2 {
+                    format!("package:1 core:{cores} pu:2(indexes=2*{cores}:1*2)")
+                } else {
+                    format!("package:1 core:{cores} pu:1")
+                };
+                let host = crate::topology::load(&crate::topology::Source::Synthetic(desc.clone()))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let mut text = format!(
+                    "[host]\nsource = \"synthetic:{desc}\"\nreserved_cores = 1\n[defaults]\nthreads = \"isolate\"\n"
+                );
+                let mut domains = Vec::new();
+                for (i, d) in doms.iter().enumerate() {
+                    let name = format!("d{i}");
+                    let mut tune = String::new();
+                    for (v, pin) in d.vcpus.iter().enumerate() {
+                        if let Some(cpu) = pin {
+                            tune.push_str(&format!("<vcpupin vcpu='{v}' cpuset='{cpu}'/>"));
+                        }
+                    }
+                    match d.emulator {
+                        Some(Some(cpu)) => tune.push_str(&format!("<emulatorpin cpuset='{cpu}'/>")),
+                        Some(None) => tune.push_str("<emulatorpin cpuset='0'/>"),
+                        None => {}
+                    }
+                    let xml = format!(
+                        "<domain><name>{name}</name><vcpu>{}</vcpu><cputune>{tune}</cputune></domain>",
+                        d.vcpus.len()
+                    );
+                    let mut t = tenant_from_domain("d.xml", &xml, &host).unwrap_or_else(|e| panic!("{e}"));
+                    if !d.running {
+                        t.state = TenantState::ShutOff;
+                    }
+                    domains.push(t);
+                    if let Some(movable) = d.named {
+                        text.push_str(&format!(
+                            "[[vm]]\nname = \"{name}\"\nvcpus = {}\nmovable = {movable}\n",
+                            d.vcpus.len()
+                        ));
+                    }
+                }
+                for (i, vcpus) in new.iter().enumerate() {
+                    text.push_str(&format!("[[vm]]\nname = \"n{i}\"\nvcpus = {vcpus}\n"));
+                }
+                let spec = Spec::parse(std::path::Path::new("p.toml"), &text)
+                    .unwrap_or_else(|e| panic!("{e}\n{text}"));
+                let (request, _, residents) = spec
+                    .request_running(
+                        host.clone(),
+                        &BTreeMap::new(),
+                        &Running { uri: "u", domains: &domains, count_shut_off: false },
+                    )
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let mut plan = solve(&request, &SolveOptions::default());
+                residents.finish(&mut plan);
+
+                let reserved = request.reserved.clone();
+                let core_of = |cpu: crate::ids::CpuId| host.pu(cpu).and_then(|p| p.core);
+                // The cores of the running domains the spec does not name,
+                // from their threads' CPUs, computed here on their own.
+                let mut theirs: BTreeSet<CoreId> = BTreeSet::new();
+                for (d, t) in doms.iter().zip(&domains) {
+                    if d.named.is_some() || !d.running {
+                        continue;
+                    }
+                    let mut all: CpuSet = t.vcpus.iter().fold(t.emulator_cpus.clone(), |a, v| a.union(&v.cpus));
+                    all = all.difference(&reserved);
+                    theirs.extend(all.iter().filter_map(core_of));
+                }
+                let mut given: BTreeMap<CoreId, bool> = BTreeMap::new();
+                let order: Vec<String> = text
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("name = \""))
+                    .map(|l| l.trim_end_matches('"').to_owned())
+                    .collect();
+                let mut last = None;
+                for vm in &plan.vms {
+                    let at = order.iter().position(|n| *n == vm.name);
+                    prop_assert!(at > last, "out of spec order: {:?}", plan.vms);
+                    last = at;
+                    for core in &vm.cores {
+                        // Kept VMs that share a core as they run go on
+                        // sharing (said in a warning); nobody else shares.
+                        let first = given.insert(*core, vm.kept);
+                        prop_assert!(
+                            first.is_none_or(|kept| kept && vm.kept),
+                            "core {} given twice", core
+                        );
+                        if !vm.kept {
+                            prop_assert!(!theirs.contains(core), "{} got core {} of a running domain", vm.name, core);
+                        }
+                    }
+                    let i: Option<usize> = vm.name.strip_prefix('d').and_then(|n| n.parse().ok());
+                    let now = i.map(|i| (&doms[i], &domains[i]));
+                    if vm.kept {
+                        let (d, t) = now.ok_or_else(|| TestCaseError::fail("kept a new VM"))?;
+                        prop_assert!(d.running && d.named == Some(false));
+                        for (pin, v) in vm.vcpus.iter().zip(&t.vcpus) {
+                            prop_assert_eq!(std::iter::once(pin.cpu).collect::<CpuSet>(), v.cpus.clone());
+                        }
+                    }
+                }
+                let want: Vec<(String, u32)> = plan
+                    .vms
+                    .iter()
+                    .filter(|vm| !vm.kept)
+                    .filter_map(|vm| {
+                        let i: usize = vm.name.strip_prefix('d')?.parse().ok()?;
+                        doms[i].running.then_some((vm, &domains[i]))
+                    })
+                    .flat_map(|(vm, t)| {
+                        vm.vcpus.iter().filter(move |p| {
+                            t.vcpus.iter().any(|v| v.vcpu == p.vcpu && v.cpus != std::iter::once(p.cpu).collect::<CpuSet>())
+                        })
+                        .map(move |p| (vm.name.clone(), p.vcpu))
+                    })
+                    .collect();
+                let got: Vec<(String, u32)> = plan.moves.iter().map(|m| (m.vm.clone(), m.vcpu)).collect();
+                prop_assert_eq!(got, want);
+            }
+        }
+    }
+}
