@@ -25,6 +25,7 @@ mod memory_cli;
 mod nics_cli;
 mod plan_cli;
 mod plan_fixtures;
+mod plan_live;
 mod report_cli;
 mod report_svg;
 mod roles_cli;
