@@ -1072,8 +1072,10 @@ fn check_spec(path: &Path, inst: &Instance) -> BoxResult<()> {
 /// An objective's short name in part 3's lines.
 fn tier_letter(tier: Tier) -> String {
     match tier {
+        Tier::Running => "W".to_owned(),
         Tier::Placed(level) => format!("P{level}"),
         Tier::Vcpus => "V".to_owned(),
+        Tier::Moves => "M".to_owned(),
         Tier::Cores => "C".to_owned(),
         Tier::ExtraNodes => "N".to_owned(),
         Tier::NicRemote => "R".to_owned(),

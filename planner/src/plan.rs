@@ -99,6 +99,11 @@ fn one() -> u32 {
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
 fn is_one(n: &u32) -> bool {
     *n == 1
 }
@@ -275,6 +280,9 @@ pub struct Objective {
     /// vCPUs of the VMs placed (the second objective: the bigger work first).
     #[serde(default)]
     pub vcpus_placed: u32,
+    /// vCPUs of running VMs whose CPU changes (`moves`); absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub vcpus_moved: u32,
     /// NUMA nodes beyond the first used by `numa = "preferred"` VMs.
     pub extra_numa_nodes: u32,
     /// Cores of `nic_affinity = "preferred"` VMs off their NIC's node.

@@ -276,3 +276,142 @@ fn guest_topology(vm: &VmRequest, per_core_used: &[usize]) -> GuestTopology {
     };
     GuestTopology::new(vm.vcpus / threads.max(1), threads)
 }
+
+/// Whether [`keep_in_place`] may reorder `vm`'s vCPUs: its guest sees one
+/// thread per core (no sibling pairs to keep), it has no roles (vCPU ids
+/// carry them) and no L3 dies (runs of vCPU ids).
+pub fn can_keep_in_place(vm: &VmRequest, guest_threads: u32) -> bool {
+    guest_threads == 1 && vm.roles == super::Roles::default() && !vm.guest.cache_aware
+}
+
+/// A running VM's plan with as many vCPUs as possible on the CPUs they run
+/// on now ([`VmRequest::now`]): on each of its cores, the CPUs that carry
+/// vCPUs are taken among those first, an isolated emulator goes where no
+/// vCPU stays (on hosts of one thread per core, to a core no vCPU of it
+/// runs on now when there is one), and every vCPU whose CPU is among them
+/// keeps it; the others take the rest in order. Its cores do not change, so
+/// the count the integer program made of what stays is what the plan does.
+/// Only where [`can_keep_in_place`] holds.
+pub fn keep_in_place(host: &HostTopology, vm: &VmRequest, plan: &mut VmPlan) {
+    if vm.now.is_empty() || !can_keep_in_place(vm, plan.guest_topology.threads) {
+        return;
+    }
+    let home: std::collections::BTreeMap<CpuId, u32> =
+        vm.now.iter().map(|&(vcpu, cpu)| (cpu, vcpu)).collect();
+    let core_of = |cpu: CpuId| host.pu(cpu).and_then(|p| p.core);
+    let homes_on = |core: CoreId| -> usize {
+        host.core(core).map_or(0, |c| {
+            c.cpus.iter().filter(|cpu| home.contains_key(cpu)).count()
+        })
+    };
+    // Per core, in the order the layout used them: vCPUs it carries, and
+    // whether it holds the isolated emulator.
+    let mut order: Vec<CoreId> = Vec::new();
+    let mut slots: std::collections::BTreeMap<CoreId, (usize, bool)> =
+        std::collections::BTreeMap::new();
+    for pin in &plan.vcpus {
+        if let Some(core) = core_of(pin.cpu) {
+            if !order.contains(&core) {
+                order.push(core);
+            }
+            slots.entry(core).or_default().0 += 1;
+        }
+    }
+    let emulator = (vm.emulator == EmulatorPolicy::Isolate
+        && plan.emulator_cpus.len() == 1
+        && plan.emulator_cpus.is_subset(&plan.cpus))
+    .then(|| plan.emulator_cpus.first())
+    .flatten();
+    if let Some(core) = emulator.and_then(core_of) {
+        if !order.contains(&core) {
+            order.push(core);
+        }
+        slots.entry(core).or_default().1 = true;
+        // A core of its own for the emulator that vCPUs ran on, while a
+        // core of a vCPU holds none of theirs: swap the two.
+        if slots.get(&core).is_some_and(|s| s.0 == 0) && homes_on(core) > 0 {
+            let swap = order
+                .iter()
+                .copied()
+                .find(|&k| slots.get(&k).is_some_and(|s| s.0 == 1 && !s.1) && homes_on(k) == 0);
+            if let Some(k) = swap {
+                slots.insert(core, (1, false));
+                slots.insert(k, (0, true));
+            }
+        }
+    }
+    let mut chosen: Vec<CpuId> = Vec::new();
+    let mut new_emulator = None;
+    for &core in &order {
+        let (vcpus, emu) = slots.get(&core).copied().unwrap_or_default();
+        let cpus: Vec<CpuId> = host
+            .core(core)
+            .map(|c| c.cpus.intersection(&plan.cpus).iter().collect())
+            .unwrap_or_default();
+        let (mut first, mut rest): (Vec<CpuId>, Vec<CpuId>) =
+            cpus.iter().partition(|cpu| home.contains_key(cpu));
+        first.append(&mut rest);
+        let (mine, left) = first.split_at(vcpus.min(first.len()));
+        chosen.extend_from_slice(mine);
+        if emu {
+            // Where no vCPU of it ran, when there is such a CPU left.
+            new_emulator = left
+                .iter()
+                .find(|c| !home.contains_key(c))
+                .or_else(|| left.first())
+                .copied();
+        }
+    }
+    if chosen.len() != plan.vcpus.len() {
+        return;
+    }
+    let mut free: Vec<CpuId> = chosen
+        .iter()
+        .copied()
+        .filter(|cpu| !home.contains_key(cpu))
+        .collect();
+    free.reverse();
+    let mut pins: Vec<VcpuPin> = Vec::with_capacity(chosen.len());
+    let mut waiting: Vec<u32> = Vec::new();
+    let mut vcpus: Vec<u32> = plan.vcpus.iter().map(|p| p.vcpu).collect();
+    vcpus.sort_unstable();
+    let staying: BTreeSet<u32> = chosen.iter().filter_map(|c| home.get(c).copied()).collect();
+    for vcpu in vcpus {
+        match home.iter().find(|&(c, &v)| v == vcpu && chosen.contains(c)) {
+            Some((&cpu, _)) if staying.contains(&vcpu) => pins.push(VcpuPin {
+                vcpu,
+                cpu,
+                role: None,
+            }),
+            _ => waiting.push(vcpu),
+        }
+    }
+    // Home CPUs of vCPUs the plan does not have stay free for the others.
+    for cpu in chosen.iter().filter(|c| {
+        home.get(c)
+            .is_some_and(|v| !pins.iter().any(|p| p.vcpu == *v))
+    }) {
+        free.insert(0, *cpu);
+    }
+    for vcpu in waiting {
+        let Some(cpu) = free.pop() else { return };
+        pins.push(VcpuPin {
+            vcpu,
+            cpu,
+            role: None,
+        });
+    }
+    pins.sort_by_key(|p| p.vcpu);
+    plan.vcpus = pins;
+    if let (Some(old), Some(new)) = (emulator, new_emulator) {
+        let new_set: CpuSet = std::iter::once(new).collect();
+        let old_set: CpuSet = std::iter::once(old).collect();
+        plan.emulator_cpus = new_set.clone();
+        for io in plan.iothreads.iter_mut().filter(|io| io.cpus == old_set) {
+            io.cpus = new_set.clone();
+        }
+    }
+    if !plan.guest_cells.is_empty() {
+        plan.guest_cells = guest_cells(host, &plan.numa_nodes, &plan.vcpus);
+    }
+}

@@ -54,6 +54,9 @@ pub struct Class {
     pub domain: Domain,
     /// Usable threads per core.
     pub threads: u32,
+    /// Running VMs whose vCPUs run on its cores now: `(VM index, how many
+    /// of its vCPUs' CPUs each core holds)`; empty for most classes.
+    pub home: Vec<(usize, u32)>,
     /// Its cores, ascending.
     pub cores: Vec<CoreId>,
 }
@@ -103,6 +106,51 @@ pub fn classes(free: &[FreeCore]) -> Vec<Class> {
                 node,
                 domain,
                 threads,
+                home: Vec::new(),
+                cores,
+            }
+        })
+        .collect()
+}
+
+/// A class's key with the running VMs whose vCPUs run on its cores now.
+pub type HomeKey = (Option<NodeId>, Domain, u32, Vec<(usize, u32)>);
+
+/// [`classes`], each split further by the running VMs whose vCPUs run on a
+/// core now ([`VmRequest::now`]) and how many: a VM that keeps such a core
+/// keeps those vCPUs in place, so those cores are not interchangeable with
+/// the others for the objective "vCPUs moved".
+pub fn classes_with_homes(request: &PlanRequest, free: &[FreeCore]) -> Vec<Class> {
+    let mut home_of: std::collections::BTreeMap<CoreId, Vec<(usize, u32)>> =
+        std::collections::BTreeMap::new();
+    for (i, vm) in request.vms.iter().enumerate() {
+        let mut per_core: std::collections::BTreeMap<CoreId, u32> =
+            std::collections::BTreeMap::new();
+        for &(_, cpu) in &vm.now {
+            if let Some(core) = request.host.pu(cpu).and_then(|p| p.core) {
+                *per_core.entry(core).or_default() += 1;
+            }
+        }
+        for (core, n) in per_core {
+            home_of.entry(core).or_default().push((i, n));
+        }
+    }
+    let mut map: std::collections::BTreeMap<HomeKey, Vec<CoreId>> =
+        std::collections::BTreeMap::new();
+    for c in free {
+        let home = home_of.get(&c.core).cloned().unwrap_or_default();
+        map.entry((c.node, c.domain(), c.threads(), home))
+            .or_default()
+            .push(c.core);
+    }
+    map.into_iter()
+        .map(|((node, domain, threads, home), mut cores)| {
+            cores.sort();
+            Class {
+                node,
+                domain,
+                threads,
+                home,
                 cores,
             }
         })

@@ -37,10 +37,15 @@ use std::time::{Duration, Instant};
 /// optimised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Tier {
+    /// (0) Every running VM the plan may move placed (before any priority:
+    /// left out, it would go on running where others may be put).
+    Running,
     /// (1) Most VMs placed at this priority level; levels highest first.
     Placed(i64),
     /// (2) Then the most vCPUs placed: the bigger work, with the same count.
     Vcpus,
+    /// (2b) Fewest vCPUs of running VMs whose CPU changes.
+    Moves,
     /// (3) Fewest cores used.
     Cores,
     /// (4) Fewest NUMA nodes beyond the first for `numa = "preferred"` VMs.
@@ -56,8 +61,10 @@ pub enum Tier {
 impl std::fmt::Display for Tier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Tier::Running => f.write_str("running VMs placed"),
             Tier::Placed(level) => write!(f, "VMs placed (priority {level})"),
             Tier::Vcpus => f.write_str("vCPUs placed"),
+            Tier::Moves => f.write_str("vCPUs moved"),
             Tier::Cores => f.write_str("cores used"),
             Tier::ExtraNodes => f.write_str("extra NUMA nodes"),
             Tier::NicRemote => f.write_str("cores off the NIC's node"),
@@ -350,12 +357,17 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
             if unknown == 1 { "it" } else { "them" },
         ));
     }
-    if memory::active(request) && options.solver == SolverKind::Ilp && !ilp::agg::supported(request)
+    if memory::active(request) && options.solver == SolverKind::Ilp && ilp::per_class_only(request)
     {
         warnings.push(
-            "the free cores of this host have different thread counts: the integer program \
-             for such hosts does not count memory yet, so check the huge pages listed below"
-                .to_owned(),
+            if ilp::agg::supported(request) {
+                "running VMs may move: the integer program that counts their moves does not \
+                 count memory yet, so check the huge pages listed below"
+            } else {
+                "the free cores of this host have different thread counts: the integer program \
+                 for such hosts does not count memory yet, so check the huge pages listed below"
+            }
+            .to_owned(),
         );
     }
     let started = Instant::now();
@@ -474,10 +486,11 @@ pub fn build_plan(
         .iter()
         .enumerate()
         .filter_map(|(i, vm)| {
-            placement
-                .cores
-                .get(&i)
-                .map(|cores| assign::layout(&request.host, vm, cores, &emulator_host))
+            placement.cores.get(&i).map(|cores| {
+                let mut plan = assign::layout(&request.host, vm, cores, &emulator_host);
+                assign::keep_in_place(&request.host, vm, &mut plan);
+                plan
+            })
         })
         .collect();
     warnings.extend(uneven_dies(request, &vms));

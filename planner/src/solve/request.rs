@@ -148,6 +148,13 @@ pub struct VmRequest {
     pub roles: Roles,
     /// What the guest's CPU topology shows besides the pins.
     pub guest: GuestOptions,
+    /// It runs on the host now (a movable VM the spec names, or one whose
+    /// vCPUs float): placed before any priority level, since left out it
+    /// would go on running where the plan may put others.
+    pub running: bool,
+    /// Its vCPUs that run pinned to one CPU now, `(vCPU, CPU)`: the plan
+    /// moves as few as it can (objective "vCPUs moved").
+    pub now: Vec<(u32, crate::ids::CpuId)>,
 }
 
 /// Guest CPU topology options (`cache_aware`, `cache_passthrough`).
@@ -180,7 +187,21 @@ impl VmRequest {
             memory: None,
             roles: Roles::default(),
             guest: GuestOptions::default(),
+            running: false,
+            now: Vec::new(),
         }
+    }
+
+    /// Whether it runs now and the plan counts its moves.
+    pub fn moves_counted(&self) -> bool {
+        self.running || !self.now.is_empty()
+    }
+
+    /// How many of its vCPUs can keep their CPU on a core holding `home` of
+    /// the CPUs they run on now, `threads` usable: at most the vCPUs one such
+    /// core carries.
+    pub fn can_stay(&self, threads: u32, home: u32) -> u32 {
+        super::classes::pus_per_core(self, threads).min(home)
     }
 
     /// CPUs the VM needs for itself: vCPUs, plus one with `emulator =

@@ -176,6 +176,8 @@ impl Spec {
                 cache_aware: vm.cache_aware,
                 cache_passthrough: vm.cache_passthrough,
             },
+            running: false,
+            now: Vec::new(),
         })
     }
 

@@ -139,6 +139,7 @@ impl Spec {
                 (Some(vm), TenantState::Running) => {
                     if vm.movable {
                         residents.now.insert(name.to_owned(), t.vcpus.clone());
+                        mark_running(&mut request, t, &usable);
                         continue;
                     }
                     self.keep(
@@ -205,6 +206,7 @@ impl Spec {
         let floats = !t.vcpus.is_empty() && t.vcpus.iter().all(|v| usable.is_subset(&v.cpus));
         if floats {
             residents.now.insert(name.to_owned(), t.vcpus.clone());
+            mark_running(request, t, usable);
             warnings.push(format!(
                 "{name} runs with its vCPUs not pinned: planned like a new VM (apply pins it where the plan says)"
             ));
@@ -250,6 +252,40 @@ impl Spec {
             });
         }
     }
+}
+
+/// A running VM the plan may re-pin: placed before any priority level, and
+/// where its vCPUs' order may follow their CPUs (one thread per core in the
+/// guest, no roles: [`crate::solve::assign::can_keep_in_place`]), the ones
+/// pinned to one CPU each are moved as few as can be.
+fn mark_running(request: &mut PlanRequest, t: &Tenant, usable: &CpuSet) {
+    let one_thread = request
+        .host
+        .cores
+        .iter()
+        .all(|c| c.cpus.intersection(usable).len() <= 1);
+    let Some(vm) = request.vms.iter_mut().find(|v| v.name == t.name) else {
+        return;
+    };
+    vm.running = true;
+    let guest_threads = if vm.threads == crate::solve::ThreadPolicy::Isolate || one_thread {
+        1
+    } else {
+        2
+    };
+    if !crate::solve::assign::can_keep_in_place(vm, guest_threads) {
+        return;
+    }
+    let mut seen = CpuSet::new();
+    vm.now = t
+        .vcpus
+        .iter()
+        .filter(|v| v.vcpu < vm.vcpus && v.cpus.len() == 1)
+        .filter_map(|v| {
+            let cpu = v.cpus.first()?;
+            seen.insert(cpu).then_some((v.vcpu, cpu))
+        })
+        .collect();
 }
 
 /// A running domain the spec does not name, as a tenant to plan around on
@@ -482,6 +518,7 @@ impl Residents {
                 })
             })
             .collect();
+        plan.objective.vcpus_moved = u32::try_from(plan.moves.len()).unwrap_or(u32::MAX);
     }
 }
 

@@ -19,6 +19,13 @@ mod tiers;
 use super::{Placement, PlanRequest};
 use std::time::Duration;
 
+/// Whether only the per-class model serves `request`: its free cores differ
+/// in usable threads, or running VMs' moves count (they split classes by
+/// where the VMs run now, which the aggregated models do not).
+pub fn per_class_only(request: &PlanRequest) -> bool {
+    !agg::supported(request) || request.vms.iter().any(|v| v.moves_counted())
+}
+
 /// Solves `request` exactly within `time_limit`: the aggregated model where it
 /// applies (every free core with the same usable threads), else the per-class
 /// model.
@@ -32,7 +39,7 @@ pub fn place_with_progress(
     time_limit: Duration,
     progress: &super::Progress,
 ) -> Result<Placement, String> {
-    if agg::supported(request) {
+    if !per_class_only(request) {
         agg::place_with_progress(request, time_limit, progress).map(|(p, _)| p)
     } else {
         per_class::place(request, time_limit)

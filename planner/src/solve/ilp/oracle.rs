@@ -96,6 +96,12 @@ struct Oracle {
     extra_nodes: Expression,
     nic_remote: Expression,
     l3: Expression,
+    /// Minus the running VMs placed.
+    running: Expression,
+    /// vCPUs of running VMs that cannot keep their CPU.
+    moves: Expression,
+    /// Per free core: `(VM, its vCPUs' CPUs now on the core)`.
+    homes: Vec<Vec<(usize, u32)>>,
 }
 
 /// Whether `e` has no terms.
@@ -107,7 +113,29 @@ impl Oracle {
     fn new(request: &PlanRequest) -> Oracle {
         let free = classes::free_cores(request);
         let threads = free.iter().map(|c| c.pus.len() as u32).collect();
+        // Written out again per core: which CPUs of it each VM runs on now.
+        let homes = free
+            .iter()
+            .map(|c| {
+                request
+                    .vms
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(v, vm)| {
+                        let n = vm
+                            .now
+                            .iter()
+                            .filter(|&&(_, cpu)| c.pus.contains(cpu))
+                            .count();
+                        (n > 0).then_some((v, n as u32))
+                    })
+                    .collect()
+            })
+            .collect();
         Oracle {
+            running: Expression::default(),
+            moves: Expression::default(),
+            homes,
             users: vec![Vec::new(); free.len()],
             free,
             threads,
@@ -138,6 +166,24 @@ impl Oracle {
             self.cons.push(constraint!(x <= p));
             self.users[k].push(x);
             self.cores_used += x;
+        }
+        let v = self.placed.len() - 1;
+        if vm.running {
+            self.running -= p;
+        }
+        if vm.running || !vm.now.is_empty() {
+            self.moves += f64::from(vm.vcpus) * p;
+            for &(k, x) in &xs {
+                let home = self.homes[k]
+                    .iter()
+                    .find(|&&(w, _)| w == v)
+                    .map_or(0, |&(_, n)| n);
+                let stay = match vm.threads {
+                    ThreadPolicy::Isolate => home.min(1),
+                    ThreadPolicy::Require | ThreadPolicy::Prefer => home.min(self.threads[k]),
+                };
+                self.moves -= f64::from(stay) * x;
+            }
         }
         match vm.threads {
             ThreadPolicy::Isolate => self.isolate(vm, p, &xs),
@@ -296,10 +342,11 @@ impl Oracle {
     /// owner's VM index never decreases and unused cores come last. (Any
     /// solution becomes one of these by permuting such cores.)
     fn break_symmetry(&mut self) {
-        let mut alike: BTreeMap<(Option<NodeId>, Domain, u32), Vec<usize>> = BTreeMap::new();
+        // Cores where running VMs run now differ for "vCPUs moved".
+        let mut alike: BTreeMap<classes::HomeKey, Vec<usize>> = BTreeMap::new();
         for (k, c) in self.free.iter().enumerate() {
             alike
-                .entry((c.node, c.domain(), self.threads[k]))
+                .entry((c.node, c.domain(), self.threads[k], self.homes[k].clone()))
                 .or_default()
                 .push(k);
         }
@@ -360,8 +407,10 @@ impl Oracle {
                     .sum()
             })
             .collect();
+        tiers.insert(0, std::mem::take(&mut self.running));
         let vcpus = request.vms.iter().zip(&self.placed);
         tiers.push(vcpus.map(|(vm, &p)| -f64::from(vm.vcpus) * p).sum());
+        tiers.push(std::mem::take(&mut self.moves));
         tiers.extend([
             std::mem::take(&mut self.cores_used),
             std::mem::take(&mut self.extra_nodes),

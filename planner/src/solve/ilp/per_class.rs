@@ -96,6 +96,11 @@ struct Sums {
     l3: Expr,
     /// Per class: the cores VMs take of it.
     class_users: Vec<Expr>,
+    /// Minus the running VMs placed (objective 0).
+    running: Expr,
+    /// vCPUs of running VMs that move: placed vCPUs less those that can
+    /// keep their CPU.
+    moves: Expr,
     bound_cores: f64,
     bound_nodes: f64,
     bound_l3: f64,
@@ -110,7 +115,7 @@ struct Builder<'a> {
 
 fn build(request: &PlanRequest) -> Program {
     let free = classes::free_cores(request);
-    let classes = classes::classes(&free);
+    let classes = classes::classes_with_homes(request, &free);
     let mut b = Builder {
         classes: &classes,
         m: Model::default(),
@@ -119,15 +124,21 @@ fn build(request: &PlanRequest) -> Program {
             ..Sums::default()
         },
     };
-    let vms: Vec<Option<VmVars>> = request.vms.iter().map(|vm| b.vm(vm)).collect();
+    let vms: Vec<Option<VmVars>> = request
+        .vms
+        .iter()
+        .enumerate()
+        .map(|(i, vm)| b.vm(i, vm))
+        .collect();
     b.capacity();
     let (domains, partial) = b.partly_used_domains();
     let Builder { m, sums, .. } = b;
-    let tiers = in_order(
+    let mut tiers = in_order(
         request,
         sums.placed,
         vec![
             (Tier::Vcpus, sums.vcpus),
+            (Tier::Moves, sums.moves),
             (Tier::Cores, sums.cores),
             (Tier::ExtraNodes, sums.extra_nodes),
             (Tier::NicRemote, sums.nic_remote),
@@ -135,6 +146,9 @@ fn build(request: &PlanRequest) -> Program {
             (Tier::PartialL3, partial),
         ],
     );
+    if !sums.running.is_empty() {
+        tiers.insert(0, (Tier::Running, sums.running));
+    }
     let total_vcpus: f64 = request.vms.iter().map(|v| f64::from(v.vcpus)).sum();
     let bounds: BTreeMap<Tier, f64> = [
         (Tier::Vcpus, -total_vcpus),
@@ -157,9 +171,11 @@ fn build(request: &PlanRequest) -> Program {
 }
 
 impl Builder<'_> {
-    /// VM `vm`'s variables and rows; `None` when it can be placed nowhere.
-    fn vm(&mut self, vm: &VmRequest) -> Option<VmVars> {
+    /// VM `vm` (index `i`)'s variables and rows; `None` when it can be
+    /// placed nowhere.
+    fn vm(&mut self, i: usize, vm: &VmRequest) -> Option<VmVars> {
         let cols = self.columns(vm)?;
+        self.moves(i, &cols);
         let z = self.demand(&cols);
         let y = self.numa(&cols);
         // NIC locality as a cost.
@@ -229,6 +245,33 @@ impl Builder<'_> {
             n,
             demand,
         })
+    }
+
+    /// A running VM: placed before any priority level (objective 0), and
+    /// its vCPUs that cannot keep their CPU counted (objective "vCPUs
+    /// moved"): on each core of a class that holds `h` of its vCPUs' CPUs
+    /// now, [`VmRequest::can_stay`] of them stay.
+    fn moves(&mut self, i: usize, cols: &Columns) {
+        let vm = cols.vm;
+        if vm.running {
+            self.sums.running -= cols.placed;
+        }
+        if !vm.moves_counted() {
+            return;
+        }
+        self.sums.moves += f64::from(vm.vcpus) * cols.placed;
+        for &(c, v, _) in &cols.n {
+            let class = &self.classes[c];
+            let home = class
+                .home
+                .iter()
+                .find(|&&(j, _)| j == i)
+                .map_or(0, |&(_, h)| h);
+            let stay = vm.can_stay(class.threads, home);
+            if stay > 0 {
+                self.sums.moves -= f64::from(stay) * v;
+            }
+        }
     }
 
     /// The VM's demand, by thread policy; `z[v]` when it has one.
@@ -525,7 +568,7 @@ fn solve_tier(
         .filter(|v| program.model.feasible(v))
         .min_by(|a, b| terms.value(a).total_cmp(&terms.value(b)))
         .cloned();
-    let bound = if let Tier::Placed(_) = tier {
+    let bound = if let Tier::Placed(_) | Tier::Running = tier {
         Some(-(terms.len() as f64))
     } else if search.all_fixed {
         program.bounds.get(&tier).copied()
@@ -565,7 +608,7 @@ fn hold(program: &mut Program, search: &mut Search, tier: Tier, terms: &Expr, be
     // level to leave out.
     let whole =
         terms.terms().iter().all(|&(_, c)| c == -1.0) && best <= -(terms.len() as f64) + 0.5;
-    let level = matches!(tier, Tier::Placed(_));
+    let level = matches!(tier, Tier::Placed(_) | Tier::Running);
     if level && !whole {
         search.all_fixed = false;
     }

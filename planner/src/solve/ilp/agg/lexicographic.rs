@@ -207,7 +207,9 @@ pub(super) fn holds(
             Tier::Cores => f64::from(o.cores_used),
             Tier::ExtraNodes => f64::from(o.extra_numa_nodes),
             Tier::NicRemote => f64::from(o.nic_remote_cores),
-            Tier::L3PerVm | Tier::PartialL3 => return true,
+            // The aggregated models have no running VMs (ilp::place gives
+            // those to the per-class model).
+            Tier::L3PerVm | Tier::PartialL3 | Tier::Running | Tier::Moves => return true,
         };
         got <= value + 1e-6
     })
