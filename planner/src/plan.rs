@@ -411,8 +411,8 @@ impl Diagnostic for PlanError {
                 "make the plan on this host (`pinplan plan SPEC`, with --connect URI or \
                  --source for this host){}",
                 if *forcible {
-                    "; if it is the same machine read another way (hwloc and libvirt can \
-                     disagree on disallowed CPUs), --force uses the plan anyway"
+                    "; if it is the same machine read another way (an old libvirt lists \
+                     each CPU as a core of its own), --force uses the plan anyway"
                 } else {
                     ""
                 }
