@@ -120,9 +120,9 @@ pub struct FleetPlan {
     pub vms: Vec<FleetVmOutcome>,
     /// The values reached.
     pub objective: FleetObjective,
-    /// The assignment's objectives as solved: name and value (bounds on
-    /// what any fleet plan reaches).
-    pub assignment: Vec<(String, f64)>,
+    /// The assignment's objectives as solved, each with its value as users
+    /// count it (bounds on what any fleet plan reaches).
+    pub assignment: Vec<(assign::Tier, u64)>,
     /// The first objective the plan did not bring to its bound, when one.
     pub gap: Option<Gap>,
     /// Seconds spent planning.
@@ -140,11 +140,11 @@ const GROUP_ABOVE: usize = 2_000;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Gap {
     /// The objective (`hosts touched`, `VMs placed at priority 0`, …).
-    pub objective: String,
+    pub objective: assign::Tier,
     /// Its value in the plan (VMs, vCPUs, cores, moves or hosts).
-    pub reached: f64,
+    pub reached: u64,
     /// The value no plan can beat.
-    pub bound: f64,
+    pub bound: u64,
 }
 
 /// How to plan.
@@ -701,42 +701,31 @@ pub fn plan_fleet(
     // domains, and counts hosts alike together): its optima bound what
     // any fleet plan reaches. Where the plan reaches them tier by tier, it
     // is optimal; the first tier it misses is the stated gap.
-    let reached = |name: &str| -> Option<f64> {
-        if let Some(p) = name.strip_prefix("VMs placed at priority ") {
-            let p: i64 = p.parse().ok()?;
-            let n = objective
+    let reached = |tier: assign::Tier| -> u32 {
+        match tier {
+            assign::Tier::RunningKept => kept,
+            assign::Tier::Placed(p) => objective
                 .placed_by_priority
                 .iter()
                 .find(|(q, _)| *q == p)
-                .map_or(0, |x| x.1);
-            return Some(-f64::from(n));
+                .map_or(0, |x| x.1),
+            assign::Tier::Vcpus => objective.vcpus_placed,
+            assign::Tier::Cores => objective.cores_used,
+            assign::Tier::Moves => objective.moves,
+            assign::Tier::HostsTouched => objective.hosts_touched,
         }
-        Some(match name {
-            "running VMs kept" => -f64::from(kept),
-            "vCPUs placed" => -f64::from(objective.vcpus_placed),
-            "cores used" => f64::from(objective.cores_used),
-            "moves" => f64::from(objective.moves),
-            "hosts touched" => f64::from(objective.hosts_touched),
-            _ => return None,
-        })
     };
-    let mut gap = None;
-    let mut all_met = assignment.proven;
-    for (name, bound) in &assignment.tiers {
-        match reached(name) {
-            Some(value) if (value - bound).abs() < 0.5 => {}
-            Some(value) => {
-                gap = Some(Gap {
-                    objective: name.clone(),
-                    reached: value.abs(),
-                    bound: bound.abs(),
-                });
-                all_met = false;
-                break;
-            }
-            None => all_met = false,
-        }
-    }
+    let gap = assignment
+        .tiers
+        .iter()
+        .map(|&(tier, bound)| (tier, u64::from(reached(tier)), bound))
+        .find(|(_, value, bound)| value != bound)
+        .map(|(objective, reached, bound)| Gap {
+            objective,
+            reached,
+            bound,
+        });
+    let all_met = assignment.proven && gap.is_none();
     // Every host's own plan must be proven too (its L3 and SMT objectives).
     let hosts_proven = hosts_out
         .iter()
@@ -1393,6 +1382,48 @@ mod tests {
                 assert_eq!(plan.objective.moves, 0);
             }
         }
+    }
+
+    /// `v0` and `v1` (1 vCPU each) on a host of 4 cores, one reserved;
+    /// `v0` runs there on `cpus`.
+    fn v0_running_on(cpus: &str) -> (FleetSpec, Vec<Result<HostInput, String>>) {
+        let (spec, mut inputs) = fleet(&[4], &[(1, 0), (1, 0)]);
+        if let Some(Ok(input)) = inputs.first_mut() {
+            input.running = vec![("v0".to_owned(), cpus.parse().unwrap_or_default())];
+        }
+        (spec, inputs)
+    }
+
+    /// Issue 27: `fleet.json`'s `assignment` says each objective as users
+    /// count it — 1 running VM kept, not the solver's -1.
+    #[test]
+    fn fleet_json_objectives_are_counts() {
+        let (spec, inputs) = v0_running_on("3");
+        let plan = solved(&spec, inputs, 10);
+        assert!(plan.proven, "{:?}", plan.gap);
+        use assign::Tier;
+        assert_eq!(
+            plan.assignment,
+            vec![
+                (Tier::RunningKept, 1),
+                (Tier::Placed(0), 2),
+                (Tier::Vcpus, 2),
+                (Tier::Cores, 2),
+                (Tier::HostsTouched, 1),
+            ]
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&plan.to_json()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            json["assignment"],
+            serde_json::json!([
+                ["running VMs kept", 1],
+                ["VMs placed at priority 0", 2],
+                ["vCPUs placed", 2],
+                ["cores used", 2],
+                ["hosts touched", 1]
+            ])
+        );
     }
 
     /// A host that cannot be read is named; the others are planned.
