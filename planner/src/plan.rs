@@ -197,6 +197,19 @@ pub struct VmPlan {
     pub realtime_vcpus: Option<CpuSet>,
 }
 
+impl VmPlan {
+    /// Every CPU its threads are pinned to: its vCPUs', emulator's and I/O
+    /// threads' (what [`crate::tenant::Tenant::every_cpu`] is of a running VM).
+    pub fn every_cpu(&self) -> CpuSet {
+        let vcpus: CpuSet = self.vcpus.iter().map(|p| p.cpu).collect();
+        self.iothreads
+            .iter()
+            .fold(vcpus.union(&self.emulator_cpus), |all, t| {
+                all.union(&t.cpus)
+            })
+    }
+}
+
 /// A tenant the plan works around.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FixedPlan {
