@@ -227,6 +227,19 @@ impl FixedKind {
     }
 }
 
+impl VmPlan {
+    /// Every CPU its threads are pinned to: its vCPUs', emulator's and I/O
+    /// threads' (what [`crate::tenant::Tenant::every_cpu`] is of a running VM).
+    pub fn every_cpu(&self) -> CpuSet {
+        let vcpus: CpuSet = self.vcpus.iter().map(|p| p.cpu).collect();
+        self.iothreads
+            .iter()
+            .fold(vcpus.union(&self.emulator_cpus), |all, t| {
+                all.union(&t.cpus)
+            })
+    }
+}
+
 /// A tenant the plan works around.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FixedPlan {
@@ -465,8 +478,8 @@ impl Diagnostic for PlanError {
                 "make the plan on this host (`pinplan plan SPEC`, with --connect URI or \
                  --source for this host){}",
                 if *forcible {
-                    "; if it is the same machine read another way (hwloc and libvirt can \
-                     disagree on disallowed CPUs), --force uses the plan anyway"
+                    "; if it is the same machine read another way (an old libvirt lists \
+                     each CPU as a core of its own), --force uses the plan anyway"
                 } else {
                     ""
                 }

@@ -68,6 +68,55 @@ pub fn cores_needed(threads: u32, vm: &VmRequest) -> u32 {
     classes::cores_needed(vm, threads)
 }
 
+/// One objective of the assignment, in the order they are optimised (each
+/// held at its optimum while the next is). Each is a count as users count
+/// it — VMs, vCPUs, cores, moves, hosts — and [`Tier::more_is_better`] says
+/// which way it goes; that the solver minimises, and so takes the counts
+/// users want most of negated, stays inside [`solve`] (issue 27).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// Most running VMs that may not move kept on their host: before
+    /// anything else (left out, they would go on running on their old pins).
+    RunningKept,
+    /// Most VMs placed at this priority level; levels highest first.
+    Placed(i64),
+    /// Most vCPUs placed.
+    Vcpus,
+    /// Fewest cores used.
+    Cores,
+    /// Fewest running (movable) VMs given another host.
+    Moves,
+    /// Fewest hosts with a VM of the spec.
+    HostsTouched,
+}
+
+impl Tier {
+    /// Whether the best value is the largest (VMs, vCPUs), not the smallest.
+    pub fn more_is_better(self) -> bool {
+        matches!(self, Tier::RunningKept | Tier::Placed(_) | Tier::Vcpus)
+    }
+}
+
+/// Its name in `fleet.json` (`assignment`, `gap.objective`) and the text.
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tier::RunningKept => f.write_str("running VMs kept"),
+            Tier::Placed(level) => write!(f, "VMs placed at priority {level}"),
+            Tier::Vcpus => f.write_str("vCPUs placed"),
+            Tier::Cores => f.write_str("cores used"),
+            Tier::Moves => f.write_str("moves"),
+            Tier::HostsTouched => f.write_str("hosts touched"),
+        }
+    }
+}
+
+impl serde::Serialize for Tier {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// What the assignment gives: per kind, per host, how many members.
 #[derive(Debug, Clone, Default)]
 pub struct Assignment {
@@ -75,8 +124,9 @@ pub struct Assignment {
     pub counts: BTreeMap<(usize, usize), u32>,
     /// Every objective proven optimal.
     pub proven: bool,
-    /// Each objective's value, in order, with its name.
-    pub tiers: Vec<(String, f64)>,
+    /// Each objective solved, in order, with its optimum (or, when
+    /// stopped, the best value found): a count, never negative.
+    pub tiers: Vec<(Tier, u64)>,
 }
 
 /// One host's capacity: free cores per node (all threads).
@@ -124,9 +174,9 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
     let mut bin_cores: BTreeMap<usize, Expr> = BTreeMap::new();
     // Per bin: each kind's count there and one host's worth of it.
     let mut per_touched: BTreeMap<usize, Vec<(Var, f64)>> = BTreeMap::new();
+    // The counts each objective is about (VMs placed per priority, running
+    // VMs kept, …), as users count them.
     let mut placed: BTreeMap<i64, Expr> = BTreeMap::new();
-    // Running VMs that may not move: kept on their host before anything else
-    // (left out, they would go on running on their old pins).
     let mut kept = Expr::default();
     let (mut vcpus, mut cores, mut moves) = (Expr::default(), Expr::default(), Expr::default());
     for (k, kind) in kinds.iter().enumerate() {
@@ -208,14 +258,14 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
                 m.eq(split, f64::from(need) * y);
             }
             *bin_cores.entry(h).or_default() += f64::from(need) * y;
-            *placed.entry(kind.priority).or_default() += -1.0 * y;
-            vcpus += -f64::from(kind.vcpus) * y;
+            *placed.entry(kind.priority).or_default() += y;
+            vcpus += f64::from(kind.vcpus) * y;
             cores += f64::from(need) * y;
             if kind.running_on.is_some_and(|r| r != h) {
                 moves += y;
             }
             if kind.running_on == Some(h) && !kind.movable {
-                kept += -1.0 * y;
+                kept += y;
             }
         }
         if !all.is_empty() {
@@ -249,17 +299,12 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
         let kinds_here = per_touched.get(&h).cloned().unwrap_or_default();
         touch_vars.push((t, cores_here, per_host, kinds_here));
     }
-    let mut tiers: Vec<(String, Expr)> = vec![("running VMs kept".to_owned(), kept)];
-    tiers.extend(
-        placed
-            .into_iter()
-            .rev()
-            .map(|(p, e)| (format!("VMs placed at priority {p}"), e)),
-    );
-    tiers.push(("vCPUs placed".to_owned(), vcpus));
-    tiers.push(("cores used".to_owned(), cores));
-    tiers.push(("moves".to_owned(), moves));
-    tiers.push(("hosts touched".to_owned(), touched));
+    let mut tiers: Vec<(Tier, Expr)> = vec![(Tier::RunningKept, kept)];
+    tiers.extend(placed.into_iter().rev().map(|(p, e)| (Tier::Placed(p), e)));
+    tiers.push((Tier::Vcpus, vcpus));
+    tiers.push((Tier::Cores, cores));
+    tiers.push((Tier::Moves, moves));
+    tiers.push((Tier::HostsTouched, touched));
     tiers.retain(|(_, e)| !e.is_empty());
 
     let start = first_fit(
@@ -275,17 +320,23 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
     let mut values: Option<Vec<f64>> = start.clone().filter(|s| m.feasible(s));
     let mut proven = true;
     let mut out_tiers = Vec::new();
-    for (name, terms) in &tiers {
+    for (tier, count) in &tiers {
+        // The solver minimises: what users want most of, it takes negated.
+        let terms = if tier.more_is_better() {
+            -count.clone()
+        } else {
+            count.clone()
+        };
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             proven = false;
             break;
         }
         let tier_started = Instant::now();
-        let outcome = backend::run(&m, terms, left, values.as_deref());
+        let outcome = backend::run(&m, &terms, left, values.as_deref());
         if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
             eprintln!(
-                "fleet: {name}: {:.1} ms, {} variables, {} constraints, {}",
+                "fleet: {tier}: {:.1} ms, {} variables, {} constraints, {}",
                 tier_started.elapsed().as_secs_f64() * 1e3,
                 m.vars(),
                 m.cons(),
@@ -315,11 +366,11 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
             break;
         };
         let best = terms.value(v).round();
-        out_tiers.push((name.clone(), best));
+        out_tiers.push((*tier, count.value(v).round().max(0.0) as u64));
         if !proven {
             break;
         }
-        m.le(terms.clone(), best);
+        m.le(terms, best);
     }
     let mut counts = BTreeMap::new();
     if let Some(v) = &values {

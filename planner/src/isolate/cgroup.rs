@@ -431,6 +431,39 @@ pub(super) fn set_allowed_cpus(unit: &str, cpus: &str) -> Result<(), IsolateErro
     systemctl(&["set-property", "--runtime", unit, &property]).map(|_| ())
 }
 
+/// The CPUs the host's VMs may be given, by the cgroups: what libvirt's
+/// cgroup (`machine.slice`, `machine`) may use when it exists and has a
+/// cpuset, else what the cpuset hierarchy's root may use (all online CPUs
+/// on a host; a container's own CPUs inside one). `None` when no cpuset
+/// hierarchy is mounted: no cgroup keeps a VM off any CPU.
+///
+/// Not this process's cgroup nor its affinity: `isolate` confines every
+/// cgroup but libvirt's (pinplan's own among them) to the housekeeping
+/// CPUs, and the VM CPUs stay the VMs' (issue 27).
+pub fn vm_cpus(root: &Path) -> Option<CpuSet> {
+    let (mount, files): (PathBuf, &[&str]) = match detect(root) {
+        Layout::None => return None,
+        Layout::Systemd(m) | Layout::V2(m) => (m, &["cpuset.cpus.effective"]),
+        // v1 without `cgroup.sane_behavior` keeps `cpuset.cpus` effective;
+        // kernels since 4.17 also write `cpuset.effective_cpus`.
+        Layout::V1(m) => (m, &["cpuset.effective_cpus", "cpuset.cpus"]),
+    };
+    let cpus = |dir: &Path| {
+        files.iter().find_map(|file| {
+            read(&dir.join(file))
+                .and_then(|t| t.trim().parse::<CpuSet>().ok())
+                // A v1 cgroup nobody gave CPUs yet: libvirt sets them when a
+                // VM starts, from its parent's.
+                .filter(|set| !set.is_empty())
+        })
+    };
+    MACHINE
+        .iter()
+        .map(|m| mount.join(m))
+        .find_map(|dir| cpus(&dir))
+        .or_else(|| cpus(&mount))
+}
+
 /// Where the host's own processes may run now, by their cgroups, and how
 /// that is set: `None` when they are not confined (some process of the
 /// host may run on every online CPU).
@@ -483,7 +516,68 @@ pub fn host_confinement(root: &Path, online: &CpuSet) -> Option<(CpuSet, String)
 
 #[cfg(test)]
 mod tests {
-    use super::unescape;
+    use super::{unescape, vm_cpus};
+    use crate::cpuset::CpuSet;
+    use std::path::Path;
+
+    /// A host tree under `root`: `files` are (path, contents), `proc/mounts`
+    /// among them.
+    fn tree(root: &Path, files: &[(&str, &str)]) {
+        for (rel, text) in files {
+            let path = root.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+    }
+
+    /// Issue 27: the CPUs a plan may give VMs are libvirt's cgroup's, else
+    /// the hierarchy root's — never the cgroup pinplan itself runs in
+    /// (`user.slice` here, confined by `isolate`).
+    #[test]
+    fn vm_cpus_are_libvirts_cgroups_not_pinplans() {
+        const V2: &str = "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n";
+        const V1: &str = "cgroup /sys/fs/cgroup/cpuset cgroup rw,cpuset 0 0\n";
+        let v2 = |machine: Option<&'static str>| {
+            let mut files = vec![
+                ("proc/mounts", V2),
+                ("sys/fs/cgroup/cgroup.controllers", "cpuset cpu\n"),
+                ("sys/fs/cgroup/cpuset.cpus.effective", "0-7\n"),
+                ("sys/fs/cgroup/user.slice/cpuset.cpus.effective", "0\n"),
+            ];
+            if let Some(m) = machine {
+                files.push(("sys/fs/cgroup/machine.slice/cpuset.cpus.effective", m));
+            }
+            files
+        };
+        let v1 = |machine: &'static str| {
+            vec![
+                ("proc/mounts", V1),
+                ("sys/fs/cgroup/cpuset/cpuset.cpus", "0-3\n"),
+                ("sys/fs/cgroup/cpuset/cpuset.effective_cpus", "0-3\n"),
+                (
+                    "sys/fs/cgroup/cpuset/pinplan.housekeeping/cpuset.cpus",
+                    "0\n",
+                ),
+                ("sys/fs/cgroup/cpuset/machine/cpuset.cpus", machine),
+            ]
+        };
+        for (what, files, expected) in [
+            ("v2, libvirt's cgroup", v2(Some("2-7\n")), Some("2-7")),
+            ("v2, no VM started yet", v2(None), Some("0-7")),
+            ("v1, libvirt's cgroup", v1("1-3\n"), Some("1-3")),
+            (
+                "v1, libvirt's cgroup given no CPUs yet",
+                v1("\n"),
+                Some("0-3"),
+            ),
+            ("no cpuset hierarchy", vec![("proc/mounts", "")], None),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            tree(dir.path(), &files);
+            let expected = expected.map(|e| e.parse::<CpuSet>().unwrap());
+            assert_eq!(vm_cpus(dir.path()), expected, "{what}");
+        }
+    }
 
     #[test]
     fn mount_points_decode_octal_escapes() {

@@ -1,8 +1,10 @@
 //! Reads topologies through hwloc (the `hwlocality` crate): the live host, hwloc
 //! XML files and synthetic descriptions. It keeps disallowed CPUs (hwloc's
 //! include-disallowed flag) and offline CPUs (in hwloc's complete cpuset but
-//! without a PU object) so that they show as not usable. Grouping into the
-//! model is [`super::assemble`]'s job.
+//! without a PU object) so that they show as not usable. On the live host a
+//! CPU is allowed when the host's VMs may run there (libvirt's cgroup), not
+//! when pinplan's own process may, as hwloc has it. Grouping into the model
+//! is [`super::assemble`]'s job.
 
 use super::assemble::{RawGroup, RawNode, RawPu, RawTopology};
 use super::pci::{class_name, read_sysfs, PciAddress, PciClass, PciDevice, PcieLink};
@@ -56,6 +58,15 @@ pub(crate) fn live() -> Result<RawTopology, TopologyError> {
         .build()
         .map_err(|e| raw_error(name, &e))?;
     let mut raw = collect(&topology, name);
+    // hwloc's allowed set is this process's cgroup cpuset: after `pinplan
+    // isolate`, the housekeeping CPUs only. What a plan may use is what the
+    // host's VMs may (issue 27). An effective cpuset never lists an offline
+    // CPU, so it says nothing against one (libvirt's reader marks them
+    // allowed too).
+    let vm_cpus = crate::isolate::cgroup::vm_cpus(Path::new("/"));
+    for pu in &mut raw.pus {
+        pu.allowed = !pu.online || vm_cpus.as_ref().is_none_or(|set| set.contains(pu.cpu));
+    }
     let sys_devices = Path::new("/sys/bus/pci/devices");
     for device in &mut raw.pci {
         read_sysfs(sys_devices, device);

@@ -278,7 +278,9 @@ pub struct Pu {
     pub usable: bool,
     /// Whether the CPU is online.
     pub online: bool,
-    /// Whether this process (cgroup/cpuset) is allowed to use it.
+    /// Whether the host's VMs may use it: on the live host, libvirt's cgroup
+    /// cpuset (not pinplan's own cgroup or affinity); in an hwloc XML file,
+    /// what the exporting process was allowed.
     pub allowed: bool,
     /// Its NUMA node, when known.
     pub numa_node: Option<NodeId>,
