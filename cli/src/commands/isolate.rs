@@ -2,11 +2,16 @@
 //! (journalled, `--undo`), prints the boot-time way (`--emit kernel-args`,
 //! `--emit tuned`), installs the per-VM libvirt hook (`--emit hook DIR`) and
 //! is what that hook calls (`--vm-start`, `--vm-stop`). The work is
-//! [`pinplan::isolate`]'s. With the `fault-injection` feature (tests only),
-//! `PINPLAN_FAULT_ISOLATE_KILL_AT=N` aborts the process before change N.
+//! [`pinplan::isolate`]'s. SIGINT and SIGTERM stop an isolation between two
+//! changes and undo it; during `--undo` the first lets it finish, a second
+//! stops it ([`crate::signals`]). With the `fault-injection` feature (tests
+//! only), `PINPLAN_FAULT_ISOLATE_KILL_AT=N` aborts the process before change
+//! N, and `PINPLAN_FAULT_ISOLATE_SIGNAL_AT=N` sends it SIGINT there.
 
 use super::Format;
 use crate::error::{print, Failure, Usage};
+use crate::signals;
+use pinplan::interrupt::Interrupt;
 use pinplan::isolate::journal::{Change, Journal, Status, Undone};
 use pinplan::isolate::{self, boot, hook, IsolateError, State, Target};
 use pinplan::plan::Plan;
@@ -32,7 +37,9 @@ pub struct IsolateArgs {
     /// are kept.
     #[arg(long, value_name = "DIR", default_value = "/run/pinplan")]
     state: PathBuf,
-    /// Where to write the journal (default ./pinplan-isolate-SECONDS-PID.json).
+    /// Where to write the journal (default STATE/pinplan-isolate-SECONDS-PID.json,
+    /// STATE being /var/lib/pinplan as root, else $XDG_STATE_HOME/pinplan, or
+    /// $PINPLAN_STATE_DIR).
     #[arg(long, value_name = "FILE", conflicts_with = "undo")]
     journal: Option<PathBuf>,
     /// Print the changes; make none.
@@ -59,27 +66,37 @@ pub struct IsolateArgs {
     format: Format,
 }
 
-fn default_journal() -> PathBuf {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    PathBuf::from(format!(
-        "pinplan-isolate-{secs}-{}.json",
-        std::process::id()
-    ))
-}
-
 /// Aborts before change N when the fault-injection feature and
-/// `PINPLAN_FAULT_ISOLATE_KILL_AT=N` say so: as if killed mid-isolation.
-fn hook_before() -> impl FnMut(usize) {
+/// `PINPLAN_FAULT_ISOLATE_KILL_AT=N` say so: as if killed mid-isolation;
+/// `PINPLAN_FAULT_ISOLATE_SIGNAL_AT=N` sends this process SIGINT there and
+/// waits until the handler has seen it (change N is the first not made).
+fn hook_before(_interrupt: &Interrupt) -> impl FnMut(usize) {
     #[cfg(feature = "fault-injection")]
-    let at: Option<usize> = std::env::var("PINPLAN_FAULT_ISOLATE_KILL_AT")
-        .ok()
-        .and_then(|v| v.parse().ok());
+    let number =
+        |name: &str| -> Option<usize> { std::env::var(name).ok().and_then(|v| v.parse().ok()) };
+    #[cfg(feature = "fault-injection")]
+    let (kill_at, signal_at) = (
+        number("PINPLAN_FAULT_ISOLATE_KILL_AT"),
+        number("PINPLAN_FAULT_ISOLATE_SIGNAL_AT"),
+    );
+    #[cfg(feature = "fault-injection")]
+    let interrupt = _interrupt.clone();
     move |_i| {
         #[cfg(feature = "fault-injection")]
-        if at == Some(_i) {
+        if kill_at == Some(_i) {
             std::process::abort();
+        }
+        #[cfg(feature = "fault-injection")]
+        if signal_at == Some(_i) {
+            let _ = std::process::Command::new("sh")
+                .args(["-c", &format!("kill -s INT {}", std::process::id())])
+                .status();
+            for _ in 0..500 {
+                if interrupt.first().is_some() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
         }
     }
 }
@@ -100,7 +117,7 @@ pub fn run(args: &IsolateArgs) -> Result<ExitCode, Failure> {
         dir: args.state.clone(),
     };
     if let Some(journal) = &args.undo {
-        return undo(args, &state, journal);
+        return undo(args, &state, journal, &signals::install());
     }
     let Some(plan_path) = &args.plan else {
         return Err(Usage::new("give a plan: pinplan isolate --plan PLAN.json").into());
@@ -115,6 +132,10 @@ pub fn run(args: &IsolateArgs) -> Result<ExitCode, Failure> {
     if !args.emit.is_empty() {
         return emit(args, &target, plan_path);
     }
+    // Until a change starts, a signal ends pinplan at once (nothing to
+    // undo). Not for the hook (--vm-start, --vm-stop, above): libvirt runs
+    // it, and its changes are not announced to the handler.
+    let interrupt = signals::install();
     if !args.dry_run {
         state.check_idle()?;
     }
@@ -132,8 +153,18 @@ pub fn run(args: &IsolateArgs) -> Result<ExitCode, Failure> {
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    let path = args.journal.clone().unwrap_or_else(default_journal);
-    isolate::isolate(&state, &mut journal, &path, &mut hook_before())?;
+    let path = match &args.journal {
+        Some(path) => path.clone(),
+        None => pinplan::state::default_journal("isolate")?,
+    };
+    signals::changing(format!("pinplan isolate --undo {}", path.display()));
+    isolate::isolate(
+        &state,
+        &mut journal,
+        &path,
+        &mut hook_before(&interrupt),
+        &interrupt,
+    )?;
     let undo_command = format!("pinplan isolate --undo {}", path.display());
     let mut text = header(&target, &journal);
     text.push_str(&outcome(&journal));
@@ -265,7 +296,12 @@ fn notes_text(notes: &[String]) -> String {
     notes.iter().map(|n| format!("note: {n}\n")).collect()
 }
 
-fn undo(args: &IsolateArgs, state: &State, path: &Path) -> Result<ExitCode, Failure> {
+fn undo(
+    args: &IsolateArgs,
+    state: &State,
+    path: &Path,
+    interrupt: &Interrupt,
+) -> Result<ExitCode, Failure> {
     if args.dry_run {
         let journal = Journal::load(path)?;
         let mut text = String::new();
@@ -282,7 +318,16 @@ fn undo(args: &IsolateArgs, state: &State, path: &Path) -> Result<ExitCode, Fail
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    let done: Undone = isolate::undo(state, path)?;
+    // A first signal lets the undo finish; a second stops it.
+    signals::changing(format!("pinplan isolate --undo {}", path.display()));
+    let done: Undone = isolate::undo(state, path, interrupt)?;
+    if let Some(signal) = done.interrupted {
+        return Err(IsolateError::InterruptedAgain {
+            signal,
+            journal: path.to_owned(),
+        }
+        .into());
+    }
     let mut text = format!(
         "restored {} values, moved {} threads or processes back ({} had ended), removed {} cgroups\n",
         done.restored, done.moved_back, done.gone, done.removed
@@ -296,6 +341,10 @@ fn undo(args: &IsolateArgs, state: &State, path: &Path) -> Result<ExitCode, Fail
         &text,
         || json!({"status": if ok { "undone" } else { "partly-undone" }, "undone": done}),
     )?;
+    if let Some(signal) = interrupt.first() {
+        eprintln!("interrupted ({signal}): the undo was finished first");
+        return Ok(ExitCode::from(signal.exit_code()));
+    }
     Ok(crate::error::verdict(ok))
 }
 
