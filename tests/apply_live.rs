@@ -127,8 +127,8 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
         guests: Guests {
             uri: uri.clone(),
             names: vec![
-                format!("pinplan-apply-a-{pid}"),
-                format!("pinplan-apply-b-{pid}"),
+                format!("apl-a-{pid}"),
+                format!("apl-b-{pid}"),
             ],
         },
         dir: TempDir::new(),
@@ -191,7 +191,7 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     wrong_count["vms"][1]["vcpus"] =
         json!([{"vcpu": 0, "cpu": 0}, {"vcpu": 1, "cpu": 1}, {"vcpu": 2, "cpu": 1}]);
     let mut unknown = two_guest_plan(&base, &lab.guests.names, pa, pb);
-    unknown["vms"][0]["name"] = json!(format!("pinplan-apply-nosuch-{pid}"));
+    unknown["vms"][0]["name"] = json!(format!("apl-nosuch-{pid}"));
     let mut other_host = two_guest_plan(&base, &lab.guests.names, pa, pb);
     other_host["host"]["fingerprint"] = json!("fnv1a64:0000000000000000");
     let mut no_cpu = two_guest_plan(&base, &lab.guests.names, pa, pb);
