@@ -126,10 +126,7 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     let lab = Lab {
         guests: Guests {
             uri: uri.clone(),
-            names: vec![
-                format!("apl-a-{pid}"),
-                format!("apl-b-{pid}"),
-            ],
+            names: vec![format!("apl-a-{pid}"), format!("apl-b-{pid}")],
         },
         dir: TempDir::new(),
     };

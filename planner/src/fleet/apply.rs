@@ -491,12 +491,8 @@ pub fn apply(
                 Ok(vms) => HostStatus::Applied { vms, journal },
                 Err(failure) => {
                     stop.store(true, Ordering::SeqCst);
-                    let error = ApplyError::Failed {
-                        failure: failure.clone(),
-                        journal: journal.clone(),
-                        uri: p.journal.uri.clone(),
-                    }
-                    .to_string();
+                    let error = ApplyError::of_failure(failure.clone(), &journal, &p.journal.uri)
+                        .to_string();
                     HostStatus::Failed {
                         error,
                         failure,
@@ -1107,6 +1103,57 @@ mod tests {
         assert_eq!(
             (file, journal.uri),
             (dir.path().join("f-h.json"), "test:///default".to_owned())
+        );
+    }
+
+    /// Issue 27: a fleet apply a signal stopped says so, with how to finish
+    /// when a second one stopped a host's restore, and exits 130/143.
+    #[test]
+    fn issue_27_an_interrupted_fleet_says_so() {
+        use crate::libvirt::apply::StepError;
+        let done = |again: Option<Signal>| FleetApplied {
+            fleet: PathBuf::from("out"),
+            hosts: vec![HostOutcome {
+                name: "a".to_owned(),
+                uri: Some("qemu+ssh://root@a/system".to_owned()),
+                status: HostStatus::Failed {
+                    error: "interrupted".to_owned(),
+                    failure: Box::new(Failure {
+                        vm: "v1".to_owned(),
+                        error: StepError::Interrupted {
+                            signal: Signal::Term,
+                            what: "vCPU 0".to_owned(),
+                            scope: "live",
+                        },
+                        restored: vec!["v1".to_owned()],
+                        restore_errors: Vec::new(),
+                        changed: true,
+                        restore_interrupted: again,
+                    }),
+                    journal: PathBuf::from("fj-a.json"),
+                },
+            }],
+            journal: Some(PathBuf::from("fj.json")),
+            all_or_nothing: false,
+            moves: Vec::new(),
+        };
+        let once = done(None);
+        assert_eq!(once.exit(), Some(Exit::Interrupted(Signal::Term)));
+        assert!(
+            once.to_text(false).ends_with(
+                "interrupted (SIGTERM): every host changed was restored as it was; fleet journal: fj.json\n"
+            ),
+            "{}",
+            once.to_text(false)
+        );
+        let twice = done(Some(Signal::Int));
+        assert_eq!(twice.exit(), Some(Exit::Interrupted(Signal::Int)));
+        assert!(
+            twice.to_text(false).ends_with(
+                "interrupted again: the hosts are partly restored; finish with: pinplan apply --rollback fj.json\n"
+            ),
+            "{}",
+            twice.to_text(false)
         );
     }
 
