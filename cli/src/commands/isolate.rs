@@ -34,9 +34,10 @@ pub struct IsolateArgs {
     #[arg(long, value_name = "DIR", default_value = "/")]
     root: PathBuf,
     /// Where the isolation in effect and the hook's count of running VMs
-    /// are kept.
-    #[arg(long, value_name = "DIR", default_value = "/run/pinplan")]
-    state: PathBuf,
+    /// are kept (default: pinplan's runtime directory, /run/pinplan, or
+    /// $XDG_RUNTIME_DIR/pinplan for a user who may not write /run).
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
     /// Where to write the journal (default STATE/pinplan-isolate-SECONDS-PID.json,
     /// STATE being /var/lib/pinplan as root, else $XDG_STATE_HOME/pinplan, or
     /// $PINPLAN_STATE_DIR).
@@ -113,8 +114,14 @@ fn say(format: Format, text: &str, object: impl FnOnce() -> Value) -> Result<(),
 }
 
 pub fn run(args: &IsolateArgs) -> Result<ExitCode, Failure> {
+    // One rule for pinplan's runtime directory: apply's locks use it too.
     let state = State {
-        dir: args.state.clone(),
+        dir: match &args.state {
+            Some(dir) => dir.clone(),
+            // Not creatable here (no /run, no XDG_RUNTIME_DIR): the lock
+            // says so if this run needs it; --emit and --dry-run do not.
+            None => pinplan::state::runtime_dir().unwrap_or_else(|_| PathBuf::from("/run/pinplan")),
+        },
     };
     if let Some(journal) = &args.undo {
         return undo(args, &state, journal, &signals::install());
@@ -130,7 +137,7 @@ pub fn run(args: &IsolateArgs) -> Result<ExitCode, Failure> {
     let online = isolate::online_cpus(&args.root)?;
     let target = Target::from_plan(&plan, &online)?;
     if !args.emit.is_empty() {
-        return emit(args, &target, plan_path);
+        return emit(args, &state, &target, plan_path);
     }
     // Until a change starts, a signal ends pinplan at once (nothing to
     // undo). Not for the hook (--vm-start, --vm-stop, above): libvirt runs
@@ -348,7 +355,12 @@ fn undo(
     Ok(crate::error::verdict(ok))
 }
 
-fn emit(args: &IsolateArgs, target: &Target, plan_path: &Path) -> Result<ExitCode, Failure> {
+fn emit(
+    args: &IsolateArgs,
+    state: &State,
+    target: &Target,
+    plan_path: &Path,
+) -> Result<ExitCode, Failure> {
     let kind = args.emit[0].as_str();
     let dir = args.emit.get(1);
     match (kind, dir) {
@@ -365,7 +377,7 @@ fn emit(args: &IsolateArgs, target: &Target, plan_path: &Path) -> Result<ExitCod
                 &exe,
                 &absolute(plan_path),
                 &absolute(&args.root),
-                &absolute(&args.state),
+                &absolute(&state.dir),
             )?;
             let path = hook::install(Path::new(dir), &script)?;
             print(&format!(
