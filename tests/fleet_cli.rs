@@ -388,10 +388,23 @@ fn fleet_apply_per_host_all_or_nothing_and_rollback() {
         names
     };
 
+    // --force from here while both guests run: this machine is both hosts,
+    // so each host's check sees the other host's VM running, not pinned
+    // (issue 27: a floating domain may run on the planned CPUs) or pinned
+    // onto its CPU.
+
     // A dry run: the preconditions of both hosts, nothing changed or written.
     let out = pinplan_in(
         &dir,
-        &["apply", "--fleet", "out", "--dry-run", "--format", "json"],
+        &[
+            "apply",
+            "--fleet",
+            "out",
+            "--force",
+            "--dry-run",
+            "--format",
+            "json",
+        ],
         &[],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -417,6 +430,7 @@ fn fleet_apply_per_host_all_or_nothing_and_rollback() {
             "apply",
             "--fleet",
             "out",
+            "--force",
             "--all-or-nothing",
             "--journal",
             "j1.json",
@@ -453,7 +467,7 @@ fn fleet_apply_per_host_all_or_nothing_and_rollback() {
     // and says so; the fleet journal puts it back.
     let out = pinplan_in(
         &dir,
-        &["apply", "--fleet", "out", "--journal", "j2.json"],
+        &["apply", "--fleet", "out", "--force", "--journal", "j2.json"],
         &fault,
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
@@ -473,7 +487,7 @@ fn fleet_apply_per_host_all_or_nothing_and_rollback() {
     // fleet journal, the config pinned too.
     let out = pinplan_in(
         &dir,
-        &["apply", "--fleet", "out", "--journal", "j3.json"],
+        &["apply", "--fleet", "out", "--force", "--journal", "j3.json"],
         &[],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -529,6 +543,7 @@ fn fleet_apply_per_host_all_or_nothing_and_rollback() {
             "apply",
             "--fleet",
             "out",
+            "--force",
             "--journal",
             "j7.json",
             "--format",
@@ -575,8 +590,7 @@ fn fleet_apply_per_host_all_or_nothing_and_rollback() {
 
     // Two fleet applies at once over the same hosts: the host locks (taken
     // in one order) make one wait for the other, which then finds the plan
-    // in effect. --force: this machine is both hosts, so each host's check
-    // would see the other host's VM pinned onto its CPU.
+    // in effect.
     let spawn = |journal: &str| {
         util::command()
             .args(["apply", "--fleet", "out", "--force", "--journal", journal])

@@ -133,16 +133,10 @@ fn ok(out: &Output) -> String {
     text(&out.stdout)
 }
 
-/// cgroup v2 without systemd: the cpuset controller enabled, each top-level
-/// cgroup but libvirt's confined, the root cgroup's user processes moved
-/// into pinplan's cgroup (the kernel thread stays), IRQ 24, the default IRQ
-/// affinity and the workqueues moved — each write exact — and the undo
-/// writes every value back.
-#[test]
-fn cgroup_v2_tree_gets_exact_writes_and_the_undo_restores_them() {
-    let dir = TempDir::new();
-    let (plan, cpus) = plan(&dir, &["vm1"]);
-    let root = host_tree(&dir);
+/// A cgroup v2 host without systemd under `dir/root`: three processes in
+/// the root cgroup (kthreadd among them), four top-level cgroups.
+fn v2_tree(dir: &TempDir) -> PathBuf {
+    let root = host_tree(dir);
     let put = |rel: &str, text: &str| dir.write(&format!("root/{rel}"), text);
     put(
         "proc/mounts",
@@ -157,6 +151,83 @@ fn cgroup_v2_tree_gets_exact_writes_and_the_undo_restores_them() {
     for slice in ["system.slice", "user.slice", "init.scope", "machine.slice"] {
         put(&format!("sys/fs/cgroup/{slice}/cpuset.cpus"), "");
     }
+    root
+}
+
+/// Issue 27, item 4: SIGINT mid-isolation (fault injection: before the
+/// third change) stops it, undoes what it made from the journal, says so
+/// and exits 130; the isolation is not left recorded as in effect.
+#[test]
+fn issue_27_sigint_mid_isolation_undoes_it() {
+    if !cfg!(feature = "fault-injection") {
+        eprintln!("not tested: needs --features pinplan-cli/fault-injection");
+        return;
+    }
+    let dir = TempDir::new();
+    let (plan, _) = plan(&dir, &["vm1"]);
+    let root = v2_tree(&dir);
+    let before = snapshot(&root);
+    let state = dir.path("state");
+    let journal = dir.path("j.json");
+    let out = util::command()
+        .args([
+            "isolate",
+            "--plan",
+            util::arg(&plan),
+            "--journal",
+            util::arg(&journal),
+            "--root",
+            util::arg(&root),
+            "--state",
+            util::arg(&state),
+        ])
+        .env("PINPLAN_FAULT_ISOLATE_SIGNAL_AT", "2")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: interrupted (SIGINT): every value restored as it was; journal: {}",
+            journal.display()
+        )),
+        "{stderr}"
+    );
+    let after = snapshot(&root);
+    for (file, text) in &before {
+        match file.as_str() {
+            // The undo writes -cpuset (a write, not a value read back), and
+            // moves the moved processes back by appending them.
+            "sys/fs/cgroup/cgroup.subtree_control" => {
+                assert!(["-cpuset", text.as_str()].contains(&after[file].as_str()));
+            }
+            "sys/fs/cgroup/cgroup.procs" => assert!(after[file].starts_with(text.as_str())),
+            _ => assert_eq!(
+                after.get(file).map(|t| t.trim()),
+                Some(text.trim()),
+                "{file}"
+            ),
+        }
+    }
+    assert!(
+        !state.join("active").exists(),
+        "still recorded as in effect"
+    );
+    let recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&journal).unwrap()).unwrap();
+    assert_eq!(recorded["state"], "undone");
+}
+
+/// cgroup v2 without systemd: the cpuset controller enabled, each top-level
+/// cgroup but libvirt's confined, the root cgroup's user processes moved
+/// into pinplan's cgroup (the kernel thread stays), IRQ 24, the default IRQ
+/// affinity and the workqueues moved — each write exact — and the undo
+/// writes every value back.
+#[test]
+fn cgroup_v2_tree_gets_exact_writes_and_the_undo_restores_them() {
+    let dir = TempDir::new();
+    let (plan, cpus) = plan(&dir, &["vm1"]);
+    let root = v2_tree(&dir);
     let before = snapshot(&root);
     let (root_arg, state) = (util::arg(&root).to_owned(), dir.path("state"));
     let journal = dir.path("j.json");

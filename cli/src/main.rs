@@ -7,6 +7,7 @@ mod commands;
 mod error;
 mod pages;
 mod progress;
+mod signals;
 mod ui;
 mod version;
 

@@ -17,6 +17,9 @@ pub enum Exit {
     No,
     /// Bad input or a failure to do the work (exit status 2).
     Error,
+    /// Stopped by a signal, what was changed undone or the way to finish
+    /// it said (exit status 128 + the signal: 130, 143).
+    Interrupted(crate::interrupt::Signal),
 }
 
 impl Exit {
@@ -25,6 +28,7 @@ impl Exit {
         match self {
             Exit::No => 1,
             Exit::Error => 2,
+            Exit::Interrupted(signal) => signal.exit_code(),
         }
     }
 }

@@ -16,6 +16,8 @@
 //! - [`plan`]: the resulting [`plan::Plan`], its JSON and text.
 //! - [`output`]: the files `plan --out` and `xml` write, atomically.
 //! - [`tenant`]: who is pinned where now.
+//! - [`state`]: where journals and locks are kept (one rule for every
+//!   command); [`interrupt`]: stopping a change part-way, cleanly.
 //! - [`libvirt`]: domain XML in and out (read, emit, lossless patch), reading
 //!   domains through a connection, applying a plan.
 //! - [`report`]: conflicts between tenants, what a plan would move; text,
@@ -41,6 +43,7 @@ pub mod fleet;
 mod fuzz;
 pub mod guest;
 pub mod ids;
+pub mod interrupt;
 pub mod isolate;
 pub mod libvirt;
 pub mod memory;
@@ -49,6 +52,7 @@ pub mod plan;
 pub mod report;
 pub mod solve;
 pub mod spec;
+pub mod state;
 pub mod tenant;
 pub mod text;
 pub mod topology;

@@ -439,7 +439,7 @@ pub fn xml_text(
 }
 
 /// Writes `text` to `path` through a temporary file in the same directory,
-/// fsync and a rename, with permission bits `mode` (0o600 for files that
+/// fsync, a rename and an fsync of the directory, with permission bits `mode` (0o600 for files that
 /// may hold secrets, such as an apply journal). The temporary file has an
 /// unpredictable name and is created exclusively (never through a link
 /// someone planted); a `path` that is a link is replaced, not followed.
@@ -480,7 +480,12 @@ fn write_file(path: &Path, text: &str, mode: u32, replace: bool) -> Result<(), W
     } else {
         temp.persist_noclobber(path)
     };
-    persisted.map(drop).map_err(|e| failed(e.error))
+    persisted.map(drop).map_err(|e| failed(e.error))?;
+    // The rename is durable once the directory is synced: a journal must
+    // be on disk before the first change it records.
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(failed)
 }
 
 /// The directory a file is written in.

@@ -28,11 +28,21 @@ pub fn fixture_text(rel: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The binary, to run in the repository's root.
+/// The binary, to run in the repository's root, with this test process's
+/// own state directory: a journal a test does not place never goes to the
+/// real `/var/lib/pinplan` (a test that needs a state directory of its own
+/// sets `PINPLAN_STATE_DIR` again).
 pub fn command() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_pinplan"));
     cmd.current_dir(repo());
+    cmd.env("PINPLAN_STATE_DIR", state_dir());
     cmd
+}
+
+/// `CARGO_TARGET_TMPDIR/state-PID`: this test process's state directory
+/// (under the build directory, so never the host's).
+pub fn state_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("state-{}", std::process::id()))
 }
 
 /// Runs `pinplan ARGS` in the repository's root, whatever its exit status.

@@ -1,16 +1,18 @@
 //! `pinplan apply`: preconditions, journal, pin calls with read-back, and
 //! rollback. The work is `pinplan::libvirt::apply`'s; this module turns the
-//! arguments into its calls and prints what happened. With the
-//! `fault-injection` feature (tests only), the environment can make the N-th
-//! pin call fail or abort the process.
+//! arguments into its calls and prints what happened. SIGINT and SIGTERM stop
+//! it between two pin calls and restore what was changed ([`signals`]).
+//! With the `fault-injection` feature (tests only), the environment can make
+//! the N-th pin call fail, abort the process, or signal it.
 
 use super::{use_colour, ColorArg, Format};
 use crate::error::{print, verdict, Failure, Usage};
+use crate::signals;
 use pinplan::fleet::apply::{self as fleet_apply, FleetApplyOptions, FleetJournal, RollbackStatus};
 use pinplan::fleet::inventory::Inventory;
+use pinplan::interrupt::Interrupt;
 use pinplan::libvirt::apply::host::{Checked, Prepared};
-use pinplan::libvirt::apply::{self, lock, ApplyError, Journal, Scope, Session};
-use pinplan::output::write_new;
+use pinplan::libvirt::apply::{self, lock, ApplyError, Journal, JournalStatus, Scope, Session};
 use pinplan::plan::Plan;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -45,13 +47,16 @@ pub struct ApplyArgs {
     /// Check the preconditions and print what would change; change nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Where to write the journal (default ./pinplan-journal-SECONDS-PID.json;
-    /// with --fleet the fleet journal, default
-    /// ./pinplan-fleet-journal-SECONDS-PID.json, each host's beside it as
+    /// Where to write the journal (default STATE/pinplan-journal-SECONDS-PID.json,
+    /// STATE being /var/lib/pinplan as root, else $XDG_STATE_HOME/pinplan, or
+    /// $PINPLAN_STATE_DIR; with --fleet the fleet journal, default
+    /// STATE/pinplan-fleet-journal-SECONDS-PID.json, each host's beside it as
     /// NAME-HOST.json).
     #[arg(long, value_name = "FILE")]
     journal: Option<PathBuf>,
-    /// Apply even if domains outside the plan are pinned onto the planned CPUs.
+    /// Apply even if domains outside the plan may run on the planned CPUs
+    /// (pinned there, or not pinned at all), or an earlier apply on the host
+    /// did not finish (its journal is not rolled back).
     #[arg(long)]
     force: bool,
     /// Restore every VM of a journal (e.g. after an interrupted apply).
@@ -68,14 +73,16 @@ pub struct ApplyArgs {
 
 /// The fault-injection hook: `PINPLAN_FAULT_PIN_CALL=N` makes the N-th pin
 /// call fail (`PINPLAN_FAULT_MODE=error`, the default) or abort the process
-/// (`abort`), as if it were killed mid-apply. With `PINPLAN_FAULT_EXEC=CMD`
-/// the failing call first runs `sh -c CMD` with `PINPLAN_PID` set (tests use
-/// it to drop this process's libvirt connection); with `continue` the call
-/// runs `CMD` and then goes ahead (tests stall the connection under it).
-/// With `--fleet`,
+/// (`abort`), as if it were killed mid-apply; `sigint`, `sigterm` and
+/// `sigkill` send this process that signal there instead (for SIGINT and
+/// SIGTERM the hook waits until the handler has seen it, so the N-th call is
+/// the first one not made). With `PINPLAN_FAULT_EXEC=CMD` the failing call
+/// first runs `sh -c CMD` with `PINPLAN_PID` set (tests use it to drop this
+/// process's libvirt connection); with `continue` the call runs `CMD` and
+/// then goes ahead (tests stall the connection under it). With `--fleet`,
 /// `PINPLAN_FAULT_HOST=NAME` keeps the fault to that host.
 #[cfg(feature = "fault-injection")]
-fn hook(host: Option<&str>) -> impl FnMut(u32) -> Result<(), String> + Send {
+fn hook(host: Option<&str>, interrupt: &Interrupt) -> impl FnMut(u32) -> Result<(), String> + Send {
     let only = std::env::var("PINPLAN_FAULT_HOST").ok();
     let at: Option<u32> = std::env::var("PINPLAN_FAULT_PIN_CALL")
         .ok()
@@ -84,6 +91,8 @@ fn hook(host: Option<&str>) -> impl FnMut(u32) -> Result<(), String> + Send {
     let mode = std::env::var("PINPLAN_FAULT_MODE").unwrap_or_default();
     let exec = std::env::var("PINPLAN_FAULT_EXEC").ok();
     let (abort, carry_on) = (mode == "abort", mode == "continue");
+    let signal = mode.strip_prefix("sig").map(str::to_uppercase);
+    let interrupt = interrupt.clone();
     move |call| match at {
         Some(n) if n == call && exec.is_some() => {
             let status = std::process::Command::new("sh")
@@ -102,22 +111,40 @@ fn hook(host: Option<&str>) -> impl FnMut(u32) -> Result<(), String> + Send {
             eprintln!("fault injection: aborting before pin call {call}");
             std::process::abort()
         }
+        Some(n) if n == call && signal.is_some() => {
+            let name = signal.as_deref().unwrap_or("INT");
+            eprintln!("fault injection: SIG{name} before pin call {call}");
+            let sent = std::process::Command::new("sh")
+                .args(["-c", &format!("kill -s {name} {}", std::process::id())])
+                .status();
+            // SIGKILL ends the process; SIGINT and SIGTERM reach the
+            // handler's thread, which sets `interrupt`.
+            for _ in 0..500 {
+                if interrupt.first().is_some() {
+                    return Ok(());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(format!(
+                "fault injection: SIG{name} sent ({sent:?}) but not seen in 5 s"
+            ))
+        }
         Some(n) if n == call => Err(format!("fault injected at pin call {call}")),
         _ => Ok(()),
     }
 }
 
 #[cfg(not(feature = "fault-injection"))]
-fn hook(_host: Option<&str>) -> impl FnMut(u32) -> Result<(), String> + Send {
+fn hook(
+    _host: Option<&str>,
+    _interrupt: &Interrupt,
+) -> impl FnMut(u32) -> Result<(), String> + Send {
     |_| Ok(())
 }
 
-/// `./pinplan-KIND-SECONDS-PID.json`.
-fn default_journal(kind: &str) -> PathBuf {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    PathBuf::from(format!("pinplan-{kind}-{secs}-{}.json", std::process::id()))
+/// The default journal in the state directory.
+fn default_journal(kind: &str) -> Result<PathBuf, Failure> {
+    pinplan::state::default_journal(kind).map_err(|e| ApplyError::StateDir(e).into())
 }
 
 /// Prints the text, or with `--format json` the object.
@@ -149,14 +176,16 @@ fn scope(args: &ApplyArgs) -> Scope {
 
 pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
     let started = std::time::Instant::now();
+    // Until a change starts, a signal ends pinplan at once (nothing to undo).
+    let interrupt = signals::install();
     if let Some(journal) = &args.rollback {
         if let Some(fleet) = FleetJournal::load_if(journal)? {
-            return rollback_fleet(journal, &fleet, args);
+            return rollback_fleet(journal, &fleet, args, &interrupt);
         }
-        return rollback(journal, args);
+        return rollback(journal, args, &interrupt);
     }
     if let Some(dir) = &args.fleet {
-        return run_fleet(dir, args);
+        return run_fleet(dir, args, &interrupt);
     }
     // clap requires --connect without --rollback.
     let connect = args.connect.clone().unwrap_or_default();
@@ -172,6 +201,9 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
     // read-back (a dry run only reads).
     let _lock = (!args.dry_run).then(|| host_lock(&connect)).transpose()?;
     let checked = apply::host::check(plan_path, &plan, &connect, &args.vms, scope, args.force)?;
+    for w in &checked.warnings {
+        crate::ui::warn(&format!("{}: {}", w.vm, w.reason));
+    }
     let text_only = matches!(args.format, Format::Text);
     if let Some(note) = apply::unplaced_note(&plan).filter(|_| text_only) {
         print(&note)?;
@@ -198,11 +230,15 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
         })?;
         return Ok(ExitCode::SUCCESS);
     }
-    let journal_path = args
-        .journal
-        .clone()
-        .unwrap_or_else(|| default_journal("journal"));
-    write_new(&journal_path, &journal.to_json(), 0o600).map_err(ApplyError::Journal)?;
+    let journal_path = match &args.journal {
+        Some(path) => path.clone(),
+        None => default_journal("journal")?,
+    };
+    // From here a signal stops the apply between pin calls and restores.
+    signals::changing(apply::retry(&journal_path, &connect));
+    journal
+        .write_new(&journal_path)
+        .map_err(ApplyError::Journal)?;
     if text_only {
         print(&format!(
             "journal: {} (undo: {})\n",
@@ -210,13 +246,19 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
             apply::retry(&journal_path, &connect)
         ))?;
     }
-    let done = session
-        .apply(&targets, &journal, scope, &mut hook(None))
-        .map_err(|failure| ApplyError::Failed {
-            failure,
-            journal: journal_path.clone(),
-            uri: connect.clone(),
-        })?;
+    let result = session.apply(
+        &targets,
+        &journal,
+        scope,
+        &mut hook(None, &interrupt),
+        &interrupt,
+    );
+    let status = result
+        .as_ref()
+        .map_or_else(|f| f.journal_status(), |_| JournalStatus::Applied);
+    mark(&journal, &journal_path, status);
+    let done =
+        result.map_err(|failure| ApplyError::of_failure(failure, &journal_path, &connect))?;
     say(args, &apply::summary(&done), || {
         let vms: Vec<Value> = done
             .iter()
@@ -251,12 +293,23 @@ fn dry_run(args: &ApplyArgs, plan: &Plan, checked: &Checked) -> Result<ExitCode,
     Ok(ExitCode::SUCCESS)
 }
 
+/// Records how the journal's run ended; a journal that cannot be marked
+/// stays unfinished (the safe side: the next apply asks for its rollback or
+/// --force), and the user is told.
+fn mark(journal: &Journal, path: &Path, status: JournalStatus) {
+    if let Err(e) = journal.mark(path, status) {
+        crate::ui::warn(&format!(
+            "cannot record in the journal that its run ended ({e}): the next apply on this host will take it as unfinished"
+        ));
+    }
+}
+
 /// The apply lock of `uri`'s host, saying on stderr when it waits for it.
 fn host_lock(uri: &str) -> Result<lock::HostLock, Failure> {
     Ok(lock::lock(uri, &mut waiting)?)
 }
 
-fn rollback(path: &Path, args: &ApplyArgs) -> Result<ExitCode, Failure> {
+fn rollback(path: &Path, args: &ApplyArgs, interrupt: &Interrupt) -> Result<ExitCode, Failure> {
     let journal = Journal::load(path, args.connect.as_deref())?;
     let uri = journal.uri.clone();
     let session = Session::open(&uri)?;
@@ -279,16 +332,21 @@ fn rollback(path: &Path, args: &ApplyArgs) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::SUCCESS);
     }
     let _lock = host_lock(&uri)?;
-    let done = session.rollback(&journal, args.redefine);
+    // A first signal lets the rollback finish; a second stops it.
+    signals::changing(apply::retry(path, &uri));
+    mark(&journal, path, JournalStatus::RollingBack);
+    let done = session.rollback(&journal, args.redefine, interrupt);
     if !done.errors.is_empty() {
         return Err(ApplyError::Rollback {
             journal: path.to_owned(),
             uri,
             restored: done.restored,
             errors: done.errors,
+            interrupted: done.interrupted,
         }
         .into());
     }
+    mark(&journal, path, JournalStatus::RolledBack);
     let mut out = String::new();
     for note in &done.notes {
         out.push_str(&format!("note: {note}\n"));
@@ -307,22 +365,37 @@ fn rollback(path: &Path, args: &ApplyArgs) -> Result<ExitCode, Failure> {
         json!({"status": "rolled-back", "uri": uri, "journal": path,
                "restored": done.restored, "notes": done.notes})
     })?;
-    Ok(ExitCode::SUCCESS)
+    Ok(finished_despite(interrupt, "the rollback"))
+}
+
+/// A run that a signal asked to stop but that finished what it was doing
+/// (a rollback): it says so, and exits 130/143 all the same.
+fn finished_despite(interrupt: &Interrupt, what: &str) -> ExitCode {
+    match interrupt.first() {
+        Some(signal) => {
+            eprintln!("interrupted ({signal}): {what} was finished first");
+            ExitCode::from(signal.exit_code())
+        }
+        None => ExitCode::SUCCESS,
+    }
 }
 
 /// `apply --fleet DIR`: every host in parallel, the outcome per host.
-fn run_fleet(dir: &Path, args: &ApplyArgs) -> Result<ExitCode, Failure> {
+fn run_fleet(dir: &Path, args: &ApplyArgs, interrupt: &Interrupt) -> Result<ExitCode, Failure> {
     let inventory = Inventory::from_dir(dir)?;
+    let journal = match &args.journal {
+        Some(path) => path.clone(),
+        None if args.dry_run => PathBuf::new(),
+        None => default_journal("fleet-journal")?,
+    };
+    let resume = format!("pinplan apply --rollback {}", journal.display());
     let options = FleetApplyOptions {
         scope: scope(args),
         vms: &args.vms,
         force: args.force,
         dry_run: args.dry_run,
         all_or_nothing: args.all_or_nothing,
-        journal: args
-            .journal
-            .clone()
-            .unwrap_or_else(|| default_journal("fleet-journal")),
+        journal,
         concurrency: super::FLEET_CONCURRENCY,
         timeout: super::FLEET_TIMEOUT,
         progress: &super::host_progress,
@@ -332,11 +405,13 @@ fn run_fleet(dir: &Path, args: &ApplyArgs) -> Result<ExitCode, Failure> {
                 let _ = print(&fleet_apply::journal_line(path));
             }
         },
+        changing: &|| signals::changing(resume.clone()),
+        interrupt,
     };
     let done = fleet_apply::apply(
         &inventory,
         &options,
-        &|host| Box::new(hook(Some(host))),
+        &|host| Box::new(hook(Some(host), interrupt)),
         &mut waiting,
     )?;
     print(&match args.format {
@@ -359,6 +434,7 @@ fn rollback_fleet(
     path: &Path,
     journal: &FleetJournal,
     args: &ApplyArgs,
+    interrupt: &Interrupt,
 ) -> Result<ExitCode, Failure> {
     if args.connect.is_some() || args.dry_run {
         return Err(Usage::new(
@@ -366,7 +442,15 @@ fn rollback_fleet(
         )
         .into());
     }
-    let done = journal.rollback(path, super::FLEET_CONCURRENCY, args.redefine, &mut waiting)?;
+    let resume = format!("pinplan apply --rollback {}", path.display());
+    let done = journal.rollback(
+        path,
+        super::FLEET_CONCURRENCY,
+        args.redefine,
+        &mut waiting,
+        interrupt,
+        &|| signals::changing(resume.clone()),
+    )?;
     let mut out = String::new();
     let mut objects = Vec::new();
     let mut failed = false;
@@ -409,10 +493,25 @@ fn rollback_fleet(
     } else {
         format!("fleet rolled back from {}: every host as it was before the apply\n", path.display())
     });
+    let again = done.iter().find_map(|(_, s)| match s {
+        RollbackStatus::Done(r) => r.interrupted,
+        _ => None,
+    });
+    if let Some(signal) = again {
+        out.push_str(&format!(
+            "interrupted again ({signal}): the hosts are partly restored; finish with: {resume}\n"
+        ));
+    }
     say(
         args,
         &out,
         || json!({"status": if failed { "failed" } else { "rolled-back" }, "journal": path, "hosts": objects}),
     )?;
-    Ok(verdict(!failed))
+    if let Some(signal) = again {
+        return Ok(ExitCode::from(signal.exit_code()));
+    }
+    if failed {
+        return Ok(verdict(false));
+    }
+    Ok(finished_despite(interrupt, "the fleet rollback"))
 }

@@ -2,11 +2,16 @@
 //! (journalled, `--undo`), prints the boot-time way (`--emit kernel-args`,
 //! `--emit tuned`), installs the per-VM libvirt hook (`--emit hook DIR`) and
 //! is what that hook calls (`--vm-start`, `--vm-stop`). The work is
-//! [`pinplan::isolate`]'s. With the `fault-injection` feature (tests only),
-//! `PINPLAN_FAULT_ISOLATE_KILL_AT=N` aborts the process before change N.
+//! [`pinplan::isolate`]'s. SIGINT and SIGTERM stop an isolation between two
+//! changes and undo it; during `--undo` the first lets it finish, a second
+//! stops it ([`crate::signals`]). With the `fault-injection` feature (tests
+//! only), `PINPLAN_FAULT_ISOLATE_KILL_AT=N` aborts the process before change
+//! N, and `PINPLAN_FAULT_ISOLATE_SIGNAL_AT=N` sends it SIGINT there.
 
 use super::Format;
 use crate::error::{print, Failure, Usage};
+use crate::signals;
+use pinplan::interrupt::Interrupt;
 use pinplan::isolate::journal::{Change, Journal, Status, Undone};
 use pinplan::isolate::{self, boot, hook, IsolateError, State, Target};
 use pinplan::plan::Plan;
@@ -29,10 +34,13 @@ pub struct IsolateArgs {
     #[arg(long, value_name = "DIR", default_value = "/")]
     root: PathBuf,
     /// Where the isolation in effect and the hook's count of running VMs
-    /// are kept.
-    #[arg(long, value_name = "DIR", default_value = "/run/pinplan")]
-    state: PathBuf,
-    /// Where to write the journal (default ./pinplan-isolate-SECONDS-PID.json).
+    /// are kept (default: pinplan's runtime directory, /run/pinplan, or
+    /// $XDG_RUNTIME_DIR/pinplan for a user who may not write /run).
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// Where to write the journal (default STATE/pinplan-isolate-SECONDS-PID.json,
+    /// STATE being /var/lib/pinplan as root, else $XDG_STATE_HOME/pinplan, or
+    /// $PINPLAN_STATE_DIR).
     #[arg(long, value_name = "FILE", conflicts_with = "undo")]
     journal: Option<PathBuf>,
     /// Print the changes; make none.
@@ -59,27 +67,37 @@ pub struct IsolateArgs {
     format: Format,
 }
 
-fn default_journal() -> PathBuf {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    PathBuf::from(format!(
-        "pinplan-isolate-{secs}-{}.json",
-        std::process::id()
-    ))
-}
-
 /// Aborts before change N when the fault-injection feature and
-/// `PINPLAN_FAULT_ISOLATE_KILL_AT=N` say so: as if killed mid-isolation.
-fn hook_before() -> impl FnMut(usize) {
+/// `PINPLAN_FAULT_ISOLATE_KILL_AT=N` say so: as if killed mid-isolation;
+/// `PINPLAN_FAULT_ISOLATE_SIGNAL_AT=N` sends this process SIGINT there and
+/// waits until the handler has seen it (change N is the first not made).
+fn hook_before(_interrupt: &Interrupt) -> impl FnMut(usize) {
     #[cfg(feature = "fault-injection")]
-    let at: Option<usize> = std::env::var("PINPLAN_FAULT_ISOLATE_KILL_AT")
-        .ok()
-        .and_then(|v| v.parse().ok());
+    let number =
+        |name: &str| -> Option<usize> { std::env::var(name).ok().and_then(|v| v.parse().ok()) };
+    #[cfg(feature = "fault-injection")]
+    let (kill_at, signal_at) = (
+        number("PINPLAN_FAULT_ISOLATE_KILL_AT"),
+        number("PINPLAN_FAULT_ISOLATE_SIGNAL_AT"),
+    );
+    #[cfg(feature = "fault-injection")]
+    let interrupt = _interrupt.clone();
     move |_i| {
         #[cfg(feature = "fault-injection")]
-        if at == Some(_i) {
+        if kill_at == Some(_i) {
             std::process::abort();
+        }
+        #[cfg(feature = "fault-injection")]
+        if signal_at == Some(_i) {
+            let _ = std::process::Command::new("sh")
+                .args(["-c", &format!("kill -s INT {}", std::process::id())])
+                .status();
+            for _ in 0..500 {
+                if interrupt.first().is_some() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
         }
     }
 }
@@ -96,11 +114,17 @@ fn say(format: Format, text: &str, object: impl FnOnce() -> Value) -> Result<(),
 }
 
 pub fn run(args: &IsolateArgs) -> Result<ExitCode, Failure> {
+    // One rule for pinplan's runtime directory: apply's locks use it too.
     let state = State {
-        dir: args.state.clone(),
+        dir: match &args.state {
+            Some(dir) => dir.clone(),
+            // Not creatable here (no /run, no XDG_RUNTIME_DIR): the lock
+            // says so if this run needs it; --emit and --dry-run do not.
+            None => pinplan::state::runtime_dir().unwrap_or_else(|_| PathBuf::from("/run/pinplan")),
+        },
     };
     if let Some(journal) = &args.undo {
-        return undo(args, &state, journal);
+        return undo(args, &state, journal, &signals::install());
     }
     let Some(plan_path) = &args.plan else {
         return Err(Usage::new("give a plan: pinplan isolate --plan PLAN.json").into());
@@ -113,8 +137,12 @@ pub fn run(args: &IsolateArgs) -> Result<ExitCode, Failure> {
     let online = isolate::online_cpus(&args.root)?;
     let target = Target::from_plan(&plan, &online)?;
     if !args.emit.is_empty() {
-        return emit(args, &target, plan_path);
+        return emit(args, &state, &target, plan_path);
     }
+    // Until a change starts, a signal ends pinplan at once (nothing to
+    // undo). Not for the hook (--vm-start, --vm-stop, above): libvirt runs
+    // it, and its changes are not announced to the handler.
+    let interrupt = signals::install();
     if !args.dry_run {
         state.check_idle()?;
     }
@@ -132,8 +160,18 @@ pub fn run(args: &IsolateArgs) -> Result<ExitCode, Failure> {
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    let path = args.journal.clone().unwrap_or_else(default_journal);
-    isolate::isolate(&state, &mut journal, &path, &mut hook_before())?;
+    let path = match &args.journal {
+        Some(path) => path.clone(),
+        None => pinplan::state::default_journal("isolate")?,
+    };
+    signals::changing(format!("pinplan isolate --undo {}", path.display()));
+    isolate::isolate(
+        &state,
+        &mut journal,
+        &path,
+        &mut hook_before(&interrupt),
+        &interrupt,
+    )?;
     let undo_command = format!("pinplan isolate --undo {}", path.display());
     let mut text = header(&target, &journal);
     text.push_str(&outcome(&journal));
@@ -265,7 +303,12 @@ fn notes_text(notes: &[String]) -> String {
     notes.iter().map(|n| format!("note: {n}\n")).collect()
 }
 
-fn undo(args: &IsolateArgs, state: &State, path: &Path) -> Result<ExitCode, Failure> {
+fn undo(
+    args: &IsolateArgs,
+    state: &State,
+    path: &Path,
+    interrupt: &Interrupt,
+) -> Result<ExitCode, Failure> {
     if args.dry_run {
         let journal = Journal::load(path)?;
         let mut text = String::new();
@@ -282,7 +325,16 @@ fn undo(args: &IsolateArgs, state: &State, path: &Path) -> Result<ExitCode, Fail
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    let done: Undone = isolate::undo(state, path)?;
+    // A first signal lets the undo finish; a second stops it.
+    signals::changing(format!("pinplan isolate --undo {}", path.display()));
+    let done: Undone = isolate::undo(state, path, interrupt)?;
+    if let Some(signal) = done.interrupted {
+        return Err(IsolateError::InterruptedAgain {
+            signal,
+            journal: path.to_owned(),
+        }
+        .into());
+    }
     let mut text = format!(
         "restored {} values, moved {} threads or processes back ({} had ended), removed {} cgroups\n",
         done.restored, done.moved_back, done.gone, done.removed
@@ -296,10 +348,19 @@ fn undo(args: &IsolateArgs, state: &State, path: &Path) -> Result<ExitCode, Fail
         &text,
         || json!({"status": if ok { "undone" } else { "partly-undone" }, "undone": done}),
     )?;
+    if let Some(signal) = interrupt.first() {
+        eprintln!("interrupted ({signal}): the undo was finished first");
+        return Ok(ExitCode::from(signal.exit_code()));
+    }
     Ok(crate::error::verdict(ok))
 }
 
-fn emit(args: &IsolateArgs, target: &Target, plan_path: &Path) -> Result<ExitCode, Failure> {
+fn emit(
+    args: &IsolateArgs,
+    state: &State,
+    target: &Target,
+    plan_path: &Path,
+) -> Result<ExitCode, Failure> {
     let kind = args.emit[0].as_str();
     let dir = args.emit.get(1);
     match (kind, dir) {
@@ -316,7 +377,7 @@ fn emit(args: &IsolateArgs, target: &Target, plan_path: &Path) -> Result<ExitCod
                 &exe,
                 &absolute(plan_path),
                 &absolute(&args.root),
-                &absolute(&args.state),
+                &absolute(&state.dir),
             )?;
             let path = hook::install(Path::new(dir), &script)?;
             print(&format!(

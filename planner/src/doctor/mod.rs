@@ -38,7 +38,7 @@ mod nodedev;
 pub use facts::{host_facts, host_facts_libvirt, HostFacts};
 pub(crate) mod sysfs;
 #[cfg(test)]
-mod testroot;
+pub(crate) mod testroot;
 
 use crate::cmdline::KernelCmdline;
 use crate::plan::Plan;

@@ -20,9 +20,11 @@
 use super::inventory::Inventory;
 use super::pool;
 use crate::error::{Diagnostic, Exit, WriteError};
+use crate::interrupt::{Interrupt, Signal};
 use crate::libvirt::apply::host::{check, Checked, PrepareError, Prepared};
 use crate::libvirt::apply::{
-    lock, retry, Applied, ApplyError, Failure, Journal, JournalError, Restored, Scope, Session,
+    lock, retry, Applied, ApplyError, Failure, Journal, JournalError, JournalStatus, Restored,
+    Scope, Session,
 };
 use crate::output::write_new;
 use crate::plan::Plan;
@@ -86,6 +88,14 @@ pub struct FleetApplyOptions<'a> {
     /// Told the fleet journal's path once it is written, before the first
     /// change (so that a run killed mid-apply has said how to undo it).
     pub journaled: &'a (dyn Fn(&Path) + Sync),
+    /// Told just before the first journal is written: from then on the run
+    /// changes hosts (the CLI's signal handling stops ending the process at
+    /// once, and asks [`Self::interrupt`] to stop instead).
+    pub changing: &'a (dyn Fn() + Sync),
+    /// Checked before each pin call on every host: a request stops each
+    /// host's apply and restores it from its journal; a second stops the
+    /// restores too.
+    pub interrupt: &'a Interrupt,
 }
 
 /// The pin-call hook of one host (fault injection in tests).
@@ -415,13 +425,14 @@ pub fn apply(
     };
     let mut text = serde_json::to_string_pretty(&fleet_journal).unwrap_or_default();
     text.push('\n');
+    (options.changing)();
     write_new(&options.journal, &text, 0o600).map_err(FleetApplyError::Journal)?;
     (options.journaled)(&options.journal);
     let mut journal_failed = false;
     for &h in &to_change {
         let Some(Ok(p)) = &prepared[h] else { continue };
         let path = host_journal(&options.journal, &inventory.hosts[h].name);
-        if let Err(e) = write_new(&path, &p.journal.to_json(), 0o600) {
+        if let Err(e) = p.journal.write_new(&path) {
             let e = ApplyError::Journal(e);
             statuses[h] = Some(HostStatus::Refused {
                 error: full_text(&e),
@@ -460,19 +471,28 @@ pub fn apply(
             let name = &inventory.hosts[h].name;
             let journal = host_journal(&options.journal, name);
             let mut hook = hook(name);
-            match p
-                .session
-                .apply(&p.targets, &p.journal, options.scope, &mut *hook)
-            {
+            let result = p.session.apply(
+                &p.targets,
+                &p.journal,
+                options.scope,
+                &mut *hook,
+                options.interrupt,
+            );
+            // The journal says whether this host's run finished (the next
+            // apply there looks); a journal not marked stays unfinished,
+            // the safe side.
+            let _ = p.journal.mark(
+                &journal,
+                result
+                    .as_ref()
+                    .map_or_else(|f| f.journal_status(), |_| JournalStatus::Applied),
+            );
+            match result {
                 Ok(vms) => HostStatus::Applied { vms, journal },
                 Err(failure) => {
                     stop.store(true, Ordering::SeqCst);
-                    let error = ApplyError::Failed {
-                        failure: failure.clone(),
-                        journal: journal.clone(),
-                        uri: p.journal.uri.clone(),
-                    }
-                    .to_string();
+                    let error = ApplyError::of_failure(failure.clone(), &journal, &p.journal.uri)
+                        .to_string();
                     HostStatus::Failed {
                         error,
                         failure,
@@ -486,8 +506,10 @@ pub fn apply(
     for (k, status) in applied.into_iter().enumerate() {
         statuses[changing[k]] = Some(status);
     }
-    // All or nothing: a host failed, so the ones applied go back.
-    if options.all_or_nothing && stop.load(Ordering::SeqCst) {
+    // All or nothing: a host failed, so the ones applied go back. An
+    // interrupted fleet apply is not done either: its hosts go back too.
+    let interrupted = options.interrupt.first().is_some();
+    if (options.all_or_nothing && stop.load(Ordering::SeqCst)) || interrupted {
         let back: Vec<usize> = changing
             .iter()
             .copied()
@@ -497,7 +519,15 @@ pub fn apply(
             back.len(),
             options.concurrency,
             |k| match &prepared[back[k]] {
-                Some(Ok(p)) => p.session.rollback(&p.journal, false),
+                Some(Ok(p)) => {
+                    let path = host_journal(&options.journal, &inventory.hosts[back[k]].name);
+                    let _ = p.journal.mark(&path, JournalStatus::RollingBack);
+                    let done = p.session.rollback(&p.journal, false, options.interrupt);
+                    if done.errors.is_empty() {
+                        let _ = p.journal.mark(&path, JournalStatus::RolledBack);
+                    }
+                    done
+                }
                 _ => Restored::default(),
             },
             &|k, n| (options.progress)("rolling back", k, n),
@@ -592,6 +622,9 @@ impl FleetApplied {
     /// that failed and was restored, or was held back; 2 for one refused by
     /// an error).
     pub fn exit(&self) -> Option<Exit> {
+        if let Some(signal) = self.interrupted() {
+            return Some(Exit::Interrupted(signal));
+        }
         let mut worst = None;
         for h in &self.hosts {
             let exit = match &h.status {
@@ -609,6 +642,34 @@ impl FleetApplied {
             };
         }
         worst
+    }
+
+    /// The signal that stopped the fleet apply (an interrupt request), and
+    /// whether a second one stopped a host's restore.
+    fn interruption(&self) -> Option<(Signal, bool)> {
+        let mut found: Option<(Signal, bool)> = None;
+        for h in &self.hosts {
+            let (first, again) = match &h.status {
+                HostStatus::Failed { failure, .. } => {
+                    (failure.interrupted(), failure.restore_interrupted)
+                }
+                HostStatus::RolledBack { restored, .. } => (None, restored.interrupted),
+                _ => (None, None),
+            };
+            if let Some(signal) = again {
+                return Some((signal, true));
+            }
+            if let (Some(signal), None) = (first, found) {
+                found = Some((signal, false));
+            }
+        }
+        found
+    }
+
+    /// The signal whose exit status the run takes (the second one's when a
+    /// restore was stopped).
+    fn interrupted(&self) -> Option<Signal> {
+        self.interruption().map(|(signal, _)| signal)
     }
 
     /// The hosts that ended applied.
@@ -723,7 +784,28 @@ impl FleetApplied {
             .hosts
             .iter()
             .any(|h| matches!(h.status, HostStatus::DryRun { .. }));
-        if dry {
+        if let Some((signal, again)) = self.interruption() {
+            let journal = self
+                .journal
+                .as_ref()
+                .map(|j| j.display().to_string())
+                .unwrap_or_default();
+            out.push_str(&if again {
+                format!(
+                    "interrupted again: the hosts are partly restored; finish with: pinplan apply --rollback {journal}\n"
+                )
+            } else if applied.is_empty() {
+                format!(
+                    "interrupted ({signal}): every host changed was restored as it was; fleet journal: {journal}\n"
+                )
+            } else {
+                format!(
+                    "interrupted ({signal}): the hosts not done were restored; {} had finished and stay applied (undo with {})\n",
+                    applied.join(", "),
+                    self.undo().unwrap_or_default()
+                )
+            });
+        } else if dry {
             out.push_str("dry run: nothing was changed on any host\n");
         } else if not == 0 && applied.is_empty() {
             out.push_str("fleet already in effect: nothing changed\n");
@@ -909,8 +991,11 @@ impl FleetJournal {
         concurrency: usize,
         redefine: bool,
         waiting: &mut dyn FnMut(&Path),
+        interrupt: &Interrupt,
+        changing: &dyn Fn(),
     ) -> Result<Vec<(JournalHost, RollbackStatus)>, lock::LockError> {
         let _locks = lock_all(self.hosts.iter().map(|h| h.uri.as_str()), waiting)?;
+        changing();
         let dir = path.parent().unwrap_or(Path::new(""));
         Ok(pool::each(
             self.hosts.len(),
@@ -921,7 +1006,14 @@ impl FleetJournal {
                     Err(e) => RollbackStatus::Failed(e),
                     Ok(None) => RollbackStatus::NoJournal,
                     Ok(Some((file, journal))) => match Session::open(&host.uri) {
-                        Ok(session) => RollbackStatus::Done(session.rollback(&journal, redefine)),
+                        Ok(session) => {
+                            let _ = journal.mark(&file, JournalStatus::RollingBack);
+                            let done = session.rollback(&journal, redefine, interrupt);
+                            if done.errors.is_empty() {
+                                let _ = journal.mark(&file, JournalStatus::RolledBack);
+                            }
+                            RollbackStatus::Done(done)
+                        }
                         Err(e) => RollbackStatus::Failed(format!(
                             "{}; retry with: {}",
                             full_text(&e),
@@ -1011,6 +1103,57 @@ mod tests {
         assert_eq!(
             (file, journal.uri),
             (dir.path().join("f-h.json"), "test:///default".to_owned())
+        );
+    }
+
+    /// Issue 27: a fleet apply a signal stopped says so, with how to finish
+    /// when a second one stopped a host's restore, and exits 130/143.
+    #[test]
+    fn issue_27_an_interrupted_fleet_says_so() {
+        use crate::libvirt::apply::StepError;
+        let done = |again: Option<Signal>| FleetApplied {
+            fleet: PathBuf::from("out"),
+            hosts: vec![HostOutcome {
+                name: "a".to_owned(),
+                uri: Some("qemu+ssh://root@a/system".to_owned()),
+                status: HostStatus::Failed {
+                    error: "interrupted".to_owned(),
+                    failure: Box::new(Failure {
+                        vm: "v1".to_owned(),
+                        error: StepError::Interrupted {
+                            signal: Signal::Term,
+                            what: "vCPU 0".to_owned(),
+                            scope: "live",
+                        },
+                        restored: vec!["v1".to_owned()],
+                        restore_errors: Vec::new(),
+                        changed: true,
+                        restore_interrupted: again,
+                    }),
+                    journal: PathBuf::from("fj-a.json"),
+                },
+            }],
+            journal: Some(PathBuf::from("fj.json")),
+            all_or_nothing: false,
+            moves: Vec::new(),
+        };
+        let once = done(None);
+        assert_eq!(once.exit(), Some(Exit::Interrupted(Signal::Term)));
+        assert!(
+            once.to_text(false).ends_with(
+                "interrupted (SIGTERM): every host changed was restored as it was; fleet journal: fj.json\n"
+            ),
+            "{}",
+            once.to_text(false)
+        );
+        let twice = done(Some(Signal::Int));
+        assert_eq!(twice.exit(), Some(Exit::Interrupted(Signal::Int)));
+        assert!(
+            twice.to_text(false).ends_with(
+                "interrupted again: the hosts are partly restored; finish with: pinplan apply --rollback fj.json\n"
+            ),
+            "{}",
+            twice.to_text(false)
         );
     }
 

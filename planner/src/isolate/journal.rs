@@ -5,6 +5,7 @@
 
 use super::{read, write, IsolateError, Target};
 use crate::cpuset::CpuSet;
+use crate::interrupt::{Interrupt, Signal};
 use serde::{Deserialize, Serialize};
 use std::path::{Component, Path, PathBuf};
 
@@ -268,15 +269,23 @@ impl Journal {
 
 /// Makes every change of `journal`, saving it to `path` first (a new file,
 /// state `applying`) and last (`applied`, each change's status). `before`
-/// runs before each change with its index (where tests inject a kill).
+/// runs before each change with its index (where tests inject a kill). A
+/// request on `interrupt`, checked before each change, stops the changes
+/// and undoes the ones made ([`IsolateError::Interrupted`]; a second
+/// request stops that undo too, [`IsolateError::InterruptedAgain`]).
 pub fn apply(
     journal: &mut Journal,
     path: &Path,
     before: &mut dyn FnMut(usize),
+    interrupt: &Interrupt,
 ) -> Result<(), IsolateError> {
     journal.save(path, true)?;
-    for (i, entry) in journal.changes.iter_mut().enumerate() {
+    for i in 0..journal.changes.len() {
         before(i);
+        if let Some(signal) = interrupt.first() {
+            return Err(stopped(journal, path, signal, interrupt));
+        }
+        let entry = &mut journal.changes[i];
         let (status, reason) = make(&entry.change);
         entry.status = status;
         entry.reason = reason;
@@ -298,8 +307,36 @@ pub fn apply(
             entry.reason = reason;
         }
     }
+    if let Some(signal) = interrupt.first() {
+        return Err(stopped(journal, path, signal, interrupt));
+    }
     journal.state = "applied".to_owned();
     journal.save(path, false)
+}
+
+/// An isolation stopped by `signal`: what was made is undone from the
+/// journal (saved first, with what was made), and how that went is the error.
+fn stopped(
+    journal: &mut Journal,
+    path: &Path,
+    signal: Signal,
+    interrupt: &Interrupt,
+) -> IsolateError {
+    if let Err(e) = journal.save(path, false) {
+        return e;
+    }
+    match undo(journal, path, interrupt) {
+        Ok(done) if done.interrupted.is_some() => IsolateError::InterruptedAgain {
+            signal: done.interrupted.unwrap_or(signal),
+            journal: path.to_owned(),
+        },
+        Ok(done) => IsolateError::Interrupted {
+            signal,
+            journal: path.to_owned(),
+            failed: done.failed,
+        },
+        Err(e) => e,
+    }
 }
 
 /// Moves for the tasks now in the root cgroup that the journal does not
@@ -405,11 +442,22 @@ pub struct Undone {
     /// What could not be restored, one line each: a value that reads back
     /// otherwise than before (compared, not assumed).
     pub failed: Vec<String>,
+    /// A second interrupt request stopped the undo part-way (the journal
+    /// is not marked undone: undo it again to finish).
+    #[serde(skip)]
+    pub interrupted: Option<Signal>,
 }
 
 /// Restores every change of `journal` (saved at `path`), newest first,
 /// then reads every restored value back and compares it with the journal's.
-pub fn undo(journal: &mut Journal, path: &Path) -> Result<Undone, IsolateError> {
+/// A first request on `interrupt` does not stop it (an undo is what an
+/// interrupted isolation does); a second one does, before the next value
+/// ([`Undone::interrupted`]), and the journal is then not marked undone.
+pub fn undo(
+    journal: &mut Journal,
+    path: &Path,
+    interrupt: &Interrupt,
+) -> Result<Undone, IsolateError> {
     let mut done = Undone::default();
     let this_machine = journal
         .root
@@ -418,6 +466,10 @@ pub fn undo(journal: &mut Journal, path: &Path) -> Result<Undone, IsolateError> 
     for entry in journal.changes.iter().rev() {
         if matches!(entry.status, Status::Refused | Status::Gone) {
             continue;
+        }
+        if interrupt.again() {
+            done.interrupted = interrupt.last();
+            return Ok(done);
         }
         match &entry.change {
             Change::Write {

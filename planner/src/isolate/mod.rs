@@ -17,7 +17,8 @@ mod sys;
 pub mod threads;
 
 use crate::cpuset::CpuSet;
-use crate::error::Diagnostic;
+use crate::error::{Diagnostic, Exit};
+use crate::interrupt::{Interrupt, Signal};
 use crate::plan::Plan;
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -186,6 +187,25 @@ pub enum IsolateError {
         /// Its standard error or status.
         message: String,
     },
+    /// An interrupt request (SIGINT, SIGTERM) stopped the isolation; what
+    /// it had changed was undone from the journal (`failed`: what was not).
+    #[error("interrupted ({signal}): {}; journal: {}", if failed.is_empty() { "every value restored as it was".to_owned() } else { format!("the undo did not restore everything:\n  {}\n", failed.join("\n  ")) }, journal.display())]
+    Interrupted {
+        /// The request's signal.
+        signal: Signal,
+        /// The journal.
+        journal: PathBuf,
+        /// What the undo could not restore.
+        failed: Vec<String>,
+    },
+    /// A second request stopped the undo part-way.
+    #[error("interrupted again: the host is partly restored; finish with: pinplan isolate --undo {}", journal.display())]
+    InterruptedAgain {
+        /// The second request's signal.
+        signal: Signal,
+        /// The journal.
+        journal: PathBuf,
+    },
     /// The hook directory or script cannot be written.
     #[error("{}: {message}", path.display())]
     Hook {
@@ -237,7 +257,23 @@ impl Diagnostic for IsolateError {
             IsolateError::Hook { .. } => {
                 "give a directory of your own, e.g. /etc/libvirt/hooks".to_owned()
             }
+            IsolateError::Interrupted {
+                failed, journal, ..
+            } if !failed.is_empty() => {
+                format!("retry with: pinplan isolate --undo {}", journal.display())
+            }
+            IsolateError::Interrupted { .. } | IsolateError::InterruptedAgain { .. } => {
+                return None
+            }
         })
+    }
+
+    fn exit(&self) -> Exit {
+        match self {
+            IsolateError::Interrupted { signal, .. }
+            | IsolateError::InterruptedAgain { signal, .. } => Exit::Interrupted(*signal),
+            _ => Exit::Error,
+        }
     }
 }
 
@@ -338,6 +374,15 @@ impl State {
         }
     }
 
+    /// No isolation in effect any more when it was the one of `path`.
+    fn forget(&self, path: &Path) {
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+        let active = read(&self.path("active")).map(|t| PathBuf::from(t.trim()));
+        if active.as_deref() == Some(absolute.as_path()) {
+            let _ = std::fs::remove_file(self.path("active"));
+        }
+    }
+
     /// The journal of the isolation in effect, if any (one not undone).
     fn active(&self) -> Option<PathBuf> {
         let text = read(&self.path("active"))?;
@@ -410,12 +455,14 @@ pub fn prepare(
 }
 
 /// `pinplan isolate --plan`: refuses while another isolation is in effect,
-/// then journals and makes every change of [`prepare`]'s journal.
+/// then journals and makes every change of [`prepare`]'s journal; a request
+/// on `interrupt` stops it and undoes what it made ([`journal::apply`]).
 pub fn isolate(
     state: &State,
     journal: &mut journal::Journal,
     path: &Path,
     before: &mut dyn FnMut(usize),
+    interrupt: &Interrupt,
 ) -> Result<(), IsolateError> {
     let _lock = state.lock()?;
     state.check_idle()?;
@@ -437,18 +484,28 @@ pub fn isolate(
         path: e.path,
         source: e.source,
     })?;
-    journal::apply(journal, path, before)
+    let result = journal::apply(journal, path, before, interrupt);
+    if let Err(IsolateError::Interrupted { failed, .. }) = &result {
+        if failed.is_empty() {
+            state.forget(path);
+        }
+    }
+    result
 }
 
-/// `pinplan isolate --undo JOURNAL`.
-pub fn undo(state: &State, path: &Path) -> Result<journal::Undone, IsolateError> {
+/// `pinplan isolate --undo JOURNAL`: a first request on `interrupt` lets it
+/// finish, a second stops it ([`journal::Undone::interrupted`]; the
+/// isolation stays recorded as in effect, to be undone again).
+pub fn undo(
+    state: &State,
+    path: &Path,
+    interrupt: &Interrupt,
+) -> Result<journal::Undone, IsolateError> {
     let _lock = state.lock()?;
     let mut journal = journal::Journal::load(path)?;
-    let done = journal::undo(&mut journal, path)?;
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
-    let active = read(&state.path("active")).map(|t| PathBuf::from(t.trim()));
-    if active.as_deref() == Some(absolute.as_path()) {
-        let _ = std::fs::remove_file(state.path("active"));
+    let done = journal::undo(&mut journal, path, interrupt)?;
+    if done.interrupted.is_none() {
+        state.forget(path);
     }
     Ok(done)
 }
@@ -500,7 +557,7 @@ pub fn hook(
     let mut failed = Vec::new();
     if let Ok(mut old) = journal::Journal::load(&path) {
         if old.state != "undone" {
-            failed = journal::undo(&mut old, &path)?.failed;
+            failed = journal::undo(&mut old, &path, &Interrupt::new())?.failed;
         }
     }
     if path.exists() {
@@ -519,7 +576,8 @@ pub fn hook(
         let target = Target::for_vms(plan, &running, &online)?;
         let (mut journal, more) = prepare(root, &target)?;
         notes.extend(more);
-        journal::apply(&mut journal, &path, &mut |_| {})?;
+        // The hook runs under libvirt, not a terminal: nothing interrupts it.
+        journal::apply(&mut journal, &path, &mut |_| {}, &Interrupt::new())?;
         Some(journal)
     };
     state.save_hook_vms(&running)?;

@@ -1,12 +1,14 @@
 //! The preconditions of `apply`, checked for every VM before anything
 //! changes: the plan is this host's, each domain exists with the planned
-//! vCPU count and I/O threads, the planned CPUs are online, and no domain
-//! outside the plan is pinned onto them.
+//! vCPU count and I/O threads, the planned CPUs are online, and no running
+//! domain outside the plan may run on the planned cores (pinned onto them,
+//! or not pinned at all); a shut-off domain whose config pins it there is a
+//! warning ([`strangers`]).
 
 use super::{ffi, lv, Pins, Problem, Session, Target, AFFECT_CONFIG, VCPU_CONFIG, VCPU_LIVE};
 use crate::cpuset::CpuSet;
 use crate::plan::{Plan, VmPlan};
-use crate::tenant::Tenant;
+use crate::tenant::{Tenant, TenantState};
 use crate::topology::HostTopology;
 
 impl Session {
@@ -15,16 +17,18 @@ impl Session {
     /// count (live and config) is the plan's, its planned I/O threads exist,
     /// every planned CPU exists and is online on `host` (the connected host's
     /// topology), the plan was made for this host (fingerprint), and no
-    /// domain outside the plan is pinned onto the planned CPUs (unless
-    /// `force`). Returns every problem found, not only the first.
+    /// running domain outside the plan may run on the planned cores (unless
+    /// `force`). Returns every problem found, not only the first; with the
+    /// targets, the warnings (shut-off domains pinned onto planned cores).
     pub fn check(
         &self,
         plan: &Plan,
         names: &[String],
         host: &HostTopology,
         force: bool,
-    ) -> Result<Vec<Target>, Vec<Problem>> {
+    ) -> Result<(Vec<Target>, Vec<Problem>), Vec<Problem>> {
         let mut problems = Vec::new();
+        let mut warnings = Vec::new();
         let fingerprint = host.fingerprint();
         if plan.host.fingerprint != fingerprint {
             problems.push(Problem {
@@ -41,7 +45,20 @@ impl Session {
         let mut targets = Vec::new();
         for vm in selected {
             let mut bad = Vec::new();
-            let target = self.check_vm(vm, &online, &others, force, &mut bad);
+            match &others {
+                Ok(others) => {
+                    let (refused, warned) = strangers(vm, plan, others);
+                    if !force {
+                        bad.extend(refused);
+                    }
+                    warnings.extend(warned.into_iter().map(|reason| Problem {
+                        vm: vm.name.clone(),
+                        reason,
+                    }));
+                }
+                Err(e) => bad.push(e.clone()),
+            }
+            let target = self.check_vm(vm, &online, &mut bad);
             problems.extend(bad.into_iter().map(|reason| Problem {
                 vm: vm.name.clone(),
                 reason,
@@ -49,7 +66,7 @@ impl Session {
             targets.extend(target);
         }
         if problems.is_empty() {
-            Ok(targets)
+            Ok((targets, warnings))
         } else {
             Err(problems)
         }
@@ -57,14 +74,7 @@ impl Session {
 
     /// One VM's preconditions; its target when the domain can be pinned as
     /// planned (the problems found go to `bad`).
-    fn check_vm(
-        &self,
-        vm: &VmPlan,
-        online: &CpuSet,
-        others: &Result<Vec<Tenant>, String>,
-        force: bool,
-        bad: &mut Vec<String>,
-    ) -> Option<Target> {
+    fn check_vm(&self, vm: &VmPlan, online: &CpuSet, bad: &mut Vec<String>) -> Option<Target> {
         let planned = Pins::planned(vm);
         if let Some(i) = planned.vcpus.iter().position(|s| s.len() != 1) {
             bad.push(format!("the plan gives vCPU {i} no CPU or several"));
@@ -76,21 +86,6 @@ impl Session {
                 "planned CPUs {missing} do not exist or are offline on {} (online: {online})",
                 self.uri
             ));
-        }
-        match others {
-            Ok(others) if !force => {
-                for t in others {
-                    let overlap = t.cpus.intersection(&vm.cpus);
-                    if t.pinned && !overlap.is_empty() {
-                        bad.push(format!(
-                            "domain {} (not in the plan) is pinned onto its planned CPUs {overlap}: move it first or pass --force",
-                            t.name
-                        ));
-                    }
-                }
-            }
-            Ok(_) => {}
-            Err(e) => bad.push(e.clone()),
         }
         let domain = match self.conn.lookup_domain_by_name(&vm.name) {
             Ok(d) => d,
@@ -134,6 +129,51 @@ impl Session {
         all.retain(|t| !plan.vms.iter().any(|v| v.name == t.name));
         Ok(all)
     }
+}
+
+/// What the domains outside the plan (`others`) mean for `vm`'s planned
+/// cores: the reasons to refuse, and warnings. Compared by core: `vm.cpus`
+/// holds every CPU of the cores the VM owns, siblings included, and every
+/// thread of the other domain counts (vCPUs, emulator, I/O threads).
+///
+/// - a running domain pinned onto them is refused;
+/// - a running domain that is not pinned (it floats: no pins, or pins to
+///   every CPU) may run on them, and is refused too;
+/// - a shut-off domain takes no CPU now: its config's pins onto them are a
+///   warning (it would share them when it starts), and a shut-off domain
+///   that floats is not worth one.
+///
+/// A domain the plan lists as unplaced is named so, not as "not in the plan".
+fn strangers(vm: &VmPlan, plan: &Plan, others: &[Tenant]) -> (Vec<String>, Vec<String>) {
+    let mut refused = Vec::new();
+    let mut warned = Vec::new();
+    for t in others {
+        let overlap = t.every_cpu().intersection(&vm.cpus);
+        if overlap.is_empty() {
+            continue;
+        }
+        let who = if plan.unplaced.contains(&t.name) {
+            "unplaced in this plan"
+        } else {
+            "not in the plan"
+        };
+        match (t.state, t.pinned) {
+            (TenantState::Running, true) => refused.push(format!(
+                "domain {} ({who}) is pinned onto its planned CPUs {overlap}: move it first or pass --force",
+                t.name
+            )),
+            (TenantState::Running, false) => refused.push(format!(
+                "domain {} ({who}) is not pinned and may run on the planned CPUs {overlap}: pin it, name it in the spec, or stop it; --force applies anyway",
+                t.name
+            )),
+            (TenantState::ShutOff, true) => warned.push(format!(
+                "domain {} (shut off) is pinned in its config onto the planned CPUs {overlap}: it would share them when it starts",
+                t.name
+            )),
+            (TenantState::ShutOff, false) => {}
+        }
+    }
+    (refused, warned)
 }
 
 /// The plan's VMs named (all when `names` is empty); a name the plan does
@@ -184,6 +224,73 @@ fn check_vcpus(domain: &virt::domain::Domain, running: bool, want: usize, bad: &
                 crate::text::plural(n as usize, "vCPU", "vCPUs")
             )),
             Err(e) => bad.push(format!("cannot read its vCPU count ({scope}): {}", lv(&e))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doctor::testroot::{plan, Vm};
+    use crate::tenant::{host_tenant, TenantKind};
+
+    /// A domain whose vCPUs may run on `cpus` and its emulator on `emulator`.
+    fn domain(name: &str, cpus: &str, emulator: &str, state: TenantState, pinned: bool) -> Tenant {
+        let set = |s: &str| s.parse::<CpuSet>().unwrap_or_else(|e| panic!("{e}"));
+        Tenant {
+            name: name.to_owned(),
+            kind: TenantKind::Vm,
+            state,
+            emulator_cpus: set(emulator),
+            pinned,
+            ..host_tenant(&set(cpus))
+        }
+    }
+
+    /// Issue 27, item 4: who is in the way of a VM's cores is named as what
+    /// it is — unplaced by this plan, not in it, floating, shut off — and
+    /// compared by core (a sibling, an emulator count).
+    #[test]
+    fn issue_27_strangers_are_named_for_what_they_are() {
+        use TenantState::{Running, ShutOff};
+        // The test host's cores pair CPU N with N+4: v owns core 1 (1,5).
+        let mut p = plan("0,4", &[Vm::new("v", "1,5", "require", 2)]);
+        p.unplaced = vec!["a".to_owned()];
+        let vm = &p.vms[0];
+        for (tenant, refused, warned) in [
+            (
+                domain("a", "5", "0", Running, true),
+                Some("domain a (unplaced in this plan) is pinned onto its planned CPUs 5: move it first or pass --force"),
+                None,
+            ),
+            (
+                domain("b", "0-7", "0-7", Running, false),
+                Some("domain b (not in the plan) is not pinned and may run on the planned CPUs 1,5: pin it, name it in the spec, or stop it; --force applies anyway"),
+                None,
+            ),
+            (
+                domain("a", "0-7", "0-7", Running, false),
+                Some("domain a (unplaced in this plan) is not pinned and may run on the planned CPUs 1,5: pin it, name it in the spec, or stop it; --force applies anyway"),
+                None,
+            ),
+            (
+                domain("c", "1", "0", ShutOff, true),
+                None,
+                Some("domain c (shut off) is pinned in its config onto the planned CPUs 1: it would share them when it starts"),
+            ),
+            // Elsewhere, or shut off and floating: nothing to say.
+            (domain("d", "2,6", "0", Running, true), None, None),
+            (domain("e", "0-7", "0-7", ShutOff, false), None, None),
+            // Its emulator on the VM's core counts as much as a vCPU.
+            (
+                domain("f", "2", "5", Running, true),
+                Some("domain f (not in the plan) is pinned onto its planned CPUs 5: move it first or pass --force"),
+                None,
+            ),
+        ] {
+            let (r, w) = strangers(vm, &p, std::slice::from_ref(&tenant));
+            assert_eq!(r, refused.map(str::to_owned).into_iter().collect::<Vec<_>>(), "{}", tenant.name);
+            assert_eq!(w, warned.map(str::to_owned).into_iter().collect::<Vec<_>>(), "{}", tenant.name);
         }
     }
 }

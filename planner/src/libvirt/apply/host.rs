@@ -20,6 +20,9 @@ pub struct Checked {
     pub host: HostTopology,
     /// The VMs to pin, in order.
     pub targets: Vec<Target>,
+    /// What holds but is worth a word (a shut-off domain pinned in its
+    /// config onto planned cores), per VM.
+    pub warnings: Vec<Problem>,
 }
 
 /// A host whose preconditions hold: what [`Session::apply`] needs.
@@ -76,7 +79,9 @@ impl Diagnostic for PrepareError {
 /// Checks `plan` (read from `plan_path`) against the host at `uri` for the
 /// VMs `names` (all when empty); changes nothing. `--live` alone on a domain
 /// that is not running is refused here too: there is nothing to pin, and all
-/// or nothing means before any change.
+/// or nothing means before any change. Unless `force`, an unfinished
+/// journal of an earlier apply on the host refuses it first
+/// ([`refuse_unfinished`]).
 pub fn check(
     plan_path: &Path,
     plan: &Plan,
@@ -92,6 +97,9 @@ pub fn check(
         }
         .into());
     }
+    if !force {
+        refuse_unfinished(uri)?;
+    }
     let host = topology::load(&Source::Libvirt(uri.to_owned()))?;
     let session = Session::open(uri)?;
     let refused = |problems| ApplyError::Refused {
@@ -99,7 +107,7 @@ pub fn check(
         uri: uri.to_owned(),
         problems,
     };
-    let targets = session.check(plan, names, &host, force).map_err(refused)?;
+    let (targets, warnings) = session.check(plan, names, &host, force).map_err(refused)?;
     if scope.live && !scope.config {
         let problems: Vec<Problem> = targets
             .iter()
@@ -117,7 +125,26 @@ pub fn check(
         session,
         host,
         targets,
+        warnings,
     })
+}
+
+/// Refuses while an earlier apply on `uri`'s host has an unfinished journal
+/// in the state directory (see [`super::journal::unfinished`]).
+pub fn refuse_unfinished(uri: &str) -> Result<(), ApplyError> {
+    // No state directory (no HOME): nothing can have been recorded there.
+    let Ok(dir) = crate::state::state_dir_path() else {
+        return Ok(());
+    };
+    let journals = super::journal::unfinished(&dir, uri);
+    if journals.is_empty() {
+        Ok(())
+    } else {
+        Err(ApplyError::Unfinished {
+            uri: uri.to_owned(),
+            journals,
+        })
+    }
 }
 
 impl Checked {

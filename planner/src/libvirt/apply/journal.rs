@@ -1,9 +1,13 @@
 //! The journal: what every VM had before `apply` touched it (live and config
 //! pins, the whole persistent definition), written before the first change
-//! and read back by `apply --rollback`.
+//! and read back by `apply --rollback`; and whether that apply finished
+//! ([`JournalStatus`]), which the next `apply` on the host looks at
+//! ([`unfinished`]): a journal left `applying` means the host may be half
+//! changed, and a new journal taken then would record the half state as
+//! "before".
 
 use crate::cpuset::CpuSet;
-use crate::error::Diagnostic;
+use crate::error::{Diagnostic, WriteError};
 use crate::plan::{IothreadPin, VmPlan};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -102,6 +106,37 @@ pub struct JournalVm {
     pub config_xml: String,
 }
 
+/// Whether the apply (or rollback) of a journal finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JournalStatus {
+    /// Written before the first change. An apply that stops in the middle
+    /// (killed, or its restore failed or was interrupted) leaves it so:
+    /// unfinished.
+    Applying,
+    /// Applied and verified: finished.
+    Applied,
+    /// `apply --rollback` started; one that stopped in the middle leaves it
+    /// so: unfinished.
+    RollingBack,
+    /// Every VM restored from it and verified (by the apply's own restore
+    /// or by `--rollback`): finished.
+    RolledBack,
+    /// Written by a pinplan that did not record it (read as finished).
+    Unrecorded,
+}
+
+impl JournalStatus {
+    /// Whether the host may be left half changed by its run.
+    pub fn unfinished(self) -> bool {
+        matches!(self, JournalStatus::Applying | JournalStatus::RollingBack)
+    }
+}
+
+fn unrecorded() -> JournalStatus {
+    JournalStatus::Unrecorded
+}
+
 /// Everything needed to put the VMs back: written before the first change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Journal {
@@ -109,6 +144,12 @@ pub struct Journal {
     pub pinplan_journal: u32,
     /// The libvirt URI.
     pub uri: String,
+    /// Whether its run finished; rewritten as the run goes on.
+    #[serde(default = "unrecorded")]
+    pub status: JournalStatus,
+    /// When the apply started (seconds since 1970, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<u64>,
     /// The VMs, in the order they are applied.
     pub vms: Vec<JournalVm>,
 }
@@ -120,6 +161,203 @@ impl Journal {
         text.push('\n');
         text
     }
+
+    /// Writes the journal to `path`, which must not exist (a journal is
+    /// never overwritten): atomically and synced to disk (temporary file,
+    /// fsync, rename, fsync of the directory; mode 0600). A journal outside
+    /// the state directory gets a link there, so that the next apply finds it
+    /// while it is unfinished.
+    pub fn write_new(&self, path: &Path) -> Result<(), WriteError> {
+        crate::output::write_new(path, &self.to_json(), 0o600)?;
+        if self.status.unfinished() {
+            link(path);
+        }
+        Ok(())
+    }
+
+    /// Records `status` in the journal at `path` (rewritten atomically); a
+    /// finished journal's link in the state directory goes.
+    pub fn mark(&self, path: &Path, status: JournalStatus) -> Result<(), WriteError> {
+        let mut marked = self.clone();
+        marked.status = status;
+        crate::output::write_atomically(path, &marked.to_json(), 0o600)?;
+        if status.unfinished() {
+            link(path);
+        } else {
+            unlink(path);
+        }
+        Ok(())
+    }
+}
+
+/// How a link in the state directory to a journal elsewhere is named:
+/// `link-STEM-SECONDS-PID.path`, holding the journal's absolute path.
+fn link_name(journal: &Path) -> String {
+    let stem = journal.file_stem().map_or_else(
+        || "journal".to_owned(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("link-{stem}-{secs}-{}.path", std::process::id())
+}
+
+/// The journal's absolute path, its links resolved when it exists.
+fn absolute(path: &Path) -> PathBuf {
+    path.canonicalize()
+        .or_else(|_| std::path::absolute(path))
+        .unwrap_or_else(|_| path.to_owned())
+}
+
+/// Every link in `dir` and the journal it names.
+fn links(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(PathBuf, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "path")
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("link-"))
+        })
+        .filter_map(|p| {
+            let target = std::fs::read_to_string(&p).ok()?;
+            Some((p, PathBuf::from(target.trim_end_matches('\n'))))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// Links the journal at `path` from the state directory, unless it is in
+/// it or linked already. Best effort: a journal that cannot be linked is
+/// still the journal (the apply says where it is), only the next apply
+/// cannot find it.
+fn link(path: &Path) {
+    let Ok(dir) = crate::state::state_dir() else {
+        return;
+    };
+    let journal = absolute(path);
+    if journal.parent() == Some(absolute(&dir).as_path())
+        || links(&dir).iter().any(|(_, to)| *to == journal)
+    {
+        return;
+    }
+    let text = format!("{}\n", journal.display());
+    let _ = crate::output::write_new(&dir.join(link_name(path)), &text, 0o600);
+}
+
+/// Removes the state directory's links to the journal at `path`.
+fn unlink(path: &Path) {
+    let Ok(dir) = crate::state::state_dir_path() else {
+        return;
+    };
+    let journal = absolute(path);
+    for (link, to) in links(&dir) {
+        if to == journal {
+            let _ = std::fs::remove_file(link);
+        }
+    }
+}
+
+/// An unfinished journal of a host, found in the state directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfinished {
+    /// The journal.
+    pub path: PathBuf,
+    /// The URI it was written for.
+    pub uri: String,
+    /// When its apply started (seconds since 1970), when recorded.
+    pub started: Option<u64>,
+    /// `applying` or `rolling-back`.
+    pub status: JournalStatus,
+}
+
+/// The fields of a journal the search reads.
+#[derive(Deserialize)]
+struct Head {
+    pinplan_journal: u32,
+    uri: String,
+    #[serde(default = "unrecorded")]
+    status: JournalStatus,
+    #[serde(default)]
+    started: Option<u64>,
+}
+
+/// The unfinished journals of `uri`'s host in the state directory `dir`
+/// (its own `*.json` journals and the ones its links name), the latest
+/// started first. A host is the URI's [`host_key`](super::lock::host_key),
+/// as for the apply lock: `qemu:///system` and `qemu+ssh://root@b1/system`
+/// are different hosts. Files that are not apply journals (fleet journals,
+/// isolate's) are passed over.
+pub fn unfinished(dir: &Path, uri: &str) -> Vec<Unfinished> {
+    let host = super::lock::host_key(uri);
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (link, journal) in links(dir) {
+        if journal.exists() {
+            candidates.push(journal);
+        } else {
+            // The journal was removed: nothing left to find.
+            let _ = std::fs::remove_file(link);
+        }
+    }
+    let mut found: Vec<Unfinished> = candidates
+        .into_iter()
+        .filter_map(|path| {
+            let meta = std::fs::metadata(&path).ok()?;
+            // A journal is a few hundred KiB at most; anything far larger
+            // is not one.
+            if !meta.is_file() || meta.len() > 64 << 20 {
+                return None;
+            }
+            let head: Head = serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
+            (head.pinplan_journal == JOURNAL_VERSION
+                && head.status.unfinished()
+                && super::lock::host_key(&head.uri) == host)
+                .then_some(Unfinished {
+                    path,
+                    uri: head.uri,
+                    started: head.started,
+                    status: head.status,
+                })
+        })
+        .collect();
+    found.sort_by(|a, b| b.started.cmp(&a.started).then_with(|| a.path.cmp(&b.path)));
+    found.dedup_by(|a, b| a.path == b.path);
+    found
+}
+
+/// `2026-12-02 04:34:22 UTC` for seconds since 1970.
+pub fn utc(secs: u64) -> String {
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
 }
 
 /// Why a journal file cannot be used for a rollback.
@@ -211,5 +449,102 @@ impl Journal {
             });
         }
         Ok(journal)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn journal(uri: &str, status: JournalStatus, started: u64) -> Journal {
+        Journal {
+            pinplan_journal: JOURNAL_VERSION,
+            uri: uri.to_owned(),
+            status,
+            started: Some(started),
+            vms: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn utc_is_the_calendar() {
+        for (secs, text) in [
+            (0, "1970-01-01 00:00:00 UTC"),
+            (951_782_400, "2000-02-29 00:00:00 UTC"),
+            (1_796_185_062, "2026-12-02 04:17:42 UTC"),
+        ] {
+            assert_eq!(utc(secs), text);
+        }
+    }
+
+    /// Issue 27, item 2: the journals of a host that did not finish are
+    /// found in the state directory, the latest first; finished ones, other
+    /// hosts' and other files are not; a journal elsewhere is found through
+    /// its link until it is marked finished.
+    #[test]
+    fn issue_27_unfinished_journals_are_found_by_host() {
+        let state = tempfile::tempdir().unwrap();
+        let dir = state.path();
+        let put = |name: &str, j: &Journal| std::fs::write(dir.join(name), j.to_json()).unwrap();
+        let local = "qemu:///system";
+        put("old.json", &journal(local, JournalStatus::Applying, 100));
+        put("new.json", &journal(local, JournalStatus::RollingBack, 200));
+        put("done.json", &journal(local, JournalStatus::Applied, 300));
+        put("back.json", &journal(local, JournalStatus::RolledBack, 300));
+        put(
+            "b1.json",
+            &journal("qemu+ssh://root@b1/system", JournalStatus::Applying, 400),
+        );
+        std::fs::write(dir.join("fleet.json"), r#"{"pinplan_fleet_journal": 1}"#).unwrap();
+        std::fs::write(
+            dir.join("old-pinplan.json"),
+            r#"{"pinplan_journal": 1, "uri": "qemu:///system", "vms": []}"#,
+        )
+        .unwrap();
+        // Elsewhere, linked from the state directory.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let far = elsewhere.path().join("j.json");
+        let j = journal(
+            "qemu+ssh://root@localhost/system",
+            JournalStatus::Applying,
+            150,
+        );
+        std::fs::write(&far, j.to_json()).unwrap();
+        std::fs::write(
+            dir.join("link-j-1-2.path"),
+            format!("{}\n", absolute(&far).display()),
+        )
+        .unwrap();
+        let found = |uri: &str| -> Vec<String> {
+            unfinished(dir, uri)
+                .iter()
+                .map(|u| u.path.file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(found(local), ["new.json", "j.json", "old.json"]);
+        assert_eq!(found("qemu+ssh://b1/system"), ["b1.json"]);
+        assert!(found("qemu+ssh://b2/system").is_empty());
+        // A journal removed by hand takes its link with it.
+        std::fs::remove_file(&far).unwrap();
+        assert_eq!(found(local), ["new.json", "old.json"]);
+        assert!(!dir.join("link-j-1-2.path").exists());
+    }
+
+    /// A journal keeps its status across the rewrite, and an older
+    /// journal without one reads as unrecorded (finished).
+    #[test]
+    fn the_status_is_written_and_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.json");
+        let j = journal("test:///default", JournalStatus::Applying, 1);
+        std::fs::write(&path, j.to_json()).unwrap();
+        j.mark(&path, JournalStatus::RolledBack).unwrap();
+        let back = Journal::load(&path, None).unwrap();
+        assert_eq!(back.status, JournalStatus::RolledBack);
+        assert_eq!(back.started, Some(1));
+        std::fs::write(&path, r#"{"pinplan_journal": 1, "uri": "x", "vms": []}"#).unwrap();
+        let old = Journal::load(&path, None).unwrap();
+        assert_eq!(old.status, JournalStatus::Unrecorded);
+        assert!(!old.status.unfinished());
     }
 }

@@ -71,30 +71,16 @@ pub fn host_key(uri: &str) -> String {
         .collect()
 }
 
-/// `/run/pinplan`, or where this user may write (`$XDG_RUNTIME_DIR/pinplan`).
-fn lock_dir() -> Result<PathBuf, std::io::Error> {
-    let run = PathBuf::from("/run/pinplan");
-    match std::fs::create_dir_all(&run) {
-        Ok(()) => Ok(run),
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            let Some(user) = std::env::var_os("XDG_RUNTIME_DIR") else {
-                return Err(e);
-            };
-            let dir = Path::new(&user).join("pinplan");
-            std::fs::create_dir_all(&dir)?;
-            Ok(dir)
-        }
-        Err(e) => Err(e),
-    }
-}
-
 /// Takes the apply lock of `uri`'s host, waiting up to [`WAIT`] (saying so
 /// through `waiting` once) while another run holds it.
 pub fn lock(uri: &str, waiting: &mut dyn FnMut(&Path)) -> Result<HostLock, LockError> {
     let host = host_key(uri);
-    let dir = lock_dir().map_err(|source| LockError::Open {
-        path: PathBuf::from("/run/pinplan"),
-        source,
+    let dir = crate::state::runtime_dir().map_err(|e| match e {
+        crate::state::StateError::Create { path, source, .. } => LockError::Open { path, source },
+        crate::state::StateError::NoHome => LockError::Open {
+            path: PathBuf::from("/run/pinplan"),
+            source: std::io::ErrorKind::NotFound.into(),
+        },
     })?;
     let path = dir.join(format!("apply-{host}.lock"));
     let open_failed = |source| LockError::Open {

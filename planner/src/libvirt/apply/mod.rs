@@ -4,8 +4,10 @@
 //! live and/or config), a read-back after each VM, and all-or-nothing
 //! rollback from the journal. Writing the journal file and printing are the
 //! caller's business; [`Session::apply`] takes a hook called before each pin
-//! call, which is where tests inject faults. The journal is [`journal`]'s,
-//! the preconditions `check`'s, the errors [`error`]'s.
+//! call, which is where tests inject faults, and an [`Interrupt`] checked
+//! before each pin call: a request stops the apply and restores what was
+//! changed, a second one stops that restore too. The journal is
+//! [`journal`]'s, the preconditions `check`'s, the errors [`error`]'s.
 
 mod check;
 pub mod error;
@@ -14,10 +16,13 @@ pub mod journal;
 pub mod lock;
 
 pub use error::{check_journal_is_new, retry, ApplyError, Problem};
-pub use journal::{Journal, JournalError, JournalVm, Pins, JOURNAL_VERSION};
+pub use journal::{
+    Journal, JournalError, JournalStatus, JournalVm, Pins, Unfinished, JOURNAL_VERSION,
+};
 
 use super::ffi;
 use crate::error::{LibvirtAction, LibvirtCause, LibvirtError};
+use crate::interrupt::{Interrupt, Signal};
 use crate::plan::IothreadPin;
 use std::time::{Duration, Instant};
 use virt::connect::Connect;
@@ -66,6 +71,9 @@ pub struct Restored {
     pub errors: Vec<String>,
     /// What a user should know about VMs restored (`NAME: …`).
     pub notes: Vec<String>,
+    /// A second interrupt request stopped the restore (the VMs not restored
+    /// are in `errors`).
+    pub interrupted: Option<Signal>,
 }
 
 /// What happened to one VM.
@@ -99,6 +107,30 @@ pub struct Failure {
     /// Whether any pin call had succeeded: when none had, nothing changed
     /// and nothing is restored.
     pub changed: bool,
+    /// A second interrupt request stopped the restore: the host is partly
+    /// restored (what is not is in `restore_errors`).
+    pub restore_interrupted: Option<Signal>,
+}
+
+impl Failure {
+    /// The signal that stopped the apply, when an interrupt did.
+    pub fn interrupted(&self) -> Option<Signal> {
+        match self.error {
+            StepError::Interrupted { signal, .. } => Some(signal),
+            _ => None,
+        }
+    }
+
+    /// The journal's status after this failure: rolled back when every VM
+    /// changed was restored (or none was changed), else still applying —
+    /// unfinished, for the next apply to find.
+    pub fn journal_status(&self) -> JournalStatus {
+        if self.restore_errors.is_empty() && self.restore_interrupted.is_none() {
+            JournalStatus::RolledBack
+        } else {
+            JournalStatus::Applying
+        }
+    }
 }
 
 /// What `apply` says about the VMs a plan leaves unplaced: they are not
@@ -184,6 +216,16 @@ pub enum StepError {
         /// libvirt's answer.
         #[source]
         cause: LibvirtCause,
+    },
+    /// An interrupt request came before this pin call, which was not made.
+    #[error("interrupted ({signal}) before pinning {what} ({scope})")]
+    Interrupted {
+        /// The request's signal.
+        signal: Signal,
+        /// The thread.
+        what: String,
+        /// `live` or `config`.
+        scope: &'static str,
     },
     /// A pin call the fault-injection hook refused (tests only).
     #[error("pinning {what} ({scope}): {message}")]
@@ -295,6 +337,11 @@ impl Session {
         Ok(Journal {
             pinplan_journal: JOURNAL_VERSION,
             uri: self.uri.clone(),
+            status: JournalStatus::Applying,
+            started: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_secs()),
             vms,
         })
     }
@@ -326,9 +373,11 @@ impl Session {
     }
 
     /// Pins every thread of `want` on `domain` in one scope (`flags`), calling
-    /// `hook` before each pin call (fault injection may refuse it), then
+    /// `hook` before each pin call (fault injection may refuse it) and making
+    /// none once `stop` gives a signal, then
     /// reads the pinning back and compares it with `want` (its I/O threads
     /// only). `why` names the goal in errors: "the plan", "the journal".
+    #[allow(clippy::too_many_arguments)]
     fn set_and_verify(
         &self,
         domain: &Domain,
@@ -337,6 +386,7 @@ impl Session {
         goal: &'static str,
         calls: &mut u32,
         hook: &mut dyn FnMut(u32) -> Result<(), String>,
+        stop: &dyn Fn() -> Option<Signal>,
     ) -> Result<(), StepError> {
         let scope = scope_name(flags);
         let mut pin = |what: String, call: &dyn Fn() -> Result<(), virt::error::Error>| {
@@ -346,6 +396,14 @@ impl Session {
                     what,
                     scope,
                     message,
+                });
+            }
+            // Checked after the hook: a signal the hook sends stops this call.
+            if let Some(signal) = stop() {
+                return Err(StepError::Interrupted {
+                    signal,
+                    what,
+                    scope,
                 });
             }
             call().map_err(|e| StepError::Pin {
@@ -402,16 +460,44 @@ impl Session {
 
     /// Applies the plan to every target in order, `hook` before each pin
     /// call. On the first failure, every VM touched so far is restored from
-    /// `journal` (live and config) and the restore verified.
+    /// `journal` (live and config) and the restore verified. A request on
+    /// `interrupt` is a failure too ([`StepError::Interrupted`]): checked
+    /// before each pin call and once more after the last VM (an apply is not
+    /// done until it returns), it stops the apply and restores; a second
+    /// request stops the restore ([`Failure::restore_interrupted`]).
     pub fn apply(
         &self,
         targets: &[Target],
         journal: &Journal,
         scope: Scope,
         hook: &mut dyn FnMut(u32) -> Result<(), String>,
+        interrupt: &Interrupt,
     ) -> Result<Vec<Applied>, Box<Failure>> {
         let mut done = Vec::new();
         let mut calls = 0;
+        let stop = || interrupt.first();
+        let fail = |i: usize, vm: &str, error: StepError, calls: u32| {
+            // The failing call itself changed nothing.
+            let failed_call = matches!(
+                error,
+                StepError::Pin { .. } | StepError::Injected { .. } | StepError::Interrupted { .. }
+            );
+            let changed = calls > u32::from(failed_call);
+            let r = if changed {
+                let touched = &journal.vms[..=i.min(journal.vms.len().saturating_sub(1))];
+                self.restore(touched, false, interrupt)
+            } else {
+                Restored::default()
+            };
+            Box::new(Failure {
+                vm: vm.to_owned(),
+                error,
+                restored: r.restored,
+                restore_errors: r.errors,
+                changed,
+                restore_interrupted: r.interrupted,
+            })
+        };
         for (i, t) in targets.iter().enumerate() {
             let start = Instant::now();
             let before = calls;
@@ -425,6 +511,7 @@ impl Session {
                     "the plan",
                     &mut calls,
                     hook,
+                    &stop,
                 );
             }
             if result.is_ok() && scope.config {
@@ -435,30 +522,24 @@ impl Session {
                     "the plan",
                     &mut calls,
                     hook,
+                    &stop,
                 );
             }
             if let (true, true, Some(vm)) = (result.is_ok(), scope.config, &t.memory) {
-                result = self.define_memory(&t.domain, vm, &mut calls);
+                result = match stop() {
+                    Some(signal) => {
+                        calls += 1;
+                        Err(StepError::Interrupted {
+                            signal,
+                            what: "the memory placement".to_owned(),
+                            scope: "config",
+                        })
+                    }
+                    None => self.define_memory(&t.domain, vm, &mut calls),
+                };
             }
             if let Err(error) = result {
-                // The failing call itself changed nothing.
-                let failed_call =
-                    matches!(error, StepError::Pin { .. } | StepError::Injected { .. });
-                let changed = calls > u32::from(failed_call);
-                let (restored, restore_errors) = if changed {
-                    let touched = &journal.vms[..=i.min(journal.vms.len().saturating_sub(1))];
-                    let r = self.restore(touched, false);
-                    (r.restored, r.errors)
-                } else {
-                    (Vec::new(), Vec::new())
-                };
-                return Err(Box::new(Failure {
-                    vm: t.name.clone(),
-                    error,
-                    restored,
-                    restore_errors,
-                    changed,
-                }));
+                return Err(fail(i, &t.name, error, calls));
             }
             done.push(Applied {
                 vm: t.name.clone(),
@@ -468,6 +549,16 @@ impl Session {
                 elapsed: start.elapsed(),
                 memory: scope.config && t.memory.is_some(),
             });
+        }
+        // Stopped after the last pin call, before the apply returned: it is
+        // not done, so it is undone (calls + 1: every call made changed).
+        if let (Some(signal), Some(last)) = (stop(), targets.last()) {
+            let error = StepError::Interrupted {
+                signal,
+                what: "nothing more (every pin call was made)".to_owned(),
+                scope: if scope.config { "config" } else { "live" },
+            };
+            return Err(fail(targets.len() - 1, &last.name, error, calls + 1));
         }
         Ok(done)
     }
@@ -506,8 +597,11 @@ impl Session {
     /// With `redefine`, a domain of the journalled name but another UUID
     /// (deleted and defined again since) gets the journal's definition with
     /// its own UUID.
-    pub fn rollback(&self, journal: &Journal, redefine: bool) -> Restored {
-        self.restore(&journal.vms, redefine)
+    /// A first request on `interrupt` does not stop it (a rollback is what
+    /// an interrupted apply does); a second one does
+    /// ([`Restored::interrupted`]).
+    pub fn rollback(&self, journal: &Journal, redefine: bool, interrupt: &Interrupt) -> Restored {
+        self.restore(&journal.vms, redefine, interrupt)
     }
 
     /// What `apply --rollback --dry-run` prints: per VM, whether its pins
@@ -560,19 +654,36 @@ impl Session {
     /// Restores VMs from the journal and verifies them: live pins by pin
     /// calls (when the domain is still running), the config by redefining the
     /// journalled definition. When the connection has dropped (libvirtd
-    /// restarted), it reconnects once and carries on.
-    fn restore(&self, vms: &[JournalVm], redefine: bool) -> Restored {
+    /// restarted), it reconnects once and carries on. A second request on
+    /// `interrupt` stops it before the next pin call or VM.
+    fn restore(&self, vms: &[JournalVm], redefine: bool, interrupt: &Interrupt) -> Restored {
         let mut done = Restored::default();
         let mut reconnected: Option<Connect> = None;
         let mut tried_reconnecting = false;
+        let stop = || interrupt.again().then(|| interrupt.last()).flatten();
         for j in vms {
+            if let Some(signal) = stop() {
+                done.interrupted = Some(signal);
+                done.errors.push(format!(
+                    "{}: not restored (interrupted again, {signal})",
+                    j.name
+                ));
+                continue;
+            }
             let conn = reconnected.as_ref().unwrap_or(&self.conn);
-            let mut result = self.restore_one(conn, j, redefine);
-            if result.is_err() && !tried_reconnecting && !conn.is_alive().unwrap_or(false) {
+            let mut result = self.restore_one(conn, j, redefine, &stop);
+            if let Err(StepError::Interrupted { signal, .. }) = result {
+                done.interrupted = Some(signal);
+            }
+            if result.is_err()
+                && done.interrupted.is_none()
+                && !tried_reconnecting
+                && !conn.is_alive().unwrap_or(false)
+            {
                 tried_reconnecting = true;
                 match super::connection::open(&self.uri, false) {
                     Ok(fresh) => {
-                        result = self.restore_one(&fresh, j, redefine);
+                        result = self.restore_one(&fresh, j, redefine, &stop);
                         reconnected = Some(fresh);
                     }
                     Err(e) => {
@@ -600,6 +711,7 @@ impl Session {
         conn: &Connect,
         j: &JournalVm,
         redefine: bool,
+        stop: &dyn Fn() -> Option<Signal>,
     ) -> Result<Option<String>, StepError> {
         let mut note = None;
         let domain = conn
@@ -646,8 +758,16 @@ impl Session {
                     "the journal",
                     &mut 0,
                     &mut |_| Ok(()),
+                    stop,
                 )?;
             }
+        }
+        if let Some(signal) = stop() {
+            return Err(StepError::Interrupted {
+                signal,
+                what: "its config".to_owned(),
+                scope: "config",
+            });
         }
         conn.define_domain_xml(&config_xml)
             .map_err(|e| StepError::Libvirt {
