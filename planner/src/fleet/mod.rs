@@ -771,21 +771,30 @@ pub fn plan_fleet(
 }
 
 /// Whether `host`'s plan gives the VM `name`, running there, other CPUs
-/// than it runs on now: every CPU its threads are pinned to, as a set.
-/// (The host's plan is made for the VMs the assignment gave it, from
-/// scratch: nothing keeps a VM that stays on its host on its CPUs.)
+/// than it runs on now: a vCPU on another CPU (or one that floats now), or
+/// the emulator elsewhere. (The host's plan is made for the VMs the
+/// assignment gave it, from scratch: nothing keeps a VM that stays on its
+/// host on its CPUs.)
 fn repinned(input: &Result<HostInput, String>, host: &FleetHostOutcome, name: &str) -> bool {
     let now = input
         .as_ref()
         .ok()
-        .and_then(|i| i.running.iter().find(|(n, _)| n == name))
-        .map(|(_, cpus)| cpus);
+        .and_then(|i| i.running.iter().find(|t| t.name == name));
     let planned = host
         .plan
         .as_ref()
-        .and_then(|p| p.vms.iter().find(|v| v.name == name))
-        .map(crate::plan::VmPlan::every_cpu);
-    matches!((now, planned), (Some(now), Some(planned)) if *now != planned)
+        .and_then(|p| p.vms.iter().find(|v| v.name == name));
+    let (Some(now), Some(planned)) = (now, planned) else {
+        return false;
+    };
+    planned.emulator_cpus != now.emulator_cpus
+        || planned.vcpus.iter().any(|pin| {
+            let to: crate::cpuset::CpuSet = std::iter::once(pin.cpu).collect();
+            now.vcpus
+                .iter()
+                .find(|v| v.vcpu == pin.vcpu)
+                .is_none_or(|v| v.cpus != to)
+        })
 }
 
 /// With PINPLAN_ILP_TRACE, how long planning has taken at `step`.
@@ -1431,11 +1440,19 @@ mod tests {
     }
 
     /// `v0` and `v1` (1 vCPU each) on a host of 4 cores, one reserved;
-    /// `v0` runs there on `cpus`.
-    fn v0_running_on(cpus: &str) -> (FleetSpec, Vec<Result<HostInput, String>>) {
+    /// `v0` runs there with its vCPU on `cpu`, its emulator on the host's
+    /// CPU 0.
+    fn v0_running_on(cpu: &str) -> (FleetSpec, Vec<Result<HostInput, String>>) {
         let (spec, mut inputs) = fleet(&[4], &[(1, 0), (1, 0)]);
         if let Some(Ok(input)) = inputs.first_mut() {
-            input.running = vec![("v0".to_owned(), cpus.parse().unwrap_or_default())];
+            let xml = format!(
+                "<domain><name>v0</name><vcpu>1</vcpu><cputune><vcpupin vcpu='0' cpuset='{cpu}'/>\
+                 <emulatorpin cpuset='0'/></cputune></domain>"
+            );
+            let tenant =
+                crate::libvirt::domain::tenant_from_domain("v0.xml", &xml, &input.topology)
+                    .unwrap_or_else(|e| panic!("{e}"));
+            input.running = vec![tenant];
         }
         (spec, inputs)
     }
@@ -1484,8 +1501,9 @@ mod tests {
             .plan
             .as_ref()
             .and_then(|p| p.vms.iter().find(|v| v.name == "v0"))
-            .map(crate::plan::VmPlan::every_cpu)
+            .map(|v| v.vcpus[0].cpu)
             .unwrap_or_else(|| panic!("v0 is not planned: {plan:?}"));
+        assert_ne!(planned.0, 3, "{plan:?}");
         assert_eq!(plan.vms[0].host.as_deref(), Some("h0"));
         assert_eq!((plan.objective.moves, plan.objective.repinned), (0, 1));
         assert!(
