@@ -304,9 +304,10 @@ fn conflict_counts<'c>(conflicts: impl IntoIterator<Item = &'c Conflict>) -> Str
 /// What a plan does to the conflicts: per conflict `now`, whether it is
 /// left (else removed), and the conflicts of `after` it adds (by index). As
 /// [`Report::new`](crate::report::Report::new) tells them apart, a
-/// conflict is the same one under the plan when its kind and tenants are.
+/// conflict is the same one under the plan when its
+/// [`identity`](Conflict::identity) is.
 fn fates(now: &[Conflict], after: &[Conflict]) -> (Vec<bool>, Vec<usize>) {
-    let same = |a: &Conflict, b: &Conflict| a.kind == b.kind && a.tenants == b.tenants;
+    let same = |a: &Conflict, b: &Conflict| a.identity() == b.identity();
     let left = now
         .iter()
         .map(|c| after.iter().any(|a| same(a, c)))
