@@ -318,6 +318,16 @@ impl Loose {
     }
 }
 
+/// A running VM's threads that float, named (`vCPU 1 and emulator`), if
+/// any: the host map and the picture draw it on every CPU where they may run.
+pub(crate) fn floating_threads(t: &Tenant, usable: &CpuSet) -> Option<String> {
+    let loose = Loose::of(t, usable);
+    (t.kind == TenantKind::Vm
+        && t.state == TenantState::Running
+        && (!loose.vcpus.is_empty() || loose.helpers()))
+    .then(|| loose.named().0)
+}
+
 /// A pinned VM's vCPUs that float (they may run on every usable CPU) count
 /// in no conflict but their VM's one `floating` finding, so that a
 /// half-pinned VM is not a pile of derived cpu-shared/core-shared/
