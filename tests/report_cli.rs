@@ -475,3 +475,409 @@ fn an_empty_source_is_named() {
     let stderr = util::text(&out.stderr);
     assert!(stderr.contains("an empty topology source"), "{stderr}");
 }
+
+/// A 3-CPU host without SMT, as a topology source and a plan spec's.
+const THREE: &str = "synthetic:package:1 core:3 pu:1";
+
+/// Issue 27: a running VM that can run on a CPU another tenant holds is an
+/// error (exit 1) — a floating VM beside a pinned one, a VM floating over
+/// the host's CPUs when they are known — one finding per floating VM naming
+/// whom it floats over; two floating VMs with nothing pinned stay a
+/// warning. The host map draws a floating VM on every CPU it may run on
+/// (`b~`), never as free.
+#[test]
+fn a_floating_vm_beside_pinned_ones_is_an_error_issue_27() {
+    let dir = TempDir::new();
+    // a: vCPU on 1, emulator on the host's CPU 0. b, c: no pin at all.
+    let a = domain(&dir, "a", &[1], "0");
+    let floating = |name: &str| {
+        let text = format!(
+            "<domain type='kvm'>\n  <name>{name}</name>\n  <vcpu placement='static'>1</vcpu>\n</domain>\n"
+        );
+        arg(&dir.write(&format!("{name}.xml"), text)).to_owned()
+    };
+    let (b, c) = (floating("b"), floating("c"));
+    let fix = "pin it (pinplan plan --connect, then apply) or stop it";
+    for (case, domains, host_cpus, status, expected) in [
+        (
+            "beside a pinned VM and the host",
+            vec![&a, &b],
+            Some("0"),
+            1,
+            vec![(
+                "error",
+                vec!["b", "a", "host"],
+                "0-1".to_owned(),
+                format!("b is not pinned: it can run on CPUs 0-1, which a (cpus 1) and the host (cpus 0) own; {fix}"),
+            )],
+        ),
+        (
+            "beside a pinned VM, the host's CPUs unknown",
+            vec![&a, &b],
+            None,
+            1,
+            vec![(
+                "error",
+                vec!["b", "a"],
+                "1".to_owned(),
+                format!("b is not pinned: it can run on CPUs 1, which a (cpus 1) owns; {fix}"),
+            )],
+        ),
+        (
+            "over the host's CPUs alone",
+            vec![&b],
+            Some("0"),
+            1,
+            vec![(
+                "error",
+                vec!["b", "host"],
+                "0".to_owned(),
+                format!("b is not pinned: it can run on CPUs 0, which the host (cpus 0) owns; {fix}"),
+            )],
+        ),
+        (
+            "two floating VMs with nothing pinned",
+            vec![&b, &c],
+            None,
+            0,
+            ["b", "c"]
+                .iter()
+                .map(|n| {
+                    (
+                        "warning",
+                        vec![*n],
+                        "0-2".to_owned(),
+                        format!("{n} is not pinned: its vCPUs can run on any CPU, next to anyone"),
+                    )
+                })
+                .collect(),
+        ),
+    ] {
+        let mut args = vec!["--domains"];
+        args.extend(domains.iter().map(|d| d.as_str()));
+        args.extend(["--source", THREE, "--format", "json"]);
+        if let Some(cpus) = host_cpus {
+            args.extend(["--host-cpus", cpus]);
+        }
+        let out = report(&args);
+        assert_eq!(out.status.code(), Some(status), "{case}: {}", text(&out.stdout));
+        let v = json(&out);
+        let found: Vec<(String, Vec<String>, String, String)> = v["conflicts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["kind"] == "floating")
+            .map(|c| {
+                (
+                    c["severity"].as_str().unwrap_or("").to_owned(),
+                    serde_json::from_value(c["tenants"].clone()).unwrap_or_default(),
+                    c["cpus"].as_str().unwrap_or("").to_owned(),
+                    c["message"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect();
+        let expected: Vec<(String, Vec<String>, String, String)> = expected
+            .into_iter()
+            .map(|(s, t, cpus, m)| {
+                (s.to_owned(), t.iter().map(|t| (*t).to_owned()).collect(), cpus, m)
+            })
+            .collect();
+        assert_eq!(found, expected, "{case}");
+        // Every tenant carries its state.
+        assert!(
+            v["tenants"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .all(|t| t["state"] == "running"),
+            "{case}: {v}"
+        );
+    }
+
+    // The map: b on every CPU it may run on, the CPUs it floats over
+    // marked as an error; no "not pinned" footnote.
+    let out = report(&["--domains", &a, &b, "--source", THREE, "--host-cpus", "0"]);
+    let map = text(&out.stdout);
+    for cell in ["0:host+a/emu+b~!", "1:a/0+b~!", "2:b~"] {
+        assert!(map.contains(cell), "{cell}: {map}");
+    }
+    assert!(map.contains("~ = may run there, not pinned"), "{map}");
+    assert!(!map.contains("on no CPU above"), "{map}");
+}
+
+/// Issue 27: `report --plan` gates a floating VM as it gates any error — a
+/// plan that pins it removes the error (exit 0), one that leaves it out
+/// leaves it (exit 1), so `report --plan && apply` no longer passes a host
+/// where a VM floats over the planned ones.
+#[test]
+fn a_plan_that_pins_the_floating_vm_removes_the_error_issue_27() {
+    let dir = TempDir::new();
+    let a = domain(&dir, "a", &[1], "0");
+    let b = arg(&dir.write(
+        "b.xml",
+        "<domain type='kvm'>\n  <name>b</name>\n  <vcpu placement='static'>1</vcpu>\n</domain>\n",
+    ))
+    .to_owned();
+    let plan = |vms: &[&str]| {
+        let mut spec = format!("[host]\nsource = {THREE:?}\nreserved_cores = 1\n");
+        for vm in vms {
+            spec.push_str(&format!("[[vm]]\nname = {vm:?}\nvcpus = 1\n"));
+        }
+        let name = vms.join("-");
+        let spec = dir.write(&format!("{name}.toml"), spec);
+        let out = dir.path(&name);
+        util::pinplan_ok(&["plan", arg(&spec), "--out", arg(&out)]);
+        arg(&out.join("plan.json")).to_owned()
+    };
+    for (vms, status, fate) in [
+        (&["a", "b"][..], 0, "resolved"),
+        (&["a"][..], 1, "remaining"),
+    ] {
+        let plan = plan(vms);
+        let out = report(&[
+            "--domains",
+            &a,
+            &b,
+            "--source",
+            THREE,
+            "--plan",
+            &plan,
+            "--format",
+            "json",
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(status),
+            "{vms:?}: {}",
+            text(&out.stdout)
+        );
+        let v = json(&out);
+        // Now: b floats over a's CPU and the plan's reserved CPU 0.
+        let now = conflict(&v, "floating");
+        assert_eq!(now["severity"], "error", "{v}");
+        let listed = v["plan"][fate]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["kind"] == "floating" && c["tenants"][0] == "b")
+            .count();
+        assert_eq!(listed, 1, "{vms:?}: b's floating is {fate}: {v}");
+        assert_eq!(
+            v["plan"]["introduced"].as_array().map(Vec::len),
+            Some(0),
+            "{vms:?}: {v}"
+        );
+    }
+}
+
+/// Issue 27: a shut-off domain (as `--connect` reads one) is not
+/// `floating` and takes part in no conflict of now; its config on a running
+/// tenant's core is a `shut-off-overlap` warning, and the text lists it on
+/// its own line. Files given with `--domains` say what runs, so this is the
+/// library's report of tenants read as through a connection.
+#[test]
+fn shut_off_domains_are_not_floating_issue_27() {
+    use pinplan::report::Report;
+    use pinplan::tenant::{host_tenant, TenantState};
+    use pinplan::topology::{self, Source};
+    let host = topology::load(&Source::Synthetic("package:1 core:3 pu:1".into())).unwrap();
+    let read = |xml: &str, running: bool| {
+        let mut t = pinplan::libvirt::domain::tenant_from_domain("x.xml", xml, &host).unwrap();
+        if !running {
+            t.state = TenantState::ShutOff;
+        }
+        t
+    };
+    let a = read(
+        "<domain><name>a</name><vcpu>1</vcpu><cputune><vcpupin vcpu='0' cpuset='1'/>\
+         <emulatorpin cpuset='0'/></cputune></domain>",
+        true,
+    );
+    let off_floating = read("<domain><name>c</name><vcpu>1</vcpu></domain>", false);
+    let off_pinned = read(
+        "<domain><name>d</name><vcpu>1</vcpu><cputune><vcpupin vcpu='0' cpuset='1'/>\
+         <emulatorpin cpuset='0'/></cputune></domain>",
+        false,
+    );
+    let tenants = vec![
+        host_tenant(&"0".parse().unwrap()),
+        a,
+        off_floating,
+        off_pinned,
+    ];
+    let r = Report::new(&host, tenants, None);
+    let found: Vec<(String, String, Vec<String>, String)> = r
+        .conflicts
+        .iter()
+        .map(|c| {
+            (
+                c.kind.to_string(),
+                format!("{:?}", c.severity),
+                c.tenants.clone(),
+                c.message.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                "shut-off-overlap".to_owned(),
+                "Warning".to_owned(),
+                vec!["c".to_owned(), "a".to_owned(), "host".to_owned()],
+                "c (shut off) is not pinned in its config: when it starts it can run on CPUs \
+                 0-1, which a (cpus 1) and the host (cpus 0) own"
+                    .to_owned()
+            ),
+            (
+                "shut-off-overlap".to_owned(),
+                "Warning".to_owned(),
+                vec!["d".to_owned(), "a".to_owned()],
+                "d (shut off) is pinned in its config onto CPUs 1, which a (cpus 1) owns: they \
+                 would share a core when d starts"
+                    .to_owned()
+            ),
+        ]
+    );
+    assert!(!r.has_errors());
+    let text = r.to_text(&host, false);
+    assert!(
+        text.starts_with("4 tenants (2 shut off), 0 errors, 2 warnings\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  shut off, not on the map: c (config: not pinned), d (config: cpus 1)\n"),
+        "{text}"
+    );
+    // Not on the map: CPU 2 is free, CPU 1 a's alone.
+    assert!(text.contains(" 2:-\n"), "{text}");
+    assert!(text.contains(" 1:a/0?\n"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    let states: Vec<&str> = json["tenants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["state"].as_str())
+        .collect();
+    assert_eq!(states, ["running", "running", "shut-off", "shut-off"]);
+}
+
+/// Issue 27, the trial that found it, on the live host: after pinning, a
+/// guest that floats could still run on the pinned guest's CPU and on the
+/// host's, and `report --connect` said "0 errors". Now it exits 1 naming
+/// the floating guest; that guest's threads are not "stray host threads"
+/// (`isolate` would not move them); a shut-off guest is not `floating`.
+#[test]
+fn live_floating_guest_beside_a_pinned_one_is_an_error_issue_27() {
+    let Some(uri) = util::libvirt_uri("no live guests") else {
+        return;
+    };
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        eprintln!("one CPU: nothing to pin a guest apart from the host on");
+        return;
+    }
+    let _turn = crate::util::live_guests_turn();
+    let dir = TempDir::new();
+    let pid = std::process::id();
+    let guests = util::Guests {
+        uri: uri.clone(),
+        names: ["a", "b", "c"]
+            .iter()
+            .map(|n| format!("rpt-{n}-{pid}"))
+            .collect(),
+    };
+    let (a, b, c) = (&guests.names[0], &guests.names[1], &guests.names[2]);
+    let domain_type = util::guest_type(&uri);
+    let pinned = "  <cputune>\n    <vcpupin vcpu='0' cpuset='1'/>\n    <emulatorpin cpuset='0'/>\n  </cputune>\n";
+    // a pinned and running, b floating and running, c pinned and shut off.
+    for (name, cputune, start) in [(a, pinned, true), (b, "", true), (c, pinned, false)] {
+        let path = dir.write(
+            &format!("{name}.xml"),
+            util::guest_xml(domain_type, name, 1, cputune),
+        );
+        util::virsh(&uri, &["define", arg(&path)]);
+        if start {
+            util::virsh(&uri, &["start", name]);
+        }
+    }
+    let out = report(&[
+        "--connect",
+        &uri,
+        "--host-cpus",
+        "0",
+        "--top",
+        "100000",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let v = json(&out);
+    let conflicts = v["conflicts"].as_array().cloned().unwrap_or_default();
+    let about = |kind: &str, name: &str| -> Vec<Value> {
+        conflicts
+            .iter()
+            .filter(|x| x["kind"] == kind && x["tenants"][0] == name)
+            .cloned()
+            .collect()
+    };
+    // Other engineers' guests may be on this libvirtd too: b floats over a's
+    // CPU 1 and the host's CPU 0 at least.
+    let b_floats = about("floating", b);
+    assert_eq!(b_floats.len(), 1, "{v}");
+    assert_eq!(b_floats[0]["severity"], "error", "{v}");
+    assert_eq!(b_floats[0]["cpus"], "0-1", "{v}");
+    let names: Vec<&str> = b_floats[0]["tenants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        names.contains(&a.as_str()) && names.contains(&"host"),
+        "{v}"
+    );
+    // c is shut off: not floating, in no conflict of now, but its config
+    // lands on a's CPU.
+    assert!(about("floating", c).is_empty(), "{v}");
+    assert_eq!(about("shut-off-overlap", c).len(), 1, "{v}");
+    assert!(
+        conflicts
+            .iter()
+            .filter(|x| x["kind"] != "shut-off-overlap")
+            .all(|x| !x["tenants"].to_string().contains(c.as_str())),
+        "{v}"
+    );
+    let state = |name: &str| {
+        v["tenants"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["name"] == name)
+            .map(|t| t["state"].clone())
+    };
+    assert_eq!(state(b), Some(Value::from("running")), "{v}");
+    assert_eq!(state(c), Some(Value::from("shut-off")), "{v}");
+    // No thread of a running guest's QEMU is a stray host thread.
+    for name in [a, b] {
+        let qemu: u64 = std::fs::read_to_string(format!("/run/libvirt/qemu/{name}.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let strays: Vec<&Value> = v["live"]["stray_threads"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["pid"] == qemu)
+            .collect();
+        assert!(
+            strays.is_empty(),
+            "{name}'s threads listed as stray: {strays:?}"
+        );
+    }
+    // The text: b on every CPU it may run on, c on its own line.
+    let out = report(&["--connect", &uri, "--host-cpus", "0"]);
+    let page = text(&out.stdout);
+    assert!(page.contains(&format!("{b}~")), "{page}");
+    assert!(page.contains(&format!("{c} (config: cpus 1)")), "{page}");
+}

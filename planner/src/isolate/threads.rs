@@ -1,17 +1,17 @@
 //! What runs on VM CPUs that should not: every thread on the live host whose
-//! CPU affinity includes a VM CPU and that belongs neither to that VM (its
-//! QEMU process) nor is a per-CPU kernel thread (`kworker/1:0`,
-//! `ksoftirqd/1`, `migration/1`: bound to one CPU by the kernel) nor a
-//! kernel thread whose affinity the kernel keeps (`PF_NO_SETAFFINITY`,
-//! e.g. workqueue rescuers `kworker/R-…`). These are
-//! `report`'s `stray-threads`; IRQs still allowed on VM CPUs are its
-//! `irq-on-vm-cpu`.
+//! CPU affinity includes a VM CPU and that belongs to no running VM (its
+//! QEMU process: where a VM's own threads may run is `report`'s `floating`
+//! and `emulator-overlap`, which `isolate` does not change) nor is a
+//! per-CPU kernel thread (`kworker/1:0`, `ksoftirqd/1`, `migration/1`:
+//! bound to one CPU by the kernel) nor a kernel thread whose affinity the
+//! kernel keeps (`PF_NO_SETAFFINITY`, e.g. workqueue rescuers
+//! `kworker/R-…`). These are `report`'s `stray-threads`; IRQs still allowed
+//! on VM CPUs are its `irq-on-vm-cpu`.
 
 use super::cgroup::task;
 use crate::cpuset::CpuSet;
-use crate::ids::CpuId;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 /// One thread that may run on a VM's CPU.
@@ -46,26 +46,24 @@ fn numbered(dir: &Path) -> Vec<u32> {
     out
 }
 
-/// Every stray thread on the host under `root`: `owners` maps each VM CPU
-/// to its VMs' names, `vm_pids` each VM to its QEMU process. Sorted busiest
-/// first, then by thread id.
-pub fn stray_threads(
-    root: &Path,
-    owners: &BTreeMap<CpuId, BTreeSet<String>>,
-    vm_pids: &BTreeMap<String, u32>,
-) -> Vec<StrayThread> {
-    let vm_cpus: CpuSet = owners.keys().copied().collect();
-    let vm_of_pid: BTreeMap<u32, &str> = vm_pids.iter().map(|(n, &p)| (p, n.as_str())).collect();
+/// Every stray thread on the host under `root`: threads that may run on
+/// one of `vm_cpus` and are not a thread of one of `vm_pids` (the running
+/// VMs' QEMU processes: a VM's own thread is never the host's, wherever it
+/// may run). Sorted busiest first, then by thread id.
+pub fn stray_threads(root: &Path, vm_cpus: &CpuSet, vm_pids: &BTreeSet<u32>) -> Vec<StrayThread> {
     let proc = root.join("proc");
     let mut out = Vec::new();
     for pid in numbered(&proc) {
+        if vm_pids.contains(&pid) {
+            continue;
+        }
         for tid in numbered(&proc.join(format!("{pid}/task"))) {
             // `/proc/TID` is every thread's, listed or not.
             let t = task(root, tid);
             let Some(affinity) = t.affinity.clone() else {
                 continue;
             };
-            let on_vm_cpus = affinity.intersection(&vm_cpus);
+            let on_vm_cpus = affinity.intersection(vm_cpus);
             if on_vm_cpus.is_empty() {
                 continue;
             }
@@ -75,16 +73,6 @@ pub fn stray_threads(
             // who reads this.
             if t.kernel && (affinity.len() == 1 || t.bound) {
                 continue;
-            }
-            // A VM's own threads on its own CPUs.
-            if let Some(vm) = vm_of_pid.get(&pid) {
-                let foreign: CpuSet = on_vm_cpus
-                    .iter()
-                    .filter(|c| owners.get(c).is_none_or(|o| !o.contains(*vm)))
-                    .collect();
-                if foreign.is_empty() {
-                    continue;
-                }
             }
             out.push(StrayThread {
                 tid,

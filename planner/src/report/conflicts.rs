@@ -1,9 +1,10 @@
 //! Conflicts: who shares a CPU or a physical core with whom, who overlaps
-//! the host, who floats, whose memory or NIC is on another node.
+//! the host, who floats over whom, which shut-off domain would land on
+//! whom when it starts, whose memory or NIC is on another node.
 
 use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, CpuId, NodeId};
-use crate::tenant::{Tenant, TenantKind};
+use crate::tenant::{Tenant, TenantKind, TenantState};
 use crate::topology::{HostTopology, PciAddress};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,7 +32,8 @@ pub enum ConflictKind {
     EmulatorOverlap,
     /// A VM's emulator threads only on other NUMA nodes than its vCPUs.
     EmulatorRemote,
-    /// A VM not pinned at all.
+    /// A running VM with threads that are not pinned: an error when they
+    /// may run on CPUs another running tenant holds, else a warning.
     Floating,
     /// A VM on the host's own CPUs.
     HostOverlap,
@@ -44,8 +46,11 @@ pub enum ConflictKind {
     NicRemote,
     /// vCPUs across NUMA nodes under strict memory.
     NumaSplit,
-    /// Threads of the host, or of another VM, allowed on a VM's CPUs (the
-    /// live host).
+    /// A shut-off domain whose config pins would put it on cores a running
+    /// tenant holds when it starts.
+    ShutOffOverlap,
+    /// Threads of the host (no VM's QEMU) allowed on a VM's CPUs (the live
+    /// host).
     StrayThreads,
 }
 
@@ -62,6 +67,7 @@ impl ConflictKind {
             ConflictKind::MemoryRemote => "memory-remote",
             ConflictKind::NicRemote => "nic-remote",
             ConflictKind::NumaSplit => "numa-split",
+            ConflictKind::ShutOffOverlap => "shut-off-overlap",
             ConflictKind::IrqOnVmCpu => "irq-on-vm-cpu",
             ConflictKind::StrayThreads => "stray-threads",
         }
@@ -96,18 +102,27 @@ fn core_of(host: &HostTopology) -> BTreeMap<CpuId, CoreId> {
         .collect()
 }
 
-/// Every conflict among `tenants` on `host`, in a stable order.
+/// Every conflict among `tenants` on `host`, in a stable order. Only
+/// running tenants conflict now; a shut-off domain's config is checked
+/// against them (`shut-off-overlap`) and takes part in nothing else.
 pub fn conflicts(host: &HostTopology, tenants: &[Tenant]) -> Vec<Conflict> {
-    let mut out = floating(tenants);
-    let (tenants, partly) = without_floating_vcpus(host, tenants);
-    out.extend(partly);
+    let usable = host.usable_cpus();
+    let running: Vec<Tenant> = tenants
+        .iter()
+        .filter(|t| t.state == TenantState::Running)
+        .cloned()
+        .collect();
+    let owners = owners(&running, &usable);
+    let mut out = floating(host, &running, &owners, &usable);
+    out.extend(shut_off_overlap(host, tenants, &owners, &usable));
+    let tenants = without_floating_vcpus(&running, &usable);
     let tenants = tenants.as_slice();
     out.extend(shared(host, tenants));
     let vms: Vec<&Tenant> = tenants
         .iter()
         .filter(|t| t.kind == TenantKind::Vm && t.pinned)
         .collect();
-    out.extend(emulator_overlap(host, &vms));
+    out.extend(emulator_overlap(host, &vms, &usable));
     let node_of: BTreeMap<CpuId, NodeId> = host
         .pus
         .iter()
@@ -130,60 +145,367 @@ pub(crate) fn sort(conflicts: &mut [Conflict]) {
         .sort_by(|a, b| (a.severity, &a.kind, &a.tenants).cmp(&(b.severity, &b.kind, &b.tenants)));
 }
 
-/// A pinned VM's vCPUs that are not pinned (they may run on every usable
-/// CPU) are one `floating` finding each VM, not a pile of derived
-/// cpu-shared/core-shared/host-overlap errors against everyone: the tenants
-/// come back with those vCPUs left out of their CPUs, and the findings.
-fn without_floating_vcpus(host: &HostTopology, tenants: &[Tenant]) -> (Vec<Tenant>, Vec<Conflict>) {
-    let all = host.usable_cpus();
-    let mut findings = Vec::new();
-    let adjusted = tenants
+impl Conflict {
+    /// What makes a finding now and one under a plan the same finding: its
+    /// kind and tenants, except that a finding about one VM that names
+    /// whom it reaches (`floating`, `shut-off-overlap`) is that VM's
+    /// whoever the plan puts next to it.
+    pub fn identity(&self) -> (ConflictKind, &[String]) {
+        let tenants = match self.kind {
+            ConflictKind::Floating | ConflictKind::ShutOffOverlap => {
+                self.tenants.get(..1).unwrap_or(&self.tenants)
+            }
+            _ => &self.tenants,
+        };
+        (self.kind, tenants)
+    }
+}
+
+/// Whether a thread allowed on `cpus` floats: no pin keeps it off any
+/// usable CPU (no pin at all, or a pin to every CPU).
+pub(crate) fn floats(cpus: &CpuSet, usable: &CpuSet) -> bool {
+    usable.is_subset(cpus)
+}
+
+/// The usable CPUs a tenant holds now: the host's CPUs, a running pinned
+/// VM's vCPUs' CPUs except those of vCPUs that float; none for a VM that is
+/// not pinned or not running.
+pub(crate) fn held_cpus(t: &Tenant, usable: &CpuSet) -> CpuSet {
+    if t.state != TenantState::Running || !t.pinned {
+        return CpuSet::new();
+    }
+    let held = match t.kind {
+        TenantKind::Host => t.cpus.clone(),
+        // A fixed tenant of a plan has CPUs but no vCPUs listed.
+        TenantKind::Vm if t.vcpus.is_empty() && !floats(&t.cpus, usable) => t.cpus.clone(),
+        TenantKind::Vm => t
+            .vcpus
+            .iter()
+            .filter(|v| !floats(&v.cpus, usable))
+            .fold(CpuSet::new(), |acc, v| acc.union(&v.cpus)),
+    };
+    held.intersection(usable)
+}
+
+/// A running tenant that holds CPUs: the host, or a pinned VM by its
+/// pinned vCPUs.
+struct Owner<'t> {
+    tenant: &'t Tenant,
+    /// The usable CPUs it holds.
+    cpus: CpuSet,
+}
+
+impl Owner<'_> {
+    fn is(&self, t: &Tenant) -> bool {
+        self.tenant.kind == t.kind && self.tenant.name == t.name
+    }
+
+    /// `vm1 (cpus 1)`, `the host (cpus 0)`.
+    fn describe(&self) -> String {
+        match self.tenant.kind {
+            TenantKind::Host => format!("the host (cpus {})", self.cpus),
+            TenantKind::Vm => format!("{} (cpus {})", self.tenant.name, self.cpus),
+        }
+    }
+}
+
+/// Every running tenant that holds CPUs: the VMs in tenant order, then the
+/// host (as messages name them).
+fn owners<'t>(running: &'t [Tenant], usable: &CpuSet) -> Vec<Owner<'t>> {
+    let mut out: Vec<Owner<'t>> = running
+        .iter()
+        .map(|tenant| Owner {
+            tenant,
+            cpus: held_cpus(tenant, usable),
+        })
+        .filter(|o| !o.cpus.is_empty())
+        .collect();
+    out.sort_by_key(|o| o.tenant.kind == TenantKind::Host);
+    out
+}
+
+/// `cpus` and every CPU of the physical cores they are on.
+fn on_cores(host: &HostTopology, cpus: &CpuSet) -> CpuSet {
+    host.cores
+        .iter()
+        .filter(|c| c.cpus.intersects(cpus))
+        .fold(cpus.clone(), |acc, c| acc.union(&c.cpus))
+}
+
+/// Where a thread reaches other tenants: `CPUs 0-1, which a (cpus 1) and
+/// the host (cpus 0) own`, or when some of `cpus` are SMT siblings of
+/// theirs, `CPUs 1,5, the cores of a (cpus 1)`.
+fn reached(cpus: &CpuSet, owners: &[&Owner<'_>]) -> String {
+    let names: Vec<String> = owners.iter().map(|o| o.describe()).collect();
+    let list = listing(&names);
+    let owned = owners
+        .iter()
+        .fold(CpuSet::new(), |acc, o| acc.union(&o.cpus));
+    if cpus.is_subset(&owned) {
+        let verb = if owners.len() == 1 { "owns" } else { "own" };
+        format!("CPUs {cpus}, which {list} {verb}")
+    } else {
+        format!("CPUs {cpus}, the cores of {list}")
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn listing(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// `vCPU 1`, `vCPUs 1,2`.
+fn numbered(one: &str, many: &str, ids: &[u32]) -> String {
+    let list: Vec<String> = ids.iter().map(u32::to_string).collect();
+    format!(
+        "{} {}",
+        if ids.len() == 1 { one } else { many },
+        list.join(",")
+    )
+}
+
+/// A running VM's threads that float.
+#[derive(Debug, Default)]
+struct Loose {
+    vcpus: Vec<u32>,
+    emulator: bool,
+    iothreads: Vec<u32>,
+}
+
+impl Loose {
+    fn of(t: &Tenant, usable: &CpuSet) -> Loose {
+        Loose {
+            vcpus: t
+                .vcpus
+                .iter()
+                .filter(|v| floats(&v.cpus, usable))
+                .map(|v| v.vcpu)
+                .collect(),
+            emulator: floats(&t.emulator_cpus, usable),
+            iothreads: t
+                .iothreads
+                .iter()
+                .filter(|i| floats(&i.cpus, usable))
+                .map(|i| i.iothread)
+                .collect(),
+        }
+    }
+
+    /// Whether its emulator or an I/O thread floats.
+    fn helpers(&self) -> bool {
+        self.emulator || !self.iothreads.is_empty()
+    }
+
+    /// `vCPU 1, emulator and I/O threads 1,2`, and whether that is more
+    /// than one thread.
+    fn named(&self) -> (String, bool) {
+        let mut parts = Vec::new();
+        if !self.vcpus.is_empty() {
+            parts.push(numbered("vCPU", "vCPUs", &self.vcpus));
+        }
+        if self.emulator {
+            parts.push("emulator".to_owned());
+        }
+        if !self.iothreads.is_empty() {
+            parts.push(numbered("I/O thread", "I/O threads", &self.iothreads));
+        }
+        let many = self.vcpus.len() + usize::from(self.emulator) + self.iothreads.len() > 1;
+        (listing(&parts), many)
+    }
+}
+
+/// A running VM's threads that float, named (`vCPU 1 and emulator`), if
+/// any: the host map and the picture draw it on every CPU where they may run.
+pub(crate) fn floating_threads(t: &Tenant, usable: &CpuSet) -> Option<String> {
+    let loose = Loose::of(t, usable);
+    (t.kind == TenantKind::Vm
+        && t.state == TenantState::Running
+        && (!loose.vcpus.is_empty() || loose.helpers()))
+    .then(|| loose.named().0)
+}
+
+/// A pinned VM's vCPUs that float (they may run on every usable CPU) count
+/// in no conflict but their VM's one `floating` finding, so that a
+/// half-pinned VM is not a pile of derived cpu-shared/core-shared/
+/// host-overlap errors against everyone: the tenants come back with those
+/// vCPUs left out of their CPUs.
+fn without_floating_vcpus(tenants: &[Tenant], usable: &CpuSet) -> Vec<Tenant> {
+    tenants
         .iter()
         .map(|t| {
-            if t.kind != TenantKind::Vm || !t.pinned {
-                return t.clone();
+            let mut t = t.clone();
+            if t.kind == TenantKind::Vm
+                && t.pinned
+                && t.vcpus.iter().any(|v| floats(&v.cpus, usable))
+            {
+                t.cpus = t
+                    .vcpus
+                    .iter()
+                    .filter(|v| !floats(&v.cpus, usable))
+                    .fold(CpuSet::new(), |acc, v| acc.union(&v.cpus));
             }
-            let (loose, held): (Vec<_>, Vec<_>) =
-                t.vcpus.iter().partition(|v| all.is_subset(&v.cpus));
-            if loose.is_empty() {
-                return t.clone();
-            }
-            let ids: Vec<String> = loose.iter().map(|v| v.vcpu.to_string()).collect();
-            findings.push(Conflict {
+            t
+        })
+        .collect()
+}
+
+/// One finding per running VM with threads that float (not pinned at all,
+/// or some vCPUs, its emulator or I/O threads not pinned). An error when
+/// they may run on what another running tenant holds, a physical core
+/// being the unit: its floating vCPUs on a pinned VM's vCPUs or on the
+/// host's CPUs, its floating emulator and I/O threads on a pinned VM's
+/// vCPUs (the host's CPUs are where those belong). Otherwise a warning
+/// when vCPUs float (nothing is pinned where they may go, yet), nothing
+/// when only its emulator or I/O threads do.
+fn floating(
+    host: &HostTopology,
+    running: &[Tenant],
+    owners: &[Owner<'_>],
+    usable: &CpuSet,
+) -> Vec<Conflict> {
+    let mut out = Vec::new();
+    for t in running.iter().filter(|t| t.kind == TenantKind::Vm) {
+        let loose = Loose::of(t, usable);
+        let reaches: Vec<&Owner<'_>> = owners
+            .iter()
+            .filter(|o| !o.is(t))
+            .filter(|o| {
+                !loose.vcpus.is_empty() || (loose.helpers() && o.tenant.kind == TenantKind::Vm)
+            })
+            .collect();
+        let cpus = reaches
+            .iter()
+            .fold(CpuSet::new(), |acc, o| acc.union(&on_cores(host, &o.cpus)))
+            .intersection(usable);
+        if !cpus.is_empty() {
+            let mut tenants = vec![t.name.clone()];
+            tenants.extend(reaches.iter().map(|o| o.tenant.name.clone()));
+            let message = if t.pinned {
+                let (threads, many) = loose.named();
+                format!(
+                    "{}'s {threads} {} not pinned: {} can run on {}; pin {} (pinplan plan \
+                     --connect, then apply)",
+                    t.name,
+                    if many { "are" } else { "is" },
+                    if many { "they" } else { "it" },
+                    reached(&cpus, &reaches),
+                    if many { "them" } else { "it" },
+                )
+            } else {
+                format!(
+                    "{} is not pinned: it can run on {}; pin it (pinplan plan --connect, then \
+                     apply) or stop it",
+                    t.name,
+                    reached(&cpus, &reaches)
+                )
+            };
+            out.push(Conflict {
+                kind: ConflictKind::Floating,
+                severity: Severity::Error,
+                tenants,
+                cpus,
+                message,
+            });
+        } else if !t.pinned {
+            out.push(Conflict {
                 kind: ConflictKind::Floating,
                 severity: Severity::Warning,
                 tenants: vec![t.name.clone()],
-                cpus: all.clone(),
+                cpus: t.cpus.clone(),
                 message: format!(
-                    "{}'s {} {} {} not pinned: {} can run on any CPU, next to anyone",
-                    t.name,
-                    if ids.len() == 1 { "vCPU" } else { "vCPUs" },
-                    ids.join(","),
-                    if ids.len() == 1 { "is" } else { "are" },
-                    if ids.len() == 1 { "it" } else { "they" },
+                    "{} is not pinned: its vCPUs can run on any CPU, next to anyone",
+                    t.name
                 ),
             });
-            let mut t = t.clone();
-            t.cpus = held.iter().fold(CpuSet::new(), |acc, v| acc.union(&v.cpus));
-            t
-        })
-        .collect();
-    (adjusted, findings)
+        } else if !loose.vcpus.is_empty() {
+            let many = loose.vcpus.len() > 1;
+            out.push(Conflict {
+                kind: ConflictKind::Floating,
+                severity: Severity::Warning,
+                tenants: vec![t.name.clone()],
+                cpus: usable.clone(),
+                message: format!(
+                    "{}'s {} {} not pinned: {} can run on any CPU, next to anyone",
+                    t.name,
+                    numbered("vCPU", "vCPUs", &loose.vcpus),
+                    if many { "are" } else { "is" },
+                    if many { "they" } else { "it" },
+                ),
+            });
+        }
+    }
+    out
 }
 
-/// Tenants that are not pinned at all.
-fn floating(tenants: &[Tenant]) -> Vec<Conflict> {
+/// Shut-off domains whose config would put their vCPUs on what a running
+/// tenant holds (a physical core being the unit) when they start: a
+/// warning each, naming them as shut off. Shut-off domains are in no other
+/// finding: nothing of theirs runs now.
+fn shut_off_overlap(
+    host: &HostTopology,
+    tenants: &[Tenant],
+    owners: &[Owner<'_>],
+    usable: &CpuSet,
+) -> Vec<Conflict> {
     let mut out = Vec::new();
-    for t in tenants.iter().filter(|t| !t.pinned) {
-        out.push(Conflict {
-            kind: ConflictKind::Floating,
-            severity: Severity::Warning,
-            tenants: vec![t.name.clone()],
-            cpus: t.cpus.clone(),
-            message: format!(
-                "{} is not pinned: its vCPUs can run on any CPU, next to anyone",
+    for t in tenants
+        .iter()
+        .filter(|t| t.kind == TenantKind::Vm && t.state == TenantState::ShutOff)
+    {
+        let config = t.cpus.intersection(usable);
+        let overlaps: Vec<(&Owner<'_>, CpuSet)> = owners
+            .iter()
+            .map(|o| (o, config.intersection(&on_cores(host, &o.cpus))))
+            .filter(|(_, on)| !on.is_empty())
+            .collect();
+        if overlaps.is_empty() {
+            continue;
+        }
+        let cpus = overlaps
+            .iter()
+            .fold(CpuSet::new(), |acc, (_, on)| acc.union(on));
+        let reaches: Vec<&Owner<'_>> = overlaps.iter().map(|(o, _)| *o).collect();
+        let loose = Loose::of(t, usable);
+        let message = if !t.pinned {
+            format!(
+                "{} (shut off) is not pinned in its config: when it starts it can run on {}",
+                t.name,
+                reached(&cpus, &reaches)
+            )
+        } else if !loose.vcpus.is_empty() {
+            format!(
+                "{} (shut off) has {} not pinned in its config: when it starts it can run on {}",
+                t.name,
+                numbered("vCPU", "vCPUs", &loose.vcpus),
+                reached(&cpus, &reaches)
+            )
+        } else {
+            let cores = host.whole_cores(&cpus).len();
+            format!(
+                "{} (shut off) is pinned in its config onto {}: they would share {} when {} \
+                 starts",
+                t.name,
+                reached(&cpus, &reaches),
+                if cores > 1 {
+                    format!("{cores} cores")
+                } else {
+                    "a core".to_owned()
+                },
                 t.name
-            ),
+            )
+        };
+        let mut names = vec![t.name.clone()];
+        names.extend(reaches.iter().map(|o| o.tenant.name.clone()));
+        out.push(Conflict {
+            kind: ConflictKind::ShutOffOverlap,
+            severity: Severity::Warning,
+            tenants: names,
+            cpus,
+            message,
         });
     }
     out
@@ -292,12 +614,16 @@ fn with_housekeeping(host: &HostTopology, t: &Tenant) -> bool {
 }
 
 /// Emulator threads on vCPU CPUs (their own VM's or another's); its own
-/// housekeeping vCPUs' CPUs are where `with-housekeeping` puts them.
-fn emulator_overlap(host: &HostTopology, vms: &[&Tenant]) -> Vec<Conflict> {
+/// housekeeping vCPUs' CPUs are where `with-housekeeping` puts them. An
+/// emulator that floats over another VM's vCPUs is its VM's `floating`
+/// finding, not this one too.
+fn emulator_overlap(host: &HostTopology, vms: &[&Tenant], usable: &CpuSet) -> Vec<Conflict> {
     let mut out = Vec::new();
     for t in vms {
+        let loose = floats(&t.emulator_cpus, usable);
         for other in vms {
-            if other.name == t.name && with_housekeeping(host, t) {
+            let own = other.name == t.name;
+            if (own && with_housekeeping(host, t)) || (!own && loose) {
                 continue;
             }
             let shared = t.emulator_cpus.intersection(&other.cpus);
@@ -631,8 +957,13 @@ mod tests {
             found.contains(&expect("host-overlap", &["host", "vm2"], "0")),
             "{found:?}"
         );
+        // loose floats over the cores of all three (issue 27).
         assert!(
-            found.contains(&expect("floating", &["loose"], "0-7")),
+            found.contains(&expect(
+                "floating",
+                &["loose", "vm1", "vm2", "host"],
+                "0-1,4-5"
+            )),
             "{found:?}"
         );
         assert!(
@@ -645,6 +976,303 @@ mod tests {
             "{found:?}"
         );
         Ok(())
+    }
+
+    /// A domain with `vcpus` vCPUs, those in `pins` pinned (`(vCPU, CPUs)`),
+    /// the emulator pinned when given, running or shut off.
+    fn vm(
+        name: &str,
+        vcpus: u32,
+        pins: &[(u32, &str)],
+        emulator: Option<&str>,
+        running: bool,
+    ) -> Tenant {
+        let mut cputune = String::new();
+        for (v, c) in pins {
+            cputune.push_str(&format!("<vcpupin vcpu='{v}' cpuset='{c}'/>"));
+        }
+        if let Some(e) = emulator {
+            cputune.push_str(&format!("<emulatorpin cpuset='{e}'/>"));
+        }
+        let xml = format!(
+            "<domain type='kvm'><name>{name}</name><vcpu>{vcpus}</vcpu><cputune>{cputune}</cputune></domain>"
+        );
+        let mut t = tenant_from_domain(&format!("{name}.xml"), &xml, &host())
+            .unwrap_or_else(|e| panic!("{e}"));
+        if !running {
+            t.state = TenantState::ShutOff;
+        }
+        t
+    }
+
+    /// Issue 27: a running VM whose threads float is an error when they may
+    /// run on a core another running tenant holds (a pinned VM's vCPUs, the
+    /// host's CPUs when known), one finding per VM naming them; a warning
+    /// when nothing is held where they may go. A shut-off domain is never
+    /// `floating` nor in a conflict of now: its config on a running
+    /// tenant's core is a `shut-off-overlap` warning. On the test host
+    /// siblings are N and N+4.
+    #[test]
+    fn floating_is_an_error_beside_what_others_hold_issue_27() {
+        let on = |running: bool| {
+            move |name: &str, cpu: &str| vm(name, 1, &[(0, cpu)], Some(cpu), running)
+        };
+        let (pinned, shut) = (on(true), on(false));
+        let loose = |name: &str| vm(name, 2, &[], None, true);
+        // vCPU 0 on 1, vCPU 1 not pinned, the emulator on 1.
+        let half = vm("half", 2, &[(0, "1")], Some("1"), true);
+        // Its vCPU on 1, its emulator not pinned.
+        let emu_loose = vm("emu", 1, &[(0, "1")], None, true);
+        // Kind, severity, tenants, CPUs and message of each finding.
+        type Found = (
+            &'static str,
+            Severity,
+            &'static [&'static str],
+            &'static str,
+            &'static str,
+        );
+        // What is checked, the host's CPUs, the VMs, what is found.
+        type Case = (&'static str, Option<&'static str>, Vec<Tenant>, Vec<Found>);
+        let cases: Vec<Case> = vec![
+            (
+                "floating beside a pinned VM",
+                None,
+                vec![pinned("a", "1"), loose("b")],
+                vec![(
+                    "floating",
+                    Severity::Error,
+                    &["b", "a"],
+                    "1,5",
+                    "b is not pinned: it can run on CPUs 1,5, the cores of a (cpus 1); pin it \
+                     (pinplan plan --connect, then apply) or stop it",
+                )],
+            ),
+            (
+                "floating over the host's CPUs and a pinned VM",
+                Some("0,4"),
+                vec![pinned("a", "1,5"), loose("b")],
+                vec![(
+                    "floating",
+                    Severity::Error,
+                    &["b", "a", "host"],
+                    "0-1,4-5",
+                    "b is not pinned: it can run on CPUs 0-1,4-5, which a (cpus 1,5) and the host \
+                     (cpus 0,4) own; pin it (pinplan plan --connect, then apply) or stop it",
+                )],
+            ),
+            (
+                "floating over the host's CPUs alone",
+                Some("0,4"),
+                vec![loose("b")],
+                vec![(
+                    "floating",
+                    Severity::Error,
+                    &["b", "host"],
+                    "0,4",
+                    "b is not pinned: it can run on CPUs 0,4, which the host (cpus 0,4) owns; \
+                     pin it (pinplan plan --connect, then apply) or stop it",
+                )],
+            ),
+            (
+                "two floating VMs with nothing pinned",
+                None,
+                vec![loose("b"), loose("c")],
+                vec![
+                    (
+                        "floating",
+                        Severity::Warning,
+                        &["b"],
+                        "0-7",
+                        "b is not pinned: its vCPUs can run on any CPU, next to anyone",
+                    ),
+                    (
+                        "floating",
+                        Severity::Warning,
+                        &["c"],
+                        "0-7",
+                        "c is not pinned: its vCPUs can run on any CPU, next to anyone",
+                    ),
+                ],
+            ),
+            (
+                "a pinned VM's vCPU that floats",
+                None,
+                vec![half.clone(), pinned("c", "2")],
+                vec![(
+                    "floating",
+                    Severity::Error,
+                    &["half", "c"],
+                    "2,6",
+                    "half's vCPU 1 is not pinned: it can run on CPUs 2,6, the cores of c \
+                     (cpus 2); pin it (pinplan plan --connect, then apply)",
+                )],
+            ),
+            (
+                "a pinned VM's vCPU that floats, alone",
+                None,
+                vec![half],
+                vec![(
+                    "floating",
+                    Severity::Warning,
+                    &["half"],
+                    "0-7",
+                    "half's vCPU 1 is not pinned: it can run on any CPU, next to anyone",
+                )],
+            ),
+            (
+                "an emulator that floats over another VM, not over the host",
+                Some("0,4"),
+                vec![emu_loose.clone(), pinned("c", "2")],
+                vec![(
+                    "floating",
+                    Severity::Error,
+                    &["emu", "c"],
+                    "2,6",
+                    "emu's emulator is not pinned: it can run on CPUs 2,6, the cores of c \
+                     (cpus 2); pin it (pinplan plan --connect, then apply)",
+                )],
+            ),
+            (
+                "an emulator that floats over the host's CPUs only",
+                Some("0,4"),
+                vec![emu_loose],
+                vec![],
+            ),
+            (
+                "a shut-off domain not pinned in its config",
+                None,
+                vec![pinned("a", "1"), vm("c", 1, &[], None, false)],
+                vec![(
+                    "shut-off-overlap",
+                    Severity::Warning,
+                    &["c", "a"],
+                    "1,5",
+                    "c (shut off) is not pinned in its config: when it starts it can run on \
+                     CPUs 1,5, the cores of a (cpus 1)",
+                )],
+            ),
+            (
+                "a shut-off domain pinned onto a running VM's CPU",
+                Some("0,4"),
+                vec![pinned("a", "1"), shut("c", "1")],
+                vec![(
+                    "shut-off-overlap",
+                    Severity::Warning,
+                    &["c", "a"],
+                    "1",
+                    "c (shut off) is pinned in its config onto CPUs 1, which a (cpus 1) owns: \
+                     they would share a core when c starts",
+                )],
+            ),
+            (
+                "a shut-off domain pinned onto a running VM's sibling and the host",
+                Some("0,4"),
+                vec![pinned("a", "1"), shut("c", "4-5")],
+                vec![(
+                    "shut-off-overlap",
+                    Severity::Warning,
+                    &["c", "a", "host"],
+                    "4-5",
+                    "c (shut off) is pinned in its config onto CPUs 4-5, the cores of a (cpus 1) \
+                     and the host (cpus 0,4): they would share 2 cores when c starts",
+                )],
+            ),
+            (
+                "shut-off domains on each other's CPUs, and a floating VM beside them",
+                None,
+                vec![shut("c", "1"), shut("d", "1"), loose("b")],
+                vec![(
+                    "floating",
+                    Severity::Warning,
+                    &["b"],
+                    "0-7",
+                    "b is not pinned: its vCPUs can run on any CPU, next to anyone",
+                )],
+            ),
+        ];
+        let h = host();
+        for (case, host_cpus, vms, expected) in cases {
+            let mut tenants: Vec<Tenant> = host_cpus
+                .map(|c| host_tenant(&c.parse().unwrap_or_default()))
+                .into_iter()
+                .collect();
+            tenants.extend(vms);
+            // A VM's emulator on its own vCPU's CPU is not what is tested.
+            let found: Vec<(String, Severity, Vec<String>, String, String)> =
+                conflicts(&h, &tenants)
+                    .into_iter()
+                    .filter(|c| !(c.kind == ConflictKind::EmulatorOverlap && c.tenants.len() == 1))
+                    .map(|c| {
+                        (
+                            c.kind.to_string(),
+                            c.severity,
+                            c.tenants,
+                            c.cpus.to_string(),
+                            c.message,
+                        )
+                    })
+                    .collect();
+            let expected: Vec<(String, Severity, Vec<String>, String, String)> = expected
+                .iter()
+                .map(|(kind, severity, tenants, cpus, message)| {
+                    (
+                        (*kind).to_owned(),
+                        *severity,
+                        tenants.iter().map(|t| (*t).to_owned()).collect(),
+                        (*cpus).to_owned(),
+                        (*message).to_owned(),
+                    )
+                })
+                .collect();
+            assert_eq!(found, expected, "{case}");
+        }
+    }
+
+    /// A conflict is the same one under a plan by its kind and tenants; a
+    /// floating VM's (or a shut-off domain's) by its kind and that VM,
+    /// whoever the plan puts next to it.
+    #[test]
+    fn a_floating_vm_is_the_same_finding_whoever_it_floats_over() {
+        let conflict = |kind, tenants: &[&str]| Conflict {
+            kind,
+            severity: Severity::Error,
+            tenants: tenants.iter().map(|t| (*t).to_owned()).collect(),
+            cpus: CpuSet::new(),
+            message: String::new(),
+        };
+        for (kind, a, b, same) in [
+            (
+                ConflictKind::Floating,
+                &["b", "a"][..],
+                &["b", "a", "host"][..],
+                true,
+            ),
+            (ConflictKind::Floating, &["b"][..], &["b", "a"][..], true),
+            (
+                ConflictKind::Floating,
+                &["b", "a"][..],
+                &["c", "a"][..],
+                false,
+            ),
+            (
+                ConflictKind::ShutOffOverlap,
+                &["c", "a"][..],
+                &["c", "host"][..],
+                true,
+            ),
+            (
+                ConflictKind::CpuShared,
+                &["a", "b"][..],
+                &["a", "c"][..],
+                false,
+            ),
+        ] {
+            assert_eq!(
+                conflict(kind, a).identity() == conflict(kind, b).identity(),
+                same,
+                "{kind} {a:?} {b:?}"
+            );
+        }
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub fn report(asked: &Connected<'_>) -> Result<(HostTopology, Report), Connected
         .notes
         .extend(tenants::pending_pins(asked.uri, &host)?);
     if crate::libvirt::is_local_system_uri(asked.uri) {
-        result.add_live_host(Path::new("/"), asked.top);
+        result.add_live_host(&host, Path::new("/"), asked.top);
     }
     Ok((host, result))
 }

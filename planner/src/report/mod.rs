@@ -65,23 +65,22 @@ impl Report {
             None => (Vec::new(), None),
             Some(plan) => {
                 let after = self::conflicts(host, &planned_tenants(&tenants, plan));
-                let key = |c: &Conflict| (c.kind, c.tenants.clone());
-                let before_keys: BTreeSet<_> = conflicts.iter().map(key).collect();
-                let after_keys: BTreeSet<_> = after.iter().map(key).collect();
+                let before_keys: BTreeSet<_> = conflicts.iter().map(Conflict::identity).collect();
+                let after_keys: BTreeSet<_> = after.iter().map(Conflict::identity).collect();
                 let effect = PlanEffect {
                     resolved: conflicts
                         .iter()
-                        .filter(|c| !after_keys.contains(&key(c)))
+                        .filter(|c| !after_keys.contains(&c.identity()))
                         .cloned()
                         .collect(),
                     remaining: after
                         .iter()
-                        .filter(|c| before_keys.contains(&key(c)))
+                        .filter(|c| before_keys.contains(&c.identity()))
                         .cloned()
                         .collect(),
                     introduced: after
                         .iter()
-                        .filter(|c| !before_keys.contains(&key(c)))
+                        .filter(|c| !before_keys.contains(&c.identity()))
                         .cloned()
                         .collect(),
                 };

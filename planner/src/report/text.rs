@@ -1,9 +1,11 @@
 //! The text form of a [`Report`]: summary, conflict table, host map, and
 //! with a plan its moves and effect.
 
-use super::{Conflict, Report, Severity};
+use super::conflicts::{floating_threads, floats};
+use super::{Conflict, ConflictKind, Report, Severity};
+use crate::cpuset::CpuSet;
 use crate::ids::CpuId;
-use crate::tenant::{Tenant, TenantKind};
+use crate::tenant::{Tenant, TenantKind, TenantState, VcpuCpus};
 use crate::topology::HostTopology;
 
 impl Report {
@@ -16,10 +18,20 @@ impl Report {
             .filter(|c| c.severity == Severity::Error)
             .count();
         let warnings = self.conflicts.len() - errors;
+        let shut_off: Vec<&Tenant> = self
+            .tenants
+            .iter()
+            .filter(|t| t.state == TenantState::ShutOff)
+            .collect();
         let mut out = format!(
-            "{} tenant{}, {errors} error{}, {warnings} warning{}\n",
+            "{} tenant{}{}, {errors} error{}, {warnings} warning{}\n",
             self.tenants.len(),
             if self.tenants.len() == 1 { "" } else { "s" },
+            if shut_off.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} shut off)", shut_off.len())
+            },
             if errors == 1 { "" } else { "s" },
             if warnings == 1 { "" } else { "s" }
         );
@@ -32,19 +44,23 @@ impl Report {
             out.push_str(&conflict_table(&self.conflicts));
         }
         out.push_str(&format!(
-            "\nhost map (tenant/vCPU, emu = emulator only; ! error, ? warning; - free; x not usable):\n{}",
+            "\nhost map (tenant/vCPU, emu = emulator only, ~ = may run there, not pinned; ! error, ? warning; - free; x not usable):\n{}",
             self.host_map(host, colour)
         ));
-        let floating: Vec<&str> = self
-            .tenants
-            .iter()
-            .filter(|t| !t.pinned)
-            .map(|t| t.name.as_str())
-            .collect();
-        if !floating.is_empty() {
+        if !shut_off.is_empty() {
+            let listed: Vec<String> = shut_off
+                .iter()
+                .map(|t| {
+                    if t.pinned {
+                        format!("{} (config: cpus {})", t.name, t.cpus)
+                    } else {
+                        format!("{} (config: not pinned)", t.name)
+                    }
+                })
+                .collect();
             out.push_str(&format!(
-                "  not pinned (on no CPU above, on all of them in fact): {}\n",
-                floating.join(", ")
+                "  shut off, not on the map: {}\n",
+                listed.join(", ")
             ));
         }
         if let Some(live) = self.live.as_ref().filter(|l| !l.stray_threads.is_empty()) {
@@ -117,27 +133,33 @@ impl Report {
         out
     }
 
-    /// One row per core: each CPU's tenant, conflicts marked.
+    /// One row per core: each CPU's running tenants, conflicts marked. A
+    /// VM's threads that float are on every CPU they may run on, as `vm~`
+    /// where nothing pinned of it is.
     fn host_map(&self, host: &HostTopology, colour: bool) -> String {
         use crate::topology::map::{Cell, Paint};
         let in_conflict = |cpu: CpuId, severity: Severity| {
             self.conflicts.iter().any(|c| {
                 c.severity == severity
-                    && c.kind != super::ConflictKind::Floating
                     && c.cpus.contains(cpu)
+                    // A floating warning covers every CPU: marking them all
+                    // would say nothing.
+                    && !(c.kind == ConflictKind::Floating && c.severity == Severity::Warning)
             })
         };
-        let pinned: Vec<(usize, &Tenant)> = self
+        let usable_cpus = host.usable_cpus();
+        let running: Vec<(usize, &Tenant)> = self
             .tenants
             .iter()
-            .filter(|t| t.pinned)
+            .filter(|t| t.state == TenantState::Running)
             .enumerate()
             .collect();
-        let usable_cpus = host.usable_cpus();
         crate::topology::map::render(host, 8, colour, |cpu| {
             let mut names = Vec::new();
+            // Who may run there unpinned comes after who is pinned there.
+            let mut floating = Vec::new();
             let mut paint = Paint::Plain;
-            for (i, t) in &pinned {
+            for (i, t) in &running {
                 if t.kind == TenantKind::Host {
                     if t.cpus.contains(cpu) {
                         names.push("host".to_owned());
@@ -145,27 +167,21 @@ impl Report {
                     }
                     continue;
                 }
-                let on: Vec<u32> = t
-                    .vcpus
-                    .iter()
-                    .filter(|v| v.cpus.contains(cpu))
-                    .map(|v| v.vcpu)
-                    .collect();
-                let only_here = t
-                    .vcpus
-                    .iter()
-                    .any(|v| v.cpus.len() == 1 && v.cpus.contains(cpu));
-                if on.len() == 1 && only_here {
-                    names.push(format!("{}/{}", t.name, on[0]));
-                } else if !on.is_empty() {
-                    names.push(t.name.clone());
-                } else if t.emulator_cpus.contains(cpu) && t.emulator_cpus != usable_cpus {
-                    names.push(format!("{}/emu", t.name));
-                } else {
-                    continue;
+                match on_cpu(t, cpu, &usable_cpus) {
+                    Some(OnCpu::Pinned(name)) => {
+                        names.push(name);
+                        paint = Paint::Tenant(*i);
+                    }
+                    Some(OnCpu::Floating(name)) => {
+                        floating.push(name);
+                        if names.is_empty() {
+                            paint = Paint::Tenant(*i);
+                        }
+                    }
+                    None => {}
                 }
-                paint = Paint::Tenant(*i);
             }
+            names.extend(floating);
             let usable = host.pu(cpu).is_some_and(|p| p.usable);
             let (paint, mark) = if in_conflict(cpu, Severity::Error) {
                 (Paint::Error, Some('!'))
@@ -188,7 +204,54 @@ impl Report {
     }
 }
 
+/// What a running VM is on `cpu` on the host map: `vm/3` (its vCPU 3 pinned
+/// there alone), `vm` (pinned vCPUs allowed there), `vm/emu` (only its
+/// pinned emulator), `vm~` (only threads that float: not pinned, they may
+/// run there), or nothing.
+fn on_cpu(t: &Tenant, cpu: CpuId, usable: &CpuSet) -> Option<OnCpu> {
+    let held: Vec<&VcpuCpus> = t
+        .vcpus
+        .iter()
+        .filter(|v| !floats(&v.cpus, usable))
+        .collect();
+    let on: Vec<u32> = held
+        .iter()
+        .filter(|v| v.cpus.contains(cpu))
+        .map(|v| v.vcpu)
+        .collect();
+    let only_here = held
+        .iter()
+        .any(|v| v.cpus.len() == 1 && v.cpus.contains(cpu));
+    let floating = usable.contains(cpu) && floating_threads(t, usable).is_some();
+    if on.len() == 1 && only_here {
+        Some(OnCpu::Pinned(format!("{}/{}", t.name, on[0])))
+    } else if !on.is_empty() || (t.vcpus.is_empty() && t.cpus.contains(cpu)) {
+        Some(OnCpu::Pinned(t.name.clone()))
+    } else if t.emulator_cpus.contains(cpu) && !floats(&t.emulator_cpus, usable) {
+        Some(OnCpu::Pinned(format!("{}/emu", t.name)))
+    } else if floating {
+        Some(OnCpu::Floating(format!("{}~", t.name)))
+    } else {
+        None
+    }
+}
+
+/// A VM's cell text on a CPU, by whether something of it is pinned there.
+enum OnCpu {
+    Pinned(String),
+    Floating(String),
+}
+
+/// One row per conflict. The tenants column is at least 20 wide, and as
+/// wide as its longest entry (a floating VM names every tenant it floats
+/// over), so that the rows line up.
 fn conflict_table(conflicts: &[Conflict]) -> String {
+    let width = conflicts
+        .iter()
+        .map(|c| c.tenants.join(",").chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(20);
     let mut out = String::new();
     for c in conflicts {
         let severity = match c.severity {
@@ -196,7 +259,7 @@ fn conflict_table(conflicts: &[Conflict]) -> String {
             Severity::Warning => "warning",
         };
         out.push_str(&format!(
-            "{severity:<8} {:<17} {:<20} cpus {:<12} {}\n",
+            "{severity:<8} {:<17} {:<width$} cpus {:<12} {}\n",
             c.kind,
             c.tenants.join(","),
             c.cpus.to_string(),

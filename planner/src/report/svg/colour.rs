@@ -29,6 +29,13 @@ impl Paint<'_> {
         self.colours.get(tenant).copied().unwrap_or(HOST_GREY)
     }
 
+    /// The fill of tenant `tenant`'s (by index in `report.tenants`) segment
+    /// of a CPU's floating band: its dashes.
+    pub(super) fn float_fill(&self, tenant: usize) -> String {
+        let member = self.cast_index.get(tenant).copied().unwrap_or(0);
+        format!("url(#float-{member})")
+    }
+
     /// A CPU's fill for one occupant: its colour, or its hatch pattern when
     /// only its emulator or I/O threads are there.
     pub(super) fn fill(&self, o: Occupant) -> String {
@@ -42,8 +49,9 @@ impl Paint<'_> {
 }
 
 /// Patterns: one hatch per cast member with pinned emulator or I/O threads
-/// on any side (`emu-N`, N its index in the cast), and one for the legend's
-/// key.
+/// on any side (`emu-N`, N its index in the cast), dashes per cast member
+/// with threads that float on any side (`float-N`), and one of each for the
+/// legend's key.
 pub(super) fn defs(out: &mut String, cast: &Cast, sides: &[&Paint<'_>]) {
     out.push_str("<defs>\n");
     let hatch = |out: &mut String, id: &str, colour: &str| {
@@ -62,6 +70,26 @@ pub(super) fn defs(out: &mut String, cast: &Cast, sides: &[&Paint<'_>]) {
         }
     }
     hatch(out, "emu-key", PALETTE[0]);
+    // Dashes for the band of VMs that may run on a CPU without a pin there.
+    let dashes = |out: &mut String, id: &str, colour: &str| {
+        out.push_str(&format!(
+            "<pattern id=\"{id}\" width=\"6\" height=\"4\" patternUnits=\"userSpaceOnUse\">\
+             <rect width=\"6\" height=\"4\" fill=\"#ffffff\"/><rect width=\"4\" height=\"4\" \
+             fill=\"{colour}\"/></pattern>\n"
+        ));
+    };
+    for (i, member) in cast.members.iter().enumerate() {
+        let floats = sides.iter().any(|side| {
+            side.floating_on
+                .values()
+                .flatten()
+                .any(|(t, _)| side.cast_index.get(*t) == Some(&i))
+        });
+        if floats {
+            dashes(out, &format!("float-{i}"), member.colour);
+        }
+    }
+    dashes(out, "float-key", PALETTE[0]);
     out.push_str("</defs>\n");
 }
 

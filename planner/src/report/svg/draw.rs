@@ -15,6 +15,9 @@ use crate::topology::Pu;
 const CHIP_Y: i64 = 4;
 const CHIP_H: i64 = 12;
 const CHIP_PAD: i64 = 2;
+/// The height of the band of VMs that may run on a CPU without being
+/// pinned there: under the number's chip.
+const BAND_H: i64 = 4;
 
 impl Paint<'_> {
     /// Draws one placed operation: a box, a core, or a CPU cell.
@@ -85,12 +88,17 @@ impl Paint<'_> {
         // Several tenants: by vCPUs, emulator or I/O threads alike (the
         // host's CPU carrying a VM's emulator is shared too).
         let several = occupants.len() > 1;
+        let floating = self.floating_here(cpu);
         let mut class = String::from("pu");
         class.push_str(match (occupants.len(), several) {
-            (0, _) => " free",
+            (0, _) if floating.is_empty() => " free",
+            (0, _) => "",
             (_, false) => " taken",
             (_, true) => " shared",
         });
+        if !floating.is_empty() {
+            class.push_str(" floating");
+        }
         if occupants.iter().any(|o| o.emulator_only) {
             class.push_str(" emulator");
         }
@@ -133,8 +141,20 @@ impl Paint<'_> {
                 .collect()
         };
         cell(out, x, y, w, &stripes, !pu.usable);
+        let band: Vec<Stripe> = floating
+            .iter()
+            .filter_map(|(i, _)| {
+                let t = self.report.tenants.get(*i)?;
+                Some(Stripe {
+                    fill: self.float_fill(*i),
+                    attrs: format!(" data-tenant=\"{}\" data-role=\"floating\"", esc(&t.name)),
+                })
+            })
+            .collect();
         self.number(out, x, y, pu, occupants);
         outline(out, x, y, w, worst);
+        // Over the outline's bottom edge: a conflict's outline would hide it.
+        floating_band(out, x, y, w, &band);
         if several {
             shared_mark(out, x, y, w);
         }
@@ -195,7 +215,8 @@ impl Paint<'_> {
             text.push_str(", not allowed");
         }
         let occupants = self.occupants.get(&pu.cpu).map_or(&[][..], Vec::as_slice);
-        if occupants.is_empty() {
+        let floating = self.floating_here(pu.cpu);
+        if occupants.is_empty() && floating.is_empty() {
             text.push_str(": free");
         }
         for (i, o) in occupants.iter().enumerate() {
@@ -216,6 +237,19 @@ impl Paint<'_> {
                 text.push(' ');
                 text.push_str(&threads.join(", "));
             }
+        }
+        for (i, (tenant, threads)) in floating.iter().enumerate() {
+            text.push_str(if i == 0 && occupants.is_empty() {
+                ": "
+            } else {
+                "; "
+            });
+            let name = self
+                .report
+                .tenants
+                .get(*tenant)
+                .map_or("", |t| t.name.as_str());
+            text.push_str(&format!("{name} may run here ({threads} not pinned)"));
         }
         for i in self
             .conflicts_on
@@ -280,6 +314,24 @@ pub(super) fn cell(out: &mut String, x: i64, y: i64, w: i64, stripes: &[Stripe],
         "<rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{CELL_H}\" fill=\"none\" \
          stroke=\"#5f6b78\" stroke-width=\"0.8\"/>\n"
     ));
+}
+
+/// The band along the bottom of a CPU cell that says who may run there
+/// without being pinned: a dashed segment per VM (`class="floating"`).
+pub(super) fn floating_band(out: &mut String, x: i64, y: i64, w: i64, segments: &[Stripe]) {
+    let k = px(segments.len().max(1));
+    for (i, segment) in segments.iter().enumerate() {
+        let x0 = x + w * px(i) / k;
+        let x1 = x + w * (px(i) + 1) / k;
+        out.push_str(&format!(
+            "<rect class=\"floating\" x=\"{x0}\" y=\"{}\" width=\"{}\" height=\"{BAND_H}\" \
+             fill=\"{}\"{}/>\n",
+            y + CELL_H - BAND_H,
+            x1 - x0,
+            segment.fill,
+            segment.attrs
+        ));
+    }
 }
 
 /// The corner mark of a CPU several tenants use (by vCPUs, emulator or I/O

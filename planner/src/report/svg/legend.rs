@@ -4,7 +4,7 @@
 //! own.
 
 use super::colour::{HOST_GREY, PALETTE, UNUSABLE_FILL};
-use super::draw::{cell, shared_mark, Stripe};
+use super::draw::{cell, floating_band, shared_mark, Stripe};
 use super::layout::{px, CELL_H, CELL_TEXT_Y};
 use super::outline::{outline, outline_sample};
 use super::paint::{Helpers, Paint};
@@ -14,8 +14,9 @@ use super::text::{
 use super::{Picture, MARGIN};
 use crate::cpuset::CpuSet;
 use crate::ids::NodeId;
+use crate::report::conflicts::floats;
 use crate::report::{Conflict, Severity};
-use crate::tenant::{Tenant, TenantKind};
+use crate::tenant::{Tenant, TenantKind, TenantState};
 use crate::text::{bytes, plural};
 use std::collections::BTreeSet;
 
@@ -84,7 +85,11 @@ impl Picture<'_> {
     fn tenant_entry(&self, i: usize) -> Vec<String> {
         let name = self.cast.members.get(i).map_or("", |m| m.name.as_str());
         let known: CpuSet = self.host.pus.iter().map(|p| p.cpu).collect();
-        let line = |side: &Paint<'_>| side.tenant(i).map(|(t, h)| tenant_line(t, h, &known));
+        let usable = self.host.usable_cpus();
+        let line = |side: &Paint<'_>| {
+            side.tenant(i)
+                .map(|(t, h)| tenant_line(t, h, &known, &usable))
+        };
         let now = line(&self.now);
         let Some(plan) = &self.plan else {
             return vec![format!("{name}: {}", now.unwrap_or_default())];
@@ -110,14 +115,15 @@ impl Picture<'_> {
     }
 
     /// Cast member `i`'s colour; dashed and empty for a tenant that is not
-    /// pinned (now, or if it is only on the plan's side, with the plan).
+    /// pinned or is shut off (now, or if it is only on the plan's side, with
+    /// the plan).
     fn swatch(&self, out: &mut String, x: i64, y: i64, i: usize) {
         let colour = self.cast.members.get(i).map_or(HOST_GREY, |m| m.colour);
         let pinned = self
             .now
             .tenant(i)
             .or_else(|| self.plan.as_ref().and_then(|p| p.paint.tenant(i)))
-            .is_none_or(|(t, _)| t.pinned);
+            .is_none_or(|(t, _)| t.pinned && t.state == TenantState::Running);
         if pinned {
             out.push_str(&format!(
                 "<rect x=\"{x}\" y=\"{y}\" width=\"14\" height=\"12\" fill=\"{colour}\" \
@@ -240,20 +246,47 @@ impl Picture<'_> {
 }
 
 /// A tenant's legend entry after its name: its vCPUs, emulator and I/O
-/// threads and where they are pinned.
-fn tenant_line(t: &Tenant, helpers: &Helpers, known: &CpuSet) -> String {
+/// threads and where they are pinned (a shut-off domain's by its config,
+/// and not drawn).
+fn tenant_line(t: &Tenant, helpers: &Helpers, known: &CpuSet, usable: &CpuSet) -> String {
+    let shut_off = if t.state == TenantState::ShutOff {
+        "shut off, not drawn; its config: "
+    } else {
+        ""
+    };
     let mut line = match (t.kind, t.pinned) {
         (TenantKind::Host, _) => format!("CPUs {}", or_none(&t.cpus)),
         (TenantKind::Vm, false) => format!(
-            "{}, not pinned (may run on any CPU)",
+            "{shut_off}{}, not pinned (may run on any CPU)",
             plural(t.vcpus.len(), "vCPU", "vCPUs")
         ),
         (TenantKind::Vm, true) => {
-            let mut line = format!(
-                "{} on {}; ",
-                plural(t.vcpus.len(), "vCPU", "vCPUs"),
-                or_none(&t.cpus)
-            );
+            let loose: Vec<String> = t
+                .vcpus
+                .iter()
+                .filter(|v| floats(&v.cpus, usable))
+                .map(|v| v.vcpu.to_string())
+                .collect();
+            let held = t
+                .vcpus
+                .iter()
+                .filter(|v| !floats(&v.cpus, usable))
+                .fold(CpuSet::new(), |acc, v| acc.union(&v.cpus));
+            let mut line = if loose.is_empty() {
+                format!(
+                    "{shut_off}{} on {}; ",
+                    plural(t.vcpus.len(), "vCPU", "vCPUs"),
+                    or_none(&t.cpus)
+                )
+            } else {
+                format!(
+                    "{shut_off}{} on {}, {} {} not pinned; ",
+                    plural(t.vcpus.len(), "vCPU", "vCPUs"),
+                    or_none(&held),
+                    if loose.len() == 1 { "vCPU" } else { "vCPUs" },
+                    loose.join(",")
+                )
+            };
             match &helpers.emulator {
                 Some(cpus) => line.push_str(&format!("emulator on {cpus}")),
                 None => line.push_str("emulator not pinned"),
@@ -304,9 +337,10 @@ fn conflict_counts<'c>(conflicts: impl IntoIterator<Item = &'c Conflict>) -> Str
 /// What a plan does to the conflicts: per conflict `now`, whether it is
 /// left (else removed), and the conflicts of `after` it adds (by index). As
 /// [`Report::new`](crate::report::Report::new) tells them apart, a
-/// conflict is the same one under the plan when its kind and tenants are.
+/// conflict is the same one under the plan when its
+/// [`identity`](Conflict::identity) is.
 fn fates(now: &[Conflict], after: &[Conflict]) -> (Vec<bool>, Vec<usize>) {
-    let same = |a: &Conflict, b: &Conflict| a.kind == b.kind && a.tenants == b.tenants;
+    let same = |a: &Conflict, b: &Conflict| a.identity() == b.identity();
     let left = now
         .iter()
         .map(|c| after.iter().any(|a| same(a, c)))
@@ -359,11 +393,12 @@ fn legend_key(out: &mut String, avail: i64, mut y: i64) -> i64 {
     heading(out, y, 12, "Key");
     y += 6;
     const W: i64 = 34;
-    let items: [(&str, &str); 8] = [
+    let items: [(&str, &str); 9] = [
         ("free", "free CPU"),
         ("host", "host"),
         ("vm", "a VM's vCPUs"),
         ("emu", "its emulator/I/O threads only"),
+        ("floating", "a VM may run here, not pinned"),
         ("shared", "several tenants (any thread)"),
         ("unusable", "offline / not allowed"),
         ("error", "in an error conflict"),
@@ -377,7 +412,7 @@ fn legend_key(out: &mut String, avail: i64, mut y: i64) -> i64 {
             y += CELL_H + 6;
         }
         let fills: Vec<Stripe> = match kind {
-            "free" => vec![Stripe::plain("#ffffff")],
+            "free" | "floating" => vec![Stripe::plain("#ffffff")],
             "host" => vec![Stripe::plain(HOST_GREY)],
             "vm" | "error" | "warning" => vec![Stripe::plain(PALETTE[0])],
             "emu" => vec![Stripe::plain("url(#emu-key)")],
@@ -385,6 +420,9 @@ fn legend_key(out: &mut String, avail: i64, mut y: i64) -> i64 {
             _ => vec![Stripe::plain(UNUSABLE_FILL)],
         };
         cell(out, x, y, W, &fills, kind == "unusable");
+        if kind == "floating" {
+            floating_band(out, x, y, W, &[Stripe::plain("url(#float-key)")]);
+        }
         let severity = match kind {
             "error" => Some(Severity::Error),
             "warning" => Some(Severity::Warning),

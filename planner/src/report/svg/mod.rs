@@ -59,7 +59,8 @@ const MARGIN: i64 = 16;
 /// Every PU of `host` is drawn exactly once on each side, as a `<g
 /// id="cpu-N" data-cpu="N">` (`id="plan-cpu-N"` on the plan's side) with a
 /// `<title>` tooltip naming its tenants' vCPUs and threads, whose `class`
-/// says `free`, `taken` (one tenant) or `shared` (several tenants, by vCPUs,
+/// says `free` (no one, not even unpinned), `taken` (one tenant) or
+/// `shared` (several tenants, by vCPUs,
 /// emulator or I/O threads alike: also the host's CPU that carries a VM's
 /// emulator), plus `emulator` (hatched: some VM's emulator or I/O threads
 /// only), `unusable` (offline or not allowed: greyed and crossed), and
@@ -68,9 +69,13 @@ const MARGIN: i64 = 16;
 /// `data-tenant` with `data-role` `vcpus`, `host` or `threads` (emulator or
 /// I/O threads only). The CPU number (`class="num"`) is white or black on a
 /// single solid fill, whichever contrasts more, and on stripes, hatching or
-/// a cross sits on a white chip (`num-chip`). Unpinned VMs paint no CPU,
-/// and their `floating` warnings, which cover every CPU, are listed in the
-/// legend but not outlined. A tenant has the same colour on both sides; VM
+/// a cross sits on a white chip (`num-chip`). Threads that are not pinned
+/// paint no CPU: their running VM is a dashed band along the bottom of every
+/// CPU where they may run (`<rect class="floating" data-role="floating">`,
+/// the cell's class `floating`) unless something of it is pinned there; a
+/// `floating` warning, which covers every CPU, is listed in the legend but
+/// not outlined. Shut-off domains are not drawn, only listed. A tenant has
+/// the same colour on both sides; VM
 /// colours repeat after 13 VMs. The legend names every tenant with its CPUs
 /// (now and with the plan), and every conflict (with what the plan does to
 /// it, and those it adds).

@@ -8,10 +8,11 @@ use super::colour::HOST_GREY;
 use super::layout::cell_width;
 use crate::cpuset::CpuSet;
 use crate::ids::CpuId;
-use crate::report::{Report, Severity};
-use crate::tenant::Tenant;
+use crate::report::conflicts::{floating_threads, floats};
+use crate::report::{ConflictKind, Report, Severity};
+use crate::tenant::{Tenant, TenantState};
 use crate::topology::HostTopology;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// What sits on one CPU: a tenant's vCPUs, or only its emulator or I/O
 /// threads.
@@ -34,7 +35,9 @@ impl Helpers {
     /// `t`'s emulator and I/O threads that are pinned, and not to every CPU
     /// in `usable`.
     pub(super) fn of(t: &Tenant, usable: &CpuSet) -> Helpers {
-        let pinned = |cpus: &CpuSet| t.pinned && !cpus.is_empty() && cpus != usable;
+        let pinned = |cpus: &CpuSet| {
+            t.pinned && t.state == TenantState::Running && !cpus.is_empty() && !floats(cpus, usable)
+        };
         Helpers {
             emulator: Some(t.emulator_cpus.clone()).filter(pinned),
             iothreads: t
@@ -86,10 +89,14 @@ pub(super) struct Paint<'a> {
     pub(super) vcpus_on: PerTenant<u32>,
     /// Per CPU, per tenant: the emulator and I/O threads that may run there.
     pub(super) helpers_on: PerTenant<String>,
+    /// Per CPU: the running VMs whose threads that are not pinned may run
+    /// there (by index), with those threads named (`vCPU 1 and emulator`).
+    pub(super) floating_on: BTreeMap<CpuId, Vec<(usize, String)>>,
     /// Per CPU: the conflicts drawn on it (by index), and the worst severity.
     pub(super) conflicts_on: BTreeMap<CpuId, Vec<usize>>,
     pub(super) worst: BTreeMap<CpuId, Severity>,
-    /// Conflicts that cover every CPU (an unpinned VM): listed, not outlined.
+    /// Conflicts that cover every CPU (a `floating` warning): listed, not
+    /// outlined.
     pub(super) everywhere: Vec<bool>,
     /// Width of a CPU cell.
     pub(super) cell_w: i64,
@@ -113,7 +120,8 @@ impl<'a> Paint<'a> {
             .iter()
             .map(|t| Helpers::of(t, &usable))
             .collect();
-        let (occupants, vcpus_on, helpers_on) = occupancy(&report.tenants, &helpers);
+        let (occupants, vcpus_on, helpers_on) = occupancy(&report.tenants, &helpers, &usable);
+        let floating_on = floating_on(&report.tenants, &usable);
         let everywhere = everywhere(report);
         let (conflicts_on, worst) = conflict_marks(report, &everywhere);
         // Every tenant is in the cast; one that were not would take the
@@ -141,6 +149,7 @@ impl<'a> Paint<'a> {
             occupants,
             vcpus_on,
             helpers_on,
+            floating_on,
             conflicts_on,
             worst,
             everywhere,
@@ -161,6 +170,19 @@ impl<'a> Paint<'a> {
         self.everywhere.get(i).copied().unwrap_or(false)
     }
 
+    /// The running VMs (by index) whose threads that float may run on
+    /// `cpu`, with those threads named, except those with pinned threads
+    /// there already.
+    pub(super) fn floating_here(&self, cpu: CpuId) -> Vec<&(usize, String)> {
+        let occupants = self.occupants.get(&cpu).map_or(&[][..], Vec::as_slice);
+        self.floating_on
+            .get(&cpu)
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .filter(|(i, _)| !occupants.iter().any(|o| o.tenant == *i))
+            .collect()
+    }
+
     /// How many conflicts are errors (the others are warnings).
     pub(super) fn errors(&self) -> usize {
         self.report
@@ -172,11 +194,13 @@ impl<'a> Paint<'a> {
 }
 
 /// Who sits on each CPU (vCPU occupants first, then emulator-only ones, each
-/// in tenant order), and which of each pinned tenant's vCPUs and helper
-/// threads may run there. Unpinned tenants sit nowhere.
+/// in tenant order), and which of each pinned tenant's pinned vCPUs and
+/// helper threads may run there. Unpinned tenants, shut-off domains and
+/// vCPUs that float sit nowhere ([`floating_on`] draws where they may run).
 fn occupancy(
     tenants: &[Tenant],
     helpers: &[Helpers],
+    usable: &CpuSet,
 ) -> (
     BTreeMap<CpuId, Vec<Occupant>>,
     PerTenant<u32>,
@@ -186,11 +210,22 @@ fn occupancy(
     let mut vcpus_on = PerTenant::new();
     let mut helpers_on = PerTenant::new();
     for (i, (t, h)) in tenants.iter().zip(helpers).enumerate() {
-        if !t.pinned {
+        if !t.pinned || t.state != TenantState::Running {
             continue;
         }
-        let helpers_only = h.cpus().difference(&t.cpus);
-        for (cpus, emulator_only) in [(&t.cpus, false), (&helpers_only, true)] {
+        let held: Vec<_> = t
+            .vcpus
+            .iter()
+            .filter(|v| !floats(&v.cpus, usable))
+            .collect();
+        // The host, and a plan's fixed tenants, have CPUs but no vCPUs.
+        let cpus = if t.vcpus.is_empty() {
+            t.cpus.clone()
+        } else {
+            held.iter().fold(CpuSet::new(), |a, v| a.union(&v.cpus))
+        };
+        let helpers_only = h.cpus().difference(&cpus);
+        for (cpus, emulator_only) in [(&cpus, false), (&helpers_only, true)] {
             for cpu in cpus.iter() {
                 occupants.entry(cpu).or_default().push(Occupant {
                     tenant: i,
@@ -201,7 +236,7 @@ fn occupancy(
         for (thread, cpus) in h.threads() {
             note(&mut helpers_on, cpus, i, || thread.clone());
         }
-        for v in &t.vcpus {
+        for v in held {
             note(&mut vcpus_on, &v.cpus, i, || v.vcpu);
         }
     }
@@ -209,6 +244,20 @@ fn occupancy(
         list.sort_by_key(|o| (o.emulator_only, o.tenant));
     }
     (occupants, vcpus_on, helpers_on)
+}
+
+/// Per usable CPU, the running VMs with threads that float (every one of
+/// them may run on it), in tenant order, each with those threads named.
+fn floating_on(tenants: &[Tenant], usable: &CpuSet) -> BTreeMap<CpuId, Vec<(usize, String)>> {
+    let mut out: BTreeMap<CpuId, Vec<(usize, String)>> = BTreeMap::new();
+    for (i, t) in tenants.iter().enumerate() {
+        if let Some(threads) = floating_threads(t, usable) {
+            for cpu in usable.iter() {
+                out.entry(cpu).or_default().push((i, threads.clone()));
+            }
+        }
+    }
+    out
 }
 
 /// Notes `what` of tenant `i` on each of `cpus`.
@@ -222,19 +271,14 @@ fn note<T>(on: &mut PerTenant<T>, cpus: &CpuSet, i: usize, what: impl Fn() -> T)
     }
 }
 
-/// Per conflict, whether it covers every CPU (only unpinned tenants in it),
-/// so that it is listed but not outlined.
+/// Per conflict, whether it covers every CPU (a `floating` warning: threads
+/// that may run anywhere, over no one's CPUs), so that it is listed but not
+/// outlined.
 fn everywhere(report: &Report) -> Vec<bool> {
-    let floating: BTreeSet<&str> = report
-        .tenants
-        .iter()
-        .filter(|t| !t.pinned)
-        .map(|t| t.name.as_str())
-        .collect();
     report
         .conflicts
         .iter()
-        .map(|c| !c.tenants.is_empty() && c.tenants.iter().all(|n| floating.contains(n.as_str())))
+        .map(|c| c.kind == ConflictKind::Floating && c.severity == Severity::Warning)
         .collect()
 }
 

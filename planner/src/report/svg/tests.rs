@@ -244,8 +244,13 @@ fn same_input_same_bytes() {
     assert!(width <= CONTENT_MAX + 2 * MARGIN, "{width}");
 }
 
+/// Issue 27: a VM that is not pinned, and a pinned VM's emulator that is
+/// not, are drawn on every CPU they may run on — a dashed band in their
+/// colour, never a free CPU — without painting the whole host; where they
+/// float over what others hold is outlined as the `floating` error. A
+/// shut-off domain is not drawn, and the legend says so.
 #[test]
-fn unpinned_vms_and_emulators_do_not_paint_the_whole_host() {
+fn floating_vms_are_banded_where_they_may_run_and_shut_off_ones_are_not_drawn() {
     let host = twenty();
     let loose = tenant_from_domain(
         "loose.xml",
@@ -253,15 +258,49 @@ fn unpinned_vms_and_emulators_do_not_paint_the_whole_host() {
         &host,
     )
     .unwrap_or_else(|e| panic!("{e}"));
+    let mut off = tenant_from_domain("off.xml", &domain("off", &["7"], Some("7")), &host)
+        .unwrap_or_else(|e| panic!("{e}"));
+    off.state = crate::tenant::TenantState::ShutOff;
     // vcpupin without emulatorpin: the emulator may run anywhere.
     let mut r = report(&host, "0,10", &[("vm1", &["1", "2"], None)]);
     r.tenants.push(loose);
+    r.tenants.push(off);
     r.conflicts = conflicts(&host, &r.tenants);
     let svg = render(&host, &r, None);
-    assert!(class_of(&svg, 5).contains("free"), "{}", class_of(&svg, 5));
-    assert!(!class_of(&svg, 5).contains("conflict"));
+    let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{e}"));
+    let band = |cpu: u32| -> Vec<String> {
+        cell_node(&doc, &format!("cpu-{cpu}"))
+            .descendants()
+            .filter(|n| n.attribute("data-role") == Some("floating"))
+            .filter_map(|n| n.attribute("data-tenant"))
+            .map(str::to_owned)
+            .collect()
+    };
+    // CPU 5: nobody's, but both may run there.
+    let five = class_of(&svg, 5);
+    assert!(
+        five.contains("floating") && !five.contains("free"),
+        "{five}"
+    );
+    assert!(!five.contains("conflict"), "{five}");
+    assert_eq!(band(5), ["vm1", "loose"]);
+    // vm1's own CPU: its vCPU, loose's band, loose's error outline.
+    let one = class_of(&svg, 1);
+    assert!(
+        one.contains("taken") && one.contains("conflict-error"),
+        "{one}"
+    );
+    assert_eq!(band(1), ["loose"]);
+    // The host's CPU: loose floats over it too.
+    assert!(class_of(&svg, 0).contains("conflict-error"));
+    // The shut-off domain's CPU 7: nobody's stripe; both float there.
+    assert!(!svg.contains("data-tenant=\"off\" data-role=\"vcpus\""));
+    assert_eq!(band(7), ["vm1", "loose"]);
+    assert!(svg.contains("loose may run here (vCPUs 0,1 and emulator not pinned)"));
     assert!(svg.contains("not pinned (may run on any CPU)"));
     assert!(svg.contains("emulator not pinned"));
+    assert!(svg.contains("off: shut off, not drawn; its config: 1 vCPU on 7"));
+    assert!(svg.contains("a VM may run here, not pinned"));
 }
 
 /// A pinned VM built by hand: vCPU i on `vcpus[i]`, the emulator on
