@@ -141,10 +141,11 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     }
     let (a, b) = (lab.guests.names[0].clone(), lab.guests.names[1].clone());
 
-    // A real plan of this host, as a base.
+    // A real plan of this host, as a base (b floats: ignored, since the
+    // plans below pin it too).
     lab.write(
         "spec.toml",
-        &format!("[host]\nreserved_cores = 1\n[defaults]\nthreads = \"prefer\"\n[[vm]]\nname = \"{a}\"\nvcpus = 1\n"),
+        &format!("[host]\nreserved_cores = 1\n[defaults]\nthreads = \"prefer\"\n[[vm]]\nname = \"{a}\"\nvcpus = 1\n[[ignore]]\nname = \"{b}\"\n"),
     );
     let out = lab.pinplan(
         &["plan", "spec.toml", "--connect", &uri, "--out", "base"],
@@ -670,10 +671,11 @@ fn issue_27_signals_mid_apply_restore_and_unfinished_journals_refuse() {
         virsh(&uri, &["define", &path]);
         virsh(&uri, &["start", name]);
     }
-    let a = lab.guests.names[0].clone();
+    let (a, b) = (lab.guests.names[0].clone(), lab.guests.names[1].clone());
+    // b floats: ignored, since the plan below pins it too.
     lab.write(
         "spec.toml",
-        &format!("[host]\nreserved_cores = 1\n[defaults]\nthreads = \"prefer\"\n[[vm]]\nname = \"{a}\"\nvcpus = 1\n"),
+        &format!("[host]\nreserved_cores = 1\n[defaults]\nthreads = \"prefer\"\n[[vm]]\nname = \"{a}\"\nvcpus = 1\n[[ignore]]\nname = \"{b}\"\n"),
     );
     let out = run(
         &["plan", "spec.toml", "--connect", &uri, "--out", "base"],

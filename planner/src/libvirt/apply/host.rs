@@ -23,6 +23,10 @@ pub struct Checked {
     /// What holds but is worth a word (a shut-off domain pinned in its
     /// config onto planned cores), per VM.
     pub warnings: Vec<Problem>,
+    /// The plan file and the host's reserved CPUs (where emulator threads
+    /// of several VMs may be together), for the order of live pin calls.
+    plan_path: std::path::PathBuf,
+    reserved: crate::cpuset::CpuSet,
 }
 
 /// A host whose preconditions hold: what [`Session::apply`] needs.
@@ -126,6 +130,8 @@ pub fn check(
         host,
         targets,
         warnings,
+        plan_path: plan_path.to_owned(),
+        reserved: plan.host.reserved_cpus.clone(),
     })
 }
 
@@ -150,13 +156,63 @@ pub fn refuse_unfinished(uri: &str) -> Result<(), ApplyError> {
 impl Checked {
     /// Captures the targets' pins: the journal to write before the first
     /// change, and whether the plan is in effect already.
+    ///
+    /// Live, the VMs go in an order where no VM is pinned onto a core
+    /// another VM still to go runs on ([`super::order::live_order`]): two
+    /// VMs never hold one core, not even between two pin calls. VMs that
+    /// would wait on each other (a swap) are refused before any change.
     pub fn prepare(self, scope: Scope) -> Result<Prepared, PrepareError> {
-        let journal = self.session.capture(&self.targets)?;
-        let in_effect = self.session.in_effect(&self.targets, &journal, scope);
+        let mut journal = self.session.capture(&self.targets)?;
+        let mut targets = self.targets;
+        let in_effect = self.session.in_effect(&targets, &journal, scope);
+        if scope.live && !in_effect {
+            let planned: Vec<super::Pins> = targets.iter().map(|t| t.planned.clone()).collect();
+            let now: Vec<Option<super::Pins>> =
+                journal.vms.iter().map(|v| v.live.clone()).collect();
+            match super::order::live_order(&planned, &now, &self.host, &self.reserved) {
+                Ok(order) => {
+                    let mut slots: Vec<Option<(Target, super::JournalVm)>> = targets
+                        .into_iter()
+                        .zip(std::mem::take(&mut journal.vms))
+                        .map(Some)
+                        .collect();
+                    targets = Vec::with_capacity(slots.len());
+                    for i in order {
+                        if let Some((t, j)) = slots.get_mut(i).and_then(Option::take) {
+                            targets.push(t);
+                            journal.vms.push(j);
+                        }
+                    }
+                }
+                Err(waiting) => {
+                    let names: Vec<&str> = waiting
+                        .iter()
+                        .filter_map(|&i| targets.get(i).map(|t| t.name.as_str()))
+                        .collect();
+                    let problems = waiting
+                        .iter()
+                        .filter_map(|&i| targets.get(i))
+                        .map(|t| Problem {
+                            vm: t.name.clone(),
+                            reason: format!(
+                                "it is planned onto cores that another of {} runs on now, which waits for this one's cores in turn: no order of pin calls moves them without two VMs on one core for a moment; move one of them to a free core first (a plan that moves only it, applied with --vm), then apply this plan",
+                                names.join(", ")
+                            ),
+                        })
+                        .collect();
+                    return Err(ApplyError::Refused {
+                        plan: self.plan_path,
+                        uri: self.session.uri().to_owned(),
+                        problems,
+                    }
+                    .into());
+                }
+            }
+        }
         Ok(Prepared {
             session: self.session,
             host: self.host,
-            targets: self.targets,
+            targets,
             journal,
             in_effect,
         })

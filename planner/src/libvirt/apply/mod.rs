@@ -14,6 +14,7 @@ pub mod error;
 pub mod host;
 pub mod journal;
 pub mod lock;
+mod order;
 
 pub use error::{check_journal_is_new, retry, ApplyError, Problem};
 pub use journal::{
@@ -282,6 +283,11 @@ pub enum StepError {
 }
 
 impl Session {
+    /// The URI it is connected to.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
     /// Opens a read-write connection.
     pub fn open(uri: &str) -> Result<Session, LibvirtError> {
         let conn = super::connection::open(uri, false)?;
