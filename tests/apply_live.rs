@@ -22,6 +22,29 @@ struct Lab {
 }
 
 impl Lab {
+    /// Two running guests of 2 vCPUs, not pinned: `PREFIX-a-PID`,
+    /// `PREFIX-b-PID`.
+    fn two_running_guests(uri: &str, prefix: &str) -> Lab {
+        let pid = std::process::id();
+        let lab = Lab {
+            guests: Guests {
+                uri: uri.to_owned(),
+                names: vec![format!("{prefix}-a-{pid}"), format!("{prefix}-b-{pid}")],
+            },
+            dir: TempDir::new(),
+        };
+        let domain_type = util::guest_type(uri);
+        for name in &lab.guests.names {
+            let path = lab.write(
+                &format!("{name}.xml"),
+                &util::guest_xml(domain_type, name, 2, ""),
+            );
+            virsh(uri, &["define", &path]);
+            virsh(uri, &["start", name]);
+        }
+        lab
+    }
+
     /// `pinplan ARGS` in the scratch directory, with `env` added.
     fn pinplan(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         util::command()
@@ -122,23 +145,7 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     if !cfg!(feature = "fault-injection") {
         panic!("run with --features pinplan-cli/fault-injection (scripts/test.sh does)");
     }
-    let pid = std::process::id();
-    let lab = Lab {
-        guests: Guests {
-            uri: uri.clone(),
-            names: vec![format!("apl-a-{pid}"), format!("apl-b-{pid}")],
-        },
-        dir: TempDir::new(),
-    };
-    let domain_type = util::guest_type(&uri);
-    for name in &lab.guests.names {
-        let path = lab.write(
-            &format!("{name}.xml"),
-            &util::guest_xml(domain_type, name, 2, ""),
-        );
-        virsh(&uri, &["define", &path]);
-        virsh(&uri, &["start", name]);
-    }
+    let lab = Lab::two_running_guests(&uri, "apl");
     let (a, b) = (lab.guests.names[0].clone(), lab.guests.names[1].clone());
 
     // A real plan of this host, as a base (b floats: ignored, since the
@@ -189,7 +196,7 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     wrong_count["vms"][1]["vcpus"] =
         json!([{"vcpu": 0, "cpu": 0}, {"vcpu": 1, "cpu": 1}, {"vcpu": 2, "cpu": 1}]);
     let mut unknown = two_guest_plan(&base, &lab.guests.names, pa, pb);
-    unknown["vms"][0]["name"] = json!(format!("apl-nosuch-{pid}"));
+    unknown["vms"][0]["name"] = json!(format!("apl-nosuch-{}", std::process::id()));
     let mut other_host = two_guest_plan(&base, &lab.guests.names, pa, pb);
     other_host["host"]["fingerprint"] = json!("fnv1a64:0000000000000000");
     let mut no_cpu = two_guest_plan(&base, &lab.guests.names, pa, pb);
@@ -491,7 +498,10 @@ fn apply_is_verified_all_or_nothing_and_reversible() {
     assert_eq!(code(&out), Some(0), "{}", text(&out));
     virsh(&uri, &["destroy", &b]);
     virsh(&uri, &["undefine", &b]);
-    let fresh = lab.write("fresh.xml", &util::guest_xml(domain_type, &b, 2, ""));
+    let fresh = lab.write(
+        "fresh.xml",
+        &util::guest_xml(util::guest_type(&uri), &b, 2, ""),
+    );
     virsh(&uri, &["define", &fresh]);
     let out = lab.pinplan(&["apply", "--rollback", "j10.json"], &[]);
     assert_eq!(code(&out), Some(1), "{}", text(&out));
@@ -647,14 +657,7 @@ fn issue_27_signals_mid_apply_restore_and_unfinished_journals_refuse() {
     if !cfg!(feature = "fault-injection") {
         panic!("run with --features pinplan-cli/fault-injection (scripts/test.sh does)");
     }
-    let pid = std::process::id();
-    let lab = Lab {
-        guests: Guests {
-            uri: uri.clone(),
-            names: vec![format!("apl-sig-a-{pid}"), format!("apl-sig-b-{pid}")],
-        },
-        dir: TempDir::new(),
-    };
+    let lab = Lab::two_running_guests(&uri, "apl-sig");
     let state_dir = lab.dir.path("state");
     let state_arg = arg(&state_dir).to_owned();
     let run = |args: &[&str], env: &[(&str, &str)]| {
@@ -662,15 +665,6 @@ fn issue_27_signals_mid_apply_restore_and_unfinished_journals_refuse() {
         all.extend_from_slice(env);
         lab.pinplan(args, &all)
     };
-    let domain_type = util::guest_type(&uri);
-    for name in &lab.guests.names {
-        let path = lab.write(
-            &format!("{name}.xml"),
-            &util::guest_xml(domain_type, name, 2, ""),
-        );
-        virsh(&uri, &["define", &path]);
-        virsh(&uri, &["start", name]);
-    }
     let (a, b) = (lab.guests.names[0].clone(), lab.guests.names[1].clone());
     // b floats: ignored, since the plan below pins it too.
     lab.write(

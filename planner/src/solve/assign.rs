@@ -84,11 +84,7 @@ pub fn layout(
         threads: vm.threads.name().to_owned(),
         demand: vm.demand.clone(),
         nic: vm.nic,
-        nics: if vm.nics.len() > 1 {
-            vm.nics.clone()
-        } else {
-            Vec::new()
-        },
+        nics: vm.plan_nics(),
         memory: vm.memory,
         realtime_vcpus: (!vm.roles.realtime.is_empty()).then(|| vm.roles.realtime.clone()),
         kept: false,

@@ -192,6 +192,16 @@ impl VmRequest {
         }
     }
 
+    /// Its NICs as the plan lists them (`nics`): all of them when it has
+    /// several, else none (the one NIC is `nic`).
+    pub fn plan_nics(&self) -> Vec<PciAddress> {
+        if self.nics.len() > 1 {
+            self.nics.clone()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Whether it runs now and the plan counts its moves.
     pub fn moves_counted(&self) -> bool {
         self.running || !self.now.is_empty()

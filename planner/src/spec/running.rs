@@ -402,11 +402,7 @@ fn kept_plan(
         threads: vm.threads.name().to_owned(),
         demand: vm.demand.clone(),
         nic: vm.nic,
-        nics: if vm.nics.len() > 1 {
-            vm.nics.clone()
-        } else {
-            Vec::new()
-        },
+        nics: vm.plan_nics(),
         memory: None,
         realtime_vcpus: None,
         kept: true,

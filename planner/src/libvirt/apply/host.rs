@@ -158,7 +158,7 @@ impl Checked {
     /// change, and whether the plan is in effect already.
     ///
     /// Live, the VMs go in an order where no VM is pinned onto a core
-    /// another VM still to go runs on ([`super::order::live_order`]): two
+    /// another VM still to go runs on (the order module of apply): two
     /// VMs never hold one core, not even between two pin calls. VMs that
     /// would wait on each other (a swap) are refused before any change.
     pub fn prepare(self, scope: Scope) -> Result<Prepared, PrepareError> {
