@@ -5,7 +5,7 @@ use super::Format;
 use crate::error::{print, verdict, Failure, Usage};
 use clap::ValueEnum;
 use pinplan::output;
-use pinplan::solve::{self, SolveOptions, SolverKind};
+use pinplan::solve::{SolveOptions, SolverKind};
 use pinplan::spec::{AnySpec, FleetSpec};
 use pinplan::topology::{self, Source};
 use std::path::PathBuf;
@@ -136,11 +136,10 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
         explain: true,
         progress,
     };
-    let mut plan = solve::solve(&request, &options);
+    let mut plan = residents.solve(&request, &options);
     if let Some(line) = line {
         line.finish();
     }
-    residents.finish(&mut plan);
     plan.warnings.splice(0..0, spec_warnings);
     super::verbose_solve(&plan);
     super::warn_json(args.format, &plan.warnings);

@@ -104,10 +104,10 @@ pub struct FleetObjective {
     pub cores_used: u32,
     /// Running VMs planned on another host.
     pub moves: u32,
-    /// Running VMs kept on their host whose CPUs the host's plan changes
-    /// (vCPU, emulator and I/O thread pins, as a set): moved too, within
-    /// the host (issue 27). Not an objective of the assignment, which sees
-    /// no CPUs.
+    /// Running VMs kept on their host whose pins the host's plan changes
+    /// (a vCPU on another CPU, or floating now; the emulator elsewhere):
+    /// moved too, within the host (issue 27). Not an objective of the
+    /// assignment, which sees no CPUs.
     pub repinned: u32,
     /// Hosts with a VM of the spec.
     pub hosts_touched: u32,
@@ -588,7 +588,17 @@ pub fn plan_fleet(
     let solve_on = |h: usize, mine: &[usize], memo: &mut BTreeMap<(usize, Vec<usize>), Plan>| {
         class_of[h].map(|c| {
             let limit = host_time(deadline, count, !mine.is_empty());
-            plan_host(&classes[c], spec, h, mine, &kind_of, memo, c, limit)
+            let running = inputs
+                .get(h)
+                .and_then(|i| i.as_ref().ok())
+                .map_or(&[][..], |i| i.running.as_slice());
+            let host = Host {
+                class: &classes[c],
+                c,
+                h,
+                running,
+            };
+            plan_host(&host, spec, mine, &kind_of, memo, limit)
         })
     };
     for h in 0..spec.hosts.len() {
@@ -819,36 +829,75 @@ fn host_time(deadline: Instant, hosts: usize, has_vms: bool) -> Duration {
         .min(left.max(Duration::from_millis(50)))
 }
 
+/// One host as its plan is made: its class (index `c`), its index `h`, and
+/// the domains running there.
+struct Host<'a> {
+    class: &'a HostClass,
+    c: usize,
+    h: usize,
+    running: &'a [crate::tenant::Tenant],
+}
+
 /// A host's plan for the VMs `mine` (indexes into the fleet's VMs), from its
 /// class's request. Hosts of one class given VMs of the same kinds share
 /// one solve: the plan is the same with the VMs' names (and the host's
-/// source) put in.
-#[allow(clippy::too_many_arguments)]
+/// source) put in. VMs that run there already stay where they run unless
+/// `movable`, as on one host ([`crate::spec::Residents`]): such a host is a
+/// class of its own, solved on its own.
 fn plan_host(
-    class: &HostClass,
+    host: &Host<'_>,
     spec: &FleetSpec,
-    h: usize,
     mine: &[usize],
     kind_of: &[usize],
     memo: &mut BTreeMap<(usize, Vec<usize>), Plan>,
-    c: usize,
     limit: Duration,
 ) -> Plan {
+    let (class, c, h) = (host.class, host.c, host.h);
     // The VMs by kind, then spec order: position i of a kind is the same
     // request (but its name) on every host of the class.
     let mut ordered: Vec<usize> = mine.to_vec();
     ordered.sort_by_key(|&v| (kind_of[v], v));
     let key = (c, ordered.iter().map(|&v| kind_of[v]).collect::<Vec<_>>());
     let names: Vec<&str> = ordered.iter().map(|&v| spec.vms[v].name.as_str()).collect();
+    let requests = || -> Vec<VmRequest> {
+        ordered
+            .iter()
+            .filter_map(|&v| class.index.get(&spec.vms[v].name))
+            .map(|&i| class.request.vms[i].clone())
+            .collect()
+    };
+    if host
+        .running
+        .iter()
+        .any(|t| names.contains(&t.name.as_str()))
+    {
+        let mut request = PlanRequest {
+            vms: requests(),
+            ..class.request.clone()
+        };
+        let mut warnings = Vec::new();
+        let movable = |n: &str| spec.vms.iter().any(|v| v.name == n && v.movable);
+        let residents = crate::spec::Residents::on_host(
+            &mut request,
+            host.running,
+            &movable,
+            names.iter().map(|n| (*n).to_owned()).collect(),
+            &mut warnings,
+        );
+        let options = SolveOptions {
+            time_limit: limit,
+            ..SolveOptions::default()
+        };
+        let mut plan = residents.solve(&request, &options);
+        plan.warnings.splice(0..0, warnings);
+        plan.host.source = spec.hosts[h].source.describe();
+        return plan;
+    }
     let mut plan = match memo.get(&key) {
         Some(plan) => plan.clone(),
         None => {
             let request = PlanRequest {
-                vms: ordered
-                    .iter()
-                    .filter_map(|&v| class.index.get(&spec.vms[v].name))
-                    .map(|&i| class.request.vms[i].clone())
-                    .collect::<Vec<VmRequest>>(),
+                vms: requests(),
                 ..class.request.clone()
             };
             let options = SolveOptions {
@@ -1489,35 +1538,37 @@ mod tests {
         );
     }
 
-    /// Issue 27: a running VM the plan keeps on its host but gives other
-    /// CPUs is moved. `v0` runs on CPU 3; the host's plan, made from
-    /// scratch, pins it elsewhere (its emulator at least, on the reserved
-    /// CPU 0).
+    /// Issue 27: a running VM that stays on its host stays on its CPUs
+    /// there too, movable or not (`v0` runs on CPU 3, which the plan would
+    /// not pick from scratch); one whose vCPU floats is pinned, and that
+    /// counts as moved ("re-pinned on its host").
     #[test]
-    fn a_running_vm_re_pinned_on_its_host_is_moved() {
-        let (spec, inputs) = v0_running_on("3");
+    fn a_running_vm_stays_on_its_cpus_on_its_host() {
+        for movable in [false, true] {
+            let (mut spec, inputs) = v0_running_on("3");
+            spec.vms[0].movable = movable;
+            let plan = solved(&spec, inputs, 10);
+            let v0 = plan.hosts[0]
+                .plan
+                .as_ref()
+                .and_then(|p| p.vms.iter().find(|v| v.name == "v0"))
+                .unwrap_or_else(|| panic!("v0 is not planned: {plan:?}"));
+            assert_eq!(v0.vcpus[0].cpu.0, 3, "{plan:?}");
+            assert_eq!(v0.kept, !movable, "{plan:?}");
+            assert_eq!(plan.vms[0].host.as_deref(), Some("h0"));
+            assert_eq!((plan.objective.moves, plan.objective.repinned), (0, 0));
+            assert!(
+                plan.to_text().contains(" (0 moved), "),
+                "{}",
+                plan.to_text()
+            );
+        }
+        let (spec, inputs) = v0_running_on("0-3");
         let plan = solved(&spec, inputs, 10);
-        let planned = plan.hosts[0]
-            .plan
-            .as_ref()
-            .and_then(|p| p.vms.iter().find(|v| v.name == "v0"))
-            .map(|v| v.vcpus[0].cpu)
-            .unwrap_or_else(|| panic!("v0 is not planned: {plan:?}"));
-        assert_ne!(planned.0, 3, "{plan:?}");
-        assert_eq!(plan.vms[0].host.as_deref(), Some("h0"));
         assert_eq!((plan.objective.moves, plan.objective.repinned), (0, 1));
         assert!(
             plan.to_text()
                 .contains(" (1 moved: re-pinned on its host), "),
-            "{}",
-            plan.to_text()
-        );
-        // Running where the plan puts it, it is not moved.
-        let (spec, inputs) = v0_running_on(&planned.to_string());
-        let plan = solved(&spec, inputs, 10);
-        assert_eq!((plan.objective.moves, plan.objective.repinned), (0, 0));
-        assert!(
-            plan.to_text().contains(" (0 moved), "),
             "{}",
             plan.to_text()
         );

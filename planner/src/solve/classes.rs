@@ -121,18 +121,22 @@ pub type HomeKey = (Option<NodeId>, Domain, u32, Vec<(usize, u32)>);
 /// keeps those vCPUs in place, so those cores are not interchangeable with
 /// the others for the objective "vCPUs moved".
 pub fn classes_with_homes(request: &PlanRequest, free: &[FreeCore]) -> Vec<Class> {
+    // Only a usable CPU of a free core can keep a vCPU.
     let mut home_of: std::collections::BTreeMap<CoreId, Vec<(usize, u32)>> =
         std::collections::BTreeMap::new();
-    for (i, vm) in request.vms.iter().enumerate() {
-        let mut per_core: std::collections::BTreeMap<CoreId, u32> =
-            std::collections::BTreeMap::new();
-        for &(_, cpu) in &vm.now {
-            if let Some(core) = request.host.pu(cpu).and_then(|p| p.core) {
-                *per_core.entry(core).or_default() += 1;
+    for c in free {
+        for (i, vm) in request.vms.iter().enumerate() {
+            let n = vm
+                .now
+                .iter()
+                .filter(|&&(_, cpu)| c.pus.contains(cpu))
+                .count();
+            if n > 0 {
+                home_of
+                    .entry(c.core)
+                    .or_default()
+                    .push((i, u32::try_from(n).unwrap_or(u32::MAX)));
             }
-        }
-        for (core, n) in per_core {
-            home_of.entry(core).or_default().push((i, n));
         }
     }
     let mut map: std::collections::BTreeMap<HomeKey, Vec<CoreId>> =

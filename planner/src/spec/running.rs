@@ -36,6 +36,9 @@ pub struct Residents {
     kept: Vec<(VmPlan, i64)>,
     /// The running VMs the plan may re-pin, with their vCPUs' CPUs now.
     now: BTreeMap<String, Vec<VcpuCpus>>,
+    /// The same VMs' CPUs now, as a tenant planned around would take them:
+    /// what the plan keeps off when one of them cannot be placed.
+    held: BTreeMap<String, CpuSet>,
     /// The spec's VM names, in spec order.
     order: Vec<String>,
 }
@@ -137,19 +140,7 @@ impl Spec {
             match (named, t.state) {
                 (Some(_), TenantState::ShutOff) => {}
                 (Some(vm), TenantState::Running) => {
-                    if vm.movable {
-                        residents.now.insert(name.to_owned(), t.vcpus.clone());
-                        mark_running(&mut request, t, &usable);
-                        continue;
-                    }
-                    self.keep(
-                        t,
-                        &mut request,
-                        &mut residents,
-                        &mut warnings,
-                        &usable,
-                        &reserved,
-                    );
+                    residents.resident(t, vm.movable, &mut request, &mut warnings);
                 }
                 (None, TenantState::Running) => {
                     if let Some(fixed) =
@@ -185,27 +176,64 @@ impl Spec {
         shared_cores(&request, &residents, &floating, &mut warnings);
         Ok((request, warnings, residents))
     }
+}
 
-    /// A running VM the spec names and may not move: kept as a placed VM
-    /// when each vCPU runs on one CPU; planned like a new VM when it floats
-    /// wholly (it has no place to keep); otherwise planned around as it
-    /// runs, and said.
-    fn keep(
-        &self,
-        t: &Tenant,
+impl Residents {
+    /// The running VMs of `request` (by name, among `domains`) as
+    /// [`Residents::resident`] takes them, `movable(name)` saying which may
+    /// move: a fleet host's plan, for the VMs the assignment gave it that
+    /// run there. `order` is the VMs' order in the plan.
+    pub fn on_host(
         request: &mut PlanRequest,
-        residents: &mut Residents,
+        domains: &[Tenant],
+        movable: &dyn Fn(&str) -> bool,
+        order: Vec<String>,
         warnings: &mut Vec<String>,
-        usable: &CpuSet,
-        reserved: &CpuSet,
+    ) -> Residents {
+        let mut residents = Residents {
+            order,
+            ..Residents::default()
+        };
+        for t in domains
+            .iter()
+            .filter(|t| t.kind == TenantKind::Vm && t.state == TenantState::Running)
+        {
+            if request.vms.iter().any(|v| v.name == t.name) {
+                residents.resident(t, movable(&t.name), request, warnings);
+            }
+        }
+        residents
+    }
+
+    /// A running VM the plan places (`t`, of `request.vms`): a `movable`
+    /// one is planned with its moves counted; else it is kept as a placed
+    /// VM when each vCPU runs on one CPU, planned like a new VM when it
+    /// floats wholly (it has no place to keep), otherwise planned around as
+    /// it runs, and said.
+    pub fn resident(
+        &mut self,
+        t: &Tenant,
+        movable: bool,
+        request: &mut PlanRequest,
+        warnings: &mut Vec<String>,
     ) {
+        let usable = &request.host.usable_cpus();
+        let reserved = &request.reserved.clone();
+        let residents = self;
         let name = t.name.as_str();
+        if movable {
+            residents.now.insert(name.to_owned(), t.vcpus.clone());
+            residents.held.insert(name.to_owned(), taken(t, reserved));
+            mark_running(request, t, usable);
+            return;
+        }
         let Some(index) = request.vms.iter().position(|v| v.name == name) else {
             return;
         };
         let floats = !t.vcpus.is_empty() && t.vcpus.iter().all(|v| usable.is_subset(&v.cpus));
         if floats {
             residents.now.insert(name.to_owned(), t.vcpus.clone());
+            residents.held.insert(name.to_owned(), taken(t, reserved));
             mark_running(request, t, usable);
             warnings.push(format!(
                 "{name} runs with its vCPUs not pinned: planned like a new VM (apply pins it where the plan says)"
@@ -454,6 +482,61 @@ fn shared_cores(
 }
 
 impl Residents {
+    /// Solves `request` and finishes the plan ([`Residents::finish`]). A
+    /// running VM the plan may move that it cannot place goes on running
+    /// where it runs: then it is planned around there (every CPU its
+    /// threads may run on) and the rest solved again within what is left
+    /// of the time limit, so that no VM is given a core it runs on.
+    pub fn solve(&self, request: &PlanRequest, options: &crate::solve::SolveOptions) -> Plan {
+        let started = std::time::Instant::now();
+        let first = crate::solve::solve(request, options);
+        let left: Vec<(String, CpuSet)> = first
+            .unplaced
+            .iter()
+            .filter_map(|n| self.held.get(n).map(|cpus| (n.clone(), cpus.clone())))
+            .collect();
+        let mut plan = if left.is_empty() {
+            first
+        } else {
+            let mut again = request.clone();
+            let mut notes = Vec::new();
+            for (name, cpus) in &left {
+                again.vms.retain(|v| &v.name != name);
+                notes.push(format!(
+                    "{name} runs here and could not be placed: it goes on running where it runs, and the plan keeps off CPUs {cpus}; free cores for it (or lower its vcpus), or stop it"
+                ));
+                if !cpus.is_empty() {
+                    again.fixed.push(FixedTenant {
+                        name: name.clone(),
+                        cpus: cpus.clone(),
+                        kind: FixedKind::Running,
+                    });
+                }
+            }
+            let options = crate::solve::SolveOptions {
+                time_limit: options
+                    .time_limit
+                    .saturating_sub(started.elapsed())
+                    .max(std::time::Duration::from_millis(50)),
+                ..options.clone()
+            };
+            let mut plan = crate::solve::solve(&again, &options);
+            plan.warnings.extend(notes);
+            for (name, _) in &left {
+                plan.unplaced.push(name.clone());
+                plan.explanations
+                    .extend(first.explanations.iter().filter(|e| &e.vm == name).cloned());
+            }
+            plan.status = crate::plan::Status::Infeasible;
+            if plan.summary.is_none() {
+                plan.summary.clone_from(&first.summary);
+            }
+            plan
+        };
+        self.finish(&mut plan);
+        plan
+    }
+
     /// Whether the plan keeps or may move any running VM.
     pub fn is_empty(&self) -> bool {
         self.kept.is_empty() && self.now.is_empty()
@@ -748,6 +831,44 @@ mod tests {
             warnings,
             ["a runs 2 vCPUs and the spec asks for 1: kept as it runs (set movable = true to plan it anew; its vCPU count changes when its domain is redefined)"]
         );
+    }
+
+    /// A running VM the plan may move but cannot place goes on running
+    /// where it runs: no VM gets its cores, and the plan says so.
+    #[test]
+    fn a_movable_vm_left_out_keeps_its_cores_from_others() {
+        let s = spec(
+            "[[vm]]\nname = \"n\"\nvcpus = 1\nthreads = \"isolate\"\n\
+             [[vm]]\nname = \"a\"\nvcpus = 8\nthreads = \"isolate\"\nmovable = true\n",
+        );
+        let a =
+            "<vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='1' cpuset='2'/><emulatorpin cpuset='0'/>";
+        let (request, _, residents) = on_host(&s, &[domain("a", 2, a, RUNNING)], false);
+        for solver in [
+            crate::solve::SolverKind::Ilp,
+            crate::solve::SolverKind::Greedy,
+        ] {
+            let options = SolveOptions {
+                solver,
+                ..SolveOptions::default()
+            };
+            let plan = residents.solve(&request, &options);
+            assert_eq!(plan.unplaced, ["a"], "{plan:?}");
+            let n = plan
+                .vms
+                .iter()
+                .find(|v| v.name == "n")
+                .unwrap_or_else(|| panic!("{plan:?}"));
+            assert_eq!(n.cores, [CoreId(3)], "{plan:?}");
+            assert!(
+                plan.warnings.iter().any(|w| w.starts_with(
+                    "a runs here and could not be placed: it goes on running where it runs, and the plan keeps off CPUs 1-2"
+                )),
+                "{:?}",
+                plan.warnings
+            );
+            assert_eq!(plan.fixed.len(), 1);
+        }
     }
 
     /// Running domains that share a core as they run are named; vCPUs on

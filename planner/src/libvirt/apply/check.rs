@@ -41,11 +41,14 @@ impl Session {
         }
         let selected = select(plan, names, &mut problems);
         let online = host.online_cpus();
-        let others = self.others(plan, host);
+        let others = self.others(&selected, host);
         let mut targets = Vec::new();
-        for vm in selected {
+        for vm in selected.iter().copied() {
             let mut bad = Vec::new();
             match &others {
+                // A kept VM runs as it runs: the plan changes nothing of
+                // it, and said what it shares.
+                Ok(_) if vm.kept => {}
                 Ok(others) => {
                     let (refused, warned) = strangers(vm, plan, others);
                     if !force {
@@ -122,11 +125,13 @@ impl Session {
         })
     }
 
-    /// Every domain at the URI that the plan does not place, as a tenant.
-    fn others(&self, plan: &Plan, host: &HostTopology) -> Result<Vec<Tenant>, String> {
+    /// Every domain at the URI but the VMs applied now (`selected`), as a
+    /// tenant: with `--vm`, the plan's other VMs stay where they run and
+    /// are in the way like any domain.
+    fn others(&self, selected: &[&VmPlan], host: &HostTopology) -> Result<Vec<Tenant>, String> {
         let mut all =
             crate::libvirt::tenants::domain_tenants(&self.uri, host).map_err(|e| e.to_string())?;
-        all.retain(|t| !plan.vms.iter().any(|v| v.name == t.name));
+        all.retain(|t| !selected.iter().any(|v| v.name == t.name));
         Ok(all)
     }
 }
@@ -154,6 +159,8 @@ fn strangers(vm: &VmPlan, plan: &Plan, others: &[Tenant]) -> (Vec<String>, Vec<S
         }
         let who = if plan.unplaced.contains(&t.name) {
             "unplaced in this plan"
+        } else if plan.vms.iter().any(|v| v.name == t.name) {
+            "in the plan, not applied now (--vm)"
         } else {
             "not in the plan"
         };

@@ -166,46 +166,24 @@ impl Checked {
         let mut targets = self.targets;
         let in_effect = self.session.in_effect(&targets, &journal, scope);
         if scope.live && !in_effect {
-            let planned: Vec<super::Pins> = targets.iter().map(|t| t.planned.clone()).collect();
-            let now: Vec<Option<super::Pins>> =
-                journal.vms.iter().map(|v| v.live.clone()).collect();
-            match super::order::live_order(&planned, &now, &self.host, &self.reserved) {
-                Ok(order) => {
-                    let mut slots: Vec<Option<(Target, super::JournalVm)>> = targets
-                        .into_iter()
-                        .zip(std::mem::take(&mut journal.vms))
-                        .map(Some)
-                        .collect();
-                    targets = Vec::with_capacity(slots.len());
-                    for i in order {
-                        if let Some((t, j)) = slots.get_mut(i).and_then(Option::take) {
-                            targets.push(t);
-                            journal.vms.push(j);
-                        }
-                    }
-                }
-                Err(waiting) => {
-                    let names: Vec<&str> = waiting
-                        .iter()
-                        .filter_map(|&i| targets.get(i).map(|t| t.name.as_str()))
-                        .collect();
-                    let problems = waiting
-                        .iter()
-                        .filter_map(|&i| targets.get(i))
-                        .map(|t| Problem {
-                            vm: t.name.clone(),
-                            reason: format!(
-                                "it is planned onto cores that another of {} runs on now, which waits for this one's cores in turn: no order of pin calls moves them without two VMs on one core for a moment; move one of them to a free core first (a plan that moves only it, applied with --vm), then apply this plan",
-                                names.join(", ")
-                            ),
-                        })
-                        .collect();
-                    return Err(ApplyError::Refused {
-                        plan: self.plan_path,
+            let order =
+                live_order(&targets, &journal, &self.host, &self.reserved).map_err(|problems| {
+                    ApplyError::Refused {
+                        plan: self.plan_path.clone(),
                         uri: self.session.uri().to_owned(),
                         problems,
                     }
-                    .into());
+                })?;
+            let mut slots: Vec<Option<(Target, super::JournalVm)>> = targets
+                .into_iter()
+                .zip(std::mem::take(&mut journal.vms))
+                .map(Some)
+                .collect();
+            targets = Vec::with_capacity(slots.len());
+            for i in order {
+                if let Some((t, j)) = slots.get_mut(i).and_then(Option::take) {
+                    targets.push(t);
+                    journal.vms.push(j);
                 }
             }
         }
@@ -220,7 +198,18 @@ impl Checked {
 
     /// A dry run's report: `plan`'s VMs asked for against the domains there
     /// now (`report --plan` for them).
+    ///
+    /// It refuses what [`Checked::prepare`] refuses: VMs that would wait on
+    /// each other's cores.
     pub fn dry_run(&self, plan: &Plan) -> Result<Report, PrepareError> {
+        let now = self.session.capture(&self.targets)?;
+        live_order(&self.targets, &now, &self.host, &self.reserved).map_err(|problems| {
+            ApplyError::Refused {
+                plan: self.plan_path.clone(),
+                uri: self.session.uri().to_owned(),
+                problems,
+            }
+        })?;
         let mut asked = plan.clone();
         asked
             .vms
@@ -233,4 +222,34 @@ impl Checked {
         )?;
         Ok(Report::new(&self.host, tenants, Some(&asked)))
     }
+}
+
+/// The order to pin `targets` live ([`super::order::live_order`] on their
+/// live pins now, from `journal`), or the VMs that wait on each other's
+/// cores, each with why.
+fn live_order(
+    targets: &[Target],
+    journal: &Journal,
+    host: &HostTopology,
+    reserved: &crate::cpuset::CpuSet,
+) -> Result<Vec<usize>, Vec<Problem>> {
+    let planned: Vec<super::Pins> = targets.iter().map(|t| t.planned.clone()).collect();
+    let now: Vec<Option<super::Pins>> = journal.vms.iter().map(|v| v.live.clone()).collect();
+    super::order::live_order(&planned, &now, host, reserved).map_err(|waiting| {
+        let names: Vec<&str> = waiting
+            .iter()
+            .filter_map(|&i| targets.get(i).map(|t| t.name.as_str()))
+            .collect();
+        waiting
+            .iter()
+            .filter_map(|&i| targets.get(i))
+            .map(|t| Problem {
+                vm: t.name.clone(),
+                reason: format!(
+                    "it is planned onto cores that another of {} runs on now, which waits for this one's cores in turn: no order of pin calls moves them without two VMs on one core for a moment; move one of them to a free core first (a plan that moves only it, applied with --vm), then apply this plan",
+                    names.join(", ")
+                ),
+            })
+            .collect()
+    })
 }

@@ -667,7 +667,10 @@ impl Session {
         let mut reconnected: Option<Connect> = None;
         let mut tried_reconnecting = false;
         let stop = || interrupt.again().then(|| interrupt.last()).flatten();
-        for j in vms {
+        // In reverse: the VMs were pinned in an order where none went onto
+        // a core another still held (issue 27), so undoing them backwards
+        // keeps that true.
+        for j in vms.iter().rev() {
             if let Some(signal) = stop() {
                 done.interrupted = Some(signal);
                 done.errors.push(format!(
@@ -707,6 +710,10 @@ impl Session {
                 Err(e) => done.errors.push(format!("{}: {e}", j.name)),
             }
         }
+        // Said in the journal's order.
+        done.restored.reverse();
+        done.errors.reverse();
+        done.notes.reverse();
         done
     }
 
