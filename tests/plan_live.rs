@@ -140,6 +140,15 @@ fn plan_connect_plans_around_what_runs_and_keeps_named_vms() {
     assert_eq!(p["unplaced"], serde_json::json!(["pl-c", "pl-d"]), "{p}");
     assert_eq!(p["objective"]["placed"], 1, "{p}");
     assert!(p.get("moves").is_none(), "{p}");
+    // Nothing of a kept VM changes: there is no XML to write for it.
+    let kept_plan = dir.write("acd.json", p.to_string());
+    let out = util::pinplan(["xml", "--plan", arg(&kept_plan), "--vm", "pl-a"]);
+    assert_eq!(out.status.code(), Some(2), "{}", util::text(&out.stderr));
+    assert!(
+        util::text(&out.stderr).starts_with("error: pl-a is kept where it runs by this plan"),
+        "{}",
+        util::text(&out.stderr)
+    );
 
     // A movable running VM is planned: with pl-b stopped, CPU 1 is free
     // and pl-a, on CPU 0 now, moves there; the move is listed.

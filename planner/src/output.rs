@@ -52,6 +52,12 @@ pub enum OutputError {
     /// The plan has no such VM.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The plan keeps the VM where it runs: nothing of it changes.
+    #[error("{name} is kept where it runs by this plan (made through --connect): the plan changes nothing of it, so there is no XML to write")]
+    Kept {
+        /// The VM.
+        name: String,
+    },
     /// The plan places no VM.
     #[error("the plan places no VM{}: there is no XML to write", if unplaced.is_empty() { String::new() } else { format!(" (not placed: {})", unplaced.join(", ")) })]
     NothingPlaced {
@@ -108,6 +114,9 @@ impl Diagnostic for OutputError {
                  for the VM (or in [defaults]) in the spec"
                     .to_owned(),
             ),
+            OutputError::Kept { name } => Some(format!(
+                "its domain is `virsh dumpxml {name}`; to plan it anew, set movable = true for it in the spec"
+            )),
             OutputError::NothingPlaced { .. } => Some(
                 "see the plan's explanations (`pinplan plan SPEC`) for why no VM fits".to_owned(),
             ),
@@ -432,6 +441,11 @@ pub fn xml_text(
     options: &patch::PatchOptions,
 ) -> Result<String, OutputError> {
     let vm = plan.vm(name, plan_path)?;
+    if vm.kept {
+        return Err(OutputError::Kept {
+            name: vm.name.clone(),
+        });
+    }
     Ok(match domain {
         None => emit::fragment(vm),
         Some(d) => d.patch(vm, options)?,
