@@ -6,6 +6,13 @@ use crate::cpuset::CpuSet;
 use crate::topology::{HostTopology, PciAddress};
 use serde::Serialize;
 
+/// Whether a thread allowed on `cpus` floats: it may run on every usable
+/// CPU (no pin, or a pin to every CPU, which libvirt keeps after re-pinning
+/// to all). The one rule for `report`, `plan --connect` and `apply`.
+pub fn floats(cpus: &CpuSet, usable: &CpuSet) -> bool {
+    usable.is_subset(cpus)
+}
+
 /// Who a tenant is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]

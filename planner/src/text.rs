@@ -1,6 +1,15 @@
 //! Small text helpers every stage uses: counted nouns, the closest name for
 //! "did you mean", positions in a document, byte sizes.
 
+/// "a", "a and b", "a, b and c".
+pub fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
 /// `1 core`, `2 cores`.
 pub fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })

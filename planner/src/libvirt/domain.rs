@@ -84,7 +84,7 @@ pub fn tenant_from_domain(
         .iter()
         .chain(pins.vcpus.values())
         .chain(pins.emulator.iter())
-        .any(|set| !all.is_subset(set));
+        .any(|set| !crate::tenant::floats(set, &all));
     let fallback = default.unwrap_or(all);
     let iothreads = iothreads(source, root, &pins.iothreads, &fallback)?;
     let vcpus: Vec<VcpuCpus> = (0..vcpu_count)

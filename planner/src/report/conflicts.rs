@@ -161,11 +161,7 @@ impl Conflict {
     }
 }
 
-/// Whether a thread allowed on `cpus` floats: no pin keeps it off any
-/// usable CPU (no pin at all, or a pin to every CPU).
-pub(crate) fn floats(cpus: &CpuSet, usable: &CpuSet) -> bool {
-    usable.is_subset(cpus)
-}
+pub(crate) use crate::tenant::floats;
 
 /// The usable CPUs a tenant holds now: the host's CPUs, a running pinned
 /// VM's vCPUs' CPUs except those of vCPUs that float; none for a VM that is
@@ -237,7 +233,7 @@ fn on_cores(host: &HostTopology, cpus: &CpuSet) -> CpuSet {
 /// theirs, `CPUs 1,5, the cores of a (cpus 1)`.
 fn reached(cpus: &CpuSet, owners: &[&Owner<'_>]) -> String {
     let names: Vec<String> = owners.iter().map(|o| o.describe()).collect();
-    let list = listing(&names);
+    let list = crate::text::and_list(&names);
     let owned = owners
         .iter()
         .fold(CpuSet::new(), |acc, o| acc.union(&o.cpus));
@@ -246,15 +242,6 @@ fn reached(cpus: &CpuSet, owners: &[&Owner<'_>]) -> String {
         format!("CPUs {cpus}, which {list} {verb}")
     } else {
         format!("CPUs {cpus}, the cores of {list}")
-    }
-}
-
-/// `a`, `a and b`, `a, b and c`.
-fn listing(items: &[String]) -> String {
-    match items {
-        [] => String::new(),
-        [one] => one.clone(),
-        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     }
 }
 
@@ -314,7 +301,7 @@ impl Loose {
             parts.push(numbered("I/O thread", "I/O threads", &self.iothreads));
         }
         let many = self.vcpus.len() + usize::from(self.emulator) + self.iothreads.len() > 1;
-        (listing(&parts), many)
+        (crate::text::and_list(&parts), many)
     }
 }
 

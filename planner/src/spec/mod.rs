@@ -176,8 +176,17 @@ impl Spec {
     /// Whether a running domain the spec does not place is planned around:
     /// not when `[[ignore]]`d, nor when a `[[fixed]]` gives its CPUs.
     pub fn plans_around(&self, domain: &str) -> bool {
-        !self.ignore.iter().any(|(n, _)| n == domain)
-            && !self.fixed.iter().any(|(n, _, _)| n == domain)
+        !self.ignores(domain) && !self.fixes(domain)
+    }
+
+    /// Whether `[[ignore]]` names `domain`.
+    pub fn ignores(&self, domain: &str) -> bool {
+        self.ignore.iter().any(|(n, _)| n == domain)
+    }
+
+    /// Whether a `[[fixed]]` gives `domain`'s CPUs.
+    pub fn fixes(&self, domain: &str) -> bool {
+        self.fixed.iter().any(|(n, _, _)| n == domain)
     }
 
     /// Whether `set_vcpus = true` holds for a VM (its own key, else `[defaults]`).

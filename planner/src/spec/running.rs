@@ -13,7 +13,7 @@ use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, NodeId};
 use crate::plan::{FixedKind, GuestTopology, Move, Plan, VcpuPin, VmPlan};
 use crate::solve::{FixedTenant, PlanRequest, VmRequest};
-use crate::tenant::{Tenant, TenantKind, TenantState, VcpuCpus};
+use crate::tenant::{floats, Tenant, TenantKind, TenantState, VcpuCpus};
 use crate::topology::HostTopology;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -57,7 +57,7 @@ fn loose_threads(tenant: &Tenant, usable: &CpuSet) -> Vec<String> {
     let vcpus: Vec<String> = tenant
         .vcpus
         .iter()
-        .filter(|v| usable.is_subset(&v.cpus))
+        .filter(|v| floats(&v.cpus, usable))
         .map(|v| v.vcpu.to_string())
         .collect();
     if vcpus.len() == tenant.vcpus.len() && !vcpus.is_empty() {
@@ -69,28 +69,19 @@ fn loose_threads(tenant: &Tenant, usable: &CpuSet) -> Vec<String> {
             vcpus.join(",")
         ));
     }
-    if usable.is_subset(&tenant.emulator_cpus) {
+    if floats(&tenant.emulator_cpus, usable) {
         out.push("emulator threads".to_owned());
     }
     let io: Vec<String> = tenant
         .iothreads
         .iter()
-        .filter(|t| usable.is_subset(&t.cpus))
+        .filter(|t| floats(&t.cpus, usable))
         .map(|t| t.iothread.to_string())
         .collect();
     if !io.is_empty() {
         out.push(format!("I/O threads {}", io.join(",")));
     }
     out
-}
-
-/// "a, b and c".
-fn and_list(items: &[String]) -> String {
-    match items {
-        [] => String::new(),
-        [one] => one.clone(),
-        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
-    }
 }
 
 /// The fix for a domain that floats over the CPUs the plan needs.
@@ -115,7 +106,6 @@ impl Spec {
         };
         let usable = request.host.usable_cpus();
         let reserved = request.reserved.clone();
-        let spec_fixed: BTreeSet<&str> = self.fixed.iter().map(|(n, _, _)| n.as_str()).collect();
         // Domains that keep every CPU a VM could have: what else they share
         // goes without saying.
         let mut floating: BTreeSet<String> = BTreeSet::new();
@@ -123,10 +113,10 @@ impl Spec {
             let name = t.name.as_str();
             // The spec's own word on a domain wins: its [[fixed]] CPUs, or
             // its [[ignore]].
-            if spec_fixed.contains(name) {
+            if self.fixes(name) {
                 continue;
             }
-            if !self.plans_around(name) {
+            if self.ignores(name) {
                 if t.state == TenantState::Running {
                     warnings.push(format!(
                         "domain {name} runs at {} and is ignored ([[ignore]]): the plan may give its CPUs {} to a VM",
@@ -230,7 +220,7 @@ impl Residents {
         let Some(index) = request.vms.iter().position(|v| v.name == name) else {
             return;
         };
-        let floats = !t.vcpus.is_empty() && t.vcpus.iter().all(|v| usable.is_subset(&v.cpus));
+        let floats = !t.vcpus.is_empty() && t.vcpus.iter().all(|v| floats(&v.cpus, usable));
         if floats {
             residents.now.insert(name.to_owned(), t.vcpus.clone());
             residents.held.insert(name.to_owned(), taken(t, reserved));
@@ -246,7 +236,7 @@ impl Residents {
         if !loose.is_empty() {
             warnings.push(format!(
                 "{name} is kept where it runs, but its {} may run on every CPU, so the plan keeps off CPUs {}; pin them, or set movable = true so that the plan pins them",
-                and_list(&loose),
+                crate::text::and_list(&loose),
                 taken(t, reserved)
             ));
         }
@@ -334,7 +324,7 @@ pub fn plan_around(
     if !loose.is_empty() {
         warnings.push(format!(
             "domain {name} runs at {uri} with its {} not pinned: they may run on every CPU, so the plan keeps off CPUs {cpus}{}; {FLOATING_FIX}",
-            and_list(&loose),
+            crate::text::and_list(&loose),
             if usable.difference(reserved).is_subset(&cpus) {
                 " (every CPU a VM could have)"
             } else {
@@ -357,7 +347,7 @@ fn vcpus_on_reserved(t: &Tenant, usable: &CpuSet, reserved: &CpuSet, warnings: &
     let on = t
         .vcpus
         .iter()
-        .filter(|v| !usable.is_subset(&v.cpus))
+        .filter(|v| !floats(&v.cpus, usable))
         .fold(CpuSet::new(), |acc, v| acc.union(&v.cpus))
         .intersection(reserved);
     if !on.is_empty() {
@@ -395,7 +385,7 @@ fn kept_plan(
     }
     let pinned_threads = std::iter::once(&t.emulator_cpus)
         .chain(t.iothreads.iter().map(|i| &i.cpus))
-        .filter(|set| !usable.is_subset(set));
+        .filter(|set| !floats(set, usable));
     for set in pinned_threads {
         for cpu in set.difference(reserved).iter() {
             if let Some(core) = host.pu(cpu).and_then(|p| p.core) {

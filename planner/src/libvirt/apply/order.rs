@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 /// host's `reserved` CPUs; a thread allowed on every usable CPU holds none.
 pub(crate) fn cores_held(pins: &Pins, host: &HostTopology, reserved: &CpuSet) -> BTreeSet<CoreId> {
     let usable = host.usable_cpus();
-    let pinned = |set: &&CpuSet| !usable.is_subset(set);
+    let pinned = |set: &&CpuSet| !crate::tenant::floats(set, &usable);
     let mut cpus = CpuSet::new();
     for set in pins.vcpus.iter().filter(pinned) {
         cpus = cpus.union(set);
@@ -35,8 +35,9 @@ pub(crate) fn cores_held(pins: &Pins, host: &HostTopology, reserved: &CpuSet) ->
 /// where it is free): each VM goes once no other VM still to go holds a core
 /// it is planned onto and must leave (`now[i]`: its live pins, `None` when
 /// not running).
-/// `Err` names the VMs that wait on each other (a swap, or a longer cycle):
-/// no order moves them without two on one core for a moment.
+/// `Err` names the VMs that wait on each other (a swap, or a longer cycle),
+/// not those only waiting behind them: no order moves them without two on
+/// one core for a moment.
 pub(crate) fn live_order(
     planned: &[Pins],
     now: &[Option<Pins>],
@@ -54,22 +55,39 @@ pub(crate) fn live_order(
                 .map_or_else(BTreeSet::new, |p| cores_held(p, host, reserved))
         })
         .collect();
+    // i waits on j: j holds a core i is planned onto, and must leave it (a
+    // core the plan itself gives both, as a hand-written plan may, is not
+    // one any order frees).
+    let waits = |i: usize, j: usize| {
+        i != j
+            && want[i]
+                .intersection(&held[j])
+                .any(|core| !want[j].contains(core))
+    };
     let mut left: Vec<usize> = (0..planned.len()).collect();
     let mut order = Vec::with_capacity(left.len());
     while !left.is_empty() {
-        // A core the plan itself gives two VMs (a hand-written plan) is
-        // not one any order frees: only the cores j must leave count.
-        let ready = left.iter().position(|&i| {
-            left.iter().all(|&j| {
-                j == i
-                    || want[i]
-                        .intersection(&held[j])
-                        .all(|core| want[j].contains(core))
-            })
-        });
+        let ready = left
+            .iter()
+            .position(|&i| left.iter().all(|&j| !waits(i, j)));
         match ready {
             Some(at) => order.push(left.remove(at)),
-            None => return Err(left),
+            None => {
+                // Named: those others wait on too (the cycle), not the ones
+                // only waiting behind it.
+                loop {
+                    let before = left.len();
+                    let waited: Vec<usize> = left
+                        .iter()
+                        .copied()
+                        .filter(|&j| left.iter().any(|&i| waits(i, j)))
+                        .collect();
+                    left = waited;
+                    if left.len() == before {
+                        return Err(left);
+                    }
+                }
+            }
         }
     }
     Ok(order)
@@ -109,9 +127,17 @@ mod tests {
         let planned = [pins(&["1"], "0"), pins(&["3"], "0")];
         let now = [Some(pins(&["2"], "0")), Some(pins(&["1"], "0"))];
         assert_eq!(live_order(&planned, &now, &h, &reserved), Ok(vec![1, 0]));
-        // A swap: 1 <-> 2.
+        // A swap: 1 <-> 2; a third VM waiting behind it (onto 3, which the
+        // first holds too) is not named.
         let planned = [pins(&["2"], "0"), pins(&["1"], "0")];
         let now = [Some(pins(&["1"], "0")), Some(pins(&["2"], "0"))];
+        assert_eq!(live_order(&planned, &now, &h, &reserved), Err(vec![0, 1]));
+        let planned = [pins(&["2"], "0"), pins(&["1"], "0"), pins(&["3"], "0")];
+        let now = [
+            Some(pins(&["1", "3"], "0")),
+            Some(pins(&["2"], "0")),
+            Some(pins(&["4"], "0")),
+        ];
         assert_eq!(live_order(&planned, &now, &h, &reserved), Err(vec![0, 1]));
         // Siblings are one core: 7 is core 1's.
         let planned = [pins(&["7"], "0"), pins(&["3"], "0")];
