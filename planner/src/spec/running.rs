@@ -39,6 +39,9 @@ pub struct Residents {
     /// The same VMs' CPUs now, as a tenant planned around would take them:
     /// what the plan keeps off when one of them cannot be placed.
     held: BTreeMap<String, CpuSet>,
+    /// The same VMs' NUMA nodes now (of their pinned vCPUs), and whether
+    /// their memory is bound there strictly (`numatune` strict).
+    nodes: BTreeMap<String, (BTreeSet<NodeId>, bool)>,
     /// The spec's VM names, in spec order.
     order: Vec<String>,
 }
@@ -214,6 +217,15 @@ impl Residents {
         if movable {
             residents.now.insert(name.to_owned(), t.vcpus.clone());
             residents.held.insert(name.to_owned(), taken(t, reserved));
+            let nodes: BTreeSet<NodeId> = t
+                .vcpus
+                .iter()
+                .filter(|v| !floats(&v.cpus, usable))
+                .flat_map(|v| v.cpus.iter())
+                .filter_map(|cpu| request.host.pu(cpu).and_then(|p| p.numa_node))
+                .collect();
+            let strict = t.memory.as_ref().is_some_and(|m| m.mode == "strict");
+            residents.nodes.insert(name.to_owned(), (nodes, strict));
             mark_running(request, t, usable);
             return;
         }
@@ -588,6 +600,37 @@ impl Residents {
             })
             .collect();
         plan.objective.vcpus_moved = u32::try_from(plan.moves.len()).unwrap_or(u32::MAX);
+        // A move to other NUMA nodes leaves the guest's memory where it is.
+        let mut notes = Vec::new();
+        for vm in plan.vms.iter().filter(|v| !v.kept) {
+            let Some((was, strict)) = self.nodes.get(&vm.name) else {
+                continue;
+            };
+            let to: BTreeSet<NodeId> = vm.numa_nodes.iter().copied().collect();
+            if was.is_empty() || *was == to {
+                continue;
+            }
+            let list = |nodes: &BTreeSet<NodeId>| {
+                nodes
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            notes.push(format!(
+                "{} moves from NUMA node(s) {} to {}: pinplan does not move a running guest's memory, so it stays on {} until the guest restarts{}",
+                vm.name,
+                list(was),
+                list(&to),
+                list(was),
+                if *strict {
+                    " — and its memory is bound there strictly (numatune strict), so its vCPUs reach all of it remotely; set movable = false to keep it where it runs"
+                } else {
+                    " (its vCPUs reach it remotely meanwhile)"
+                }
+            ));
+        }
+        plan.warnings.extend(notes);
     }
 }
 
@@ -858,6 +901,49 @@ mod tests {
                 plan.warnings
             );
             assert_eq!(plan.fixed.len(), 1);
+        }
+    }
+
+    /// A movable VM the plan moves to another NUMA node is told that its
+    /// memory stays behind, more sharply when it is bound there strictly.
+    #[test]
+    fn a_move_across_numa_nodes_says_where_the_memory_stays() {
+        let host = crate::topology::load(&crate::topology::Source::Synthetic(
+            "package:1 numa:2 core:2 pu:1".into(),
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let s = spec("[[vm]]\nname = \"a\"\nvcpus = 2\nthreads = \"isolate\"\nmovable = true\n");
+        for (numatune, strict) in [
+            ("", false),
+            (
+                "<numatune><memory mode='strict' nodeset='0'/></numatune>",
+                true,
+            ),
+        ] {
+            let xml = format!(
+                "<domain><name>a</name><vcpu>1</vcpu><cputune><vcpupin vcpu='0' cpuset='1'/>\
+                 <emulatorpin cpuset='0'/></cputune>{numatune}</domain>"
+            );
+            let t = tenant_from_domain("a.xml", &xml, &host).unwrap_or_else(|e| panic!("{e}"));
+            let (request, _, residents) = s
+                .request_running(
+                    host.clone(),
+                    &BTreeMap::new(),
+                    &Running {
+                        uri: "u",
+                        domains: &[t],
+                        count_shut_off: false,
+                    },
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+            let plan = residents.solve(&request, &SolveOptions::default());
+            assert_eq!(plan.vms[0].numa_nodes, [NodeId(1)], "{plan:?}");
+            let note = plan
+                .warnings
+                .iter()
+                .find(|w| w.starts_with("a moves from NUMA node(s) 0 to 1: pinplan does not move a running guest's memory, so it stays on 0 until the guest restarts"))
+                .unwrap_or_else(|| panic!("{:?}", plan.warnings));
+            assert_eq!(note.contains("numatune strict"), strict, "{note}");
         }
     }
 
