@@ -343,6 +343,18 @@ fn check_solvers(req: &PlanRequest) -> Result<Option<Plan>, TestCaseError> {
     Ok(Some(ilp))
 }
 
+/// The oracle's `placement` as a plan (its pins laid out as the solver's).
+fn laid_out(req: &PlanRequest, placement: &super::Placement) -> Plan {
+    build_plan(
+        req,
+        placement,
+        SolverKind::Ilp,
+        &options(SolverKind::Ilp),
+        Vec::new(),
+        std::time::Instant::now(),
+    )
+}
+
 /// `cases` cases, no failure files, a short shrink.
 fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {
@@ -382,15 +394,8 @@ proptest! {
         let Some(placement) = oracle::place_within(&req, ORACLE_LIMIT) else {
             return Ok(());
         };
-        let plan = build_plan(
-            &req,
-            &placement,
-            // The oracle's plan is only compared by its objective.
-            SolverKind::Ilp,
-            &options(SolverKind::Ilp),
-            Vec::new(),
-            std::time::Instant::now(),
-        );
+        // The oracle's plan is only compared by its objective.
+        let plan = laid_out(&req, &placement);
         check_plan(&req, &plan)?;
         let expected = objective(&req, &placement);
         prop_assert_eq!(

@@ -128,14 +128,7 @@ fn one(case: Case) -> Result<bool, TestCaseError> {
     let Some(placement) = oracle::place_within(&req, ORACLE_LIMIT) else {
         return Ok(false);
     };
-    let oracle_plan = build_plan(
-        &req,
-        &placement,
-        SolverKind::Ilp,
-        &options(SolverKind::Ilp),
-        Vec::new(),
-        std::time::Instant::now(),
-    );
+    let oracle_plan = laid_out(&req, &placement);
     check_plan(&req, &oracle_plan)?;
     // The same VMs placed first…
     let ilp_placement = crate::solve::Placement {
