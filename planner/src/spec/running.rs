@@ -254,7 +254,7 @@ impl Residents {
         }
         let mut cpus = taken(t, reserved);
         match kept_plan(&vm, t, &request.host, usable, reserved) {
-            Some(plan) => {
+            Ok(plan) => {
                 if plan.vcpus.len() != vm.vcpus as usize {
                     warnings.push(format!(
                         "{name} runs {} vCPUs and the spec asks for {}: kept as it runs (set movable = true to plan it anew; its vCPU count changes when its domain is redefined)",
@@ -265,13 +265,8 @@ impl Residents {
                 cpus = cpus.union(&plan.cpus);
                 residents.kept.push((plan, vm.priority));
             }
-            None => warnings.push(format!(
-                "{name} runs with vCPUs pinned to several CPUs each ({}), which a plan (one CPU per vCPU) cannot keep: planned around where it runs; set movable = true to let the plan pin it",
-                t.vcpus
-                    .iter()
-                    .map(|v| format!("vCPU {}: {}", v.vcpu, v.cpus))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+            Err(why) => warnings.push(format!(
+                "{name} runs with {why}, which a plan (each vCPU on one CPU of this host) cannot keep: planned around where it runs; set movable = true to let the plan pin it"
             )),
         }
         if !cpus.is_empty() {
@@ -372,23 +367,40 @@ fn vcpus_on_reserved(t: &Tenant, usable: &CpuSet, reserved: &CpuSet, warnings: &
 
 /// A running VM as a placed VM: each vCPU on the one CPU it runs on, the
 /// cores of those CPUs (and of its pinned emulator and I/O threads off the
-/// host's CPUs) its own. `None` when a vCPU may run on several CPUs or on
-/// one the host does not have.
+/// host's CPUs) its own. `Err` says why not: a vCPU that may run on several
+/// CPUs, or on one the host does not have (or has offline).
 fn kept_plan(
     vm: &VmRequest,
     t: &Tenant,
     host: &HostTopology,
     usable: &CpuSet,
     reserved: &CpuSet,
-) -> Option<VmPlan> {
+) -> Result<VmPlan, String> {
     let mut pins = Vec::with_capacity(t.vcpus.len());
     let mut cores: BTreeSet<CoreId> = BTreeSet::new();
+    let sets: Vec<String> = t
+        .vcpus
+        .iter()
+        .filter(|v| v.cpus.len() != 1)
+        .map(|v| format!("vCPU {}: {}", v.vcpu, v.cpus))
+        .collect();
+    if !sets.is_empty() {
+        return Err(format!(
+            "vCPUs pinned to several CPUs each ({})",
+            sets.join(", ")
+        ));
+    }
     for v in &t.vcpus {
-        let mut cpus = v.cpus.iter();
-        let (Some(cpu), None) = (cpus.next(), cpus.next()) else {
-            return None;
+        let Some(cpu) = v.cpus.first() else {
+            return Err(format!("vCPU {} pinned to no CPU", v.vcpu));
         };
-        cores.insert(host.pu(cpu)?.core?);
+        let core = host.pu(cpu).and_then(|p| p.core).ok_or_else(|| {
+            format!(
+                "vCPU {} on CPU {cpu}, which {} does not have online",
+                v.vcpu, host.source
+            )
+        })?;
+        cores.insert(core);
         pins.push(VcpuPin {
             vcpu: v.vcpu,
             cpu,
@@ -412,7 +424,7 @@ fn kept_plan(
         nodes.extend(core.numa_node);
     }
     let count = u32::try_from(pins.len()).unwrap_or(u32::MAX);
-    Some(VmPlan {
+    Ok(VmPlan {
         name: t.name.clone(),
         vcpus: pins,
         cores: cores.into_iter().collect(),
