@@ -273,11 +273,80 @@ fn guest_topology(vm: &VmRequest, per_core_used: &[usize]) -> GuestTopology {
     GuestTopology::new(vm.vcpus / threads.max(1), threads)
 }
 
-/// Whether [`keep_in_place`] may reorder `vm`'s vCPUs: its guest sees one
-/// thread per core (no sibling pairs to keep), it has no roles (vCPU ids
-/// carry them) and no L3 dies (runs of vCPU ids).
+/// Whether [`keep_in_place`] may reorder `vm`'s vCPUs: it has no roles
+/// (vCPU ids carry them) and no L3 dies (runs of vCPU ids), and its guest
+/// sees one thread per core, or sibling pairs (2k, 2k+1) that fill its
+/// cores (an even count, the emulator on the host's CPUs), which move
+/// together.
 pub fn can_keep_in_place(vm: &VmRequest, guest_threads: u32) -> bool {
-    guest_threads == 1 && vm.roles == super::Roles::default() && !vm.guest.cache_aware
+    let plain = vm.roles == super::Roles::default() && !vm.guest.cache_aware;
+    match guest_threads {
+        1 => plain,
+        2 => plain && vm.vcpus.is_multiple_of(2) && vm.emulator == EmulatorPolicy::Host,
+        _ => false,
+    }
+}
+
+/// [`keep_in_place`] for a guest of sibling pairs: each core of the plan
+/// that a pair (2k, 2k+1) runs on now keeps that pair on its CPUs; the
+/// other pairs take the other cores in order, 2k on the lower CPU.
+fn keep_pairs(host: &HostTopology, vm: &VmRequest, plan: &mut VmPlan) {
+    let home: std::collections::BTreeMap<CpuId, u32> =
+        vm.now.iter().map(|&(vcpu, cpu)| (cpu, vcpu)).collect();
+    // The plan's cores in the layout's order, each with its two CPUs.
+    let mut cores: Vec<(CoreId, Vec<CpuId>)> = Vec::new();
+    for pin in &plan.vcpus {
+        let Some(core) = host.pu(pin.cpu).and_then(|p| p.core) else {
+            return;
+        };
+        match cores.iter_mut().find(|(c, _)| *c == core) {
+            Some((_, cpus)) => cpus.push(pin.cpu),
+            None => cores.push((core, vec![pin.cpu])),
+        }
+    }
+    if cores.iter().any(|(_, cpus)| cpus.len() != 2) {
+        return;
+    }
+    let mut pins: Vec<VcpuPin> = Vec::with_capacity(plan.vcpus.len());
+    let mut taken: BTreeSet<u32> = BTreeSet::new();
+    let mut open: Vec<Vec<CpuId>> = Vec::new();
+    for (_, cpus) in &mut cores {
+        cpus.sort_unstable();
+        let pair: Vec<u32> = cpus.iter().filter_map(|c| home.get(c).copied()).collect();
+        match pair.as_slice() {
+            &[a, b] if a / 2 == b / 2 && a != b && !taken.contains(&(a / 2)) => {
+                taken.insert(a / 2);
+                for (&cpu, &vcpu) in cpus.iter().zip(&pair) {
+                    pins.push(VcpuPin {
+                        vcpu,
+                        cpu,
+                        role: None,
+                    });
+                }
+            }
+            _ => open.push(cpus.clone()),
+        }
+    }
+    let pairs = u32::try_from(cores.len()).unwrap_or(u32::MAX);
+    let mut rest = (0..pairs).filter(|k| !taken.contains(k));
+    for cpus in open {
+        let Some(k) = rest.next() else { return };
+        for (i, &cpu) in cpus.iter().enumerate() {
+            pins.push(VcpuPin {
+                vcpu: 2 * k + u32::try_from(i).unwrap_or(0),
+                cpu,
+                role: None,
+            });
+        }
+    }
+    if pins.len() != plan.vcpus.len() {
+        return;
+    }
+    pins.sort_by_key(|p| p.vcpu);
+    plan.vcpus = pins;
+    if !plan.guest_cells.is_empty() {
+        plan.guest_cells = guest_cells(host, &plan.numa_nodes, &plan.vcpus);
+    }
 }
 
 /// A running VM's plan with as many vCPUs as possible on the CPUs they run
@@ -290,6 +359,10 @@ pub fn can_keep_in_place(vm: &VmRequest, guest_threads: u32) -> bool {
 /// Only where [`can_keep_in_place`] holds.
 pub fn keep_in_place(host: &HostTopology, vm: &VmRequest, plan: &mut VmPlan) {
     if vm.now.is_empty() || !can_keep_in_place(vm, plan.guest_topology.threads) {
+        return;
+    }
+    if plan.guest_topology.threads == 2 {
+        keep_pairs(host, vm, plan);
         return;
     }
     let home: std::collections::BTreeMap<CpuId, u32> =

@@ -284,25 +284,31 @@ impl Residents {
 /// guest, no roles: [`crate::solve::assign::can_keep_in_place`]), the ones
 /// pinned to one CPU each are moved as few as can be.
 fn mark_running(request: &mut PlanRequest, t: &Tenant, usable: &CpuSet) {
-    let one_thread = request
+    let threads: BTreeSet<usize> = request
         .host
         .cores
         .iter()
-        .all(|c| c.cpus.intersection(usable).len() <= 1);
+        .map(|c| c.cpus.intersection(usable).len())
+        .filter(|&n| n > 0)
+        .collect();
+    let host = &request.host;
     let Some(vm) = request.vms.iter_mut().find(|v| v.name == t.name) else {
         return;
     };
     vm.running = true;
-    let guest_threads = if vm.threads == crate::solve::ThreadPolicy::Isolate || one_thread {
-        1
-    } else {
-        2
+    // The guest's threads per core the layout will give it: one for
+    // isolate or a host of one thread per core; pairs on a host of two
+    // threads per core everywhere (else it is not known before placing).
+    let guest_threads = match (vm.threads, threads.iter().max()) {
+        (crate::solve::ThreadPolicy::Isolate, _) | (_, None | Some(1)) => 1,
+        (_, Some(2)) if threads.len() == 1 => 2,
+        _ => return,
     };
     if !crate::solve::assign::can_keep_in_place(vm, guest_threads) {
         return;
     }
     let mut seen = CpuSet::new();
-    vm.now = t
+    let single: BTreeMap<u32, crate::ids::CpuId> = t
         .vcpus
         .iter()
         .filter(|v| v.vcpu < vm.vcpus && v.cpus.len() == 1)
@@ -310,6 +316,19 @@ fn mark_running(request: &mut PlanRequest, t: &Tenant, usable: &CpuSet) {
             let cpu = v.cpus.first()?;
             seen.insert(cpu).then_some((v.vcpu, cpu))
         })
+        .collect();
+    let core = |cpu: crate::ids::CpuId| host.pu(cpu).and_then(|p| p.core);
+    vm.now = single
+        .iter()
+        .filter(|&(&vcpu, &cpu)| {
+            // In pairs, a vCPU can only stay with its partner on the
+            // sibling of its core.
+            guest_threads == 1
+                || single
+                    .get(&(vcpu ^ 1))
+                    .is_some_and(|&other| core(other).is_some() && core(other) == core(cpu))
+        })
+        .map(|(&vcpu, &cpu)| (vcpu, cpu))
         .collect();
 }
 

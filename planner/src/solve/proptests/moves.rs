@@ -4,10 +4,12 @@
 //! vCPUs), counted from the plan's real pins — and the oracle's own
 //! placement, laid out, moves exactly what its objective says.
 //!
-//! A running VM's vCPUs run on random free CPUs now (or float); VMs whose
-//! guest would see sibling pairs or roles are not moved-counted (the spec
-//! layer does not set [`VmRequest::now`] for them), so they are generated
-//! with `threads = "isolate"`, or on hosts of one thread per core.
+//! A running VM's vCPUs run on random free CPUs now (or float): with
+//! `threads = "isolate"` or on hosts of one thread per core, one by one; on
+//! hosts of two threads per core everywhere, VMs of other policies as
+//! sibling pairs (2k, 2k+1) on the two CPUs of a core, an even count with
+//! the emulator on the host's CPUs (what the spec layer counts moves for;
+//! VMs with roles are not generated).
 
 use super::*;
 use std::collections::BTreeMap;
@@ -96,20 +98,45 @@ fn one(case: Case) -> Result<bool, TestCaseError> {
         .iter()
         .flat_map(|c| c.pus.iter())
         .collect();
-    let one_thread = crate::solve::free_cores(&req)
+    let cores = crate::solve::free_cores(&req);
+    let one_thread = cores.iter().all(|c| c.pus.len() <= 1);
+    // Every core of the host two usable threads: VMs of sibling pairs.
+    let usable = req.host.usable_cpus();
+    let pairs_host = req
+        .host
+        .cores
         .iter()
-        .all(|c| c.pus.len() <= 1);
+        .map(|c| c.cpus.intersection(&usable).len())
+        .filter(|&n| n > 0)
+        .all(|n| n == 2);
     let mut taken = CpuSet::new();
     for (vm, (runs, picks)) in req.vms.iter_mut().zip(&running) {
         if !*runs {
             continue;
         }
         vm.running = true;
-        if !one_thread {
-            vm.threads = ThreadPolicy::Isolate;
-        }
         if free.is_empty() {
             continue;
+        }
+        if pairs_host && vm.threads != ThreadPolicy::Isolate {
+            // Pairs (2k, 2k+1) on the two CPUs of a free core each, as
+            // pinplan lays them out; an even count, the emulator the host's.
+            vm.vcpus = vm.vcpus.div_ceil(2) * 2;
+            vm.emulator = EmulatorPolicy::Host;
+            for (k, pick) in picks.iter().enumerate().take(vm.vcpus as usize / 2) {
+                let Some(i) = pick else { continue };
+                let core = &cores[i.index(cores.len())];
+                if core.pus.len() == 2 && !core.pus.intersects(&taken) {
+                    taken = taken.union(&core.pus);
+                    for (j, cpu) in core.pus.iter().enumerate() {
+                        vm.now.push((2 * k as u32 + j as u32, cpu));
+                    }
+                }
+            }
+            continue;
+        }
+        if !one_thread {
+            vm.threads = ThreadPolicy::Isolate;
         }
         for (vcpu, pick) in picks.iter().enumerate().take(vm.vcpus as usize) {
             if let Some(i) = pick {
