@@ -27,6 +27,11 @@
 //! the NIC nodes the specs cannot name (hosts without PCI devices), so that
 //! the bench solves exactly what `pinplan plan` reads from the specs.
 //!
+//! 5. (issue 27) Part 1's hosts with part 1's VMs running where its plan put
+//!    them, all movable, and two new VMs: the plan's time with the fewest
+//!    vCPUs moved, against the same request as if nothing ran, and the
+//!    vCPUs moved (`PLAN_BENCH_PART=5`).
+//!
 //! Results are recorded in docs/benchmarks.md.
 
 use pinplan::ids::{CoreId, CpuId, NodeId, PackageId};
