@@ -363,6 +363,11 @@ impl Builder<'_> {
             .map(|&(c, _, _)| self.classes[c].domain)
             .collect();
         if domains.len() <= 1 {
+            // One domain: it counts 1 when placed. Left out of the sum, a
+            // level not placed whole would prefer placing such VMs over
+            // others with the same L3 count (issue 27's CI found it).
+            self.sums.l3 += cols.placed;
+            self.sums.bound_l3 += 1.0;
             return BTreeMap::new();
         }
         let (u, fewest) = self.touch(cols, |c| c.domain);

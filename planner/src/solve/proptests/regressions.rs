@@ -158,3 +158,42 @@ fn time_limited_ilp_plan_gives_no_spare_core() {
     let ilp = crate::solve::solve(&req, &options(SolverKind::Ilp));
     check_plan(&req, &ilp).unwrap();
 }
+
+/// Found by `small_hosts_match_the_oracle`: 6 one-core nodes (L3 above
+/// them, CPU 2 off, CPU 3 a fixed tenant's), four VMs of priority 2; the ILP
+/// and the oracle must agree on every objective.
+#[test]
+fn one_core_nodes_with_an_offline_sibling_match_the_oracle() {
+    use EmulatorPolicy::{Host, Isolate as EmuIsolate};
+    use NicAffinity::{Ignore, Required};
+    use NumaPolicy::{Preferred, Strict};
+    use ThreadPolicy::{Isolate, Prefer, Require};
+    let desc =
+        "package:3 l3:1 numa:2(indexes=5,0,2,3,1,4) core:1 pu:2(indexes=0,7,10,4,1,3,9,8,11,6,5,2)";
+    let specs = [
+        (2, Prefer, Host, Strict, Required, Some(5), 2),
+        (2, Require, Host, Strict, Ignore, Some(2), 2),
+        (4, Isolate, EmuIsolate, Preferred, Ignore, Some(0), 2),
+        (4, Isolate, EmuIsolate, Preferred, Ignore, Some(0), 2),
+    ];
+    let mut req = regression_request(desc, &[2], &specs, "3", [("a", "3"), ("b", "3")]);
+    req.reserved = crate::cpuset::CpuSet::new();
+    req.fixed.truncate(1);
+    for vm in req.vms.iter_mut().skip(2) {
+        vm.iothreads = 1;
+    }
+    let ilp = crate::solve::solve(&req, &options(SolverKind::Ilp));
+    check_plan(&req, &ilp).unwrap();
+    assert!(ilp.warnings.is_empty(), "{:?}", ilp.warnings);
+    let oracle = super::oracle::place(&req);
+    assert_eq!(
+        ilp.objective,
+        crate::solve::objective(&req, &oracle),
+        "ILP {:?}, oracle {:?}",
+        ilp.vms
+            .iter()
+            .map(|v| (&v.name, &v.cores))
+            .collect::<Vec<_>>(),
+        oracle.cores
+    );
+}
