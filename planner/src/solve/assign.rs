@@ -434,36 +434,23 @@ pub fn keep_in_place(host: &HostTopology, vm: &VmRequest, plan: &mut VmPlan) {
     if chosen.len() != plan.vcpus.len() {
         return;
     }
-    let mut free: Vec<CpuId> = chosen
+    // Each vCPU whose CPU is among them keeps it; the others take the rest
+    // in order.
+    let stay: std::collections::BTreeMap<u32, CpuId> = chosen
+        .iter()
+        .filter_map(|&cpu| home.get(&cpu).map(|&vcpu| (vcpu, cpu)))
+        .collect();
+    let mut rest = chosen
         .iter()
         .copied()
-        .filter(|cpu| !home.contains_key(cpu))
-        .collect();
-    free.reverse();
-    let mut pins: Vec<VcpuPin> = Vec::with_capacity(chosen.len());
-    let mut waiting: Vec<u32> = Vec::new();
+        .filter(|cpu| !stay.values().any(|s| s == cpu));
     let mut vcpus: Vec<u32> = plan.vcpus.iter().map(|p| p.vcpu).collect();
     vcpus.sort_unstable();
-    let staying: BTreeSet<u32> = chosen.iter().filter_map(|c| home.get(c).copied()).collect();
+    let mut pins: Vec<VcpuPin> = Vec::with_capacity(vcpus.len());
     for vcpu in vcpus {
-        match home.iter().find(|&(c, &v)| v == vcpu && chosen.contains(c)) {
-            Some((&cpu, _)) if staying.contains(&vcpu) => pins.push(VcpuPin {
-                vcpu,
-                cpu,
-                role: None,
-            }),
-            _ => waiting.push(vcpu),
-        }
-    }
-    // Home CPUs of vCPUs the plan does not have stay free for the others.
-    for cpu in chosen.iter().filter(|c| {
-        home.get(c)
-            .is_some_and(|v| !pins.iter().any(|p| p.vcpu == *v))
-    }) {
-        free.insert(0, *cpu);
-    }
-    for vcpu in waiting {
-        let Some(cpu) = free.pop() else { return };
+        let Some(cpu) = stay.get(&vcpu).copied().or_else(|| rest.next()) else {
+            return;
+        };
         pins.push(VcpuPin {
             vcpu,
             cpu,

@@ -92,58 +92,41 @@ pub fn free_cores(request: &PlanRequest) -> Vec<FreeCore> {
 
 /// Groups free cores into classes, ordered by (node, domain, threads).
 pub fn classes(free: &[FreeCore]) -> Vec<Class> {
-    let mut map: std::collections::BTreeMap<(Option<NodeId>, Domain, u32), Vec<CoreId>> =
-        std::collections::BTreeMap::new();
-    for c in free {
-        map.entry((c.node, c.domain(), c.threads()))
-            .or_default()
-            .push(c.core);
-    }
-    map.into_iter()
-        .map(|((node, domain, threads), mut cores)| {
-            cores.sort();
-            Class {
-                node,
-                domain,
-                threads,
-                home: Vec::new(),
-                cores,
-            }
-        })
-        .collect()
+    group(free, |_| Vec::new())
 }
-
-/// A class's key with the running VMs whose vCPUs run on its cores now.
-pub type HomeKey = (Option<NodeId>, Domain, u32, Vec<(usize, u32)>);
 
 /// [`classes`], each split further by the running VMs whose vCPUs run on a
 /// core now ([`VmRequest::now`]) and how many: a VM that keeps such a core
 /// keeps those vCPUs in place, so those cores are not interchangeable with
 /// the others for the objective "vCPUs moved".
 pub fn classes_with_homes(request: &PlanRequest, free: &[FreeCore]) -> Vec<Class> {
-    // Only a usable CPU of a free core can keep a vCPU.
-    let mut home_of: std::collections::BTreeMap<CoreId, Vec<(usize, u32)>> =
-        std::collections::BTreeMap::new();
-    for c in free {
-        for (i, vm) in request.vms.iter().enumerate() {
-            let n = vm
-                .now
-                .iter()
-                .filter(|&&(_, cpu)| c.pus.contains(cpu))
-                .count();
-            if n > 0 {
-                home_of
-                    .entry(c.core)
-                    .or_default()
-                    .push((i, u32::try_from(n).unwrap_or(u32::MAX)));
-            }
-        }
-    }
+    group(free, |c| {
+        // Only a usable CPU of a free core can keep a vCPU.
+        request
+            .vms
+            .iter()
+            .enumerate()
+            .filter_map(|(i, vm)| {
+                let n = vm
+                    .now
+                    .iter()
+                    .filter(|&&(_, cpu)| c.pus.contains(cpu))
+                    .count();
+                (n > 0).then(|| (i, u32::try_from(n).unwrap_or(u32::MAX)))
+            })
+            .collect()
+    })
+}
+
+/// A class's key with the running VMs whose vCPUs run on its cores now.
+pub type HomeKey = (Option<NodeId>, Domain, u32, Vec<(usize, u32)>);
+
+/// Free cores grouped by (node, domain, threads, `home`), in that order.
+fn group(free: &[FreeCore], home: impl Fn(&FreeCore) -> Vec<(usize, u32)>) -> Vec<Class> {
     let mut map: std::collections::BTreeMap<HomeKey, Vec<CoreId>> =
         std::collections::BTreeMap::new();
     for c in free {
-        let home = home_of.get(&c.core).cloned().unwrap_or_default();
-        map.entry((c.node, c.domain(), c.threads(), home))
+        map.entry((c.node, c.domain(), c.threads(), home(c)))
             .or_default()
             .push(c.core);
     }

@@ -152,8 +152,9 @@ pub struct VmRequest {
     /// vCPUs float): placed before any priority level, since left out it
     /// would go on running where the plan may put others.
     pub running: bool,
-    /// Its vCPUs that run pinned to one CPU now, `(vCPU, CPU)`: the plan
-    /// moves as few as it can (objective "vCPUs moved").
+    /// Its vCPUs that run pinned to one CPU now, `(vCPU, CPU)`, of a
+    /// running VM: the plan moves as few as it can (objective "vCPUs
+    /// moved").
     pub now: Vec<(u32, crate::ids::CpuId)>,
 }
 
@@ -200,11 +201,6 @@ impl VmRequest {
         } else {
             Vec::new()
         }
-    }
-
-    /// Whether it runs now and the plan counts its moves.
-    pub fn moves_counted(&self) -> bool {
-        self.running || !self.now.is_empty()
     }
 
     /// How many of its vCPUs can keep their CPU on a core holding `home` of

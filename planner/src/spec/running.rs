@@ -214,9 +214,15 @@ impl Residents {
         let reserved = &request.reserved.clone();
         let residents = self;
         let name = t.name.as_str();
-        if movable {
+        // Planned anew: where it runs now is what its moves are counted
+        // from, and what the plan keeps off should it be left out.
+        let anew = |residents: &mut Residents, request: &mut PlanRequest| {
             residents.now.insert(name.to_owned(), t.vcpus.clone());
             residents.held.insert(name.to_owned(), taken(t, reserved));
+            mark_running(request, t, usable);
+        };
+        if movable {
+            anew(residents, request);
             let nodes: BTreeSet<NodeId> = t
                 .vcpus
                 .iter()
@@ -226,17 +232,15 @@ impl Residents {
                 .collect();
             let strict = t.memory.as_ref().is_some_and(|m| m.mode == "strict");
             residents.nodes.insert(name.to_owned(), (nodes, strict));
-            mark_running(request, t, usable);
             return;
         }
         let Some(index) = request.vms.iter().position(|v| v.name == name) else {
             return;
         };
-        let floats = !t.vcpus.is_empty() && t.vcpus.iter().all(|v| floats(&v.cpus, usable));
-        if floats {
-            residents.now.insert(name.to_owned(), t.vcpus.clone());
-            residents.held.insert(name.to_owned(), taken(t, reserved));
-            mark_running(request, t, usable);
+        let wholly_floating =
+            !t.vcpus.is_empty() && t.vcpus.iter().all(|v| floats(&v.cpus, usable));
+        if wholly_floating {
+            anew(residents, request);
             warnings.push(format!(
                 "{name} runs with its vCPUs not pinned: planned like a new VM (apply pins it where the plan says)"
             ));
@@ -571,7 +575,8 @@ impl Residents {
     }
 
     /// Whether the plan keeps or may move any running VM.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.kept.is_empty() && self.now.is_empty()
     }
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 /// in usable threads, or running VMs' moves count (they split classes by
 /// where the VMs run now, which the aggregated models do not).
 pub fn per_class_only(request: &PlanRequest) -> bool {
-    !agg::supported(request) || request.vms.iter().any(|v| v.moves_counted())
+    !agg::supported(request) || request.vms.iter().any(|v| v.running)
 }
 
 /// Solves `request` exactly within `time_limit`: the aggregated model where it

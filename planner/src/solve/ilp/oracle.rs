@@ -171,7 +171,7 @@ impl Oracle {
         if vm.running {
             self.running -= p;
         }
-        if vm.running || !vm.now.is_empty() {
+        if vm.running {
             self.moves += f64::from(vm.vcpus) * p;
             for &(k, x) in &xs {
                 let home = self.homes[k]

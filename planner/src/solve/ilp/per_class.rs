@@ -256,7 +256,7 @@ impl Builder<'_> {
         if vm.running {
             self.sums.running -= cols.placed;
         }
-        if !vm.moves_counted() {
+        if !vm.running {
             return;
         }
         self.sums.moves += f64::from(vm.vcpus) * cols.placed;
