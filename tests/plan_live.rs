@@ -44,34 +44,36 @@ fn fixed(plan: &Value) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// Defines a 1-vCPU guest `name`: its vCPU and emulator pinned to
+/// `(vcpu CPU, emulator CPU)`, or not pinned.
+fn define(dir: &TempDir, uri: &str, name: &str, pins: Option<(u32, u32)>) {
+    let tune = pins.map_or_else(String::new, |(vcpu, emulator)| {
+        format!(
+            "  <cputune>\n    <vcpupin vcpu='0' cpuset='{vcpu}'/>\n    <emulatorpin cpuset='{emulator}'/>\n  </cputune>\n"
+        )
+    });
+    let kind = util::guest_type(uri);
+    let xml = dir.write(
+        &format!("{name}.xml"),
+        util::guest_xml(kind, name, 1, &tune),
+    );
+    virsh(uri, &["define", arg(&xml)]);
+}
+
 #[test]
 fn plan_connect_plans_around_what_runs_and_keeps_named_vms() {
     let Some(uri) = util::libvirt_uri("plan --connect around running guests") else {
         return;
     };
     let _turn = util::live_guests_turn();
-    let kind = util::guest_type(&uri);
     let _guests = Guests {
         uri: uri.clone(),
         names: ["pl-a", "pl-b", "pl-off"].map(str::to_owned).to_vec(),
     };
     let dir = TempDir::new();
-    let define = |name: &str, cputune: &str| {
-        let xml = dir.write(
-            &format!("{name}.xml"),
-            util::guest_xml(kind, name, 1, cputune),
-        );
-        virsh(&uri, &["define", arg(&xml)]);
-    };
-    define(
-        "pl-a",
-        "  <cputune>\n    <vcpupin vcpu='0' cpuset='1'/>\n    <emulatorpin cpuset='0'/>\n  </cputune>\n",
-    );
-    define("pl-b", "");
-    define(
-        "pl-off",
-        "  <cputune>\n    <vcpupin vcpu='0' cpuset='1'/>\n    <emulatorpin cpuset='0'/>\n  </cputune>\n",
-    );
+    define(&dir, &uri, "pl-a", Some((1, 0)));
+    define(&dir, &uri, "pl-b", None);
+    define(&dir, &uri, "pl-off", Some((1, 0)));
     virsh(&uri, &["start", "pl-a"]);
     virsh(&uri, &["start", "pl-b"]);
 
@@ -100,7 +102,7 @@ fn plan_connect_plans_around_what_runs_and_keeps_named_vms() {
     assert!(
         w.iter()
             .any(|w| w.starts_with(&format!(
-                "domain pl-b runs at {uri} with its vCPUs and emulator threads not pinned"
+                "domain pl-b runs at {uri} with its vCPU 0 and emulator not pinned"
             )) && w.ends_with("pin it, name it in the spec, or list it under [[ignore]]")),
         "{w:?}"
     );
@@ -199,21 +201,13 @@ fn apply_refuses_a_swap_that_would_put_two_guests_on_one_core() {
         return;
     };
     let _turn = util::live_guests_turn();
-    let kind = util::guest_type(&uri);
     let guests = Guests {
         uri: uri.clone(),
         names: ["pl-x", "pl-y"].map(str::to_owned).to_vec(),
     };
     let dir = TempDir::new();
     for (name, cpu) in [("pl-x", 0), ("pl-y", 1)] {
-        let tune = format!(
-            "  <cputune>\n    <vcpupin vcpu='0' cpuset='{cpu}'/>\n    <emulatorpin cpuset='{cpu}'/>\n  </cputune>\n"
-        );
-        let xml = dir.write(
-            &format!("{name}.xml"),
-            util::guest_xml(kind, name, 1, &tune),
-        );
-        virsh(&uri, &["define", arg(&xml)]);
+        define(&dir, &uri, name, Some((cpu, cpu)));
         virsh(&uri, &["start", name]);
     }
     // A plan of this host (both kept as they run), then the two swapped.

@@ -13,6 +13,75 @@ pub fn floats(cpus: &CpuSet, usable: &CpuSet) -> bool {
     usable.is_subset(cpus)
 }
 
+/// `vCPU 1`, `vCPUs 1,2`.
+pub fn numbered(one: &str, many: &str, ids: &[u32]) -> String {
+    let list: Vec<String> = ids.iter().map(u32::to_string).collect();
+    format!(
+        "{} {}",
+        if ids.len() == 1 { one } else { many },
+        list.join(",")
+    )
+}
+
+/// A VM's threads that float ([`floats`]).
+#[derive(Debug, Default)]
+pub struct LooseThreads {
+    /// Its vCPUs that float.
+    pub vcpus: Vec<u32>,
+    /// Whether its emulator threads float.
+    pub emulator: bool,
+    /// Its I/O threads that float.
+    pub iothreads: Vec<u32>,
+}
+
+impl LooseThreads {
+    /// `t`'s threads that float on a host of `usable` CPUs.
+    pub fn of(t: &Tenant, usable: &CpuSet) -> LooseThreads {
+        LooseThreads {
+            vcpus: t
+                .vcpus
+                .iter()
+                .filter(|v| floats(&v.cpus, usable))
+                .map(|v| v.vcpu)
+                .collect(),
+            emulator: floats(&t.emulator_cpus, usable),
+            iothreads: t
+                .iothreads
+                .iter()
+                .filter(|i| floats(&i.cpus, usable))
+                .map(|i| i.iothread)
+                .collect(),
+        }
+    }
+
+    /// Whether its emulator or an I/O thread floats.
+    pub fn helpers(&self) -> bool {
+        self.emulator || !self.iothreads.is_empty()
+    }
+
+    /// Whether none floats.
+    pub fn is_empty(&self) -> bool {
+        self.vcpus.is_empty() && !self.helpers()
+    }
+
+    /// `vCPU 1, emulator and I/O threads 1,2`, and whether that is more
+    /// than one thread.
+    pub fn named(&self) -> (String, bool) {
+        let mut parts = Vec::new();
+        if !self.vcpus.is_empty() {
+            parts.push(numbered("vCPU", "vCPUs", &self.vcpus));
+        }
+        if self.emulator {
+            parts.push("emulator".to_owned());
+        }
+        if !self.iothreads.is_empty() {
+            parts.push(numbered("I/O thread", "I/O threads", &self.iothreads));
+        }
+        let many = self.vcpus.len() + usize::from(self.emulator) + self.iothreads.len() > 1;
+        (crate::text::and_list(&parts), many)
+    }
+}
+
 /// Who a tenant is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -161,7 +161,7 @@ impl Conflict {
     }
 }
 
-pub(crate) use crate::tenant::floats;
+pub(crate) use crate::tenant::{floats, numbered, LooseThreads};
 
 /// The usable CPUs a tenant holds now: the host's CPUs, a running pinned
 /// VM's vCPUs' CPUs except those of vCPUs that float; none for a VM that is
@@ -245,70 +245,10 @@ fn reached(cpus: &CpuSet, owners: &[&Owner<'_>]) -> String {
     }
 }
 
-/// `vCPU 1`, `vCPUs 1,2`.
-fn numbered(one: &str, many: &str, ids: &[u32]) -> String {
-    let list: Vec<String> = ids.iter().map(u32::to_string).collect();
-    format!(
-        "{} {}",
-        if ids.len() == 1 { one } else { many },
-        list.join(",")
-    )
-}
-
-/// A running VM's threads that float.
-#[derive(Debug, Default)]
-struct Loose {
-    vcpus: Vec<u32>,
-    emulator: bool,
-    iothreads: Vec<u32>,
-}
-
-impl Loose {
-    fn of(t: &Tenant, usable: &CpuSet) -> Loose {
-        Loose {
-            vcpus: t
-                .vcpus
-                .iter()
-                .filter(|v| floats(&v.cpus, usable))
-                .map(|v| v.vcpu)
-                .collect(),
-            emulator: floats(&t.emulator_cpus, usable),
-            iothreads: t
-                .iothreads
-                .iter()
-                .filter(|i| floats(&i.cpus, usable))
-                .map(|i| i.iothread)
-                .collect(),
-        }
-    }
-
-    /// Whether its emulator or an I/O thread floats.
-    fn helpers(&self) -> bool {
-        self.emulator || !self.iothreads.is_empty()
-    }
-
-    /// `vCPU 1, emulator and I/O threads 1,2`, and whether that is more
-    /// than one thread.
-    fn named(&self) -> (String, bool) {
-        let mut parts = Vec::new();
-        if !self.vcpus.is_empty() {
-            parts.push(numbered("vCPU", "vCPUs", &self.vcpus));
-        }
-        if self.emulator {
-            parts.push("emulator".to_owned());
-        }
-        if !self.iothreads.is_empty() {
-            parts.push(numbered("I/O thread", "I/O threads", &self.iothreads));
-        }
-        let many = self.vcpus.len() + usize::from(self.emulator) + self.iothreads.len() > 1;
-        (crate::text::and_list(&parts), many)
-    }
-}
-
 /// A running VM's threads that float, named (`vCPU 1 and emulator`), if
 /// any: the host map and the picture draw it on every CPU where they may run.
 pub(crate) fn floating_threads(t: &Tenant, usable: &CpuSet) -> Option<String> {
-    let loose = Loose::of(t, usable);
+    let loose = LooseThreads::of(t, usable);
     (t.kind == TenantKind::Vm
         && t.state == TenantState::Running
         && (!loose.vcpus.is_empty() || loose.helpers()))
@@ -356,7 +296,7 @@ fn floating(
 ) -> Vec<Conflict> {
     let mut out = Vec::new();
     for t in running.iter().filter(|t| t.kind == TenantKind::Vm) {
-        let loose = Loose::of(t, usable);
+        let loose = LooseThreads::of(t, usable);
         let reaches: Vec<&Owner<'_>> = owners
             .iter()
             .filter(|o| !o.is(t))
@@ -456,7 +396,7 @@ fn shut_off_overlap(
             .iter()
             .fold(CpuSet::new(), |acc, (_, on)| acc.union(on));
         let reaches: Vec<&Owner<'_>> = overlaps.iter().map(|(o, _)| *o).collect();
-        let loose = Loose::of(t, usable);
+        let loose = LooseThreads::of(t, usable);
         let message = if !t.pinned {
             format!(
                 "{} (shut off) is not pinned in its config: when it starts it can run on {}",

@@ -13,7 +13,7 @@ use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, NodeId};
 use crate::plan::{FixedKind, GuestTopology, Move, Plan, VcpuPin, VmPlan};
 use crate::solve::{FixedTenant, PlanRequest, VmRequest};
-use crate::tenant::{floats, Tenant, TenantKind, TenantState, VcpuCpus};
+use crate::tenant::{floats, LooseThreads, Tenant, TenantKind, TenantState, VcpuCpus};
 use crate::topology::HostTopology;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -51,40 +51,6 @@ pub struct Residents {
 /// emulator threads are meant to be; vCPUs there are warned about).
 fn taken(tenant: &Tenant, reserved: &CpuSet) -> CpuSet {
     tenant.every_cpu().difference(reserved)
-}
-
-/// Which of a domain's threads may run on every usable CPU: `vCPUs 0,1`,
-/// `emulator threads`, `I/O threads 1`; empty when every thread is pinned.
-fn loose_threads(tenant: &Tenant, usable: &CpuSet) -> Vec<String> {
-    let mut out = Vec::new();
-    let vcpus: Vec<String> = tenant
-        .vcpus
-        .iter()
-        .filter(|v| floats(&v.cpus, usable))
-        .map(|v| v.vcpu.to_string())
-        .collect();
-    if vcpus.len() == tenant.vcpus.len() && !vcpus.is_empty() {
-        out.push("vCPUs".to_owned());
-    } else if !vcpus.is_empty() {
-        out.push(format!(
-            "{} {}",
-            if vcpus.len() == 1 { "vCPU" } else { "vCPUs" },
-            vcpus.join(",")
-        ));
-    }
-    if floats(&tenant.emulator_cpus, usable) {
-        out.push("emulator threads".to_owned());
-    }
-    let io: Vec<String> = tenant
-        .iothreads
-        .iter()
-        .filter(|t| floats(&t.cpus, usable))
-        .map(|t| t.iothread.to_string())
-        .collect();
-    if !io.is_empty() {
-        out.push(format!("I/O threads {}", io.join(",")));
-    }
-    out
 }
 
 /// The fix for a domain that floats over the CPUs the plan needs.
@@ -248,12 +214,13 @@ impl Residents {
         }
         let vm = request.vms.remove(index);
         vcpus_on_reserved(t, usable, reserved, warnings);
-        let loose = loose_threads(t, usable);
+        let loose = LooseThreads::of(t, usable);
         if !loose.is_empty() {
+            let (named, many) = loose.named();
             warnings.push(format!(
-                "{name} is kept where it runs, but its {} may run on every CPU, so the plan keeps off CPUs {}; pin them, or set movable = true so that the plan pins them",
-                crate::text::and_list(&loose),
-                taken(t, reserved)
+                "{name} is kept where it runs, but its {named} may run on every CPU, so the plan keeps off CPUs {cpus}; pin {them}, or set movable = true so that the plan pins {them}",
+                cpus = taken(t, reserved),
+                them = if many { "them" } else { "it" },
             ));
         }
         let mut cpus = taken(t, reserved);
@@ -349,12 +316,13 @@ pub fn plan_around(
     warnings: &mut Vec<String>,
 ) -> Option<FixedTenant> {
     let name = &t.name;
-    let loose = loose_threads(t, usable);
+    let loose = LooseThreads::of(t, usable);
     let cpus = taken(t, reserved);
     if !loose.is_empty() {
+        let (named, many) = loose.named();
         warnings.push(format!(
-            "domain {name} runs at {uri} with its {} not pinned: they may run on every CPU, so the plan keeps off CPUs {cpus}{}; {FLOATING_FIX}",
-            crate::text::and_list(&loose),
+            "domain {name} runs at {uri} with its {named} not pinned: {} may run on every CPU, so the plan keeps off CPUs {cpus}{}; {FLOATING_FIX}",
+            if many { "they" } else { "it" },
             if usable.difference(reserved).is_subset(&cpus) {
                 " (every CPU a VM could have)"
             } else {
@@ -743,14 +711,14 @@ mod tests {
                 vec![domain("b", 1, "", RUNNING)],
                 false,
                 vec![("b", "1-3,5-7", FixedKind::Running)],
-                Some("domain b runs at test:///x with its vCPUs and emulator threads not pinned: they may run on every CPU, so the plan keeps off CPUs 1-3,5-7 (every CPU a VM could have); pin it, name it in the spec, or list it under [[ignore]]"),
+                Some("domain b runs at test:///x with its vCPU 0 and emulator not pinned: they may run on every CPU, so the plan keeps off CPUs 1-3,5-7 (every CPU a VM could have); pin it, name it in the spec, or list it under [[ignore]]"),
             ),
             // Pinned vCPUs, floating emulator: still floats.
             (
                 vec![domain("e", 1, "<vcpupin vcpu='0' cpuset='1'/>", RUNNING)],
                 false,
                 vec![("e", "1-3,5-7", FixedKind::Running)],
-                Some("domain e runs at test:///x with its emulator threads not pinned"),
+                Some("domain e runs at test:///x with its emulator not pinned: it may run"),
             ),
             (
                 vec![domain("c", 1, "<vcpupin vcpu='0' cpuset='2'/>", OFF)],

@@ -58,7 +58,7 @@ fn counted(req: &PlanRequest, placement: &crate::solve::Placement) -> u32 {
     let mut moved = 0;
     for (&i, cores) in &placement.cores {
         let vm = &req.vms[i];
-        if !vm.moves_counted() {
+        if !vm.running {
             continue;
         }
         let stay: u32 = cores
