@@ -194,6 +194,76 @@ pub(crate) fn partitions(n: u32, largest: u32, parts: u32) -> Vec<Vec<u32>> {
     out
 }
 
+/// The layouts of a VM of `n` cores kept to one NUMA node whose bins (L3
+/// domains) come in groups `(free cores, how many)`: some bins whole, and at
+/// most one more piece, the remainder; at most `parts` pieces in all. Each
+/// pattern's pieces are largest first; the patterns are in a fixed order.
+///
+/// No optimum is lost (objectives 1–7): take any layout and one VM A of it,
+/// with its pieces in bins B₁…B_k of its node. Choose any Bₘ among them: give A
+/// every core of the others and the rest of its cores in Bₘ, and move the
+/// other tenants' pieces found in A's bins into Bₘ. They fit, since Bₘ now has
+/// room for everything the k bins held beside A. Nothing leaves the node
+/// (objectives 1–5 and memory per node stay), no VM touches more bins (the
+/// moved pieces merge; objective 6) and no more bins are partly used: k − 1 of
+/// A's bins are now full, and Bₘ is partly used only if one of the k was
+/// (objective 7). Doing this VM after VM keeps the earlier ones' form (their
+/// whole bins are not in a later VM's bins; a remainder moves whole).
+pub(crate) fn whole_and_rest(n: u32, groups: &[(u32, u32)], parts: u32) -> Vec<Vec<u32>> {
+    /// Whole bins of `groups[at..]` (`left`: bins of each group not taken
+    /// whole), then a remainder in a bin not taken.
+    fn go(
+        n: u32,
+        groups: &[(u32, u32)],
+        at: usize,
+        left: &mut Vec<u32>,
+        parts: u32,
+        current: &mut Vec<u32>,
+        out: &mut BTreeSet<Vec<u32>>,
+    ) {
+        let Some(&(cap, count)) = groups.get(at) else {
+            // The remainder: nothing, or one piece in a bin that holds it.
+            let room = groups
+                .iter()
+                .zip(left.iter())
+                .any(|(&(cap, _), &free)| cap >= n && free > 0);
+            if n == 0 || (room && parts >= 1) {
+                let mut pattern = current.clone();
+                if n > 0 {
+                    pattern.push(n);
+                }
+                pattern.sort_unstable_by(|a, b| b.cmp(a));
+                out.insert(pattern);
+            }
+            return;
+        };
+        let most = count.min(parts).min(n.checked_div(cap).unwrap_or(0));
+        for whole in 0..=most {
+            current.extend(std::iter::repeat_n(cap, whole as usize));
+            left[at] = count - whole;
+            go(
+                n - whole * cap,
+                groups,
+                at + 1,
+                left,
+                parts - whole,
+                current,
+                out,
+            );
+            current.truncate(current.len() - whole as usize);
+        }
+        left[at] = count;
+    }
+    let groups: Vec<(u32, u32)> = groups.iter().copied().filter(|&(cap, _)| cap > 0).collect();
+    let mut left: Vec<u32> = groups.iter().map(|&(_, count)| count).collect();
+    let mut out = BTreeSet::new();
+    go(n, &groups, 0, &mut left, parts, &mut Vec::new(), &mut out);
+    // Fewest pieces first, then largest pieces first: a fixed order.
+    let mut out: Vec<Vec<u32>> = out.into_iter().collect();
+    out.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| b.cmp(a)));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::expect_used)]
@@ -206,6 +276,23 @@ mod tests {
         assert_eq!(partitions(4, 3, 2), vec![vec![3, 1], vec![2, 2]]);
         assert_eq!(partitions(5, 2, 3), vec![vec![2, 2, 1]]);
         assert!(partitions(7, 2, 3).is_empty());
+    }
+
+    #[test]
+    fn whole_bins_and_one_remainder_counted_by_hand() {
+        // 20 cores over bins of 8 (×3) and 7 (×1): 8+8+4 and 8+7+5 (7+… and
+        // 8+… alone leave more than one bin's worth; three 8s are too many).
+        assert_eq!(
+            whole_and_rest(20, &[(8, 3), (7, 1)], 5),
+            vec![vec![8, 8, 4], vec![8, 7, 5]]
+        );
+        // Bins of 4 only: 10 = 4+4+2; with 2 parts at most, nothing.
+        assert_eq!(whole_and_rest(10, &[(4, 5)], 3), vec![vec![4, 4, 2]]);
+        assert!(whole_and_rest(10, &[(4, 5)], 2).is_empty());
+        // Fewer bins than whole pieces needed: 12 on two bins of 4, none.
+        assert!(whole_and_rest(12, &[(4, 2)], 9).is_empty());
+        // A VM smaller than a bin: itself, or a whole bin of its size.
+        assert_eq!(whole_and_rest(3, &[(8, 2), (3, 1)], 4), vec![vec![3]]);
     }
 
     #[test]

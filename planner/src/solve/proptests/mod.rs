@@ -11,6 +11,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod domains;
 mod moves;
 mod regressions;
 mod safety;

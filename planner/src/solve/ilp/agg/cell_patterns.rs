@@ -13,7 +13,7 @@
 //! are merged by the layout, which only lowers objective 6 — so the model's
 //! optimum is a layout's.
 
-use super::super::arcflow::{partitions, Flow};
+use super::super::arcflow::{partitions, whole_and_rest, Flow};
 use super::super::backend::{run, Model};
 use super::super::expr::{Expr, Var};
 use super::super::tiers::priority_levels;
@@ -177,7 +177,21 @@ fn add_kind(
         if largest == 0 || room < c {
             continue;
         }
-        let patterns = partitions(c, largest.min(c), most_parts);
+        // A VM kept to one node: whole cells and one remainder
+        // (`whole_and_rest` says why no optimum is lost); a VM over nodes:
+        // any partition.
+        let patterns = if scope.is_some() {
+            let bins: Vec<(u32, u32)> = in_scope
+                .iter()
+                .map(|&g| {
+                    let cells = u32::try_from(groups[g].1.len()).unwrap_or(u32::MAX);
+                    (groups[g].0 .1, cells)
+                })
+                .collect();
+            whole_and_rest(c, &bins, most_parts)
+        } else {
+            partitions(c, largest.min(c), most_parts)
+        };
         if p.too_many(patterns.len()) {
             return None;
         }
