@@ -17,7 +17,7 @@ use super::super::arcflow::{partitions, whole_and_rest, Flow};
 use super::super::backend::{run, Model};
 use super::super::expr::{Expr, Var};
 use super::super::tiers::priority_levels;
-use super::host::{Host, Vms};
+use super::host::{Host, MemoryRows, Vms};
 use super::layout::{cores_of, partial_of, pieces_of, Units};
 use super::lexicographic::trace_tier;
 use super::patterns::{deal, fill_pool, kinds_of, Kind, PatternVar, Patterns, Pool, Scope};
@@ -62,10 +62,6 @@ impl PatternModel {
         held: &BTreeMap<Tier, f64>,
         most_parts: u32,
     ) -> Option<PatternModel> {
-        // Arc flows pack cores only: with memory per node, the cell model.
-        if crate::solve::memory::active(request) {
-            return None;
-        }
         // A VM that must have cores on given nodes: the cell model's columns.
         if request.vms.iter().any(|v| !v.cell_nodes.is_empty()) {
             return None;
@@ -87,11 +83,14 @@ impl PatternModel {
         }
         let groups: Vec<CellGroup> = by_group.into_iter().collect();
         let mut p = Patterns::new(groups.iter().map(|(key, _)| key.1).collect());
+        let mut memory = MemoryRows::new(request);
         for kind in &kinds {
             let vm = &request.vms[kind.members[0]];
             p.next_kind();
             add_kind(&mut p, host, &groups, vm, kind, spanning, most_parts)?;
+            add_memory(&p, &mut memory, &groups, kind);
         }
+        memory.bound(&mut p.m);
         let bins: Vec<u32> = groups
             .iter()
             .map(|(_, cells)| u32::try_from(cells.len()).unwrap_or(u32::MAX))
@@ -206,6 +205,25 @@ fn add_kind(
         p.m.le(placed, kind.members.len() as f64);
     }
     Some(())
+}
+
+/// The memory of the current kind's VMs on each node: a VM kept to one node
+/// has all of it on the node of its pattern's scope; a VM over nodes, per
+/// core it has on a node (its pieces there, `ρ`) a share.
+fn add_memory(p: &Patterns, memory: &mut MemoryRows, groups: &[CellGroup], kind: &Kind) {
+    let first = kind.members[0];
+    for &(scope, _, sigma) in p.sigma.last().into_iter().flatten() {
+        if let Some(node) = scope {
+            memory.add(first, node, 1.0, sigma);
+        }
+    }
+    if kind.one_node {
+        return;
+    }
+    for (&(g, size), &rho) in p.rho.last().into_iter().flatten() {
+        let share = f64::from(size) / f64::from(kind.cores.max(1));
+        memory.add(first, groups[g].0 .0, share, rho);
+    }
 }
 
 /// Objectives 1–5 held at `held` (6 too, were it there).

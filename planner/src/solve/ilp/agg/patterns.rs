@@ -29,7 +29,8 @@ pub(super) struct Kind {
 
 /// What the models see of a VM that may span nodes: vCPUs, thread policy,
 /// emulator isolated, `numa = "preferred"` (or kept to one node), required
-/// and preferred NIC nodes, nodes it must touch, priority.
+/// and preferred NIC nodes, nodes it must touch, priority, memory (bytes,
+/// page size).
 type LooseKey = (
     u32,
     &'static str,
@@ -37,6 +38,7 @@ type LooseKey = (
     bool,
     (NicAffinity, Vec<NodeId>, Vec<NodeId>),
     i64,
+    Option<(u64, u64)>,
 );
 
 /// VM kinds for the pattern models: the strict types (kept to one node),
@@ -66,6 +68,7 @@ pub(super) fn kinds_of(
             vm.numa == NumaPolicy::Preferred,
             vm.nic_key(),
             vm.priority,
+            vm.memory.map(|m| (m.bytes, m.page_kib)),
         );
         loose
             .entry(key)
