@@ -32,6 +32,15 @@
 //!    vCPUs moved, against the same request as if nothing ran, and the
 //!    vCPUs moved (`PLAN_BENCH_PART=5`).
 //!
+//! 6. (issue 28) A few big VMs on chiplet hosts: 10 hosts (Zen 1, Zen 3,
+//!    Hygon, Knights Landing fixtures; synthetic Zen 4 9654-like, Sapphire
+//!    Rapids SNC4-like, 256- and 512-CPU hosts with 4–32 L3 domains per
+//!    socket) × loads 70–100 %, 4–20 VMs of 6–96 vCPUs (`PLAN_BENCH_PART=6`;
+//!    `PLAN_BENCH_SPECS=DIR` writes the specs).
+//! 7. (issue 28) Hosts of mixed thread counts: hybrid P/E fixtures, one with
+//!    offline siblings, synthetic hosts with every 3rd/4th core's sibling
+//!    offline (`PLAN_BENCH_PART=7`; specs for the fixtures only).
+//!
 //! Results are recorded in docs/benchmarks.md.
 
 use pinplan::ids::{CoreId, CpuId, NodeId, PackageId};
@@ -960,7 +969,7 @@ fn write_spec(dir: &Path, inst: &Instance) -> BoxResult<PathBuf> {
     let mut t = String::new();
     writeln!(
         t,
-        "# pinplan bench (cargo bench -p planner --bench plan, part 3): instance {}, seed {:#x}",
+        "# pinplan bench (cargo bench -p planner --bench plan, parts 3, 6, 7): instance {}, seed {:#x}",
         inst.name, inst.seed
     )?;
     writeln!(
@@ -1182,6 +1191,14 @@ fn part3(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
             ""
         }
     );
+    report_set("seeded set", &instances3(only)?, specs)
+}
+
+/// Solves each of `instances` with `solve()` (ILP, 10 s, explanations) and
+/// again with the exact solver alone for its per-objective statistics; one
+/// line per instance, then the summary of the set `label`. With `specs`,
+/// writes each instance as a plan spec there first.
+fn report_set(label: &str, instances: &[Instance], specs: Option<&Path>) -> BoxResult<()> {
     let legend: Vec<String> = [
         Tier::Placed(0),
         Tier::Vcpus,
@@ -1236,8 +1253,7 @@ fn part3(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
     let (mut more, mut equal, mut fewer) = (0, 0, 0);
     let mut not_proven = Vec::new();
     let mut over_1s = Vec::new();
-    let instances = instances3(only)?;
-    for inst in &instances {
+    for inst in instances {
         if let Some(dir) = specs {
             check_spec(&write_spec(dir, inst)?, inst)?;
         }
@@ -1340,7 +1356,7 @@ fn part3(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
     exact_times.sort_by(f64::total_cmp);
     println!();
     println!(
-        "seeded set: {count} instances, proven optimal {proven}/{count}, every VM placed in {all_placed}; \
+        "{label}: {count} instances, proven optimal {proven}/{count}, every VM placed in {all_placed}; \
          plan errors {errors}, shared cores {shared}"
     );
     println!(
@@ -1361,6 +1377,276 @@ fn part3(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
         println!("wrote {count} plan specs to {}", dir.display());
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Parts 6 and 7 (issue 28): a few big VMs on chiplet hosts; hosts of mixed
+// thread counts.
+
+/// Seed of part 6's instance `i` is `SEED6_BASE + i`; part 7's `SEED7_BASE + i`.
+const SEED6_BASE: u64 = 0x5eed_6000;
+const SEED7_BASE: u64 = 0x5eed_7000;
+/// Loads of parts 6 and 7, in % of the free cores.
+const LOADS6: [u32; 4] = [70, 80, 90, 100];
+/// VM sizes of part 6 (vCPUs), drawn uniformly.
+const BIG_SIZES: [u32; 13] = [6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96];
+
+/// Part 6's hosts: chiplet machines (real fixtures: Zen 1 7451 with 3-core
+/// CCXs, Zen 3 7763 with 8-core CCDs and SMT off, a Hygon Dhyana (Zen 1),
+/// Knights Landing; synthetic ones shaped like a 2 × EPYC 9654 (Zen 4, 12
+/// CCDs of 8 cores per socket) and a 2 × Xeon 8480 in SNC4 (one L3 per
+/// socket over 4 nodes)), and synthetic 256- and 512-CPU hosts with 4–32 L3
+/// domains per socket.
+fn hosts6() -> Vec<(&'static str, Source)> {
+    let file = |name: &str| Source::File(Path::new(FIXTURES).join(name));
+    let syn = |d: String| Source::Synthetic(d);
+    vec![
+        ("zen1-7451", file("x86-AMD-17h-Zen-2xEpyc-7451.xml")),
+        ("zen3-7763", file("x86-AMD-19h-Zen3-2xEpyc-7763.xml")),
+        ("hygon", file("x86-Hygon-Dhyana-32cores.xml")),
+        ("knl7210", file("x86-Intel-KnightsLanding-XeonPhi-7210.xml")),
+        ("zen4-9654", syn(synthetic(2, 1, 12, 8, 2, true))),
+        (
+            "spr-snc4",
+            syn("package:2 l3:1 numa:4 core:14 pu:2(indexes=2*112:1*2)".to_owned()),
+        ),
+        ("s256-l3x4", syn(synthetic(2, 1, 4, 16, 2, true))),
+        ("s256-l3x8", syn(synthetic(2, 2, 4, 8, 2, true))),
+        ("s512-l3x16", syn(synthetic(2, 2, 8, 8, 2, true))),
+        ("s512-l3x32", syn(synthetic(2, 4, 8, 4, 2, true))),
+    ]
+}
+
+/// Part 7's hosts: real ones whose cores have 1 or 2 usable threads (hybrid
+/// P/E cores, offline siblings), and synthetic 256- and 512-CPU hosts with
+/// the second thread of every third (or fourth) core offline (`offline`:
+/// every n-th core; 0: none). Only the real ones are written as specs.
+fn hosts7() -> Vec<(&'static str, Source, u32)> {
+    let file = |name: &str| Source::File(Path::new(FIXTURES).join(name));
+    vec![
+        (
+            "hybrid-20",
+            file("gen29-20em64t-hybrid-1p6c2t+2ca4co1t.xml"),
+            0,
+        ),
+        (
+            "raptorlake",
+            file("x86-Intel-RaptorLake-Corei7-1370P.xml"),
+            0,
+        ),
+        (
+            "arrowlake",
+            file("x86-Intel-ArrowLake-CoreUltra5-225U.xml"),
+            0,
+        ),
+        ("offlines-16", file("16em64t-4s2c2t-offlines.xml"), 0),
+        (
+            "s256-off4",
+            Source::Synthetic(synthetic(2, 2, 4, 8, 2, true)),
+            4,
+        ),
+        (
+            "s512-off3",
+            Source::Synthetic(synthetic(2, 2, 8, 8, 2, true)),
+            3,
+        ),
+    ]
+}
+
+/// Takes the second thread of every `nth` core offline.
+fn offline_siblings(host: &mut HostTopology, nth: usize) {
+    if nth == 0 {
+        return;
+    }
+    let off: BTreeSet<CpuId> = host
+        .cores
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| k % nth == nth - 1)
+        .filter_map(|(_, c)| c.cpus.iter().nth(1))
+        .collect();
+    for pu in &mut host.pus {
+        if off.contains(&pu.cpu) {
+            pu.usable = false;
+            pu.allowed = false;
+        }
+    }
+}
+
+/// An instance of `vms` VMs (a range) of `sizes` vCPUs at `load` % of the
+/// free cores of `host`: drawn, then vCPUs taken from or added to random VMs
+/// until the demand is the load (within the sizes' range, never beyond the
+/// largest node's free cores). Policies: `threads` mostly prefer, then
+/// require (with SMT) and isolate; `numa` mostly strict; some emulators
+/// isolated; no NICs, no priorities.
+fn few_big(
+    name: String,
+    seed: u64,
+    (source, host): (&Source, &HostTopology),
+    load: u32,
+    vms_range: (u32, u32),
+    sizes: &[u32],
+) -> Instance {
+    let mut rng = Rng::new(seed);
+    let mut request = PlanRequest {
+        host: host.clone(),
+        reserved: first_core_per_package(host),
+        fixed: Vec::new(),
+        vms: Vec::new(),
+    };
+    let free = solve::free_cores(&request);
+    let free_cores = u32::try_from(free.len()).unwrap_or(0);
+    let smt = free
+        .iter()
+        .map(solve::classes::FreeCore::threads)
+        .max()
+        .unwrap_or(1);
+    let node_cap = free_per_node(&request)
+        .iter()
+        .filter(|(n, _)| n.is_some())
+        .map(|(_, c)| *c)
+        .max()
+        .unwrap_or(free_cores);
+    let (least, most) = (
+        sizes.iter().copied().min().unwrap_or(1),
+        sizes.iter().copied().max().unwrap_or(1),
+    );
+    let count = rng.range(vms_range.0, vms_range.1);
+    let mut vms: Vec<VmRequest> = Vec::new();
+    for i in 0..count {
+        let k = rng.range(0, u32::try_from(sizes.len() - 1).unwrap_or(0)) as usize;
+        let mut vm = VmRequest::new(&format!("vm{i:02}"), sizes[k]);
+        vm.threads = match rng.range(0, 19) {
+            0..=5 if smt >= 2 => ThreadPolicy::Require,
+            0..=16 => ThreadPolicy::Prefer,
+            _ => ThreadPolicy::Isolate,
+        };
+        vm.numa = match rng.range(0, 19) {
+            0..=15 => NumaPolicy::Strict,
+            16..=18 => NumaPolicy::Preferred,
+            _ => NumaPolicy::Spread,
+        };
+        if rng.chance(20) {
+            vm.emulator = EmulatorPolicy::Isolate;
+        }
+        while vm.vcpus > 1 && !fits_node(&vm, smt, node_cap) {
+            vm.vcpus -= 1;
+        }
+        vms.push(vm);
+    }
+    let target = (free_cores * load).div_ceil(100);
+    let demand_of = |vms: &[VmRequest]| -> u32 { vms.iter().map(|v| cores_needed(v, smt)).sum() };
+    let pick = |rng: &mut Rng, of: &[usize]| {
+        of[rng.range(0, u32::try_from(of.len() - 1).unwrap_or(0)) as usize]
+    };
+    while demand_of(&vms) > target {
+        let smaller: Vec<usize> = (0..vms.len()).filter(|&i| vms[i].vcpus > least).collect();
+        if smaller.is_empty() {
+            break;
+        }
+        let k = pick(&mut rng, &smaller);
+        vms[k].vcpus -= 1;
+    }
+    while demand_of(&vms) < target {
+        let bigger: Vec<usize> = (0..vms.len())
+            .filter(|&i| {
+                let mut grown = vms[i].clone();
+                grown.vcpus += 1;
+                grown.vcpus <= most && fits_node(&grown, smt, node_cap)
+            })
+            .collect();
+        if bigger.is_empty() {
+            break;
+        }
+        let k = pick(&mut rng, &bigger);
+        vms[k].vcpus += 1;
+    }
+    let demand_cores = demand_of(&vms);
+    request.vms = vms;
+    Instance {
+        name,
+        seed,
+        load,
+        source: source.clone(),
+        request,
+        smt,
+        free_cores,
+        demand_cores,
+        nic_without_address: 0,
+    }
+}
+
+/// Part 6's instances: per host, one per load, 4–20 VMs of 6–96 vCPUs.
+fn instances6(only: Option<&str>) -> BoxResult<Vec<Instance>> {
+    let mut instances = Vec::new();
+    let mut seed = SEED6_BASE;
+    for (host_name, source) in hosts6() {
+        let host = topology::load(&source)?;
+        for &load in &LOADS6 {
+            let name = format!("{host_name}-{load}");
+            if only.is_none_or(|o| o == name) {
+                instances.push(few_big(
+                    name,
+                    seed,
+                    (&source, &host),
+                    load,
+                    (4, 20),
+                    &BIG_SIZES,
+                ));
+            }
+            seed += 1;
+        }
+    }
+    Ok(instances)
+}
+
+/// Part 7's instances: per host, one per load, 4–20 VMs of 2–16 vCPUs.
+fn instances7(only: Option<&str>) -> BoxResult<Vec<(Instance, bool)>> {
+    let sizes: Vec<u32> = (2..=16).collect();
+    let mut instances = Vec::new();
+    let mut seed = SEED7_BASE;
+    for (host_name, source, offline) in hosts7() {
+        let mut host = topology::load(&source)?;
+        offline_siblings(&mut host, offline as usize);
+        for &load in &LOADS6 {
+            let name = format!("{host_name}-{load}");
+            if only.is_none_or(|o| o == name) {
+                let inst = few_big(name, seed, (&source, &host), load, (4, 20), &sizes);
+                instances.push((inst, offline == 0));
+            }
+            seed += 1;
+        }
+    }
+    Ok(instances)
+}
+
+/// Part 6: a few big VMs on chiplet hosts.
+fn part6(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
+    println!();
+    println!(
+        "== few big VMs (issue 28): 10 hosts x loads {LOADS6:?} % (seeds {SEED6_BASE:#x}..), 4-20 VMs of 6-96 vCPUs; solve(): ILP, {} s, explain = true ==",
+        TIME_LIMIT.as_secs()
+    );
+    report_set("few big VMs", &instances6(only)?, specs)
+}
+
+/// Part 7: hosts of mixed thread counts (specs only for the real hosts:
+/// offline siblings of the synthetic ones cannot be written in a spec).
+fn part7(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
+    println!();
+    println!(
+        "== mixed thread counts (issue 28): 6 hosts x loads {LOADS6:?} % (seeds {SEED7_BASE:#x}..), 4-20 VMs of 2-16 vCPUs; solve(): ILP, {} s, explain = true ==",
+        TIME_LIMIT.as_secs()
+    );
+    let all = instances7(only)?;
+    if let Some(dir) = specs {
+        std::fs::create_dir_all(dir)?;
+        for (inst, _) in all.iter().filter(|(_, real)| *real) {
+            check_spec(&write_spec(dir, inst)?, inst)?;
+        }
+    }
+    let instances: Vec<Instance> = all.into_iter().map(|(i, _)| i).collect();
+    report_set("mixed thread counts", &instances, None)
 }
 
 /// The parts to run: `PLAN_BENCH_PART` (`3`, `1,3`...), else all; a seed
@@ -1574,8 +1860,8 @@ fn parts(seed: Option<u64>, instance: Option<&str>) -> BoxResult<BTreeSet<u32>> 
         let mut parts = BTreeSet::new();
         for item in text.split(',') {
             let part: u32 = item.trim().parse()?;
-            if !(1..=5).contains(&part) {
-                return Err(format!("PLAN_BENCH_PART: no part {part} (1 to 5)").into());
+            if !(1..=7).contains(&part) {
+                return Err(format!("PLAN_BENCH_PART: no part {part} (1 to 7)").into());
             }
             parts.insert(part);
         }
@@ -1619,6 +1905,12 @@ fn main() -> BoxResult<()> {
             (Some(dir), Some(_)) => part3_specs(instance.as_deref(), dir)?,
             _ => part3(instance.as_deref(), specs.as_deref())?,
         }
+    }
+    if parts.contains(&6) {
+        part6(instance.as_deref(), specs.as_deref())?;
+    }
+    if parts.contains(&7) {
+        part7(instance.as_deref(), specs.as_deref())?;
     }
     Ok(())
 }

@@ -194,21 +194,24 @@ pub(crate) fn partitions(n: u32, largest: u32, parts: u32) -> Vec<Vec<u32>> {
     out
 }
 
-/// The layouts of a VM of `n` cores kept to one NUMA node whose bins (L3
-/// domains) come in groups `(free cores, how many)`: some bins whole, and at
-/// most one more piece, the remainder; at most `parts` pieces in all. Each
-/// pattern's pieces are largest first; the patterns are in a fixed order.
+/// The compact layouts of a VM of `n` cores kept to one NUMA node whose bins
+/// (L3 domains) come in groups `(free cores, how many)`: some bins whole,
+/// and at most one more piece, the remainder; at most `parts` pieces in all.
+/// Each pattern's pieces are largest first; the patterns are in a fixed order.
 ///
-/// No optimum is lost (objectives 1–7): take any layout and one VM A of it,
-/// with its pieces in bins B₁…B_k of its node. Choose any Bₘ among them: give A
-/// every core of the others and the rest of its cores in Bₘ, and move the
-/// other tenants' pieces found in A's bins into Bₘ. They fit, since Bₘ now has
-/// room for everything the k bins held beside A. Nothing leaves the node
-/// (objectives 1–5 and memory per node stay), no VM touches more bins (the
-/// moved pieces merge; objective 6) and no more bins are partly used: k − 1 of
-/// A's bins are now full, and Bₘ is partly used only if one of the k was
-/// (objective 7). Doing this VM after VM keeps the earlier ones' form (their
-/// whole bins are not in a later VM's bins; a remainder moves whole).
+/// Most optima have this form (given a layout, a VM A whose cores fill all
+/// but one of its bins' worth can take those bins whole and its rest in the
+/// last, which then holds every other piece found in A's bins: they fit, as
+/// that bin has room for all the k bins held beside A), but not all:
+/// a VM smaller than its bins may have to be split to fill a host (2 cores
+/// as 1 + 1 beside two 7-core VMs in two bins of 8). So a model of these
+/// patterns alone is a fast first try whose answer is optimal only where it
+/// meets a lower bound, or, for objective 7, where every VM touches its
+/// fewest domains (objective 6 at its bound): a VM in its fewest bins cannot
+/// hold all but one of its bins' worth only if fewer bins would hold it, so
+/// the exchange above applies to every VM, one after the other (no VM
+/// touches more bins, no more bins are partly used, nothing leaves its
+/// node). The model of every partition decides otherwise.
 pub(crate) fn whole_and_rest(n: u32, groups: &[(u32, u32)], parts: u32) -> Vec<Vec<u32>> {
     /// Whole bins of `groups[at..]` (`left`: bins of each group not taken
     /// whole), then a remainder in a bin not taken.

@@ -31,9 +31,20 @@ use std::time::Instant;
 /// A group of like cells: (node, free cores) and the cells.
 type CellGroup = ((Option<NodeId>, u32), Vec<usize>);
 
+/// Which layouts a pattern model has for VMs kept to one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Layouts {
+    /// Whole cells and one remainder ([`whole_and_rest`]): a small model,
+    /// optimal only where it meets a lower bound.
+    Compact,
+    /// Every partition of a VM's cores: exact.
+    Every,
+}
+
 /// The pattern model of objectives 6–7.
 pub(super) struct PatternModel {
     model: Model,
+    layouts: Layouts,
     kinds: Vec<Kind>,
     /// Groups of cells: (node, free cores) and their cells.
     groups: Vec<CellGroup>,
@@ -61,6 +72,7 @@ impl PatternModel {
         vms: &Vms,
         held: &BTreeMap<Tier, f64>,
         most_parts: u32,
+        layouts: Layouts,
     ) -> Option<PatternModel> {
         // A VM that must have cores on given nodes: the cell model's columns.
         if request.vms.iter().any(|v| !v.cell_nodes.is_empty()) {
@@ -87,7 +99,14 @@ impl PatternModel {
         for kind in &kinds {
             let vm = &request.vms[kind.members[0]];
             p.next_kind();
-            add_kind(&mut p, host, &groups, vm, kind, spanning, most_parts)?;
+            add_kind(
+                &mut p,
+                host,
+                &groups,
+                vm,
+                kind,
+                (spanning, most_parts, layouts),
+            )?;
             add_memory(&p, &mut memory, &groups, kind);
         }
         memory.bound(&mut p.m);
@@ -105,6 +124,7 @@ impl PatternModel {
         hold(&mut p, request, held);
         Some(PatternModel {
             model: p.m,
+            layouts,
             kinds,
             groups,
             sigma: p.sigma,
@@ -144,8 +164,7 @@ fn add_kind(
     groups: &[CellGroup],
     vm: &VmRequest,
     kind: &Kind,
-    spanning: bool,
-    most_parts: u32,
+    (spanning, most_parts, layouts): (bool, u32, Layouts),
 ) -> Option<()> {
     let c = kind.cores;
     let usable: Vec<usize> = (0..groups.len())
@@ -176,10 +195,9 @@ fn add_kind(
         if largest == 0 || room < c {
             continue;
         }
-        // A VM kept to one node: whole cells and one remainder
-        // (`whole_and_rest` says why no optimum is lost); a VM over nodes:
-        // any partition.
-        let patterns = if scope.is_some() {
+        // A VM kept to one node, in the compact model: whole cells and one
+        // remainder; else any partition.
+        let patterns = if scope.is_some() && layouts == Layouts::Compact {
             let bins: Vec<(u32, u32)> = in_scope
                 .iter()
                 .map(|&g| {
@@ -260,6 +278,9 @@ pub(super) fn patterns_stage(
     stats: &mut Stats,
 ) -> Placement {
     let mut best = start.clone();
+    // Whether every VM touches its fewest L3 domains (objective 6 at its
+    // bound): then the compact layouts hold an optimum of objective 7.
+    let mut fewest_domains = false;
     for tier in [Tier::L3PerVm, Tier::PartialL3] {
         let started = Instant::now();
         let (terms, start_value) = match tier {
@@ -286,9 +307,12 @@ pub(super) fn patterns_stage(
                         && (tier != Tier::PartialL3 || pieces_of(&units) <= pieces_of(&best) + 1e-6)
                     {
                         best = units;
-                        // Optimal if proven so, or if at the lower bound.
+                        // Optimal if proven so by a model that holds an
+                        // optimum, or if at the lower bound.
                         let at = bounds.get(&tier).is_some_and(|&b| real <= b + 1e-6);
-                        outcome = (real, (proven && real <= value + 1e-6) || at);
+                        let exact = pm.layouts == Layouts::Every
+                            || (tier == Tier::PartialL3 && fewest_domains);
+                        outcome = (real, (exact && proven && real <= value + 1e-6) || at);
                     }
                 }
             }
@@ -304,6 +328,9 @@ pub(super) fn patterns_stage(
         trace_tier(tier, started, proven, value);
         if !proven {
             return cores_of(request, host, &best, false);
+        }
+        if tier == Tier::L3PerVm {
+            fewest_domains = bounds.get(&tier).is_some_and(|&b| value <= b + 1e-6);
         }
         pm.model.le(terms, value);
     }

@@ -36,7 +36,7 @@ mod symmetry;
 
 use crate::solve::classes::{self, FreeCore};
 use crate::solve::{Placement, PlanRequest, Progress, Tier};
-use cell_patterns::{patterns_stage, PatternModel};
+use cell_patterns::{patterns_stage, Layouts, PatternModel};
 use host::{Host, Vms};
 use layout::{cores_of, partial_of, pieces_of, units_of, Units};
 use lexicographic::{holds, placed_everything, stage2_bounds};
@@ -143,7 +143,46 @@ pub fn place_with_progress(
         all_placed: placed_everything(&stats, request),
         deadline,
     };
-    Ok(held.stage2(laid_out, &starts, &start_units, stats))
+    let fallback = laid_out.clone();
+    let (placement, stats) = held.stage2(laid_out, &starts, &start_units, stats);
+    if !keeps_nodes(request, &placement) {
+        // A stage-2 answer (seen once, from the cell model stopped by the
+        // clock) that takes a VM off the nodes it must keep to is never
+        // used: objectives 1–5's layout is, unproven.
+        if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
+            eprintln!("agg: objectives 6-7 broke a VM's nodes: objectives 1-5's layout instead");
+        }
+        return Ok((cores_of(request, &host, &fallback, false), stats));
+    }
+    Ok((placement, stats))
+}
+
+/// Whether every VM of `placement` keeps to its nodes: one with `numa =
+/// "strict"`, its required NICs' nodes only, and each node it must touch.
+fn keeps_nodes(request: &PlanRequest, placement: &Placement) -> bool {
+    let node_of: BTreeMap<crate::ids::CoreId, Option<crate::ids::NodeId>> = request
+        .host
+        .cores
+        .iter()
+        .map(|c| (c.id, c.numa_node))
+        .collect();
+    placement.cores.iter().all(|(&i, cores)| {
+        let Some(vm) = request.vms.get(i) else {
+            return false;
+        };
+        let nodes: BTreeSet<Option<crate::ids::NodeId>> = cores
+            .iter()
+            .map(|c| node_of.get(c).copied().flatten())
+            .collect();
+        let strict = vm.numa != crate::solve::NumaPolicy::Strict || nodes.len() <= 1;
+        let required = vm.required_nodes().is_none_or(|allowed| {
+            nodes
+                .iter()
+                .all(|n| n.is_some_and(|n| allowed.contains(&n)))
+        });
+        let touched = vm.cell_nodes.iter().all(|n| nodes.contains(&Some(*n)));
+        strict && required && touched
+    })
 }
 
 /// Where objectives 6–7 start: objectives 1–5 solved, held at their optima.
@@ -169,7 +208,10 @@ impl Held<'_> {
     ) -> (Placement, Stats) {
         let (request, host, vms) = (self.request, self.host, self.vms);
         // 2. Objectives 6–7 by patterns and arc flow, where each L3 domain is
-        // one cell (else, or when that model is too big, on the cell model).
+        // one cell: first the compact layouts (optimal where they meet a
+        // lower bound), then every layout; else, or when that model is too
+        // big, on the cell model.
+        let mut laid_out = laid_out;
         if host.one_cell_per_domain() {
             let placed = -self
                 .values
@@ -177,21 +219,27 @@ impl Held<'_> {
                 .filter(|(t, _)| matches!(t, Tier::Placed(_)))
                 .map(|(_, v)| v)
                 .sum::<f64>();
-            let start_pieces = pieces_of(&laid_out);
-            let most_parts =
-                u32::try_from((start_pieces - placed + 1.0).max(1.0) as u64).unwrap_or(1);
-            if let Some(pm) = PatternModel::new(request, host, vms, &self.values, most_parts) {
+            let bounds = stage2_bounds(request, host, vms, &self.values, self.all_placed);
+            let mut start = self.best_start(laid_out, starts);
+            for layouts in [Layouts::Compact, Layouts::Every] {
+                // With a known layout of L pieces for P placed VMs, no better
+                // layout gives a VM more than L − P + 1.
+                let most_parts =
+                    u32::try_from((pieces_of(&start) - placed + 1.0).max(1.0) as u64).unwrap_or(1);
+                let Some(pm) =
+                    PatternModel::new(request, host, vms, &self.values, most_parts, layouts)
+                else {
+                    continue;
+                };
                 let (variables, constraints) = pm.size();
                 stats.variables.1 = variables;
                 if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
                     eprintln!(
-                        "agg: pattern model: {variables} variables, {constraints} constraints, \
-                         at most {most_parts} pieces per VM, {} cells",
+                        "agg: pattern model ({layouts:?} layouts): {variables} variables, \
+                         {constraints} constraints, at most {most_parts} pieces per VM, {} cells",
                         host.cells.len()
                     );
                 }
-                let bounds = stage2_bounds(request, host, vms, &self.values, self.all_placed);
-                let start = self.best_start(laid_out, starts);
                 let placement = patterns_stage(
                     request,
                     host,
@@ -201,8 +249,15 @@ impl Held<'_> {
                     self.deadline,
                     &mut stats,
                 );
-                return (placement, stats);
+                let out_of_time = Instant::now() >= self.deadline;
+                if placement.proven || out_of_time || layouts == Layouts::Every {
+                    return (placement, stats);
+                }
+                if let Some(better) = units_of(host, &placement) {
+                    start = better;
+                }
             }
+            laid_out = start;
         }
         cells::cells_stage(self, &laid_out, start_units, stats)
     }
@@ -263,6 +318,28 @@ mod tests {
         assert!(placement.proven);
         let placed: BTreeSet<usize> = placement.cores.keys().copied().collect();
         assert_eq!(placed, BTreeSet::from([1, 2, 3]));
+    }
+
+    /// The guard on stage 2's answers: a strict VM over two nodes is caught,
+    /// the same VM on one node passes.
+    #[test]
+    fn a_strict_vm_over_two_nodes_is_caught() {
+        let req = request("package:1 numa:2 core:2 pu:1", vec![vm("a", 2)]);
+        let by_node = |n: u32| -> Vec<crate::ids::CoreId> {
+            req.host
+                .cores
+                .iter()
+                .filter(|c| c.numa_node == Some(crate::ids::NodeId(n)))
+                .map(|c| c.id)
+                .collect()
+        };
+        let (zero, one) = (by_node(0), by_node(1));
+        let placement = |cores: Vec<crate::ids::CoreId>| Placement {
+            cores: BTreeMap::from([(0, cores)]),
+            proven: false,
+        };
+        assert!(keeps_nodes(&req, &placement(zero.clone())));
+        assert!(!keeps_nodes(&req, &placement(vec![zero[0], one[0]])));
     }
 
     /// A VM larger than any L3 domain is split over the fewest domains of its
