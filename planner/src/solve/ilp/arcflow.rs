@@ -174,24 +174,44 @@ impl Flow {
 
 /// The partitions of `n` into at most `parts` parts of at most `largest`
 /// each, largest part first.
+#[cfg(test)]
 pub(crate) fn partitions(n: u32, largest: u32, parts: u32) -> Vec<Vec<u32>> {
-    fn go(n: u32, largest: u32, parts: u32, current: &mut Vec<u32>, out: &mut Vec<Vec<u32>>) {
+    partitions_within(n, largest, parts, usize::MAX).unwrap_or_default()
+}
+
+/// [`partitions`], or `None` as soon as there are more than `limit` (there
+/// can be millions: 48 cores in parts of at most 8).
+pub(crate) fn partitions_within(
+    n: u32,
+    largest: u32,
+    parts: u32,
+    limit: usize,
+) -> Option<Vec<Vec<u32>>> {
+    fn go(
+        n: u32,
+        largest: u32,
+        parts: u32,
+        limit: usize,
+        current: &mut Vec<u32>,
+        out: &mut Vec<Vec<u32>>,
+    ) -> Option<()> {
         if n == 0 {
             out.push(current.clone());
-            return;
+            return (out.len() <= limit).then_some(());
         }
         if parts == 0 {
-            return;
+            return Some(());
         }
         for part in (1..=largest.min(n)).rev() {
             current.push(part);
-            go(n - part, part, parts - 1, current, out);
+            go(n - part, part, parts - 1, limit, current, out)?;
             current.pop();
         }
+        Some(())
     }
     let mut out = Vec::new();
-    go(n, largest, parts, &mut Vec::new(), &mut out);
-    out
+    go(n, largest, parts, limit, &mut Vec::new(), &mut out)?;
+    Some(out)
 }
 
 /// The compact layouts of a VM of `n` cores kept to one NUMA node whose bins
@@ -279,6 +299,8 @@ mod tests {
         assert_eq!(partitions(4, 3, 2), vec![vec![3, 1], vec![2, 2]]);
         assert_eq!(partitions(5, 2, 3), vec![vec![2, 2, 1]]);
         assert!(partitions(7, 2, 3).is_empty());
+        assert_eq!(partitions_within(4, 4, 4, 5).map(|p| p.len()), Some(5));
+        assert_eq!(partitions_within(4, 4, 4, 4), None);
     }
 
     #[test]

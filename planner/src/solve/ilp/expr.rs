@@ -69,14 +69,6 @@ impl Expr {
             linear + self.constant
         }
     }
-
-    /// Adds `coefficient · v`, onto the term of `v` if it has one.
-    pub(crate) fn add_merged(&mut self, v: Var, coefficient: f64) {
-        match self.terms.iter_mut().find(|(var, _)| *var == v) {
-            Some(term) => term.1 += coefficient,
-            None => self.terms.push((v, coefficient)),
-        }
-    }
 }
 
 impl From<Var> for Expr {

@@ -13,7 +13,7 @@
 //! are merged by the layout, which only lowers objective 6 — so the model's
 //! optimum is a layout's.
 
-use super::super::arcflow::{partitions, whole_and_rest, Flow};
+use super::super::arcflow::{partitions_within, whole_and_rest, Flow};
 use super::super::backend::{run, Model};
 use super::super::expr::{Expr, Var};
 use super::super::tiers::priority_levels;
@@ -207,7 +207,7 @@ fn add_kind(
                 .collect();
             whole_and_rest(c, &bins, most_parts)
         } else {
-            partitions(c, largest.min(c), most_parts)
+            partitions_within(c, largest.min(c), most_parts, p.room())?
         };
         if p.too_many(patterns.len()) {
             return None;
@@ -266,22 +266,22 @@ fn hold(p: &mut Patterns, request: &PlanRequest, held: &BTreeMap<Tier, f64>) {
     }
 }
 
-/// Objectives 6 then 7 on the pattern model; `start` is a layout that holds
-/// objectives 1–5 (the node model's, laid out). Never returns worse than it.
+/// `tiers` (objectives 6 and/or 7, in order) on the pattern model; `start`
+/// is a layout that holds objectives 1–5 (and 6, when only 7 is asked).
+/// `fewest` says that every VM kept to one node touches its fewest L3
+/// domains (known when only 7 is asked; found after 6 otherwise): then the
+/// compact layouts hold an optimum of objective 7. Never returns worse than
+/// `start`; the placement is proven when every tier is.
 pub(super) fn patterns_stage(
-    request: &PlanRequest,
-    host: &Host,
-    mut pm: PatternModel,
-    start: &Units,
+    (request, host): (&PlanRequest, &Host),
+    pm: &mut PatternModel,
+    (start, tiers, mut fewest): (&Units, &[Tier], bool),
     bounds: &BTreeMap<Tier, f64>,
     deadline: Instant,
     stats: &mut Stats,
 ) -> Placement {
     let mut best = start.clone();
-    // Whether every VM touches its fewest L3 domains (objective 6 at its
-    // bound): then the compact layouts hold an optimum of objective 7.
-    let mut fewest_domains = false;
-    for tier in [Tier::L3PerVm, Tier::PartialL3] {
+    for &tier in tiers {
         let started = Instant::now();
         let (terms, start_value) = match tier {
             Tier::L3PerVm => (pm.pieces.clone(), pieces_of(&best)),
@@ -310,8 +310,8 @@ pub(super) fn patterns_stage(
                         // Optimal if proven so by a model that holds an
                         // optimum, or if at the lower bound.
                         let at = bounds.get(&tier).is_some_and(|&b| real <= b + 1e-6);
-                        let exact = pm.layouts == Layouts::Every
-                            || (tier == Tier::PartialL3 && fewest_domains);
+                        let exact =
+                            pm.layouts == Layouts::Every || (tier == Tier::PartialL3 && fewest);
                         outcome = (real, (exact && proven && real <= value + 1e-6) || at);
                     }
                 }
@@ -330,9 +330,45 @@ pub(super) fn patterns_stage(
             return cores_of(request, host, &best, false);
         }
         if tier == Tier::L3PerVm {
-            fewest_domains = bounds.get(&tier).is_some_and(|&b| value <= b + 1e-6);
+            fewest = at_fewest(request, host, &best);
         }
         pm.model.le(terms, value);
     }
     cores_of(request, host, &best, true)
+}
+
+impl PatternModel {
+    /// Holds objective 6 at `value` (found on another model).
+    pub(super) fn hold_pieces(&mut self, value: f64) {
+        self.model.le(self.pieces.clone(), value);
+    }
+}
+
+/// Whether every VM of `units` laid out on one node touches the fewest L3
+/// domains of that node that can hold it.
+pub(super) fn at_fewest(request: &PlanRequest, host: &Host, units: &Units) -> bool {
+    units.iter().all(|(&i, cells)| {
+        if request.vms.get(i).is_none() {
+            return false;
+        }
+        let nodes: BTreeSet<Option<NodeId>> = cells.keys().map(|&e| host.cells[e].node).collect();
+        // A VM over nodes has every partition in both models.
+        let [node] = nodes.into_iter().collect::<Vec<_>>()[..] else {
+            return true;
+        };
+        let cores: u32 = cells.values().sum();
+        let caps: Vec<u32> = host
+            .nodes
+            .get(&node)
+            .into_iter()
+            .flatten()
+            .map(|&e| host.cells[e].cap())
+            .collect();
+        let fewest = if caps.iter().any(|&cap| cap >= cores) {
+            1
+        } else {
+            super::lexicographic::fewest_or_all(&caps, cores)
+        };
+        cells.len() <= fewest as usize
+    })
 }

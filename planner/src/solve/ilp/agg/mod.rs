@@ -36,7 +36,7 @@ mod symmetry;
 
 use crate::solve::classes::{self, FreeCore};
 use crate::solve::{Placement, PlanRequest, Progress, Tier};
-use cell_patterns::{patterns_stage, Layouts, PatternModel};
+use cell_patterns::{at_fewest, patterns_stage, Layouts, PatternModel};
 use host::{Host, Vms};
 use layout::{cores_of, partial_of, pieces_of, units_of, Units};
 use lexicographic::{holds, placed_everything, stage2_bounds};
@@ -208,9 +208,12 @@ impl Held<'_> {
     ) -> (Placement, Stats) {
         let (request, host, vms) = (self.request, self.host, self.vms);
         // 2. Objectives 6–7 by patterns and arc flow, where each L3 domain is
-        // one cell: first the compact layouts (optimal where they meet a
-        // lower bound), then every layout; else, or when that model is too
-        // big, on the cell model.
+        // one cell (else, or when no pattern model can decide, on the cell
+        // model). Objective 6 on the model of every layout; then, where every
+        // VM touches its fewest domains, objective 7 on the compact layouts,
+        // which hold an optimum then (`whole_and_rest`). Where the model of
+        // every layout is too big (VMs of many cores over small domains),
+        // both on the compact layouts, optimal at the lower bounds.
         let mut laid_out = laid_out;
         if host.one_cell_per_domain() {
             let placed = -self
@@ -220,44 +223,71 @@ impl Held<'_> {
                 .map(|(_, v)| v)
                 .sum::<f64>();
             let bounds = stage2_bounds(request, host, vms, &self.values, self.all_placed);
-            let mut start = self.best_start(laid_out, starts);
-            for layouts in [Layouts::Compact, Layouts::Every] {
-                // With a known layout of L pieces for P placed VMs, no better
-                // layout gives a VM more than L − P + 1.
-                let most_parts =
-                    u32::try_from((pieces_of(&start) - placed + 1.0).max(1.0) as u64).unwrap_or(1);
-                let Some(pm) =
-                    PatternModel::new(request, host, vms, &self.values, most_parts, layouts)
-                else {
-                    continue;
-                };
-                let (variables, constraints) = pm.size();
-                stats.variables.1 = variables;
+            let start = self.best_start(laid_out.clone(), starts);
+            // With a known layout of L pieces for P placed VMs, no better
+            // layout gives a VM more than L − P + 1.
+            let most_parts =
+                u32::try_from((pieces_of(&start) - placed + 1.0).max(1.0) as u64).unwrap_or(1);
+            let model = |layouts: Layouts| {
+                let pm = PatternModel::new(request, host, vms, &self.values, most_parts, layouts)?;
                 if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
+                    let (variables, constraints) = pm.size();
                     eprintln!(
                         "agg: pattern model ({layouts:?} layouts): {variables} variables, \
                          {constraints} constraints, at most {most_parts} pieces per VM, {} cells",
                         host.cells.len()
                     );
                 }
-                let placement = patterns_stage(
-                    request,
-                    host,
+                Some(pm)
+            };
+            let stage = |pm: &mut PatternModel,
+                         start: &Units,
+                         tiers: &[Tier],
+                         fewest: bool,
+                         stats: &mut Stats| {
+                patterns_stage(
+                    (request, host),
                     pm,
-                    &start,
+                    (start, tiers, fewest),
                     &bounds,
                     self.deadline,
-                    &mut stats,
-                );
-                let out_of_time = Instant::now() >= self.deadline;
-                if placement.proven || out_of_time || layouts == Layouts::Every {
+                    stats,
+                )
+            };
+            if let Some(mut every) = model(Layouts::Every) {
+                stats.variables.1 = every.size().0;
+                let six = stage(&mut every, &start, &[Tier::L3PerVm], false, &mut stats);
+                let Some(units) = units_of(host, &six).filter(|_| six.proven) else {
+                    return (six, stats);
+                };
+                let value = pieces_of(&units);
+                if at_fewest(request, host, &units) {
+                    if let Some(mut compact) = model(Layouts::Compact) {
+                        compact.hold_pieces(value);
+                        let seven =
+                            stage(&mut compact, &units, &[Tier::PartialL3], true, &mut stats);
+                        if seven.proven || Instant::now() >= self.deadline {
+                            return (seven, stats);
+                        }
+                    }
+                }
+                every.hold_pieces(value);
+                let seven = stage(&mut every, &units, &[Tier::PartialL3], false, &mut stats);
+                return (seven, stats);
+            }
+            if let Some(mut compact) = model(Layouts::Compact) {
+                stats.variables.1 = compact.size().0;
+                let tiers = [Tier::L3PerVm, Tier::PartialL3];
+                let placement = stage(&mut compact, &start, &tiers, false, &mut stats);
+                if placement.proven || Instant::now() >= self.deadline {
                     return (placement, stats);
                 }
                 if let Some(better) = units_of(host, &placement) {
-                    start = better;
+                    laid_out = better;
                 }
+            } else {
+                laid_out = start;
             }
-            laid_out = start;
         }
         cells::cells_stage(self, &laid_out, start_units, stats)
     }

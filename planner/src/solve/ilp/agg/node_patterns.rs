@@ -10,7 +10,7 @@
 //! on one node are merged by the layout, which only lowers objective 4, so
 //! the model's optima are layouts'.
 
-use super::super::arcflow::{partitions, Flow};
+use super::super::arcflow::{partitions_within, Flow};
 use super::super::tiers::Tiers;
 use super::host::{Host, Vms};
 use super::layout::{lay_out, Units};
@@ -142,7 +142,7 @@ impl NodePatterns {
                 .map(|&g| u32::try_from(groups[g].1.len()).unwrap_or(0))
                 .sum();
             let patterns: Vec<Vec<u32>> = if !strict {
-                partitions(c, largest.min(c), nodes.min(c))
+                partitions_within(c, largest.min(c), nodes.min(c), p.room())?
             } else if c <= largest {
                 vec![vec![c]]
             } else {

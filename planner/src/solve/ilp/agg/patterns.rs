@@ -132,8 +132,13 @@ impl Patterns {
     /// Whether `more` patterns on top of the earlier kinds' would make the
     /// model too big.
     pub(super) fn too_many(&self, more: usize) -> bool {
+        more > self.room()
+    }
+
+    /// How many more patterns the current kind may have.
+    pub(super) fn room(&self) -> usize {
         let earlier: usize = self.sigma.iter().rev().skip(1).map(Vec::len).sum();
-        earlier + more > MOST_PATTERNS
+        MOST_PATTERNS.saturating_sub(earlier)
     }
 
     /// `σ` for the current kind's `patterns` in `scope`, each counting VMs
@@ -158,8 +163,14 @@ impl Patterns {
             if extra_nodes && pattern.len() > 1 {
                 self.objectives.extra += (pattern.len() as f64 - 1.0) * v;
             }
+            // Pieces of each size in this pattern (`v` is new: no term of it
+            // to merge with in `per_size`, which would cost a search per piece).
+            let mut sizes: BTreeMap<u32, f64> = BTreeMap::new();
             for &p in &pattern {
-                per_size.entry(p).or_default().add_merged(v, 1.0);
+                *sizes.entry(p).or_default() += 1.0;
+            }
+            for (p, n) in sizes {
+                *per_size.entry(p).or_default() += n * v;
             }
             if let Some(sig) = self.sigma.last_mut() {
                 sig.push((scope, pattern, v));
