@@ -22,8 +22,8 @@
 //! Environment: `PLAN_BENCH_PART=3` (or `1`, `2`, `1,3`...) runs only those
 //! parts; `PLAN_BENCH_SEED=0x5eed0007` reruns one scenario of part 2;
 //! `PLAN_BENCH_INSTANCE=epyc7763-110` runs one instance of part 3;
-//! `PLAN_BENCH_SPECS_ONLY=1` (with `PLAN_BENCH_SPECS`) only writes part 3's
-//! specs, solving nothing; `PLAN_BENCH_NICS=spec` drops from part 3's VMs
+//! `PLAN_BENCH_SPECS_ONLY=1` (with `PLAN_BENCH_SPECS`) only writes the specs
+//! of parts 3, 6 and 7, solving nothing; `PLAN_BENCH_NICS=spec` drops from part 3's VMs
 //! the NIC nodes the specs cannot name (hosts without PCI devices), so that
 //! the bench solves exactly what `pinplan plan` reads from the specs.
 //!
@@ -810,6 +810,7 @@ fn draw_vm3(
         if let Some(&(node, address)) = nic_nodes.get(k) {
             vm.nic_nodes = vec![node];
             vm.nic = address;
+            vm.nics = address.into_iter().collect();
             vm.nic_affinity = if rng.chance(50) {
                 NicAffinity::Required
             } else {
@@ -1627,7 +1628,16 @@ fn part6(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
         "== few big VMs (issue 28): 10 hosts x loads {LOADS6:?} % (seeds {SEED6_BASE:#x}..), 4-20 VMs of 6-96 vCPUs; solve(): ILP, {} s, explain = true ==",
         TIME_LIMIT.as_secs()
     );
-    report_set("few big VMs", &instances6(only)?, specs)
+    let instances = instances6(only)?;
+    if let (Some(dir), Some(_)) = (specs, std::env::var_os("PLAN_BENCH_SPECS_ONLY")) {
+        std::fs::create_dir_all(dir)?;
+        for inst in &instances {
+            check_spec(&write_spec(dir, inst)?, inst)?;
+        }
+        println!("wrote {} plan specs to {}", instances.len(), dir.display());
+        return Ok(());
+    }
+    report_set("few big VMs", &instances, specs)
 }
 
 /// Part 7: hosts of mixed thread counts (specs only for the real hosts:
@@ -1644,6 +1654,9 @@ fn part7(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
         for (inst, _) in all.iter().filter(|(_, real)| *real) {
             check_spec(&write_spec(dir, inst)?, inst)?;
         }
+    }
+    if std::env::var_os("PLAN_BENCH_SPECS_ONLY").is_some() {
+        return Ok(());
     }
     let instances: Vec<Instance> = all.into_iter().map(|(i, _)| i).collect();
     report_set("mixed thread counts", &instances, None)

@@ -162,7 +162,9 @@ impl<'a> Explainer<'a> {
         let mut trial = self.request.clone();
         trial.vms[vm_index] = changed;
         let placement = match self.options.solver {
-            SolverKind::Ilp => super::exact(&trial, left.min(Duration::from_secs(2))).ok()?,
+            SolverKind::Ilp => {
+                super::exact_placing(&trial, left.min(Duration::from_secs(2))).ok()?
+            }
             SolverKind::Greedy => super::greedy::place(&trial),
         };
         let keeps_others = self

@@ -159,6 +159,19 @@ pub fn exact(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
     exact_with_progress(request, time_limit, &Progress::default())
 }
 
+/// [`exact`] for which VMs fit only: objectives 1–5 (the L3 objectives
+/// change where VMs go, never which are placed). For explanations.
+pub(crate) fn exact_placing(
+    request: &PlanRequest,
+    time_limit: Duration,
+) -> Result<Placement, String> {
+    let progress = Progress {
+        placing_only: true,
+        ..Progress::default()
+    };
+    exact_with_progress(request, time_limit, &progress)
+}
+
 /// [`exact`], publishing the best placement found so far in `progress`.
 fn exact_with_progress(
     request: &PlanRequest,
@@ -175,6 +188,9 @@ pub struct Progress {
     best: std::sync::Mutex<Option<Placement>>,
     stage: std::sync::Mutex<&'static str>,
     hook: Option<ProgressHook>,
+    /// Only which VMs are placed matters (objectives 1–5 are solved, not
+    /// the L3 objectives): an explanation's re-solve.
+    placing_only: bool,
 }
 
 /// Where a solve is, for a progress line: the stage, and the best placement
@@ -243,6 +259,11 @@ impl Progress {
             vms,
         };
         (hook.0)(&snapshot);
+    }
+
+    /// Whether only which VMs are placed matters.
+    pub(crate) fn placing_only(&self) -> bool {
+        self.placing_only
     }
 
     /// The best kept, unproven.

@@ -121,7 +121,7 @@ pub fn place_with_progress(
             }
         };
     progress.offer(request, &cores_of(request, &host, &laid_out, false));
-    if complete {
+    if complete || (proven && progress.placing_only()) {
         return Ok((cores_of(request, &host, &laid_out, proven), stats));
     }
     if !proven {
