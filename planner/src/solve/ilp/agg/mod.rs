@@ -113,13 +113,18 @@ pub fn place_with_progress(
     let start_units: Vec<Units> = starts.iter().filter_map(|p| units_of(&host, p)).collect();
 
     // 1. Objectives 1–5 on nodes: patterns and arc flow, else counts.
-    let (laid_out, proven, complete) =
-        match node_patterns::node_patterns(request, &host, &vms, deadline, &mut stats) {
-            Some(outcome) => outcome,
-            None => {
-                node_model::counting_stage(request, &host, &vms, &start_units, deadline, &mut stats)
-            }
-        };
+    let (laid_out, proven, complete) = match node_patterns::node_patterns(
+        request,
+        (&host, &vms),
+        deadline,
+        progress.placing_only(),
+        &mut stats,
+    ) {
+        Some(outcome) => outcome,
+        None => {
+            node_model::counting_stage(request, &host, &vms, &start_units, deadline, &mut stats)
+        }
+    };
     progress.offer(request, &cores_of(request, &host, &laid_out, false));
     if complete || (proven && progress.placing_only()) {
         return Ok((cores_of(request, &host, &laid_out, proven), stats));

@@ -43,15 +43,15 @@ struct NodePatterns {
 }
 
 /// Objectives 1–5 on the node pattern model (and 6–7 where every node is one
-/// L3 domain): the layout of its answer, whether proven, and whether
+/// L3 domain, unless `placing_only`): the layout of its answer, whether proven, and whether
 /// objectives 6–7 are done too. `None` when the model does not apply (a big
 /// node) or would be too big (VMs of many cores that may span nodes); the
 /// counting node model is used then.
 pub(super) fn node_patterns(
     request: &PlanRequest,
-    host: &Host,
-    vms: &Vms,
+    (host, vms): (&Host, &Vms),
     deadline: Instant,
+    placing_only: bool,
     stats: &mut Stats,
 ) -> Option<(Units, bool, bool)> {
     // Big nodes are few bins that take many VMs each: there the counting
@@ -86,7 +86,8 @@ pub(super) fn node_patterns(
     // objectives 6–7 on this model too.
     let one_domain_per_node =
         host.one_cell_per_domain() && host.nodes.values().all(|cells| cells.len() == 1);
-    let complete = proven && one_domain_per_node;
+    // (Not for a re-solve that asks only which VMs fit.)
+    let complete = proven && one_domain_per_node && !placing_only;
     if complete {
         let held: BTreeMap<Tier, f64> = stats.tiers.iter().map(|r| (r.tier, r.value)).collect();
         let all_placed = placed_everything(stats, request);
