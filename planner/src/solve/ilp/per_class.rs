@@ -10,7 +10,7 @@
 //! keep every objective integral and small, instead of one objective with huge
 //! weights. Every solve gets what is left of the time limit.
 
-use super::backend::{run, Model};
+use super::backend::{run, Model, SolveError};
 use super::expr::{Expr, Var};
 use super::groups::{fewest, partly_used_groups, subset_sum};
 use super::tiers::{in_order, Tiers};
@@ -564,7 +564,7 @@ fn solve_tier(
     tier: Tier,
     terms: &Expr,
     left: Duration,
-) -> Result<(Vec<f64>, bool), String> {
+) -> Result<(Vec<f64>, bool), SolveError> {
     let started = Instant::now();
     let start = search
         .values

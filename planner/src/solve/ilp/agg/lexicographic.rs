@@ -81,15 +81,13 @@ pub(super) fn lexicographic(
         };
         let at_bound = matches!((&start, bound), (Some(v), Some(b)) if terms.value(v) <= b + 1e-6);
         let left = deadline.saturating_duration_since(Instant::now());
-        let outcome = if at_bound {
-            start.clone().map(|v| (v, true)).ok_or_else(String::new)
-        } else if left.is_zero() {
-            Err("out of time".to_owned())
-        } else {
-            run(model, terms, left, start.as_deref())
+        let outcome = match &start {
+            Some(s) if at_bound => Some((s.clone(), true)),
+            _ if left.is_zero() => None,
+            _ => run(model, terms, left, start.as_deref()).ok(),
         };
         let (v, proven) = match outcome {
-            Ok((v, proven)) => {
+            Some((v, proven)) => {
                 // Never worse than the start (a backend stopped early may
                 // return a worse incumbent).
                 let (v, proven) = match &start {
@@ -100,7 +98,7 @@ pub(super) fn lexicographic(
                 let at = bound.is_some_and(|b| terms.value(&v) <= b + 1e-6);
                 (v, proven || at)
             }
-            Err(_) => match start {
+            None => match start {
                 Some(s) => (s, false),
                 None => return (values, false),
             },
