@@ -250,6 +250,14 @@ impl SolveError {
             SolveError::SolverCrashed { .. } | SolveError::Garbled | SolveError::Spawn { .. }
         )
     }
+
+    /// Keeps in `first` the first fault a caller meets (a placement carries
+    /// one at most: the solve stops trying to prove after it).
+    pub(crate) fn keep_fault(&self, first: &mut Option<SolveError>) {
+        if self.is_fault() && first.is_none() {
+            *first = Some(self.clone());
+        }
+    }
 }
 
 /// `died with signal 6 (SIGABRT)`, `exited with status 101`.

@@ -51,7 +51,8 @@ impl Objectives {
 }
 
 /// Runs the tiers of one model in order, each held at its optimum. Returns
-/// the last values, whether every tier was proven, and the tier runs.
+/// the last values and whether every tier was proven; adds the tier runs
+/// (and a fault of the backend, if one stopped it) to `stats`.
 pub(super) fn lexicographic(
     model: &mut Model,
     tiers: &Tiers,
@@ -59,7 +60,7 @@ pub(super) fn lexicographic(
     candidates: &[Vec<f64>],
     deadline: Instant,
     every_vm_placed: bool,
-    stats: &mut Vec<TierRun>,
+    stats: &mut Stats,
 ) -> (Option<Vec<f64>>, bool) {
     let mut values: Option<Vec<f64>> = None;
     let mut all_placed = every_vm_placed;
@@ -84,7 +85,9 @@ pub(super) fn lexicographic(
         let outcome = match &start {
             Some(s) if at_bound => Some((s.clone(), true)),
             _ if left.is_zero() => None,
-            _ => run(model, terms, left, start.as_deref()).ok(),
+            _ => run(model, terms, left, start.as_deref())
+                .inspect_err(|e| e.keep_fault(&mut stats.fault))
+                .ok(),
         };
         let (v, proven) = match outcome {
             Some((v, proven)) => {
@@ -104,7 +107,7 @@ pub(super) fn lexicographic(
             },
         };
         let best = terms.value(&v).round();
-        stats.push(TierRun {
+        stats.tiers.push(TierRun {
             tier: *tier,
             value: best,
             ms: started.elapsed().as_secs_f64() * 1e3,
