@@ -29,6 +29,7 @@ mod plan_live;
 mod report_cli;
 mod report_svg;
 mod roles_cli;
+mod solver_crash;
 mod spec_parse;
 mod topology_cli;
 mod topology_errors;

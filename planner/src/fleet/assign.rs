@@ -127,6 +127,9 @@ pub struct Assignment {
     /// Each objective solved, in order, with its optimum (or, when
     /// stopped, the best value found): a count, never negative.
     pub tiers: Vec<(Tier, u64)>,
+    /// The failure of the backend's process that stopped the objectives,
+    /// if one did (the fleet plan says it in a warning).
+    pub fault: Option<backend::SolveError>,
 }
 
 /// One host's capacity: free cores per node (all threads).
@@ -319,6 +322,7 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
     );
     let mut values: Option<Vec<f64>> = start.clone().filter(|s| m.feasible(s));
     let mut proven = true;
+    let mut fault = None;
     let mut out_tiers = Vec::new();
     for (tier, count) in &tiers {
         // The solver minimises: what users want most of, it takes negated.
@@ -357,7 +361,8 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
                 }
                 proven &= ok;
             }
-            Err(_) => {
+            Err(e) => {
+                e.keep_fault(&mut fault);
                 proven = false;
             }
         }
@@ -385,6 +390,7 @@ pub fn solve(kinds: &[Kind], hosts: &Hosts, limit: Duration) -> Assignment {
         counts,
         proven,
         tiers: out_tiers,
+        fault,
     }
 }
 

@@ -486,6 +486,9 @@ pub fn plan_fleet(
         },
         left.mul_f64(0.5),
     );
+    if let Some(fault) = &assignment.fault {
+        warnings.push(fault.to_string());
+    }
     let mut notes = Vec::new();
     trace(started, "assignment solved");
 

@@ -2,8 +2,9 @@
 //! reading back vCPU, emulator and I/O thread pinning
 //! (`virDomainGetVcpuPinInfo`, `virDomainGetEmulatorPinInfo`,
 //! `virDomainGetIOThreadInfo`), pinning I/O threads (`virDomainPinIOThread`)
-//! and counting the host's CPUs (`virNodeGetCPUMap`). This is the only module
-//! of pinplan with `unsafe` code; every block says why it is sound.
+//! and counting the host's CPUs (`virNodeGetCPUMap`). One of the three
+//! modules of pinplan with `unsafe` code (with `isolate/sys.rs` and
+//! `solve/ilp/child.rs`); every block says why it is sound.
 #![allow(unsafe_code)]
 
 use crate::cpuset::CpuSet;

@@ -99,5 +99,6 @@ pub fn place(request: &PlanRequest) -> Placement {
     Placement {
         cores,
         proven: false,
+        fault: None,
     }
 }

@@ -82,6 +82,10 @@ pub struct Placement {
     pub cores: BTreeMap<usize, Vec<CoreId>>,
     /// Whether optimality was proven.
     pub proven: bool,
+    /// Why not: the backend's process failed (crashed, or could not start or
+    /// answer) and the solver fell back to the best it had before, which
+    /// `solve` says in a warning. `None` when it only ran out of time.
+    pub fault: Option<backend::SolveError>,
 }
 
 /// Free cores: usable cores none of whose CPUs is reserved or fixed.
@@ -239,6 +243,7 @@ impl Progress {
             *best = Some(Placement {
                 cores: placement.cores.clone(),
                 proven: false,
+                fault: None,
             });
             drop(best);
             self.tell(request.vms.len());
@@ -414,7 +419,14 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
             }
         }
     };
-    if !placement.proven && options.solver == SolverKind::Ilp && solver_name == SolverKind::Ilp {
+    // A crash of the backend is why such a plan is not proven: said instead
+    // of the time limit.
+    if let Some(fault) = &placement.fault {
+        warnings.push(fault.to_string());
+    } else if !placement.proven
+        && options.solver == SolverKind::Ilp
+        && solver_name == SolverKind::Ilp
+    {
         warnings.push(format!(
             "best found in {:.1} s, not proven optimal within the time limit ({:.1} s left \
              for the solve)",

@@ -7,10 +7,18 @@
 //! fallback that proves small models only. [`NAME`] says which one this build
 //! has; `pinplan --version` and every plan name it.
 //!
-//! CBC is not thread-safe: the `singlethread-cbc` feature of good_lp serialises
-//! its calls, so one solve runs at a time in a process. Its log is switched
-//! off (it would print on stdout, where pinplan prints JSON).
+//! Every solve runs in a child process forked for it (`ilp/child.rs`): the
+//! parent keeps the model, the child builds the backend's problem from it,
+//! solves, and sends the values back. CBC 2.10 aborts now and then (a failed
+//! assertion in its cut generators) and a backend may overrun its time
+//! limit: either ends the child, never pinplan, and comes back as a
+//! [`SolveError`]; callers fall back to the best point they know. CBC is not
+//! thread-safe (the `singlethread-cbc` feature of good_lp serialises its
+//! calls), but each child is a process of its own: threads solving at once
+//! no longer wait for each other. Its log is switched off, and the child's
+//! stdout is its stderr: pinplan prints JSON on stdout.
 
+use super::child::{Exit, Outcome};
 use super::expr::{Expr, Var};
 #[cfg(any(feature = "highs", not(feature = "cbc")))]
 use good_lp::WithInitialSolution;
@@ -173,15 +181,356 @@ fn expression(vars: &[good_lp::Variable], terms: &[(Var, f64)]) -> Expression {
     e
 }
 
+/// Why a solve gave no answer. [`SolveError::is_fault`] tells the failures of
+/// the backend's process, which a plan reports, from a search that found
+/// nothing in its time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SolveError {
+    /// The backend's process died: by `signal`, or exiting with `status`
+    /// (101: a panic).
+    #[error(
+        "the MIP backend ({NAME}) {}: this plan is the best placement found before the \
+         crash (first fit at worst) and is not proven optimal; run pinplan again, try \
+         another --time-limit, or report the bug with the spec",
+        died(*signal, *status)
+    )]
+    SolverCrashed {
+        /// The signal that ended it.
+        signal: Option<i32>,
+        /// Its exit status, when no signal ended it.
+        status: Option<i32>,
+    },
+    /// The backend's process ended without a whole answer.
+    #[error(
+        "the MIP backend's process ({NAME}) ended without a whole answer: this plan is \
+         the best placement found before (first fit at worst) and is not proven optimal; \
+         report the bug with the spec"
+    )]
+    Garbled,
+    /// No process could be started for the backend. The OS error is in the
+    /// message, not a source: the message becomes a plan warning whole.
+    #[error(
+        "cannot start a process for the MIP backend ({NAME}): {call}: {}: this plan is \
+         the best placement found before (first fit at worst) and is not proven optimal; \
+         check the limits on processes and memory",
+        std::io::Error::from_raw_os_error(*errno)
+    )]
+    Spawn {
+        /// The system call that failed.
+        call: &'static str,
+        /// Its `errno`.
+        errno: i32,
+    },
+    /// The backend overran its time limit by more than the grace and was
+    /// killed (a backend that ignores its limit must not hang pinplan).
+    #[error(
+        "the MIP backend ({NAME}) overran its time limit of {:.3} s and was stopped",
+        limit.as_secs_f64()
+    )]
+    TimedOut {
+        /// The limit it was given.
+        limit: Duration,
+    },
+    /// The backend stopped without an answer (infeasible, or out of time).
+    #[error("the MIP backend ({NAME}) gave no answer: {0}")]
+    Backend(String),
+    /// The backend's answer breaks the model once integers are rounded.
+    #[error("the MIP backend ({NAME}) returned a point that breaks the model once rounded")]
+    Unsound,
+}
+
+impl SolveError {
+    /// Whether the backend's process failed (crashed, or could not start or
+    /// answer), rather than its search: the plan says so in a warning. A
+    /// time-out is not one: the plan already says it is not proven within
+    /// its time limit.
+    pub fn is_fault(&self) -> bool {
+        matches!(
+            self,
+            SolveError::SolverCrashed { .. } | SolveError::Garbled | SolveError::Spawn { .. }
+        )
+    }
+
+    /// Keeps in `first` the first fault a caller meets (a placement carries
+    /// one at most: the solve stops trying to prove after it).
+    pub(crate) fn keep_fault(&self, first: &mut Option<SolveError>) {
+        if self.is_fault() && first.is_none() {
+            *first = Some(self.clone());
+        }
+    }
+}
+
+/// `died with signal 6 (SIGABRT)`, `exited with status 101`.
+fn died(signal: Option<i32>, status: Option<i32>) -> String {
+    match (signal, status) {
+        (Some(n), _) => match signal_name(n) {
+            Some(name) => format!("died with signal {n} ({name})"),
+            None => format!("died with signal {n}"),
+        },
+        (None, Some(code)) => format!("exited with status {code}"),
+        (None, None) => "died".to_owned(),
+    }
+}
+
+/// The name of the signals a crashing backend is seen to die by.
+fn signal_name(signal: i32) -> Option<&'static str> {
+    [
+        (libc::SIGABRT, "SIGABRT"),
+        (libc::SIGSEGV, "SIGSEGV"),
+        (libc::SIGBUS, "SIGBUS"),
+        (libc::SIGFPE, "SIGFPE"),
+        (libc::SIGILL, "SIGILL"),
+        (libc::SIGKILL, "SIGKILL"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGINT, "SIGINT"),
+    ]
+    .into_iter()
+    .find(|&(n, _)| n == signal)
+    .map(|(_, name)| name)
+}
+
+/// What a solve reads from the environment: read in the parent, before the
+/// child is forked (the environment's lock may be held by another thread).
+#[derive(Debug, Default)]
+struct Settings {
+    /// `PINPLAN_CBC_PARAMS=key=value,…`: more CBC parameters, for
+    /// experiments (docs/plan.md).
+    #[cfg_attr(not(all(feature = "cbc", not(feature = "highs"))), allow(dead_code))]
+    cbc_params: Vec<(String, String)>,
+    /// `PINPLAN_ILP_TRACE`: say on stderr why an answer was refused.
+    trace: bool,
+    /// What to make the child do (tests only).
+    #[cfg(any(test, feature = "fault-injection"))]
+    fault: Option<Fault>,
+}
+
+impl Settings {
+    fn from_env() -> Settings {
+        let cbc_params = std::env::var("PINPLAN_CBC_PARAMS")
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(key, value)| (key.to_owned(), value.to_owned()))
+            .collect();
+        Settings {
+            cbc_params,
+            trace: std::env::var_os("PINPLAN_ILP_TRACE").is_some(),
+            #[cfg(any(test, feature = "fault-injection"))]
+            fault: Fault::from_env(),
+        }
+    }
+}
+
+/// A fault injected into the child of a solve (tests only), after the
+/// backend's model is built and before it is solved.
+#[cfg(any(test, feature = "fault-injection"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// `libc::abort()`, as CBC's failed assertions do.
+    Abort,
+    /// SIGKILL, as the kernel's OOM killer does.
+    Kill,
+    /// Sleep forever, as a backend that ignores its time limit.
+    Hang,
+}
+
+#[cfg(any(test, feature = "fault-injection"))]
+impl Fault {
+    /// `PINPLAN_FAULT_SOLVER=abort:N` (or `kill:N`, `hang:N`): the fault for
+    /// this solve if it is the N-th of the process (from 1). Nothing without
+    /// the `fault-injection` feature.
+    fn from_env() -> Option<Fault> {
+        #[cfg(feature = "fault-injection")]
+        {
+            static SOLVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let this = SOLVES.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            let wanted = std::env::var("PINPLAN_FAULT_SOLVER").ok()?;
+            let (mode, n) = wanted.split_once(':')?;
+            if n.trim().parse::<u64>().ok()? != this {
+                return None;
+            }
+            match mode {
+                "abort" => Some(Fault::Abort),
+                "kill" => Some(Fault::Kill),
+                "hang" => Some(Fault::Hang),
+                _ => None,
+            }
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        None
+    }
+
+    fn strike(self) {
+        match self {
+            Fault::Abort => std::process::abort(),
+            Fault::Kill => super::child::kill_self(),
+            Fault::Hang => loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            },
+        }
+    }
+}
+
+/// The backend's answer as it gave it: the values (not rounded) and whether
+/// it proved them optimal.
+#[derive(Debug, Clone, PartialEq)]
+struct Raw {
+    values: Vec<f64>,
+    proven: bool,
+}
+
 /// Solves `model` minimising `objective` within `time_limit`; returns the
 /// values (integer variables rounded) and whether the backend proved them
 /// optimal. `start` is a known feasible point.
+///
+/// The backend runs in a child process ([`super::child`]): a crash there is
+/// [`SolveError::SolverCrashed`], and a backend still at work a grace after
+/// its limit (a tenth, at least 50 ms) is killed ([`SolveError::TimedOut`]).
 pub(crate) fn run(
     model: &Model,
     objective: &Expr,
     time_limit: Duration,
     start: Option<&[f64]>,
-) -> Result<(Vec<f64>, bool), String> {
+) -> Result<(Vec<f64>, bool), SolveError> {
+    run_with(model, objective, time_limit, start, &Settings::from_env())
+}
+
+/// [`run`] with `settings` read already.
+fn run_with(
+    model: &Model,
+    objective: &Expr,
+    time_limit: Duration,
+    start: Option<&[f64]>,
+    settings: &Settings,
+) -> Result<(Vec<f64>, bool), SolveError> {
+    let grace = time_limit.mul_f64(0.1).max(Duration::from_millis(50));
+    let deadline = std::time::Instant::now() + time_limit + grace;
+    let outcome = super::child::run(deadline, || {
+        let raw = solve_here(model, objective, time_limit, start, settings);
+        encode(&raw)
+    });
+    let raw = match outcome {
+        Ok(Outcome::Answered(answer)) => match decode(&answer, model.columns.len()) {
+            Some(raw) => raw.map_err(SolveError::Backend),
+            None => Err(SolveError::Garbled),
+        },
+        Ok(Outcome::Died(Exit::Signal(signal))) => Err(SolveError::SolverCrashed {
+            signal: Some(signal),
+            status: None,
+        }),
+        // Only a child that answered leaves with 0.
+        Ok(Outcome::Died(Exit::Status(0))) => Err(SolveError::Garbled),
+        Ok(Outcome::Died(Exit::Status(status))) => Err(SolveError::SolverCrashed {
+            signal: None,
+            status: Some(status),
+        }),
+        Ok(Outcome::Killed) => Err(SolveError::TimedOut { limit: time_limit }),
+        Err(e) => Err(SolveError::Spawn {
+            call: e.call,
+            errno: e.error.raw_os_error().unwrap_or(0),
+        }),
+    };
+    let raw = raw.inspect_err(|e| {
+        if settings.trace {
+            eprintln!("backend: {e}");
+        }
+    })?;
+    checked(model, raw, settings.trace)
+}
+
+/// [`run`] in this process, for measuring what the child process costs.
+#[cfg(test)]
+pub(crate) fn run_in_process(
+    model: &Model,
+    objective: &Expr,
+    time_limit: Duration,
+    start: Option<&[f64]>,
+) -> Result<(Vec<f64>, bool), SolveError> {
+    let settings = Settings::default();
+    let raw =
+        solve_here(model, objective, time_limit, start, &settings).map_err(SolveError::Backend)?;
+    checked(model, raw, settings.trace)
+}
+
+/// The answer with its integer variables rounded, if it still satisfies the
+/// model.
+fn checked(model: &Model, raw: Raw, trace: bool) -> Result<(Vec<f64>, bool), SolveError> {
+    let values: Vec<f64> = model
+        .columns
+        .iter()
+        .zip(&raw.values)
+        .map(|(def, &x)| if def.integer { x.round() } else { x })
+        .collect();
+    // A backend's answer within its tolerances may still break a constraint
+    // once rounded (CBC once returned a point one VM over capacity): such a
+    // point is never used.
+    if !model.feasible(&values) {
+        if trace {
+            for c in &model.rows {
+                let lhs = value_of(&values, &c.terms);
+                eprintln!("con {:?} {:?} {} lhs={lhs}", c.terms, c.op, c.rhs);
+            }
+            eprintln!("raw {:?} proven {}", raw.values, raw.proven);
+        }
+        return Err(SolveError::Unsound);
+    }
+    Ok((values, raw.proven))
+}
+
+/// The child's answer as bytes: `0`, proven (0 or 1), then each value as a
+/// little-endian f64; or `1` and the backend's message.
+fn encode(raw: &Result<Raw, String>) -> Vec<u8> {
+    match raw {
+        Ok(raw) => {
+            let mut out = Vec::with_capacity(2 + 8 * raw.values.len());
+            out.push(0);
+            out.push(u8::from(raw.proven));
+            for x in &raw.values {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+            out
+        }
+        Err(message) => {
+            let mut out = vec![1];
+            out.extend_from_slice(message.as_bytes());
+            out
+        }
+    }
+}
+
+/// [`encode`]'s answer back, for a model of `columns` variables; `None`
+/// when the bytes are not one.
+fn decode(bytes: &[u8], columns: usize) -> Option<Result<Raw, String>> {
+    match bytes.split_first()? {
+        (0, rest) => {
+            let (&proven, values) = rest.split_first()?;
+            if values.len() != 8 * columns || proven > 1 {
+                return None;
+            }
+            let values = values
+                .chunks_exact(8)
+                .map(|b| b.try_into().map(f64::from_le_bytes))
+                .collect::<Result<Vec<f64>, _>>()
+                .ok()?;
+            Some(Ok(Raw {
+                values,
+                proven: proven == 1,
+            }))
+        }
+        (1, message) => Some(Err(String::from_utf8_lossy(message).into_owned())),
+        _ => None,
+    }
+}
+
+/// Builds the backend's problem from `model` and solves it, in this
+/// process (the child's, but for measurements).
+fn solve_here(
+    model: &Model,
+    objective: &Expr,
+    time_limit: Duration,
+    start: Option<&[f64]>,
+    settings: &Settings,
+) -> Result<Raw, String> {
     let mut problem = ProblemVariables::new();
     let vars: Vec<good_lp::Variable> = model
         .columns
@@ -220,14 +569,8 @@ pub(crate) fn run(
         s.set_parameter("gomoryCuts", "forceOn");
         s.set_parameter("twoMirCuts", "forceOn");
         s.set_parameter("strongBranching", "10");
-        // PINPLAN_CBC_PARAMS=key=value,…: more CBC parameters, for
-        // experiments (docs/plan.md).
-        if let Ok(extra) = std::env::var("PINPLAN_CBC_PARAMS") {
-            for pair in extra.split(',') {
-                if let Some((key, value)) = pair.split_once('=') {
-                    s.set_parameter(key, value);
-                }
-            }
+        for (key, value) in &settings.cbc_params {
+            s.set_parameter(key, value);
         }
         s
     };
@@ -255,6 +598,10 @@ pub(crate) fn run(
         };
         solver.add_constraint(constraint);
     }
+    #[cfg(any(test, feature = "fault-injection"))]
+    if let Some(fault) = settings.fault {
+        fault.strike();
+    }
     let started = std::time::Instant::now();
     let solution = solver.solve().map_err(|e| e.to_string())?;
     // A solve that used up its time limit is not called proven, whatever the
@@ -263,39 +610,16 @@ pub(crate) fn run(
     // optimal. Seen as a rare property-test failure on a loaded machine.
     let proven = matches!(solution.status(), SolutionStatus::Optimal)
         && started.elapsed().as_secs_f64() < seconds;
-    let values: Vec<f64> = model
-        .columns
-        .iter()
-        .zip(&vars)
-        .map(|(def, v)| {
-            let x = solution.value(*v);
-            if def.integer {
-                x.round()
-            } else {
-                x
-            }
-        })
-        .collect();
-    // A backend's answer within its tolerances may still break a constraint
-    // once rounded (CBC once returned a point one VM over capacity): such a
-    // point is never used.
-    if !model.feasible(&values) {
-        if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
-            for c in &model.rows {
-                let lhs = value_of(&values, &c.terms);
-                eprintln!("con {:?} {:?} {} lhs={lhs}", c.terms, c.op, c.rhs);
-            }
-            let raw: Vec<f64> = vars.iter().map(|v| solution.value(*v)).collect();
-            eprintln!("raw {raw:?} status {:?}", solution.status());
-        }
-        return Err("the solver returned a point that breaks the model once rounded".to_owned());
-    }
-    Ok((values, proven))
+    Ok(Raw {
+        values: vars.iter().map(|v| solution.value(*v)).collect(),
+        proven,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     /// A start point must never turn the answer fractional (CBC 2.10 did).
     #[test]
@@ -307,5 +631,139 @@ mod tests {
             let answer = run(&m, &-x, Duration::from_secs(5), start.as_deref());
             assert_eq!(answer, Ok((vec![0.0], true)), "start {start:?}");
         }
+    }
+
+    /// A small knapsack: 3a + 4b + 5c ≤ 10, a, b, c ≤ 2, most value.
+    fn knapsack() -> (Model, Expr) {
+        let mut m = Model::default();
+        let (a, b, c) = (m.int(2.0), m.int(2.0), m.int(2.0));
+        m.le(3.0 * a + 4.0 * b + 5.0 * c, 10.0);
+        (m, -(4.0 * a + 5.0 * b + 7.0 * c))
+    }
+
+    /// The child answers what this process does.
+    #[test]
+    fn the_child_answers_as_this_process_does() {
+        let (m, goal) = knapsack();
+        let limit = Duration::from_secs(5);
+        let here = run_in_process(&m, &goal, limit, None);
+        assert_eq!(run(&m, &goal, limit, None), here);
+        // 10 = 3 + 3 + 4 (value 13) or 5 + 5 (14): c = 2.
+        assert_eq!(here, Ok((vec![0.0, 0.0, 2.0], true)));
+    }
+
+    /// Bytes out, bytes back: every answer, and nothing else.
+    #[test]
+    fn answers_are_decoded_as_encoded() {
+        for raw in [
+            Ok(Raw {
+                values: vec![],
+                proven: false,
+            }),
+            Ok(Raw {
+                values: vec![0.5, -3.0, 1e9],
+                proven: true,
+            }),
+            Err("Infeasible".to_owned()),
+        ] {
+            let columns = raw.as_ref().map_or(0, |r| r.values.len());
+            assert_eq!(decode(&encode(&raw), columns), Some(raw));
+        }
+        for bytes in [&[][..], &[0], &[0, 1, 0, 0], &[0, 2], &[7, 1]] {
+            assert_eq!(decode(bytes, 0), None, "{bytes:?}");
+        }
+    }
+
+    fn with_fault(fault: Fault) -> Settings {
+        Settings {
+            fault: Some(fault),
+            ..Settings::default()
+        }
+    }
+
+    /// This thread's children, zombies included (none once a solve is back).
+    fn children() -> String {
+        std::fs::read_to_string("/proc/thread-self/children").unwrap_or_default()
+    }
+
+    /// A child that aborts (as CBC's failed assertions do) or is killed is a
+    /// crash with its signal, and a fault the plan reports.
+    #[test]
+    fn a_dying_child_is_a_crash_with_its_signal() {
+        let (m, goal) = knapsack();
+        for (fault, signal) in [(Fault::Abort, libc::SIGABRT), (Fault::Kill, libc::SIGKILL)] {
+            let answer = run_with(&m, &goal, Duration::from_secs(5), None, &with_fault(fault));
+            let crashed = SolveError::SolverCrashed {
+                signal: Some(signal),
+                status: None,
+            };
+            assert_eq!(answer, Err(crashed.clone()));
+            assert!(crashed.is_fault());
+            assert_eq!(children(), "", "{fault:?} left a zombie");
+        }
+        let text = SolveError::SolverCrashed {
+            signal: Some(libc::SIGABRT),
+            status: None,
+        }
+        .to_string();
+        assert!(
+            text.starts_with(&format!(
+                "the MIP backend ({NAME}) died with signal 6 (SIGABRT): this plan is the best"
+            )),
+            "{text}"
+        );
+    }
+
+    /// A child that hangs is killed at its deadline (the limit and a grace
+    /// of 50 ms) and reaped: a time-out, not a fault.
+    #[test]
+    fn a_hung_child_is_killed_at_its_deadline() {
+        let (m, goal) = knapsack();
+        let limit = Duration::from_millis(200);
+        let started = Instant::now();
+        let answer = run_with(&m, &goal, limit, None, &with_fault(Fault::Hang));
+        let took = started.elapsed();
+        assert_eq!(answer, Err(SolveError::TimedOut { limit }));
+        assert!(!SolveError::TimedOut { limit }.is_fault());
+        assert!(took >= Duration::from_millis(250), "{took:?}");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        assert_eq!(children(), "", "the hung child is left");
+    }
+
+    /// What a child per solve costs: `cargo test --release -p pinplan --lib
+    /// -- --ignored --nocapture solve_overhead` (docs/benchmarks.md).
+    #[test]
+    #[ignore = "a measurement: run it on a release build"]
+    fn solve_overhead() {
+        const SOLVES: usize = 500;
+        let (m, goal) = knapsack();
+        let limit = Duration::from_secs(5);
+        // Median and 90th percentile, in ms.
+        let times = |solve: &dyn Fn() -> bool| {
+            let mut ms: Vec<f64> = (0..SOLVES)
+                .map(|_| {
+                    let started = Instant::now();
+                    assert!(solve());
+                    started.elapsed().as_secs_f64() * 1e3
+                })
+                .collect();
+            ms.sort_by(f64::total_cmp);
+            (ms[SOLVES / 2], ms[SOLVES * 9 / 10])
+        };
+        let here = times(&|| run_in_process(&m, &goal, limit, None).is_ok());
+        let child = times(&|| run(&m, &goal, limit, None).is_ok());
+        let empty = times(&|| {
+            let deadline = Instant::now() + limit;
+            super::super::child::run(deadline, Vec::new).is_ok()
+        });
+        println!("{SOLVES} solves of a 3-variable knapsack, median and p90:");
+        println!("in this process   {:.3} ms  {:.3} ms", here.0, here.1);
+        println!("in a child        {:.3} ms  {:.3} ms", child.0, child.1);
+        println!(
+            "difference        {:.3} ms  {:.3} ms",
+            child.0 - here.0,
+            child.1 - here.1
+        );
+        println!("an empty child    {:.3} ms  {:.3} ms", empty.0, empty.1);
     }
 }

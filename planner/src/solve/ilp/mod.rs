@@ -9,6 +9,7 @@
 pub mod agg;
 mod arcflow;
 pub mod backend;
+mod child;
 pub(crate) mod expr;
 mod groups;
 #[cfg(test)]

@@ -77,6 +77,7 @@ pub(crate) fn place_within(request: &PlanRequest, limit: Duration) -> Option<Pla
     Some(Placement {
         cores,
         proven: true,
+        fault: None,
     })
 }
 

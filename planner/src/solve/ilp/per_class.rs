@@ -10,7 +10,7 @@
 //! keep every objective integral and small, instead of one objective with huge
 //! weights. Every solve gets what is left of the time limit.
 
-use super::backend::{run, Model};
+use super::backend::{run, Model, SolveError};
 use super::expr::{Expr, Var};
 use super::groups::{fewest, partly_used_groups, subset_sum};
 use super::tiers::{in_order, Tiers};
@@ -491,7 +491,8 @@ struct Search {
     all_fixed: bool,
 }
 
-/// Solves lexicographically within `time_limit`.
+/// Solves lexicographically within `time_limit`. A placement not proven
+/// because the backend's process failed carries that fault.
 pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, String> {
     let deadline = Instant::now() + time_limit;
     let mut program = build(request);
@@ -512,6 +513,7 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
         all_fixed: true,
     };
     let mut proven = true;
+    let mut fault = None;
     for (tier, terms) in &tiers {
         // The quality objectives (L3 domains) are bin packing at heart; they
         // get a share of the time, so that one of them cannot eat it all.
@@ -543,7 +545,8 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
                     "the integer program failed while optimising {tier}: {e}"
                 ))
             }
-            Err(_) => {
+            Err(e) => {
+                e.keep_fault(&mut fault);
                 proven = false;
                 break;
             }
@@ -552,7 +555,9 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
     let values = search
         .values
         .ok_or_else(|| "the integer program produced no solution".to_owned())?;
-    Ok(assign_counts(request, &program, &values, proven))
+    let mut placement = assign_counts(request, &program, &values, proven);
+    placement.fault = fault;
+    Ok(placement)
 }
 
 /// One tier: from the best feasible point known for it, which is the answer
@@ -564,7 +569,7 @@ fn solve_tier(
     tier: Tier,
     terms: &Expr,
     left: Duration,
-) -> Result<(Vec<f64>, bool), String> {
+) -> Result<(Vec<f64>, bool), SolveError> {
     let started = Instant::now();
     let start = search
         .values
@@ -669,5 +674,9 @@ fn assign_counts(
         mine.sort();
         cores.insert(i, mine);
     }
-    Placement { cores, proven }
+    Placement {
+        cores,
+        proven,
+        fault: None,
+    }
 }

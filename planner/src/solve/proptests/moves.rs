@@ -170,6 +170,7 @@ fn one(case: Case) -> Result<bool, TestCaseError> {
             })
             .collect(),
         proven: true,
+        fault: None,
     };
     prop_assert_eq!(firsts(&req, &ilp_placement), firsts(&req, &placement));
     // …the oracle's placement, laid out, moves what its objective counts…

@@ -295,7 +295,11 @@ pub(super) fn patterns_stage(
             pm.model.ge(terms.clone(), b);
         }
         if !at_bound && !left.is_zero() {
-            if let Ok((values, proven)) = run(&pm.model, &terms, left, None) {
+            let answer = run(&pm.model, &terms, left, None);
+            if let Err(e) = &answer {
+                e.keep_fault(&mut stats.fault);
+            }
+            if let Ok((values, proven)) = answer {
                 let value = terms.value(&values).round();
                 if let Some(units) = pm.layout(&values) {
                     // The layout may merge pieces: count what it is.

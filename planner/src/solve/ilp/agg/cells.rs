@@ -395,7 +395,6 @@ pub(super) fn cells_stage(
         .collect();
     let (l3_tier, partial_tier, bounds) = cm.hold(host, &held.values);
     // 6. L3 domains per VM.
-    let mut cell_stats = Vec::new();
     let (l3_values, l3_proven) = lexicographic(
         &mut cm.model,
         &l3_tier,
@@ -403,9 +402,8 @@ pub(super) fn cells_stage(
         &candidates,
         held.deadline,
         held.all_placed,
-        &mut cell_stats,
+        &mut stats,
     );
-    stats.tiers.extend(cell_stats);
     let l3_values = match l3_values {
         Some(v) if l3_proven && v.len() == cm.model.vars() => v,
         other => {
@@ -444,7 +442,6 @@ pub(super) fn cells_stage(
         let units = cm.units(vms, &best_start);
         return (cores_of(request, host, &units, true), stats);
     }
-    let mut cell_stats = Vec::new();
     let (cell_values, cell_proven) = lexicographic(
         &mut cm.model,
         &partial_tier,
@@ -452,9 +449,8 @@ pub(super) fn cells_stage(
         &[best_start],
         held.deadline,
         held.all_placed,
-        &mut cell_stats,
+        &mut stats,
     );
-    stats.tiers.extend(cell_stats);
     let placement = match cell_values {
         Some(v) if cm.model.vars() == v.len() => {
             cores_of(request, host, &cm.units(vms, &v), cell_proven)

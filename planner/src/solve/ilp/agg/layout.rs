@@ -173,7 +173,11 @@ pub(super) fn cores_of(
         mine.sort();
         cores.insert(i, mine);
     }
-    Placement { cores, proven }
+    Placement {
+        cores,
+        proven,
+        fault: None,
+    }
 }
 
 /// L3 domains touched, summed over VMs (one cell per domain).

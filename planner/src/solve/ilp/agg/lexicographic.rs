@@ -51,7 +51,8 @@ impl Objectives {
 }
 
 /// Runs the tiers of one model in order, each held at its optimum. Returns
-/// the last values, whether every tier was proven, and the tier runs.
+/// the last values and whether every tier was proven; adds the tier runs
+/// (and a fault of the backend, if one stopped it) to `stats`.
 pub(super) fn lexicographic(
     model: &mut Model,
     tiers: &Tiers,
@@ -59,7 +60,7 @@ pub(super) fn lexicographic(
     candidates: &[Vec<f64>],
     deadline: Instant,
     every_vm_placed: bool,
-    stats: &mut Vec<TierRun>,
+    stats: &mut Stats,
 ) -> (Option<Vec<f64>>, bool) {
     let mut values: Option<Vec<f64>> = None;
     let mut all_placed = every_vm_placed;
@@ -81,15 +82,15 @@ pub(super) fn lexicographic(
         };
         let at_bound = matches!((&start, bound), (Some(v), Some(b)) if terms.value(v) <= b + 1e-6);
         let left = deadline.saturating_duration_since(Instant::now());
-        let outcome = if at_bound {
-            start.clone().map(|v| (v, true)).ok_or_else(String::new)
-        } else if left.is_zero() {
-            Err("out of time".to_owned())
-        } else {
-            run(model, terms, left, start.as_deref())
+        let outcome = match &start {
+            Some(s) if at_bound => Some((s.clone(), true)),
+            _ if left.is_zero() => None,
+            _ => run(model, terms, left, start.as_deref())
+                .inspect_err(|e| e.keep_fault(&mut stats.fault))
+                .ok(),
         };
         let (v, proven) = match outcome {
-            Ok((v, proven)) => {
+            Some((v, proven)) => {
                 // Never worse than the start (a backend stopped early may
                 // return a worse incumbent).
                 let (v, proven) = match &start {
@@ -100,13 +101,13 @@ pub(super) fn lexicographic(
                 let at = bound.is_some_and(|b| terms.value(&v) <= b + 1e-6);
                 (v, proven || at)
             }
-            Err(_) => match start {
+            None => match start {
                 Some(s) => (s, false),
                 None => return (values, false),
             },
         };
         let best = terms.value(&v).round();
-        stats.push(TierRun {
+        stats.tiers.push(TierRun {
             tier: *tier,
             value: best,
             ms: started.elapsed().as_secs_f64() * 1e3,

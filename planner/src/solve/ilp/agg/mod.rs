@@ -34,6 +34,7 @@ mod patterns;
 mod slots;
 mod symmetry;
 
+use super::backend::SolveError;
 use crate::solve::classes::{self, FreeCore};
 use crate::solve::{Placement, PlanRequest, Progress, Tier};
 use cell_patterns::{at_fewest, patterns_stage, Layouts, PatternModel};
@@ -65,6 +66,8 @@ pub struct Stats {
     pub variables: (usize, usize),
     /// Per objective, in order.
     pub tiers: Vec<TierRun>,
+    /// The first failure of the backend's process, if one stopped a tier.
+    pub fault: Option<SolveError>,
 }
 
 /// Whether this model applies: every free core has the same usable threads.
@@ -88,8 +91,22 @@ pub fn place_with_stats(
 }
 
 /// [`place_with_stats`], publishing the best placement known so far in
-/// `progress` (for a watchdog that cannot wait any longer).
+/// `progress` (for a watchdog that cannot wait any longer). A placement not
+/// proven because the backend's process failed carries that fault.
 pub fn place_with_progress(
+    request: &PlanRequest,
+    time_limit: Duration,
+    progress: &Progress,
+) -> Result<(Placement, Stats), String> {
+    let (mut placement, stats) = stages(request, time_limit, progress)?;
+    if !placement.proven {
+        placement.fault.clone_from(&stats.fault);
+    }
+    Ok((placement, stats))
+}
+
+/// Both stages, one after the other.
+fn stages(
     request: &PlanRequest,
     time_limit: Duration,
     progress: &Progress,
@@ -371,7 +388,7 @@ mod tests {
         let (zero, one) = (by_node(0), by_node(1));
         let placement = |cores: Vec<crate::ids::CoreId>| Placement {
             cores: BTreeMap::from([(0, cores)]),
-            proven: false,
+            ..Placement::default()
         };
         assert!(keeps_nodes(&req, &placement(zero.clone())));
         assert!(!keeps_nodes(&req, &placement(vec![zero[0], one[0]])));

@@ -284,7 +284,7 @@ pub(super) fn counting_stage(
         &candidates,
         deadline,
         vms.placeable() == request.vms.len(),
-        &mut stats.tiers,
+        stats,
     );
     let node_values = node_values.unwrap_or_else(|| nm.model.zeros());
     (realise(host, vms, &nm, &node_values), node_proven, false)

@@ -78,7 +78,7 @@ pub(super) fn node_patterns(
         &[],
         deadline,
         vms.placeable() == request.vms.len(),
-        &mut stats.tiers,
+        stats,
     );
     let mut values = values?;
     // Where every node is one L3 domain (or L3 is unknown), pieces are the
@@ -107,7 +107,7 @@ pub(super) fn node_patterns(
             std::slice::from_ref(&values),
             deadline,
             all_placed,
-            &mut stats.tiers,
+            stats,
         );
         if let Some(v) = v {
             values = v;
