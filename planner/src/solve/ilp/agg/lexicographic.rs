@@ -50,6 +50,18 @@ impl Objectives {
     }
 }
 
+/// `tiers`, or with `placing_only` (a re-solve that asks which VMs fit) only
+/// the VMs placed per priority level.
+pub(super) fn placing_tiers(tiers: Tiers, placing_only: bool) -> Tiers {
+    if !placing_only {
+        return tiers;
+    }
+    tiers
+        .into_iter()
+        .filter(|(t, _)| matches!(t, Tier::Placed(_)))
+        .collect()
+}
+
 /// Runs the tiers of one model in order, each held at its optimum. Returns
 /// the last values and whether every tier was proven; adds the tier runs
 /// (and a fault of the backend, if one stopped it) to `stats`.

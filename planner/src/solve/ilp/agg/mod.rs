@@ -138,9 +138,14 @@ fn stages(
         &mut stats,
     ) {
         Some(outcome) => outcome,
-        None => {
-            node_model::counting_stage(request, &host, &vms, &start_units, deadline, &mut stats)
-        }
+        None => node_model::counting_stage(
+            request,
+            &host,
+            &vms,
+            &start_units,
+            (deadline, progress.placing_only()),
+            &mut stats,
+        ),
     };
     progress.offer(request, &cores_of(request, &host, &laid_out, false));
     if complete || (proven && progress.placing_only()) {

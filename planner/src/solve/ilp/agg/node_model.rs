@@ -9,7 +9,7 @@ use super::super::expr::{Expr, Var};
 use super::super::tiers::{priority_levels, Tiers};
 use super::host::{Host, MemoryRows, Vms};
 use super::layout::{lay_out, Units};
-use super::lexicographic::{lexicographic, Objectives};
+use super::lexicographic::{lexicographic, placing_tiers, Objectives};
 use super::symmetry::{interchangeable_nodes, order_nodes};
 use super::{loose, Stats};
 use crate::ids::NodeId;
@@ -266,7 +266,7 @@ pub(super) fn counting_stage(
     host: &Host,
     vms: &Vms,
     start_units: &[Units],
-    deadline: Instant,
+    (deadline, placing_only): (Instant, bool),
     stats: &mut Stats,
 ) -> (Units, bool, bool) {
     let mut nm = node_model(request, host, vms);
@@ -276,7 +276,7 @@ pub(super) fn counting_stage(
         .iter()
         .map(|u| node_start(host, vms, &nm, u, &symmetric))
         .collect();
-    let tiers = std::mem::take(&mut nm.tiers);
+    let tiers = placing_tiers(std::mem::take(&mut nm.tiers), placing_only);
     let (node_values, node_proven) = lexicographic(
         &mut nm.model,
         &tiers,

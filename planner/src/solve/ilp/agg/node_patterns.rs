@@ -14,7 +14,9 @@ use super::super::arcflow::{partitions_within, Flow};
 use super::super::tiers::Tiers;
 use super::host::{Host, Vms};
 use super::layout::{lay_out, Units};
-use super::lexicographic::{fewest_or_all, lexicographic, placed_everything, stage2_bounds};
+use super::lexicographic::{
+    fewest_or_all, lexicographic, placed_everything, placing_tiers, stage2_bounds,
+};
 use super::patterns::{deal, fill_pool, kinds_of, Kind, Patterns, Pool, Scope};
 use super::Stats;
 use crate::ids::NodeId;
@@ -71,9 +73,10 @@ pub(super) fn node_patterns(
     }
     let mut np = NodePatterns::build(request, host, vms)?;
     stats.variables.0 = np.p.m.vars();
+    let tiers = placing_tiers(std::mem::take(&mut np.tiers), placing_only);
     let (values, mut proven) = lexicographic(
         &mut np.p.m,
-        &np.tiers,
+        &tiers,
         &np.bounds,
         &[],
         deadline,
