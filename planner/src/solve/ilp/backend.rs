@@ -337,8 +337,9 @@ enum Fault {
 #[cfg(any(test, feature = "fault-injection"))]
 impl Fault {
     /// `PINPLAN_FAULT_SOLVER=abort:N` (or `kill:N`, `hang:N`): the fault for
-    /// this solve if it is the N-th of the process (from 1). Nothing without
-    /// the `fault-injection` feature.
+    /// this solve if it is the N-th of the process (from 1); `abort:N+` for
+    /// the N-th and every later one. Nothing without the `fault-injection`
+    /// feature.
     fn from_env() -> Option<Fault> {
         #[cfg(feature = "fault-injection")]
         {
@@ -346,7 +347,13 @@ impl Fault {
             let this = SOLVES.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
             let wanted = std::env::var("PINPLAN_FAULT_SOLVER").ok()?;
             let (mode, n) = wanted.split_once(':')?;
-            if n.trim().parse::<u64>().ok()? != this {
+            // `N+`: this solve and every later one.
+            let (n, onwards) = match n.trim().strip_suffix('+') {
+                Some(n) => (n, true),
+                None => (n.trim(), false),
+            };
+            let n = n.parse::<u64>().ok()?;
+            if this != n && !(onwards && this > n) {
                 return None;
             }
             match mode {
