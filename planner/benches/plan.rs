@@ -830,6 +830,62 @@ fn fits_node(vm: &VmRequest, smt: u32, node_cap: u32) -> bool {
     cores_needed(vm, smt) <= node_cap
 }
 
+/// A request for `host` with no VM yet (reserved: the first core of each
+/// package), its free cores and their most threads.
+fn bare_request(host: &HostTopology) -> (PlanRequest, u32, u32) {
+    let request = PlanRequest {
+        host: host.clone(),
+        reserved: first_core_per_package(host),
+        fixed: Vec::new(),
+        vms: Vec::new(),
+    };
+    let free = solve::free_cores(&request);
+    let free_cores = u32::try_from(free.len()).unwrap_or(0);
+    let smt = free
+        .iter()
+        .map(solve::classes::FreeCore::threads)
+        .max()
+        .unwrap_or(1);
+    (request, free_cores, smt)
+}
+
+/// Takes a vCPU from random VMs above `least` until the demand of `vms` is at
+/// most `target` cores (`smt` threads per core).
+fn shrink_to(vms: &mut [VmRequest], rng: &mut Rng, (target, smt): (u32, u32), least: u32) {
+    while vms.iter().map(|v| cores_needed(v, smt)).sum::<u32>() > target {
+        let smaller: Vec<usize> = (0..vms.len()).filter(|&i| vms[i].vcpus > least).collect();
+        if smaller.is_empty() {
+            break;
+        }
+        let k = smaller[rng.range(0, u32::try_from(smaller.len() - 1).unwrap_or(0)) as usize];
+        vms[k].vcpus -= 1;
+    }
+}
+
+/// Gives a vCPU to random VMs below `most` (that still fit the largest
+/// node's `node_cap` free cores) until the demand of `vms` is `target` cores.
+fn grow_to(
+    vms: &mut [VmRequest],
+    rng: &mut Rng,
+    (target, smt, node_cap): (u32, u32, u32),
+    most: u32,
+) {
+    while vms.iter().map(|v| cores_needed(v, smt)).sum::<u32>() < target {
+        let bigger: Vec<usize> = (0..vms.len())
+            .filter(|&i| {
+                let mut grown = vms[i].clone();
+                grown.vcpus += 1;
+                grown.vcpus <= most && fits_node(&grown, smt, node_cap)
+            })
+            .collect();
+        if bigger.is_empty() {
+            break;
+        }
+        let k = bigger[rng.range(0, u32::try_from(bigger.len() - 1).unwrap_or(0)) as usize];
+        vms[k].vcpus += 1;
+    }
+}
+
 /// Instance `name` of part 3: `load` % of the free cores of `host` asked by
 /// 40–120 VMs. VMs are drawn with realistic sizes until their demand reaches
 /// the load; when that takes fewer than 40 (small hosts) or more than 120
@@ -846,19 +902,7 @@ fn instance(
     priorities: bool,
 ) -> Instance {
     let mut rng = Rng::new(seed);
-    let mut request = PlanRequest {
-        host: host.clone(),
-        reserved: first_core_per_package(host),
-        fixed: Vec::new(),
-        vms: Vec::new(),
-    };
-    let free = solve::free_cores(&request);
-    let free_cores = u32::try_from(free.len()).unwrap_or(0);
-    let smt = free
-        .iter()
-        .map(solve::classes::FreeCore::threads)
-        .max()
-        .unwrap_or(1);
+    let (mut request, free_cores, smt) = bare_request(host);
     let per_node = free_per_node(&request);
     let node_cap = per_node
         .iter()
@@ -896,18 +940,7 @@ fn instance(
         vms.push(vm);
     }
     // Down to the load, then up to it (each vCPU moves the demand by 0 or 1 core).
-    loop {
-        let demand = demand_of(&vms);
-        if demand <= target {
-            break;
-        }
-        let smaller: Vec<usize> = (0..vms.len()).filter(|&i| vms[i].vcpus > 1).collect();
-        if smaller.is_empty() {
-            break;
-        }
-        let k = smaller[rng.range(0, u32::try_from(smaller.len() - 1).unwrap_or(0)) as usize];
-        vms[k].vcpus -= 1;
-    }
+    shrink_to(&mut vms, &mut rng, (target, smt), 1);
     // Still above it with 1 vCPU each (small hosts): emulators to the host.
     while demand_of(&vms) > target {
         let Some(vm) = vms
@@ -918,24 +951,7 @@ fn instance(
         };
         vm.emulator = EmulatorPolicy::Host;
     }
-    loop {
-        let demand = demand_of(&vms);
-        if demand >= target {
-            break;
-        }
-        let bigger: Vec<usize> = (0..vms.len())
-            .filter(|&i| {
-                let mut grown = vms[i].clone();
-                grown.vcpus += 1;
-                grown.vcpus <= MAX_VCPUS && fits_node(&grown, smt, node_cap)
-            })
-            .collect();
-        if bigger.is_empty() {
-            break;
-        }
-        let k = bigger[rng.range(0, u32::try_from(bigger.len() - 1).unwrap_or(0)) as usize];
-        vms[k].vcpus += 1;
-    }
+    grow_to(&mut vms, &mut rng, (target, smt, node_cap), MAX_VCPUS);
     let demand_cores = demand_of(&vms);
     let nic_without_address = vms
         .iter()
@@ -1489,19 +1505,7 @@ fn few_big(
     sizes: &[u32],
 ) -> Instance {
     let mut rng = Rng::new(seed);
-    let mut request = PlanRequest {
-        host: host.clone(),
-        reserved: first_core_per_package(host),
-        fixed: Vec::new(),
-        vms: Vec::new(),
-    };
-    let free = solve::free_cores(&request);
-    let free_cores = u32::try_from(free.len()).unwrap_or(0);
-    let smt = free
-        .iter()
-        .map(solve::classes::FreeCore::threads)
-        .max()
-        .unwrap_or(1);
+    let (mut request, free_cores, smt) = bare_request(host);
     let node_cap = free_per_node(&request)
         .iter()
         .filter(|(n, _)| n.is_some())
@@ -1537,31 +1541,8 @@ fn few_big(
     }
     let target = (free_cores * load).div_ceil(100);
     let demand_of = |vms: &[VmRequest]| -> u32 { vms.iter().map(|v| cores_needed(v, smt)).sum() };
-    let pick = |rng: &mut Rng, of: &[usize]| {
-        of[rng.range(0, u32::try_from(of.len() - 1).unwrap_or(0)) as usize]
-    };
-    while demand_of(&vms) > target {
-        let smaller: Vec<usize> = (0..vms.len()).filter(|&i| vms[i].vcpus > least).collect();
-        if smaller.is_empty() {
-            break;
-        }
-        let k = pick(&mut rng, &smaller);
-        vms[k].vcpus -= 1;
-    }
-    while demand_of(&vms) < target {
-        let bigger: Vec<usize> = (0..vms.len())
-            .filter(|&i| {
-                let mut grown = vms[i].clone();
-                grown.vcpus += 1;
-                grown.vcpus <= most && fits_node(&grown, smt, node_cap)
-            })
-            .collect();
-        if bigger.is_empty() {
-            break;
-        }
-        let k = pick(&mut rng, &bigger);
-        vms[k].vcpus += 1;
-    }
+    shrink_to(&mut vms, &mut rng, (target, smt), least);
+    grow_to(&mut vms, &mut rng, (target, smt, node_cap), most);
     let demand_cores = demand_of(&vms);
     request.vms = vms;
     Instance {

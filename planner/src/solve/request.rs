@@ -51,6 +51,23 @@ pub struct Roles {
 }
 
 impl Roles {
+    /// CPUs left idle so that `housekeeping` vCPUs keep their cores to
+    /// themselves on `host`, whose cores have at most `t` usable threads: the
+    /// rest of the last housekeeping core, `(t − housekeeping mod t) mod t`.
+    pub fn pad_for(host: &crate::topology::HostTopology, housekeeping: u32) -> u32 {
+        let usable = host.usable_cpus();
+        let t = host
+            .cores
+            .iter()
+            .map(|c| u32::try_from(c.cpus.intersection(&usable).len()).unwrap_or(1))
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        (t - housekeeping % t) % t
+    }
+}
+
+impl Roles {
     /// The role of guest vCPU `vcpu`: none when the VM has no roles.
     pub fn of(&self, vcpu: u32) -> Option<crate::plan::Role> {
         use crate::plan::Role;

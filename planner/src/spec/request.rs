@@ -582,15 +582,7 @@ impl Spec {
         let pad = if vm.emulator == EmulatorPolicy::WithHousekeeping
             && vm.threads != ThreadPolicy::Isolate
         {
-            let usable = host.usable_cpus();
-            let t = host
-                .cores
-                .iter()
-                .map(|c| u32::try_from(c.cpus.intersection(&usable).len()).unwrap_or(1))
-                .max()
-                .unwrap_or(1)
-                .max(1);
-            (t - housekeeping % t) % t
+            crate::solve::Roles::pad_for(host, housekeeping)
         } else {
             0
         };

@@ -54,15 +54,7 @@ fn big_vm() -> impl Strategy<Value = (VmSpec, bool)> {
 /// VM `i` of `req` with `emulator = "with-housekeeping"` where `hk[i]`: one
 /// housekeeping vCPU, whose core keeps its siblings idle (the spec's rule).
 fn with_housekeeping(mut req: PlanRequest, hk: &[bool]) -> PlanRequest {
-    let usable = req.host.usable_cpus();
-    let t = req
-        .host
-        .cores
-        .iter()
-        .map(|c| u32::try_from(c.cpus.intersection(&usable).len()).unwrap_or(1))
-        .max()
-        .unwrap_or(1)
-        .max(1);
+    let pad = crate::solve::Roles::pad_for(&req.host, 1);
     for (vm, &on) in req.vms.iter_mut().zip(hk) {
         if !on || vm.vcpus < 2 {
             continue;
@@ -72,7 +64,7 @@ fn with_housekeeping(mut req: PlanRequest, hk: &[bool]) -> PlanRequest {
         vm.roles.pad = if vm.threads == ThreadPolicy::Isolate {
             0
         } else {
-            (t - 1 % t) % t
+            pad
         };
     }
     req
