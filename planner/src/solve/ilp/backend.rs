@@ -241,9 +241,9 @@ pub enum SolveError {
 
 impl SolveError {
     /// Whether the backend's process failed (crashed, or could not start or
-    /// answer), rather than its search: the plan says so in a warning. A
-    /// time-out is not one: the plan already says it is not proven within
-    /// its time limit.
+    /// answer), rather than its search: when that costs a plan its proof, the
+    /// plan says so in a warning. A time-out is not one: the plan already
+    /// says it is not proven within its time limit.
     pub fn is_fault(&self) -> bool {
         matches!(
             self,

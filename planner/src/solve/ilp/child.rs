@@ -92,8 +92,7 @@ fn spawn(work: impl FnOnce() -> Vec<u8>) -> Result<Running, CallFailed> {
     // nothing else.
     let (read_end, write_end) =
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() };
+    let parent = std::process::id();
     // SAFETY: fork has no preconditions; the child runs `in_child` only,
     // which never returns.
     let pid = unsafe { libc::fork() };
@@ -135,19 +134,14 @@ impl Running {
 }
 
 /// The child's side: sends `work`'s bytes, length first, and leaves.
-fn in_child(
-    parent: libc::pid_t,
-    read_end: RawFd,
-    write_end: RawFd,
-    work: impl FnOnce() -> Vec<u8>,
-) -> ! {
+fn in_child(parent: u32, read_end: RawFd, write_end: RawFd, work: impl FnOnce() -> Vec<u8>) -> ! {
     // SAFETY: asking for SIGKILL when the thread that forked this process
     // ends (it waits for this child meanwhile, unless the whole process
     // exits: a solver thread abandoned by `exact_with_watchdog` when
     // `pinplan plan` returns), then leaving if that happened already.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-        if libc::getppid() != parent {
+        if std::os::unix::process::parent_id() != parent {
             libc::_exit(UNWRITTEN);
         }
     }
@@ -266,11 +260,12 @@ impl Child {
         let _ = self.wait();
     }
 
-    /// Waits for it to end.
+    /// Waits for it to end. Even when that fails (waitpid no longer knows
+    /// it) it counts as reaped: its number may be another process's by now,
+    /// never to be signalled.
     fn wait(&mut self) -> Result<Exit, CallFailed> {
-        let exit = wait_for(self.pid)?;
         self.reaped = true;
-        Ok(exit)
+        wait_for(self.pid)
     }
 
     /// Leaves it to the reaper thread (it has answered and is exiting);
