@@ -411,11 +411,27 @@ mod tests {
             })
             .unwrap();
             let pid = running.child.pid;
-            // Time for the child to ask for the signal: a thread that ends
-            // before hands the child to another thread of this process,
-            // which the child cannot tell from its parent (in `run`, the
-            // thread waits for the child).
-            std::thread::sleep(Duration::from_millis(300));
+            // The child asks for the signal before its work starts: a thread
+            // that ends before would hand it to another thread of this
+            // process, which the child cannot tell from its parent (in
+            // `run`, the thread waits for the child). So wait until it
+            // sleeps in its work.
+            let sleeping = [libc::SYS_nanosleep, libc::SYS_clock_nanosleep].map(|n| n.to_string());
+            let started = Instant::now();
+            loop {
+                let call = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap();
+                if sleeping
+                    .iter()
+                    .any(|n| call.split(' ').next() == Some(n.as_str()))
+                {
+                    break;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "never slept: {call}"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
             // Neither waited for nor killed: the thread just ends.
             std::mem::forget(running);
             pid
