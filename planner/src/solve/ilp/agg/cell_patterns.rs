@@ -361,18 +361,6 @@ pub(super) fn at_fewest(request: &PlanRequest, host: &Host, units: &Units) -> bo
             return true;
         };
         let cores: u32 = cells.values().sum();
-        let caps: Vec<u32> = host
-            .nodes
-            .get(&node)
-            .into_iter()
-            .flatten()
-            .map(|&e| host.cells[e].cap())
-            .collect();
-        let fewest = if caps.iter().any(|&cap| cap >= cores) {
-            1
-        } else {
-            super::lexicographic::fewest_or_all(&caps, cores)
-        };
-        cells.len() <= fewest as usize
+        cells.len() <= host.fewest_cells(node, cores) as usize
     })
 }

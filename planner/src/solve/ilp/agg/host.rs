@@ -76,6 +76,19 @@ impl Host {
             .map_or(0, |cells| cells.iter().map(|&e| self.cells[e].cap()).sum())
     }
 
+    /// The fewest cells of `node` that hold `cores` (all of them when they
+    /// do not).
+    pub(super) fn fewest_cells(&self, node: Option<NodeId>, cores: u32) -> u32 {
+        let caps: Vec<u32> = self
+            .nodes
+            .get(&node)
+            .into_iter()
+            .flatten()
+            .map(|&e| self.cells[e].cap())
+            .collect();
+        super::lexicographic::fewest_or_all(&caps, cores)
+    }
+
     /// Free cores per L3 domain.
     pub(super) fn domain_caps(&self) -> BTreeMap<Domain, u32> {
         let mut capacity: BTreeMap<Domain, u32> = BTreeMap::new();

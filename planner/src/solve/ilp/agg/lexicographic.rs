@@ -162,16 +162,9 @@ pub(super) fn stage2_bounds(
     if all_placed {
         let fewest_of = |vm: &VmRequest, c: u32| -> u32 {
             host.nodes
-                .iter()
-                .filter(|(k, _)| host.allows(vm, **k))
-                .map(|(_, cells)| {
-                    let caps: Vec<u32> = cells.iter().map(|&e| host.cells[e].cap()).collect();
-                    if caps.iter().any(|&cap| cap >= c) {
-                        1
-                    } else {
-                        fewest_or_all(&caps, c)
-                    }
-                })
+                .keys()
+                .filter(|&&k| host.allows(vm, k))
+                .map(|&k| host.fewest_cells(k, c))
                 .min()
                 .unwrap_or(1)
         };
