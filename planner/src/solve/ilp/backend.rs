@@ -7,19 +7,21 @@
 //! fallback that proves small models only. [`NAME`] says which one this build
 //! has; `pinplan --version` and every plan name it.
 //!
-//! Every solve runs in a child process forked for it (`ilp/child.rs`): the
-//! parent keeps the model, the child builds the backend's problem from it,
-//! solves, and sends the values back. CBC 2.10 aborts now and then (a failed
+//! Every solve runs in a child process (`ilp/child.rs`), a worker each
+//! solving thread forks once and keeps: the parent sends the model as bytes
+//! (`ilp/wire.rs`), the worker builds the backend's problem from it, solves,
+//! and sends the values back. CBC 2.10 aborts now and then (a failed
 //! assertion in its cut generators) and a backend may overrun its time
 //! limit: either ends the child, never pinplan, and comes back as a
 //! [`SolveError`]; callers fall back to the best point they know. CBC is not
 //! thread-safe (the `singlethread-cbc` feature of good_lp serialises its
-//! calls), but each child is a process of its own: threads solving at once
-//! no longer wait for each other. Its log is switched off, and the child's
+//! calls), but each worker is a process of its own: threads solving at once
+//! do not wait for each other. Its log is switched off, and the worker's
 //! stdout is its stderr: pinplan prints JSON on stdout.
 
-use super::child::{Exit, Outcome};
+use super::child::{Exit, Outcome, Service};
 use super::expr::{Expr, Var};
+use super::wire;
 #[cfg(any(feature = "highs", not(feature = "cbc")))]
 use good_lp::WithInitialSolution;
 #[cfg(not(any(feature = "highs", feature = "cbc")))]
@@ -49,7 +51,7 @@ pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (MIP backend: mic
 
 /// The sense of a constraint.
 #[derive(Debug, Clone, Copy)]
-enum Op {
+pub(super) enum Op {
     Le,
     Ge,
     Eq,
@@ -57,18 +59,18 @@ enum Op {
 
 /// A variable's definition: integer or not, and its bounds.
 #[derive(Debug, Clone)]
-struct Column {
-    integer: bool,
-    min: f64,
-    max: f64,
+pub(super) struct Column {
+    pub(super) integer: bool,
+    pub(super) min: f64,
+    pub(super) max: f64,
 }
 
 /// `terms op rhs`.
 #[derive(Debug, Clone)]
-struct Row {
-    terms: Vec<(Var, f64)>,
-    op: Op,
-    rhs: f64,
+pub(super) struct Row {
+    pub(super) terms: Vec<(Var, f64)>,
+    pub(super) op: Op,
+    pub(super) rhs: f64,
 }
 
 /// A backend-neutral model: rebuilt into good_lp for every solve, with its
@@ -76,8 +78,8 @@ struct Row {
 /// search, and so which optimum it returns, depends on that order).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Model {
-    columns: Vec<Column>,
-    rows: Vec<Row>,
+    pub(super) columns: Vec<Column>,
+    pub(super) rows: Vec<Row>,
 }
 
 impl Model {
@@ -289,14 +291,15 @@ fn signal_name(signal: i32) -> Option<&'static str> {
     .map(|(_, name)| name)
 }
 
-/// What a solve reads from the environment: read in the parent, before the
-/// child is forked (the environment's lock may be held by another thread).
+/// What a solve reads from the environment: read in the parent (the
+/// environment's lock may be held by another thread when the worker is
+/// forked) and sent to the worker with each request.
 #[derive(Debug, Default)]
-struct Settings {
+pub(super) struct Settings {
     /// `PINPLAN_CBC_PARAMS=key=value,…`: more CBC parameters, for
     /// experiments (docs/plan.md).
     #[cfg_attr(not(all(feature = "cbc", not(feature = "highs"))), allow(dead_code))]
-    cbc_params: Vec<(String, String)>,
+    pub(super) cbc_params: Vec<(String, String)>,
     /// `PINPLAN_ILP_TRACE`: say on stderr why an answer was refused.
     trace: bool,
     /// What to make the child do (tests only).
@@ -319,6 +322,39 @@ impl Settings {
             fault: Fault::from_env(),
         }
     }
+
+    /// The fault to strike, as one byte on the wire: 0 for none.
+    pub(super) fn fault_code(&self) -> u8 {
+        #[cfg(any(test, feature = "fault-injection"))]
+        if let Some(fault) = self.fault {
+            return fault as u8;
+        }
+        0
+    }
+
+    /// The settings a worker solves with: the parameters and the fault sent
+    /// (`None` for a fault code it does not know).
+    pub(super) fn in_worker(cbc_params: Vec<(String, String)>, fault: u8) -> Option<Settings> {
+        #[cfg(any(test, feature = "fault-injection"))]
+        let fault = match fault {
+            0 => None,
+            code => Some(
+                [Fault::Abort, Fault::Kill, Fault::Hang]
+                    .into_iter()
+                    .find(|f| *f as u8 == code)?,
+            ),
+        };
+        #[cfg(not(any(test, feature = "fault-injection")))]
+        if fault != 0 {
+            return None;
+        }
+        Some(Settings {
+            cbc_params,
+            trace: false,
+            #[cfg(any(test, feature = "fault-injection"))]
+            fault,
+        })
+    }
 }
 
 /// A fault injected into the child of a solve (tests only), after the
@@ -327,7 +363,7 @@ impl Settings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
     /// `libc::abort()`, as CBC's failed assertions do.
-    Abort,
+    Abort = 1,
     /// SIGKILL, as the kernel's OOM killer does.
     Kill,
     /// Sleep forever, as a backend that ignores its time limit.
@@ -381,18 +417,19 @@ impl Fault {
 /// The backend's answer as it gave it: the values (not rounded) and whether
 /// it proved them optimal.
 #[derive(Debug, Clone, PartialEq)]
-struct Raw {
-    values: Vec<f64>,
-    proven: bool,
+pub(super) struct Raw {
+    pub(super) values: Vec<f64>,
+    pub(super) proven: bool,
 }
 
 /// Solves `model` minimising `objective` within `time_limit`; returns the
 /// values (integer variables rounded) and whether the backend proved them
 /// optimal. `start` is a known feasible point.
 ///
-/// The backend runs in a child process ([`super::child`]): a crash there is
-/// [`SolveError::SolverCrashed`], and a backend still at work a grace after
-/// its limit (a tenth, at least 50 ms) is killed ([`SolveError::TimedOut`]).
+/// The backend runs in this thread's worker process ([`super::child`]): a
+/// crash there is [`SolveError::SolverCrashed`], and a backend still at work
+/// a grace after its limit (a tenth, at least 50 ms) is killed
+/// ([`SolveError::TimedOut`]).
 pub(crate) fn run(
     model: &Model,
     objective: &Expr,
@@ -412,12 +449,10 @@ fn run_with(
 ) -> Result<(Vec<f64>, bool), SolveError> {
     let grace = time_limit.mul_f64(0.1).max(Duration::from_millis(50));
     let deadline = std::time::Instant::now() + time_limit + grace;
-    let outcome = super::child::run(deadline, || {
-        let raw = solve_here(model, objective, time_limit, start, settings);
-        encode(&raw)
-    });
+    let request = wire::encode_request(model, objective.terms(), time_limit, start, settings);
+    let outcome = super::child::ask(deadline, SOLVER, &request);
     let raw = match outcome {
-        Ok(Outcome::Answered(answer)) => match decode(&answer, model.columns.len()) {
+        Ok(Outcome::Answered(answer)) => match wire::decode_answer(&answer, model.columns.len()) {
             Some(raw) => raw.map_err(SolveError::Backend),
             None => Err(SolveError::Garbled),
         },
@@ -425,7 +460,7 @@ fn run_with(
             signal: Some(signal),
             status: None,
         }),
-        // Only a child that answered leaves with 0.
+        // A worker leaves with 0 only when its socket is closed.
         Ok(Outcome::Died(Exit::Status(0))) => Err(SolveError::Garbled),
         Ok(Outcome::Died(Exit::Status(status))) => Err(SolveError::SolverCrashed {
             signal: None,
@@ -454,8 +489,8 @@ pub(crate) fn run_in_process(
     start: Option<&[f64]>,
 ) -> Result<(Vec<f64>, bool), SolveError> {
     let settings = Settings::default();
-    let raw =
-        solve_here(model, objective, time_limit, start, &settings).map_err(SolveError::Backend)?;
+    let raw = solve_here(model, objective.terms(), time_limit, start, &settings)
+        .map_err(SolveError::Backend)?;
     checked(model, raw, settings.trace)
 }
 
@@ -484,56 +519,33 @@ fn checked(model: &Model, raw: Raw, trace: bool) -> Result<(Vec<f64>, bool), Sol
     Ok((values, raw.proven))
 }
 
-/// The child's answer as bytes: `0`, proven (0 or 1), then each value as a
-/// little-endian f64; or `1` and the backend's message.
-fn encode(raw: &Result<Raw, String>) -> Vec<u8> {
-    match raw {
-        Ok(raw) => {
-            let mut out = Vec::with_capacity(2 + 8 * raw.values.len());
-            out.push(0);
-            out.push(u8::from(raw.proven));
-            for x in &raw.values {
-                out.extend_from_slice(&x.to_le_bytes());
-            }
-            out
-        }
-        Err(message) => {
-            let mut out = vec![1];
-            out.extend_from_slice(message.as_bytes());
-            out
-        }
-    }
-}
+/// The solver's service: a worker's answer to each request.
+const SOLVER: Service = Service {
+    name: "solver",
+    handler: solve_request,
+};
 
-/// [`encode`]'s answer back, for a model of `columns` variables; `None`
-/// when the bytes are not one.
-fn decode(bytes: &[u8], columns: usize) -> Option<Result<Raw, String>> {
-    match bytes.split_first()? {
-        (0, rest) => {
-            let (&proven, values) = rest.split_first()?;
-            if values.len() != 8 * columns || proven > 1 {
-                return None;
-            }
-            let values = values
-                .chunks_exact(8)
-                .map(|b| b.try_into().map(f64::from_le_bytes))
-                .collect::<Result<Vec<f64>, _>>()
-                .ok()?;
-            Some(Ok(Raw {
-                values,
-                proven: proven == 1,
-            }))
-        }
-        (1, message) => Some(Err(String::from_utf8_lossy(message).into_owned())),
-        _ => None,
-    }
+/// Solves the request in `bytes` (in the worker) and returns the answer's
+/// bytes; a request it cannot read is answered with a message.
+fn solve_request(bytes: &[u8]) -> Vec<u8> {
+    let raw = match wire::decode_request(bytes) {
+        Some(r) => solve_here(
+            &r.model,
+            &r.objective,
+            r.time_limit,
+            r.start.as_deref(),
+            &r.settings,
+        ),
+        None => Err("the solver's worker could not read its request".to_owned()),
+    };
+    wire::encode_answer(&raw)
 }
 
 /// Builds the backend's problem from `model` and solves it, in this
-/// process (the child's, but for measurements).
+/// process (the worker's, but for measurements).
 fn solve_here(
     model: &Model,
-    objective: &Expr,
+    objective: &[(Var, f64)],
     time_limit: Duration,
     start: Option<&[f64]>,
     settings: &Settings,
@@ -547,7 +559,7 @@ fn solve_here(
             problem.add(if v.integer { def.integer() } else { def })
         })
         .collect();
-    let goal = expression(&vars, objective.terms());
+    let goal = expression(&vars, objective);
     let seconds = time_limit.as_secs_f64().max(0.001);
     #[cfg(feature = "highs")]
     let mut solver = {
@@ -659,28 +671,6 @@ mod tests {
         assert_eq!(here, Ok((vec![0.0, 0.0, 2.0], true)));
     }
 
-    /// Bytes out, bytes back: every answer, and nothing else.
-    #[test]
-    fn answers_are_decoded_as_encoded() {
-        for raw in [
-            Ok(Raw {
-                values: vec![],
-                proven: false,
-            }),
-            Ok(Raw {
-                values: vec![0.5, -3.0, 1e9],
-                proven: true,
-            }),
-            Err("Infeasible".to_owned()),
-        ] {
-            let columns = raw.as_ref().map_or(0, |r| r.values.len());
-            assert_eq!(decode(&encode(&raw), columns), Some(raw));
-        }
-        for bytes in [&[][..], &[0], &[0, 1, 0, 0], &[0, 2], &[7, 1]] {
-            assert_eq!(decode(bytes, 0), None, "{bytes:?}");
-        }
-    }
-
     fn with_fault(fault: Fault) -> Settings {
         Settings {
             fault: Some(fault),
@@ -693,8 +683,9 @@ mod tests {
         std::fs::read_to_string("/proc/thread-self/children").unwrap_or_default()
     }
 
-    /// A child that aborts (as CBC's failed assertions do) or is killed is a
-    /// crash with its signal, and a fault the plan reports.
+    /// A worker that aborts (as CBC's failed assertions do) or is killed is
+    /// a crash with its signal, and a fault the plan reports; it is reaped,
+    /// and the next solve gets a new worker that answers.
     #[test]
     fn a_dying_child_is_a_crash_with_its_signal() {
         let (m, goal) = knapsack();
@@ -708,6 +699,9 @@ mod tests {
             assert!(crashed.is_fault());
             assert_eq!(children(), "", "{fault:?} left a zombie");
         }
+        let answer = run(&m, &goal, Duration::from_secs(5), None);
+        assert_eq!(answer, Ok((vec![0.0, 0.0, 2.0], true)));
+        assert_ne!(children(), "", "no worker kept");
         let text = SolveError::SolverCrashed {
             signal: Some(libc::SIGABRT),
             status: None,
@@ -737,8 +731,8 @@ mod tests {
         assert_eq!(children(), "", "the hung child is left");
     }
 
-    /// What a child per solve costs: `cargo test --release -p pinplan --lib
-    /// -- --ignored --nocapture solve_overhead` (docs/benchmarks.md).
+    /// What a solve in the worker costs: `cargo test --release -p pinplan
+    /// --lib -- --ignored --nocapture solve_overhead` (docs/benchmarks.md).
     #[test]
     #[ignore = "a measurement: run it on a release build"]
     fn solve_overhead() {
@@ -758,19 +752,49 @@ mod tests {
             (ms[SOLVES / 2], ms[SOLVES * 9 / 10])
         };
         let here = times(&|| run_in_process(&m, &goal, limit, None).is_ok());
-        let child = times(&|| run(&m, &goal, limit, None).is_ok());
+        let worker = times(&|| run(&m, &goal, limit, None).is_ok());
+        fn nothing(_: &[u8]) -> Vec<u8> {
+            Vec::new()
+        }
         let empty = times(&|| {
             let deadline = Instant::now() + limit;
-            super::super::child::run(deadline, Vec::new).is_ok()
+            let service = Service {
+                name: "nothing",
+                handler: nothing,
+            };
+            super::super::child::ask(deadline, service, &[]).is_ok()
         });
+        // The wire alone, for a model the size of a big plan's: 20,000
+        // variables, 5,000 rows of 20 terms.
+        let mut big = Model::default();
+        let vars: Vec<Var> = (0..20_000).map(|_| big.int(8.0)).collect();
+        for (i, row) in vars.chunks(4).enumerate().take(5_000) {
+            let e = row
+                .iter()
+                .chain(&vars[(i * 16) % 19_980..][..16])
+                .fold(Expr::default(), |e, &v| e + 1.0 * v);
+            big.le(e, 7.0);
+        }
+        let settings = Settings::default();
+        let wire = times(&|| {
+            let bytes = wire::encode_request(&big, goal.terms(), limit, None, &settings);
+            wire::decode_request(&bytes).is_some()
+        });
+        let size = wire::encode_request(&big, goal.terms(), limit, None, &settings).len();
         println!("{SOLVES} solves of a 3-variable knapsack, median and p90:");
         println!("in this process   {:.3} ms  {:.3} ms", here.0, here.1);
-        println!("in a child        {:.3} ms  {:.3} ms", child.0, child.1);
+        println!("in the worker     {:.3} ms  {:.3} ms", worker.0, worker.1);
         println!(
             "difference        {:.3} ms  {:.3} ms",
-            child.0 - here.0,
-            child.1 - here.1
+            worker.0 - here.0,
+            worker.1 - here.1
         );
-        println!("an empty child    {:.3} ms  {:.3} ms", empty.0, empty.1);
+        println!("an empty request  {:.3} ms  {:.3} ms", empty.0, empty.1);
+        println!(
+            "a 20,000-variable model to bytes and back ({} KiB): {:.3} ms  {:.3} ms",
+            size / 1024,
+            wire.0,
+            wire.1
+        );
     }
 }

@@ -1,34 +1,40 @@
-//! Running a piece of work in a forked child process, so that an abort or a
-//! hang inside it (CBC 2.10 asserts now and then: `CbcCutGenerator.cpp:1027
-//! … Assertion 'nB' failed`) ends the child, never the caller: the system
-//! calls std has no form of (`fork`, `_exit`, `poll`, `waitpid`, `kill`).
+//! Running work in a child process, so that an abort or a hang inside it
+//! (CBC 2.10 asserts now and then: `CbcCutGenerator.cpp:1027 … Assertion
+//! 'nB' failed`) ends the child, never the caller: the system calls std has
+//! no form of (`fork`, `socketpair`, `poll`, `waitpid`, `kill`).
 //!
-//! The child sees the parent's memory copy-on-write, so the work's inputs
-//! need no serialising; it sends its answer back as bytes over a pipe,
-//! length first, and leaves with `_exit`, running no destructor and no
-//! `atexit` handler (the parent's buffered output is never flushed twice).
-//! The parent reads the pipe under a deadline and kills the child with
-//! SIGKILL when it passes; the kernel kills it if the parent's thread ends
-//! first (`PR_SET_PDEATHSIG`). Every child is reaped: at once when it died or
-//! was killed, by a reaper thread when it answered (its exit, tearing down
-//! its copy of the address space, then costs the solve nothing). What the
+//! Each thread that asks keeps one worker: a child forked at its first
+//! request, which then serves request after request over a Unix socket
+//! (length first, then the bytes, both ways) until it dies, is killed, or
+//! its thread ends. A fork per request cost 2.2–2.5 ms (copying the page
+//! tables of a large process, then tearing the copy down); a request to a
+//! worker costs a round trip on the socket (docs/benchmarks.md, "A solver
+//! crash is an error"). The worker runs a [`Service`]'s handler, a plain
+//! function of the request's bytes: the request carries everything the work
+//! needs, read in the parent.
+//!
+//! The parent reads the answer under a deadline and kills the worker with
+//! SIGKILL when it passes; a worker that died or was killed is reaped at
+//! once and the thread's next request forks a new one. The kernel kills a
+//! worker whose thread ends without dropping it (`PR_SET_PDEATHSIG`). The
+//! worker leaves with `_exit`, running no destructor and no `atexit`
+//! handler (the parent's buffered output is never flushed twice). What the
 //! bytes mean is the caller's business ([`super::backend`]).
 #![allow(unsafe_code)]
 
+use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::mpsc::Sender;
-use std::sync::OnceLock;
 use std::time::Instant;
 
-/// The exit status of a child whose work panicked (as Rust's own `main`).
+/// The exit status of a worker whose work panicked (as Rust's own `main`).
 pub(super) const PANICKED: i32 = 101;
 
-/// The exit status of a child that could not write its answer (or whose
-/// parent had ended).
+/// The exit status of a worker that could not read a request or write its
+/// answer (or whose parent had ended).
 const UNWRITTEN: i32 = 102;
 
-/// How a child ended.
+/// How a worker ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Exit {
     /// It exited with this status.
@@ -37,14 +43,14 @@ pub(super) enum Exit {
     Signal(i32),
 }
 
-/// What a child gave back.
+/// What a request got back.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Outcome {
-    /// Its whole answer.
+    /// The whole answer.
     Answered(Vec<u8>),
-    /// It ended before its answer was whole: how.
+    /// The worker ended before its answer was whole: how.
     Died(Exit),
-    /// It was still at work at the deadline: killed.
+    /// The worker was still at work at the deadline: killed.
     Killed,
 }
 
@@ -63,81 +69,139 @@ fn failed(call: &'static str) -> CallFailed {
     }
 }
 
-/// Runs `work` in a forked child and returns what it sent by `deadline`.
+/// What a worker does with each request: `handler` maps its bytes to the
+/// answer's. `name` tells services apart (a thread's worker serves one).
+#[derive(Clone, Copy)]
+pub(super) struct Service {
+    pub(super) name: &'static str,
+    pub(super) handler: fn(&[u8]) -> Vec<u8>,
+}
+
+thread_local! {
+    /// This thread's worker, once it has asked.
+    static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
+}
+
+/// Sends `request` to this thread's worker for `service` (forking one if it
+/// has none) and returns what came back by `deadline`. A worker that died
+/// or was killed is gone; the next request forks another.
 ///
-/// The child inherits only the calling thread: `work` must not need a lock
-/// another thread may hold (the caller reads the environment before, for
-/// instance). glibc makes `malloc` safe after `fork`, so `work` may allocate.
-pub(super) fn run(
+/// The worker is forked from the calling thread alone: its handler must not
+/// need a lock another thread may hold (the caller reads the environment
+/// before, for instance). glibc makes `malloc` safe after `fork`, so the
+/// handler may allocate.
+pub(super) fn ask(
     deadline: Instant,
-    work: impl FnOnce() -> Vec<u8>,
+    service: Service,
+    request: &[u8],
 ) -> Result<Outcome, CallFailed> {
-    spawn(work)?.wait_until(deadline)
-}
-
-/// A child at work, and the pipe its answer comes through.
-struct Running {
-    child: Child,
-    read_end: OwnedFd,
-}
-
-/// Starts `work` in a forked child.
-fn spawn(work: impl FnOnce() -> Vec<u8>) -> Result<Running, CallFailed> {
-    let mut fds: [RawFd; 2] = [-1; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(failed("pipe2"));
-    }
-    // SAFETY: pipe2 succeeded: both descriptors are open and owned by
-    // nothing else.
-    let (read_end, write_end) =
-        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let parent = std::process::id();
-    // SAFETY: fork has no preconditions; the child runs `in_child` only,
-    // which never returns.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(failed("fork"));
-    }
-    if pid == 0 {
-        in_child(parent, read_end.as_raw_fd(), write_end.as_raw_fd(), work);
-    }
-    // Only the child may hold the write end: the pipe ends when it does.
-    drop(write_end);
-    Ok(Running {
-        child: Child { pid, reaped: false },
-        read_end,
+    WORKER.with(|slot| {
+        // The handler runs in the worker, never here: no request is asked
+        // while another is, and the slot is free.
+        let mut slot = slot.try_borrow_mut().map_err(|_| CallFailed {
+            call: "ask",
+            error: io::Error::from(io::ErrorKind::WouldBlock),
+        })?;
+        let worker = match slot.take() {
+            Some(worker) if worker.service == service.name => worker,
+            // Another service's worker (tests only) is killed when dropped.
+            _ => Worker::spawn(service)?,
+        };
+        let (worker, outcome) = worker.ask(deadline, request);
+        *slot = worker;
+        outcome
     })
 }
 
-impl Running {
-    /// Reads the answer until it is whole (it may exceed the pipe's 64 KiB
-    /// buffer) or the child closes the pipe; kills the child if `deadline`
-    /// passes first.
-    fn wait_until(mut self, deadline: Instant) -> Result<Outcome, CallFailed> {
-        match read_until(&self.read_end, deadline) {
-            Ok(Some(Some(answer))) => {
-                self.child.reap_later();
-                Ok(Outcome::Answered(answer))
-            }
-            Ok(Some(None)) => Ok(Outcome::Died(self.child.wait()?)),
-            Ok(None) => {
+/// A worker, and the parent's end of its socket.
+struct Worker {
+    child: Child,
+    socket: OwnedFd,
+    service: &'static str,
+}
+
+impl Worker {
+    /// Forks a worker for `service`.
+    fn spawn(service: Service) -> Result<Worker, CallFailed> {
+        let mut fds: [RawFd; 2] = [-1; 2];
+        // SAFETY: `fds` has room for the two descriptors socketpair writes.
+        let made = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        if made != 0 {
+            return Err(failed("socketpair"));
+        }
+        // SAFETY: socketpair succeeded: both descriptors are open and owned
+        // by nothing else.
+        let (ours, theirs) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let parent = std::process::id();
+        // SAFETY: fork has no preconditions; the child runs `serve` only,
+        // which never returns.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(failed("fork"));
+        }
+        if pid == 0 {
+            serve(parent, theirs.as_raw_fd(), service.handler);
+        }
+        // Only the worker holds its end: the socket ends when it does.
+        drop(theirs);
+        Ok(Worker {
+            child: Child { pid, reaped: false },
+            socket: ours,
+            service: service.name,
+        })
+    }
+
+    /// Sends `request` and reads the answer until it is whole (it may exceed
+    /// the socket's buffer); kills the worker if `deadline` passes first.
+    /// Gives the worker back if it is still of use.
+    fn ask(
+        mut self,
+        deadline: Instant,
+        request: &[u8],
+    ) -> (Option<Worker>, Result<Outcome, CallFailed>) {
+        let length = (request.len() as u64).to_le_bytes();
+        let sent = send_until(&self.socket, &length, deadline).and_then(|sent| match sent {
+            Sent::All => send_until(&self.socket, request, deadline),
+            other => Ok(other),
+        });
+        let outcome = match sent {
+            Ok(Sent::All) => match read_until(&self.socket, deadline) {
+                Ok(Some(Some(answer))) => return (Some(self), Ok(Outcome::Answered(answer))),
+                Ok(Some(None)) => self.child.wait().map(Outcome::Died),
+                Ok(None) => {
+                    self.child.kill();
+                    Ok(Outcome::Killed)
+                }
+                Err(e) => Err(e),
+            },
+            // The worker closed its end: it has died (or is dying).
+            Ok(Sent::Closed) => self.child.wait().map(Outcome::Died),
+            Ok(Sent::Late) => {
                 self.child.kill();
                 Ok(Outcome::Killed)
             }
-            Err(e) => {
-                self.child.kill();
-                Err(e)
-            }
-        }
+            Err(e) => Err(e),
+        };
+        // Whatever happened, this worker is done: dropping it kills and
+        // reaps it if it is not reaped yet.
+        (None, outcome)
     }
 }
 
-/// The child's side: sends `work`'s bytes, length first, and leaves.
-fn in_child(parent: u32, read_end: RawFd, write_end: RawFd, work: impl FnOnce() -> Vec<u8>) -> ! {
+/// The worker's side: answers request after request, and leaves when the
+/// parent closes its end.
+fn serve(parent: u32, socket: RawFd, handler: fn(&[u8]) -> Vec<u8>) -> ! {
     // SAFETY: asking for SIGKILL when the thread that forked this process
-    // ends (it waits for this child meanwhile, unless the whole process
-    // exits: a solver thread abandoned by `exact_with_watchdog` when
+    // ends (its thread-local drop kills the worker first, unless the whole
+    // process exits: a solver thread abandoned by `exact_with_watchdog` when
     // `pinplan plan` returns), then leaving if that happened already.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -148,40 +212,74 @@ fn in_child(parent: u32, read_end: RawFd, write_end: RawFd, work: impl FnOnce() 
     // SAFETY: closing descriptors this process owns (the parent's copies are
     // its own) and making stdout a copy of stderr.
     unsafe {
-        libc::close(read_end);
-        // The parent's other threads may have pipes of their own solves open:
-        // a copy held here would keep their pipes from ending with their
-        // children. (Before Linux 5.9 close_range fails: such a parent then
-        // waits for this child too, and is only slower.)
-        if write_end > 3 {
-            libc::close_range(3, (write_end - 1) as libc::c_uint, 0);
+        // The parent's other threads have workers of their own: a copy of
+        // their sockets held here would keep them from seeing their workers
+        // end. (Before Linux 5.9 close_range fails: such a parent then
+        // learns of a crash only at its deadline.)
+        if socket > 3 {
+            libc::close_range(3, (socket - 1) as libc::c_uint, 0);
         }
-        libc::close_range((write_end + 1).max(3) as libc::c_uint, libc::c_uint::MAX, 0);
+        libc::close_range((socket + 1).max(3) as libc::c_uint, libc::c_uint::MAX, 0);
         // What the work prints on stdout goes to stderr: stdout is where
         // pinplan writes its JSON.
         libc::dup2(2, 1);
     }
-    let status = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
-        Ok(bytes) => {
-            let length = (bytes.len() as u64).to_le_bytes();
-            if write_all(write_end, &length) && write_all(write_end, &bytes) {
-                0
-            } else {
+    loop {
+        let Some(request) = read_request(socket) else {
+            // SAFETY: _exit ends the process at once (see below).
+            unsafe { libc::_exit(0) }
+        };
+        let status = match std::panic::catch_unwind(|| handler(&request)) {
+            Ok(answer) => {
+                let length = (answer.len() as u64).to_le_bytes();
+                if send_all(socket, &length) && send_all(socket, &answer) {
+                    continue;
+                }
                 UNWRITTEN
             }
-        }
-        Err(_) => PANICKED,
-    };
-    // SAFETY: _exit ends the process at once, without running the parent's
-    // atexit handlers or flushing its stdio buffers (copies of the parent's).
-    unsafe { libc::_exit(status) }
+            Err(_) => PANICKED,
+        };
+        // SAFETY: _exit ends the process at once, without running the
+        // parent's atexit handlers or flushing its stdio buffers (copies of
+        // the parent's).
+        unsafe { libc::_exit(status) }
+    }
 }
 
-/// Writes all of `bytes` to `fd`; false when it cannot.
-fn write_all(fd: RawFd, mut bytes: &[u8]) -> bool {
+/// Reads one length-prefixed request from `fd`, blocking; `None` at an end
+/// of file or an error.
+fn read_request(fd: RawFd) -> Option<Vec<u8>> {
+    let mut prefix = [0u8; 8];
+    read_exact(fd, &mut prefix)?;
+    let length = usize::try_from(u64::from_le_bytes(prefix)).ok()?;
+    let mut request = vec![0u8; length];
+    read_exact(fd, &mut request)?;
+    Some(request)
+}
+
+/// Fills `buffer` from `fd`, blocking; `None` if it ends first.
+fn read_exact(fd: RawFd, buffer: &mut [u8]) -> Option<()> {
+    let mut at = 0;
+    while at < buffer.len() {
+        let rest = buffer.get_mut(at..)?;
+        // SAFETY: `rest` is writable for its whole length.
+        let n = unsafe { libc::read(fd, rest.as_mut_ptr().cast(), rest.len()) };
+        match n {
+            0 => return None,
+            n if n > 0 => at += n.unsigned_abs(),
+            _ if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
+            _ => return None,
+        }
+    }
+    Some(())
+}
+
+/// Sends all of `bytes` on socket `fd`, blocking; false when it cannot (no
+/// SIGPIPE when the other end is closed).
+fn send_all(fd: RawFd, mut bytes: &[u8]) -> bool {
     while !bytes.is_empty() {
         // SAFETY: `bytes` is a live slice of `bytes.len()` bytes.
-        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        let n = unsafe { libc::send(fd, bytes.as_ptr().cast(), bytes.len(), libc::MSG_NOSIGNAL) };
         if n < 0 {
             if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                 continue;
@@ -193,23 +291,60 @@ fn write_all(fd: RawFd, mut bytes: &[u8]) -> bool {
     true
 }
 
-/// Reads `fd` until the length-prefixed answer is whole: `None` if
-/// `deadline` passes first, `Some(None)` at an end of file before the
-/// answer is whole.
-fn read_until(fd: &OwnedFd, deadline: Instant) -> Result<Option<Option<Vec<u8>>>, CallFailed> {
-    let mut got: Vec<u8> = Vec::new();
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        if let Some(answer) = whole(&got) {
-            return Ok(Some(Some(answer.to_vec())));
+/// How far a request went out.
+enum Sent {
+    /// Whole.
+    All,
+    /// Not whole by the deadline.
+    Late,
+    /// The worker's end is closed.
+    Closed,
+}
+
+/// Sends all of `bytes` on socket `fd` by `deadline`.
+fn send_until(fd: &OwnedFd, mut bytes: &[u8], deadline: Instant) -> Result<Sent, CallFailed> {
+    while !bytes.is_empty() {
+        if !wait_for_fd(fd, libc::POLLOUT, deadline)? {
+            return Ok(Sent::Late);
         }
+        // SAFETY: `bytes` is a live slice of `bytes.len()` bytes.
+        let n = unsafe {
+            libc::send(
+                fd.as_raw_fd(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let error = io::Error::last_os_error();
+            match error.raw_os_error() {
+                Some(libc::EINTR | libc::EAGAIN) => continue,
+                Some(libc::EPIPE | libc::ECONNRESET) => return Ok(Sent::Closed),
+                _ => {
+                    return Err(CallFailed {
+                        call: "send",
+                        error,
+                    })
+                }
+            }
+        }
+        bytes = bytes.get(n.unsigned_abs()..).unwrap_or_default();
+    }
+    Ok(Sent::All)
+}
+
+/// Waits until `fd` is ready for `events` (or has hung up): false if
+/// `deadline` passes first.
+fn wait_for_fd(fd: &OwnedFd, events: libc::c_short, deadline: Instant) -> Result<bool, CallFailed> {
+    loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Ok(None);
+            return Ok(false);
         }
         let mut pollfd = libc::pollfd {
             fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
+            events,
             revents: 0,
         };
         // Rounded up: a deadline 0.4 ms away is not polled with 0 ms.
@@ -222,8 +357,24 @@ fn read_until(fd: &OwnedFd, deadline: Instant) -> Result<Option<Option<Vec<u8>>>
             }
             return Err(failed("poll"));
         }
-        if ready == 0 {
-            continue;
+        if ready > 0 {
+            return Ok(true);
+        }
+    }
+}
+
+/// Reads `fd` until the length-prefixed answer is whole: `None` if
+/// `deadline` passes first, `Some(None)` at an end of file before the
+/// answer is whole.
+fn read_until(fd: &OwnedFd, deadline: Instant) -> Result<Option<Option<Vec<u8>>>, CallFailed> {
+    let mut got: Vec<u8> = Vec::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        if let Some(answer) = whole(&got) {
+            return Ok(Some(Some(answer.to_vec())));
+        }
+        if !wait_for_fd(fd, libc::POLLIN, deadline)? {
+            return Ok(None);
         }
         // SAFETY: `buffer` is writable for its whole length.
         let n = unsafe { libc::read(fd.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len()) };
@@ -231,6 +382,10 @@ fn read_until(fd: &OwnedFd, deadline: Instant) -> Result<Option<Option<Vec<u8>>>
             0 => return Ok(Some(None)),
             n if n > 0 => got.extend_from_slice(buffer.get(..n.unsigned_abs()).unwrap_or_default()),
             _ if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
+            // A reset connection is a worker that died with bytes unread.
+            _ if io::Error::last_os_error().raw_os_error() == Some(libc::ECONNRESET) => {
+                return Ok(Some(None))
+            }
             _ => return Err(failed("read")),
         }
     }
@@ -243,8 +398,9 @@ fn whole(got: &[u8]) -> Option<&[u8]> {
     got.get(8..).filter(|rest| rest.len() == length)
 }
 
-/// A child not reaped yet: killed and reaped when dropped, so that no path
-/// out of [`run`] leaves a zombie or a stray solver behind.
+/// A worker not reaped yet: killed and reaped when dropped, so that no path
+/// out of [`ask`], and no thread's end, leaves a zombie or a stray solver
+/// behind.
 struct Child {
     pid: libc::pid_t,
     reaped: bool,
@@ -266,29 +422,6 @@ impl Child {
     fn wait(&mut self) -> Result<Exit, CallFailed> {
         self.reaped = true;
         wait_for(self.pid)
-    }
-
-    /// Leaves it to the reaper thread (it has answered and is exiting);
-    /// reaps it here if there is no such thread.
-    fn reap_later(&mut self) {
-        static REAPER: OnceLock<Option<Sender<libc::pid_t>>> = OnceLock::new();
-        let reaper = REAPER.get_or_init(|| {
-            let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::Builder::new()
-                .name("pinplan-reaper".to_owned())
-                .spawn(move || {
-                    for pid in rx {
-                        let _ = wait_for(pid);
-                    }
-                })
-                .ok()
-                .map(|_| tx)
-        });
-        if reaper.as_ref().is_some_and(|tx| tx.send(self.pid).is_ok()) {
-            self.reaped = true;
-        } else {
-            let _ = self.wait();
-        }
     }
 }
 
@@ -319,7 +452,7 @@ fn wait_for(pid: libc::pid_t) -> Result<Exit, CallFailed> {
     })
 }
 
-/// Sends this process SIGKILL (fault injection: a child killed mid-solve).
+/// Sends this process SIGKILL (fault injection: a worker killed mid-solve).
 #[cfg(any(test, feature = "fault-injection"))]
 pub(super) fn kill_self() -> ! {
     // SAFETY: signalling this very process; SIGKILL ends it.
@@ -338,122 +471,164 @@ mod tests {
         Instant::now() + Duration::from_secs(10)
     }
 
-    /// An answer larger than the pipe's buffer arrives whole.
-    #[test]
-    fn answers_of_any_size_arrive_whole() {
-        for size in [0, 1, 8, 65_535, 65_536, 200_000] {
-            let answer: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
-            let expected = answer.clone();
-            let outcome = run(soon(), move || answer).unwrap();
-            assert_eq!(outcome, Outcome::Answered(expected), "{size} bytes");
+    fn service(name: &'static str, handler: fn(&[u8]) -> Vec<u8>) -> Service {
+        Service { name, handler }
+    }
+
+    fn echo(request: &[u8]) -> Vec<u8> {
+        request.to_vec()
+    }
+
+    /// The worker's process id.
+    fn pid(_: &[u8]) -> Vec<u8> {
+        std::process::id().to_le_bytes().to_vec()
+    }
+
+    fn pid_of(outcome: Outcome) -> u32 {
+        match outcome {
+            Outcome::Answered(bytes) => u32::from_le_bytes(bytes.try_into().unwrap()),
+            other => panic!("{other:?}"),
         }
     }
 
-    fn aborts() -> Vec<u8> {
+    const PID: Service = Service {
+        name: "pid",
+        handler: pid,
+    };
+
+    /// Requests and answers larger than the socket's buffer arrive whole,
+    /// one after another, from one worker.
+    #[test]
+    fn requests_and_answers_of_any_size_arrive_whole() {
+        for size in [0, 1, 8, 65_535, 65_536, 200_000, 3_000_000] {
+            let request: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            let outcome = ask(soon(), service("echo", echo), &request).unwrap();
+            assert_eq!(outcome, Outcome::Answered(request), "{size} bytes");
+        }
+    }
+
+    fn aborts(_: &[u8]) -> Vec<u8> {
         std::process::abort()
     }
 
-    fn panics() -> Vec<u8> {
-        panic!("in the child")
+    fn panics(_: &[u8]) -> Vec<u8> {
+        panic!("in the worker")
     }
 
-    fn is_killed() -> Vec<u8> {
+    fn is_killed(_: &[u8]) -> Vec<u8> {
         kill_self()
     }
 
-    /// How a child ended is told apart: aborted, panicked, killed.
+    fn hangs(_: &[u8]) -> Vec<u8> {
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+
+    /// How a worker ended is told apart: aborted, panicked, killed; and the
+    /// next request gets a new worker that answers.
     #[test]
-    fn how_a_child_ended_is_told() {
+    fn how_a_worker_ended_is_told_and_a_new_one_answers() {
         for (work, exit) in [
-            (aborts as fn() -> Vec<u8>, Exit::Signal(libc::SIGABRT)),
+            (aborts as fn(&[u8]) -> Vec<u8>, Exit::Signal(libc::SIGABRT)),
             (panics, Exit::Status(PANICKED)),
             (is_killed, Exit::Signal(libc::SIGKILL)),
         ] {
-            assert_eq!(run(soon(), work).unwrap(), Outcome::Died(exit));
+            // One service: a worker that answered (pid) is the one that
+            // then dies.
+            let dies = service("dies", work);
+            let outcome = ask(soon(), dies, &[]).unwrap();
+            assert_eq!(outcome, Outcome::Died(exit));
+            assert!(
+                WORKER.with(|w| w.borrow().is_none()),
+                "a dead worker is kept"
+            );
+            let next = pid_of(ask(soon(), PID, &[]).unwrap());
+            assert!(known(next));
         }
+    }
+
+    /// A thread's requests go to one worker.
+    #[test]
+    fn a_thread_keeps_its_worker() {
+        let first = pid_of(ask(soon(), PID, &[]).unwrap());
+        for _ in 0..10 {
+            assert_eq!(pid_of(ask(soon(), PID, &[]).unwrap()), first);
+        }
+        assert_ne!(first, std::process::id());
+        // Another thread has another.
+        let other = std::thread::spawn(|| pid_of(ask(soon(), PID, &[]).unwrap()))
+            .join()
+            .unwrap();
+        assert_ne!(other, first);
     }
 
     /// Whether child `pid` is still to be reaped (running, or a zombie).
     /// WNOWAIT: asking reaps nothing.
-    fn known(pid: libc::pid_t) -> bool {
+    fn known(pid: u32) -> bool {
         // SAFETY: a zeroed siginfo_t is valid (plain data).
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
         // SAFETY: `info` is a live siginfo_t for waitid to write.
-        let found = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
+        let found = unsafe { libc::waitid(libc::P_PID, pid, &mut info, flags) };
         !(found == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD))
     }
 
-    /// A child past its deadline is killed and reaped at once.
+    /// A worker past its deadline is killed and reaped at once; the next
+    /// request gets a new one.
     #[test]
-    fn a_child_past_its_deadline_is_killed_and_reaped() {
-        let running = spawn(|| loop {
-            std::thread::sleep(Duration::from_secs(3600));
-        })
-        .unwrap();
-        let pid = running.child.pid;
+    fn a_worker_past_its_deadline_is_killed_and_reaped() {
+        let before = pid_of(ask(soon(), PID, &[]).unwrap());
         let started = Instant::now();
-        let outcome = running
-            .wait_until(started + Duration::from_millis(100))
-            .unwrap();
+        let outcome = ask(
+            started + Duration::from_millis(100),
+            service("hangs", hangs),
+            &[],
+        )
+        .unwrap();
         assert_eq!(outcome, Outcome::Killed);
         assert!(started.elapsed() < Duration::from_secs(2));
-        assert!(!known(pid), "a zombie is left");
+        let after = pid_of(ask(soon(), PID, &[]).unwrap());
+        assert!(!known(before), "the switched-from worker is left");
+        assert_ne!(before, after);
+        let hung = WORKER.with(|w| w.borrow().as_ref().map(|w| w.child.pid));
+        assert_eq!(hung.map(|p| p as u32), Some(after));
     }
 
-    /// A child whose parent thread ends without waiting for it (a solver
-    /// thread abandoned as `pinplan plan` exits) is killed by the kernel.
+    /// A thread's worker ends with the thread: dropped with its
+    /// thread-locals, or, when the thread never drops it, killed by the
+    /// kernel (a worker asks for that before it serves).
     #[test]
-    fn a_child_dies_with_the_thread_that_forked_it() {
-        let pid = std::thread::spawn(|| {
-            let running = spawn(|| loop {
-                std::thread::sleep(Duration::from_secs(3600));
-            })
+    fn a_worker_dies_with_its_thread() {
+        let dropped = std::thread::spawn(|| pid_of(ask(soon(), PID, &[]).unwrap()))
+            .join()
             .unwrap();
-            let pid = running.child.pid;
-            // The child asks for the signal before its work starts: a thread
-            // that ends before would hand it to another thread of this
-            // process, which the child cannot tell from its parent (in
-            // `run`, the thread waits for the child). So wait until it
-            // sleeps in its work.
-            let sleeping = [libc::SYS_nanosleep, libc::SYS_clock_nanosleep].map(|n| n.to_string());
+        assert!(!known(dropped), "a worker outlives its thread");
+
+        let pid = std::thread::spawn(|| {
+            let worker = Worker::spawn(PID).unwrap();
+            let pid = worker.child.pid;
+            // Wait until it blocks reading its first request: it asked for
+            // the signal before.
+            let reading = libc::SYS_read.to_string();
             let started = Instant::now();
             loop {
                 let call = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap();
-                if sleeping
-                    .iter()
-                    .any(|n| call.split(' ').next() == Some(n.as_str()))
-                {
+                if call.split(' ').next() == Some(reading.as_str()) {
                     break;
                 }
                 assert!(
                     started.elapsed() < Duration::from_secs(10),
-                    "never slept: {call}"
+                    "never read: {call}"
                 );
                 std::thread::sleep(Duration::from_millis(1));
             }
-            // Neither waited for nor killed: the thread just ends.
-            std::mem::forget(running);
+            // Neither dropped nor killed: the thread just ends.
+            std::mem::forget(worker);
             pid
         })
         .join()
         .unwrap();
         assert_eq!(wait_for(pid).unwrap(), Exit::Signal(libc::SIGKILL));
-    }
-
-    /// A child that answered is reaped by the reaper thread, soon.
-    #[test]
-    fn a_child_that_answered_is_reaped() {
-        let running = spawn(|| vec![1, 2, 3]).unwrap();
-        let pid = running.child.pid;
-        assert_eq!(
-            running.wait_until(soon()).unwrap(),
-            Outcome::Answered(vec![1, 2, 3])
-        );
-        let started = Instant::now();
-        while known(pid) {
-            assert!(started.elapsed() < Duration::from_secs(5), "never reaped");
-            std::thread::sleep(Duration::from_millis(1));
-        }
     }
 }

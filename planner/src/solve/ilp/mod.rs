@@ -16,6 +16,7 @@ mod groups;
 pub(crate) mod oracle;
 pub mod per_class;
 mod tiers;
+mod wire;
 
 use super::{Placement, PlanRequest};
 use std::time::Duration;
