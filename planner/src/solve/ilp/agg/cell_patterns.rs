@@ -6,7 +6,10 @@
 //! partition of its cores into pieces, one piece per cell it touches (a VM
 //! whole in one cell has the one-piece pattern). `σ` counts the VMs of a kind
 //! (on a node, for VMs kept to one node) with each pattern; `ρ` the pieces of
-//! each size a group of cells gets; each group is an arc-flow graph.
+//! each size a group of cells gets; each group is an arc-flow graph. A VM
+//! with `numa = "preferred"` that may span nodes whose cells are several has
+//! patterns whose pieces name their nodes (over no more nodes than objective
+//! 4's optimum allows one VM), so that its extra nodes are counted.
 //!
 //! Exact: every layout is one of these (pieces = L3 domains touched, with one
 //! cell per domain); conversely, pieces of one VM that a flow puts in one cell
@@ -20,7 +23,7 @@ use super::super::tiers::priority_levels;
 use super::host::{Host, MemoryRows, Vms};
 use super::layout::{cores_of, partial_of, pieces_of, Units};
 use super::lexicographic::trace_tier;
-use super::patterns::{deal, fill_pool, kinds_of, Kind, PatternVar, Patterns, Pool, Scope};
+use super::patterns::{deal, fill_pool, kinds_of, Kind, PatternVar, Patterns, Piece, Pool, Scope};
 use super::symmetry::{interchangeable_nodes, order_nodes};
 use super::{Stats, TierRun};
 use crate::ids::NodeId;
@@ -46,6 +49,8 @@ pub(super) struct PatternModel {
     model: Model,
     layouts: Layouts,
     kinds: Vec<Kind>,
+    /// Per kind: whether its pieces are kept per node.
+    by_node: Vec<bool>,
     /// Groups of cells: (node, free cores) and their cells.
     groups: Vec<CellGroup>,
     /// Per kind: (node for kinds kept to one, pattern, `σ`).
@@ -78,16 +83,30 @@ impl PatternModel {
         if request.vms.iter().any(|v| !v.cell_nodes.is_empty()) {
             return None;
         }
-        // Preferred VMs over several nodes: only where each node is one cell,
-        // so that a VM's pieces are its nodes and extra nodes = pieces − 1.
-        let spanning = held.get(&Tier::ExtraNodes).copied().unwrap_or(0.0) > 0.5;
-        if spanning && host.nodes.values().any(|cells| cells.len() != 1) {
-            return None;
-        }
+        // Preferred VMs over several nodes: where each node is one cell, a
+        // VM's pieces are its nodes and extra nodes = pieces − 1; else its
+        // patterns name the node of each piece, and use no more nodes than
+        // the VMs may take beyond one, together.
+        let extra = held.get(&Tier::ExtraNodes).copied().unwrap_or(0.0).round();
+        let spanning = extra > 0.5;
+        let most_nodes = if host.nodes.values().all(|cells| cells.len() == 1) {
+            None
+        } else {
+            Some(1 + extra as usize)
+        };
         // Kinds kept to one node: strict, and preferred unless spanning.
         let kinds = kinds_of(request, vms, |vm| {
             vm.numa == NumaPolicy::Preferred && !spanning
         });
+        // Whose pieces are kept per node: those kept to one node, and the
+        // preferred VMs over nodes that have several cells.
+        let by_node: Vec<bool> = kinds
+            .iter()
+            .map(|kind| {
+                let vm = &request.vms[kind.members[0]];
+                kind.one_node || (most_nodes.is_some() && vm.numa == NumaPolicy::Preferred)
+            })
+            .collect();
         // Groups: cells of one node with the same free cores.
         let mut by_group: BTreeMap<(Option<NodeId>, u32), Vec<usize>> = BTreeMap::new();
         for (e, cell) in host.cells.iter().enumerate() {
@@ -96,16 +115,23 @@ impl PatternModel {
         let groups: Vec<CellGroup> = by_group.into_iter().collect();
         let mut p = Patterns::new(groups.iter().map(|(key, _)| key.1).collect());
         let mut memory = MemoryRows::new(request);
-        for kind in &kinds {
+        for (kind, &by_node) in kinds.iter().zip(&by_node) {
             let vm = &request.vms[kind.members[0]];
             p.next_kind();
+            let nodes = if kind.one_node {
+                Some(1)
+            } else if by_node {
+                most_nodes
+            } else {
+                None
+            };
             add_kind(
                 &mut p,
                 host,
                 &groups,
                 vm,
                 kind,
-                (spanning, most_parts, layouts),
+                (spanning, nodes, most_parts, layouts),
             )?;
             add_memory(&p, &mut memory, &groups, kind);
         }
@@ -126,6 +152,7 @@ impl PatternModel {
             model: p.m,
             layouts,
             kinds,
+            by_node,
             groups,
             sigma: p.sigma,
             rho: p.rho,
@@ -144,7 +171,7 @@ impl PatternModel {
     fn layout(&self, values: &[f64]) -> Option<Units> {
         let mut pool: Pool<usize> = vec![BTreeMap::new(); self.kinds.len()];
         for (g, (((node, _), cells), flow)) in self.groups.iter().zip(&self.flows).enumerate() {
-            let scope = |t: usize| -> Scope { self.kinds[t].one_node.then_some(*node) };
+            let scope = |t: usize| -> Scope { self.by_node[t].then_some(*node) };
             fill_pool(&mut pool, g, cells, flow, &self.rho, scope, values)?;
         }
         let mut units = Units::new();
@@ -155,8 +182,10 @@ impl PatternModel {
     }
 }
 
-/// `σ` and `ρ` of one kind: its patterns per scope (each node it may be kept
-/// to, or the host), and the pieces of each size the scope's groups get.
+/// `σ` and `ρ` of one kind: its patterns (per node it may be kept to, over
+/// the nodes it may span, or over the host), and the pieces of each size
+/// each scope's groups get. `nodes`: for a kind whose pieces are kept per
+/// node, the most nodes a VM of it may touch (1 for VMs kept to one node).
 /// `None` when the model would be too big.
 fn add_kind(
     p: &mut Patterns,
@@ -164,60 +193,111 @@ fn add_kind(
     groups: &[CellGroup],
     vm: &VmRequest,
     kind: &Kind,
-    (spanning, most_parts, layouts): (bool, u32, Layouts),
+    (spanning, nodes, most_parts, layouts): (bool, Option<usize>, u32, Layouts),
 ) -> Option<()> {
     let c = kind.cores;
     let usable: Vec<usize> = (0..groups.len())
         .filter(|&g| host.allows(vm, groups[g].0 .0))
         .collect();
-    let scopes: Vec<Scope> = if kind.one_node {
+    let in_scope = |scope: Scope| -> Vec<usize> {
         usable
-            .iter()
-            .map(|&g| Some(groups[g].0 .0))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect()
-    } else {
-        vec![None]
-    };
-    let mut placed = Expr::default();
-    for scope in scopes {
-        let in_scope: Vec<usize> = usable
             .iter()
             .copied()
             .filter(|&g| scope.is_none_or(|k| groups[g].0 .0 == k))
-            .collect();
-        let largest = in_scope.iter().map(|&g| groups[g].0 .1).max().unwrap_or(0);
-        let room: u32 = in_scope
+            .collect()
+    };
+    // Per node (or the host): the largest cell, and the free cores.
+    let scopes: Vec<(Scope, u32, u32)> = match nodes {
+        Some(_) => usable
+            .iter()
+            .map(|&g| groups[g].0 .0)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .map(Some)
+            .collect(),
+        None => vec![None],
+    }
+    .into_iter()
+    .map(|scope| {
+        let mine = in_scope(scope);
+        let largest = mine.iter().map(|&g| groups[g].0 .1).max().unwrap_or(0);
+        let room = mine
             .iter()
             .map(|&g| groups[g].0 .1 * u32::try_from(groups[g].1.len()).unwrap_or(0))
             .sum();
-        if largest == 0 || room < c {
-            continue;
+        (scope, largest, room)
+    })
+    .filter(|&(_, largest, _)| largest > 0)
+    .collect();
+    // Batches of patterns, each tied to its scopes' groups in turn (the
+    // order of the model's variables, which steers the backend's search).
+    let batches: Vec<Vec<Vec<Piece>>> = match nodes {
+        // Kept to one node: its patterns per node.
+        Some(1) => {
+            let mut batches = Vec::new();
+            for &(scope, largest, room) in &scopes {
+                if room < c {
+                    continue;
+                }
+                // In the compact model, whole cells and one remainder; else
+                // any partition.
+                let sizes = if layouts == Layouts::Compact {
+                    let bins: Vec<(u32, u32)> = in_scope(scope)
+                        .iter()
+                        .map(|&g| {
+                            let cells = u32::try_from(groups[g].1.len()).unwrap_or(u32::MAX);
+                            (groups[g].0 .1, cells)
+                        })
+                        .collect();
+                    whole_and_rest(c, &bins, most_parts)
+                } else {
+                    partitions_within(c, largest.min(c), most_parts, p.room())?
+                };
+                batches.push(
+                    sizes
+                        .into_iter()
+                        .map(|sizes| sizes.into_iter().map(|x| (scope, x)).collect())
+                        .collect(),
+                );
+            }
+            batches
         }
-        // A VM kept to one node, in the compact model: whole cells and one
-        // remainder; else any partition.
-        let patterns = if scope.is_some() && layouts == Layouts::Compact {
-            let bins: Vec<(u32, u32)> = in_scope
-                .iter()
-                .map(|&g| {
-                    let cells = u32::try_from(groups[g].1.len()).unwrap_or(u32::MAX);
-                    (groups[g].0 .1, cells)
-                })
-                .collect();
-            whole_and_rest(c, &bins, most_parts)
+        Some(most_nodes) => vec![over_nodes(c, &scopes, most_nodes, most_parts, p.room())?],
+        None => {
+            let (largest, room) = scopes.first().map_or((0, 0), |s| (s.1, s.2));
+            if room < c {
+                Vec::new()
+            } else {
+                vec![partitions_within(c, largest.min(c), most_parts, p.room())?
+                    .into_iter()
+                    .map(|sizes| sizes.into_iter().map(|x| (None, x)).collect())
+                    .collect()]
+            }
+        }
+    };
+    let preferred = spanning && vm.numa == NumaPolicy::Preferred;
+    let extra = |pattern: &[Piece]| -> usize {
+        if !preferred {
+            0
+        } else if nodes.is_some() {
+            // Pieces name their nodes.
+            let touched: BTreeSet<Scope> = pattern.iter().map(|&(s, _)| s).collect();
+            touched.len() - 1
         } else {
-            partitions_within(c, largest.min(c), most_parts, p.room())?
-        };
+            // Each node one cell: each piece a node.
+            pattern.len().saturating_sub(1)
+        }
+    };
+    let mut placed = Expr::default();
+    for patterns in batches {
         if p.too_many(patterns.len()) {
             return None;
         }
-        let extra_nodes = spanning && vm.numa == NumaPolicy::Preferred;
-        let (here, per_size) = p.patterns(vm, kind, scope, patterns, extra_nodes);
+        let (here, per_size) = p.patterns(vm, kind, patterns, extra);
         placed += here;
-        // Pieces of each size in the scope's groups = those of its patterns.
+        // Pieces of each size in each scope's groups = those of its patterns.
         let off_nic = |g: usize| vm.nic_remote(groups[g].0 .0);
-        p.links(kind, per_size, &in_scope, off_nic);
+        p.links(kind, per_size, in_scope, off_nic);
     }
     if !placed.is_empty() {
         p.m.le(placed, kind.members.len() as f64);
@@ -225,17 +305,83 @@ fn add_kind(
     Some(())
 }
 
+/// The patterns of a VM of `c` cores over at most `most_nodes` of the nodes
+/// `scopes` (each with its largest cell and free cores), each piece naming
+/// its node, at most `most_parts` pieces in all; `None` beyond `limit`
+/// patterns.
+fn over_nodes(
+    c: u32,
+    scopes: &[(Scope, u32, u32)],
+    most_nodes: usize,
+    most_parts: u32,
+    limit: usize,
+) -> Option<Vec<Vec<Piece>>> {
+    // (nodes left to look at, cores left, pieces so far) → every way on.
+    fn go(
+        scopes: &[(Scope, u32, u32)],
+        left: u32,
+        nodes_left: usize,
+        parts_left: u32,
+        so_far: &mut Vec<Piece>,
+        out: &mut Vec<Vec<Piece>>,
+        limit: usize,
+    ) -> Option<()> {
+        if left == 0 {
+            out.push(so_far.clone());
+            return (out.len() <= limit).then_some(());
+        }
+        let [(scope, largest, room), rest @ ..] = scopes else {
+            return Some(());
+        };
+        // Nothing on this node.
+        go(rest, left, nodes_left, parts_left, so_far, out, limit)?;
+        if nodes_left == 0 || parts_left == 0 {
+            return Some(());
+        }
+        for here in 1..=left.min(*room) {
+            let ways = partitions_within(here, (*largest).min(here), parts_left, limit)?;
+            for sizes in ways {
+                let n = so_far.len();
+                so_far.extend(sizes.iter().map(|&x| (*scope, x)));
+                let used = u32::try_from(sizes.len()).unwrap_or(u32::MAX);
+                go(
+                    rest,
+                    left - here,
+                    nodes_left - 1,
+                    parts_left - used,
+                    so_far,
+                    out,
+                    limit,
+                )?;
+                so_far.truncate(n);
+            }
+        }
+        Some(())
+    }
+    let mut out = Vec::new();
+    go(
+        scopes,
+        c,
+        most_nodes,
+        most_parts,
+        &mut Vec::new(),
+        &mut out,
+        limit,
+    )?;
+    Some(out)
+}
+
 /// The memory of the current kind's VMs on each node: a VM kept to one node
 /// has all of it on the node of its pattern's scope; a VM over nodes, per
 /// core it has on a node (its pieces there, `ρ`) a share.
 fn add_memory(p: &Patterns, memory: &mut MemoryRows, groups: &[CellGroup], kind: &Kind) {
     let first = kind.members[0];
-    for &(scope, _, sigma) in p.sigma.last().into_iter().flatten() {
-        if let Some(node) = scope {
-            memory.add(first, node, 1.0, sigma);
-        }
-    }
     if kind.one_node {
+        for (pattern, sigma) in p.sigma.last().into_iter().flatten() {
+            if let Some(&(Some(node), _)) = pattern.first() {
+                memory.add(first, node, 1.0, *sigma);
+            }
+        }
         return;
     }
     for (&(g, size), &rho) in p.rho.last().into_iter().flatten() {

@@ -86,12 +86,17 @@ pub(super) fn kinds_of(
     kinds
 }
 
-/// Where a kind's patterns live: `Some(node)` for VMs kept to one node,
-/// `None` for VMs that may span nodes.
+/// Where a piece lives: `Some(node)` for pieces kept to a node (all of a VM
+/// kept to one node, or one node's share of a VM over nodes on a host whose
+/// nodes have several cells), `None` for pieces of a VM that may go to any
+/// bin.
 pub(super) type Scope = Option<Option<NodeId>>;
 
-/// A pattern's count variable: scope, piece sizes, `σ`.
-pub(super) type PatternVar = (Scope, Vec<u32>, Var);
+/// A piece of a pattern: where it lives, and its cores.
+pub(super) type Piece = (Scope, u32);
+
+/// A pattern's count variable: its pieces, and `σ`.
+pub(super) type PatternVar = (Vec<Piece>, Var);
 
 /// A pattern model while it is written: `σ` and `ρ` per kind, the piece sizes
 /// each group of bins gets, and the objective terms.
@@ -141,57 +146,58 @@ impl Patterns {
         MOST_PATTERNS.saturating_sub(earlier)
     }
 
-    /// `σ` for the current kind's `patterns` in `scope`, each counting VMs
-    /// like `vm`; `extra_nodes`: pieces beyond the first are extra NUMA
-    /// nodes. Returns the VMs they place and, per piece size, the pieces
+    /// `σ` for the current kind's `patterns`, each counting VMs like `vm`;
+    /// `extra_nodes` says how many extra NUMA nodes a pattern takes.
+    /// Returns the VMs they place and, per scope and piece size, the pieces
     /// they hold.
     pub(super) fn patterns(
         &mut self,
         vm: &VmRequest,
         kind: &Kind,
-        scope: Scope,
-        patterns: Vec<Vec<u32>>,
-        extra_nodes: bool,
-    ) -> (Expr, BTreeMap<u32, Expr>) {
+        patterns: Vec<Vec<Piece>>,
+        extra_nodes: impl Fn(&[Piece]) -> usize,
+    ) -> (Expr, BTreeMap<Piece, Expr>) {
         let mut placed = Expr::default();
-        let mut per_size: BTreeMap<u32, Expr> = BTreeMap::new();
+        let mut per_size: BTreeMap<Piece, Expr> = BTreeMap::new();
         for pattern in patterns {
             let v = self.m.int(kind.members.len() as f64);
             placed += v;
             self.objectives.place(vm, v, kind.cores);
             self.pieces += pattern.len() as f64 * v;
-            if extra_nodes && pattern.len() > 1 {
-                self.objectives.extra += (pattern.len() as f64 - 1.0) * v;
+            let extra = extra_nodes(&pattern);
+            if extra > 0 {
+                self.objectives.extra += extra as f64 * v;
             }
             // Pieces of each size in this pattern (`v` is new: no term of it
             // to merge with in `per_size`, which would cost a search per piece).
-            let mut sizes: BTreeMap<u32, f64> = BTreeMap::new();
-            for &p in &pattern {
-                *sizes.entry(p).or_default() += 1.0;
+            let mut sizes: BTreeMap<Piece, f64> = BTreeMap::new();
+            for &piece in &pattern {
+                *sizes.entry(piece).or_default() += 1.0;
             }
-            for (p, n) in sizes {
-                *per_size.entry(p).or_default() += n * v;
+            for (piece, n) in sizes {
+                *per_size.entry(piece).or_default() += n * v;
             }
             if let Some(sig) = self.sigma.last_mut() {
-                sig.push((scope, pattern, v));
+                sig.push((pattern, v));
             }
         }
         (placed, per_size)
     }
 
-    /// `ρ` of the current kind: the pieces of each size that the groups
-    /// `in_scope` get equal those of its patterns (`per_size`). `remote`:
-    /// whether a group is off the NIC's node of a VM that prefers it.
+    /// `ρ` of the current kind: the pieces of each size in each scope that
+    /// the scope's groups (`in_scope`) get equal those of its patterns
+    /// (`per_size`). `remote`: whether a group is off the NIC's node of a VM
+    /// that prefers it.
     pub(super) fn links(
         &mut self,
         kind: &Kind,
-        per_size: BTreeMap<u32, Expr>,
-        in_scope: &[usize],
+        per_size: BTreeMap<Piece, Expr>,
+        in_scope: impl Fn(Scope) -> Vec<usize>,
         remote: impl Fn(usize) -> bool,
     ) {
-        for (p, from_patterns) in per_size {
+        for ((scope, p), from_patterns) in per_size {
             let mut pieces = Expr::default();
-            for &g in in_scope {
+            for g in in_scope(scope) {
                 if p > self.caps[g] {
                     continue;
                 }
@@ -277,12 +283,12 @@ pub(super) fn deal<P: Ord + Copy>(
 ) -> Option<()> {
     for (t, sig) in sigma.iter().enumerate() {
         let mut members = kinds[t].members.iter().copied();
-        for (scope, pattern, v) in sig {
+        for (pattern, v) in sig {
             for _ in 0..v.count(values) {
                 let i = members.next()?;
                 let mut mine: BTreeMap<P, u32> = BTreeMap::new();
-                for &p in pattern {
-                    let places = pool[t].get_mut(&(*scope, p))?;
+                for &(scope, p) in pattern {
+                    let places = pool[t].get_mut(&(scope, p))?;
                     let at = places
                         .iter()
                         .rposition(|k| !mine.contains_key(k))
