@@ -95,6 +95,7 @@ fn fits_in_leftover(rest: &mut PlanRequest, changed: &VmRequest) -> Option<u32> 
 
 /// What one explanation run shares: the request and its placement, the
 /// free cores, the host as the placement leaves it, and the time left.
+#[derive(Clone)]
 struct Explainer<'a> {
     request: &'a PlanRequest,
     placement: &'a Placement,
@@ -648,14 +649,52 @@ pub fn explain(
         placed_names,
         rest: leftover(request, placement),
     };
-    request
-        .vms
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !placement.cores.contains_key(i))
-        .map(|(i, vm)| explainer.explain_vm(i, vm))
-        .collect()
+    let unplaced: Vec<usize> = (0..request.vms.len())
+        .filter(|i| !placement.cores.contains_key(i))
+        .collect();
+    // Each VM's explanation is its own (its re-solves start from the same
+    // placement): with re-solves to run and cores to run them on, several
+    // threads take the VMs in turn, each with its solver process.
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(MOST_THREADS)
+        .min(unplaced.len());
+    if !options.explain || options.solver != SolverKind::Ilp || threads < 2 {
+        return unplaced
+            .iter()
+            .map(|&i| explainer.explain_vm(i, &request.vms[i]))
+            .collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, Explanation)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let mut mine = explainer.clone();
+                let (next, unplaced) = (&next, &unplaced);
+                scope.spawn(move || {
+                    let mut done = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&i) = unplaced.get(k) else {
+                            return done;
+                        };
+                        done.push((k, mine.explain_vm(i, &request.vms[i])));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    // In the VMs' order, whichever thread explained each.
+    done.sort_by_key(|&(k, _)| k);
+    done.into_iter().map(|(_, e)| e).collect()
 }
+
+/// The most threads explanations run on.
+const MOST_THREADS: usize = 4;
 
 /// One line for the host when VMs were left out: "91 VMs ask for 375 cores,
 /// 190 are free: 65 fit; left out: vm3, vm9, vm12 and 23 more".
