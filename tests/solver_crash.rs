@@ -1,8 +1,8 @@
 //! Issue 28: a crash of the MIP backend is an error, not a dead process.
-//! Every solve runs in a child process; with the `fault-injection` feature
+//! Every solve runs in a child process (the thread's solver worker); with the `fault-injection` feature
 //! (`cargo test --features pinplan-cli/fault-injection`, as scripts/test.sh
 //! runs them; without it these tests fail, never skip),
-//! `PINPLAN_FAULT_SOLVER=abort:N` (`kill:N`, `hang:N`) makes the child of the
+//! `PINPLAN_FAULT_SOLVER=abort:N` (`kill:N`, `hang:N`) makes the worker of the
 //! N-th solve abort (be killed, hang); `abort:N+` every solve from the N-th. `pinplan plan` must still answer: exit
 //! 0 or 1, never a signal, with the plan it fell back to (complete, no CPU
 //! shared), not proven, and a warning that names the crash.

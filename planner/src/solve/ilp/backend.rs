@@ -12,7 +12,7 @@
 //! (`ilp/wire.rs`), the worker builds the backend's problem from it, solves,
 //! and sends the values back. CBC 2.10 aborts now and then (a failed
 //! assertion in its cut generators) and a backend may overrun its time
-//! limit: either ends the child, never pinplan, and comes back as a
+//! limit: either ends the worker, never pinplan, and comes back as a
 //! [`SolveError`]; callers fall back to the best point they know. CBC is not
 //! thread-safe (the `singlethread-cbc` feature of good_lp serialises its
 //! calls), but each worker is a process of its own: threads solving at once
@@ -302,7 +302,7 @@ pub(super) struct Settings {
     pub(super) cbc_params: Vec<(String, String)>,
     /// `PINPLAN_ILP_TRACE`: say on stderr why an answer was refused.
     trace: bool,
-    /// What to make the child do (tests only).
+    /// What to make the worker do (tests only).
     #[cfg(any(test, feature = "fault-injection"))]
     fault: Option<Fault>,
 }
@@ -357,7 +357,7 @@ impl Settings {
     }
 }
 
-/// A fault injected into the child of a solve (tests only), after the
+/// A fault injected into the worker of a solve (tests only), after the
 /// backend's model is built and before it is solved.
 #[cfg(any(test, feature = "fault-injection"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -480,7 +480,7 @@ fn run_with(
     checked(model, raw, settings.trace)
 }
 
-/// [`run`] in this process, for measuring what the child process costs.
+/// [`run`] in this process, for measuring what the worker process costs.
 #[cfg(test)]
 pub(crate) fn run_in_process(
     model: &Model,
@@ -660,7 +660,7 @@ mod tests {
         (m, -(4.0 * a + 5.0 * b + 7.0 * c))
     }
 
-    /// The child answers what this process does.
+    /// The worker answers what this process does.
     #[test]
     fn the_child_answers_as_this_process_does() {
         let (m, goal) = knapsack();
