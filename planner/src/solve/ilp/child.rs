@@ -18,8 +18,10 @@
 //! once and the thread's next request forks a new one. The kernel kills a
 //! worker whose thread ends without dropping it (`PR_SET_PDEATHSIG`). The
 //! worker leaves with `_exit`, running no destructor and no `atexit`
-//! handler (the parent's buffered output is never flushed twice). What the
-//! bytes mean is the caller's business ([`super::backend`]).
+//! handler (the parent's buffered output is never flushed twice). An idle
+//! worker costs a process and the pages of the parent's memory at its fork
+//! that the parent has written since (copy-on-write). What the bytes mean is
+//! the caller's business ([`super::backend`]).
 #![allow(unsafe_code)]
 
 use std::cell::RefCell;
