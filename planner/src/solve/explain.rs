@@ -659,37 +659,45 @@ pub fn explain(
         .map_or(1, std::num::NonZeroUsize::get)
         .min(MOST_THREADS)
         .min(unplaced.len());
-    if !options.explain || options.solver != SolverKind::Ilp || threads < 2 {
+    let resolves =
+        options.explain && options.solver == SolverKind::Ilp && deadline > Instant::now();
+    if !resolves || threads < 2 {
         return unplaced
             .iter()
             .map(|&i| explainer.explain_vm(i, &request.vms[i]))
             .collect();
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
+    let take = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut done: Vec<(usize, Explanation)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
+        // A thread the system refuses (a limit on processes or memory) is
+        // no error: the threads there are, this one at least, do the work.
+        let workers: Vec<_> = (1..threads)
+            .map_while(|_| {
                 let mut mine = explainer.clone();
-                let (next, unplaced) = (&next, &unplaced);
-                scope.spawn(move || {
-                    let mut done = Vec::new();
-                    loop {
-                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(&i) = unplaced.get(k) else {
-                            return done;
-                        };
-                        done.push((k, mine.explain_vm(i, &request.vms[i])));
-                    }
-                })
+                let (take, unplaced) = (&take, &unplaced);
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, move || {
+                        let mut done = Vec::new();
+                        while let Some(&i) = unplaced.get(take()) {
+                            done.push((i, mine.explain_vm(i, &request.vms[i])));
+                        }
+                        done
+                    })
+                    .ok()
             })
             .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
+        let mut done = Vec::new();
+        while let Some(&i) = unplaced.get(take()) {
+            done.push((i, explainer.explain_vm(i, &request.vms[i])));
+        }
+        for w in workers {
+            done.extend(w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        }
+        done
     });
     // In the VMs' order, whichever thread explained each.
-    done.sort_by_key(|&(k, _)| k);
+    done.sort_by_key(|&(i, _)| i);
     done.into_iter().map(|(_, e)| e).collect()
 }
 

@@ -283,7 +283,7 @@ pub struct Watched {
     /// The placement (the best found so far when the solver was abandoned).
     pub placement: Placement,
     /// The solver overran its limit and still runs in its thread: no other
-    /// solve should start (CBC runs one at a time).
+    /// solve should start (it would compete with it for the cores).
     pub abandoned: bool,
 }
 
@@ -437,7 +437,7 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
     // Explanations check the cores left free first; their re-solves get as
     // long as the solve took (0.1 to 1 s, never past the limit), so that
     // explaining 30 VMs does not take 30 solves' time. An abandoned solver
-    // thread still holds the backend: then no re-solve at all.
+    // thread still solves: then no re-solve at all.
     let explain_deadline = if resolve {
         let budget = started
             .elapsed()

@@ -526,18 +526,20 @@ const SOLVER: Service = Service {
 };
 
 /// Solves the request in `bytes` (in the worker) and returns the answer's
-/// bytes; a request it cannot read is answered with a message.
+/// bytes; a request it cannot read is answered as unreadable, which the
+/// parent tells as [`SolveError::Garbled`] (a fault, never a search that
+/// found nothing).
 fn solve_request(bytes: &[u8]) -> Vec<u8> {
-    let raw = match wire::decode_request(bytes) {
-        Some(r) => solve_here(
-            &r.model,
-            &r.objective,
-            r.time_limit,
-            r.start.as_deref(),
-            &r.settings,
-        ),
-        None => Err("the solver's worker could not read its request".to_owned()),
+    let Some(r) = wire::decode_request(bytes) else {
+        return wire::UNREADABLE.to_vec();
     };
+    let raw = solve_here(
+        &r.model,
+        &r.objective,
+        r.time_limit,
+        r.start.as_deref(),
+        &r.settings,
+    );
     wire::encode_answer(&raw)
 }
 

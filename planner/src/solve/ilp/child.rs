@@ -104,16 +104,43 @@ pub(super) fn ask(
             call: "ask",
             error: io::Error::from(io::ErrorKind::WouldBlock),
         })?;
-        let worker = match slot.take() {
-            Some(worker) if worker.service == service.name => worker,
-            // Another service's worker (tests only) is killed when dropped.
-            _ => Worker::spawn(service)?,
+        // A kept worker that died while idle (the OOM killer, a CPU-time
+        // limit, an admin's kill) is reaped and replaced: this request never
+        // reached it, and must not be told as its crash.
+        let kept = slot
+            .take()
+            .filter(|w| w.service == service.name && w.is_idle_and_alive());
+        // Another service's worker (tests only), or a dead one, is killed
+        // and reaped when dropped.
+        let reused = kept.is_some();
+        let worker = match kept {
+            Some(worker) => worker,
+            None => Worker::spawn(service)?,
         };
         let (worker, outcome) = worker.ask(deadline, request);
+        let outcome = match outcome {
+            // It died between the check and the request, before taking it:
+            // once more, with a new worker.
+            Err(Untaken(_)) if reused => {
+                let (worker, outcome) = Worker::spawn(service)?.ask(deadline, request);
+                *slot = worker;
+                return outcome.unwrap_or_else(|Untaken(exit)| exit.map(Outcome::Died));
+            }
+            Err(Untaken(exit)) => exit.map(Outcome::Died),
+            Ok(outcome) => outcome,
+        };
         *slot = worker;
         outcome
     })
 }
+
+/// A request the worker ended before taking (before its acknowledgement):
+/// how it ended.
+struct Untaken(Result<Exit, CallFailed>);
+
+/// What a worker sends once it has read a request whole, before its work:
+/// a worker that ends before it has not started on the request.
+const TAKEN: u8 = b'!';
 
 /// A worker, and the parent's end of its socket.
 struct Worker {
@@ -161,14 +188,29 @@ impl Worker {
         })
     }
 
+    /// Whether the worker is still there, waiting for a request: an idle
+    /// worker sends nothing of its own, so anything to read on its socket,
+    /// or its end closed, means it is gone.
+    fn is_idle_and_alive(&self) -> bool {
+        let mut pollfd = libc::pollfd {
+            fd: self.socket.as_raw_fd(),
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, alive for the call; 0 ms: no wait.
+        let ready = unsafe { libc::poll(&mut pollfd, 1, 0) };
+        ready == 0
+    }
+
     /// Sends `request` and reads the answer until it is whole (it may exceed
     /// the socket's buffer); kills the worker if `deadline` passes first.
-    /// Gives the worker back if it is still of use.
+    /// Gives the worker back if it is still of use; `Untaken` when it
+    /// ended before it took the request (it is reaped).
     fn ask(
         mut self,
         deadline: Instant,
         request: &[u8],
-    ) -> (Option<Worker>, Result<Outcome, CallFailed>) {
+    ) -> (Option<Worker>, Result<Result<Outcome, CallFailed>, Untaken>) {
         let length = (request.len() as u64).to_le_bytes();
         let sent = send_until(&self.socket, &length, deadline).and_then(|sent| match sent {
             Sent::All => send_until(&self.socket, request, deadline),
@@ -176,25 +218,20 @@ impl Worker {
         });
         let outcome = match sent {
             Ok(Sent::All) => match read_until(&self.socket, deadline) {
-                Ok(Some(Some(answer))) => return (Some(self), Ok(Outcome::Answered(answer))),
-                Ok(Some(None)) => self.child.wait().map(Outcome::Died),
-                Ok(None) => {
-                    self.child.kill();
-                    Ok(Outcome::Killed)
-                }
+                Ok(Read::Whole(answer)) => return (Some(self), Ok(Ok(Outcome::Answered(answer)))),
+                Ok(Read::Ended { taken: true }) => self.child.wait().map(Outcome::Died),
+                Ok(Read::Ended { taken: false }) => return (None, Err(Untaken(self.child.wait()))),
+                Ok(Read::Late) => Ok(self.child.stop()),
                 Err(e) => Err(e),
             },
-            // The worker closed its end: it has died (or is dying).
-            Ok(Sent::Closed) => self.child.wait().map(Outcome::Died),
-            Ok(Sent::Late) => {
-                self.child.kill();
-                Ok(Outcome::Killed)
-            }
+            // The worker closed its end before it had the request whole.
+            Ok(Sent::Closed) => return (None, Err(Untaken(self.child.wait()))),
+            Ok(Sent::Late) => Ok(self.child.stop()),
             Err(e) => Err(e),
         };
         // Whatever happened, this worker is done: dropping it kills and
         // reaps it if it is not reaped yet.
-        (None, outcome)
+        (None, Ok(outcome))
     }
 }
 
@@ -216,21 +253,46 @@ fn serve(parent: u32, socket: RawFd, handler: fn(&[u8]) -> Vec<u8>) -> ! {
     unsafe {
         // The parent's other threads have workers of their own: a copy of
         // their sockets held here would keep them from seeing their workers
-        // end. (Before Linux 5.9 close_range fails: such a parent then
-        // learns of a crash only at its deadline.)
-        if socket > 3 {
-            libc::close_range(3, (socket - 1) as libc::c_uint, 0);
+        // end, for as long as this worker lives.
+        let below = socket <= 3 || libc::close_range(3, (socket - 1) as libc::c_uint, 0) == 0;
+        let above =
+            libc::close_range((socket + 1).max(3) as libc::c_uint, libc::c_uint::MAX, 0) == 0;
+        if !(below && above) {
+            // Before Linux 5.9 (or under a seccomp filter that refuses it)
+            // there is no close_range: each descriptor the limit allows.
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+            let most = RawFd::try_from(limit.rlim_cur.min(1 << 20)).unwrap_or(1 << 20);
+            for fd in (3..most).filter(|&fd| fd != socket) {
+                libc::close(fd);
+            }
         }
-        libc::close_range((socket + 1).max(3) as libc::c_uint, libc::c_uint::MAX, 0);
         // What the work prints on stdout goes to stderr: stdout is where
         // pinplan writes its JSON.
         libc::dup2(2, 1);
     }
+    // Nothing of the worker's may unwind into the parent's frames it was
+    // forked in: a panic outside the handler's guard ends it too.
+    let _ = std::panic::catch_unwind(|| serve_requests(socket, handler));
+    // SAFETY: _exit ends the process at once (see below).
+    unsafe { libc::_exit(PANICKED) }
+}
+
+/// Answers request after request on `socket`, and leaves when the parent
+/// closes its end.
+fn serve_requests(socket: RawFd, handler: fn(&[u8]) -> Vec<u8>) -> ! {
     loop {
         let Some(request) = read_request(socket) else {
             // SAFETY: _exit ends the process at once (see below).
             unsafe { libc::_exit(0) }
         };
+        if !send_all(socket, &[TAKEN]) {
+            // SAFETY: _exit ends the process at once (see below).
+            unsafe { libc::_exit(UNWRITTEN) }
+        }
         let status = match std::panic::catch_unwind(|| handler(&request)) {
             Ok(answer) => {
                 let length = (answer.len() as u64).to_le_bytes();
@@ -365,36 +427,53 @@ fn wait_for_fd(fd: &OwnedFd, events: libc::c_short, deadline: Instant) -> Result
     }
 }
 
-/// Reads `fd` until the length-prefixed answer is whole: `None` if
-/// `deadline` passes first, `Some(None)` at an end of file before the
-/// answer is whole.
-fn read_until(fd: &OwnedFd, deadline: Instant) -> Result<Option<Option<Vec<u8>>>, CallFailed> {
+/// What came back for a request.
+enum Read {
+    /// The whole answer.
+    Whole(Vec<u8>),
+    /// The worker's end closed first; `taken`: after it took the request.
+    Ended { taken: bool },
+    /// Not whole by the deadline.
+    Late,
+}
+
+/// Reads `fd` until the acknowledgement and the length-prefixed answer are
+/// whole, the worker's end closes, or `deadline` passes.
+fn read_until(fd: &OwnedFd, deadline: Instant) -> Result<Read, CallFailed> {
     let mut got: Vec<u8> = Vec::new();
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
         if let Some(answer) = whole(&got) {
-            return Ok(Some(Some(answer.to_vec())));
+            return Ok(Read::Whole(answer.to_vec()));
         }
         if !wait_for_fd(fd, libc::POLLIN, deadline)? {
-            return Ok(None);
+            return Ok(Read::Late);
         }
+        let ended = Read::Ended {
+            taken: !got.is_empty(),
+        };
         // SAFETY: `buffer` is writable for its whole length.
         let n = unsafe { libc::read(fd.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len()) };
         match n {
-            0 => return Ok(Some(None)),
+            0 => return Ok(ended),
             n if n > 0 => got.extend_from_slice(buffer.get(..n.unsigned_abs()).unwrap_or_default()),
             _ if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
             // A reset connection is a worker that died with bytes unread.
             _ if io::Error::last_os_error().raw_os_error() == Some(libc::ECONNRESET) => {
-                return Ok(Some(None))
+                return Ok(ended)
             }
             _ => return Err(failed("read")),
         }
     }
 }
 
-/// The answer in `got` once it has all the bytes its prefix announces.
+/// The answer in `got` once it has the acknowledgement and all the bytes
+/// its prefix announces (anything else first: never whole, and the worker
+/// is told dead when it ends).
 fn whole(got: &[u8]) -> Option<&[u8]> {
+    let (&TAKEN, got) = got.split_first()? else {
+        return None;
+    };
     let prefix: [u8; 8] = got.get(..8)?.try_into().ok()?;
     let length = usize::try_from(u64::from_le_bytes(prefix)).ok()?;
     got.get(8..).filter(|rest| rest.len() == length)
@@ -409,6 +488,20 @@ struct Child {
 }
 
 impl Child {
+    /// At a deadline: a worker that has died already (its end of file
+    /// still on its way) is a crash; one still at work is killed.
+    fn stop(&mut self) -> Outcome {
+        let mut status: libc::c_int = 0;
+        // SAFETY: `status` is a live c_int for waitpid to write; WNOHANG:
+        // no wait.
+        if unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } == self.pid {
+            self.reaped = true;
+            return Outcome::Died(exit_of(status));
+        }
+        self.kill();
+        Outcome::Killed
+    }
+
     /// Kills and reaps it.
     fn kill(&mut self) {
         // SAFETY: `pid` is this process's child, not reaped yet (so the
@@ -447,11 +540,16 @@ fn wait_for(pid: libc::pid_t) -> Result<Exit, CallFailed> {
             return Err(failed("waitpid"));
         }
     }
-    Ok(if libc::WIFSIGNALED(status) {
+    Ok(exit_of(status))
+}
+
+/// How a child ended, from its wait status.
+fn exit_of(status: libc::c_int) -> Exit {
+    if libc::WIFSIGNALED(status) {
         Exit::Signal(libc::WTERMSIG(status))
     } else {
         Exit::Status(libc::WEXITSTATUS(status))
-    })
+    }
 }
 
 /// Sends this process SIGKILL (fault injection: a worker killed mid-solve).
@@ -563,6 +661,36 @@ mod tests {
             .join()
             .unwrap();
         assert_ne!(other, first);
+    }
+
+    /// A worker that died while idle (killed by someone else) is not this
+    /// request's crash: the request goes to a new worker, and the dead one
+    /// is reaped.
+    #[test]
+    fn a_worker_dead_while_idle_is_replaced() {
+        for wait in [true, false] {
+            let first = pid_of(ask(soon(), PID, &[]).unwrap());
+            // SAFETY: signalling this thread's own worker.
+            unsafe { libc::kill(first as libc::pid_t, libc::SIGKILL) };
+            if wait {
+                // Dead and its socket closed before the next request...
+                let started = Instant::now();
+                while std::fs::read_to_string(format!("/proc/{first}/stat"))
+                    .is_ok_and(|stat| !stat.contains(") Z"))
+                {
+                    assert!(started.elapsed() < Duration::from_secs(10));
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            // ...or (without the wait) perhaps still dying as it is sent.
+            eprintln!(
+                "wait {wait} alive {:?}",
+                WORKER.with(|w| w.borrow().as_ref().map(Worker::is_idle_and_alive))
+            );
+            let next = pid_of(ask(soon(), PID, &[]).unwrap());
+            assert_ne!(next, first);
+            assert!(!known(first), "the dead worker is left a zombie");
+        }
     }
 
     /// Whether child `pid` is still to be reaped (running, or a zombie).

@@ -189,6 +189,10 @@ pub(super) fn decode_request(bytes: &[u8]) -> Option<Request> {
     })
 }
 
+/// The worker's answer to a request it could not read: never decoded as an
+/// answer ([`decode_answer`] gives `None`).
+pub(super) const UNREADABLE: &[u8] = &[2];
+
 /// The worker's answer as bytes: `0`, proven (0 or 1), then each value as a
 /// little-endian f64; or `1` and the backend's message.
 pub(super) fn encode_answer(raw: &Result<Raw, String>) -> Vec<u8> {
@@ -316,7 +320,7 @@ mod tests {
             let columns = raw.as_ref().map_or(0, |r| r.values.len());
             assert_eq!(decode_answer(&encode_answer(&raw), columns), Some(raw));
         }
-        for bytes in [&[][..], &[0], &[0, 1, 0, 0], &[0, 2], &[7, 1]] {
+        for bytes in [&[][..], &[0], &[0, 1, 0, 0], &[0, 2], &[7, 1], UNREADABLE] {
             assert_eq!(decode_answer(bytes, 0), None, "{bytes:?}");
         }
     }
