@@ -65,9 +65,7 @@ impl Roles {
             .max(1);
         (t - housekeeping % t) % t
     }
-}
 
-impl Roles {
     /// The role of guest vCPU `vcpu`: none when the VM has no roles.
     pub fn of(&self, vcpu: u32) -> Option<crate::plan::Role> {
         use crate::plan::Role;

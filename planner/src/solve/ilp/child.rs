@@ -104,14 +104,9 @@ pub(super) fn ask(
             call: "ask",
             error: io::Error::from(io::ErrorKind::WouldBlock),
         })?;
-        // A kept worker that died while idle (the OOM killer, a CPU-time
-        // limit, an admin's kill) is reaped and replaced: this request never
-        // reached it, and must not be told as its crash.
-        let kept = slot
-            .take()
-            .filter(|w| w.service == service.name && w.is_idle_and_alive());
-        // Another service's worker (tests only), or a dead one, is killed
-        // and reaped when dropped.
+        // Another service's worker (tests only) is killed and reaped when
+        // dropped.
+        let kept = slot.take().filter(|w| w.service == service.name);
         let reused = kept.is_some();
         let worker = match kept {
             Some(worker) => worker,
@@ -119,8 +114,10 @@ pub(super) fn ask(
         };
         let (worker, outcome) = worker.ask(deadline, request);
         let outcome = match outcome {
-            // It died between the check and the request, before taking it:
-            // once more, with a new worker.
+            // A kept worker that ended before it took the request died
+            // while idle (the OOM killer, a CPU-time limit, an admin's
+            // kill): this request never reached it and is not its crash.
+            // Once more, with a new worker.
             Err(Untaken(_)) if reused => {
                 let (worker, outcome) = Worker::spawn(service)?.ask(deadline, request);
                 *slot = worker;
@@ -186,20 +183,6 @@ impl Worker {
             socket: ours,
             service: service.name,
         })
-    }
-
-    /// Whether the worker is still there, waiting for a request: an idle
-    /// worker sends nothing of its own, so anything to read on its socket,
-    /// or its end closed, means it is gone.
-    fn is_idle_and_alive(&self) -> bool {
-        let mut pollfd = libc::pollfd {
-            fd: self.socket.as_raw_fd(),
-            events: libc::POLLIN | libc::POLLRDHUP,
-            revents: 0,
-        };
-        // SAFETY: one pollfd, alive for the call; 0 ms: no wait.
-        let ready = unsafe { libc::poll(&mut pollfd, 1, 0) };
-        ready == 0
     }
 
     /// Sends `request` and reads the answer until it is whole (it may exceed
@@ -683,10 +666,6 @@ mod tests {
                 }
             }
             // ...or (without the wait) perhaps still dying as it is sent.
-            eprintln!(
-                "wait {wait} alive {:?}",
-                WORKER.with(|w| w.borrow().as_ref().map(Worker::is_idle_and_alive))
-            );
             let next = pid_of(ask(soon(), PID, &[]).unwrap());
             assert_ne!(next, first);
             assert!(!known(first), "the dead worker is left a zombie");
