@@ -23,7 +23,30 @@ pub struct CmdlineError {
     /// Its value.
     pub value: String,
     /// What is wrong.
-    pub reason: String,
+    pub reason: CpulistFault,
+}
+
+/// What is wrong with a kernel CPU list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpulistFault {
+    /// A bound is neither a number nor `N`.
+    #[error("{0:?} is not a CPU number")]
+    NotACpu(String),
+    /// `a-b` with `b < a`.
+    #[error("range {0}-{1} runs backwards")]
+    Backwards(u32, u32),
+    /// A stride that is not `used/group`.
+    #[error("stride {0:?} is not used/group")]
+    NotAStride(String),
+    /// A stride's part that is not a count.
+    #[error("{0:?} is not a count")]
+    NotACount(String),
+    /// A stride with `used` 0, `group` 0 or `used > group`.
+    #[error("stride {0:?}: need 0 < used <= group")]
+    BadStride(String),
+    /// Only flags, or nothing.
+    #[error("no CPUs in the list")]
+    Empty,
 }
 
 impl KernelCmdline {
@@ -98,7 +121,7 @@ impl KernelCmdline {
 }
 
 /// Parses a kernel cpulist, skipping leading flag words (letters and `_`).
-fn parse_kernel_cpulist(value: &str, cpus: &CpuSet) -> Result<CpuSet, String> {
+fn parse_kernel_cpulist(value: &str, cpus: &CpuSet) -> Result<CpuSet, CpulistFault> {
     let last = cpus.iter().next_back().map_or(0, |c| c.0);
     let items: Vec<&str> = value.split(',').collect();
     let first_list = items
@@ -115,11 +138,11 @@ fn parse_kernel_cpulist(value: &str, cpus: &CpuSet) -> Result<CpuSet, String> {
             Some((r, s)) => (r, Some(s)),
             None => (*item, None),
         };
-        let number = |s: &str| -> Result<u32, String> {
+        let number = |s: &str| -> Result<u32, CpulistFault> {
             if s == "N" {
                 Ok(last)
             } else {
-                s.parse().map_err(|_| format!("{s:?} is not a CPU number"))
+                s.parse().map_err(|_| CpulistFault::NotACpu(s.to_owned()))
             }
         };
         let (start, end) = match range.split_once('-') {
@@ -130,18 +153,22 @@ fn parse_kernel_cpulist(value: &str, cpus: &CpuSet) -> Result<CpuSet, String> {
             }
         };
         if end < start {
-            return Err(format!("range {start}-{end} runs backwards"));
+            return Err(CpulistFault::Backwards(start, end));
         }
         let (used, group) = match stride {
             None => (1, 1),
             Some(s) => {
                 let (u, g) = s
                     .split_once('/')
-                    .ok_or_else(|| format!("stride {s:?} is not used/group"))?;
-                let u: u32 = u.parse().map_err(|_| format!("{u:?} is not a count"))?;
-                let g: u32 = g.parse().map_err(|_| format!("{g:?} is not a count"))?;
+                    .ok_or_else(|| CpulistFault::NotAStride(s.to_owned()))?;
+                let u: u32 = u
+                    .parse()
+                    .map_err(|_| CpulistFault::NotACount(u.to_owned()))?;
+                let g: u32 = g
+                    .parse()
+                    .map_err(|_| CpulistFault::NotACount(g.to_owned()))?;
                 if u == 0 || g == 0 || u > g {
-                    return Err(format!("stride {s:?}: need 0 < used <= group"));
+                    return Err(CpulistFault::BadStride(s.to_owned()));
                 }
                 (u, g)
             }
@@ -153,7 +180,7 @@ fn parse_kernel_cpulist(value: &str, cpus: &CpuSet) -> Result<CpuSet, String> {
         }
     }
     if out.is_empty() {
-        return Err("no CPUs in the list".to_owned());
+        return Err(CpulistFault::Empty);
     }
     Ok(out)
 }

@@ -12,7 +12,9 @@ use pinplan::fleet::apply::{self as fleet_apply, FleetApplyOptions, FleetJournal
 use pinplan::fleet::inventory::Inventory;
 use pinplan::interrupt::Interrupt;
 use pinplan::libvirt::apply::host::{Checked, Prepared};
-use pinplan::libvirt::apply::{self, lock, ApplyError, Journal, JournalStatus, Scope, Session};
+use pinplan::libvirt::apply::{
+    self, lock, ApplyError, HookRefusal, Journal, JournalStatus, Scope, Session,
+};
 use pinplan::plan::Plan;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -82,7 +84,10 @@ pub struct ApplyArgs {
 /// then goes ahead (tests stall the connection under it). With `--fleet`,
 /// `PINPLAN_FAULT_HOST=NAME` keeps the fault to that host.
 #[cfg(feature = "fault-injection")]
-fn hook(host: Option<&str>, interrupt: &Interrupt) -> impl FnMut(u32) -> Result<(), String> + Send {
+fn hook(
+    host: Option<&str>,
+    interrupt: &Interrupt,
+) -> impl FnMut(u32) -> Result<(), HookRefusal> + Send {
     let only = std::env::var("PINPLAN_FAULT_HOST").ok();
     let at: Option<u32> = std::env::var("PINPLAN_FAULT_PIN_CALL")
         .ok()
@@ -103,9 +108,9 @@ fn hook(host: Option<&str>, interrupt: &Interrupt) -> impl FnMut(u32) -> Result<
             if carry_on {
                 return Ok(());
             }
-            Err(format!(
+            Err(HookRefusal(format!(
                 "fault injected at pin call {call} after running PINPLAN_FAULT_EXEC ({status:?})"
-            ))
+            )))
         }
         Some(n) if n == call && abort => {
             eprintln!("fault injection: aborting before pin call {call}");
@@ -125,11 +130,11 @@ fn hook(host: Option<&str>, interrupt: &Interrupt) -> impl FnMut(u32) -> Result<
                 }
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            Err(format!(
+            Err(HookRefusal(format!(
                 "fault injection: SIG{name} sent ({sent:?}) but not seen in 5 s"
-            ))
+            )))
         }
-        Some(n) if n == call => Err(format!("fault injected at pin call {call}")),
+        Some(n) if n == call => Err(HookRefusal(format!("fault injected at pin call {call}"))),
         _ => Ok(()),
     }
 }
@@ -138,7 +143,7 @@ fn hook(host: Option<&str>, interrupt: &Interrupt) -> impl FnMut(u32) -> Result<
 fn hook(
     _host: Option<&str>,
     _interrupt: &Interrupt,
-) -> impl FnMut(u32) -> Result<(), String> + Send {
+) -> impl FnMut(u32) -> Result<(), HookRefusal> + Send {
     |_| Ok(())
 }
 

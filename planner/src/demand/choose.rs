@@ -334,25 +334,14 @@ impl<'a, 't> Evidence<'a, 't> {
         }
         let predicted = m.predict_gbps(tx, packet_bytes, line_rate, beyond_line);
         let used: Vec<String> = m.rows.iter().map(|r| r.at()).collect();
-        let sizes_note = if self.same_size.is_empty() {
-            format!(
-                "no {packet_bytes} B row was measured, so the per-core packet rate of other sizes is \
-                 assumed to hold; "
-            )
-        } else {
-            String::new()
-        };
-        warnings.push(format!(
-            "basis model: {sizes_note}best per-core rate {} Mpps{} from {}, fitted on rows {}; \
-             measure {profile} at {packet_bytes} B with {tx} tx + {rx_cores} rx cores to confirm",
-            fmt_mpps(m.per_core_pps),
-            if m.best_censored {
-                " (at least: that row ran at line rate)"
-            } else {
-                ""
-            },
-            m.best.describe(),
-            row_list(&m.rows)
+        let same_size_measured = !self.same_size.is_empty();
+        warnings.push(model_note(
+            m,
+            profile,
+            packet_bytes,
+            same_size_measured,
+            tx,
+            rx_cores,
         ));
         if options.allow_extrapolation && (beyond_line || too_many) {
             warnings.push(format!(
@@ -380,6 +369,38 @@ impl<'a, 't> Evidence<'a, 't> {
             rows: used,
         })
     }
+}
+
+/// The warning that says a demand is the model's: which rate it took from
+/// which row, fitted on which rows, and the measurement that would confirm it.
+fn model_note(
+    m: &model::RateModel<'_>,
+    profile: &str,
+    packet_bytes: u32,
+    same_size_measured: bool,
+    tx: u32,
+    rx_cores: u32,
+) -> String {
+    let sizes_note = if same_size_measured {
+        String::new()
+    } else {
+        format!(
+            "no {packet_bytes} B row was measured, so the per-core packet rate of other sizes is \
+             assumed to hold; "
+        )
+    };
+    format!(
+        "basis model: {sizes_note}best per-core rate {} Mpps{} from {}, fitted on rows {}; \
+         measure {profile} at {packet_bytes} B with {tx} tx + {rx_cores} rx cores to confirm",
+        fmt_mpps(m.per_core_pps),
+        if m.best_censored {
+            " (at least: that row ran at line rate)"
+        } else {
+            ""
+        },
+        m.best.describe(),
+        row_list(&m.rows)
+    )
 }
 
 /// `a.csv:5,6,7 b.csv:2`: row references, grouped by file, for messages.

@@ -124,7 +124,7 @@ const REQUIRED: [&str; 5] = ["profile", "packet_bytes", "tx_cores", "rx_cores", 
 /// Splits one CSV line into fields: commas separate, double quotes enclose
 /// fields that hold commas (`""` is a quote inside them), spaces around
 /// fields are trimmed.
-fn split_csv(line: &str) -> Result<Vec<String>, String> {
+fn split_csv(line: &str) -> Result<Vec<String>, UnclosedQuote> {
     let mut fields = Vec::new();
     let mut field = String::new();
     let mut chars = line.chars().peekable();
@@ -156,7 +156,7 @@ fn split_csv(line: &str) -> Result<Vec<String>, String> {
         }
     }
     if quoted {
-        return Err("a quoted field is not closed: add the closing \"".to_owned());
+        return Err(UnclosedQuote);
     }
     fields.push(if was_quoted {
         field
@@ -165,6 +165,11 @@ fn split_csv(line: &str) -> Result<Vec<String>, String> {
     });
     Ok(fields)
 }
+
+/// A CSV line whose quoted field does not end.
+#[derive(Debug, thiserror::Error)]
+#[error("a quoted field is not closed: add the closing \"")]
+struct UnclosedQuote;
 
 fn parse_gbps(text: &str) -> Option<f64> {
     let t = text.trim();
@@ -199,7 +204,7 @@ impl Header {
     /// Reads the header at `line`; every [`REQUIRED`] column must be there.
     fn parse(file: &Path, line: usize, text: &str) -> Result<Header, TableError> {
         let names: Vec<String> = split_csv(text)
-            .map_err(|e| error_at(file, line, e))?
+            .map_err(|e| error_at(file, line, e.to_string()))?
             .into_iter()
             .map(|n| n.to_ascii_lowercase())
             .collect();
@@ -245,7 +250,7 @@ impl Header {
     /// Reads the measurement at `line` under this header.
     fn row(&self, file: &Path, line: usize, text: &str) -> Result<Row, TableError> {
         let at = |problem: String| error_at(file, line, problem);
-        let fields = split_csv(text).map_err(at)?;
+        let fields = split_csv(text).map_err(|e| at(e.to_string()))?;
         if fields.len() != self.names.len() {
             return Err(at(format!(
                 "{} fields, but the header has {} columns ({})",

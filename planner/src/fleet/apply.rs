@@ -99,7 +99,7 @@ pub struct FleetApplyOptions<'a> {
 }
 
 /// The pin-call hook of one host (fault injection in tests).
-pub type Hook = Box<dyn FnMut(u32) -> Result<(), String> + Send>;
+pub type Hook = Box<dyn FnMut(u32) -> Result<(), crate::libvirt::apply::HookRefusal> + Send>;
 
 /// What happened on one host.
 pub enum HostStatus {

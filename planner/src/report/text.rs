@@ -12,33 +12,12 @@ impl Report {
     /// A summary line, the conflict table, the host map (in ANSI colour when
     /// `colour`), and with a plan its moves and effect.
     pub fn to_text(&self, host: &HostTopology, colour: bool) -> String {
-        let errors = self
-            .conflicts
-            .iter()
-            .filter(|c| c.severity == Severity::Error)
-            .count();
-        let warnings = self.conflicts.len() - errors;
         let shut_off: Vec<&Tenant> = self
             .tenants
             .iter()
             .filter(|t| t.state == TenantState::ShutOff)
             .collect();
-        let mut out = format!(
-            "{} tenant{}{}, {errors} error{}, {warnings} warning{}\n",
-            self.tenants.len(),
-            if self.tenants.len() == 1 { "" } else { "s" },
-            if shut_off.is_empty() {
-                String::new()
-            } else {
-                format!(" ({} shut off)", shut_off.len())
-            },
-            if errors == 1 { "" } else { "s" },
-            if warnings == 1 { "" } else { "s" }
-        );
-        match &self.host_cpus {
-            Some(cpus) => out.push_str(&format!("host CPUs: {cpus}\n")),
-            None => out.push_str(&format!("{}\n", super::HOST_CPUS_UNKNOWN)),
-        }
+        let mut out = self.summary(shut_off.len());
         if !self.conflicts.is_empty() {
             out.push('\n');
             out.push_str(&conflict_table(&self.conflicts));
@@ -48,89 +27,116 @@ impl Report {
             self.host_map(host, colour)
         ));
         if !shut_off.is_empty() {
-            let listed: Vec<String> = shut_off
-                .iter()
-                .map(|t| {
-                    if t.pinned {
-                        format!("{} (config: cpus {})", t.name, t.cpus)
-                    } else {
-                        format!("{} (config: not pinned)", t.name)
-                    }
-                })
-                .collect();
-            out.push_str(&format!(
-                "  shut off, not on the map: {}\n",
-                listed.join(", ")
-            ));
+            out.push_str(&shut_off_line(&shut_off));
         }
-        if let Some(live) = self.live.as_ref().filter(|l| !l.stray_threads.is_empty()) {
-            let width = live
-                .stray_threads
-                .iter()
-                .map(|t| t.name.chars().count())
-                .max()
-                .unwrap_or(0)
-                .max(4);
-            out.push_str(&format!(
-                "\nstray threads on VM CPUs ({} of {}, busiest first):\n{:>8} {:>8} {:<width$} {:<12} {}\n",
-                live.stray_threads.len(),
-                live.stray_threads_total,
-                "tid",
-                "pid",
-                "name",
-                "affinity",
-                "on VM CPUs"
-            ));
-            for t in &live.stray_threads {
-                out.push_str(&format!(
-                    "{:>8} {:>8} {:<width$} {:<12} {}\n",
-                    t.tid,
-                    t.pid,
-                    t.name,
-                    t.affinity.to_string(),
-                    t.on_vm_cpus
-                ));
-            }
-        }
+        self.push_stray_threads(&mut out);
         for note in self.notes.iter().filter(|n| *n != super::HOST_CPUS_UNKNOWN) {
             out.push_str(&format!("note: {note}\n"));
         }
-        if let Some(effect) = &self.plan {
-            out.push_str(&format!(
-                "\nplan: {} move{}; it removes {} conflict{}, leaves {}, adds {}\n",
-                self.moves.len(),
-                if self.moves.len() == 1 { "" } else { "s" },
-                effect.resolved.len(),
-                if effect.resolved.len() == 1 { "" } else { "s" },
-                effect.remaining.len(),
-                effect.introduced.len()
-            ));
-            for m in &self.moves {
-                let thread = match m.id {
-                    Some(id) => format!("{} {id}", m.thread),
-                    None => m.thread.to_string(),
-                };
-                let from = m
-                    .from
-                    .as_ref()
-                    .map_or_else(|| "(new)".to_owned(), |f| f.to_string());
-                out.push_str(&format!(
-                    "  {:<16} {thread:<12} {from:>12} -> {}\n",
-                    m.vm, m.to
-                ));
-            }
-            for (title, list) in [
-                ("removes", &effect.resolved),
-                ("leaves", &effect.remaining),
-                ("adds", &effect.introduced),
-            ] {
-                if !list.is_empty() {
-                    out.push_str(&format!("\nthe plan {title}:\n"));
-                    out.push_str(&conflict_table(list));
-                }
-            }
+        self.push_plan(&mut out);
+        out
+    }
+
+    /// The first lines: tenants, errors and warnings counted, the host's CPUs.
+    fn summary(&self, shut_off: usize) -> String {
+        let errors = self
+            .conflicts
+            .iter()
+            .filter(|c| c.severity == Severity::Error)
+            .count();
+        let warnings = self.conflicts.len() - errors;
+        let mut out = format!(
+            "{} tenant{}{}, {errors} error{}, {warnings} warning{}\n",
+            self.tenants.len(),
+            if self.tenants.len() == 1 { "" } else { "s" },
+            if shut_off == 0 {
+                String::new()
+            } else {
+                format!(" ({shut_off} shut off)")
+            },
+            if errors == 1 { "" } else { "s" },
+            if warnings == 1 { "" } else { "s" }
+        );
+        match &self.host_cpus {
+            Some(cpus) => out.push_str(&format!("host CPUs: {cpus}\n")),
+            None => out.push_str(&format!("{}\n", super::HOST_CPUS_UNKNOWN)),
         }
         out
+    }
+
+    /// The live host's threads that are not a VM's on VM CPUs, busiest
+    /// first, as a table (nothing when there are none).
+    fn push_stray_threads(&self, out: &mut String) {
+        let Some(live) = self.live.as_ref().filter(|l| !l.stray_threads.is_empty()) else {
+            return;
+        };
+        let width = live
+            .stray_threads
+            .iter()
+            .map(|t| t.name.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(4);
+        out.push_str(&format!(
+            "\nstray threads on VM CPUs ({} of {}, busiest first):\n{:>8} {:>8} {:<width$} {:<12} {}\n",
+            live.stray_threads.len(),
+            live.stray_threads_total,
+            "tid",
+            "pid",
+            "name",
+            "affinity",
+            "on VM CPUs"
+        ));
+        for t in &live.stray_threads {
+            out.push_str(&format!(
+                "{:>8} {:>8} {:<width$} {:<12} {}\n",
+                t.tid,
+                t.pid,
+                t.name,
+                t.affinity.to_string(),
+                t.on_vm_cpus
+            ));
+        }
+    }
+
+    /// With a plan: its moves, and the conflicts it removes, leaves and adds.
+    fn push_plan(&self, out: &mut String) {
+        let Some(effect) = &self.plan else {
+            return;
+        };
+        out.push_str(&format!(
+            "\nplan: {} move{}; it removes {} conflict{}, leaves {}, adds {}\n",
+            self.moves.len(),
+            if self.moves.len() == 1 { "" } else { "s" },
+            effect.resolved.len(),
+            if effect.resolved.len() == 1 { "" } else { "s" },
+            effect.remaining.len(),
+            effect.introduced.len()
+        ));
+        for m in &self.moves {
+            let thread = match m.id {
+                Some(id) => format!("{} {id}", m.thread),
+                None => m.thread.to_string(),
+            };
+            let from = m
+                .from
+                .as_ref()
+                .map_or_else(|| "(new)".to_owned(), |f| f.to_string());
+            out.push_str(&format!(
+                "  {:<16} {thread:<12} {from:>12} -> {}\n",
+                m.vm, m.to
+            ));
+        }
+        for (title, list) in [
+            ("removes", &effect.resolved),
+            ("leaves", &effect.remaining),
+            ("adds", &effect.introduced),
+        ] {
+            if !list.is_empty() {
+                out.push_str(&format!("\nthe plan {title}:\n"));
+                out.push_str(&conflict_table(list));
+            }
+        }
     }
 
     /// One row per core: each CPU's running tenants, conflicts marked. A
@@ -240,6 +246,21 @@ fn on_cpu(t: &Tenant, cpu: CpuId, usable: &CpuSet) -> Option<OnCpu> {
 enum OnCpu {
     Pinned(String),
     Floating(String),
+}
+
+/// The shut-off tenants, which the map leaves out, with their config pins.
+fn shut_off_line(shut_off: &[&Tenant]) -> String {
+    let listed: Vec<String> = shut_off
+        .iter()
+        .map(|t| {
+            if t.pinned {
+                format!("{} (config: cpus {})", t.name, t.cpus)
+            } else {
+                format!("{} (config: not pinned)", t.name)
+            }
+        })
+        .collect();
+    format!("  shut off, not on the map: {}\n", listed.join(", "))
 }
 
 /// One row per conflict. The tenants column is at least 20 wide, and as

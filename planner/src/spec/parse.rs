@@ -432,22 +432,7 @@ impl Spec {
     ) -> Result<VmSpec, SpecError> {
         let line = lines.of(vm);
         let vm = vm.get_ref();
-        let name = vm.name.get_ref().trim().to_owned();
-        let name_line = lines.of(&vm.name);
-        if name.is_empty() {
-            return Err(self.error(name_line, "vm.name", "a VM needs a name".to_owned()));
-        }
-        if let Some(reason) = bad_vm_name(&name) {
-            let mut e = self.error(name_line, "vm.name", format!("VM name {name:?} {reason}"));
-            e.hint = Some(format!(
-                "a VM name is a libvirt domain name and the name of its files in --out DIR: \
-                 no '/', no control characters, not starting with '.', at most {NAME_MAX_BYTES} bytes"
-            ));
-            return Err(e);
-        }
-        if names.contains(&name) {
-            return Err(self.error(name_line, "vm.name", format!("two VMs are named {name:?}")));
-        }
+        let name = self.vm_name(&vm.name, names, lines)?;
         let (sizing, sizing_line) = self.sizing(&name, vm, line, lines)?;
         let nics = self.nics(&name, vm, defaults, lines)?;
         let min_fraction = match &vm.min_fraction {
@@ -455,16 +440,7 @@ impl Spec {
             None => default_fraction,
         };
         let realtime_vcpus = match &vm.realtime_vcpus {
-            Some(list) => Some((
-                list.get_ref().parse::<CpuSet>().map_err(|e| {
-                    self.error(
-                        lines.of(list),
-                        "vm.realtime_vcpus",
-                        format!("{name}: realtime_vcpus is a list of guest vCPUs: {e}"),
-                    )
-                })?,
-                lines.of(list),
-            )),
+            Some(list) => Some(self.realtime_vcpus(&name, list, lines)?),
             None => None,
         };
         Ok(VmSpec {
@@ -521,6 +497,50 @@ impl Spec {
                 .or(defaults.movable.as_ref())
                 .is_some_and(|m| *m.get_ref()),
         })
+    }
+
+    /// A VM's name, trimmed: not empty, usable as a domain and file name,
+    /// not one of the VMs read before (`names`).
+    fn vm_name(
+        &self,
+        name: &Spanned<String>,
+        names: &BTreeSet<String>,
+        lines: &Lines,
+    ) -> Result<String, SpecError> {
+        let name_line = lines.of(name);
+        let name = name.get_ref().trim().to_owned();
+        if name.is_empty() {
+            return Err(self.error(name_line, "vm.name", "a VM needs a name".to_owned()));
+        }
+        if let Some(reason) = bad_vm_name(&name) {
+            let mut e = self.error(name_line, "vm.name", format!("VM name {name:?} {reason}"));
+            e.hint = Some(format!(
+                "a VM name is a libvirt domain name and the name of its files in --out DIR: \
+                 no '/', no control characters, not starting with '.', at most {NAME_MAX_BYTES} bytes"
+            ));
+            return Err(e);
+        }
+        if names.contains(&name) {
+            return Err(self.error(name_line, "vm.name", format!("two VMs are named {name:?}")));
+        }
+        Ok(name)
+    }
+
+    /// `realtime_vcpus`: a list of the guest's vCPUs, with its line.
+    fn realtime_vcpus(
+        &self,
+        name: &str,
+        list: &Spanned<String>,
+        lines: &Lines,
+    ) -> Result<(CpuSet, usize), SpecError> {
+        let set = list.get_ref().parse::<CpuSet>().map_err(|e| {
+            self.error(
+                lines.of(list),
+                "vm.realtime_vcpus",
+                format!("{name}: realtime_vcpus is a list of guest vCPUs: {e}"),
+            )
+        })?;
+        Ok((set, lines.of(list)))
     }
 
     /// How a VM's vCPU count is given: `vcpus`, or `profile` + `target_gbps`

@@ -192,7 +192,10 @@ impl Spec {
     ) -> Result<Option<crate::memory::VmMemory>, SpecError> {
         let domain = match (&vm.domain_xml, defined) {
             (Some(path), _) => std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                .map_err(|source| DomainMemoryError::Read {
+                    path: path.clone(),
+                    source,
+                })
                 .and_then(|text| domain_memory(&path.display().to_string(), &text))
                 .map_err(|m| self.error(vm.line, "vm.domain_xml", format!("{}: {m}", vm.name)))?,
             (None, Some((origin, text))) => domain_memory(origin, text)
@@ -695,10 +698,16 @@ impl Spec {
 /// A domain XML's `<memory>` in bytes and its huge page size in KiB
 /// (`<memoryBacking><hugepages>` with a `<page size>`, else 2048 — the
 /// kernel's default huge page on x86; 4 without `<hugepages>`).
-fn domain_memory(origin: &str, text: &str) -> Result<(Option<u64>, Option<u64>), String> {
+fn domain_memory(
+    origin: &str,
+    text: &str,
+) -> Result<(Option<u64>, Option<u64>), DomainMemoryError> {
     use crate::xmldoc::NodeExt as _;
-    let doc =
-        crate::xmldoc::parse(text).map_err(|e| format!("{origin}:{}: {}", e.line, e.problem))?;
+    let doc = crate::xmldoc::parse(text).map_err(|e| DomainMemoryError::Xml {
+        origin: origin.to_owned(),
+        line: e.line,
+        problem: e.problem.to_string(),
+    })?;
     let root = doc.root_element();
     // libvirt's scaled amounts default to KiB.
     let scale = |unit: Option<&str>| crate::topology::unit_bytes(unit.unwrap_or("KiB"));
@@ -719,4 +728,22 @@ fn domain_memory(origin: &str, text: &str) -> Result<(Option<u64>, Option<u64>),
             })
     });
     Ok((bytes, page))
+}
+
+/// Why a VM's domain XML could not give its memory.
+#[derive(Debug, thiserror::Error)]
+enum DomainMemoryError {
+    /// The spec's `domain_xml` file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// The domain is not well-formed XML.
+    #[error("{origin}:{line}: {problem}")]
+    Xml {
+        origin: String,
+        line: usize,
+        problem: String,
+    },
 }

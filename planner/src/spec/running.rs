@@ -10,7 +10,7 @@
 
 use super::{Spec, SpecError};
 use crate::cpuset::CpuSet;
-use crate::ids::{CoreId, NodeId};
+use crate::ids::{CoreId, CpuId, NodeId};
 use crate::plan::{FixedKind, GuestTopology, Move, Plan, VcpuPin, VmPlan};
 use crate::solve::{FixedTenant, PlanRequest, VmRequest};
 use crate::tenant::{floats, LooseThreads, Tenant, TenantKind, TenantState, VcpuCpus};
@@ -356,6 +356,21 @@ fn vcpus_on_reserved(t: &Tenant, usable: &CpuSet, reserved: &CpuSet, warnings: &
     }
 }
 
+/// Why a running VM cannot be kept where it runs, worded to follow
+/// "runs with".
+#[derive(Debug, thiserror::Error)]
+enum NotKeepable {
+    /// vCPUs that may run on several CPUs each (`vCPU 0: 2-3, …`).
+    #[error("vCPUs pinned to several CPUs each ({0})")]
+    Floating(String),
+    /// A vCPU with an empty pin.
+    #[error("vCPU {0} pinned to no CPU")]
+    Unpinned(u32),
+    /// A vCPU on a CPU the host lacks or has offline.
+    #[error("vCPU {vcpu} on CPU {cpu}, which {host} does not have online")]
+    Offline { vcpu: u32, cpu: CpuId, host: String },
+}
+
 /// A running VM as a placed VM: each vCPU on the one CPU it runs on, the
 /// cores of those CPUs (and of its pinned emulator and I/O threads off the
 /// host's CPUs) its own. `Err` says why not: a vCPU that may run on several
@@ -366,7 +381,7 @@ fn kept_plan(
     host: &HostTopology,
     usable: &CpuSet,
     reserved: &CpuSet,
-) -> Result<VmPlan, String> {
+) -> Result<VmPlan, NotKeepable> {
     let mut pins = Vec::with_capacity(t.vcpus.len());
     let mut cores: BTreeSet<CoreId> = BTreeSet::new();
     let sets: Vec<String> = t
@@ -376,21 +391,20 @@ fn kept_plan(
         .map(|v| format!("vCPU {}: {}", v.vcpu, v.cpus))
         .collect();
     if !sets.is_empty() {
-        return Err(format!(
-            "vCPUs pinned to several CPUs each ({})",
-            sets.join(", ")
-        ));
+        return Err(NotKeepable::Floating(sets.join(", ")));
     }
     for v in &t.vcpus {
         let Some(cpu) = v.cpus.first() else {
-            return Err(format!("vCPU {} pinned to no CPU", v.vcpu));
+            return Err(NotKeepable::Unpinned(v.vcpu));
         };
-        let core = host.pu(cpu).and_then(|p| p.core).ok_or_else(|| {
-            format!(
-                "vCPU {} on CPU {cpu}, which {} does not have online",
-                v.vcpu, host.source
-            )
-        })?;
+        let core = host
+            .pu(cpu)
+            .and_then(|p| p.core)
+            .ok_or_else(|| NotKeepable::Offline {
+                vcpu: v.vcpu,
+                cpu,
+                host: host.source.clone(),
+            })?;
         cores.insert(core);
         pins.push(VcpuPin {
             vcpu: v.vcpu,

@@ -59,7 +59,7 @@ impl Session {
                         reason,
                     }));
                 }
-                Err(e) => bad.push(e.clone()),
+                Err(e) => bad.push(e.to_string()),
             }
             let target = self.check_vm(vm, &online, &mut bad);
             problems.extend(bad.into_iter().map(|reason| Problem {
@@ -128,9 +128,12 @@ impl Session {
     /// Every domain at the URI but the VMs applied now (`selected`), as a
     /// tenant: with `--vm`, the plan's other VMs stay where they run and
     /// are in the way like any domain.
-    fn others(&self, selected: &[&VmPlan], host: &HostTopology) -> Result<Vec<Tenant>, String> {
-        let mut all =
-            crate::libvirt::tenants::domain_tenants(&self.uri, host).map_err(|e| e.to_string())?;
+    fn others(
+        &self,
+        selected: &[&VmPlan],
+        host: &HostTopology,
+    ) -> Result<Vec<Tenant>, crate::libvirt::tenants::TenantsError> {
+        let mut all = crate::libvirt::tenants::domain_tenants(&self.uri, host)?;
         all.retain(|t| !selected.iter().any(|v| v.name == t.name));
         Ok(all)
     }

@@ -204,6 +204,13 @@ fn lv(e: &virt::error::Error) -> String {
     e.message().to_owned()
 }
 
+/// Why the hook called before each pin call refused it: fault injection's
+/// message (the CLI builds the hook; without the `fault-injection` feature
+/// it refuses nothing).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HookRefusal(pub String);
+
 /// One step of pinning or restoring a VM that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StepError {
@@ -235,8 +242,8 @@ pub enum StepError {
         what: String,
         /// `live` or `config`.
         scope: &'static str,
-        /// The hook's message.
-        message: String,
+        /// The hook's refusal.
+        message: HookRefusal,
     },
     /// Reading the pinning back failed.
     #[error("reading back its {scope} pinning: {cause}")]
@@ -391,7 +398,7 @@ impl Session {
         flags: u32,
         goal: &'static str,
         calls: &mut u32,
-        hook: &mut dyn FnMut(u32) -> Result<(), String>,
+        hook: &mut dyn FnMut(u32) -> Result<(), HookRefusal>,
         stop: &dyn Fn() -> Option<Signal>,
     ) -> Result<(), StepError> {
         let scope = scope_name(flags);
@@ -476,7 +483,7 @@ impl Session {
         targets: &[Target],
         journal: &Journal,
         scope: Scope,
-        hook: &mut dyn FnMut(u32) -> Result<(), String>,
+        hook: &mut dyn FnMut(u32) -> Result<(), HookRefusal>,
         interrupt: &Interrupt,
     ) -> Result<Vec<Applied>, Box<Failure>> {
         let mut done = Vec::new();
