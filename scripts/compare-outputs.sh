@@ -31,7 +31,8 @@ run() {
     find "$dir" -type f -exec sed -i -E \
         -e 's/[0-9]+(\.[0-9]+)? ?(ms|µs|s)\b/T \2/g' \
         -e 's/"([a-z_]*(seconds|_ms|elapsed|millis)[a-z_]*)": ?[0-9.e+-]+/"\1": T/g' \
-        -e "s#$scratch#SCRATCH#g" {} +
+        -e "s#$scratch#SCRATCH#g" \
+        -e 's/\(git [0-9a-f]+[^)]*\)/(git REV)/g' {} +
     n=$((n + 1))
 }
 # help pages, man, completions

@@ -6,10 +6,12 @@
 //! the host-free checks `parse`'s, the host-dependent ones `request`'s.
 
 mod fleet;
+mod nics;
 mod parse;
 mod request;
 mod running;
 mod schema;
+mod sizing;
 
 pub use fleet::{AnySpec, FleetHost, FleetSpec, FleetVm};
 
