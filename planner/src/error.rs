@@ -92,14 +92,26 @@ pub struct LibvirtCause {
     /// libvirt's message.
     pub message: String,
     /// libvirt's error code (`virErrorNumber`), e.g. `NoDomain`.
-    pub code: String,
+    pub code: virt::error::ErrorNumberEnum,
+}
+
+impl LibvirtCause {
+    /// Whether libvirt refused this user (its authentication failed, was
+    /// cancelled or is unavailable), by libvirt's error code.
+    pub fn is_auth(&self) -> bool {
+        use virt::error::ErrorNumber::{AuthCancelled, AuthFailed, AuthUnavailable};
+        matches!(
+            self.code,
+            virt::enumutil::Enum::Known(AuthFailed | AuthUnavailable | AuthCancelled)
+        )
+    }
 }
 
 impl From<&virt::error::Error> for LibvirtCause {
     fn from(e: &virt::error::Error) -> Self {
         LibvirtCause {
             message: e.message().to_owned(),
-            code: format!("{:?}", e.code()),
+            code: e.code(),
         }
     }
 }
@@ -132,9 +144,7 @@ impl Diagnostic for LibvirtError {
     fn hint(&self) -> Option<String> {
         // polkit or socket permissions: libvirtd runs, we may not talk to it.
         let message = self.cause.message.to_ascii_lowercase();
-        let denied = self.cause.code == "AuthFailed"
-            || self.cause.code == "AuthUnavailable"
-            || self.cause.code == "AuthCancelled"
+        let denied = self.cause.is_auth()
             || message.contains("permission denied")
             || message.contains("authentication")
             || message.contains("polkit")
@@ -191,26 +201,28 @@ mod tests {
     /// member of the libvirt group", not "check that libvirtd is running".
     #[test]
     fn permission_errors_say_root_or_libvirt_group() {
-        let refused = |message: &str, code: &str| LibvirtError {
+        use virt::enumutil::Enum::Known;
+        use virt::error::ErrorNumber;
+        let refused = |message: &str, code: ErrorNumber| LibvirtError {
             uri: "qemu:///system".to_owned(),
             action: LibvirtAction::Connect,
             cause: LibvirtCause {
                 message: message.to_owned(),
-                code: code.to_owned(),
+                code: Known(code),
             },
         };
         for (message, code) in [
             (
                 "authentication unavailable: no polkit agent available",
-                "AuthUnavailable",
+                ErrorNumber::AuthUnavailable,
             ),
             (
                 "Failed to connect socket to '/run/libvirt/libvirt-sock': Permission denied",
-                "SystemError",
+                ErrorNumber::SystemError,
             ),
             (
                 "internal error: Unable to get system bus connection: Could not connect",
-                "InternalError",
+                ErrorNumber::InternalError,
             ),
         ] {
             let hint = refused(message, code).hint().unwrap_or_default();
@@ -221,11 +233,18 @@ mod tests {
         }
         let down = refused(
             "Failed to connect socket: No such file or directory",
-            "SystemError",
+            ErrorNumber::SystemError,
         );
         assert!(down
             .hint()
             .unwrap_or_default()
             .contains("check that libvirtd is running"));
+        // By libvirt's code alone, whatever the words.
+        let by_code = refused("no", ErrorNumber::AuthFailed);
+        assert!(by_code.cause.is_auth());
+        assert!(by_code
+            .hint()
+            .unwrap_or_default()
+            .contains("run as root, or as a member of the libvirt group"));
     }
 }

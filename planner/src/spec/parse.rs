@@ -5,7 +5,7 @@
 
 use super::schema::NicLocality;
 use super::schema::{
-    FixedSection, HostField, HostSection, IgnoreSection, Policies, SpecFile, VmSection, KEYS,
+    FixedSection, HostField, HostSection, IgnoreSection, Policies, SpecFile, VmSection,
 };
 use super::{Spec, SpecError, VmSpec};
 use crate::cpuset::CpuSet;
@@ -64,7 +64,7 @@ fn read_toml(path: &Path, text: &str, lines: &Lines) -> Result<SpecFile, SpecErr
             .and_then(|unknown| {
                 let expected: Vec<&str> = message.split('`').skip(3).step_by(2).collect();
                 let pool: Vec<&str> = if expected.is_empty() {
-                    KEYS.to_vec()
+                    super::schema::keys()
                 } else {
                     expected
                 };

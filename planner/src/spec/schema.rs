@@ -187,50 +187,95 @@ impl<'de> Deserialize<'de> for HostField {
     }
 }
 
-/// Keys each table accepts, for suggestions.
-pub(super) const KEYS: &[&str] = &[
-    "host",
-    "defaults",
-    "vm",
-    "fixed",
-    "source",
-    "reserved_cores",
-    "reserved_cores_per_node",
-    "reserved_cpus",
-    "tables",
-    "line_rate_gbps",
-    "name",
-    "profile",
-    "target_gbps",
-    "vcpus",
-    "nic",
-    "threads",
-    "emulator",
-    "numa",
-    "nic_affinity",
-    "nics",
-    "addr",
-    "affinity",
-    "min_fraction",
-    "iothreads",
-    "priority",
-    "packet_bytes",
-    "cpus",
-    "housekeeping_vcpus",
-    "realtime",
-    "realtime_vcpus",
-    "cache_aware",
-    "cache_passthrough",
-    "connect",
-    "doctor_root",
-    "nic_names",
-    "hosts",
-    "movable",
-    "ignore",
-    "memory",
-    "hugepages",
-    "set_vcpus",
-    "allow_extrapolation",
-    "reserved_memory",
-    "domain_xml",
-];
+/// Every key of every table, for suggestions when serde's message lists
+/// none: read from the types above (their derived `Deserialize` names its
+/// fields), so that a new key is never missing here.
+pub(super) fn keys() -> Vec<&'static str> {
+    let tables = [
+        fields::<SpecFile>(),
+        fields::<HostSection>(),
+        fields::<Policies>(),
+        fields::<VmSection>(),
+        fields::<NicEntry>(),
+        fields::<FixedSection>(),
+        fields::<IgnoreSection>(),
+    ];
+    let mut keys: Vec<&'static str> = Vec::new();
+    for key in tables.into_iter().flatten() {
+        if !keys.contains(key) {
+            keys.push(key);
+        }
+    }
+    keys
+}
+
+/// The field names a derived `Deserialize` struct asks for: a deserializer
+/// that records them from `deserialize_struct` and reads nothing.
+fn fields<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    let mut seen: &'static [&'static str] = &[];
+    let _ = T::deserialize(FieldProbe(&mut seen));
+    seen
+}
+
+/// See [`fields`].
+struct FieldProbe<'a>(&'a mut &'static [&'static str]);
+
+impl<'de> serde::Deserializer<'de> for FieldProbe<'_> {
+    type Error = serde::de::value::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom(
+            "only a struct's field names are read",
+        ))
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = fields;
+        self.deserialize_any(visitor)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+        byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map
+        enum identifier ignored_any
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_keys_are_every_tables_fields() {
+        let keys = keys();
+        // One from each table, including those the hand-written list lacked.
+        for key in [
+            "host",
+            "source",
+            "reserved_memory",
+            "threads",
+            "memory",
+            "hugepages",
+            "set_vcpus",
+            "domain_xml",
+            "realtime_vcpus",
+            "addr",
+            "cpus",
+            "ignore",
+            "movable",
+            "nic_names",
+        ] {
+            assert!(keys.contains(&key), "{key} missing from {keys:?}");
+        }
+        assert!(!keys.contains(&"threds"));
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), keys.len(), "a key listed twice");
+    }
+}
