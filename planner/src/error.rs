@@ -46,6 +46,28 @@ pub trait Diagnostic: std::error::Error + Send + Sync + 'static {
     }
 }
 
+/// [`Diagnostic`] for an error enum each of whose variants wraps one error
+/// that is a [`Diagnostic`]: the hint and the exit status are the wrapped
+/// error's. `diagnostic_by_variant!(PrepareError: Topology, Libvirt);`
+macro_rules! diagnostic_by_variant {
+    ($error:ident: $($variant:ident),+ $(,)?) => {
+        impl $crate::error::Diagnostic for $error {
+            fn hint(&self) -> Option<String> {
+                match self {
+                    $($error::$variant(e) => $crate::error::Diagnostic::hint(e),)+
+                }
+            }
+
+            fn exit(&self) -> $crate::error::Exit {
+                match self {
+                    $($error::$variant(e) => $crate::error::Diagnostic::exit(e),)+
+                }
+            }
+        }
+    };
+}
+pub(crate) use diagnostic_by_variant;
+
 /// What pinplan asked libvirt when it refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LibvirtAction {

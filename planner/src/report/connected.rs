@@ -6,7 +6,6 @@
 
 use super::Report;
 use crate::cpuset::CpuSet;
-use crate::error::{Diagnostic, Exit};
 use crate::libvirt::tenants::{self, Domains, TenantsError};
 use crate::plan::{Plan, PlanError};
 use crate::topology::{self, HostTopology, Source, TopologyError};
@@ -26,23 +25,7 @@ pub enum ConnectedError {
     Tenants(#[from] TenantsError),
 }
 
-impl Diagnostic for ConnectedError {
-    fn hint(&self) -> Option<String> {
-        match self {
-            ConnectedError::Topology(e) => e.hint(),
-            ConnectedError::Plan(e) => e.hint(),
-            ConnectedError::Tenants(e) => e.hint(),
-        }
-    }
-
-    fn exit(&self) -> Exit {
-        match self {
-            ConnectedError::Topology(e) => e.exit(),
-            ConnectedError::Plan(e) => e.exit(),
-            ConnectedError::Tenants(e) => e.exit(),
-        }
-    }
-}
+crate::error::diagnostic_by_variant!(ConnectedError: Topology, Plan, Tenants);
 
 /// What the report of a connected host is asked for.
 pub struct Connected<'a> {

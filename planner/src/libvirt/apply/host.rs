@@ -5,7 +5,7 @@
 //! ([`Checked::dry_run`]).
 
 use super::{ApplyError, Journal, Problem, Scope, Session, Target};
-use crate::error::{Diagnostic, Exit, LibvirtError};
+use crate::error::LibvirtError;
 use crate::libvirt::tenants::{self, Domains, TenantsError};
 use crate::plan::Plan;
 use crate::report::Report;
@@ -60,25 +60,7 @@ pub enum PrepareError {
     Tenants(#[from] TenantsError),
 }
 
-impl Diagnostic for PrepareError {
-    fn hint(&self) -> Option<String> {
-        match self {
-            PrepareError::Topology(e) => e.hint(),
-            PrepareError::Libvirt(e) => e.hint(),
-            PrepareError::Apply(e) => e.hint(),
-            PrepareError::Tenants(e) => e.hint(),
-        }
-    }
-
-    fn exit(&self) -> Exit {
-        match self {
-            PrepareError::Topology(e) => e.exit(),
-            PrepareError::Libvirt(e) => e.exit(),
-            PrepareError::Apply(e) => e.exit(),
-            PrepareError::Tenants(e) => e.exit(),
-        }
-    }
-}
+crate::error::diagnostic_by_variant!(PrepareError: Topology, Libvirt, Apply, Tenants);
 
 /// Checks `plan` (read from `plan_path`) against the host at `uri` for the
 /// VMs `names` (all when empty); changes nothing. `--live` alone on a domain
