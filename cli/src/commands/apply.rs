@@ -12,11 +12,12 @@ use pinplan::fleet::apply::{self as fleet_apply, FleetApplyOptions, FleetJournal
 use pinplan::fleet::inventory::Inventory;
 use pinplan::interrupt::Interrupt;
 use pinplan::libvirt::apply::host::{Checked, Prepared};
+use pinplan::libvirt::apply::outcome::{millis, AppliedVm, Outcome, Status};
 use pinplan::libvirt::apply::{
     self, lock, ApplyError, HookRefusal, Journal, JournalStatus, Scope, Session,
 };
 use pinplan::plan::Plan;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -153,7 +154,11 @@ fn default_journal(kind: &str) -> Result<PathBuf, Failure> {
 }
 
 /// Prints the text, or with `--format json` the object.
-fn say(args: &ApplyArgs, text: &str, object: impl FnOnce() -> Value) -> Result<(), Failure> {
+fn say<T: serde::Serialize>(
+    args: &ApplyArgs,
+    text: &str,
+    object: impl FnOnce() -> T,
+) -> Result<(), Failure> {
     match args.format {
         Format::Text => print(text),
         Format::Json => {
@@ -223,15 +228,19 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
         in_effect,
         ..
     } = checked.prepare(scope)?;
-    let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<String> = targets.iter().map(|t| t.name.clone()).collect();
     if in_effect {
         let text = format!(
             "the plan is already in effect for {}: nothing changed\n",
             apply::names(&targets)
         );
-        say(args, &text, || {
-            json!({"status": "in-effect", "uri": connect, "vms": names,
-                   "unplaced": plan.unplaced, "journal": null})
+        say(args, &text, || Outcome::Unchanged {
+            journal: (),
+            report: None,
+            status: Status::InEffect,
+            unplaced: plan.unplaced.clone(),
+            uri: Some(connect.clone()),
+            vms: names,
         })?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -264,18 +273,14 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
     mark(&journal, &journal_path, status);
     let done =
         result.map_err(|failure| ApplyError::of_failure(failure, &journal_path, &connect))?;
-    say(args, &apply::summary(&done), || {
-        let vms: Vec<Value> = done
-            .iter()
-            .map(|a| {
-                json!({"name": a.vm, "live": a.live, "config": a.config, "pin_calls": a.calls,
-                       "ms": (a.elapsed.as_secs_f64() * 1e4).round() / 10.0})
-            })
-            .collect();
-        json!({"status": "applied", "uri": connect, "journal": journal_path,
-               "undo": apply::retry(&journal_path, &connect), "vms": vms,
-               "unplaced": plan.unplaced,
-               "ms": (started.elapsed().as_secs_f64() * 1e4).round() / 10.0})
+    say(args, &apply::summary(&done), || Outcome::Applied {
+        journal: journal_path.clone(),
+        ms: millis(started.elapsed()),
+        status: Status::Applied,
+        undo: apply::retry(&journal_path, &connect),
+        unplaced: plan.unplaced.clone(),
+        uri: connect.clone(),
+        vms: done.iter().map(AppliedVm::from).collect(),
     })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -290,10 +295,8 @@ fn dry_run(args: &ApplyArgs, plan: &Plan, checked: &Checked) -> Result<ExitCode,
         apply::names(targets)
     );
     say(args, &text, || {
-        let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
-        let report: Value = serde_json::from_str(&result.to_json()).unwrap_or(Value::Null);
-        json!({"status": "dry-run", "uri": args.connect, "vms": names,
-               "unplaced": plan.unplaced, "journal": null, "report": report})
+        let names = targets.iter().map(|t| t.name.clone()).collect();
+        Outcome::dry_run(args.connect.as_deref(), names, &plan.unplaced, &result)
     })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -329,11 +332,12 @@ fn rollback(path: &Path, args: &ApplyArgs, interrupt: &Interrupt) -> Result<Exit
             "dry run: rolling back {} on {uri} would do the above; nothing was changed\n",
             path.display()
         ));
-        say(
-            args,
-            &out,
-            || json!({"status": "rollback-dry-run", "uri": uri, "journal": path, "vms": lines}),
-        )?;
+        say(args, &out, || Outcome::RollbackPreview {
+            journal: path.to_owned(),
+            status: Status::RollbackDryRun,
+            uri: uri.clone(),
+            vms: lines.clone(),
+        })?;
         return Ok(ExitCode::SUCCESS);
     }
     let _lock = host_lock(&uri)?;
@@ -366,9 +370,12 @@ fn rollback(path: &Path, args: &ApplyArgs, interrupt: &Interrupt) -> Result<Exit
             "their configs are as they were before the apply (see the notes)"
         }
     ));
-    say(args, &out, || {
-        json!({"status": "rolled-back", "uri": uri, "journal": path,
-               "restored": done.restored, "notes": done.notes})
+    say(args, &out, || Outcome::RolledBack {
+        journal: path.to_owned(),
+        notes: done.notes.clone(),
+        restored: done.restored.clone(),
+        status: Status::RolledBack,
+        uri: uri.clone(),
     })?;
     Ok(finished_despite(interrupt, "the rollback"))
 }

@@ -15,6 +15,7 @@ pub mod host;
 pub mod journal;
 pub mod lock;
 mod order;
+pub mod outcome;
 mod rollback;
 
 pub use error::{check_journal_is_new, retry, ApplyError, Problem};
