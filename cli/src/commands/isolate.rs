@@ -13,10 +13,10 @@ use crate::error::{print, Failure, Usage};
 use crate::signals;
 use pinplan::interrupt::Interrupt;
 use pinplan::isolate::journal::{Change, Journal, Status, Undone};
+use pinplan::isolate::outcome::Outcome;
 use pinplan::isolate::{self, boot, hook, IsolateError, State, Target};
 use pinplan::plan::Plan;
 use pinplan::topology::{self, Source};
-use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -102,7 +102,7 @@ fn hook_before(_interrupt: &Interrupt) -> impl FnMut(usize) {
     }
 }
 
-fn say(format: Format, text: &str, object: impl FnOnce() -> Value) -> Result<(), Failure> {
+fn say(format: Format, text: &str, object: impl FnOnce() -> Outcome) -> Result<(), Failure> {
     match format {
         Format::Text => print(text),
         Format::Json => {
@@ -153,11 +153,9 @@ pub fn run(args: &IsolateArgs) -> Result<ExitCode, Failure> {
             text.push_str(&format!("would {}\n", describe(&entry.change)));
         }
         text.push_str(&notes_text(&notes));
-        say(
-            args.format,
-            &text,
-            || json!({"status": "dry-run", "isolation": journal, "notes": notes}),
-        )?;
+        say(args.format, &text, || {
+            Outcome::dry_run(&journal, Some(notes.clone()))
+        })?;
         return Ok(ExitCode::SUCCESS);
     }
     let path = match &args.journal {
@@ -181,8 +179,7 @@ pub fn run(args: &IsolateArgs) -> Result<ExitCode, Failure> {
         path.display()
     ));
     say(args.format, &text, || {
-        json!({"status": "applied", "journal": path, "undo": undo_command,
-               "isolation": journal, "notes": notes})
+        Outcome::applied(&journal, path.clone(), undo_command.clone(), notes.clone())
     })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -318,11 +315,7 @@ fn undo(
             }
             text.push_str(&format!("would undo: {}\n", describe(&entry.change)));
         }
-        say(
-            args.format,
-            &text,
-            || json!({"status": "dry-run", "isolation": journal}),
-        )?;
+        say(args.format, &text, || Outcome::dry_run(&journal, None))?;
         return Ok(ExitCode::SUCCESS);
     }
     // A first signal lets the undo finish; a second stops it.
@@ -343,11 +336,7 @@ fn undo(
         text.push_str(&format!("not restored: {f}\n"));
     }
     let ok = done.failed.is_empty();
-    say(
-        args.format,
-        &text,
-        || json!({"status": if ok { "undone" } else { "partly-undone" }, "undone": done}),
-    )?;
+    say(args.format, &text, || Outcome::undone(&done))?;
     if let Some(signal) = interrupt.first() {
         eprintln!("interrupted ({signal}): the undo was finished first");
         return Ok(ExitCode::from(signal.exit_code()));
@@ -413,7 +402,6 @@ fn vm_hook(
     start: bool,
 ) -> Result<ExitCode, Failure> {
     let out = isolate::hook(state, &args.root, plan, name, start)?;
-    let running: Vec<&String> = out.running.iter().collect();
     let mut text = match &out.journal {
         Some(j) => format!(
             "{name} {}: VM CPUs {} isolated for {}; the host keeps {}\n",
@@ -431,9 +419,6 @@ fn vm_hook(
         text.push_str(&format!("not restored: {f}\n"));
     }
     text.push_str(&notes_text(&out.notes));
-    say(args.format, &text, || {
-        json!({"vm": name, "running": running, "isolation": out.journal,
-               "failed": out.failed, "notes": out.notes})
-    })?;
+    say(args.format, &text, || Outcome::hook(name, &out))?;
     Ok(crate::error::verdict(out.failed.is_empty()))
 }

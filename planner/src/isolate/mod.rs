@@ -13,6 +13,7 @@ pub mod cgroup;
 pub mod hook;
 pub mod irq;
 pub mod journal;
+pub mod outcome;
 mod sys;
 pub mod threads;
 
