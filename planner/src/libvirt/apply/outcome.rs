@@ -4,7 +4,6 @@
 //! always had.
 
 use super::Applied;
-use crate::report::Report;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -118,12 +117,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// A dry run: the selected VMs, and the report of what would move.
+    /// A dry run: the selected VMs, and the report of what would move (a
+    /// `report::Report`, taken as any serializable value so that apply
+    /// stays below the report stage).
     pub fn dry_run(
         uri: Option<&str>,
         vms: Vec<String>,
         unplaced: &[String],
-        report: &Report,
+        report: &impl Serialize,
     ) -> Outcome {
         Outcome::Unchanged {
             journal: (),
