@@ -15,10 +15,16 @@ mod groups;
 #[cfg(test)]
 pub(crate) mod oracle;
 pub mod per_class;
+mod settings;
 mod tiers;
 mod wire;
 
 use super::{Placement, PlanRequest};
+
+/// The `tracing` target of the solver's trace: each objective's model size,
+/// time and value, and every failed solve (the CLI shows it with
+/// `PINPLAN_ILP_TRACE=1`, or `RUST_LOG=pinplan::ilp=debug`).
+pub const TRACE: &str = "pinplan::ilp";
 use std::time::Duration;
 
 /// Whether only the per-class model serves `request`: its free cores differ

@@ -14,6 +14,7 @@ use super::backend::{run, Model, SolveError};
 use super::expr::{Expr, Var};
 use super::groups::{fewest, partly_used_groups, subset_sum};
 use super::tiers::{in_order, Tiers};
+use super::TRACE;
 use crate::ids::{CoreId, NodeId};
 use crate::solve::classes::{self, Class, Domain};
 use crate::solve::{
@@ -618,19 +619,18 @@ fn solve_tier(
         (Some(v), true) => Ok((v.clone(), true)),
         _ => run(&program.model, terms, left, start.as_deref()),
     };
-    if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
-        eprintln!(
-            "ilp: {tier}: {:.1} ms, {} variables, {} constraints, {}",
-            started.elapsed().as_secs_f64() * 1e3,
-            program.model.vars(),
-            program.model.cons(),
-            match &outcome {
-                Ok((v, true)) => format!("optimal {}", terms.value(v)),
-                Ok((v, false)) => format!("stopped at {}", terms.value(v)),
-                Err(e) => format!("failed: {e}"),
-            }
-        );
-    }
+    tracing::debug!(
+        target: TRACE,
+        "ilp: {tier}: {:.1} ms, {} variables, {} constraints, {}",
+        started.elapsed().as_secs_f64() * 1e3,
+        program.model.vars(),
+        program.model.cons(),
+        match &outcome {
+            Ok((v, true)) => format!("optimal {}", terms.value(v)),
+            Ok((v, false)) => format!("stopped at {}", terms.value(v)),
+            Err(e) => format!("failed: {e}"),
+        }
+    );
     outcome
 }
 

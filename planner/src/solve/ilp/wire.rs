@@ -5,8 +5,9 @@
 //! still checks every answer's shape ([`decode_answer`]), and the worker
 //! answers a request it cannot read with a message, never a guess.
 
-use super::backend::{Column, Model, Op, Raw, Row, Settings};
+use super::backend::{Column, Model, Op, Raw, Row};
 use super::expr::Var;
+use super::settings::Settings;
 use std::time::Duration;
 
 /// A decoded request: what the worker solves.

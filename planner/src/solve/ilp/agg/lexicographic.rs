@@ -6,6 +6,7 @@ use super::super::backend::{run, Model};
 use super::super::expr::{Expr, Var};
 use super::super::groups::{fewest, subset_sum};
 use super::super::tiers::{in_order, Tiers};
+use super::super::TRACE;
 use super::host::{Cell, Host, Vms};
 use super::{Stats, TierRun};
 use crate::solve::{NumaPolicy, Placement, PlanRequest, Tier, VmRequest};
@@ -126,15 +127,14 @@ pub(super) fn lexicographic(
             proven,
             by_bound: at_bound,
         });
-        if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
-            eprintln!(
-                "agg: {tier}: {:.1} ms, {} variables, {} constraints, {} {best}",
-                started.elapsed().as_secs_f64() * 1e3,
-                model.vars(),
-                model.cons(),
-                if proven { "optimal" } else { "stopped at" }
-            );
-        }
+        tracing::debug!(
+            target: TRACE,
+            "agg: {tier}: {:.1} ms, {} variables, {} constraints, {} {best}",
+            started.elapsed().as_secs_f64() * 1e3,
+            model.vars(),
+            model.cons(),
+            if proven { "optimal" } else { "stopped at" }
+        );
         values = Some(v);
         if !proven {
             return (values, false);
@@ -223,13 +223,12 @@ pub(super) fn holds(
 
 /// Traces a tier of the pattern model (`PINPLAN_ILP_TRACE`).
 pub(super) fn trace_tier(tier: Tier, started: Instant, proven: bool, value: f64) {
-    if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
-        eprintln!(
-            "agg: {tier} (arc flow): {:.1} ms, {} {value}",
-            started.elapsed().as_secs_f64() * 1e3,
-            if proven { "optimal" } else { "stopped at" }
-        );
-    }
+    tracing::debug!(
+        target: TRACE,
+        "agg: {tier} (arc flow): {:.1} ms, {} {value}",
+        started.elapsed().as_secs_f64() * 1e3,
+        if proven { "optimal" } else { "stopped at" }
+    );
 }
 
 /// Whether the placed tiers in `stats` place every VM of `request`.

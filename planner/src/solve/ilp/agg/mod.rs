@@ -35,6 +35,7 @@ mod slots;
 mod symmetry;
 
 use super::backend::SolveError;
+use super::TRACE;
 use crate::solve::classes::{self, FreeCore};
 use crate::solve::{Placement, PlanRequest, Progress, Tier};
 use cell_patterns::{at_fewest, patterns_stage, Layouts, PatternModel};
@@ -176,9 +177,7 @@ fn stages(
         // A stage-2 answer (seen once, from the cell model stopped by the
         // clock) that takes a VM off the nodes it must keep to is never
         // used: objectives 1–5's layout is, unproven.
-        if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
-            eprintln!("agg: objectives 6-7 broke a VM's nodes: objectives 1-5's layout instead");
-        }
+        tracing::debug!(target: TRACE, "agg: objectives 6-7 broke a VM's nodes: objectives 1-5's layout instead");
         return Ok((cores_of(request, &host, &fallback, false), stats));
     }
     Ok((placement, stats))
@@ -257,9 +256,10 @@ impl Held<'_> {
                 u32::try_from((pieces_of(&start) - placed + 1.0).max(1.0) as u64).unwrap_or(1);
             let model = |layouts: Layouts| {
                 let pm = PatternModel::new(request, host, vms, &self.values, most_parts, layouts)?;
-                if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
+                if tracing::enabled!(target: TRACE, tracing::Level::DEBUG) {
                     let (variables, constraints) = pm.size();
-                    eprintln!(
+                    tracing::debug!(
+                        target: TRACE,
                         "agg: pattern model ({layouts:?} layouts): {variables} variables, \
                          {constraints} constraints, at most {most_parts} pieces per VM, {} cells",
                         host.cells.len()
