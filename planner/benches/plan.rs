@@ -45,6 +45,7 @@
 //!
 //! Results are recorded in docs/benchmarks.md.
 
+use pinplan::deadline::Deadline;
 use pinplan::ids::{CoreId, CpuId, NodeId, PackageId};
 use pinplan::plan::Plan;
 use pinplan::solve::{
@@ -720,9 +721,9 @@ const MAX_VMS: usize = 120;
 const MAX_VCPUS: u32 = 16;
 /// `solve()`'s time limit in part 3 (`pinplan plan`'s default).
 const TIME_LIMIT: Duration = Duration::from_secs(10);
-/// The share of it `solve()` gives the exact solver when VMs may be left out
-/// (`SOLVE_SHARE` in planner/src/solve/mod.rs): the limit of the stats run.
-const EXACT_SHARE: f64 = 0.8;
+/// The share of it `solve()` gives the exact solver when VMs may be left out:
+/// the limit of the stats run.
+const EXACT_SHARE: f64 = pinplan::deadline::EXACT_SHARE;
 /// The hwloc XML fixtures (the bench runs with cwd = planner/).
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/hwloc-xml");
 
@@ -1293,9 +1294,10 @@ fn report_set(label: &str, instances: &[Instance], specs: Option<&Path>) -> BoxR
         let limit = TIME_LIMIT.mul_f64(EXACT_SHARE);
         let start = Instant::now();
         let exact = if agg::supported(req) {
-            agg::place_with_stats(req, limit).map(|(p, s)| (p, Some(s)))
+            Ok(agg::place(req, Deadline::after(limit), &Default::default()))
+                .map(|(p, s)| (p, Some(s)))
         } else {
-            ilp::per_class::place(req, limit).map(|p| (p, None))
+            ilp::per_class::place(req, Deadline::after(limit)).map(|p| (p, None))
         };
         let exact_ms = ms(start.elapsed());
         let (vars, objectives) = match &exact {

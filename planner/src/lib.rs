@@ -35,6 +35,7 @@
 
 pub mod cmdline;
 pub mod cpuset;
+pub mod deadline;
 pub mod demand;
 pub mod doctor;
 pub mod error;

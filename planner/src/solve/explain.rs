@@ -17,10 +17,10 @@ use super::{
     EmulatorPolicy, NicAffinity, NumaPolicy, Placement, PlanRequest, SolveOptions, SolverKind,
     ThreadPolicy, VmRequest,
 };
+use crate::deadline::{Deadline, RESOLVE_MOST};
 use crate::ids::{CoreId, NodeId};
 use crate::plan::Explanation;
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
 
 fn node_name(node: Option<NodeId>) -> String {
     node.map_or_else(|| "node ?".to_owned(), |n| format!("node {n}"))
@@ -100,7 +100,7 @@ struct Explainer<'a> {
     request: &'a PlanRequest,
     placement: &'a Placement,
     options: &'a SolveOptions,
-    deadline: Instant,
+    deadline: Deadline,
     free: Vec<FreeCore>,
     taken: BTreeSet<CoreId>,
     nodes: BTreeSet<Option<NodeId>>,
@@ -156,15 +156,14 @@ impl<'a> Explainer<'a> {
         if let Some(cores) = fits_in_leftover(&mut self.rest, &changed) {
             return Some(cores);
         }
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if !resolve || left.is_zero() {
+        if !resolve || self.deadline.is_past() {
             return None;
         }
         let mut trial = self.request.clone();
         trial.vms[vm_index] = changed;
         let placement = match self.options.solver {
             SolverKind::Ilp => {
-                super::exact_placing(&trial, left.min(Duration::from_secs(2))).ok()?
+                super::exact_placing(&trial, self.deadline.within(RESOLVE_MOST)).ok()?
             }
             SolverKind::Greedy => super::greedy::place(&trial),
         };
@@ -629,7 +628,7 @@ pub fn explain(
     request: &PlanRequest,
     placement: &Placement,
     options: &SolveOptions,
-    deadline: Instant,
+    deadline: Deadline,
 ) -> Vec<Explanation> {
     let free: Vec<FreeCore> = classes::free_cores(request);
     let placed_names: Vec<&str> = placement
@@ -659,8 +658,7 @@ pub fn explain(
         .map_or(1, std::num::NonZeroUsize::get)
         .min(MOST_THREADS)
         .min(unplaced.len());
-    let resolves =
-        options.explain && options.solver == SolverKind::Ilp && deadline > Instant::now();
+    let resolves = options.explain && options.solver == SolverKind::Ilp && !deadline.is_past();
     if !resolves || threads < 2 {
         return unplaced
             .iter()

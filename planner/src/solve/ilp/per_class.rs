@@ -15,8 +15,10 @@ use super::expr::{Expr, Var};
 use super::groups::{fewest, partly_used_groups, subset_sum};
 use super::tiers::{in_order, Tiers};
 use super::TRACE;
+use crate::deadline::Deadline;
 use crate::ids::{CoreId, NodeId};
 use crate::solve::classes::{self, Class, Domain};
+use crate::solve::ExactError;
 use crate::solve::{
     EmulatorPolicy, NumaPolicy, Placement, PlanRequest, ThreadPolicy, Tier, VmRequest,
 };
@@ -517,10 +519,10 @@ struct Search {
     all_fixed: bool,
 }
 
-/// Solves lexicographically within `time_limit`. A placement not proven
-/// because the backend's process failed carries that fault.
-pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, String> {
-    let deadline = Instant::now() + time_limit;
+/// Solves lexicographically by `deadline`. A placement not proven because
+/// the backend's process failed carries that fault.
+pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, ExactError> {
+    let limit = deadline.remaining();
     let mut program = build(request);
     // Greedy first fit gives the first tier a feasible start: the ILP then
     // never places fewer VMs than greedy, even when stopped early.
@@ -545,13 +547,11 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
         // get a share of the time, so that one of them cannot eat it all.
         let quality = matches!(tier, Tier::L3PerVm | Tier::PartialL3);
         let budget = if quality {
-            time_limit.mul_f64(0.4).max(Duration::from_millis(50))
+            crate::deadline::quality_budget(limit)
         } else {
-            time_limit
+            limit
         };
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .min(budget);
+        let left = deadline.remaining().min(budget);
         if left.is_zero() {
             proven = false;
             break;
@@ -566,10 +566,8 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
                 }
                 hold(&mut program, &mut search, *tier, terms, best);
             }
-            Err(e) if search.values.is_none() => {
-                return Err(format!(
-                    "the integer program failed while optimising {tier}: {e}"
-                ))
+            Err(cause) if search.values.is_none() => {
+                return Err(ExactError::Tier { tier: *tier, cause })
             }
             Err(e) => {
                 e.keep_fault(&mut fault);
@@ -578,9 +576,7 @@ pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, S
             }
         }
     }
-    let values = search
-        .values
-        .ok_or_else(|| "the integer program produced no solution".to_owned())?;
+    let values = search.values.ok_or(ExactError::NoSolution)?;
     let mut placement = assign_counts(request, &program, &values, proven);
     placement.fault = fault;
     Ok(placement)

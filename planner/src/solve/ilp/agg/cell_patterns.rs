@@ -26,6 +26,7 @@ use super::lexicographic::trace_tier;
 use super::patterns::{deal, fill_pool, kinds_of, Kind, PatternVar, Patterns, Piece, Pool, Scope};
 use super::symmetry::{interchangeable_nodes, order_nodes};
 use super::{Stats, TierRun};
+use crate::deadline::Deadline;
 use crate::ids::NodeId;
 use crate::solve::{NumaPolicy, Placement, PlanRequest, Tier, VmRequest};
 use std::collections::{BTreeMap, BTreeSet};
@@ -423,7 +424,7 @@ pub(super) fn patterns_stage(
     pm: &mut PatternModel,
     (start, tiers, mut fewest): (&Units, &[Tier], bool),
     bounds: &BTreeMap<Tier, f64>,
-    deadline: Instant,
+    deadline: Deadline,
     stats: &mut Stats,
 ) -> Placement {
     let mut best = start.clone();
@@ -434,7 +435,7 @@ pub(super) fn patterns_stage(
             _ => (pm.partial.clone(), partial_of(host, &best)),
         };
         let at_bound = bounds.get(&tier).is_some_and(|&b| start_value <= b + 1e-6);
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = deadline.remaining();
         let mut outcome = (start_value, at_bound);
         if let Some(&b) = bounds.get(&tier).filter(|&&b| b > 0.0) {
             // A valid cut: the backend need not find the bound itself.

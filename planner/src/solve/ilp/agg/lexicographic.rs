@@ -9,6 +9,7 @@ use super::super::tiers::{in_order, Tiers};
 use super::super::TRACE;
 use super::host::{Cell, Host, Vms};
 use super::{Stats, TierRun};
+use crate::deadline::Deadline;
 use crate::solve::{NumaPolicy, Placement, PlanRequest, Tier, VmRequest};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -71,7 +72,7 @@ pub(super) fn lexicographic(
     tiers: &Tiers,
     bounds: &BTreeMap<Tier, f64>,
     candidates: &[Vec<f64>],
-    deadline: Instant,
+    deadline: Deadline,
     every_vm_placed: bool,
     stats: &mut Stats,
 ) -> (Option<Vec<f64>>, bool) {
@@ -94,7 +95,7 @@ pub(super) fn lexicographic(
             _ => None,
         };
         let at_bound = matches!((&start, bound), (Some(v), Some(b)) if terms.value(v) <= b + 1e-6);
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = deadline.remaining();
         let outcome = match &start {
             Some(s) if at_bound => Some((s.clone(), true)),
             _ if left.is_zero() => None,
