@@ -48,6 +48,7 @@ pub mod interrupt;
 pub mod isolate;
 pub mod libvirt;
 pub mod memory;
+pub mod model;
 pub mod output;
 pub mod plan;
 pub mod report;

@@ -19,6 +19,7 @@ use super::{
 };
 use crate::deadline::{Deadline, RESOLVE_MOST};
 use crate::ids::{CoreId, NodeId};
+use crate::model::Binding;
 use crate::plan::Explanation;
 use std::collections::BTreeSet;
 
@@ -109,33 +110,6 @@ struct Explainer<'a> {
     placed_list: String,
     /// The host with the placed VMs as fixed tenants ([`leftover`]).
     rest: PlanRequest,
-}
-
-/// The constraint that keeps a VM out, as the plan JSON names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Binding {
-    /// `threads = "require"` on a host without SMT.
-    Threads,
-    /// Its NIC's node is too small.
-    Nic,
-    /// No single node is big enough under `numa = "strict"`.
-    Numa,
-    /// Not enough free cores.
-    Capacity,
-    /// Cores enough on some node, but not its memory (page pool).
-    Memory,
-}
-
-impl Binding {
-    fn name(self) -> &'static str {
-        match self {
-            Binding::Threads => "threads",
-            Binding::Nic => "nic",
-            Binding::Numa => "numa",
-            Binding::Capacity => "capacity",
-            Binding::Memory => "memory",
-        }
-    }
 }
 
 /// What a VM needs and what the host has for it.
@@ -251,7 +225,7 @@ impl<'a> Explainer<'a> {
         };
         if need.allowed.is_empty()
             && vm.threads == ThreadPolicy::Require
-            && self.free.iter().all(|c| c.threads() < 2)
+            && self.free.iter().all(|c| !vm.threads.accepts(c.threads()))
         {
             Binding::Threads
         } else if vm.required_nodes().is_some()
@@ -544,7 +518,7 @@ impl<'a> Explainer<'a> {
             vm: vm.name.clone(),
             needs,
             free: self.free_lines(vm),
-            binding: binding.name().to_owned(),
+            binding,
             fix,
             message,
         }

@@ -7,8 +7,9 @@ use super::{Sizing, Spec, SpecError, VmSpec};
 use crate::cpuset::CpuSet;
 use crate::demand::{self, DemandOptions};
 use crate::ids::{CpuId, NodeId};
+use crate::model::{EmulatorPolicy, NicAffinity, NumaPolicy};
 use crate::plan::PlannedDemand;
-use crate::solve::{EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest, VmRequest};
+use crate::solve::{FixedTenant, PlanRequest, VmRequest};
 use crate::topology::{HostTopology, PciAddress};
 use std::collections::BTreeSet;
 
@@ -549,7 +550,7 @@ impl Spec {
         table: Option<(u32, u32)>,
         host: &HostTopology,
     ) -> Result<crate::solve::Roles, SpecError> {
-        use crate::solve::ThreadPolicy;
+        use crate::model::ThreadPolicy;
         let name = &vm.name;
         let (housekeeping, rx) = match (table, vm.housekeeping_vcpus) {
             (Some(_), Some((_, line))) => {
