@@ -186,6 +186,13 @@ fn expression(vars: &[good_lp::Variable], terms: &[(Var, f64)]) -> Expression {
     e
 }
 
+/// What the backend said when it stopped without an answer, in its own
+/// words: they cross the worker's socket as text, so no error value of the
+/// backend's survives the trip.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
 /// Why a solve gave no answer. [`SolveError::is_fault`] tells the failures of
 /// the backend's process, which a plan reports, from a search that found
 /// nothing in its time.
@@ -238,7 +245,7 @@ pub enum SolveError {
     },
     /// The backend stopped without an answer (infeasible, or out of time).
     #[error("the MIP backend ({NAME}) gave no answer: {0}")]
-    Backend(String),
+    Backend(Refusal),
     /// The backend's answer breaks the model once integers are rounded.
     #[error("the MIP backend ({NAME}) returned a point that breaks the model once rounded")]
     Unsound,
@@ -427,7 +434,7 @@ fn solve_here(
     time_limit: Duration,
     start: Option<&[f64]>,
     settings: &Settings,
-) -> Result<Raw, String> {
+) -> Result<Raw, Refusal> {
     let mut problem = ProblemVariables::new();
     let vars: Vec<good_lp::Variable> = model
         .columns
@@ -502,7 +509,7 @@ fn solve_here(
     #[cfg(not(any(test, feature = "fault-injection")))]
     let _ = settings.fault;
     let started = std::time::Instant::now();
-    let solution = solver.solve().map_err(|e| e.to_string())?;
+    let solution = solver.solve().map_err(|e| Refusal(e.to_string()))?;
     // A solve that used up its time limit is not called proven, whatever the
     // status says: CBC stopped by the clock inside its root node can report a
     // finished search (secondary status unset), which good_lp reads as
