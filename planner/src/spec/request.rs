@@ -7,9 +7,8 @@ use super::{Sizing, Spec, SpecError, VmSpec};
 use crate::cpuset::CpuSet;
 use crate::demand::{self, DemandOptions};
 use crate::ids::{CpuId, NodeId};
-use crate::model::{EmulatorPolicy, NicAffinity, NumaPolicy};
 use crate::plan::PlannedDemand;
-use crate::solve::{FixedTenant, PlanRequest, VmRequest};
+use crate::solve::{EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest, VmRequest};
 use crate::topology::{HostTopology, PciAddress};
 use std::collections::BTreeSet;
 
