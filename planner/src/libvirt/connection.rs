@@ -14,7 +14,7 @@
 //! that the first connection opened here starts libvirt's default one.
 
 use super::{LibvirtAction, LibvirtError};
-use std::sync::{Once, OnceLock};
+use std::sync::Once;
 use virt::connect::Connect;
 
 /// The environment variable the CLI sets keepalive from: `INTERVAL,COUNT`
@@ -77,7 +77,7 @@ impl Keepalive {
     }
 }
 
-static KEEPALIVE: OnceLock<Keepalive> = OnceLock::new();
+static KEEPALIVE: std::sync::OnceLock<Keepalive> = std::sync::OnceLock::new();
 
 /// Sets keepalive for every connection this process opens, once, before the
 /// first (the CLI reads it from [`KEEPALIVE_VAR`]); `false` when it was set
