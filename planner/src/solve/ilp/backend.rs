@@ -426,6 +426,30 @@ fn solve_request(bytes: &[u8]) -> Vec<u8> {
     wire::encode_answer(&raw)
 }
 
+/// The backend's variables for `model`'s columns, in their order.
+fn variables(model: &Model) -> (ProblemVariables, Vec<good_lp::Variable>) {
+    let mut problem = ProblemVariables::new();
+    let vars = model
+        .columns
+        .iter()
+        .map(|v| {
+            let def = good_lp::variable().min(v.min).max(v.max);
+            problem.add(if v.integer { def.integer() } else { def })
+        })
+        .collect();
+    (problem, vars)
+}
+
+/// The backend's constraint for `row`.
+fn constraint(vars: &[good_lp::Variable], row: &Row) -> good_lp::Constraint {
+    let lhs = expression(vars, &row.terms);
+    match row.op {
+        Op::Le => good_lp::constraint::leq(lhs, row.rhs),
+        Op::Ge => good_lp::constraint::geq(lhs, row.rhs),
+        Op::Eq => good_lp::constraint::eq(lhs, row.rhs),
+    }
+}
+
 /// Builds the backend's problem from `model` and solves it, in this
 /// process (the worker's, but for measurements).
 fn solve_here(
@@ -435,15 +459,7 @@ fn solve_here(
     start: Option<&[f64]>,
     settings: &Settings,
 ) -> Result<Raw, Refusal> {
-    let mut problem = ProblemVariables::new();
-    let vars: Vec<good_lp::Variable> = model
-        .columns
-        .iter()
-        .map(|v| {
-            let def = good_lp::variable().min(v.min).max(v.max);
-            problem.add(if v.integer { def.integer() } else { def })
-        })
-        .collect();
+    let (problem, vars) = variables(model);
     let goal = expression(&vars, objective);
     let seconds = time_limit.as_secs_f64().max(0.001);
     #[cfg(feature = "highs")]
@@ -494,13 +510,7 @@ fn solve_here(
     #[cfg(all(feature = "cbc", not(feature = "highs")))]
     let _ = start;
     for c in &model.rows {
-        let lhs = expression(&vars, &c.terms);
-        let constraint = match c.op {
-            Op::Le => good_lp::constraint::leq(lhs, c.rhs),
-            Op::Ge => good_lp::constraint::geq(lhs, c.rhs),
-            Op::Eq => good_lp::constraint::eq(lhs, c.rhs),
-        };
-        solver.add_constraint(constraint);
+        solver.add_constraint(constraint(&vars, c));
     }
     #[cfg(any(test, feature = "fault-injection"))]
     if let Some(fault) = settings.fault {
