@@ -4,6 +4,7 @@
 //! and `--verbose` set how much [`ui`] says on standard error.
 
 mod commands;
+mod env;
 mod error;
 mod pages;
 mod progress;
@@ -38,8 +39,8 @@ struct Cli {
     quiet: bool,
     /// Say more on standard error: the build, where the topology was read
     /// from, what the solver did and how long it took.
-    #[arg(short, long, global = true, display_order = 901)]
-    verbose: bool,
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, display_order = 901)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -85,13 +86,14 @@ fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     ui::set_level(match (cli.quiet, cli.verbose) {
         (true, _) => ui::Level::Quiet,
-        (false, true) => ui::Level::Verbose,
-        (false, false) => ui::Level::Normal,
+        (false, 0) => ui::Level::Normal,
+        (false, _) => ui::Level::Verbose,
     });
+    env::install_trace(cli.verbose);
     ui::verbose(|| format!("pinplan {}", version::text()));
     // Checked before any command, so that a typo is not a silent default.
-    if let Err(message) = pinplan::libvirt::connection::Keepalive::from_env() {
-        return error::Failure::from(error::Usage::new(message)).report();
+    if let Err(usage) = env::configure() {
+        return error::Failure::from(usage).report();
     }
     let result = match &cli.command {
         Command::Topology(args) => topology::run(args),

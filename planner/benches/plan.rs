@@ -26,6 +26,8 @@
 //! of parts 3, 6 and 7, solving nothing; `PLAN_BENCH_NICS=spec` drops from part 3's VMs
 //! the NIC nodes the specs cannot name (hosts without PCI devices), so that
 //! the bench solves exactly what `pinplan plan` reads from the specs.
+//! `PINPLAN_ILP_TRACE=1` and `PINPLAN_CBC_PARAMS` work as for the CLI
+//! ([`solver_settings_from_env`]).
 //!
 //! 5. (issue 27) Part 1's hosts with part 1's VMs running where its plan put
 //!    them, all movable, and two new VMs: the plan's time with the fewest
@@ -43,6 +45,7 @@
 //!
 //! Results are recorded in docs/benchmarks.md.
 
+use pinplan::deadline::Deadline;
 use pinplan::ids::{CoreId, CpuId, NodeId, PackageId};
 use pinplan::plan::Plan;
 use pinplan::solve::{
@@ -718,9 +721,9 @@ const MAX_VMS: usize = 120;
 const MAX_VCPUS: u32 = 16;
 /// `solve()`'s time limit in part 3 (`pinplan plan`'s default).
 const TIME_LIMIT: Duration = Duration::from_secs(10);
-/// The share of it `solve()` gives the exact solver when VMs may be left out
-/// (`SOLVE_SHARE` in planner/src/solve/mod.rs): the limit of the stats run.
-const EXACT_SHARE: f64 = 0.8;
+/// The share of it `solve()` gives the exact solver when VMs may be left out:
+/// the limit of the stats run.
+const EXACT_SHARE: f64 = pinplan::deadline::EXACT_SHARE;
 /// The hwloc XML fixtures (the bench runs with cwd = planner/).
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/hwloc-xml");
 
@@ -1291,9 +1294,10 @@ fn report_set(label: &str, instances: &[Instance], specs: Option<&Path>) -> BoxR
         let limit = TIME_LIMIT.mul_f64(EXACT_SHARE);
         let start = Instant::now();
         let exact = if agg::supported(req) {
-            agg::place_with_stats(req, limit).map(|(p, s)| (p, Some(s)))
+            Ok(agg::place(req, Deadline::after(limit), &Default::default()))
+                .map(|(p, s)| (p, Some(s)))
         } else {
-            ilp::per_class::place(req, limit).map(|p| (p, None))
+            ilp::per_class::place(req, Deadline::after(limit)).map(|p| (p, None))
         };
         let exact_ms = ms(start.elapsed());
         let (vars, objectives) = match &exact {
@@ -1869,7 +1873,28 @@ fn parts(seed: Option<u64>, instance: Option<&str>) -> BoxResult<BTreeSet<u32>> 
     })
 }
 
+/// What the CLI reads from the environment for the solver (the library
+/// reads none): `PINPLAN_ILP_TRACE=1` prints every objective's solve on
+/// stderr, `PINPLAN_CBC_PARAMS=key=value,…` passes CBC more parameters.
+fn solver_settings_from_env() {
+    if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(format!("{}=debug", pinplan::solve::ilp::TRACE))
+            .with_writer(std::io::stderr)
+            .without_time()
+            .with_level(false)
+            .with_target(false)
+            .try_init();
+    }
+    let params = std::env::var("PINPLAN_CBC_PARAMS").unwrap_or_default();
+    pinplan::solve::backend::configure(pinplan::solve::backend::SolverSettings {
+        cbc_params: pinplan::solve::backend::SolverSettings::parse_cbc_params(&params),
+        fault: None,
+    });
+}
+
 fn main() -> BoxResult<()> {
+    solver_settings_from_env();
     // `PLAN_BENCH_SEED=0x5eed0007` reruns one scenario of part 2 only.
     let only = match std::env::var("PLAN_BENCH_SEED") {
         Ok(text) => {

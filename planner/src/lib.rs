@@ -35,6 +35,7 @@
 
 pub mod cmdline;
 pub mod cpuset;
+pub mod deadline;
 pub mod demand;
 pub mod doctor;
 pub mod error;
@@ -47,6 +48,7 @@ pub mod interrupt;
 pub mod isolate;
 pub mod libvirt;
 pub mod memory;
+pub mod model;
 pub mod output;
 pub mod plan;
 pub mod report;

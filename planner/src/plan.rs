@@ -276,7 +276,7 @@ pub struct Explanation {
     /// Free cores per node before and after the other VMs, e.g. `node 0: 9 (7 after vm2)`.
     pub free: Vec<String>,
     /// The constraint that binds: `capacity`, `numa`, `nic`, `threads`.
-    pub binding: String,
+    pub binding: crate::model::Binding,
     /// The smallest change found that makes it fit (checked by re-solving), if any.
     pub fix: Option<String>,
     /// The whole explanation in one sentence.

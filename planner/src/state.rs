@@ -17,6 +17,7 @@
 use crate::error::Diagnostic;
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// The environment variable that moves the state directory.
 pub const STATE_DIR_ENV: &str = "PINPLAN_STATE_DIR";
@@ -59,33 +60,72 @@ fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
+/// What the environment says about pinplan's directories, read by the
+/// program (the CLI) and set once with [`configure`]: the library reads no
+/// environment. An empty value counts as unset.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StateDirs {
+    /// `$PINPLAN_STATE_DIR` ([`STATE_DIR_ENV`]): the state directory itself.
+    pub state_dir: Option<PathBuf>,
+    /// `$XDG_STATE_HOME` (ignored when relative, as XDG says).
+    pub xdg_state_home: Option<PathBuf>,
+    /// `$HOME`.
+    pub home: Option<PathBuf>,
+    /// `$XDG_RUNTIME_DIR`: the runtime directory of a user who may not write `/run`.
+    pub xdg_runtime_dir: Option<PathBuf>,
+}
+
+impl StateDirs {
+    /// The settings from a lookup of environment variables by name (the
+    /// CLI passes `std::env::var_os`).
+    pub fn from_vars(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> StateDirs {
+        let path = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        StateDirs {
+            state_dir: path(STATE_DIR_ENV),
+            xdg_state_home: path("XDG_STATE_HOME"),
+            home: path("HOME"),
+            xdg_runtime_dir: path("XDG_RUNTIME_DIR"),
+        }
+    }
+
+    /// The state directory by the rule in the module doc, for root or not.
+    fn state_dir(&self, root: bool) -> Result<PathBuf, StateError> {
+        if let Some(dir) = &self.state_dir {
+            return Ok(dir.clone());
+        }
+        if root {
+            return Ok(PathBuf::from("/var/lib/pinplan"));
+        }
+        // XDG: a relative XDG_STATE_HOME is invalid and is ignored.
+        if let Some(home) = self.xdg_state_home.as_ref().filter(|h| h.is_absolute()) {
+            return Ok(home.join("pinplan"));
+        }
+        self.home
+            .as_ref()
+            .map(|home| home.join(".local/state/pinplan"))
+            .ok_or(StateError::NoHome)
+    }
+}
+
+static CONFIGURED: OnceLock<StateDirs> = OnceLock::new();
+
+/// Sets where pinplan's directories go for the rest of the process, once,
+/// before the first is asked for; `false` when they were set already. Unset,
+/// nothing comes from the environment (root's directories, else
+/// [`StateError::NoHome`]).
+pub fn configure(dirs: StateDirs) -> bool {
+    CONFIGURED.set(dirs).is_ok()
+}
+
+/// The settings of [`configure`], or none.
+fn configured() -> StateDirs {
+    CONFIGURED.get().cloned().unwrap_or_default()
+}
+
 /// Where the state directory is, by the rule in the module doc; nothing is
 /// created.
 pub fn state_dir_path() -> Result<PathBuf, StateError> {
-    state_dir_by(&|name| std::env::var_os(name), is_root())
-}
-
-/// The rule itself, over an environment `var` and whether this is root.
-fn state_dir_by(
-    var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
-    root: bool,
-) -> Result<PathBuf, StateError> {
-    let var = |name: &str| var(name).filter(|v| !v.is_empty());
-    if let Some(dir) = var(STATE_DIR_ENV) {
-        return Ok(PathBuf::from(dir));
-    }
-    if root {
-        return Ok(PathBuf::from("/var/lib/pinplan"));
-    }
-    // XDG: a relative XDG_STATE_HOME is invalid and is ignored.
-    if let Some(home) = var("XDG_STATE_HOME").map(PathBuf::from) {
-        if home.is_absolute() {
-            return Ok(home.join("pinplan"));
-        }
-    }
-    var("HOME")
-        .map(|home| Path::new(&home).join(".local/state/pinplan"))
-        .ok_or(StateError::NoHome)
+    configured().state_dir(is_root())
 }
 
 /// The state directory, created (mode 0700) when missing.
@@ -104,14 +144,14 @@ pub fn runtime_dir() -> Result<PathBuf, StateError> {
         Err(StateError::Create { source, .. })
             if source.kind() == std::io::ErrorKind::PermissionDenied =>
         {
-            let Some(user) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) else {
+            let Some(user) = configured().xdg_runtime_dir else {
                 return Err(StateError::Create {
                     what: "runtime",
                     path: run,
                     source,
                 });
             };
-            let dir = Path::new(&user).join("pinplan");
+            let dir = user.join("pinplan");
             create(&dir, "runtime")?;
             Ok(dir)
         }
@@ -180,7 +220,7 @@ mod tests {
                     .find(|(k, _)| *k == name)
                     .map(|(_, v)| std::ffi::OsString::from(v))
             };
-            let got = state_dir_by(&var, root).ok();
+            let got = StateDirs::from_vars(var).state_dir(root).ok();
             assert_eq!(got, expected.map(PathBuf::from), "{env:?} root {root}");
         }
     }

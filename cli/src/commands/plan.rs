@@ -4,13 +4,14 @@
 use super::Format;
 use crate::error::{print, verdict, Failure, Usage};
 use clap::ValueEnum;
+use pinplan::deadline::{self, Deadline};
 use pinplan::output;
 use pinplan::solve::{SolveOptions, SolverKind};
 use pinplan::spec::{AnySpec, FleetSpec};
 use pinplan::topology::{self, Source};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Clone, Copy, ValueEnum)]
 enum SolverArg {
@@ -74,10 +75,10 @@ fn parse_time_limit(text: &str) -> Result<f64, String> {
 
 pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
     // --time-limit bounds the whole command: reading the topology counts.
-    let started = Instant::now();
+    let deadline = Deadline::after(Duration::from_secs_f64(args.time_limit));
     let spec = match AnySpec::load(&args.spec)? {
         AnySpec::One(spec) => spec,
-        AnySpec::Fleet(fleet) => return run_fleet(args, &fleet, started),
+        AnySpec::Fleet(fleet) => return run_fleet(args, &fleet, deadline),
     };
     // The host's URI: given, else the spec's [host] connect.
     let uri = args.connect.clone().or_else(|| spec.connect.clone());
@@ -121,11 +122,7 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
             (request, warnings, pinplan::spec::Residents::default())
         }
     };
-    // What is left of the limit, less a little for writing the plan out.
-    let left = Duration::from_secs_f64(args.time_limit)
-        .saturating_sub(started.elapsed())
-        .saturating_sub(Duration::from_millis(20))
-        .max(Duration::from_millis(10));
+    let left = deadline.solve_budget(deadline::HOST_PLAN);
     let (line, progress) = crate::progress::Line::start(left);
     let options = SolveOptions {
         solver: match args.solver {
@@ -169,7 +166,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// count on a terminal), assign and plan, print the per-host summary (or
 /// fleet.json), and with `--out DIR` write DIR/HOST/plan.json (and each
 /// VM's files) for every host with a plan, and DIR/fleet.json.
-fn run_fleet(args: &PlanArgs, fleet: &FleetSpec, started: Instant) -> Result<ExitCode, Failure> {
+fn run_fleet(args: &PlanArgs, fleet: &FleetSpec, deadline: Deadline) -> Result<ExitCode, Failure> {
     if args.connect.is_some() || args.source.is_some() || args.count_shut_off {
         return Err(Usage::new(
             "a fleet spec names each host's source in its [[host]] (connect or source): drop --connect/--source/--count-shut-off",
@@ -186,10 +183,7 @@ fn run_fleet(args: &PlanArgs, fleet: &FleetSpec, started: Instant) -> Result<Exi
         pinplan::fleet::read::read_hosts(fleet, READ_CONCURRENCY, READ_TIMEOUT, &|k, n| {
             super::host_progress("reading", k, n);
         });
-    let left = Duration::from_secs_f64(args.time_limit)
-        .saturating_sub(started.elapsed())
-        .saturating_sub(Duration::from_millis(50))
-        .max(Duration::from_millis(50));
+    let left = deadline.solve_budget(deadline::FLEET_PLAN);
     let plan = pinplan::fleet::plan_fleet(
         fleet,
         inputs,

@@ -17,8 +17,8 @@ use super::{LibvirtAction, LibvirtError};
 use std::sync::Once;
 use virt::connect::Connect;
 
-/// The environment variable that sets keepalive: `INTERVAL,COUNT`
-/// (seconds, requests), `0,0` for none.
+/// The environment variable the CLI sets keepalive from: `INTERVAL,COUNT`
+/// (seconds, requests), `0,0` for none ([`Keepalive::from_setting`]).
 pub const KEEPALIVE_VAR: &str = "PINPLAN_LIBVIRT_KEEPALIVE";
 
 /// Keepalive by default, as `virsh`: a request after 5 s without traffic,
@@ -37,16 +37,32 @@ pub struct Keepalive {
     pub count: u32,
 }
 
+/// A keepalive setting that is not `INTERVAL,COUNT` in range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{KEEPALIVE_VAR}={value}: expected INTERVAL,COUNT — seconds without traffic before a \
+     keepalive request (1 to 3600) and unanswered requests before the connection is closed \
+     (1 to 100), e.g. 5,6; or 0,0 for none"
+)]
+pub struct KeepaliveError {
+    /// The value given (`(not UTF-8)` for one that is not text).
+    pub value: String,
+}
+
 impl Keepalive {
-    /// [`KEEPALIVE_VAR`]'s value, or [`DEFAULT_KEEPALIVE`] when it is unset;
-    /// an error (naming the variable and the form) when it is set but not
-    /// `INTERVAL,COUNT`.
-    pub fn from_env() -> Result<Keepalive, String> {
-        match std::env::var(KEEPALIVE_VAR) {
-            Err(std::env::VarError::NotPresent) => Ok(DEFAULT_KEEPALIVE),
-            Err(std::env::VarError::NotUnicode(_)) => Err(Self::bad("(not UTF-8)")),
-            Ok(value) => Self::parse(&value).ok_or_else(|| Self::bad(&value)),
-        }
+    /// The setting from [`KEEPALIVE_VAR`]'s value as the program read it:
+    /// [`DEFAULT_KEEPALIVE`] when it is unset, an error naming the variable
+    /// and the form when it is set but not `INTERVAL,COUNT`.
+    pub fn from_setting(value: Option<&std::ffi::OsStr>) -> Result<Keepalive, KeepaliveError> {
+        let Some(value) = value else {
+            return Ok(DEFAULT_KEEPALIVE);
+        };
+        let text = value.to_str().ok_or_else(|| KeepaliveError {
+            value: "(not UTF-8)".to_owned(),
+        })?;
+        Self::parse(text).ok_or_else(|| KeepaliveError {
+            value: text.to_owned(),
+        })
     }
 
     /// `INTERVAL,COUNT`: both whole numbers, at most 3600 s and 100
@@ -59,14 +75,15 @@ impl Keepalive {
         (off || ((1..=3600).contains(&interval) && (1..=100).contains(&count)))
             .then_some(Keepalive { interval, count })
     }
+}
 
-    fn bad(value: &str) -> String {
-        format!(
-            "{KEEPALIVE_VAR}={value}: expected INTERVAL,COUNT — seconds without traffic before \
-             a keepalive request (1 to 3600) and unanswered requests before the connection is \
-             closed (1 to 100), e.g. 5,6; or 0,0 for none"
-        )
-    }
+static KEEPALIVE: std::sync::OnceLock<Keepalive> = std::sync::OnceLock::new();
+
+/// Sets keepalive for every connection this process opens, once, before the
+/// first (the CLI reads it from [`KEEPALIVE_VAR`]); `false` when it was set
+/// already. Unset, connections get [`DEFAULT_KEEPALIVE`].
+pub fn set_keepalive(keepalive: Keepalive) -> bool {
+    KEEPALIVE.set(keepalive).is_ok()
 }
 
 /// Registers libvirt's default event loop and runs it on its own thread,
@@ -84,8 +101,8 @@ fn event_loop() {
     });
 }
 
-/// Opens `uri` (read-only or read-write) with keepalive set from the
-/// environment (a driver without keepalive, `test://`, goes without).
+/// Opens `uri` (read-only or read-write) with the keepalive of
+/// [`set_keepalive`] (a driver without keepalive, `test://`, goes without).
 pub(crate) fn open(uri: &str, read_only: bool) -> Result<Connect, LibvirtError> {
     event_loop();
     virt::error::clear_error_callback();
@@ -95,7 +112,7 @@ pub(crate) fn open(uri: &str, read_only: bool) -> Result<Connect, LibvirtError> 
         Connect::open(Some(uri))
     }
     .map_err(|e| LibvirtError::new(uri, LibvirtAction::Connect, &e))?;
-    let keepalive = Keepalive::from_env().unwrap_or(DEFAULT_KEEPALIVE);
+    let keepalive = KEEPALIVE.get().copied().unwrap_or(DEFAULT_KEEPALIVE);
     if keepalive.interval > 0 {
         // The interval is at most 3600 (parse), so it fits.
         let interval = i32::try_from(keepalive.interval).unwrap_or(i32::MAX);
@@ -106,7 +123,7 @@ pub(crate) fn open(uri: &str, read_only: bool) -> Result<Connect, LibvirtError> 
 
 #[cfg(test)]
 mod tests {
-    use super::{open, Keepalive};
+    use super::{open, Keepalive, DEFAULT_KEEPALIVE};
 
     #[test]
     fn keepalive_is_two_whole_numbers_or_none() {
@@ -120,7 +137,13 @@ mod tests {
         ] {
             assert_eq!(Keepalive::parse(bad), None, "{bad:?}");
         }
-        assert!(Keepalive::bad("x").contains("PINPLAN_LIBVIRT_KEEPALIVE=x: expected"));
+        let bad = |value: &str| Keepalive::from_setting(Some(std::ffi::OsStr::new(value)));
+        assert!(bad("x")
+            .unwrap_err()
+            .to_string()
+            .contains("PINPLAN_LIBVIRT_KEEPALIVE=x: expected"));
+        assert_eq!(bad("5,6").ok(), k(5, 6));
+        assert_eq!(Keepalive::from_setting(None), Ok(DEFAULT_KEEPALIVE));
     }
 
     /// The test driver has no keepalive: the connection opens all the same,

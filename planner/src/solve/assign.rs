@@ -9,7 +9,7 @@ use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, CpuId, NodeId};
 use crate::plan::{GuestCell, GuestTopology, IothreadPin, VcpuPin, VmPlan};
 use crate::topology::HostTopology;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The VM's plan on `cores` (which must satisfy [`super::classes::fits_exactly`]).
 pub fn layout(
@@ -365,78 +365,125 @@ pub fn keep_in_place(host: &HostTopology, vm: &VmRequest, plan: &mut VmPlan) {
         keep_pairs(host, vm, plan);
         return;
     }
-    let home: std::collections::BTreeMap<CpuId, u32> =
-        vm.now.iter().map(|&(vcpu, cpu)| (cpu, vcpu)).collect();
-    let core_of = |cpu: CpuId| host.pu(cpu).and_then(|p| p.core);
-    let homes_on = |core: CoreId| -> usize {
-        host.core(core).map_or(0, |c| {
-            c.cpus.iter().filter(|cpu| home.contains_key(cpu)).count()
-        })
-    };
-    // Per core, in the order the layout used them: vCPUs it carries, and
-    // whether it holds the isolated emulator.
-    let mut order: Vec<CoreId> = Vec::new();
-    let mut slots: std::collections::BTreeMap<CoreId, (usize, bool)> =
-        std::collections::BTreeMap::new();
-    for pin in &plan.vcpus {
-        if let Some(core) = core_of(pin.cpu) {
-            if !order.contains(&core) {
-                order.push(core);
-            }
-            slots.entry(core).or_default().0 += 1;
-        }
-    }
+    let home: BTreeMap<CpuId, u32> = vm.now.iter().map(|&(vcpu, cpu)| (cpu, vcpu)).collect();
     let emulator = (vm.emulator == EmulatorPolicy::Isolate
         && plan.emulator_cpus.len() == 1
         && plan.emulator_cpus.is_subset(&plan.cpus))
     .then(|| plan.emulator_cpus.first())
     .flatten();
-    if let Some(core) = emulator.and_then(core_of) {
-        if !order.contains(&core) {
-            order.push(core);
-        }
-        slots.entry(core).or_default().1 = true;
-        // A core of its own for the emulator that vCPUs ran on, while a
-        // core of a vCPU holds none of theirs: swap the two.
-        if slots.get(&core).is_some_and(|s| s.0 == 0) && homes_on(core) > 0 {
-            let swap = order
-                .iter()
-                .copied()
-                .find(|&k| slots.get(&k).is_some_and(|s| s.0 == 1 && !s.1) && homes_on(k) == 0);
-            if let Some(k) = swap {
-                slots.insert(core, (1, false));
-                slots.insert(k, (0, true));
-            }
-        }
-    }
-    let mut chosen: Vec<CpuId> = Vec::new();
-    let mut new_emulator = None;
-    for &core in &order {
-        let (vcpus, emu) = slots.get(&core).copied().unwrap_or_default();
-        let cpus: Vec<CpuId> = host
-            .core(core)
-            .map(|c| c.cpus.intersection(&plan.cpus).iter().collect())
-            .unwrap_or_default();
-        let (mut first, mut rest): (Vec<CpuId>, Vec<CpuId>) =
-            cpus.iter().partition(|cpu| home.contains_key(cpu));
-        first.append(&mut rest);
-        let (mine, left) = first.split_at(vcpus.min(first.len()));
-        chosen.extend_from_slice(mine);
-        if emu {
-            // Where no vCPU of it ran, when there is such a CPU left.
-            new_emulator = left
-                .iter()
-                .find(|c| !home.contains_key(c))
-                .or_else(|| left.first())
-                .copied();
-        }
-    }
+    let slots = CoreSlots::of(host, plan, &home, emulator);
+    let (chosen, new_emulator) = slots.choose(host, plan, &home);
     if chosen.len() != plan.vcpus.len() {
         return;
     }
-    // Each vCPU whose CPU is among them keeps it; the others take the rest
-    // in order.
-    let stay: std::collections::BTreeMap<u32, CpuId> = chosen
+    let Some(pins) = staying_first(plan, &home, &chosen) else {
+        return;
+    };
+    plan.vcpus = pins;
+    if let (Some(old), Some(new)) = (emulator, new_emulator) {
+        move_emulator(plan, old, new);
+    }
+    if !plan.guest_cells.is_empty() {
+        plan.guest_cells = guest_cells(host, &plan.numa_nodes, &plan.vcpus);
+    }
+}
+
+/// A running VM's cores in the order its layout used them, each with the
+/// vCPUs it carries and whether it holds the isolated emulator.
+struct CoreSlots {
+    order: Vec<CoreId>,
+    slots: BTreeMap<CoreId, (usize, bool)>,
+}
+
+impl CoreSlots {
+    /// The slots of `plan`'s cores; with an isolated `emulator` on a core of
+    /// its own that vCPUs ran on, while a core of one vCPU holds none of
+    /// theirs, the two swap.
+    fn of(
+        host: &HostTopology,
+        plan: &VmPlan,
+        home: &BTreeMap<CpuId, u32>,
+        emulator: Option<CpuId>,
+    ) -> CoreSlots {
+        let core_of = |cpu: CpuId| host.pu(cpu).and_then(|p| p.core);
+        let homes_on = |core: CoreId| -> usize {
+            host.core(core).map_or(0, |c| {
+                c.cpus.iter().filter(|cpu| home.contains_key(cpu)).count()
+            })
+        };
+        let mut this = CoreSlots {
+            order: Vec::new(),
+            slots: BTreeMap::new(),
+        };
+        for core in plan.vcpus.iter().filter_map(|pin| core_of(pin.cpu)) {
+            this.slot(core).0 += 1;
+        }
+        let Some(core) = emulator.and_then(core_of) else {
+            return this;
+        };
+        this.slot(core).1 = true;
+        if this.slots.get(&core).is_some_and(|s| s.0 == 0) && homes_on(core) > 0 {
+            let swap = this.order.iter().copied().find(|&k| {
+                this.slots.get(&k).is_some_and(|s| s.0 == 1 && !s.1) && homes_on(k) == 0
+            });
+            if let Some(k) = swap {
+                this.slots.insert(core, (1, false));
+                this.slots.insert(k, (0, true));
+            }
+        }
+        this
+    }
+
+    /// The slot of `core`, added last in the order when new.
+    fn slot(&mut self, core: CoreId) -> &mut (usize, bool) {
+        if !self.order.contains(&core) {
+            self.order.push(core);
+        }
+        self.slots.entry(core).or_default()
+    }
+
+    /// The CPUs that carry vCPUs, core by core, those vCPUs run on now
+    /// first; and the isolated emulator's CPU, where no vCPU of it ran when
+    /// there is such a CPU left.
+    fn choose(
+        &self,
+        host: &HostTopology,
+        plan: &VmPlan,
+        home: &BTreeMap<CpuId, u32>,
+    ) -> (Vec<CpuId>, Option<CpuId>) {
+        let mut chosen: Vec<CpuId> = Vec::new();
+        let mut new_emulator = None;
+        for &core in &self.order {
+            let (vcpus, emu) = self.slots.get(&core).copied().unwrap_or_default();
+            let cpus: Vec<CpuId> = host
+                .core(core)
+                .map(|c| c.cpus.intersection(&plan.cpus).iter().collect())
+                .unwrap_or_default();
+            let (mut first, mut rest): (Vec<CpuId>, Vec<CpuId>) =
+                cpus.iter().partition(|cpu| home.contains_key(cpu));
+            first.append(&mut rest);
+            let (mine, left) = first.split_at(vcpus.min(first.len()));
+            chosen.extend_from_slice(mine);
+            if emu {
+                new_emulator = left
+                    .iter()
+                    .find(|c| !home.contains_key(c))
+                    .or_else(|| left.first())
+                    .copied();
+            }
+        }
+        (chosen, new_emulator)
+    }
+}
+
+/// `plan`'s vCPUs on `chosen`: each whose CPU is among them keeps it, the
+/// others take the rest in order. `None` when the CPUs run out.
+fn staying_first(
+    plan: &VmPlan,
+    home: &BTreeMap<CpuId, u32>,
+    chosen: &[CpuId],
+) -> Option<Vec<VcpuPin>> {
+    let stay: BTreeMap<u32, CpuId> = chosen
         .iter()
         .filter_map(|&cpu| home.get(&cpu).map(|&vcpu| (vcpu, cpu)))
         .collect();
@@ -448,9 +495,7 @@ pub fn keep_in_place(host: &HostTopology, vm: &VmRequest, plan: &mut VmPlan) {
     vcpus.sort_unstable();
     let mut pins: Vec<VcpuPin> = Vec::with_capacity(vcpus.len());
     for vcpu in vcpus {
-        let Some(cpu) = stay.get(&vcpu).copied().or_else(|| rest.next()) else {
-            return;
-        };
+        let cpu = stay.get(&vcpu).copied().or_else(|| rest.next())?;
         pins.push(VcpuPin {
             vcpu,
             cpu,
@@ -458,16 +503,16 @@ pub fn keep_in_place(host: &HostTopology, vm: &VmRequest, plan: &mut VmPlan) {
         });
     }
     pins.sort_by_key(|p| p.vcpu);
-    plan.vcpus = pins;
-    if let (Some(old), Some(new)) = (emulator, new_emulator) {
-        let new_set: CpuSet = std::iter::once(new).collect();
-        let old_set: CpuSet = std::iter::once(old).collect();
-        plan.emulator_cpus = new_set.clone();
-        for io in plan.iothreads.iter_mut().filter(|io| io.cpus == old_set) {
-            io.cpus = new_set.clone();
-        }
-    }
-    if !plan.guest_cells.is_empty() {
-        plan.guest_cells = guest_cells(host, &plan.numa_nodes, &plan.vcpus);
+    Some(pins)
+}
+
+/// The isolated emulator (and the I/O threads pinned with it) from `old`
+/// to `new`.
+fn move_emulator(plan: &mut VmPlan, old: CpuId, new: CpuId) {
+    let new_set: CpuSet = std::iter::once(new).collect();
+    let old_set: CpuSet = std::iter::once(old).collect();
+    plan.emulator_cpus = new_set.clone();
+    for io in plan.iothreads.iter_mut().filter(|io| io.cpus == old_set) {
+        io.cpus = new_set.clone();
     }
 }

@@ -147,7 +147,7 @@ fn group(free: &[FreeCore], home: impl Fn(&FreeCore) -> Vec<(usize, u32)>) -> Ve
 /// Whether `vm` may use cores of `class` at all. A `numa = "strict"` VM
 /// never uses cores with no known NUMA node: its plan must name its node.
 pub fn allowed(vm: &VmRequest, node: Option<NodeId>, threads: u32) -> bool {
-    if vm.threads == ThreadPolicy::Require && threads < 2 {
+    if !vm.threads.accepts(threads) {
         return false;
     }
     if vm.numa == super::NumaPolicy::Strict && node.is_none() {
@@ -158,10 +158,7 @@ pub fn allowed(vm: &VmRequest, node: Option<NodeId>, threads: u32) -> bool {
 
 /// vCPU-bearing CPUs one core of `threads` usable threads gives `vm`.
 pub fn pus_per_core(vm: &VmRequest, threads: u32) -> u32 {
-    match vm.threads {
-        ThreadPolicy::Isolate => 1,
-        ThreadPolicy::Require | ThreadPolicy::Prefer => threads,
-    }
+    vm.threads.cpus_per_core(threads)
 }
 
 /// Whole cores `vm` needs on cores of `threads` usable threads each: one per
@@ -173,7 +170,7 @@ pub fn cores_needed(vm: &VmRequest, threads: u32) -> u32 {
         ThreadPolicy::Isolate => {
             vm.vcpus + u32::from(vm.emulator == super::EmulatorPolicy::Isolate && t < 2)
         }
-        ThreadPolicy::Require | ThreadPolicy::Prefer => vm.pus_needed().div_ceil(t),
+        ThreadPolicy::Require | ThreadPolicy::Prefer => vm.threads.cores_for(vm.pus_needed(), t),
     }
 }
 
@@ -182,7 +179,7 @@ pub fn cores_needed(vm: &VmRequest, threads: u32) -> u32 {
 /// Every solver (ILP, greedy, oracle) must agree with this rule.
 pub fn fits_exactly(vm: &VmRequest, threads: &[u32]) -> bool {
     let n = u32::try_from(threads.len()).unwrap_or(u32::MAX);
-    if threads.iter().any(|&t| !allowed_threads(vm, t)) {
+    if threads.iter().any(|&t| !vm.threads.accepts(t)) {
         return false;
     }
     match vm.threads {
@@ -202,8 +199,4 @@ pub fn fits_exactly(vm: &VmRequest, threads: &[u32]) -> bool {
             total >= need && total < need + max_t
         }
     }
-}
-
-fn allowed_threads(vm: &VmRequest, threads: u32) -> bool {
-    !(vm.threads == ThreadPolicy::Require && threads < 2)
 }

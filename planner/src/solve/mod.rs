@@ -11,6 +11,7 @@
 
 pub mod assign;
 pub mod classes;
+mod error;
 pub mod explain;
 pub mod greedy;
 pub mod ilp;
@@ -25,9 +26,11 @@ pub use request::{
     SolveOptions, SolverKind, ThreadPolicy, VmRequest,
 };
 
+use crate::deadline::{self, Deadline};
 use crate::ids::{CoreId, NodeId};
 use crate::plan::{FixedPlan, Objective, Plan, PlanHost, Status, VmPlan};
 use classes::FreeCore;
+pub use error::ExactError;
 pub use ilp::backend;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -157,32 +160,18 @@ pub fn objective(request: &PlanRequest, placement: &Placement) -> Objective {
     objective
 }
 
-/// The exact solver for `request`: the aggregated model where it applies
-/// (every free core with the same usable threads), else the per-class model.
-pub fn exact(request: &PlanRequest, time_limit: Duration) -> Result<Placement, String> {
-    exact_with_progress(request, time_limit, &Progress::default())
-}
-
-/// [`exact`] for which VMs fit only: objectives 1–5 (the L3 objectives
-/// change where VMs go, never which are placed). For explanations.
+/// The exact solver for which VMs fit only: objectives 1–5 (the L3
+/// objectives change where VMs go, never which are placed). For
+/// explanations.
 pub(crate) fn exact_placing(
     request: &PlanRequest,
-    time_limit: Duration,
-) -> Result<Placement, String> {
+    deadline: Deadline,
+) -> Result<Placement, ExactError> {
     let progress = Progress {
         placing_only: true,
         ..Progress::default()
     };
-    exact_with_progress(request, time_limit, &progress)
-}
-
-/// [`exact`], publishing the best placement found so far in `progress`.
-fn exact_with_progress(
-    request: &PlanRequest,
-    time_limit: Duration,
-    progress: &Progress,
-) -> Result<Placement, String> {
-    ilp::place_with_progress(request, time_limit, progress)
+    ilp::place(request, deadline, &progress)
 }
 
 /// The best placement a solver has found so far, shared with a watchdog,
@@ -287,15 +276,17 @@ pub struct Watched {
     pub abandoned: bool,
 }
 
-/// [`exact`] in a worker thread. If it overruns the limit by more than a
-/// tenth (at least 50 ms) the best placement it published is taken and the
-/// thread abandoned: a backend that ignores its time limit must not hang
-/// pinplan or break `--time-limit`.
+/// The exact solver ([`ilp::place`]) in a worker thread, for `limit`. If it
+/// overruns the limit by more than its [`deadline::grace`] the best
+/// placement it published is taken and the thread abandoned: a backend
+/// that ignores its time limit must not hang pinplan or break
+/// `--time-limit`.
 pub fn exact_with_watchdog(
     request: &PlanRequest,
-    time_limit: Duration,
+    limit: Duration,
     hook: Option<ProgressHook>,
-) -> Result<Watched, String> {
+) -> Result<Watched, ExactError> {
+    let deadline = Deadline::after(limit);
     let (tx, rx) = std::sync::mpsc::channel();
     let owned = request.clone();
     let progress = std::sync::Arc::new(Progress::with_hook(hook));
@@ -303,13 +294,12 @@ pub fn exact_with_watchdog(
     let worker = std::thread::Builder::new()
         .name("pinplan-ilp".to_owned())
         .spawn(move || {
-            let result = exact_with_progress(&owned, time_limit, &shared);
+            let result = ilp::place(&owned, deadline, &shared);
             // The receiver may be gone after a timeout; nothing to do then.
             let _ = tx.send(result);
         })
-        .map_err(|e| format!("cannot start the solver thread: {e}"))?;
-    let grace = time_limit.mul_f64(0.1).max(Duration::from_millis(50));
-    match rx.recv_timeout(time_limit + grace) {
+        .map_err(|cause| ExactError::Thread { cause })?;
+    match rx.recv_timeout(limit + deadline::grace(limit)) {
         Ok(result) => {
             let _ = worker.join();
             result.map(|placement| Watched {
@@ -322,17 +312,10 @@ pub fn exact_with_watchdog(
                 placement,
                 abandoned: true,
             }),
-            None => Err(format!(
-                "the integer program did not finish within the {} s time limit",
-                time_limit.as_secs_f64()
-            )),
+            None => Err(ExactError::Overran { limit }),
         },
     }
 }
-
-/// The share of the time limit the exact solver may use when VMs may be left
-/// out: the rest is kept for explaining them.
-const SOLVE_SHARE: f64 = 0.8;
 
 /// Whether `a` is lexicographically better than `b` on objectives 1–3.
 pub(crate) fn better(request: &PlanRequest, a: &Placement, b: &Placement) -> bool {
@@ -354,7 +337,7 @@ pub(crate) fn better(request: &PlanRequest, a: &Placement, b: &Placement) -> boo
 /// with explanations. `options.time_limit` bounds the whole call, the
 /// explanations' re-solves included.
 pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
-    let deadline = Instant::now() + options.time_limit;
+    let deadline = Deadline::after(options.time_limit);
     let mut warnings = Vec::new();
     for vm in &request.vms {
         if vm.nic.is_some() && vm.nic_nodes.is_empty() && vm.nic_affinity != NicAffinity::Ignore {
@@ -403,7 +386,7 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
         SolverKind::Ilp => {
             match exact_with_watchdog(
                 request,
-                options.time_limit.mul_f64(SOLVE_SHARE),
+                options.time_limit.mul_f64(deadline::EXACT_SHARE),
                 options.progress.clone(),
             ) {
                 Ok(w) => {
@@ -439,12 +422,9 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
     // explaining 30 VMs does not take 30 solves' time. An abandoned solver
     // thread still solves: then no re-solve at all.
     let explain_deadline = if resolve {
-        let budget = started
-            .elapsed()
-            .clamp(Duration::from_millis(100), Duration::from_secs(1));
-        (Instant::now() + budget).min(deadline)
+        deadline::explain_budget(started.elapsed(), deadline)
     } else {
-        Instant::now()
+        Deadline::after(Duration::ZERO)
     };
     if let Some(hook) = options
         .progress
@@ -511,7 +491,7 @@ pub fn build_plan(
     solver_name: SolverKind,
     options: &SolveOptions,
     mut warnings: Vec<String>,
-    deadline: Instant,
+    deadline: Deadline,
 ) -> Plan {
     let emulator_host = request.reserved.clone();
     let vms: Vec<VmPlan> = request

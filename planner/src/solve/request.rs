@@ -1,38 +1,16 @@
 //! What the solver is asked: a [`PlanRequest`] (the host, its reserved and
 //! fixed CPUs, the VMs with their vCPU counts and policies) and the
-//! [`SolveOptions`] (which solver, how long).
+//! [`SolveOptions`] (which solver, how long). The policies live in
+//! [`crate::model`] and are re-exported here for the callers that name them
+//! through the solver.
+
+pub use crate::model::{EmulatorPolicy, NicAffinity, NumaPolicy, ThreadPolicy};
 
 use crate::cpuset::CpuSet;
 use crate::ids::NodeId;
 use crate::plan::PlannedDemand;
 use crate::topology::{HostTopology, PciAddress};
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
-
-/// How vCPUs use SMT siblings (names follow OpenStack Nova).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ThreadPolicy {
-    /// One vCPU per physical core; the siblings stay idle, owned by the VM.
-    Isolate,
-    /// vCPUs fill every thread of their cores; only cores with 2+ usable threads.
-    Require,
-    /// Like require, but cores with a single usable thread may be used too.
-    Prefer,
-}
-
-/// Where the emulator (and I/O) threads run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EmulatorPolicy {
-    /// On the host's reserved CPUs.
-    Host,
-    /// On one more CPU of the VM's own (an idle sibling when there is one).
-    Isolate,
-    /// On the core(s) of the VM's housekeeping vCPUs, which no poll-mode
-    /// vCPU shares (the RHEL/OSP NFV layout).
-    WithHousekeeping,
-}
 
 /// What a VM's vCPUs do in the guest: the housekeeping vCPUs first (DPDK's
 /// main lcore, the guest OS), then the poll-mode ones (`rx` then `tx` when
@@ -81,42 +59,6 @@ impl Roles {
                 None => Role::Pmd,
             }
         })
-    }
-}
-
-/// How a VM may use NUMA nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NumaPolicy {
-    /// All vCPUs (and memory) on one node.
-    Strict,
-    /// One node unless impossible.
-    Preferred,
-    /// Any nodes; the plan records guest NUMA cells.
-    Spread,
-}
-
-/// How much the NIC's NUMA node matters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NicAffinity {
-    /// vCPUs only on the NIC's node.
-    Required,
-    /// As many as possible on it.
-    Preferred,
-    /// Don't care.
-    #[default]
-    Ignore,
-}
-
-impl ThreadPolicy {
-    /// The spec/plan name.
-    pub fn name(self) -> &'static str {
-        match self {
-            ThreadPolicy::Isolate => "isolate",
-            ThreadPolicy::Require => "require",
-            ThreadPolicy::Prefer => "prefer",
-        }
     }
 }
 

@@ -20,7 +20,7 @@ pub use running::{plan_around, Residents, Running};
 
 use crate::cpuset::CpuSet;
 use crate::demand::Table;
-use crate::solve::{EmulatorPolicy, NumaPolicy, ThreadPolicy};
+use crate::model::{EmulatorPolicy, NumaPolicy, ThreadPolicy};
 use crate::topology::PciAddress;
 use schema::NicLocality;
 use std::path::{Path, PathBuf};

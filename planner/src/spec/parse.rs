@@ -10,7 +10,7 @@ use super::schema::{
 use super::{Spec, SpecError, VmSpec};
 use crate::cpuset::CpuSet;
 use crate::demand::Table;
-use crate::solve::{EmulatorPolicy, NumaPolicy, ThreadPolicy};
+use crate::model::{EmulatorPolicy, NumaPolicy, ThreadPolicy};
 use crate::text::closest;
 use crate::topology::PciAddress;
 use std::collections::BTreeSet;

@@ -348,7 +348,7 @@ impl Spec {
         table: Option<(u32, u32)>,
         host: &HostTopology,
     ) -> Result<crate::solve::Roles, SpecError> {
-        use crate::solve::ThreadPolicy;
+        use crate::model::ThreadPolicy;
         let name = &vm.name;
         let (housekeeping, rx) = match (table, vm.housekeeping_vcpus) {
             (Some(_), Some((_, line))) => {

@@ -271,7 +271,7 @@ fn mark_running(request: &mut PlanRequest, t: &Tenant, usable: &CpuSet) {
     // isolate or a host of one thread per core; pairs on a host of two
     // threads per core everywhere (else it is not known before placing).
     let guest_threads = match (vm.threads, threads.iter().max()) {
-        (crate::solve::ThreadPolicy::Isolate, _) | (_, None | Some(1)) => 1,
+        (crate::model::ThreadPolicy::Isolate, _) | (_, None | Some(1)) => 1,
         (_, Some(2)) if threads.len() == 1 => 2,
         _ => return,
     };

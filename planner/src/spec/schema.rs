@@ -1,7 +1,7 @@
 //! The spec file's TOML shape, as serde reads it: every table and key, with
 //! the position of each value for error messages. Checking is `super::parse`'s.
 
-use crate::solve::{EmulatorPolicy, NumaPolicy, ThreadPolicy};
+use crate::model::{EmulatorPolicy, NumaPolicy, ThreadPolicy};
 use serde::Deserialize;
 use toml::Spanned;
 

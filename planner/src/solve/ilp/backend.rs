@@ -21,7 +21,10 @@
 
 use super::child::{Exit, Outcome, Service};
 use super::expr::{Expr, Var};
+use super::settings::Settings;
+pub use super::settings::{configure, Fault, FaultPlan, SolverSettings};
 use super::wire;
+use super::TRACE;
 #[cfg(any(feature = "highs", not(feature = "cbc")))]
 use good_lp::WithInitialSolution;
 #[cfg(not(any(feature = "highs", feature = "cbc")))]
@@ -183,6 +186,13 @@ fn expression(vars: &[good_lp::Variable], terms: &[(Var, f64)]) -> Expression {
     e
 }
 
+/// What the backend said when it stopped without an answer, in its own
+/// words: they cross the worker's socket as text, so no error value of the
+/// backend's survives the trip.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
 /// Why a solve gave no answer. [`SolveError::is_fault`] tells the failures of
 /// the backend's process, which a plan reports, from a search that found
 /// nothing in its time.
@@ -235,7 +245,7 @@ pub enum SolveError {
     },
     /// The backend stopped without an answer (infeasible, or out of time).
     #[error("the MIP backend ({NAME}) gave no answer: {0}")]
-    Backend(String),
+    Backend(Refusal),
     /// The backend's answer breaks the model once integers are rounded.
     #[error("the MIP backend ({NAME}) returned a point that breaks the model once rounded")]
     Unsound,
@@ -291,129 +301,6 @@ fn signal_name(signal: i32) -> Option<&'static str> {
     .map(|(_, name)| name)
 }
 
-/// What a solve reads from the environment: read in the parent (the
-/// environment's lock may be held by another thread when the worker is
-/// forked) and sent to the worker with each request.
-#[derive(Debug, Default)]
-pub(super) struct Settings {
-    /// `PINPLAN_CBC_PARAMS=key=value,…`: more CBC parameters, for
-    /// experiments (docs/plan.md).
-    #[cfg_attr(not(all(feature = "cbc", not(feature = "highs"))), allow(dead_code))]
-    pub(super) cbc_params: Vec<(String, String)>,
-    /// `PINPLAN_ILP_TRACE`: say on stderr why an answer was refused.
-    trace: bool,
-    /// What to make the worker do (tests only).
-    #[cfg(any(test, feature = "fault-injection"))]
-    fault: Option<Fault>,
-}
-
-impl Settings {
-    fn from_env() -> Settings {
-        let cbc_params = std::env::var("PINPLAN_CBC_PARAMS")
-            .unwrap_or_default()
-            .split(',')
-            .filter_map(|pair| pair.split_once('='))
-            .map(|(key, value)| (key.to_owned(), value.to_owned()))
-            .collect();
-        Settings {
-            cbc_params,
-            trace: std::env::var_os("PINPLAN_ILP_TRACE").is_some(),
-            #[cfg(any(test, feature = "fault-injection"))]
-            fault: Fault::from_env(),
-        }
-    }
-
-    /// The fault to strike, as one byte on the wire: 0 for none.
-    pub(super) fn fault_code(&self) -> u8 {
-        #[cfg(any(test, feature = "fault-injection"))]
-        if let Some(fault) = self.fault {
-            return fault as u8;
-        }
-        0
-    }
-
-    /// The settings a worker solves with: the parameters and the fault sent
-    /// (`None` for a fault code it does not know).
-    pub(super) fn in_worker(cbc_params: Vec<(String, String)>, fault: u8) -> Option<Settings> {
-        #[cfg(any(test, feature = "fault-injection"))]
-        let fault = match fault {
-            0 => None,
-            code => Some(
-                [Fault::Abort, Fault::Kill, Fault::Hang]
-                    .into_iter()
-                    .find(|f| *f as u8 == code)?,
-            ),
-        };
-        #[cfg(not(any(test, feature = "fault-injection")))]
-        if fault != 0 {
-            return None;
-        }
-        Some(Settings {
-            cbc_params,
-            trace: false,
-            #[cfg(any(test, feature = "fault-injection"))]
-            fault,
-        })
-    }
-}
-
-/// A fault injected into the worker of a solve (tests only), after the
-/// backend's model is built and before it is solved.
-#[cfg(any(test, feature = "fault-injection"))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
-    /// `libc::abort()`, as CBC's failed assertions do.
-    Abort = 1,
-    /// SIGKILL, as the kernel's OOM killer does.
-    Kill,
-    /// Sleep forever, as a backend that ignores its time limit.
-    Hang,
-}
-
-#[cfg(any(test, feature = "fault-injection"))]
-impl Fault {
-    /// `PINPLAN_FAULT_SOLVER=abort:N` (or `kill:N`, `hang:N`): the fault for
-    /// this solve if it is the N-th of the process (from 1); `abort:N+` for
-    /// the N-th and every later one. Nothing without the `fault-injection`
-    /// feature.
-    fn from_env() -> Option<Fault> {
-        #[cfg(feature = "fault-injection")]
-        {
-            static SOLVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let this = SOLVES.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-            let wanted = std::env::var("PINPLAN_FAULT_SOLVER").ok()?;
-            let (mode, n) = wanted.split_once(':')?;
-            // `N+`: this solve and every later one.
-            let (n, onwards) = match n.trim().strip_suffix('+') {
-                Some(n) => (n, true),
-                None => (n.trim(), false),
-            };
-            let n = n.parse::<u64>().ok()?;
-            if this != n && !(onwards && this > n) {
-                return None;
-            }
-            match mode {
-                "abort" => Some(Fault::Abort),
-                "kill" => Some(Fault::Kill),
-                "hang" => Some(Fault::Hang),
-                _ => None,
-            }
-        }
-        #[cfg(not(feature = "fault-injection"))]
-        None
-    }
-
-    fn strike(self) {
-        match self {
-            Fault::Abort => std::process::abort(),
-            Fault::Kill => super::child::kill_self(),
-            Fault::Hang => loop {
-                std::thread::sleep(Duration::from_secs(3600));
-            },
-        }
-    }
-}
-
 /// The backend's answer as it gave it: the values (not rounded) and whether
 /// it proved them optimal.
 #[derive(Debug, Clone, PartialEq)]
@@ -436,7 +323,7 @@ pub(crate) fn run(
     time_limit: Duration,
     start: Option<&[f64]>,
 ) -> Result<(Vec<f64>, bool), SolveError> {
-    run_with(model, objective, time_limit, start, &Settings::from_env())
+    run_with(model, objective, time_limit, start, &Settings::next())
 }
 
 /// [`run`] with `settings` read already.
@@ -472,12 +359,8 @@ fn run_with(
             errno: e.error.raw_os_error().unwrap_or(0),
         }),
     };
-    let raw = raw.inspect_err(|e| {
-        if settings.trace {
-            eprintln!("backend: {e}");
-        }
-    })?;
-    checked(model, raw, settings.trace)
+    let raw = raw.inspect_err(|e| tracing::debug!(target: TRACE, "backend: {e}"))?;
+    checked(model, raw)
 }
 
 /// [`run`] in this process, for measuring what the worker process costs.
@@ -491,12 +374,12 @@ pub(crate) fn run_in_process(
     let settings = Settings::default();
     let raw = solve_here(model, objective.terms(), time_limit, start, &settings)
         .map_err(SolveError::Backend)?;
-    checked(model, raw, settings.trace)
+    checked(model, raw)
 }
 
 /// The answer with its integer variables rounded, if it still satisfies the
 /// model.
-fn checked(model: &Model, raw: Raw, trace: bool) -> Result<(Vec<f64>, bool), SolveError> {
+fn checked(model: &Model, raw: Raw) -> Result<(Vec<f64>, bool), SolveError> {
     let values: Vec<f64> = model
         .columns
         .iter()
@@ -507,12 +390,12 @@ fn checked(model: &Model, raw: Raw, trace: bool) -> Result<(Vec<f64>, bool), Sol
     // once rounded (CBC once returned a point one VM over capacity): such a
     // point is never used.
     if !model.feasible(&values) {
-        if trace {
+        if tracing::enabled!(target: TRACE, tracing::Level::DEBUG) {
             for c in &model.rows {
                 let lhs = value_of(&values, &c.terms);
-                eprintln!("con {:?} {:?} {} lhs={lhs}", c.terms, c.op, c.rhs);
+                tracing::debug!(target: TRACE, "con {:?} {:?} {} lhs={lhs}", c.terms, c.op, c.rhs);
             }
-            eprintln!("raw {:?} proven {}", raw.values, raw.proven);
+            tracing::debug!(target: TRACE, "raw {:?} proven {}", raw.values, raw.proven);
         }
         return Err(SolveError::Unsound);
     }
@@ -543,6 +426,30 @@ fn solve_request(bytes: &[u8]) -> Vec<u8> {
     wire::encode_answer(&raw)
 }
 
+/// The backend's variables for `model`'s columns, in their order.
+fn variables(model: &Model) -> (ProblemVariables, Vec<good_lp::Variable>) {
+    let mut problem = ProblemVariables::new();
+    let vars = model
+        .columns
+        .iter()
+        .map(|v| {
+            let def = good_lp::variable().min(v.min).max(v.max);
+            problem.add(if v.integer { def.integer() } else { def })
+        })
+        .collect();
+    (problem, vars)
+}
+
+/// The backend's constraint for `row`.
+fn constraint(vars: &[good_lp::Variable], row: &Row) -> good_lp::Constraint {
+    let lhs = expression(vars, &row.terms);
+    match row.op {
+        Op::Le => good_lp::constraint::leq(lhs, row.rhs),
+        Op::Ge => good_lp::constraint::geq(lhs, row.rhs),
+        Op::Eq => good_lp::constraint::eq(lhs, row.rhs),
+    }
+}
+
 /// Builds the backend's problem from `model` and solves it, in this
 /// process (the worker's, but for measurements).
 fn solve_here(
@@ -551,16 +458,8 @@ fn solve_here(
     time_limit: Duration,
     start: Option<&[f64]>,
     settings: &Settings,
-) -> Result<Raw, String> {
-    let mut problem = ProblemVariables::new();
-    let vars: Vec<good_lp::Variable> = model
-        .columns
-        .iter()
-        .map(|v| {
-            let def = good_lp::variable().min(v.min).max(v.max);
-            problem.add(if v.integer { def.integer() } else { def })
-        })
-        .collect();
+) -> Result<Raw, Refusal> {
+    let (problem, vars) = variables(model);
     let goal = expression(&vars, objective);
     let seconds = time_limit.as_secs_f64().max(0.001);
     #[cfg(feature = "highs")]
@@ -611,20 +510,16 @@ fn solve_here(
     #[cfg(all(feature = "cbc", not(feature = "highs")))]
     let _ = start;
     for c in &model.rows {
-        let lhs = expression(&vars, &c.terms);
-        let constraint = match c.op {
-            Op::Le => good_lp::constraint::leq(lhs, c.rhs),
-            Op::Ge => good_lp::constraint::geq(lhs, c.rhs),
-            Op::Eq => good_lp::constraint::eq(lhs, c.rhs),
-        };
-        solver.add_constraint(constraint);
+        solver.add_constraint(constraint(&vars, c));
     }
     #[cfg(any(test, feature = "fault-injection"))]
     if let Some(fault) = settings.fault {
         fault.strike();
     }
+    #[cfg(not(any(test, feature = "fault-injection")))]
+    let _ = settings.fault;
     let started = std::time::Instant::now();
-    let solution = solver.solve().map_err(|e| e.to_string())?;
+    let solution = solver.solve().map_err(|e| Refusal(e.to_string()))?;
     // A solve that used up its time limit is not called proven, whatever the
     // status says: CBC stopped by the clock inside its root node can report a
     // finished search (secondary status unset), which good_lp reads as

@@ -89,7 +89,7 @@ thread_local! {
 /// or was killed is gone; the next request forks another.
 ///
 /// The worker is forked from the calling thread alone: its handler must not
-/// need a lock another thread may hold (the caller reads the environment
+/// need a lock another thread may hold (the caller takes its settings
 /// before, for instance). glibc makes `malloc` safe after `fork`, so the
 /// handler may allocate.
 pub(super) fn ask(

@@ -15,11 +15,17 @@ mod groups;
 #[cfg(test)]
 pub(crate) mod oracle;
 pub mod per_class;
+mod settings;
 mod tiers;
 mod wire;
 
-use super::{Placement, PlanRequest};
-use std::time::Duration;
+use super::{ExactError, Placement, PlanRequest};
+use crate::deadline::Deadline;
+
+/// The `tracing` target of the solver's trace: each objective's model size,
+/// time and value, and every failed solve (the CLI shows it with
+/// `PINPLAN_ILP_TRACE=1`, or `RUST_LOG=pinplan::ilp=debug`).
+pub const TRACE: &str = "pinplan::ilp";
 
 /// Whether only the per-class model serves `request`: its free cores differ
 /// in usable threads, or running VMs' moves count (they split classes by
@@ -28,22 +34,18 @@ pub fn per_class_only(request: &PlanRequest) -> bool {
     !agg::supported(request) || request.vms.iter().any(|v| v.running)
 }
 
-/// Solves `request` exactly within `time_limit`: the aggregated model where it
-/// applies (every free core with the same usable threads), else the per-class
-/// model.
-pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, String> {
-    place_with_progress(request, time_limit, &super::Progress::default())
-}
-
-/// [`place`], publishing the best placement found so far in `progress`.
-pub fn place_with_progress(
+/// Solves `request` exactly by `deadline`: the aggregated model where it
+/// applies (every free core with the same usable threads, no running VM
+/// whose moves count), else the per-class model; the best placement found
+/// so far is published in `progress`.
+pub fn place(
     request: &PlanRequest,
-    time_limit: Duration,
+    deadline: Deadline,
     progress: &super::Progress,
-) -> Result<Placement, String> {
-    if !per_class_only(request) {
-        agg::place_with_progress(request, time_limit, progress).map(|(p, _)| p)
+) -> Result<Placement, ExactError> {
+    if per_class_only(request) {
+        per_class::place(request, deadline)
     } else {
-        per_class::place(request, time_limit)
+        Ok(agg::place(request, deadline, progress).0)
     }
 }

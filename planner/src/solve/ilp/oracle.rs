@@ -520,7 +520,11 @@ mod tests {
             );
         }
         let ours = objective(req, &placement);
-        let ilp = super::super::per_class::place(req, Duration::from_secs(10)).expect("ilp");
+        let ilp = super::super::per_class::place(
+            req,
+            crate::deadline::Deadline::after(Duration::from_secs(10)),
+        )
+        .expect("ilp");
         assert!(ilp.proven);
         assert_eq!(objective(req, &ilp), ours, "ILP vs oracle");
         (placement, ours)

@@ -5,8 +5,9 @@
 //! still checks every answer's shape ([`decode_answer`]), and the worker
 //! answers a request it cannot read with a message, never a guess.
 
-use super::backend::{Column, Model, Op, Raw, Row, Settings};
+use super::backend::{Column, Model, Op, Raw, Refusal, Row};
 use super::expr::Var;
+use super::settings::Settings;
 use std::time::Duration;
 
 /// A decoded request: what the worker solves.
@@ -195,7 +196,7 @@ pub(super) const UNREADABLE: &[u8] = &[2];
 
 /// The worker's answer as bytes: `0`, proven (0 or 1), then each value as a
 /// little-endian f64; or `1` and the backend's message.
-pub(super) fn encode_answer(raw: &Result<Raw, String>) -> Vec<u8> {
+pub(super) fn encode_answer(raw: &Result<Raw, Refusal>) -> Vec<u8> {
     match raw {
         Ok(raw) => {
             let mut out = Vec::with_capacity(2 + 8 * raw.values.len());
@@ -206,7 +207,7 @@ pub(super) fn encode_answer(raw: &Result<Raw, String>) -> Vec<u8> {
             }
             out
         }
-        Err(message) => {
+        Err(Refusal(message)) => {
             let mut out = vec![1];
             out.extend_from_slice(message.as_bytes());
             out
@@ -216,7 +217,7 @@ pub(super) fn encode_answer(raw: &Result<Raw, String>) -> Vec<u8> {
 
 /// [`encode_answer`]'s answer back, for a model of `columns` variables;
 /// `None` when the bytes are not one.
-pub(super) fn decode_answer(bytes: &[u8], columns: usize) -> Option<Result<Raw, String>> {
+pub(super) fn decode_answer(bytes: &[u8], columns: usize) -> Option<Result<Raw, Refusal>> {
     match bytes.split_first()? {
         (0, rest) => {
             let (&proven, values) = rest.split_first()?;
@@ -233,7 +234,7 @@ pub(super) fn decode_answer(bytes: &[u8], columns: usize) -> Option<Result<Raw, 
                 proven: proven == 1,
             }))
         }
-        (1, message) => Some(Err(String::from_utf8_lossy(message).into_owned())),
+        (1, message) => Some(Err(Refusal(String::from_utf8_lossy(message).into_owned()))),
         _ => None,
     }
 }
@@ -315,7 +316,7 @@ mod tests {
                 values: vec![0.5, -3.0, 1e9],
                 proven: true,
             }),
-            Err("Infeasible".to_owned()),
+            Err(Refusal("Infeasible".to_owned())),
         ] {
             let columns = raw.as_ref().map_or(0, |r| r.values.len());
             assert_eq!(decode_answer(&encode_answer(&raw), columns), Some(raw));

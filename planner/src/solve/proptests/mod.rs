@@ -352,7 +352,7 @@ fn laid_out(req: &PlanRequest, placement: &super::Placement) -> Plan {
         SolverKind::Ilp,
         &options(SolverKind::Ilp),
         Vec::new(),
-        std::time::Instant::now(),
+        crate::deadline::Deadline::after(std::time::Duration::ZERO),
     )
 }
 
@@ -439,8 +439,9 @@ proptest! {
         let vms = repeated(&groups);
         let req = request(&host, &vms);
         prop_assume!(super::ilp::agg::supported(&req));
-        let agg = super::ilp::agg::place(&req, TIME_LIMIT).unwrap();
-        let old = super::ilp::per_class::place(&req, TIME_LIMIT).unwrap();
+        let within = || crate::deadline::Deadline::after(TIME_LIMIT);
+        let (agg, _) = super::ilp::agg::place(&req, within(), &super::Progress::default());
+        let old = super::ilp::per_class::place(&req, within()).unwrap();
         prop_assume!(agg.proven && old.proven);
         prop_assert_eq!(
             objective(&req, &agg),

@@ -26,6 +26,7 @@ use super::lexicographic::trace_tier;
 use super::patterns::{deal, fill_pool, kinds_of, Kind, PatternVar, Patterns, Piece, Pool, Scope};
 use super::symmetry::{interchangeable_nodes, order_nodes};
 use super::{Stats, TierRun};
+use crate::deadline::Deadline;
 use crate::ids::NodeId;
 use crate::solve::{NumaPolicy, Placement, PlanRequest, Tier, VmRequest};
 use std::collections::{BTreeMap, BTreeSet};
@@ -195,86 +196,15 @@ fn add_kind(
     kind: &Kind,
     (spanning, nodes, most_parts, layouts): (bool, Option<usize>, u32, Layouts),
 ) -> Option<()> {
-    let c = kind.cores;
-    let usable: Vec<usize> = (0..groups.len())
-        .filter(|&g| host.allows(vm, groups[g].0 .0))
-        .collect();
-    let in_scope = |scope: Scope| -> Vec<usize> {
-        usable
-            .iter()
-            .copied()
-            .filter(|&g| scope.is_none_or(|k| groups[g].0 .0 == k))
-            .collect()
-    };
-    // Per node (or the host): the largest cell, and the free cores.
-    let scopes: Vec<(Scope, u32, u32)> = match nodes {
-        Some(_) => usable
-            .iter()
-            .map(|&g| groups[g].0 .0)
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .map(Some)
+    let usable = Usable {
+        groups,
+        usable: (0..groups.len())
+            .filter(|&g| host.allows(vm, groups[g].0 .0))
             .collect(),
-        None => vec![None],
-    }
-    .into_iter()
-    .map(|scope| {
-        let mine = in_scope(scope);
-        let largest = mine.iter().map(|&g| groups[g].0 .1).max().unwrap_or(0);
-        let room = mine
-            .iter()
-            .map(|&g| groups[g].0 .1 * u32::try_from(groups[g].1.len()).unwrap_or(0))
-            .sum();
-        (scope, largest, room)
-    })
-    .filter(|&(_, largest, _)| largest > 0)
-    .collect();
-    // Batches of patterns, each tied to its scopes' groups in turn (the
-    // order of the model's variables, which steers the backend's search).
-    let batches: Vec<Vec<Vec<Piece>>> = match nodes {
-        // Kept to one node: its patterns per node.
-        Some(1) => {
-            let mut batches = Vec::new();
-            for &(scope, largest, room) in &scopes {
-                if room < c {
-                    continue;
-                }
-                // In the compact model, whole cells and one remainder; else
-                // any partition.
-                let sizes = if layouts == Layouts::Compact {
-                    let bins: Vec<(u32, u32)> = in_scope(scope)
-                        .iter()
-                        .map(|&g| {
-                            let cells = u32::try_from(groups[g].1.len()).unwrap_or(u32::MAX);
-                            (groups[g].0 .1, cells)
-                        })
-                        .collect();
-                    whole_and_rest(c, &bins, most_parts)
-                } else {
-                    partitions_within(c, largest.min(c), most_parts, p.room())?
-                };
-                batches.push(
-                    sizes
-                        .into_iter()
-                        .map(|sizes| sizes.into_iter().map(|x| (scope, x)).collect())
-                        .collect(),
-                );
-            }
-            batches
-        }
-        Some(most_nodes) => vec![over_nodes(c, &scopes, most_nodes, most_parts, p.room())?],
-        None => {
-            let (largest, room) = scopes.first().map_or((0, 0), |s| (s.1, s.2));
-            if room < c {
-                Vec::new()
-            } else {
-                vec![partitions_within(c, largest.min(c), most_parts, p.room())?
-                    .into_iter()
-                    .map(|sizes| sizes.into_iter().map(|x| (None, x)).collect())
-                    .collect()]
-            }
-        }
     };
+    let scopes = usable.scopes(nodes.is_some());
+    let shape = (nodes, most_parts, layouts, p.room());
+    let batches = batches(&usable, &scopes, kind.cores, shape)?;
     let preferred = spanning && vm.numa == NumaPolicy::Preferred;
     let extra = |pattern: &[Piece]| -> usize {
         if !preferred {
@@ -297,12 +227,117 @@ fn add_kind(
         placed += here;
         // Pieces of each size in each scope's groups = those of its patterns.
         let off_nic = |g: usize| vm.nic_remote(groups[g].0 .0);
-        p.links(kind, per_size, in_scope, off_nic);
+        p.links(kind, per_size, |scope| usable.in_scope(scope), off_nic);
     }
     if !placed.is_empty() {
         p.m.le(placed, kind.members.len() as f64);
     }
     Some(())
+}
+
+/// The groups of cells a VM may use (indices into `groups`).
+struct Usable<'g> {
+    groups: &'g [CellGroup],
+    usable: Vec<usize>,
+}
+
+impl Usable<'_> {
+    /// Those in `scope` (a node, or the host).
+    fn in_scope(&self, scope: Scope) -> Vec<usize> {
+        self.usable
+            .iter()
+            .copied()
+            .filter(|&g| scope.is_none_or(|k| self.groups[g].0 .0 == k))
+            .collect()
+    }
+
+    /// Per node (`per_node`) or for the host: the scope, its largest cell
+    /// and its free cores; scopes with no cell left out.
+    fn scopes(&self, per_node: bool) -> Vec<(Scope, u32, u32)> {
+        let scopes: Vec<Scope> = if per_node {
+            self.usable
+                .iter()
+                .map(|&g| self.groups[g].0 .0)
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .map(Some)
+                .collect()
+        } else {
+            vec![None]
+        };
+        scopes
+            .into_iter()
+            .map(|scope| {
+                let mine = self.in_scope(scope);
+                let g = self.groups;
+                let largest = mine.iter().map(|&i| g[i].0 .1).max().unwrap_or(0);
+                let room = mine
+                    .iter()
+                    .map(|&i| g[i].0 .1 * u32::try_from(g[i].1.len()).unwrap_or(0))
+                    .sum();
+                (scope, largest, room)
+            })
+            .filter(|&(_, largest, _)| largest > 0)
+            .collect()
+    }
+}
+
+/// Batches of patterns of a VM of `c` cores, each tied to its scopes'
+/// groups in turn (the order of the model's variables, which steers the
+/// backend's search). `shape`: the most nodes a VM may touch (none: the
+/// host is one scope), the most pieces, the layouts, the patterns room left.
+fn batches(
+    usable: &Usable,
+    scopes: &[(Scope, u32, u32)],
+    c: u32,
+    (nodes, most_parts, layouts, room_left): (Option<usize>, u32, Layouts, usize),
+) -> Option<Vec<Vec<Vec<Piece>>>> {
+    Some(match nodes {
+        // Kept to one node: its patterns per node.
+        Some(1) => {
+            let mut batches = Vec::new();
+            for &(scope, largest, room) in scopes {
+                if room < c {
+                    continue;
+                }
+                // In the compact model, whole cells and one remainder; else
+                // any partition.
+                let sizes = if layouts == Layouts::Compact {
+                    let bins: Vec<(u32, u32)> = usable
+                        .in_scope(scope)
+                        .iter()
+                        .map(|&g| {
+                            let group = &usable.groups[g];
+                            let cells = u32::try_from(group.1.len()).unwrap_or(u32::MAX);
+                            (group.0 .1, cells)
+                        })
+                        .collect();
+                    whole_and_rest(c, &bins, most_parts)
+                } else {
+                    partitions_within(c, largest.min(c), most_parts, room_left)?
+                };
+                batches.push(
+                    sizes
+                        .into_iter()
+                        .map(|sizes| sizes.into_iter().map(|x| (scope, x)).collect())
+                        .collect(),
+                );
+            }
+            batches
+        }
+        Some(most_nodes) => vec![over_nodes(c, scopes, most_nodes, most_parts, room_left)?],
+        None => {
+            let (largest, room) = scopes.first().map_or((0, 0), |s| (s.1, s.2));
+            if room < c {
+                Vec::new()
+            } else {
+                vec![partitions_within(c, largest.min(c), most_parts, room_left)?
+                    .into_iter()
+                    .map(|sizes| sizes.into_iter().map(|x| (None, x)).collect())
+                    .collect()]
+            }
+        }
+    })
 }
 
 /// The patterns of a VM of `c` cores over at most `most_nodes` of the nodes
@@ -423,7 +458,7 @@ pub(super) fn patterns_stage(
     pm: &mut PatternModel,
     (start, tiers, mut fewest): (&Units, &[Tier], bool),
     bounds: &BTreeMap<Tier, f64>,
-    deadline: Instant,
+    deadline: Deadline,
     stats: &mut Stats,
 ) -> Placement {
     let mut best = start.clone();
@@ -434,7 +469,7 @@ pub(super) fn patterns_stage(
             _ => (pm.partial.clone(), partial_of(host, &best)),
         };
         let at_bound = bounds.get(&tier).is_some_and(|&b| start_value <= b + 1e-6);
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = deadline.remaining();
         let mut outcome = (start_value, at_bound);
         if let Some(&b) = bounds.get(&tier).filter(|&&b| b > 0.0) {
             // A valid cut: the backend need not find the bound itself.

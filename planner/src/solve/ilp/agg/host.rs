@@ -4,12 +4,12 @@
 
 use crate::ids::{CoreId, NodeId};
 use crate::solve::classes::{self, Domain, FreeCore};
-use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, PlanRequest, ThreadPolicy, VmRequest};
+use crate::solve::{EmulatorPolicy, NicAffinity, NumaPolicy, PlanRequest, VmRequest};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Cores one VM needs on cores of `threads` usable threads, if it may use them.
 pub(super) fn cores_per_vm(vm: &VmRequest, threads: u32) -> Option<u32> {
-    let unplaceable = vm.vcpus == 0 || (vm.threads == ThreadPolicy::Require && threads < 2);
+    let unplaceable = vm.vcpus == 0 || !vm.threads.accepts(threads);
     (!unplaceable).then(|| classes::cores_needed(vm, threads))
 }
 

@@ -6,8 +6,10 @@ use super::super::backend::{run, Model};
 use super::super::expr::{Expr, Var};
 use super::super::groups::{fewest, subset_sum};
 use super::super::tiers::{in_order, Tiers};
+use super::super::TRACE;
 use super::host::{Cell, Host, Vms};
 use super::{Stats, TierRun};
+use crate::deadline::Deadline;
 use crate::solve::{NumaPolicy, Placement, PlanRequest, Tier, VmRequest};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -70,7 +72,7 @@ pub(super) fn lexicographic(
     tiers: &Tiers,
     bounds: &BTreeMap<Tier, f64>,
     candidates: &[Vec<f64>],
-    deadline: Instant,
+    deadline: Deadline,
     every_vm_placed: bool,
     stats: &mut Stats,
 ) -> (Option<Vec<f64>>, bool) {
@@ -93,7 +95,7 @@ pub(super) fn lexicographic(
             _ => None,
         };
         let at_bound = matches!((&start, bound), (Some(v), Some(b)) if terms.value(v) <= b + 1e-6);
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = deadline.remaining();
         let outcome = match &start {
             Some(s) if at_bound => Some((s.clone(), true)),
             _ if left.is_zero() => None,
@@ -126,15 +128,14 @@ pub(super) fn lexicographic(
             proven,
             by_bound: at_bound,
         });
-        if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
-            eprintln!(
-                "agg: {tier}: {:.1} ms, {} variables, {} constraints, {} {best}",
-                started.elapsed().as_secs_f64() * 1e3,
-                model.vars(),
-                model.cons(),
-                if proven { "optimal" } else { "stopped at" }
-            );
-        }
+        tracing::debug!(
+            target: TRACE,
+            "agg: {tier}: {:.1} ms, {} variables, {} constraints, {} {best}",
+            started.elapsed().as_secs_f64() * 1e3,
+            model.vars(),
+            model.cons(),
+            if proven { "optimal" } else { "stopped at" }
+        );
         values = Some(v);
         if !proven {
             return (values, false);
@@ -223,13 +224,12 @@ pub(super) fn holds(
 
 /// Traces a tier of the pattern model (`PINPLAN_ILP_TRACE`).
 pub(super) fn trace_tier(tier: Tier, started: Instant, proven: bool, value: f64) {
-    if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
-        eprintln!(
-            "agg: {tier} (arc flow): {:.1} ms, {} {value}",
-            started.elapsed().as_secs_f64() * 1e3,
-            if proven { "optimal" } else { "stopped at" }
-        );
-    }
+    tracing::debug!(
+        target: TRACE,
+        "agg: {tier} (arc flow): {:.1} ms, {} {value}",
+        started.elapsed().as_secs_f64() * 1e3,
+        if proven { "optimal" } else { "stopped at" }
+    );
 }
 
 /// Whether the placed tiers in `stats` place every VM of `request`.

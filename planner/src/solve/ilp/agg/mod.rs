@@ -35,6 +35,8 @@ mod slots;
 mod symmetry;
 
 use super::backend::SolveError;
+use super::TRACE;
+use crate::deadline::Deadline;
 use crate::solve::classes::{self, FreeCore};
 use crate::solve::{Placement, PlanRequest, Progress, Tier};
 use cell_patterns::{at_fewest, patterns_stage, Layouts, PatternModel};
@@ -42,7 +44,6 @@ use host::{Host, Vms};
 use layout::{cores_of, partial_of, pieces_of, units_of, Units};
 use lexicographic::{holds, placed_everything, stage2_bounds};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
 
 /// One tier's outcome, for traces and benchmarks.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,41 +78,20 @@ pub fn supported(request: &PlanRequest) -> bool {
     threads.len() <= 1
 }
 
-/// Solves lexicographically within `time_limit`.
-pub fn place(request: &PlanRequest, time_limit: Duration) -> Result<Placement, String> {
-    place_with_stats(request, time_limit).map(|(p, _)| p)
-}
-
-/// [`place`], with what it did.
-pub fn place_with_stats(
-    request: &PlanRequest,
-    time_limit: Duration,
-) -> Result<(Placement, Stats), String> {
-    place_with_progress(request, time_limit, &Progress::default())
-}
-
-/// [`place_with_stats`], publishing the best placement known so far in
-/// `progress` (for a watchdog that cannot wait any longer). A placement not
-/// proven because the backend's process failed carries that fault.
-pub fn place_with_progress(
-    request: &PlanRequest,
-    time_limit: Duration,
-    progress: &Progress,
-) -> Result<(Placement, Stats), String> {
-    let (mut placement, stats) = stages(request, time_limit, progress)?;
+/// Solves lexicographically by `deadline`, publishing the best placement
+/// known so far in `progress` (for a watchdog that cannot wait any longer),
+/// and says what it did. A placement not proven because the backend's
+/// process failed carries that fault.
+pub fn place(request: &PlanRequest, deadline: Deadline, progress: &Progress) -> (Placement, Stats) {
+    let (mut placement, stats) = stages(request, deadline, progress);
     if !placement.proven {
         placement.fault.clone_from(&stats.fault);
     }
-    Ok((placement, stats))
+    (placement, stats)
 }
 
 /// Both stages, one after the other.
-fn stages(
-    request: &PlanRequest,
-    time_limit: Duration,
-    progress: &Progress,
-) -> Result<(Placement, Stats), String> {
-    let deadline = Instant::now() + time_limit;
+fn stages(request: &PlanRequest, deadline: Deadline, progress: &Progress) -> (Placement, Stats) {
     let host = Host::new(request);
     let vms = Vms::new(request, &host);
     let mut stats = Stats::default();
@@ -149,14 +129,14 @@ fn stages(
     };
     progress.offer(request, &cores_of(request, &host, &laid_out, false));
     if complete || (proven && progress.placing_only()) {
-        return Ok((cores_of(request, &host, &laid_out, proven), stats));
+        return (cores_of(request, &host, &laid_out, proven), stats);
     }
     if !proven {
         // Stopped early: the best of the starts and this, objective by objective.
         let best = progress
             .best()
             .unwrap_or_else(|| cores_of(request, &host, &laid_out, false));
-        return Ok((best, stats));
+        return (best, stats);
     }
     progress.stage(
         "objectives 6-7 (L3 domains) within each node",
@@ -176,12 +156,10 @@ fn stages(
         // A stage-2 answer (seen once, from the cell model stopped by the
         // clock) that takes a VM off the nodes it must keep to is never
         // used: objectives 1–5's layout is, unproven.
-        if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
-            eprintln!("agg: objectives 6-7 broke a VM's nodes: objectives 1-5's layout instead");
-        }
-        return Ok((cores_of(request, &host, &fallback, false), stats));
+        tracing::debug!(target: TRACE, "agg: objectives 6-7 broke a VM's nodes: objectives 1-5's layout instead");
+        return (cores_of(request, &host, &fallback, false), stats);
     }
-    Ok((placement, stats))
+    (placement, stats)
 }
 
 /// Whether every VM of `placement` keeps to its nodes: one with `numa =
@@ -221,7 +199,7 @@ struct Held<'a> {
     values: BTreeMap<Tier, f64>,
     /// Whether every VM is placed.
     all_placed: bool,
-    deadline: Instant,
+    deadline: Deadline,
 }
 
 impl Held<'_> {
@@ -257,9 +235,10 @@ impl Held<'_> {
                 u32::try_from((pieces_of(&start) - placed + 1.0).max(1.0) as u64).unwrap_or(1);
             let model = |layouts: Layouts| {
                 let pm = PatternModel::new(request, host, vms, &self.values, most_parts, layouts)?;
-                if std::env::var_os("PINPLAN_ILP_TRACE").is_some() {
+                if tracing::enabled!(target: TRACE, tracing::Level::DEBUG) {
                     let (variables, constraints) = pm.size();
-                    eprintln!(
+                    tracing::debug!(
+                        target: TRACE,
                         "agg: pattern model ({layouts:?} layouts): {variables} variables, \
                          {constraints} constraints, at most {most_parts} pieces per VM, {} cells",
                         host.cells.len()
@@ -293,7 +272,7 @@ impl Held<'_> {
                         compact.hold_pieces(value);
                         let seven =
                             stage(&mut compact, &units, &[Tier::PartialL3], true, &mut stats);
-                        if seven.proven || Instant::now() >= self.deadline {
+                        if seven.proven || self.deadline.is_past() {
                             return (seven, stats);
                         }
                     }
@@ -306,7 +285,7 @@ impl Held<'_> {
                 stats.variables.1 = compact.size().0;
                 let tiers = [Tier::L3PerVm, Tier::PartialL3];
                 let placement = stage(&mut compact, &start, &tiers, false, &mut stats);
-                if placement.proven || Instant::now() >= self.deadline {
+                if placement.proven || self.deadline.is_past() {
                     return (placement, stats);
                 }
                 if let Some(better) = units_of(host, &placement) {
@@ -344,6 +323,7 @@ mod tests {
     use super::*;
     use crate::solve::{ThreadPolicy, VmRequest};
     use crate::topology::{load, Source};
+    use std::time::Duration;
 
     fn request(desc: &str, vms: Vec<VmRequest>) -> PlanRequest {
         PlanRequest {
@@ -371,7 +351,11 @@ mod tests {
             vec![vm("big", 6), vm("a", 2), vm("b", 2), vm("c", 2)],
         );
         assert_eq!(crate::solve::greedy::place(&req).cores.len(), 2);
-        let placement = place(&req, Duration::from_secs(10)).unwrap();
+        let (placement, _) = place(
+            &req,
+            Deadline::after(Duration::from_secs(10)),
+            &Progress::default(),
+        );
         assert!(placement.proven);
         let placed: BTreeSet<usize> = placement.cores.keys().copied().collect();
         assert_eq!(placed, BTreeSet::from([1, 2, 3]));
@@ -408,7 +392,11 @@ mod tests {
             "package:1 numa:2 l3:3 core:4 pu:1",
             vec![vm("big", 10), vm("small", 2)],
         );
-        let (placement, stats) = place_with_stats(&req, Duration::from_secs(10)).unwrap();
+        let (placement, stats) = place(
+            &req,
+            Deadline::after(Duration::from_secs(10)),
+            &Progress::default(),
+        );
         assert!(placement.proven, "{stats:?}");
         let o = crate::solve::objective(&req, &placement);
         assert_eq!(o.placed, 2);

@@ -12,10 +12,10 @@ use super::layout::{lay_out, Units};
 use super::lexicographic::{lexicographic, placing_tiers, Objectives};
 use super::symmetry::{interchangeable_nodes, order_nodes};
 use super::{loose, Stats};
+use crate::deadline::Deadline;
 use crate::ids::NodeId;
 use crate::solve::{NumaPolicy, PlanRequest, Tier};
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 /// A VM that may span nodes: `p`, `n` per node, `y` per node (preferred).
 struct LooseVm {
@@ -266,7 +266,7 @@ pub(super) fn counting_stage(
     host: &Host,
     vms: &Vms,
     start_units: &[Units],
-    (deadline, placing_only): (Instant, bool),
+    (deadline, placing_only): (Deadline, bool),
     stats: &mut Stats,
 ) -> (Units, bool, bool) {
     let mut nm = node_model(request, host, vms);

@@ -19,10 +19,10 @@ use super::lexicographic::{
 };
 use super::patterns::{deal, fill_pool, kinds_of, Kind, Patterns, Piece, Pool, Scope};
 use super::Stats;
+use crate::deadline::Deadline;
 use crate::ids::NodeId;
 use crate::solve::{NumaPolicy, PlanRequest, Tier};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
 
 /// Nodes of at most this many free cores are packed by [`node_patterns`].
 const SMALL_NODE: u32 = 32;
@@ -52,7 +52,7 @@ struct NodePatterns {
 pub(super) fn node_patterns(
     request: &PlanRequest,
     (host, vms): (&Host, &Vms),
-    deadline: Instant,
+    deadline: Deadline,
     placing_only: bool,
     stats: &mut Stats,
 ) -> Option<(Units, bool, bool)> {

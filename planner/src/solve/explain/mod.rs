@@ -12,15 +12,18 @@
 //! for policy changes and while time is left before the deadline, by
 //! re-solving exactly.
 
+mod fix;
+
 use super::classes::{self, cores_needed, FreeCore};
 use super::{
     EmulatorPolicy, NicAffinity, NumaPolicy, Placement, PlanRequest, SolveOptions, SolverKind,
     ThreadPolicy, VmRequest,
 };
+use crate::deadline::Deadline;
 use crate::ids::{CoreId, NodeId};
+use crate::model::Binding;
 use crate::plan::Explanation;
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
 
 fn node_name(node: Option<NodeId>) -> String {
     node.map_or_else(|| "node ?".to_owned(), |n| format!("node {n}"))
@@ -53,46 +56,6 @@ pub(crate) fn some_names(names: &[&str], most: usize) -> String {
     )
 }
 
-/// The host as `placement` leaves it: the placed VMs become fixed tenants,
-/// no VM to place yet. Built once per explanation run.
-fn leftover(request: &PlanRequest, placement: &Placement) -> PlanRequest {
-    let cpus_of: std::collections::BTreeMap<CoreId, &crate::cpuset::CpuSet> =
-        request.host.cores.iter().map(|c| (c.id, &c.cpus)).collect();
-    let mut rest = PlanRequest {
-        vms: Vec::new(),
-        ..request.clone()
-    };
-    for (&i, cores) in &placement.cores {
-        let mut cpus = crate::cpuset::CpuSet::default();
-        for core in cores {
-            if let Some(c) = cpus_of.get(core) {
-                cpus = cpus.union(c);
-            }
-        }
-        rest.fixed.push(super::FixedTenant {
-            name: request
-                .vms
-                .get(i)
-                .map(|v| v.name.clone())
-                .unwrap_or_default(),
-            cpus,
-            kind: crate::plan::FixedKind::Spec,
-        });
-    }
-    rest
-}
-
-/// Whether `changed` fits in the cores of `rest` ([`leftover`]), every placed
-/// VM staying where it is: its cores if so.
-fn fits_in_leftover(rest: &mut PlanRequest, changed: &VmRequest) -> Option<u32> {
-    rest.vms = vec![changed.clone()];
-    let placed = super::greedy::place(rest);
-    placed
-        .cores
-        .get(&0)
-        .map(|c| u32::try_from(c.len()).unwrap_or(u32::MAX))
-}
-
 /// What one explanation run shares: the request and its placement, the
 /// free cores, the host as the placement leaves it, and the time left.
 #[derive(Clone)]
@@ -100,7 +63,7 @@ struct Explainer<'a> {
     request: &'a PlanRequest,
     placement: &'a Placement,
     options: &'a SolveOptions,
-    deadline: Instant,
+    deadline: Deadline,
     free: Vec<FreeCore>,
     taken: BTreeSet<CoreId>,
     nodes: BTreeSet<Option<NodeId>>,
@@ -109,33 +72,6 @@ struct Explainer<'a> {
     placed_list: String,
     /// The host with the placed VMs as fixed tenants ([`leftover`]).
     rest: PlanRequest,
-}
-
-/// The constraint that keeps a VM out, as the plan JSON names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Binding {
-    /// `threads = "require"` on a host without SMT.
-    Threads,
-    /// Its NIC's node is too small.
-    Nic,
-    /// No single node is big enough under `numa = "strict"`.
-    Numa,
-    /// Not enough free cores.
-    Capacity,
-    /// Cores enough on some node, but not its memory (page pool).
-    Memory,
-}
-
-impl Binding {
-    fn name(self) -> &'static str {
-        match self {
-            Binding::Threads => "threads",
-            Binding::Nic => "nic",
-            Binding::Numa => "numa",
-            Binding::Capacity => "capacity",
-            Binding::Memory => "memory",
-        }
-    }
 }
 
 /// What a VM needs and what the host has for it.
@@ -149,34 +85,6 @@ struct Need<'f> {
 }
 
 impl<'a> Explainer<'a> {
-    /// Whether `vm_index` fits once changed: in the cores left free, or (when
-    /// `resolve` and time is left) by re-solving; `Some(cores of that VM)`
-    /// when it then fits and every VM placed before still is.
-    fn fits_with(&mut self, vm_index: usize, changed: VmRequest, resolve: bool) -> Option<u32> {
-        if let Some(cores) = fits_in_leftover(&mut self.rest, &changed) {
-            return Some(cores);
-        }
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if !resolve || left.is_zero() {
-            return None;
-        }
-        let mut trial = self.request.clone();
-        trial.vms[vm_index] = changed;
-        let placement = match self.options.solver {
-            SolverKind::Ilp => {
-                super::exact_placing(&trial, left.min(Duration::from_secs(2))).ok()?
-            }
-            SolverKind::Greedy => super::greedy::place(&trial),
-        };
-        let keeps_others = self
-            .placement
-            .cores
-            .keys()
-            .all(|i| placement.cores.contains_key(i));
-        let cores = placement.cores.get(&vm_index)?;
-        keeps_others.then(|| u32::try_from(cores.len()).unwrap_or(u32::MAX))
-    }
-
     /// Free cores of `node` among `cores`, without the placed VMs' when
     /// `exclude_taken`.
     fn per_node(&self, cores: &[&FreeCore], node: Option<NodeId>, exclude_taken: bool) -> u32 {
@@ -252,7 +160,7 @@ impl<'a> Explainer<'a> {
         };
         if need.allowed.is_empty()
             && vm.threads == ThreadPolicy::Require
-            && self.free.iter().all(|c| c.threads() < 2)
+            && self.free.iter().all(|c| !vm.threads.accepts(c.threads()))
         {
             Binding::Threads
         } else if vm.required_nodes().is_some()
@@ -368,92 +276,6 @@ impl<'a> Explainer<'a> {
         Some(format!(" — it needs {what}; {} — {advice}", has.join(", ")))
     }
 
-    /// The first change that makes the VM fit: a single policy or demand
-    /// change, else fewer vCPUs, else a higher priority.
-    fn fix(&mut self, i: usize, vm: &VmRequest) -> Option<String> {
-        if !self.options.explain {
-            return None;
-        }
-        for (label, changed) in candidates(vm, self.request) {
-            if let Some(cores) = self.fits_with(i, changed, true) {
-                return Some(format!(
-                    "with {label} it needs {} and fits",
-                    plural(cores, "core")
-                ));
-            }
-        }
-        if vm.demand.is_none() && vm.vcpus > 1 {
-            if let Some(v) = self.most_vcpus_that_fit(i, vm) {
-                return Some(format!("with vcpus = {v} it fits"));
-            }
-        }
-        self.priority_fix(vm)
-    }
-
-    /// The largest vCPU count that fits, by bisection.
-    fn most_vcpus_that_fit(&mut self, i: usize, vm: &VmRequest) -> Option<u32> {
-        let (mut lo, mut hi) = (0u32, vm.vcpus - 1);
-        let mut best = None;
-        while lo < hi {
-            let mid = (lo + hi).div_ceil(2);
-            let changed = VmRequest {
-                vcpus: mid,
-                ..vm.clone()
-            };
-            if self.fits_with(i, changed, false).is_some() {
-                best = Some(mid);
-                lo = mid;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        best
-    }
-
-    /// A full host: the VM fits alone, so above every other priority it is
-    /// placed (the first objective places the highest level first), and VMs
-    /// of lower priority make room.
-    fn priority_fix(&self, vm: &VmRequest) -> Option<String> {
-        if self.placed_names.is_empty() {
-            return None;
-        }
-        let alone = PlanRequest {
-            vms: vec![vm.clone()],
-            ..self.request.clone()
-        };
-        if super::greedy::place(&alone).cores.is_empty() {
-            return None;
-        }
-        let top = self
-            .request
-            .vms
-            .iter()
-            .map(|v| v.priority)
-            .max()
-            .unwrap_or(0);
-        let lower: Vec<&str> = self
-            .placement
-            .cores
-            .keys()
-            .filter_map(|&j| self.request.vms.get(j))
-            .filter(|v| v.priority <= vm.priority)
-            .map(|v| v.name.as_str())
-            .collect();
-        Some(if lower.is_empty() {
-            format!(
-                "with priority = {} it fits, in place of VMs of higher priority now",
-                top.saturating_add(1)
-            )
-        } else {
-            format!(
-                "with priority = {} it fits, in place of VMs of its priority or \
-                 lower ({})",
-                top.saturating_add(1),
-                some_names(&lower, 3)
-            )
-        })
-    }
-
     /// "N cores free after the host's M reserved cores and K of fixed tenants".
     fn free_summary(&self) -> String {
         let reserved = self.request.host.whole_cores(&self.request.reserved).len();
@@ -545,7 +367,7 @@ impl<'a> Explainer<'a> {
             vm: vm.name.clone(),
             needs,
             free: self.free_lines(vm),
-            binding: binding.name().to_owned(),
+            binding,
             fix,
             message,
         }
@@ -575,61 +397,12 @@ fn needs_text(vm: &VmRequest, cores: u32) -> String {
     )
 }
 
-/// Candidate single changes, smallest first: thread policy, emulator, NUMA
-/// policy, NIC affinity, smaller measured demands.
-fn candidates(vm: &VmRequest, request: &PlanRequest) -> Vec<(String, VmRequest)> {
-    let with = |f: &dyn Fn(&mut VmRequest)| {
-        let mut v = vm.clone();
-        f(&mut v);
-        v
-    };
-    let mut candidates: Vec<(String, VmRequest)> = Vec::new();
-    if vm.threads == ThreadPolicy::Isolate {
-        candidates.push((
-            "threads = \"require\"".to_owned(),
-            with(&|v| v.threads = ThreadPolicy::Require),
-        ));
-    }
-    if vm.threads != ThreadPolicy::Prefer {
-        candidates.push((
-            "threads = \"prefer\"".to_owned(),
-            with(&|v| v.threads = ThreadPolicy::Prefer),
-        ));
-    }
-    if vm.emulator == EmulatorPolicy::Isolate && !request.reserved.is_empty() {
-        candidates.push((
-            "emulator = \"host\"".to_owned(),
-            with(&|v| v.emulator = EmulatorPolicy::Host),
-        ));
-    }
-    if vm.numa == NumaPolicy::Strict {
-        candidates.push((
-            "numa = \"preferred\"".to_owned(),
-            with(&|v| v.numa = NumaPolicy::Preferred),
-        ));
-    }
-    if vm.nic_affinity == NicAffinity::Required {
-        candidates.push((
-            "nic_affinity = \"preferred\"".to_owned(),
-            with(&|v| {
-                v.nic_affinity = NicAffinity::Preferred;
-                v.cell_nodes.clear();
-            }),
-        ));
-    }
-    for (label, vcpus) in &vm.alternatives {
-        let v = *vcpus;
-        candidates.push((format!("{label} ({v} vCPUs)"), with(&|x| x.vcpus = v)));
-    }
-    candidates
-}
-
 /// Explanations for every VM the placement left out.
 pub fn explain(
     request: &PlanRequest,
     placement: &Placement,
     options: &SolveOptions,
-    deadline: Instant,
+    deadline: Deadline,
 ) -> Vec<Explanation> {
     let free: Vec<FreeCore> = classes::free_cores(request);
     let placed_names: Vec<&str> = placement
@@ -647,7 +420,7 @@ pub fn explain(
         free,
         placed_list: some_names(&placed_names, 3),
         placed_names,
-        rest: leftover(request, placement),
+        rest: fix::leftover(request, placement),
     };
     let unplaced: Vec<usize> = (0..request.vms.len())
         .filter(|i| !placement.cores.contains_key(i))
@@ -659,8 +432,7 @@ pub fn explain(
         .map_or(1, std::num::NonZeroUsize::get)
         .min(MOST_THREADS)
         .min(unplaced.len());
-    let resolves =
-        options.explain && options.solver == SolverKind::Ilp && deadline > Instant::now();
+    let resolves = options.explain && options.solver == SolverKind::Ilp && !deadline.is_past();
     if !resolves || threads < 2 {
         return unplaced
             .iter()

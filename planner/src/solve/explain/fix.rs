@@ -1,0 +1,217 @@
+//! The smallest change that makes a VM fit: single policy or demand changes
+//! in order ([`candidates`]), then fewer vCPUs, then a higher priority. A
+//! change counts only if the VM then fits without pushing out a VM that was
+//! placed: first checked against the cores the plan leaves free
+//! ([`leftover`], cheap), then, while time is left, by re-solving exactly.
+
+use super::{plural, some_names, Explainer};
+use crate::deadline::RESOLVE_MOST;
+use crate::ids::CoreId;
+use crate::solve::{
+    EmulatorPolicy, NicAffinity, NumaPolicy, Placement, PlanRequest, SolverKind, ThreadPolicy,
+    VmRequest,
+};
+
+impl Explainer<'_> {
+    /// Whether `vm_index` fits once changed: in the cores left free, or (when
+    /// `resolve` and time is left) by re-solving; `Some(cores of that VM)`
+    /// when it then fits and every VM placed before still is.
+    fn fits_with(&mut self, vm_index: usize, changed: VmRequest, resolve: bool) -> Option<u32> {
+        if let Some(cores) = fits_in_leftover(&mut self.rest, &changed) {
+            return Some(cores);
+        }
+        if !resolve || self.deadline.is_past() {
+            return None;
+        }
+        let mut trial = self.request.clone();
+        trial.vms[vm_index] = changed;
+        let placement = match self.options.solver {
+            SolverKind::Ilp => {
+                crate::solve::exact_placing(&trial, self.deadline.within(RESOLVE_MOST)).ok()?
+            }
+            SolverKind::Greedy => crate::solve::greedy::place(&trial),
+        };
+        let keeps_others = self
+            .placement
+            .cores
+            .keys()
+            .all(|i| placement.cores.contains_key(i));
+        let cores = placement.cores.get(&vm_index)?;
+        keeps_others.then(|| u32::try_from(cores.len()).unwrap_or(u32::MAX))
+    }
+
+    /// The first change that makes the VM fit: a single policy or demand
+    /// change, else fewer vCPUs, else a higher priority.
+    pub(super) fn fix(&mut self, i: usize, vm: &VmRequest) -> Option<String> {
+        if !self.options.explain {
+            return None;
+        }
+        for (label, changed) in candidates(vm, self.request) {
+            if let Some(cores) = self.fits_with(i, changed, true) {
+                return Some(format!(
+                    "with {label} it needs {} and fits",
+                    plural(cores, "core")
+                ));
+            }
+        }
+        if vm.demand.is_none() && vm.vcpus > 1 {
+            if let Some(v) = self.most_vcpus_that_fit(i, vm) {
+                return Some(format!("with vcpus = {v} it fits"));
+            }
+        }
+        self.priority_fix(vm)
+    }
+
+    /// The largest vCPU count that fits, by bisection.
+    fn most_vcpus_that_fit(&mut self, i: usize, vm: &VmRequest) -> Option<u32> {
+        let (mut lo, mut hi) = (0u32, vm.vcpus - 1);
+        let mut best = None;
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            let changed = VmRequest {
+                vcpus: mid,
+                ..vm.clone()
+            };
+            if self.fits_with(i, changed, false).is_some() {
+                best = Some(mid);
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        best
+    }
+
+    /// A full host: the VM fits alone, so above every other priority it is
+    /// placed (the first objective places the highest level first), and VMs
+    /// of lower priority make room.
+    fn priority_fix(&self, vm: &VmRequest) -> Option<String> {
+        if self.placed_names.is_empty() {
+            return None;
+        }
+        let alone = PlanRequest {
+            vms: vec![vm.clone()],
+            ..self.request.clone()
+        };
+        if crate::solve::greedy::place(&alone).cores.is_empty() {
+            return None;
+        }
+        let top = self
+            .request
+            .vms
+            .iter()
+            .map(|v| v.priority)
+            .max()
+            .unwrap_or(0);
+        let lower: Vec<&str> = self
+            .placement
+            .cores
+            .keys()
+            .filter_map(|&j| self.request.vms.get(j))
+            .filter(|v| v.priority <= vm.priority)
+            .map(|v| v.name.as_str())
+            .collect();
+        Some(if lower.is_empty() {
+            format!(
+                "with priority = {} it fits, in place of VMs of higher priority now",
+                top.saturating_add(1)
+            )
+        } else {
+            format!(
+                "with priority = {} it fits, in place of VMs of its priority or \
+                 lower ({})",
+                top.saturating_add(1),
+                some_names(&lower, 3)
+            )
+        })
+    }
+}
+
+/// The host as `placement` leaves it: the placed VMs become fixed tenants,
+/// no VM to place yet. Built once per explanation run.
+pub(super) fn leftover(request: &PlanRequest, placement: &Placement) -> PlanRequest {
+    let cpus_of: std::collections::BTreeMap<CoreId, &crate::cpuset::CpuSet> =
+        request.host.cores.iter().map(|c| (c.id, &c.cpus)).collect();
+    let mut rest = PlanRequest {
+        vms: Vec::new(),
+        ..request.clone()
+    };
+    for (&i, cores) in &placement.cores {
+        let mut cpus = crate::cpuset::CpuSet::default();
+        for core in cores {
+            if let Some(c) = cpus_of.get(core) {
+                cpus = cpus.union(c);
+            }
+        }
+        rest.fixed.push(crate::solve::FixedTenant {
+            name: request
+                .vms
+                .get(i)
+                .map(|v| v.name.clone())
+                .unwrap_or_default(),
+            cpus,
+            kind: crate::plan::FixedKind::Spec,
+        });
+    }
+    rest
+}
+
+/// Whether `changed` fits in the cores of `rest` ([`leftover`]), every placed
+/// VM staying where it is: its cores if so.
+fn fits_in_leftover(rest: &mut PlanRequest, changed: &VmRequest) -> Option<u32> {
+    rest.vms = vec![changed.clone()];
+    let placed = crate::solve::greedy::place(rest);
+    placed
+        .cores
+        .get(&0)
+        .map(|c| u32::try_from(c.len()).unwrap_or(u32::MAX))
+}
+
+/// Candidate single changes, smallest first: thread policy, emulator, NUMA
+/// policy, NIC affinity, smaller measured demands.
+fn candidates(vm: &VmRequest, request: &PlanRequest) -> Vec<(String, VmRequest)> {
+    let with = |f: &dyn Fn(&mut VmRequest)| {
+        let mut v = vm.clone();
+        f(&mut v);
+        v
+    };
+    let mut candidates: Vec<(String, VmRequest)> = Vec::new();
+    if vm.threads == ThreadPolicy::Isolate {
+        candidates.push((
+            "threads = \"require\"".to_owned(),
+            with(&|v| v.threads = ThreadPolicy::Require),
+        ));
+    }
+    if vm.threads != ThreadPolicy::Prefer {
+        candidates.push((
+            "threads = \"prefer\"".to_owned(),
+            with(&|v| v.threads = ThreadPolicy::Prefer),
+        ));
+    }
+    if vm.emulator == EmulatorPolicy::Isolate && !request.reserved.is_empty() {
+        candidates.push((
+            "emulator = \"host\"".to_owned(),
+            with(&|v| v.emulator = EmulatorPolicy::Host),
+        ));
+    }
+    if vm.numa == NumaPolicy::Strict {
+        candidates.push((
+            "numa = \"preferred\"".to_owned(),
+            with(&|v| v.numa = NumaPolicy::Preferred),
+        ));
+    }
+    if vm.nic_affinity == NicAffinity::Required {
+        candidates.push((
+            "nic_affinity = \"preferred\"".to_owned(),
+            with(&|v| {
+                v.nic_affinity = NicAffinity::Preferred;
+                v.cell_nodes.clear();
+            }),
+        ));
+    }
+    for (label, vcpus) in &vm.alternatives {
+        let v = *vcpus;
+        candidates.push((format!("{label} ({v} vCPUs)"), with(&|x| x.vcpus = v)));
+    }
+    candidates
+}
