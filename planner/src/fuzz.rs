@@ -166,7 +166,7 @@ proptest! {
         if let Some(set) = CpuSet::from_hex_mask(&text) {
             prop_assert_eq!(CpuSet::from_hex_mask(&set.to_hex_mask()), Some(set));
         }
-        let _ = crate::isolate::cgroup::unescape(&text);
+        let _ = crate::host::cgroup::unescape(&text);
         let seed = r#"{"tool": "pinplan isolate", "version": 1, "root": "/tmp/r", "cgroups": "cgroup-v1",
             "vms": ["vm1"], "vm_cpus": "1", "housekeeping": "0", "state": "applied", "changes": [
             {"kind": "write", "what": "IRQ 24", "path": "/tmp/r/proc/irq/24/smp_affinity_list", "before": "0-1", "after": "0", "status": "applied"},

@@ -2,10 +2,10 @@
 //! (`smt`), VM CPUs isolated and host CPUs not (`isolation`), and no IRQ
 //! allowed on a VM's CPUs (`irq-affinity`).
 
-use super::sysfs::Fs;
 use super::{Check, CheckId, Host, Status};
 use crate::cmdline::KernelCmdline;
 use crate::cpuset::CpuSet;
+use crate::host::fs::Fs;
 use crate::plan::{Plan, VmPlan};
 
 /// Whether a VM's placement needs both threads of its cores.
@@ -127,7 +127,7 @@ pub(super) fn isolation(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
     // `all` and `N` in a list mean the host's CPUs.
     let online = fs.online_cpus().unwrap_or_default();
     let mut kernel = Isolated::read(cmdline, &online);
-    kernel.cgroups = crate::isolate::cgroup::host_confinement(fs.root(), &online);
+    kernel.cgroups = crate::host::cgroup::host_confinement(fs.root(), &online);
     kernel.tuned = fs.tuned_isolated();
     let reserved = &plan.host.reserved_cpus;
     let all_vm = vm_cpus(plan);
@@ -448,7 +448,7 @@ pub(super) fn irq_affinity(host: &Host<'_>, fs: &Fs) -> Check {
 /// `kernel.sched_rt_runtime_us` (`None`: no such file, or not a number),
 /// and whether RT group scheduling is on (`cpu.rt_runtime_us` exists): with
 /// it and a runtime other than -1, libvirt's cgroups get no RT runtime.
-pub(super) fn rt_runtime(fs: &super::sysfs::Fs) -> (Option<i64>, bool) {
+pub(super) fn rt_runtime(fs: &Fs) -> (Option<i64>, bool) {
     let runtime = fs
         .text("proc/sys/kernel/sched_rt_runtime_us")
         .and_then(|t| t.parse().ok());

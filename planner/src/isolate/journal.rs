@@ -3,8 +3,9 @@
 //! whatever happened in between (a kill after any change is undone the same
 //! way, since restoring a value that was never changed changes nothing).
 
-use super::{read, write, IsolateError, Target};
+use super::{IsolateError, Target};
 use crate::cpuset::CpuSet;
+use crate::host::fs::{read, write};
 use crate::interrupt::{Interrupt, Signal};
 use serde::{Deserialize, Serialize};
 use std::path::{Component, Path, PathBuf};
@@ -189,7 +190,7 @@ impl Journal {
         }
         let root = &self.root;
         let allowed = ["proc/irq", "sys/fs/cgroup", "sys/devices/virtual/workqueue"];
-        let mut mounts: Vec<PathBuf> = super::cgroup::cgroup_mounts(root);
+        let mut mounts: Vec<PathBuf> = crate::host::cgroup::cgroup_mounts(root);
         mounts.extend(allowed.iter().map(|a| root.join(a)));
         let inside = |p: &Path| {
             p.components().all(|c| !matches!(c, Component::ParentDir))
@@ -241,9 +242,9 @@ impl Journal {
     pub fn save(&self, path: &Path, new: bool) -> Result<(), IsolateError> {
         let text = serde_json::to_string_pretty(self).unwrap_or_default() + "\n";
         let written = if new {
-            crate::output::write_new(path, &text, 0o600)
+            crate::host::write::write_new(path, &text, 0o600)
         } else {
-            crate::output::write_atomically(path, &text, 0o600)
+            crate::host::write::write_atomically(path, &text, 0o600)
         };
         written.map_err(|e| {
             if e.source.kind() == std::io::ErrorKind::AlreadyExists {
@@ -362,7 +363,7 @@ fn late_moves(journal: &Journal) -> Vec<Change> {
     now.into_iter()
         .filter(|tid| !known.contains(tid))
         .filter_map(|tid| {
-            let t = super::cgroup::task(&journal.root, tid);
+            let t = crate::host::task::task(&journal.root, tid);
             let kept = t.bound || (t.kernel && file == "cgroup.procs");
             (!kept).then(|| Change::Move {
                 tid,
@@ -421,10 +422,12 @@ fn make(change: &Change) -> (Status, Option<String>) {
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => (Status::Gone, None),
             Err(e) => refused(&e),
         },
-        Change::Systemd { unit, after, .. } => match super::cgroup::set_allowed_cpus(unit, after) {
-            Ok(()) => (Status::Applied, None),
-            Err(e) => (Status::Refused, Some(e.to_string())),
-        },
+        Change::Systemd { unit, after, .. } => {
+            match super::systemd::set_allowed_cpus(unit, after) {
+                Ok(()) => (Status::Applied, None),
+                Err(e) => (Status::Refused, Some(e.to_string())),
+            }
+        }
     }
 }
 
@@ -509,7 +512,7 @@ pub fn undo(
                     continue;
                 }
                 // The same thread: alive, and started when the journal says.
-                let now = super::cgroup::task(&journal.root, *tid).start;
+                let now = crate::host::task::task(&journal.root, *tid).start;
                 if now.is_none() || (start.is_some() && now != *start) {
                     done.gone += 1;
                     continue;
@@ -536,7 +539,7 @@ pub fn undo(
                 Err(e) => done.failed.push(format!("{}: {e}", dir.display())),
             },
             Change::Systemd { unit, before, .. } => {
-                match super::cgroup::set_allowed_cpus(unit, before) {
+                match super::systemd::set_allowed_cpus(unit, before) {
                     Ok(()) => done.restored += 1,
                     Err(e) => done.failed.push(e.to_string()),
                 }

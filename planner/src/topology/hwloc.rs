@@ -63,7 +63,7 @@ pub(crate) fn live() -> Result<RawTopology, TopologyError> {
     // host's VMs may (issue 27). An effective cpuset never lists an offline
     // CPU, so it says nothing against one (libvirt's reader marks them
     // allowed too).
-    let vm_cpus = crate::isolate::cgroup::vm_cpus(Path::new("/"));
+    let vm_cpus = crate::host::cgroup::vm_cpus(Path::new("/"));
     for pu in &mut raw.pus {
         pu.allowed = !pu.online || vm_cpus.as_ref().is_none_or(|set| set.contains(pu.cpu));
     }
