@@ -43,7 +43,7 @@ pub fn host_facts(root: &Path, nics: &[PciAddress]) -> Result<HostFacts, DoctorE
         .collect();
     Ok(HostFacts {
         nics,
-        realtime: Some(realtime(&fs)),
+        realtime: Some(realtime(&fs).map_err(|e| e.to_string())),
     })
 }
 
@@ -64,13 +64,19 @@ pub fn host_facts_libvirt(devices: &NodeDevices, nics: &[PciAddress]) -> HostFac
     }
 }
 
+/// Real-time vCPUs cannot start: RT group scheduling with a runtime other
+/// than -1 (libvirt's cgroups then get none).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("kernel.sched_rt_runtime_us = {runtime_us} with RT group scheduling: real-time vCPUs cannot start")]
+struct RtThrottled {
+    runtime_us: i64,
+}
+
 /// Whether FIFO vCPUs can start: not with RT group scheduling and a
 /// runtime other than -1 (libvirt's cgroups then get none).
-fn realtime(fs: &Fs) -> Result<(), String> {
+fn realtime(fs: &Fs) -> Result<(), RtThrottled> {
     match super::cpu::rt_runtime(fs) {
-        (Some(us), true) if us != -1 => Err(format!(
-            "kernel.sched_rt_runtime_us = {us} with RT group scheduling: real-time vCPUs cannot start"
-        )),
+        (Some(us), true) if us != -1 => Err(RtThrottled { runtime_us: us }),
         _ => Ok(()),
     }
 }
