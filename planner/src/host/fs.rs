@@ -4,7 +4,7 @@
 //! unreadable is `None`, never an error, so that callers can say what they
 //! could not see. Deciding what the values mean is the callers' business.
 //! Also the unconfined primitives that read and write kernel files of the
-//! live host ([`read`], [`read_capped`], [`write`]).
+//! live host ([`read`], [`read_capped`], [`write()`]).
 //!
 //! Symbolic links (`driver`, `iommu_group`, `physfn`) are read with
 //! `read_link` and only their last component is used: captures keep the

@@ -3,7 +3,7 @@
 //! reader of a sys/proc tree under a root ([`fs`]), with the interrupt lines
 //! ([`irq`]), huge page pools ([`hugepages`]), threads ([`task`],
 //! [`threads`]) and cgroups ([`cgroup`]) read from it; atomic writes of a
-//! file ([`write`]) and of a set of files as one directory ([`dir`]); the
+//! file ([`mod@write`]) and of a set of files as one directory ([`dir`]); the
 //! lock ([`lock`]); and a libvirt host's node devices ([`nodedev`]).
 //!
 //! It imports nothing of pinplan but the foundations (`ids`, `cpuset`,
