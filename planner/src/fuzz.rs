@@ -159,14 +159,15 @@ proptest! {
 
     /// What `isolate` and `report` read from /proc and /sys, from arbitrary
     /// text: numa_maps, hex CPU masks, mount points; and a mutated isolate
-    /// journal, which is refused or names only files isolation changes.
+    /// journal, which is refused with a typed error naming the journal, or
+    /// names only files isolation changes and writes back to itself.
     #[test]
     fn kernel_files_and_journals(text in ".{0,200}", edits in edits()) {
         let _ = crate::libvirt::resident::parse_numa_maps(&text);
         if let Some(set) = CpuSet::from_hex_mask(&text) {
             prop_assert_eq!(CpuSet::from_hex_mask(&set.to_hex_mask()), Some(set));
         }
-        let _ = crate::isolate::cgroup::unescape(&text);
+        let _ = crate::host::cgroup::unescape(&text);
         let seed = r#"{"tool": "pinplan isolate", "version": 1, "root": "/tmp/r", "cgroups": "cgroup-v1",
             "vms": ["vm1"], "vm_cpus": "1", "housekeeping": "0", "state": "applied", "changes": [
             {"kind": "write", "what": "IRQ 24", "path": "/tmp/r/proc/irq/24/smp_affinity_list", "before": "0-1", "after": "0", "status": "applied"},
@@ -175,12 +176,26 @@ proptest! {
         // The seed itself is a journal undo would take.
         prop_assert!(crate::isolate::journal::Journal::from_text(Path::new("j.json"), seed).is_ok());
         let mutated = mutate(seed, &edits);
-        if let Ok(j) = crate::isolate::journal::Journal::from_text(Path::new("j.json"), &mutated) {
-            for entry in &j.changes {
-                if let crate::isolate::journal::Change::Write { path, .. } = &entry.change {
-                    prop_assert!(path.starts_with(&j.root), "{}", path.display());
-                    prop_assert!(!path.components().any(|c| c == std::path::Component::ParentDir));
+        match crate::isolate::journal::Journal::from_text(Path::new("j.json"), &mutated) {
+            Ok(j) => {
+                for entry in &j.changes {
+                    if let crate::isolate::journal::Change::Write { path, .. } = &entry.change {
+                        prop_assert!(path.starts_with(&j.root), "{}", path.display());
+                        prop_assert!(!path.components().any(|c| c == std::path::Component::ParentDir));
+                    }
                 }
+                // What was read is what is written back, and reads again as itself.
+                let text = serde_json::to_string(&j).unwrap_or_default();
+                let again = crate::isolate::journal::Journal::from_text(Path::new("j.json"), &text);
+                prop_assert_eq!(again.ok(), Some(j));
+            }
+            // Refused with the typed error that names the journal.
+            Err(e) => {
+                prop_assert!(
+                    matches!(e, crate::isolate::IsolateError::BadJournal { .. }),
+                    "{e:?}"
+                );
+                prop_assert!(e.to_string().starts_with("j.json: "), "{e}");
             }
         }
     }
@@ -207,7 +222,8 @@ proptest! {
     }
 
     /// A fleet plan directory's fleet.json and a fleet journal: refused or
-    /// read; a host name read never leaves the directory.
+    /// read; a host name read never leaves the directory; a fleet journal
+    /// read writes back to itself, one refused is refused naming its file.
     #[test]
     fn fleet_json_and_fleet_journal(edits in edits()) {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -221,7 +237,31 @@ proptest! {
         }
         let journal = r#"{"pinplan_fleet_journal": 1, "fleet": "out", "hosts": [{"name": "b1", "uri": "qemu:///system", "journal": "j-b1.json"}]}"#;
         let path = dir.path().join("j.json");
-        std::fs::write(&path, mutate(journal, &edits)).unwrap_or_else(|e| panic!("{e}"));
-        let _ = crate::fleet::apply::FleetJournal::load_if(&path);
+        let text = mutate(journal, &edits);
+        std::fs::write(&path, &text).unwrap_or_else(|e| panic!("{e}"));
+        match crate::fleet::apply::FleetJournal::load_if(&path) {
+            // Read: written back, it reads again as the same value.
+            Ok(Some(j)) => {
+                let again = dir.path().join("again.json");
+                let back = serde_json::to_string(&j).unwrap_or_default();
+                std::fs::write(&again, back).unwrap_or_else(|e| panic!("{e}"));
+                let reread = crate::fleet::apply::FleetJournal::load_if(&again);
+                prop_assert_eq!(reread.ok().flatten(), Some(j));
+            }
+            // Not a fleet journal: no JSON object with the fleet journal's key.
+            Ok(None) => {
+                let value = serde_json::from_str::<serde_json::Value>(&text).ok();
+                let keyed = value
+                    .as_ref()
+                    .and_then(serde_json::Value::as_object)
+                    .is_some_and(|o| o.contains_key("pinplan_fleet_journal"));
+                prop_assert!(!keyed, "{text}");
+            }
+            // Refused: the error names the file.
+            Err(e) => {
+                let message = e.to_string();
+                prop_assert!(message.contains(&path.display().to_string()), "{message}");
+            }
+        }
     }
 }

@@ -43,6 +43,7 @@ pub mod fleet;
 #[cfg(test)]
 mod fuzz;
 pub mod guest;
+pub mod host;
 pub mod ids;
 pub mod interrupt;
 pub mod isolate;

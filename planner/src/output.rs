@@ -1,9 +1,11 @@
 //! What the commands write: the files of `plan --out DIR` (the plan, and per
-//! VM its patched domain or a fragment), the XML `pinplan xml` prints, and
-//! atomic file writes (a temporary file in the same directory, fsync, rename:
-//! readers never see half a file).
+//! VM its patched domain or a fragment) and the XML `pinplan xml` prints.
+//! How files are written (atomically, a set as one) is [`crate::host`]'s.
 
 use crate::error::{Diagnostic, WriteError};
+use crate::host::dir::{write_set, DirError, SetFile};
+/// The atomic writes, for the files the commands write (`xml --out`, `man`).
+pub use crate::host::write::{write_atomically, write_new};
 use crate::libvirt::{emit, patch};
 use crate::plan::{Plan, PlanError};
 use crate::spec::Spec;
@@ -277,108 +279,19 @@ fn ours(name: &str) -> bool {
 /// that the new set lacks are removed (and listed); anything else in `dir`
 /// (a user's notes, subdirectories) is carried over.
 pub fn write_files(dir: &Path, files: &[OutputFile]) -> Result<Written, OutputError> {
-    let failed = |path: &Path| {
-        let path = path.to_owned();
-        move |source| OutputError::Dir { path, source }
-    };
-    let parent = parent_dir(dir);
-    std::fs::create_dir_all(parent).map_err(failed(parent))?;
-    let staging = tempfile::Builder::new()
-        .prefix(".pinplan-out-")
-        .tempdir_in(parent)
-        .map_err(failed(parent))?;
-    let mut written = Written {
-        interrupted: remove_stale_staging(parent, staging.path()),
-        ..Written::default()
-    };
-    for f in files {
-        let name = f.path.file_name().unwrap_or_default();
-        write_file(&staging.path().join(name), &f.text, 0o644, true)?;
-        written.files.push(f.path.clone());
-    }
-    let mut mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
-    let mut carried = Vec::new();
-    match std::fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(failed(dir)(e)),
-        Ok(meta) if !meta.is_dir() => {
-            return Err(failed(dir)(std::io::Error::new(
-                std::io::ErrorKind::AlreadyExists,
-                "it exists and is not a directory",
-            )))
-        }
-        Ok(meta) => {
-            mode = meta.permissions();
-            let (kept, removed) = sort_out(dir, files)?;
-            carried = kept;
-            written.removed = removed;
-        }
-    }
-    std::fs::set_permissions(staging.path(), mode).map_err(failed(dir))?;
-    // What else the directory holds moves to the new one; back on failure.
-    let move_all = |from: &Path, to: &Path, names: &[std::ffi::OsString]| {
-        for name in names {
-            std::fs::rename(from.join(name), to.join(name))?;
-        }
-        Ok::<(), std::io::Error>(())
-    };
-    if let Err(e) = move_all(dir, staging.path(), &carried) {
-        let _ = move_all(staging.path(), dir, &carried);
-        return Err(failed(dir)(e));
-    }
-    // Swap the new set in: the old directory moves aside under a temporary
-    // name and is removed once the new one is in place.
-    let new = staging.keep();
-    let old = parent.join(format!(
-        ".pinplan-old-{}",
-        new.file_name().unwrap_or_default().to_string_lossy()
-    ));
-    let had_old = std::fs::rename(dir, &old).is_ok();
-    if let Err(e) = std::fs::rename(&new, dir) {
-        if had_old {
-            let _ = std::fs::rename(&old, dir);
-            let _ = move_all(&new, dir, &carried);
-        }
-        let _ = std::fs::remove_dir_all(&new);
-        return Err(failed(dir)(e));
-    }
-    if had_old {
-        let _ = std::fs::remove_dir_all(&old);
-    }
-    Ok(written)
-}
-
-/// What `dir` holds besides the new set: the names to carry over (anything
-/// that is not pinplan's), and pinplan's files of an earlier run that the
-/// new set lacks (removed with the old directory).
-type Sorted = (Vec<std::ffi::OsString>, Vec<PathBuf>);
-
-fn sort_out(dir: &Path, files: &[OutputFile]) -> Result<Sorted, OutputError> {
-    let failed = |source| OutputError::Dir {
-        path: dir.to_owned(),
-        source,
-    };
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(failed)?
-        .collect::<Result<_, _>>()
-        .map_err(failed)?;
-    entries.sort_by_key(std::fs::DirEntry::file_name);
-    let (mut kept, mut removed) = (Vec::new(), Vec::new());
-    for entry in entries {
-        let name = entry.file_name();
-        if files
-            .iter()
-            .any(|f| f.path.file_name() == Some(name.as_os_str()))
-        {
-            continue;
-        }
-        if ours(&name.to_string_lossy()) && entry.file_type().is_ok_and(|t| t.is_file()) {
-            removed.push(dir.join(&name));
-        } else {
-            kept.push(name);
-        }
-    }
-    Ok((kept, removed))
+    let set: Vec<SetFile<'_>> = files
+        .iter()
+        .map(|f| (f.path.file_name().unwrap_or_default(), f.text.as_str()))
+        .collect();
+    let done = write_set(dir, &set, ours).map_err(|e| match e {
+        DirError::Dir { path, source } => OutputError::Dir { path, source },
+        DirError::Write(e) => OutputError::Write(e),
+    })?;
+    Ok(Written {
+        files: files.iter().map(|f| f.path.clone()).collect(),
+        removed: done.removed,
+        interrupted: done.interrupted,
+    })
 }
 
 /// A domain XML named by `origin` (a spec, `--patch`).
@@ -452,151 +365,10 @@ pub fn xml_text(
     })
 }
 
-/// Writes `text` to `path` through a temporary file in the same directory,
-/// fsync, a rename and an fsync of the directory, with permission bits `mode` (0o600 for files that
-/// may hold secrets, such as an apply journal). The temporary file has an
-/// unpredictable name and is created exclusively (never through a link
-/// someone planted); a `path` that is a link is replaced, not followed.
-pub fn write_atomically(path: &Path, text: &str, mode: u32) -> Result<(), WriteError> {
-    write_file(path, text, mode, true)?;
-    remove_stale_temporaries(path);
-    Ok(())
-}
-
-/// [`write_atomically`] for a file that must not exist yet (an apply
-/// journal, the only record of the state before): an existing `path` is an
-/// error, never overwritten.
-pub fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), WriteError> {
-    write_file(path, text, mode, false)?;
-    remove_stale_temporaries(path);
-    Ok(())
-}
-
-fn write_file(path: &Path, text: &str, mode: u32, replace: bool) -> Result<(), WriteError> {
-    use std::io::Write as _;
-    use std::os::unix::fs::PermissionsExt as _;
-    let failed = |source| WriteError {
-        path: path.to_owned(),
-        source,
-    };
-    let dir = parent_dir(path);
-    let mut temp = tempfile::Builder::new()
-        .prefix(".pinplan-")
-        .suffix(".tmp")
-        .permissions(std::fs::Permissions::from_mode(mode))
-        .tempfile_in(dir)
-        .map_err(failed)?;
-    temp.write_all(text.as_bytes()).map_err(failed)?;
-    temp.as_file().sync_all().map_err(failed)?;
-    // The temporary file is removed when `persist` fails.
-    let persisted = if replace {
-        temp.persist(path)
-    } else {
-        temp.persist_noclobber(path)
-    };
-    persisted.map(drop).map_err(|e| failed(e.error))?;
-    // The rename is durable once the directory is synced: a journal must
-    // be on disk before the first change it records.
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(failed)
-}
-
-/// The directory a file is written in.
-fn parent_dir(path: &Path) -> &Path {
-    path.parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or_else(|| Path::new("."))
-}
-
-/// How old a temporary file of ours must be to count as left by a run that
-/// was killed between writing and renaming it.
-const STALE: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// Whether a file or directory was last changed more than [`STALE`] ago.
-fn is_stale(meta: &std::fs::Metadata) -> bool {
-    meta.modified()
-        .ok()
-        .and_then(|m| m.elapsed().ok())
-        .is_some_and(|age| age > STALE)
-}
-
-/// Removes `.pinplan-*.tmp` files beside `written` older than [`STALE`]:
-/// what a killed run left. Links and other files are never touched.
-fn remove_stale_temporaries(written: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent_dir(written)) else {
-        return;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if !(name.starts_with(".pinplan-") && name.ends_with(".tmp")) {
-            continue;
-        }
-        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
-            continue;
-        };
-        if meta.is_file() && is_stale(&meta) {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
-/// Clears the staging directories (`.pinplan-out-*`, and `.pinplan-old-*`
-/// holding a replaced set) that a run killed during `write_files` left in
-/// `parent`, once older than [`STALE`]: pinplan's own files in them are
-/// removed, and the directory with them; a directory that still holds
-/// anything else (a user's files being carried over) is kept and returned.
-/// Only real directories owned by this user are looked at; links are never
-/// followed.
-fn remove_stale_staging(parent: &Path, ours_now: &Path) -> Vec<PathBuf> {
-    use std::os::unix::fs::MetadataExt as _;
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return Vec::new();
-    };
-    // Our own fresh staging directory is owned by the user we run as.
-    let Ok(uid) = std::fs::metadata(ours_now).map(|m| m.uid()) else {
-        return Vec::new();
-    };
-    let mut kept = Vec::new();
-    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
-    entries.sort_by_key(std::fs::DirEntry::file_name);
-    for entry in entries {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let path = entry.path();
-        if !(name.starts_with(".pinplan-out-") || name.starts_with(".pinplan-old-"))
-            || path == ours_now
-        {
-            continue;
-        }
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if !meta.is_dir() || meta.uid() != uid || !is_stale(&meta) {
-            continue;
-        }
-        let Ok(inner) = std::fs::read_dir(&path) else {
-            continue;
-        };
-        for file in inner.filter_map(Result::ok) {
-            let file_name = file.file_name();
-            let file_name = file_name.to_string_lossy();
-            let temporary = file_name.starts_with(".pinplan-") && file_name.ends_with(".tmp");
-            if (ours(&file_name) || temporary) && file.file_type().is_ok_and(|t| t.is_file()) {
-                let _ = std::fs::remove_file(file.path());
-            }
-        }
-        if std::fs::remove_dir(&path).is_err() {
-            kept.push(path);
-        }
-    }
-    kept
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::write::STALE;
     use std::os::unix::fs::PermissionsExt as _;
 
     fn age(path: &Path) {

@@ -192,13 +192,33 @@ pub fn redact(text: &str) -> String {
 
 /// `PINPLAN_TEST_LIBVIRT_URI`: set by scripts/test.sh, which starts a
 /// libvirtd, and then the live tests must pass. Without it (a plain `cargo
-/// test` on a laptop) says what is not tested and gives `None`.
+/// test` on a laptop) the test says it skipped `not_tested` — on standard
+/// error itself, which the test harness does not capture — and gets `None`;
+/// under `CI=true` it fails instead, as the CI script starts libvirtd and a
+/// missing URI there is a bug, never a reason to pass.
 pub fn libvirt_uri(not_tested: &str) -> Option<String> {
     let uri = std::env::var("PINPLAN_TEST_LIBVIRT_URI").ok();
     if uri.is_none() {
-        eprintln!("PINPLAN_TEST_LIBVIRT_URI is not set: {not_tested} (scripts/test.sh sets it)");
+        skipped(not_tested);
     }
     uri
+}
+
+/// Says that the running test skipped `what` for want of
+/// `PINPLAN_TEST_LIBVIRT_URI`; fails it under `CI=true`.
+fn skipped(what: &str) {
+    use std::io::Write as _;
+    let current = std::thread::current();
+    let test = current.name().unwrap_or("a test");
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test}: PINPLAN_TEST_LIBVIRT_URI is not set under CI=true: the CI script \
+         (scripts/test.sh) starts libvirtd and sets it, so a skip here is a bug (it would leave: {what})"
+    );
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: {test}: set PINPLAN_TEST_LIBVIRT_URI to run it (scripts/test.sh does); not tested: {what}"
+    );
 }
 
 /// Runs `virsh -q -c URI ARGS` and returns stdout; fails the test with

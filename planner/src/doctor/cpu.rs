@@ -2,10 +2,10 @@
 //! (`smt`), VM CPUs isolated and host CPUs not (`isolation`), and no IRQ
 //! allowed on a VM's CPUs (`irq-affinity`).
 
-use super::sysfs::Fs;
 use super::{Check, CheckId, Host, Status};
 use crate::cmdline::KernelCmdline;
 use crate::cpuset::CpuSet;
+use crate::host::fs::Fs;
 use crate::plan::{Plan, VmPlan};
 
 /// Whether a VM's placement needs both threads of its cores.
@@ -127,7 +127,7 @@ pub(super) fn isolation(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
     // `all` and `N` in a list mean the host's CPUs.
     let online = fs.online_cpus().unwrap_or_default();
     let mut kernel = Isolated::read(cmdline, &online);
-    kernel.cgroups = crate::isolate::cgroup::host_confinement(fs.root(), &online);
+    kernel.cgroups = crate::host::cgroup::host_confinement(fs.root(), &online);
     kernel.tuned = fs.tuned_isolated();
     let reserved = &plan.host.reserved_cpus;
     let all_vm = vm_cpus(plan);
@@ -440,15 +440,10 @@ pub(super) fn irq_affinity(host: &Host<'_>, fs: &Fs) -> Check {
     ))
 }
 
-/// `realtime`: with real-time vCPUs in the plan, whether the kernel lets
-/// libvirt give them SCHED_FIFO and keeps them running: RT throttling off
-/// (`kernel.sched_rt_runtime_us = -1`; with RT group scheduling a cgroup
-/// without RT runtime refuses FIFO outright, which libvirt's do), and a
-/// PREEMPT_RT kernel or `nohz_full=` on their CPUs.
 /// `kernel.sched_rt_runtime_us` (`None`: no such file, or not a number),
 /// and whether RT group scheduling is on (`cpu.rt_runtime_us` exists): with
 /// it and a runtime other than -1, libvirt's cgroups get no RT runtime.
-pub(super) fn rt_runtime(fs: &super::sysfs::Fs) -> (Option<i64>, bool) {
+pub(super) fn rt_runtime(fs: &Fs) -> (Option<i64>, bool) {
     let runtime = fs
         .text("proc/sys/kernel/sched_rt_runtime_us")
         .and_then(|t| t.parse().ok());
@@ -456,8 +451,12 @@ pub(super) fn rt_runtime(fs: &super::sysfs::Fs) -> (Option<i64>, bool) {
     (runtime, group_sched)
 }
 
+/// `realtime`: with real-time vCPUs in the plan, whether the kernel lets
+/// libvirt give them SCHED_FIFO and keeps them running: RT throttling off
+/// (`kernel.sched_rt_runtime_us = -1`; with RT group scheduling a cgroup
+/// without RT runtime refuses FIFO outright, which libvirt's do), and a
+/// PREEMPT_RT kernel or `nohz_full=` on their CPUs.
 pub(super) fn realtime(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
-    let id = CheckId::Realtime;
     let Some(plan) = host.plan else {
         return Vec::new();
     };
@@ -470,19 +469,36 @@ pub(super) fn realtime(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
         return Vec::new();
     }
     let names: Vec<&str> = rt.iter().map(|v| v.name.as_str()).collect();
-    let mut checks = Vec::new();
+    let mut checks = vec![throttling(fs, &names)];
+    let version = fs.text("proc/sys/kernel/version").unwrap_or_default();
+    let preempt_rt =
+        fs.text("sys/kernel/realtime").as_deref() == Some("1") || version.contains("PREEMPT_RT");
+    let online = fs.online_cpus().unwrap_or_default();
+    let nohz = host
+        .cmdline
+        .as_ref()
+        .and_then(|c| c.cpu_list("nohz_full", &online))
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    checks.extend(rt.into_iter().map(|vm| tick(vm, preempt_rt, &nohz)));
+    checks
+}
+
+/// Whether RT throttling lets the FIFO vCPUs of `names` start and run.
+fn throttling(fs: &Fs, names: &[&str]) -> Check {
+    let id = CheckId::Realtime;
     let period = fs
         .text("proc/sys/kernel/sched_rt_period_us")
         .and_then(|p| p.parse::<i64>().ok())
         .unwrap_or(1_000_000);
     let (runtime, group_sched) = rt_runtime(fs);
     match runtime {
-        Some(-1) => checks.push(Check::new(
+        Some(-1) => Check::new(
             id,
             Status::Pass,
             "throttling",
             "kernel.sched_rt_runtime_us = -1: FIFO vCPUs are not throttled",
-        )),
+        ),
         Some(us) => {
             let stopped_ms = (period - us).max(0) / 1000;
             let fix = "sysctl -w kernel.sched_rt_runtime_us=-1 (and kernel.sched_rt_runtime_us = -1 in /etc/sysctl.d/ for the next boot)";
@@ -508,62 +524,55 @@ pub(super) fn realtime(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
                     ),
                 )
             };
-            checks.push(check.hint(fix));
+            check.hint(fix)
         }
-        _ => checks.push(Check::new(
+        _ => Check::new(
             id,
             Status::Skip,
             "throttling",
             "no proc/sys/kernel/sched_rt_runtime_us to read",
-        )),
+        ),
     }
-    let version = fs.text("proc/sys/kernel/version").unwrap_or_default();
-    let preempt_rt =
-        fs.text("sys/kernel/realtime").as_deref() == Some("1") || version.contains("PREEMPT_RT");
-    let online = fs.online_cpus().unwrap_or_default();
-    let nohz = host
-        .cmdline
-        .as_ref()
-        .and_then(|c| c.cpu_list("nohz_full", &online))
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    for vm in rt {
-        let cpus: CpuSet = vm
-            .vcpus
-            .iter()
-            .filter(|p| {
-                vm.realtime_vcpus
-                    .as_ref()
-                    .is_some_and(|r| r.contains(crate::ids::CpuId(p.vcpu)))
-            })
-            .map(|p| p.cpu)
-            .collect();
-        let ticking = cpus.difference(&nohz);
-        checks.push(if preempt_rt {
-            Check::new(id, Status::Pass, vm.name.clone(), "a PREEMPT_RT kernel")
-        } else if ticking.is_empty() {
-            Check::new(
-                id,
-                Status::Pass,
-                vm.name.clone(),
-                format!("its real-time vCPUs' CPUs {cpus} are in nohz_full="),
-            )
-        } else {
-            Check::new(
-                id,
-                Status::Warn,
-                vm.name.clone(),
-                format!(
-                    "neither a PREEMPT_RT kernel nor nohz_full= on CPUs {ticking} of its real-time vCPUs: the timer tick interrupts them (about 1,000 times a second at HZ=1000)"
-                ),
-            )
-            .hint(format!(
-                "boot a PREEMPT_RT kernel (linux-image-rt-amd64, kernel-rt), or add nohz_full={} (pinplan isolate --emit kernel-args)",
-                nohz.union(&cpus)
-            ))
-        });
+}
+
+/// Whether the timer tick leaves `vm`'s real-time vCPUs alone: a
+/// PREEMPT_RT kernel, or their CPUs in `nohz_full=`.
+fn tick(vm: &VmPlan, preempt_rt: bool, nohz: &CpuSet) -> Check {
+    let id = CheckId::Realtime;
+    let cpus: CpuSet = vm
+        .vcpus
+        .iter()
+        .filter(|p| {
+            vm.realtime_vcpus
+                .as_ref()
+                .is_some_and(|r| r.contains(crate::ids::CpuId(p.vcpu)))
+        })
+        .map(|p| p.cpu)
+        .collect();
+    let ticking = cpus.difference(nohz);
+    if preempt_rt {
+        Check::new(id, Status::Pass, vm.name.clone(), "a PREEMPT_RT kernel")
+    } else if ticking.is_empty() {
+        Check::new(
+            id,
+            Status::Pass,
+            vm.name.clone(),
+            format!("its real-time vCPUs' CPUs {cpus} are in nohz_full="),
+        )
+    } else {
+        Check::new(
+            id,
+            Status::Warn,
+            vm.name.clone(),
+            format!(
+                "neither a PREEMPT_RT kernel nor nohz_full= on CPUs {ticking} of its real-time vCPUs: the timer tick interrupts them (about 1,000 times a second at HZ=1000)"
+            ),
+        )
+        .hint(format!(
+            "boot a PREEMPT_RT kernel (linux-image-rt-amd64, kernel-rt), or add nohz_full={} (pinplan isolate --emit kernel-args)",
+            nohz.union(&cpus)
+        ))
     }
-    checks
 }
 
 #[cfg(test)]

@@ -8,8 +8,10 @@
 //! its node devices ([`host_facts_libvirt`]); its real-time settings are not
 //! visible that way.
 
-use super::sysfs::{Fs, PciFunction};
+use super::sysfs::PciTree as _;
+use super::vfio::passthrough;
 use super::DoctorError;
+use crate::host::fs::Fs;
 use crate::libvirt::NodeDevices;
 use crate::topology::PciAddress;
 use std::collections::BTreeMap;
@@ -32,11 +34,16 @@ pub fn host_facts(root: &Path, nics: &[PciAddress]) -> Result<HostFacts, DoctorE
     let members = |group| fs.iommu_group_members(group, &functions);
     let nics = nics
         .iter()
-        .map(|&nic| (nic, passthrough(&functions, &members, nic)))
+        .map(|&nic| {
+            (
+                nic,
+                passthrough(&functions, &members, nic).map_err(|e| e.to_string()),
+            )
+        })
         .collect();
     Ok(HostFacts {
         nics,
-        realtime: Some(realtime(&fs)),
+        realtime: Some(realtime(&fs).map_err(|e| e.to_string())),
     })
 }
 
@@ -48,77 +55,28 @@ pub fn host_facts_libvirt(devices: &NodeDevices, nics: &[PciAddress]) -> HostFac
     HostFacts {
         nics: nics
             .iter()
-            .map(|&nic| (nic, passthrough(&described.functions, &members, nic)))
+            .map(|&nic| {
+                let facts = passthrough(&described.functions, &members, nic);
+                (nic, facts.map_err(|e| e.to_string()))
+            })
             .collect(),
         realtime: None,
     }
 }
 
-/// Whether `nic` (or one of its VFs) can be passed through.
-pub(super) fn passthrough(
-    functions: &BTreeMap<PciAddress, PciFunction>,
-    members: &dyn Fn(u32) -> Vec<PciAddress>,
-    nic: PciAddress,
-) -> Result<(), String> {
-    let Some(device) = functions.get(&nic) else {
-        return Err(format!("no PCI device {nic} on this host"));
-    };
-    let vfs: Vec<&PciFunction> = functions
-        .values()
-        .filter(|f| f.physfn == Some(nic))
-        .collect();
-    let candidates: Vec<&PciFunction> = match (device.sriov_totalvfs, device.sriov_numvfs) {
-        (Some(total), numvfs) if total > 0 && vfs.is_empty() => {
-            return Err(format!(
-                "{nic} has no SR-IOV VFs enabled ({} of {total}): echo N > /sys/bus/pci/devices/{nic}/sriov_numvfs",
-                numvfs.unwrap_or(0)
-            ));
-        }
-        _ if !vfs.is_empty() => vfs,
-        _ => vec![device],
-    };
-    let mut problems: Vec<String> = Vec::new();
-    for candidate in &candidates {
-        let Some(group) = candidate.iommu_group else {
-            problems.push(format!(
-                "{} has no IOMMU group (the IOMMU is off)",
-                candidate.address
-            ));
-            continue;
-        };
-        let offending: Vec<String> =
-            super::iommu::group_members(&members(group), functions, candidate.address)
-                .1
-                .iter()
-                .map(|(a, d)| format!("{a} is bound to {d}"))
-                .collect();
-        if offending.is_empty() {
-            return Ok(());
-        }
-        problems.push(format!(
-            "{}'s IOMMU group {group} is not viable ({})",
-            candidate.address,
-            offending.join(", ")
-        ));
-    }
-    let what = if candidates.iter().any(|c| c.address != nic) {
-        format!("no VF of {nic} can be passed through")
-    } else {
-        format!("{nic} cannot be passed through")
-    };
-    Err(format!(
-        "vfio: {what}: {}; QEMU would refuse to start the VM (\"group is not viable\")",
-        problems.join("; ")
-    ))
+/// Real-time vCPUs cannot start: RT group scheduling with a runtime other
+/// than -1 (libvirt's cgroups then get none).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("kernel.sched_rt_runtime_us = {runtime_us} with RT group scheduling: real-time vCPUs cannot start")]
+struct RtThrottled {
+    runtime_us: i64,
 }
 
 /// Whether FIFO vCPUs can start: not with RT group scheduling and a
 /// runtime other than -1 (libvirt's cgroups then get none).
-fn realtime(fs: &Fs) -> Result<(), String> {
+fn realtime(fs: &Fs) -> Result<(), RtThrottled> {
     match super::cpu::rt_runtime(fs) {
-        (Some(us), true) if us != -1 => Err(format!(
-            "kernel.sched_rt_runtime_us = {us} with RT group scheduling: real-time vCPUs cannot start"
-        )),
+        (Some(us), true) if us != -1 => Err(RtThrottled { runtime_us: us }),
         _ => Ok(()),
     }
 }

@@ -2,8 +2,10 @@
 //! (`iommu-dma-mode`), and whether VFIO can take a device's whole IOMMU
 //! group (`vfio-group-viable`).
 
-use super::sysfs::{Fs, PciFunction};
+use super::sysfs::{PciFunction, PciTree as _};
+use super::vfio::{group_members, is_vfio, passthrough};
 use super::{shown, Check, CheckId, Host, Status};
+use crate::host::fs::Fs;
 use crate::topology::PciAddress;
 use std::collections::BTreeMap;
 
@@ -176,37 +178,6 @@ pub(super) fn dma_mode(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
         .collect()
 }
 
-/// A driver VFIO can own a device through (`vfio-pci` and its vendor
-/// variants such as `mlx5_vfio_pci`).
-fn is_vfio(driver: &str) -> bool {
-    driver == "vfio-pci" || driver.ends_with("vfio-pci") || driver.ends_with("vfio_pci")
-}
-
-/// The other endpoints of IOMMU group `group` than `device` (bridges do not
-/// count): how many VFIO may take with it (on vfio-pci or pci-stub, or
-/// unbound), and those it may not, with their drivers.
-pub(super) fn group_members(
-    members: &[PciAddress],
-    functions: &BTreeMap<PciAddress, PciFunction>,
-    device: PciAddress,
-) -> (usize, Vec<(PciAddress, String)>) {
-    let mut fine = 0usize;
-    let mut offending = Vec::new();
-    for &member in members {
-        let Some(other) = functions.get(&member) else {
-            continue;
-        };
-        if member == device || other.is_bridge() {
-            continue;
-        }
-        match other.driver.as_deref() {
-            Some(d) if !is_vfio(d) && d != "pci-stub" => offending.push((member, d.to_owned())),
-            _ => fine += 1,
-        }
-    }
-    (fine, offending)
-}
-
 /// `vfio-group-viable`: for every device bound to vfio-pci, and every SR-IOV
 /// VF named with `--nic` or by the plan (a VF is there to be passed
 /// through), every other endpoint of its IOMMU group must be on vfio-pci or
@@ -224,29 +195,7 @@ pub(super) fn group_viable(host: &Host<'_>) -> Vec<Check> {
             candidates.insert(f.address, f);
         }
     }
-    // A named SR-IOV PF with VFs enabled is there for one of its VFs to be
-    // passed through: one viable VF is enough (the fleet plan's rule).
-    let members = |group: u32| host.group_members(group);
-    let pfs: Vec<Check> = host
-        .nics
-        .iter()
-        .filter(|n| n.named)
-        .filter(|n| host.functions.values().any(|f| f.physfn == Some(n.address)))
-        .map(|n| {
-            let subject = n.address.to_string();
-            match super::facts::passthrough(&host.functions, &members, n.address) {
-                Ok(()) => Check::new(
-                    id,
-                    Status::Pass,
-                    subject,
-                    "one of its VFs sits in an IOMMU group VFIO can take whole",
-                ),
-                Err(why) => Check::new(id, Status::Fail, subject, why).hint(
-                    "bind the other endpoints of a VF's group to vfio-pci, or move the card to a slot whose root port has ACS (each VF then gets a group of its own)",
-                ),
-            }
-        })
-        .collect();
+    let pfs = named_pfs(host);
     if candidates.is_empty() && !pfs.is_empty() {
         return pfs;
     }
@@ -260,69 +209,94 @@ pub(super) fn group_viable(host: &Host<'_>) -> Vec<Check> {
     }
     candidates
         .into_values()
-        .map(|device| {
-            let subject = device.address.to_string();
-            let Some(group) = device.iommu_group else {
-                return Check::new(
-                    id,
-                    Status::Skip,
-                    subject,
-                    "no IOMMU group (the IOMMU is off: see iommu-enabled)",
-                );
-            };
-            let itself = match device.driver.as_deref() {
-                Some(d) if is_vfio(d) => String::new(),
-                Some(d) => format!(
-                    " ({} itself is bound to {d}; libvirt's managed='yes' hands it to vfio-pci when the VM starts)",
-                    device.address
-                ),
-                None => format!(" ({} itself has no driver)", device.address),
-            };
-            let (fine, offending) =
-                group_members(
-                    &host.group_members(group),
-                    &host.functions,
-                    device.address,
-                );
-            if offending.is_empty() {
-                let message = if fine == 0 {
-                    format!("IOMMU group {group} holds no other endpoint{itself}")
-                } else {
-                    format!(
-                        "IOMMU group {group}: the {fine} other endpoint(s) are on vfio-pci or pci-stub or have no driver (bridges do not count){itself}"
-                    )
-                };
-                return Check::new(id, Status::Pass, subject, message);
-            }
-            let bound: Vec<String> = offending
-                .iter()
-                .map(|(a, d)| format!("{a} is bound to {d}"))
-                .collect();
-            let commands: Vec<String> = offending
-                .iter()
-                .map(|(a, _)| {
-                    format!(
-                        "echo vfio-pci > /sys/bus/pci/devices/{a}/driver_override; echo {a} > /sys/bus/pci/devices/{a}/driver/unbind; echo {a} > /sys/bus/pci/drivers_probe"
-                    )
-                })
-                .collect();
-            Check::new(
-                id,
-                Status::Fail,
-                subject,
-                format!(
-                    "vfio error: {}: group {group} is not viable: {}; QEMU refuses to start the VM: \"Please ensure all devices within the iommu_group are bound to their vfio bus driver.\"{itself}",
-                    device.address,
-                    bound.join(", ")
-                ),
-            )
-            .hint(format!(
-                "bind them to vfio-pci too ({}), or move the card to a slot whose root port has ACS, so that it gets an IOMMU group of its own",
-                commands.join("; ")
-            ))
-        })
+        .map(|device| device_group(host, device))
         .chain(pfs)
         .collect()
+}
+
+/// A named SR-IOV PF with VFs enabled is there for one of its VFs to be
+/// passed through: one viable VF is enough (the fleet plan's rule).
+fn named_pfs(host: &Host<'_>) -> Vec<Check> {
+    let members = |group: u32| host.group_members(group);
+    host.nics
+        .iter()
+        .filter(|n| n.named)
+        .filter(|n| host.functions.values().any(|f| f.physfn == Some(n.address)))
+        .map(|n| {
+            let subject = n.address.to_string();
+            match passthrough(&host.functions, &members, n.address) {
+                Ok(()) => Check::new(
+                    CheckId::VfioGroupViable,
+                    Status::Pass,
+                    subject,
+                    "one of its VFs sits in an IOMMU group VFIO can take whole",
+                ),
+                Err(why) => Check::new(CheckId::VfioGroupViable, Status::Fail, subject, why.to_string()).hint(
+                    "bind the other endpoints of a VF's group to vfio-pci, or move the card to a slot whose root port has ACS (each VF then gets a group of its own)",
+                ),
+            }
+        })
+        .collect()
+}
+
+/// Whether VFIO can take `device`'s whole IOMMU group.
+fn device_group(host: &Host<'_>, device: &PciFunction) -> Check {
+    let id = CheckId::VfioGroupViable;
+    let subject = device.address.to_string();
+    let Some(group) = device.iommu_group else {
+        return Check::new(
+            id,
+            Status::Skip,
+            subject,
+            "no IOMMU group (the IOMMU is off: see iommu-enabled)",
+        );
+    };
+    let itself = match device.driver.as_deref() {
+        Some(d) if is_vfio(d) => String::new(),
+        Some(d) => format!(
+            " ({} itself is bound to {d}; libvirt's managed='yes' hands it to vfio-pci when the VM starts)",
+            device.address
+        ),
+        None => format!(" ({} itself has no driver)", device.address),
+    };
+    let (fine, offending) =
+        group_members(&host.group_members(group), &host.functions, device.address);
+    if offending.is_empty() {
+        let message = if fine == 0 {
+            format!("IOMMU group {group} holds no other endpoint{itself}")
+        } else {
+            format!(
+                "IOMMU group {group}: the {fine} other endpoint(s) are on vfio-pci or pci-stub or have no driver (bridges do not count){itself}"
+            )
+        };
+        return Check::new(id, Status::Pass, subject, message);
+    }
+    let bound: Vec<String> = offending
+        .iter()
+        .map(|(a, d)| format!("{a} is bound to {d}"))
+        .collect();
+    let commands: Vec<String> = offending
+        .iter()
+        .map(|(a, _)| {
+            format!(
+                "echo vfio-pci > /sys/bus/pci/devices/{a}/driver_override; echo {a} > /sys/bus/pci/devices/{a}/driver/unbind; echo {a} > /sys/bus/pci/drivers_probe"
+            )
+        })
+        .collect();
+    Check::new(
+        id,
+        Status::Fail,
+        subject,
+        format!(
+            "vfio error: {}: group {group} is not viable: {}; QEMU refuses to start the VM: \"Please ensure all devices within the iommu_group are bound to their vfio bus driver.\"{itself}",
+            device.address,
+            bound.join(", ")
+        ),
+    )
+    .hint(format!(
+        "bind them to vfio-pci too ({}), or move the card to a slot whose root port has ACS, so that it gets an IOMMU group of its own",
+        commands.join("; ")
+    ))
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! against what the node has free now; 1 GiB pages only with the `pdpe1gb`
 //! CPU flag; the transparent huge page setting.
 
-use super::sysfs::Fs;
 use super::{Check, CheckId, Host, Status};
+use crate::host::fs::Fs;
 use crate::ids::NodeId;
 use std::collections::BTreeMap;
 
@@ -28,7 +28,7 @@ pub(super) fn hugepages(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
             continue;
         };
         let page = memory.page_kib * 1024;
-        for (node, bytes) in crate::memory::per_node(vm, &memory) {
+        for (node, bytes) in crate::memory::placement::per_node(vm, &memory) {
             let entry = needed.entry((node, memory.page_kib)).or_default();
             entry.0 += bytes.div_ceil(page);
             entry.1.push(vm.name.clone());
@@ -49,8 +49,12 @@ pub(super) fn hugepages(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
             crate::memory::human(size * 1024).replace(' ', "")
         );
         let pools = fs.hugepage_pools(node);
-        let pool = pools.iter().find(|p| p.0 == size);
-        let (total, free) = pool.map_or((0, 0), |&(_, nr, free)| (nr, free));
+        // A pool that does not say what is free counts as absent.
+        let (total, free) = pools
+            .iter()
+            .filter(|p| p.size_kib == size)
+            .find_map(|p| Some((p.total, p.free?)))
+            .unwrap_or((0, 0));
         let what = format!(
             "{pages} pages of {} needed by {} on node {node}; {free} of {total} free",
             crate::memory::human(size * 1024),

@@ -34,6 +34,7 @@ mod iommu;
 mod memory;
 mod nic;
 mod nodedev;
+mod vfio;
 
 pub use facts::{host_facts, host_facts_libvirt, HostFacts};
 pub(crate) mod sysfs;
@@ -41,13 +42,14 @@ pub(crate) mod sysfs;
 pub(crate) mod testroot;
 
 use crate::cmdline::KernelCmdline;
+use crate::host::fs::{Fs, FsError};
 use crate::plan::Plan;
 use crate::topology::PciAddress;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use sysfs::{Fs, PciFunction};
+use sysfs::{PciFunction, PciTree as _};
 
 /// A check's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -222,6 +224,14 @@ pub enum DoctorError {
         /// What to do.
         hint: Option<String>,
     },
+}
+
+impl From<FsError> for DoctorError {
+    fn from(e: FsError) -> DoctorError {
+        match e {
+            FsError::NoSysOrProc { root } => DoctorError::NoSysOrProc { root },
+        }
+    }
 }
 
 impl crate::error::Diagnostic for DoctorError {

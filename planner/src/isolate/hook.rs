@@ -79,8 +79,8 @@ pub fn install(dir: &Path, text: &str) -> Result<PathBuf, IsolateError> {
     }
     let path = hook_dir.join(SCRIPT);
     if let Ok(meta) = std::fs::symlink_metadata(&path) {
-        let ours =
-            meta.is_file() && super::read(&path).is_some_and(|t| t.lines().nth(1) == Some(MARKER));
+        let ours = meta.is_file()
+            && crate::host::fs::read(&path).is_some_and(|t| t.lines().nth(1) == Some(MARKER));
         if !ours {
             return Err(IsolateError::Hook {
                 path,
@@ -88,7 +88,7 @@ pub fn install(dir: &Path, text: &str) -> Result<PathBuf, IsolateError> {
             });
         }
     }
-    crate::output::write_atomically(&path, text, 0o755).map_err(|e| IsolateError::Io {
+    crate::host::write::write_atomically(&path, text, 0o755).map_err(|e| IsolateError::Io {
         what: "cannot write",
         path: e.path,
         source: e.source,

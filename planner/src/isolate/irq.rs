@@ -7,9 +7,10 @@
 //! CPUs.
 
 use super::journal::Change;
-use super::{read, Target};
+use super::Target;
 use crate::cpuset::CpuSet;
-use crate::doctor::sysfs::Fs;
+use crate::host::fs::read;
+use crate::host::fs::Fs;
 use std::path::Path;
 
 /// The changes for IRQs and workqueues, and notes.

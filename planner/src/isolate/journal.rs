@@ -3,8 +3,9 @@
 //! whatever happened in between (a kill after any change is undone the same
 //! way, since restoring a value that was never changed changes nothing).
 
-use super::{read, write, IsolateError, Target};
+use super::{IsolateError, Target};
 use crate::cpuset::CpuSet;
+use crate::host::fs::{read, write};
 use crate::interrupt::{Interrupt, Signal};
 use serde::{Deserialize, Serialize};
 use std::path::{Component, Path, PathBuf};
@@ -127,6 +128,31 @@ pub struct Journal {
     pub changes: Vec<Entry>,
 }
 
+/// What makes a journal one `pinplan isolate --undo` must not act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum Unsafe {
+    /// A version this pinplan does not read.
+    #[error("version {0} (this pinplan reads 1)")]
+    Version(u32),
+    /// A controller other than cpuset.
+    #[error("controller {0:?} is not cpuset")]
+    Controller(String),
+    /// A task file other than `tasks` or `cgroup.procs`.
+    #[error("{0:?} is not tasks or cgroup.procs")]
+    TaskFile(String),
+    /// A unit that is no slice or scope, or a value that is no CPU list.
+    #[error("unit {unit:?} or its value {before:?}")]
+    Unit {
+        /// The unit.
+        unit: String,
+        /// Its value before.
+        before: String,
+    },
+    /// A path outside what isolation changes.
+    #[error("{} is not a file pinplan isolate changes", .0.display())]
+    Path(PathBuf),
+}
+
 impl Journal {
     /// A journal of `changes` for `target`, none made yet.
     pub fn new(root: &Path, cgroups: &str, target: &Target, changes: Vec<Change>) -> Journal {
@@ -177,19 +203,19 @@ impl Journal {
         }
         let journal: Journal =
             serde_json::from_value(value).map_err(|e| bad(format!("malformed: {e}")))?;
-        journal.check().map_err(bad)?;
+        journal.check().map_err(|p| bad(p.to_string()))?;
         Ok(journal)
     }
 
     /// Every path must be one isolation changes, under the journal's root,
     /// without `..`; every unit a slice or scope name.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), Unsafe> {
         if self.version != 1 {
-            return Err(format!("version {} (this pinplan reads 1)", self.version));
+            return Err(Unsafe::Version(self.version));
         }
         let root = &self.root;
         let allowed = ["proc/irq", "sys/fs/cgroup", "sys/devices/virtual/workqueue"];
-        let mut mounts: Vec<PathBuf> = super::cgroup::cgroup_mounts(root);
+        let mut mounts: Vec<PathBuf> = crate::host::cgroup::cgroup_mounts(root);
         mounts.extend(allowed.iter().map(|a| root.join(a)));
         let inside = |p: &Path| {
             p.components().all(|c| !matches!(c, Component::ParentDir))
@@ -200,13 +226,13 @@ impl Journal {
                 Change::Write { path, .. } | Change::Create { path, .. } => vec![path],
                 Change::Enable { path, controller } => {
                     if controller != "cpuset" {
-                        return Err(format!("controller {controller:?} is not cpuset"));
+                        return Err(Unsafe::Controller(controller.clone()));
                     }
                     vec![path]
                 }
                 Change::Move { from, to, file, .. } => {
                     if file != "tasks" && file != "cgroup.procs" {
-                        return Err(format!("{file:?} is not tasks or cgroup.procs"));
+                        return Err(Unsafe::TaskFile(file.clone()));
                     }
                     vec![from, to]
                 }
@@ -216,7 +242,10 @@ impl Journal {
                         .all(|c| c.is_ascii_alphanumeric() || "-_.:@".contains(c))
                         && (unit.ends_with(".slice") || unit.ends_with(".scope"));
                     if !ok || (!before.is_empty() && before.parse::<CpuSet>().is_err()) {
-                        return Err(format!("unit {unit:?} or its value {before:?}"));
+                        return Err(Unsafe::Unit {
+                            unit: unit.clone(),
+                            before: before.clone(),
+                        });
                     }
                     vec![]
                 }
@@ -225,10 +254,7 @@ impl Journal {
             for p in paths {
                 let is_mount = mounts.iter().any(|m| m == p);
                 if !(inside(p) || is_mount && matches!(entry.change, Change::Move { .. })) {
-                    return Err(format!(
-                        "{} is not a file pinplan isolate changes",
-                        p.display()
-                    ));
+                    return Err(Unsafe::Path(p.to_owned()));
                 }
             }
         }
@@ -241,9 +267,9 @@ impl Journal {
     pub fn save(&self, path: &Path, new: bool) -> Result<(), IsolateError> {
         let text = serde_json::to_string_pretty(self).unwrap_or_default() + "\n";
         let written = if new {
-            crate::output::write_new(path, &text, 0o600)
+            crate::host::write::write_new(path, &text, 0o600)
         } else {
-            crate::output::write_atomically(path, &text, 0o600)
+            crate::host::write::write_atomically(path, &text, 0o600)
         };
         written.map_err(|e| {
             if e.source.kind() == std::io::ErrorKind::AlreadyExists {
@@ -362,7 +388,7 @@ fn late_moves(journal: &Journal) -> Vec<Change> {
     now.into_iter()
         .filter(|tid| !known.contains(tid))
         .filter_map(|tid| {
-            let t = super::cgroup::task(&journal.root, tid);
+            let t = crate::host::task::task(&journal.root, tid);
             let kept = t.bound || (t.kernel && file == "cgroup.procs");
             (!kept).then(|| Change::Move {
                 tid,
@@ -421,10 +447,12 @@ fn make(change: &Change) -> (Status, Option<String>) {
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => (Status::Gone, None),
             Err(e) => refused(&e),
         },
-        Change::Systemd { unit, after, .. } => match super::cgroup::set_allowed_cpus(unit, after) {
-            Ok(()) => (Status::Applied, None),
-            Err(e) => (Status::Refused, Some(e.to_string())),
-        },
+        Change::Systemd { unit, after, .. } => {
+            match super::systemd::set_allowed_cpus(unit, after) {
+                Ok(()) => (Status::Applied, None),
+                Err(e) => (Status::Refused, Some(e.to_string())),
+            }
+        }
     }
 }
 
@@ -471,79 +499,113 @@ pub fn undo(
             done.interrupted = interrupt.last();
             return Ok(done);
         }
-        match &entry.change {
-            Change::Write {
-                what, path, before, ..
-            } => match write(path, before) {
-                Ok(()) => done.restored += 1,
-                // Refused now, but as it was: a change never made (a kill
-                // came first) or one the kernel refused then too.
-                Err(_) if read(path).is_some_and(|t| t.trim() == before.trim()) => {}
-                Err(e) => done
-                    .failed
-                    .push(format!("{what} ({}): {e}", path.display())),
-            },
-            Change::Enable { path, controller } => {
-                if let Err(e) = write(path, &format!("-{controller}")) {
-                    done.failed
-                        .push(format!("{}: -{controller}: {e}", path.display()));
-                }
+        undo_change(&entry.change, &journal.root, this_machine, &mut done);
+    }
+    read_back(journal, &mut done);
+    journal.state = "undone".to_owned();
+    journal.save(path, false)?;
+    Ok(done)
+}
+
+/// Restores one change, counting it in `done`.
+fn undo_change(change: &Change, root: &Path, this_machine: bool, done: &mut Undone) {
+    match change {
+        Change::Write {
+            what, path, before, ..
+        } => match write(path, before) {
+            Ok(()) => done.restored += 1,
+            // Refused now, but as it was: a change never made (a kill
+            // came first) or one the kernel refused then too.
+            Err(_) if read(path).is_some_and(|t| t.trim() == before.trim()) => {}
+            Err(e) => done
+                .failed
+                .push(format!("{what} ({}): {e}", path.display())),
+        },
+        Change::Enable { path, controller } => {
+            if let Err(e) = write(path, &format!("-{controller}")) {
+                done.failed
+                    .push(format!("{}: -{controller}: {e}", path.display()));
             }
-            Change::Move {
-                tid,
-                start,
+        }
+        Change::Move {
+            tid,
+            start,
+            from,
+            to,
+            file,
+            affinity,
+            ..
+        } => {
+            let task = MovedTask {
+                tid: *tid,
+                start: *start,
                 from,
                 to,
                 file,
-                affinity,
-                ..
-            } => {
-                // Only a task still in pinplan's cgroup goes back: one never
-                // moved (a kill came first) or moved on since (libvirt puts
-                // a new QEMU into its own cgroup) stays where it is.
-                let listed = read(&to.join(file)).is_some_and(|t| {
-                    t.lines()
-                        .any(|l| l.trim().parse::<u32>().ok() == Some(*tid))
-                });
-                if !listed {
-                    continue;
-                }
-                // The same thread: alive, and started when the journal says.
-                let now = super::cgroup::task(&journal.root, *tid).start;
-                if now.is_none() || (start.is_some() && now != *start) {
-                    done.gone += 1;
-                    continue;
-                }
-                match add_task(&from.join(file), *tid) {
-                    Ok(()) => {
-                        done.moved_back += 1;
-                        if let (true, Some(set)) = (this_machine, affinity) {
-                            if let Err(e) = super::sys::set_affinity(*tid, set) {
-                                done.failed
-                                    .push(format!("thread {tid}: affinity {set}: {e}"));
-                            }
-                        }
-                    }
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => done.gone += 1,
-                    Err(e) => done
-                        .failed
-                        .push(format!("thread {tid} back to {}: {e}", from.display())),
-                }
-            }
-            Change::Create { path: dir, .. } => match remove_cgroup(dir) {
-                Ok(true) => done.removed += 1,
-                Ok(false) => {}
-                Err(e) => done.failed.push(format!("{}: {e}", dir.display())),
-            },
-            Change::Systemd { unit, before, .. } => {
-                match super::cgroup::set_allowed_cpus(unit, before) {
-                    Ok(()) => done.restored += 1,
-                    Err(e) => done.failed.push(e.to_string()),
-                }
+                affinity: affinity.as_ref(),
+            };
+            move_back(&task, root, this_machine, done);
+        }
+        Change::Create { path: dir, .. } => match remove_cgroup(dir) {
+            Ok(true) => done.removed += 1,
+            Ok(false) => {}
+            Err(e) => done.failed.push(format!("{}: {e}", dir.display())),
+        },
+        Change::Systemd { unit, before, .. } => {
+            match super::systemd::set_allowed_cpus(unit, before) {
+                Ok(()) => done.restored += 1,
+                Err(e) => done.failed.push(e.to_string()),
             }
         }
     }
-    // Read back what was written: the values must be the journal's.
+}
+
+/// A task the journal moved into pinplan's cgroup.
+struct MovedTask<'a> {
+    tid: u32,
+    start: Option<u64>,
+    from: &'a Path,
+    to: &'a Path,
+    file: &'a str,
+    affinity: Option<&'a CpuSet>,
+}
+
+/// Moves `task` back where it was, with its affinity on this machine.
+fn move_back(task: &MovedTask<'_>, root: &Path, this_machine: bool, done: &mut Undone) {
+    let tid = task.tid;
+    // Only a task still in pinplan's cgroup goes back: one never moved (a
+    // kill came first) or moved on since (libvirt puts a new QEMU into its
+    // own cgroup) stays where it is.
+    let listed = read(&task.to.join(task.file))
+        .is_some_and(|t| t.lines().any(|l| l.trim().parse::<u32>().ok() == Some(tid)));
+    if !listed {
+        return;
+    }
+    // The same thread: alive, and started when the journal says.
+    let now = crate::host::task::task(root, tid).start;
+    if now.is_none() || (task.start.is_some() && now != task.start) {
+        done.gone += 1;
+        return;
+    }
+    match add_task(&task.from.join(task.file), tid) {
+        Ok(()) => {
+            done.moved_back += 1;
+            if let (true, Some(set)) = (this_machine, task.affinity) {
+                if let Err(e) = super::sys::set_affinity(tid, set) {
+                    done.failed
+                        .push(format!("thread {tid}: affinity {set}: {e}"));
+                }
+            }
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => done.gone += 1,
+        Err(e) => done
+            .failed
+            .push(format!("thread {tid} back to {}: {e}", task.from.display())),
+    }
+}
+
+/// Reads back what was written: the values must be the journal's.
+fn read_back(journal: &Journal, done: &mut Undone) {
     for entry in &journal.changes {
         if let (
             Change::Write {
@@ -562,9 +624,6 @@ pub fn undo(
             }
         }
     }
-    journal.state = "undone".to_owned();
-    journal.save(path, false)?;
-    Ok(done)
 }
 
 /// Moves what is left in a cgroup pinplan created (threads forked after the

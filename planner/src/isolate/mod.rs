@@ -5,8 +5,8 @@
 //! cgroup v1 cpuset hierarchy), IRQs and the unbound workqueues moved off the
 //! VM CPUs ([`irq`]), every value journalled first so that
 //! [`journal::undo`] restores it exactly ([`journal`]). The boot-time way is
-//! printed by [`boot`], the per-VM libvirt hook is [`mod@hook`], and what still
-//! runs on VM CPUs is [`threads`]'s (for `report`).
+//! printed by [`boot`], and the per-VM libvirt hook is [`mod@hook`]. What still
+//! runs on VM CPUs is read by [`crate::host::threads`] (for `report`).
 
 pub mod boot;
 pub mod cgroup;
@@ -15,14 +15,15 @@ pub mod irq;
 pub mod journal;
 pub mod outcome;
 mod sys;
-pub mod threads;
+mod systemd;
 
 use crate::cpuset::CpuSet;
 use crate::error::{Diagnostic, Exit};
+use crate::host::fs::read;
+use crate::host::lock::{acquire, FileLock, LockFailure, Wait};
 use crate::interrupt::{Interrupt, Signal};
 use crate::plan::Plan;
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Which CPUs are the VMs' and which the host keeps.
@@ -278,47 +279,12 @@ impl Diagnostic for IsolateError {
     }
 }
 
-/// At most this much of a kernel file is read (a `tasks` file of 100,000
-/// threads is under 1 MiB).
-pub(crate) const MAX_READ: u64 = 16 << 20;
-
-/// At most [`MAX_READ`] bytes of `path` as text; `None` when unreadable.
-pub(crate) fn read(path: &Path) -> Option<String> {
-    read_capped(path, MAX_READ)
-}
-
-/// At most `max` bytes of a regular file as text (lossy); `None` when it
-/// cannot be read or is not a regular file (a FIFO planted in /proc's place
-/// is never waited on).
-pub(crate) fn read_capped(path: &Path, max: u64) -> Option<String> {
-    let file = std::fs::File::open(path).ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    file.take(max).read_to_end(&mut bytes).ok()?;
-    Some(String::from_utf8_lossy(&bytes).into_owned())
-}
-
 /// The online CPUs under `root` (`sys/devices/system/cpu/online`).
 pub fn online_cpus(root: &Path) -> Result<CpuSet, IsolateError> {
     let path = root.join("sys/devices/system/cpu/online");
     read(&path)
         .and_then(|t| t.trim().parse().ok())
         .ok_or(IsolateError::Online { path })
-}
-
-/// Writes `value` to an existing kernel file (never creating one, never
-/// through a symbolic link as the last component).
-pub(crate) fn write(path: &Path, value: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    file.write_all(value.as_bytes())
 }
 
 /// Where an isolation keeps its state: `active` (the journal of the
@@ -333,7 +299,7 @@ pub struct State {
 
 /// The lock, held while the value lives (the file's lock is released when
 /// it is closed).
-pub struct Lock(#[allow(dead_code)] std::fs::File);
+pub struct Lock(#[allow(dead_code)] FileLock);
 
 impl State {
     fn path(&self, name: &str) -> PathBuf {
@@ -353,25 +319,14 @@ impl State {
             .mode(0o700)
             .create(&self.dir)
             .map_err(failed)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .custom_flags_nofollow()
-            .open(&path)
-            .map_err(failed)?;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            match file.try_lock() {
-                Ok(()) => return Ok(Lock(file)),
-                Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(100));
-                }
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(failed(std::io::ErrorKind::WouldBlock.into()))
-                }
-                Err(std::fs::TryLockError::Error(e)) => return Err(failed(e)),
-            }
+        let wait = Wait {
+            limit: std::time::Duration::from_secs(60),
+            poll: std::time::Duration::from_millis(100),
+        };
+        match acquire(&path, wait, &mut || {}) {
+            Ok(lock) => Ok(Lock(lock)),
+            Err(LockFailure::Busy) => Err(failed(std::io::ErrorKind::WouldBlock.into())),
+            Err(LockFailure::Open(e)) => Err(failed(e)),
         }
     }
 
@@ -417,7 +372,7 @@ impl State {
 
     fn save_hook_vms(&self, vms: &BTreeSet<String>) -> Result<(), IsolateError> {
         let text = serde_json::to_string(vms).unwrap_or_default() + "\n";
-        crate::output::write_atomically(&self.path("hook.json"), &text, 0o600).map_err(|e| {
+        crate::host::write::write_atomically(&self.path("hook.json"), &text, 0o600).map_err(|e| {
             IsolateError::Io {
                 what: "cannot write",
                 path: e.path,
@@ -427,24 +382,13 @@ impl State {
     }
 }
 
-trait NoFollow {
-    fn custom_flags_nofollow(&mut self) -> &mut Self;
-}
-
-impl NoFollow for std::fs::OpenOptions {
-    fn custom_flags_nofollow(&mut self) -> &mut Self {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        self.custom_flags(libc::O_NOFOLLOW)
-    }
-}
-
 /// Every change isolating `target` under `root`, as a journal not yet
 /// applied, and notes (refusals to expect, irqbalance, libvirt's cgroup).
 pub fn prepare(
     root: &Path,
     target: &Target,
 ) -> Result<(journal::Journal, Vec<String>), IsolateError> {
-    let layout = cgroup::detect(root);
+    let layout = crate::host::cgroup::detect(root);
     let (mut changes, mut notes) = cgroup::plan(root, &layout, target)?;
     let (irq_changes, irq_notes) = irq::plan(root, target);
     changes.extend(irq_changes);
@@ -475,7 +419,7 @@ pub fn isolate(
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     // Recorded first: a kill during the changes leaves this isolation in
     // effect, and undoable from its journal.
-    crate::output::write_atomically(
+    crate::host::write::write_atomically(
         &state.path("active"),
         &format!("{}\n", absolute.display()),
         0o600,

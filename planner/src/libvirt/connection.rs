@@ -13,7 +13,7 @@
 //! embeds this library and runs a libvirt event loop of its own should know
 //! that the first connection opened here starts libvirt's default one.
 
-use super::{LibvirtAction, LibvirtError};
+use crate::error::{LibvirtAction, LibvirtError};
 use std::sync::Once;
 use virt::connect::Connect;
 

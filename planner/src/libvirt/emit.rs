@@ -124,14 +124,14 @@ fn cell_distances(vm: &VmPlan, cell: &crate::plan::GuestCell) -> Vec<String> {
 
 /// `<numa>` for `<cpu>` when the VM spans nodes: one cell per host node,
 /// with the plan's memory split (in proportion to each cell's vCPUs, whole
-/// pages, see [`crate::memory::per_node`]) when the plan has the VM's memory,
+/// pages, see [`crate::memory::placement::per_node`]) when the plan has the VM's memory,
 /// else the domain's memory (KiB) split evenly.
 pub fn guest_numa(vm: &VmPlan, memory_kib: u64) -> Option<Vec<String>> {
     if vm.guest_cells.is_empty() {
         return None;
     }
     let planned: Option<Vec<u64>> = vm.memory.map(|m| {
-        crate::memory::per_node(vm, &m)
+        crate::memory::placement::per_node(vm, &m)
             .iter()
             .map(|&(_, bytes)| bytes / 1024)
             .collect()

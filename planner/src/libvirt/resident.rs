@@ -5,8 +5,8 @@
 //! is checked to be that guest's QEMU (`-name guest=NAME`) before its maps
 //! are read, so a stale pid file names no other process.
 
+use crate::host::fs::read_capped;
 use crate::ids::NodeId;
-use crate::isolate::read_capped;
 use crate::tenant::NodeResident;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -6,8 +6,8 @@
 
 use super::{Conflict, ConflictKind, Report, Severity};
 use crate::cpuset::CpuSet;
+use crate::host::threads::{stray_threads, StrayThread};
 use crate::ids::CpuId;
-use crate::isolate::threads::{stray_threads, StrayThread};
 use crate::report::conflicts::held_cpus;
 use crate::tenant::{TenantKind, TenantState};
 use crate::topology::HostTopology;
@@ -65,7 +65,7 @@ impl Report {
         }
         let vm_cpus: CpuSet = owners.keys().copied().collect();
         let stray = stray_threads(root, &vm_cpus, &vm_pids);
-        let irqs: Vec<IrqOnVmCpu> = crate::doctor::sysfs::Fs::open(root)
+        let irqs: Vec<IrqOnVmCpu> = crate::host::fs::Fs::open(root)
             .ok()
             .and_then(|fs| fs.irqs())
             .unwrap_or_default()

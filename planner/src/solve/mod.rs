@@ -522,7 +522,7 @@ pub fn build_plan(
             Some(explain::summary(request, placement)),
         )
     };
-    let hugepages = crate::memory::allocations(&request.host, &vms);
+    let hugepages = crate::memory::placement::allocations(&request.host, &vms);
     let status = if !unplaced.is_empty() {
         Status::Infeasible
     } else if placement.proven {
@@ -554,7 +554,7 @@ pub fn build_plan(
             .collect(),
         moves: Vec::new(),
         unplaced,
-        hugepages_boot_args: crate::memory::boot_args(&hugepages, &request.host),
+        hugepages_boot_args: crate::memory::placement::boot_args(&hugepages, &request.host),
         hugepages,
         explanations,
         warnings,

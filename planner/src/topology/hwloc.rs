@@ -63,7 +63,7 @@ pub(crate) fn live() -> Result<RawTopology, TopologyError> {
     // host's VMs may (issue 27). An effective cpuset never lists an offline
     // CPU, so it says nothing against one (libvirt's reader marks them
     // allowed too).
-    let vm_cpus = crate::isolate::cgroup::vm_cpus(Path::new("/"));
+    let vm_cpus = crate::host::cgroup::vm_cpus(Path::new("/"));
     for pu in &mut raw.pus {
         pu.allowed = !pu.online || vm_cpus.as_ref().is_none_or(|set| set.contains(pu.cpu));
     }
@@ -172,12 +172,50 @@ fn os_u32(object: &TopologyObject) -> Option<u32> {
 
 /// Walks a built topology into the flat form.
 fn collect(topology: &Topology, source_name: &str) -> RawTopology {
-    let online = to_cpuset(&topology.cpuset());
-    let complete = to_cpuset(&topology.complete_cpuset());
-    let allowed = to_cpuset(&topology.allowed_cpuset());
+    let nodes = raw_nodes(topology);
+    let pus = raw_pus(topology, &nodes);
+    // Packages and caches are listed even when none of their CPUs is online or
+    // allowed (hwloc keeps them when they hold memory).
+    let packages = topology
+        .objects_with_type(ObjectType::Package)
+        .map(raw_group)
+        .collect();
+    let l3s = topology
+        .objects_with_type(ObjectType::L3Cache)
+        .map(raw_group)
+        .collect();
 
-    // NUMA nodes: OS ids (a node hwloc made up has no os_index: use its logical index).
-    let mut nodes: Vec<(NodeId, CpuSet, RawNode)> = Vec::new();
+    let pci = topology
+        .objects_with_type(ObjectType::PCIDevice)
+        .filter_map(pci_device)
+        .collect();
+
+    let mut nodes: Vec<RawNode> = nodes.into_iter().map(|(_, raw)| raw).collect();
+    for (from, to, value) in node_distances(topology) {
+        if let Some(node) = nodes.iter_mut().find(|n| n.id == from) {
+            node.distances.push(super::NodeDistance { node: to, value });
+        }
+    }
+    let cpu_vendor = topology
+        .objects_with_type(ObjectType::Package)
+        .find_map(|p| info(p, "CPUVendor"))
+        .filter(|v| !v.is_empty());
+
+    RawTopology {
+        source: source_name.to_owned(),
+        pus,
+        packages,
+        l3s,
+        nodes,
+        pci,
+        cpu_vendor,
+    }
+}
+
+/// The NUMA nodes with every CPU each holds (online or not): OS ids (a node
+/// hwloc made up has no os_index: its logical index).
+fn raw_nodes(topology: &Topology) -> Vec<(CpuSet, RawNode)> {
+    let mut nodes = Vec::new();
     for node in topology.objects_with_type(ObjectType::NUMANode) {
         let id = NodeId(os_u32(node).unwrap_or(u32::try_from(node.logical_index()).unwrap_or(0)));
         let cpus = node
@@ -202,7 +240,6 @@ fn collect(topology: &Topology, source_name: &str) -> RawTopology {
         };
         let online_cpus = node.cpuset().map(|s| to_cpuset(&s));
         nodes.push((
-            id,
             cpus,
             RawNode {
                 id,
@@ -214,38 +251,40 @@ fn collect(topology: &Topology, source_name: &str) -> RawTopology {
             },
         ));
     }
+    nodes
+}
+
+/// Every CPU: the online ones from their PU objects, the offline ones from
+/// the complete set (they have no PU object).
+fn raw_pus(topology: &Topology, nodes: &[(CpuSet, RawNode)]) -> Vec<RawPu> {
+    let online = to_cpuset(&topology.cpuset());
+    let complete = to_cpuset(&topology.complete_cpuset());
+    let allowed = to_cpuset(&topology.allowed_cpuset());
     let node_of = |cpu: CpuId| {
         nodes
             .iter()
-            .find(|(_, cpus, _)| cpus.contains(cpu))
-            .map(|(id, _, _)| *id)
+            .find(|(cpus, _)| cpus.contains(cpu))
+            .map(|(_, raw)| raw.id)
     };
-
     let mut pus = Vec::new();
     for pu in topology.objects_with_type(ObjectType::PU) {
         let Some(cpu) = os_u32(pu).filter(|&c| c < CpuId::LIMIT).map(CpuId) else {
             continue;
         };
-        let core = pu
-            .first_ancestor_with_type(ObjectType::Core)
-            .map(|c| c.global_persistent_index());
-        let package = pu
-            .first_ancestor_with_type(ObjectType::Package)
-            .map(TopologyObject::global_persistent_index);
-        let l3 = pu
-            .first_ancestor_with_type(ObjectType::L3Cache)
-            .map(TopologyObject::global_persistent_index);
+        let ancestor = |kind| {
+            pu.first_ancestor_with_type(kind)
+                .map(TopologyObject::global_persistent_index)
+        };
         pus.push(RawPu {
             cpu,
             online: online.contains(cpu),
             allowed: allowed.contains(cpu),
-            core,
-            package,
+            core: ancestor(ObjectType::Core),
+            package: ancestor(ObjectType::Package),
             node: node_of(cpu),
-            l3,
+            l3: ancestor(ObjectType::L3Cache),
         });
     }
-    // Offline CPUs have no PU object; hwloc only knows them from the complete set.
     for cpu in complete.difference(&online).iter() {
         pus.push(RawPu {
             cpu,
@@ -257,10 +296,12 @@ fn collect(topology: &Topology, source_name: &str) -> RawTopology {
             l3: None,
         });
     }
+    pus
+}
 
-    // Packages and caches are listed even when none of their CPUs is online or
-    // allowed (hwloc keeps them when they hold memory).
-    let group = |object: &TopologyObject| RawGroup {
+/// A package or cache with the CPUs it knows.
+fn raw_group(object: &TopologyObject) -> RawGroup {
+    RawGroup {
         key: object.global_persistent_index(),
         os_index: os_u32(object),
         size_bytes: match object.attributes() {
@@ -271,40 +312,6 @@ fn collect(topology: &Topology, source_name: &str) -> RawTopology {
             .complete_cpuset()
             .map(|s| to_cpuset(&s))
             .unwrap_or_default(),
-    };
-    let packages = topology
-        .objects_with_type(ObjectType::Package)
-        .map(group)
-        .collect();
-    let l3s = topology
-        .objects_with_type(ObjectType::L3Cache)
-        .map(group)
-        .collect();
-
-    let pci = topology
-        .objects_with_type(ObjectType::PCIDevice)
-        .filter_map(pci_device)
-        .collect();
-
-    let mut nodes: Vec<RawNode> = nodes.into_iter().map(|(_, _, raw)| raw).collect();
-    for (from, to, value) in node_distances(topology) {
-        if let Some(node) = nodes.iter_mut().find(|n| n.id == from) {
-            node.distances.push(super::NodeDistance { node: to, value });
-        }
-    }
-    let cpu_vendor = topology
-        .objects_with_type(ObjectType::Package)
-        .find_map(|p| info(p, "CPUVendor"))
-        .filter(|v| !v.is_empty());
-
-    RawTopology {
-        source: source_name.to_owned(),
-        pus,
-        packages,
-        l3s,
-        nodes,
-        pci,
-        cpu_vendor,
     }
 }
 

@@ -11,7 +11,7 @@ use roxmltree::Node;
 use std::collections::BTreeMap;
 
 use crate::error::{LibvirtAction, LibvirtError};
-use crate::libvirt::NodeDevices;
+use crate::host::nodedev::{node_devices_of, NodeDevices};
 
 /// Opens `uri` read-only and reads capabilities and PCI node devices.
 pub(crate) fn connect(uri: &str) -> Result<RawTopology, TopologyError> {
@@ -24,7 +24,7 @@ pub(crate) fn connect(uri: &str) -> Result<RawTopology, TopologyError> {
 pub(crate) fn connect_with_devices(
     uri: &str,
 ) -> Result<(RawTopology, Result<NodeDevices, LibvirtError>), TopologyError> {
-    let conn = crate::libvirt::open_read_only(uri)?;
+    let conn = crate::libvirt::connection::open(uri, true)?;
     let caps = conn
         .capabilities()
         .map_err(|e| LibvirtError::new(uri, LibvirtAction::Capabilities, &e))?;
@@ -52,7 +52,7 @@ pub(crate) fn connect_with_devices(
 
     // Node devices are optional for the topology: some drivers (test://,
     // remote hosts without the nodedev driver) have none.
-    let devices = crate::libvirt::node_devices_of(uri, &conn);
+    let devices = node_devices_of(uri, &conn);
     if let Ok(d) = &devices {
         raw.pci = pci_from_nodedevs(&d.pci, &d.net);
     }

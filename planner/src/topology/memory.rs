@@ -4,7 +4,7 @@
 //! sizes and totals but not what is free now.
 
 use super::assemble::RawNode;
-use super::PagePool;
+use crate::host::hugepages::{list_dir, read_pools};
 use std::path::Path;
 
 /// Fills `node`'s free memory and page pools from `nodes` (the
@@ -18,35 +18,10 @@ pub(crate) fn read_node_sysfs(nodes: &Path, node: &mut RawNode) {
     {
         node.memory_free_bytes = Some(free);
     }
-    let Ok(entries) = std::fs::read_dir(dir.join("hugepages")) else {
-        return;
-    };
-    let mut pools = Vec::new();
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name();
-        let Some(size_kib) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("hugepages-")?.strip_suffix("kB"))
-            .and_then(|n| n.parse::<u64>().ok())
-        else {
-            continue;
-        };
-        let count = |file: &str| {
-            std::fs::read_to_string(entry.path().join(file))
-                .ok()
-                .and_then(|t| t.trim().parse::<u64>().ok())
-        };
-        let Some(total) = count("nr_hugepages") else {
-            continue;
-        };
-        pools.push(PagePool {
-            size_kib,
-            total,
-            free: count("free_hugepages"),
-        });
-    }
+    let pools = read_pools(&dir.join("hugepages"), list_dir, |file| {
+        std::fs::read_to_string(file).ok()
+    });
     if !pools.is_empty() {
-        pools.sort_by_key(|p| p.size_kib);
         node.hugepages = pools;
     }
 }
@@ -67,6 +42,7 @@ fn mem_free_bytes(meminfo: &str) -> Option<u64> {
 mod tests {
     use super::*;
     use crate::ids::NodeId;
+    use crate::topology::PagePool;
 
     #[test]
     fn reads_free_memory_and_page_pools() {

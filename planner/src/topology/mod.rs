@@ -229,16 +229,9 @@ pub struct NodeDistance {
     pub value: u32,
 }
 
-/// The pages of one size on one NUMA node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PagePool {
-    /// Page size in KiB (2048, 1048576).
-    pub size_kib: u64,
-    /// Pages in the pool.
-    pub total: u64,
-    /// Pages free now, when the source says.
-    pub free: Option<u64>,
-}
+/// The pages of one size on one NUMA node (read from sysfs by
+/// [`crate::host::hugepages`], which owns the type).
+pub use crate::host::hugepages::PagePool;
 
 /// A last-level (L3) cache and the CPUs that share it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -402,7 +395,7 @@ pub fn load_libvirt(
 ) -> Result<
     (
         HostTopology,
-        Result<crate::libvirt::NodeDevices, crate::error::LibvirtError>,
+        Result<crate::host::nodedev::NodeDevices, crate::error::LibvirtError>,
     ),
     TopologyError,
 > {

@@ -4,9 +4,9 @@
 //! killed, as the kernel drops the lock with the process.
 
 use crate::error::Diagnostic;
-use std::fs::{File, TryLockError};
+use crate::host::lock::{acquire, FileLock, LockFailure, Wait};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a second run waits for the first before it refuses.
 pub const WAIT: Duration = Duration::from_secs(120);
@@ -14,7 +14,7 @@ pub const WAIT: Duration = Duration::from_secs(120);
 /// A held lock; dropping it releases it.
 #[derive(Debug)]
 pub struct HostLock {
-    _file: File,
+    _lock: FileLock,
     /// The lock file.
     pub path: PathBuf,
 }
@@ -83,31 +83,14 @@ pub fn lock(uri: &str, waiting: &mut dyn FnMut(&Path)) -> Result<HostLock, LockE
         },
     })?;
     let path = dir.join(format!("apply-{host}.lock"));
-    let open_failed = |source| LockError::Open {
-        path: path.clone(),
-        source,
+    let wait = Wait {
+        limit: WAIT,
+        poll: Duration::from_millis(50),
     };
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(open_failed)?;
-    let started = Instant::now();
-    let mut said = false;
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(HostLock { _file: file, path }),
-            Err(TryLockError::WouldBlock) if started.elapsed() < WAIT => {
-                if !said {
-                    waiting(&path);
-                    said = true;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(TryLockError::WouldBlock) => return Err(LockError::Busy { host, path }),
-            Err(TryLockError::Error(e)) => return Err(open_failed(e)),
-        }
+    match acquire(&path, wait, &mut || waiting(&path)) {
+        Ok(lock) => Ok(HostLock { _lock: lock, path }),
+        Err(LockFailure::Busy) => Err(LockError::Busy { host, path }),
+        Err(LockFailure::Open(source)) => Err(LockError::Open { path, source }),
     }
 }
 

@@ -484,7 +484,7 @@ fn memory_holds(req: &PlanRequest, plan: &Plan) -> Result<(), TestCaseError> {
     let mut used: std::collections::BTreeMap<NodeId, u64> = std::collections::BTreeMap::new();
     for vm in &plan.vms {
         let Some(m) = vm.memory else { continue };
-        for (node, bytes) in crate::memory::per_node(vm, &m) {
+        for (node, bytes) in crate::memory::placement::per_node(vm, &m) {
             *used.entry(node).or_default() += bytes / (2048 * 1024);
         }
     }

@@ -8,7 +8,7 @@
 //! `kworker/R-…`). These are `report`'s `stray-threads`; IRQs still allowed
 //! on VM CPUs are its `irq-on-vm-cpu`.
 
-use super::cgroup::task;
+use super::task::task;
 use crate::cpuset::CpuSet;
 use serde::Serialize;
 use std::collections::BTreeSet;
