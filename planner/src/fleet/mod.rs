@@ -37,12 +37,13 @@ use crate::plan::Plan;
 use crate::spec::{FleetHost, FleetSpec, FleetVm, SpecError};
 use crate::topology::HostTopology;
 use index::{HostIx, Index, Per, VmIx};
+pub use read::{FactsError, HostReadError};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// What was read of one host.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct HostInput {
     /// Its topology.
     pub topology: HostTopology,
@@ -50,7 +51,7 @@ pub struct HostInput {
     pub running: Vec<crate::tenant::Tenant>,
     /// `doctor`'s facts from its `doctor_root`, or from its node devices
     /// through its URI; `Err` says why they could not be read.
-    pub facts: Option<Result<HostFacts, String>>,
+    pub facts: Option<Result<HostFacts, FactsError>>,
 }
 
 /// Why a VM is not on a host.
@@ -169,7 +170,7 @@ pub struct FleetOptions {
 /// of what a host's plan left out, and the outcomes.
 pub fn plan_fleet(
     spec: &FleetSpec,
-    inputs: Vec<Result<HostInput, String>>,
+    inputs: Vec<Result<HostInput, HostReadError>>,
     options: &FleetOptions,
 ) -> Result<FleetPlan, SpecError> {
     let started = Instant::now();
@@ -218,7 +219,7 @@ pub fn plan_fleet(
 /// the names' indexes, and where each VM of the spec runs now.
 struct Fleet<'a> {
     spec: &'a FleetSpec,
-    inputs: &'a Per<HostIx, Result<HostInput, String>>,
+    inputs: &'a Per<HostIx, Result<HostInput, HostReadError>>,
     vm_index: BTreeMap<&'a str, VmIx>,
     host_index: BTreeMap<&'a str, HostIx>,
     running_on: BTreeMap<VmIx, HostIx>,
@@ -229,7 +230,7 @@ impl<'a> Fleet<'a> {
     /// a warning (it is planned as running on the first).
     fn new(
         spec: &'a FleetSpec,
-        inputs: &'a Per<HostIx, Result<HostInput, String>>,
+        inputs: &'a Per<HostIx, Result<HostInput, HostReadError>>,
         warnings: &mut Vec<String>,
     ) -> Fleet<'a> {
         let mut fleet = Fleet {
@@ -320,7 +321,11 @@ mod tests {
     }
 
     /// [`plan_fleet`] within `seconds`, which must succeed.
-    fn solved(spec: &FleetSpec, inputs: Vec<Result<HostInput, String>>, seconds: u64) -> FleetPlan {
+    fn solved(
+        spec: &FleetSpec,
+        inputs: Vec<Result<HostInput, HostReadError>>,
+        seconds: u64,
+    ) -> FleetPlan {
         plan_fleet(
             spec,
             inputs,
@@ -422,7 +427,10 @@ mod tests {
 
     /// A fleet of one-node hosts of `cores` cores (one thread each, core 0
     /// reserved) and VMs of (vCPUs, priority), each vCPU a core.
-    fn fleet(cores: &[u32], vms: &[(u32, i64)]) -> (FleetSpec, Vec<Result<HostInput, String>>) {
+    fn fleet(
+        cores: &[u32],
+        vms: &[(u32, i64)],
+    ) -> (FleetSpec, Vec<Result<HostInput, HostReadError>>) {
         let mut text = String::new();
         for (h, c) in cores.iter().enumerate() {
             text.push_str(&format!(
@@ -445,7 +453,7 @@ mod tests {
                         running: Vec::new(),
                         facts: None,
                     })
-                    .map_err(|e| e.to_string())
+                    .map_err(HostReadError::from)
             })
             .collect();
         (spec, inputs)
@@ -557,19 +565,17 @@ mod tests {
                  [[vm]]\nname = \"new\"\nvcpus = 3\npriority = 1\nhost = \"h0\"\n"
             );
             let spec = fleet_spec(&text);
-            let inputs: Vec<Result<HostInput, String>> = spec
+            let inputs: Vec<Result<HostInput, HostReadError>> = spec
                 .hosts
                 .iter()
                 .enumerate()
                 .map(|(h, host)| {
-                    let topology =
-                        crate::topology::load(&host.source).map_err(|e| e.to_string())?;
+                    let topology = crate::topology::load(&host.source)?;
                     let running = if h == 0 {
                         let xml = "<domain><name>old</name><vcpu cpuset='1-3'>3</vcpu></domain>";
-                        vec![
-                            crate::libvirt::domain::tenant_from_domain("old.xml", xml, &topology)
-                                .map_err(|e| e.to_string())?,
-                        ]
+                        vec![crate::libvirt::domain::tenant_from_domain(
+                            "old.xml", xml, &topology,
+                        )?]
                     } else {
                         Vec::new()
                     };
@@ -608,7 +614,7 @@ mod tests {
     /// `v0` and `v1` (1 vCPU each) on a host of 4 cores, one reserved;
     /// `v0` runs there with its vCPU on `cpu`, its emulator on the host's
     /// CPU 0.
-    fn v0_running_on(cpu: &str) -> (FleetSpec, Vec<Result<HostInput, String>>) {
+    fn v0_running_on(cpu: &str) -> (FleetSpec, Vec<Result<HostInput, HostReadError>>) {
         let (spec, mut inputs) = fleet(&[4], &[(1, 0), (1, 0)]);
         if let Some(Ok(input)) = inputs.first_mut() {
             let xml = format!(
@@ -718,7 +724,7 @@ mod tests {
     #[test]
     fn an_unread_host_is_named_and_the_rest_planned() {
         let (spec, mut inputs) = fleet(&[4, 4], &[(2, 0), (2, 0)]);
-        inputs[0] = Err("no answer within 30 s".to_owned());
+        inputs[0] = Err(HostReadError::Timeout { seconds: 30.0 });
         let plan = solved(&spec, inputs, 10);
         assert_eq!(
             plan.hosts[0].error.as_deref(),

@@ -56,12 +56,14 @@ impl JournalHost {
     /// Its journal in `dir` (the fleet journal's directory), with its file;
     /// `None` when it was never written (the apply changed nothing there).
     /// A name that is not a plain file name there is refused, not followed.
-    pub(super) fn journal_in(&self, dir: &Path) -> Result<Option<(PathBuf, Journal)>, String> {
+    pub(super) fn journal_in(
+        &self,
+        dir: &Path,
+    ) -> Result<Option<(PathBuf, Journal)>, HostJournalError> {
         if self.journal.contains('/') || self.journal.starts_with('.') {
-            return Err(format!(
-                "the fleet journal names {:?} as its journal: not a file beside it",
-                self.journal
-            ));
+            return Err(HostJournalError::NotBeside {
+                journal: self.journal.clone(),
+            });
         }
         let file = dir.join(&self.journal);
         if std::fs::symlink_metadata(&file).is_err() {
@@ -69,8 +71,23 @@ impl JournalHost {
         }
         Journal::load(&file, Some(&self.uri))
             .map(|j| Some((file, j)))
-            .map_err(|e| full_text(&e))
+            .map_err(HostJournalError::Load)
     }
+}
+
+/// Why a host's journal named by a fleet journal cannot be rolled back.
+#[derive(Debug, thiserror::Error)]
+pub enum HostJournalError {
+    /// The name is not a plain file name beside the fleet journal.
+    #[error("the fleet journal names {journal:?} as its journal: not a file beside it")]
+    NotBeside {
+        /// The name.
+        journal: String,
+    },
+    /// The journal could not be read. (The message says the cause whole,
+    /// its hint too, as the host's line of a fleet rollback always has.)
+    #[error("{}", full_text(.0))]
+    Load(JournalError),
 }
 
 impl FleetJournal {
@@ -123,7 +140,7 @@ impl FleetJournal {
             |i| {
                 let host = &self.hosts[i];
                 let status = match host.journal_in(dir) {
-                    Err(e) => RollbackStatus::Failed(e),
+                    Err(e) => RollbackStatus::Failed(e.to_string()),
                     Ok(None) => RollbackStatus::NoJournal,
                     Ok(Some((file, journal))) => match Session::open(&host.uri) {
                         Ok(session) => {

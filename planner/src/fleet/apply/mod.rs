@@ -21,7 +21,7 @@ mod journal;
 mod run;
 mod text;
 
-pub use journal::RollbackStatus;
+pub use journal::{HostJournalError, RollbackStatus};
 pub use run::apply;
 pub use text::journal_line;
 
@@ -296,7 +296,10 @@ mod tests {
         };
         for evil in ["../../etc/passwd", "/etc/passwd", ".hidden"] {
             let e = host(evil).journal_in(dir.path()).unwrap_err();
-            assert!(e.contains("not a file beside it"), "{evil}: {e}");
+            assert!(
+                e.to_string().contains("not a file beside it"),
+                "{evil}: {e}"
+            );
         }
         assert!(host("f-never.json")
             .journal_in(dir.path())
