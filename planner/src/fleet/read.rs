@@ -82,11 +82,9 @@ pub fn read_hosts(
             super::pool::within(timeout, move || {
                 read_one(&source, connect.as_deref(), root.as_deref(), &nics)
             })
-            .unwrap_or_else(|| {
-                Err(HostReadError::Timeout {
-                    seconds: timeout.as_secs_f64(),
-                })
-            })
+            .unwrap_or(Err(HostReadError::Timeout {
+                seconds: timeout.as_secs_f64(),
+            }))
         },
         done,
     )

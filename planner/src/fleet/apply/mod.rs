@@ -6,7 +6,7 @@
 //!    so that two fleet runs cannot deadlock).
 //! 2. **Prepare** every host in parallel, a bounded number at a time, each
 //!    within a time limit: its topology, every VM's preconditions and the
-//!    pins to journal ([`check`], then [`Checked::prepare`]). Nothing changes.
+//!    pins to journal ([`check`](crate::libvirt::apply::host::check), then [`Checked::prepare`](crate::libvirt::apply::host::Checked::prepare)). Nothing changes.
 //! 3. **Journal**: the fleet journal (which host journals belong to this
 //!    run), then each host's journal, before the first change anywhere.
 //! 4. **Apply** every prepared host in parallel. A host that fails is
