@@ -10,7 +10,7 @@ use crate::plan::{Plan, VmPlan};
 
 /// Whether a VM's placement needs both threads of its cores.
 fn needs_siblings(vm: &VmPlan) -> bool {
-    vm.threads == "require" || vm.guest_topology.threads >= 2
+    vm.threads == crate::solve::ThreadPolicy::Require || vm.guest_topology.threads >= 2
 }
 
 /// Every CPU a VM of the plan owns.

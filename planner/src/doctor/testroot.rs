@@ -256,7 +256,8 @@ pub(crate) fn plan(reserved: &str, vms: &[Vm<'_>]) -> Plan {
                         n / vm.guest_threads.max(1),
                         vm.guest_threads,
                     ),
-                    threads: vm.threads.to_owned(),
+                    threads: serde_json::from_str(&format!("{:?}", vm.threads))
+                        .unwrap_or_else(|e| panic!("{e}")),
                     demand: None,
                     nic: vm.nic.map(|n| n.parse().unwrap_or_else(|e| panic!("{e}"))),
                     nics: Vec::new(),

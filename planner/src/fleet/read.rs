@@ -5,9 +5,47 @@
 //! time limit.
 
 use super::HostInput;
+use crate::doctor::DoctorError;
+use crate::error::LibvirtError;
+use crate::libvirt::domain::DomainError;
 use crate::spec::FleetSpec;
-use crate::topology::{self, PciAddress, Source};
+use crate::topology::{self, PciAddress, Source, TopologyError};
 use std::time::Duration;
+
+/// Why a host of the fleet could not be read (its line in the fleet plan
+/// says it; the other hosts are planned without it).
+#[derive(Debug, thiserror::Error)]
+pub enum HostReadError {
+    /// It did not answer in time.
+    #[error("no answer within {seconds:.0} s")]
+    Timeout {
+        /// The time limit, in seconds.
+        seconds: f64,
+    },
+    /// Its topology could not be read.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    /// Its domains could not be listed through its URI.
+    #[error(transparent)]
+    Libvirt(#[from] LibvirtError),
+    /// A domain running there could not be read.
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+}
+
+/// Why `doctor`'s facts of a host could not be read: its VMs with a NIC
+/// or real-time vCPUs cannot go there.
+#[derive(Debug, thiserror::Error)]
+pub enum FactsError {
+    /// Its `doctor_root` could not be read.
+    #[error("its doctor_root could not be read: {0}")]
+    Root(#[source] DoctorError),
+    /// Its node devices could not be read through libvirt. (The message
+    /// says the cause whole, its hint too, as the host's refusals have
+    /// always said it.)
+    #[error("its PCI devices could not be read through libvirt ({}), so no NIC can be checked for VFIO there: give it a doctor_root", crate::fleet::apply::full_text(.0))]
+    Devices(LibvirtError),
+}
 
 /// Reads every host of `spec`, `concurrency` at a time, each within
 /// `timeout`; `done(k, n)` is told after each. A host that fails or takes
@@ -17,7 +55,7 @@ pub fn read_hosts(
     concurrency: usize,
     timeout: Duration,
     done: &(dyn Fn(usize, usize) + Sync),
-) -> Vec<Result<HostInput, String>> {
+) -> Vec<Result<HostInput, HostReadError>> {
     // Only VMs with a NIC ask anything of a host's facts: found once, not
     // once per host.
     let with_nics: Vec<&crate::spec::FleetVm> = spec
@@ -44,7 +82,9 @@ pub fn read_hosts(
             super::pool::within(timeout, move || {
                 read_one(&source, connect.as_deref(), root.as_deref(), &nics)
             })
-            .unwrap_or_else(|| Err(format!("no answer within {:.0} s", timeout.as_secs_f64())))
+            .unwrap_or(Err(HostReadError::Timeout {
+                seconds: timeout.as_secs_f64(),
+            }))
         },
         done,
     )
@@ -57,21 +97,21 @@ fn read_one(
     connect: Option<&str>,
     doctor_root: Option<&std::path::Path>,
     nics: &[PciAddress],
-) -> Result<HostInput, String> {
+) -> Result<HostInput, HostReadError> {
     // A host read through its own URI gives its node devices on the same
     // connection.
     let (topology, devices) = match (source, connect) {
         (Source::Libvirt(uri), Some(c))
             if uri == c && doctor_root.is_none() && !nics.is_empty() =>
         {
-            let (topology, devices) = topology::load_libvirt(uri).map_err(|e| e.to_string())?;
+            let (topology, devices) = topology::load_libvirt(uri)?;
             (topology, Some(devices))
         }
-        _ => (topology::load(source).map_err(|e| e.to_string())?, None),
+        _ => (topology::load(source)?, None),
     };
     let mut running = Vec::new();
     if let Some(uri) = connect {
-        let domains = crate::libvirt::all_domain_xml(uri).map_err(|e| e.to_string())?;
+        let domains = crate::libvirt::all_domain_xml(uri)?;
         for (name, xml, active) in domains {
             if !active {
                 continue;
@@ -80,30 +120,20 @@ fn read_one(
                 &format!("{uri} domain {name}"),
                 &xml,
                 &topology,
-            )
-            .map_err(|e| e.to_string())?;
+            )?;
             running.push(tenant);
         }
     }
     // doctor's facts from its tree; else, for a host reached through its
     // URI with VMs that want a NIC, from its node devices.
     let facts = match (doctor_root, connect) {
-        (Some(root), _) => Some(
-            crate::doctor::host_facts(root, nics)
-                .map_err(|e| format!("its doctor_root could not be read: {e}")),
-        ),
+        (Some(root), _) => Some(crate::doctor::host_facts(root, nics).map_err(FactsError::Root)),
         (None, Some(uri)) if !nics.is_empty() => {
             let devices = devices.unwrap_or_else(|| crate::libvirt::node_devices(uri));
             Some(
                 devices
                     .map(|d| crate::doctor::host_facts_libvirt(&d, nics))
-                    .map_err(|e| {
-                        format!(
-                            "its PCI devices could not be read through libvirt ({}), so no NIC \
-                             can be checked for VFIO there: give it a doctor_root",
-                            crate::fleet::apply::full_text(&e)
-                        )
-                    }),
+                    .map_err(FactsError::Devices),
             )
         }
         _ => None,

@@ -81,7 +81,7 @@ pub fn layout(
         numa_nodes,
         guest_cells,
         guest_topology,
-        threads: vm.threads.name().to_owned(),
+        threads: vm.threads,
         demand: vm.demand.clone(),
         nic: vm.nic,
         nics: vm.plan_nics(),

@@ -68,21 +68,32 @@ pub struct FleetVm {
 impl FleetSpec {
     /// `vm`'s NICs on `host`: its addresses, and its NIC names as that host
     /// resolves them; `Err` says which name the host lacks.
-    pub fn nics_on(&self, vm: &FleetVm, host: &FleetHost) -> Result<Vec<PciAddress>, String> {
+    pub fn nics_on(&self, vm: &FleetVm, host: &FleetHost) -> Result<Vec<PciAddress>, NoSuchNic> {
         let mut nics = vm.nics.clone();
         for name in &vm.nic_names {
             match host.nic_names.get(name) {
                 Some(&a) => nics.push(a),
                 None => {
-                    return Err(format!(
-                        "{} has no NIC named {name:?} (its nic_names): add it there, or keep the VM off it with hosts = [...]",
-                        host.name
-                    ))
+                    return Err(NoSuchNic {
+                        host: host.name.clone(),
+                        name: name.clone(),
+                    })
                 }
             }
         }
         Ok(nics)
     }
+}
+
+/// A VM names a NIC by a name its host does not give (`nic_names`): the VM
+/// cannot go there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{host} has no NIC named {name:?} (its nic_names): add it there, or keep the VM off it with hosts = [...]")]
+pub struct NoSuchNic {
+    /// The host.
+    pub host: String,
+    /// The NIC name.
+    pub name: String,
 }
 
 /// Every NIC string of a `[[vm]]`: `nic`, and each `nics[].addr`.
@@ -174,19 +185,14 @@ impl AnySpec {
 }
 
 impl Spec {
-    /// The fleet of `raw`, whose `host` is `[[host]]` tables.
+    /// A fleet spec: every `[[host]]` read as a single-host spec with every
+    /// VM, then the VMs' fleet keys (`host`/`hosts`, `movable`, NICs).
     pub(super) fn parse_fleet(
         path: &Path,
         raw: &SpecFile,
         hosts: &[Spanned<HostSection>],
         lines: &Lines,
     ) -> Result<FleetSpec, SpecError> {
-        let base = path.parent().unwrap_or_else(|| Path::new("."));
-        let mut fleet = FleetSpec {
-            file: path.to_owned(),
-            hosts: Vec::new(),
-            vms: Vec::new(),
-        };
         if hosts.is_empty() {
             return Err(Spec::at(
                 path,
@@ -197,203 +203,283 @@ impl Spec {
         }
         // Every host's NIC names, checked, before any host is read: a VM's
         // `nic` may be one of them.
-        let mut host_nics: Vec<BTreeMap<String, PciAddress>> = Vec::new();
-        for entry in hosts {
-            let mut map = BTreeMap::new();
-            for (name, address) in entry.get_ref().nic_names.iter().flat_map(|m| m.get_ref()) {
-                let at = lines.of(address);
-                if name.parse::<PciAddress>().is_ok() || name.trim().is_empty() {
-                    return Err(Spec::at(
-                        path,
-                        at,
-                        "host.nic_names",
-                        &format!("NIC name {name:?} is empty or reads as a PCI address: give a word, e.g. uplink = \"{}\"", address.get_ref()),
-                    ));
-                }
-                let parsed: PciAddress = address.get_ref().parse().map_err(|e| {
-                    Spec::at(
-                        path,
-                        at,
-                        "host.nic_names",
-                        &format!("nic_names.{name}: {e}"),
-                    )
-                })?;
-                map.insert(name.clone(), parsed);
-            }
-            host_nics.push(map);
-        }
+        let host_nics = hosts
+            .iter()
+            .map(|entry| nic_names(path, entry.get_ref(), lines))
+            .collect::<Result<Vec<_>, _>>()?;
         let all_names: BTreeSet<String> =
             host_nics.iter().flat_map(|m| m.keys().cloned()).collect();
-        let uses_names = raw.vm.iter().any(|vm| {
-            nic_strings(vm.get_ref())
-                .iter()
-                .any(|n| all_names.contains(*n))
-        });
-        let mut last_used: Option<BTreeMap<String, Option<PciAddress>>> = None;
-        let mut resolved: Option<SpecFile> = None;
-        let mut names = BTreeSet::new();
-        for (h, entry) in hosts.iter().enumerate() {
-            let line = lines.of(entry);
-            let section = entry.get_ref();
-            let name = match &section.name {
-                Some(n) => n.get_ref().trim().to_owned(),
-                None => {
-                    return Err(Spec::at(
-                        path,
-                        line,
-                        "host.name",
-                        "each [[host]] needs a name",
-                    ));
-                }
-            };
-            if let Some(reason) = super::parse::bad_vm_name(&name) {
-                return Err(Spec::at(
-                    path,
-                    line,
-                    "host.name",
-                    &format!("host name {name:?} {reason}: it names the host's directory in plan --out DIR"),
-                ));
-            }
-            if name.is_empty() || !names.insert(name.clone()) {
-                return Err(Spec::at(
-                    path,
-                    line,
-                    "host.name",
-                    &format!("host name {name:?} is empty or given twice"),
-                ));
-            }
-            let file = |s: &Spanned<String>| match s.get_ref().strip_prefix("synthetic:") {
-                Some(d) => Source::Synthetic(d.to_owned()),
-                None => Source::File(base.join(s.get_ref())),
-            };
-            // The topology from `source` when given, else through `connect`;
-            // the running domains through `connect`.
-            let source = match (&section.connect, &section.source) {
-                (_, Some(s)) => file(s),
-                (Some(uri), None) => Source::Libvirt(uri.get_ref().clone()),
-                (None, None) => {
-                    return Err(Spec::at(
-                        path,
-                        line,
-                        "host.connect",
-                        &format!("host {name}: give connect = \"URI\" (read through libvirt), source = \"FILE\" (a captured topology), or both (the topology from the file, the running domains through the URI)"),
-                    ));
-                }
-            };
-            let connect = section.connect.as_ref().map(|c| c.get_ref().clone());
-            let mut single = HostSection {
-                name: None,
-                connect: None,
-                doctor_root: None,
-                nic_names: None,
-                ..section.clone()
-            };
-            single.source = None;
-            // With NIC names, the VMs as this host resolves them; hosts that
-            // resolve them alike share the VMs read.
-            // (The VMs are resolved again only for a host that resolves the
-            // names otherwise than the host before.)
-            let used = uses_names.then(|| names_used(raw, &host_nics[h], &all_names));
-            if used.is_some() && used != last_used {
-                resolved = Some(resolve_names(raw, &host_nics[h], &all_names));
-            }
-            let reuse = fleet
-                .hosts
-                .last()
-                .map(|h: &FleetHost| &h.spec)
-                .filter(|_| used == last_used);
-            let mut spec = Spec::from_host(
-                path,
-                &single,
-                base,
-                resolved.as_ref().unwrap_or(raw),
-                lines,
-                reuse,
-            )
-            .map_err(|e| e.for_host(&name))?;
-            last_used = used;
-            spec.source = Some(source.clone());
-            fleet.hosts.push(FleetHost {
-                name,
-                line,
-                source,
-                connect,
-                doctor_root: section.doctor_root.as_ref().map(|r| base.join(r.get_ref())),
-                nic_names: host_nics[h].clone(),
-                spec,
-            });
-        }
-        // Whether each VM is real-time, looked up by name once (20,000 VMs
-        // scanned for every VM made the parse quadratic).
-        let realtime: BTreeMap<&str, bool> = fleet.hosts[0]
-            .spec
-            .vms
-            .iter()
-            .map(|v| (v.name.as_str(), v.realtime || v.realtime_vcpus.is_some()))
-            .collect();
-        let mut vms = Vec::with_capacity(raw.vm.len());
-        for vm in &raw.vm {
-            let line = lines.of(vm);
-            let section = vm.get_ref();
-            let name = section.name.get_ref().trim().to_owned();
-            let hosts = match (&section.host, &section.hosts) {
-                (Some(_), Some(list)) => {
-                    return Err(Spec::at(
-                        path,
-                        lines.of(list),
-                        "vm.hosts",
-                        &format!("{name}: give host = \"NAME\" or hosts = [...], not both"),
-                    ));
-                }
-                (Some(h), None) => Some((vec![h.get_ref().clone()], lines.of(h))),
-                (None, Some(list)) => Some((list.get_ref().clone(), lines.of(list))),
-                (None, None) => None,
-            };
-            let hosts = match hosts {
-                None => None,
-                Some((list, at)) => {
-                    let mut set = BTreeSet::new();
-                    for h in list {
-                        if !names.contains(&h) {
-                            let mut e = Spec::at(
-                                path,
-                                at,
-                                "vm.hosts",
-                                &format!("{name}: no [[host]] is named {h:?}"),
-                            );
-                            e.hint = Some(format!(
-                                "hosts: {}",
-                                names.iter().cloned().collect::<Vec<_>>().join(", ")
-                            ));
-                            return Err(e);
-                        }
-                        set.insert(h);
-                    }
-                    Some(set)
-                }
-            };
-            let nics = nic_strings(section);
-            vms.push(FleetVm {
-                realtime: realtime.get(name.as_str()).copied().unwrap_or(false),
-                name,
-                line,
-                hosts,
-                movable: section
-                    .movable
-                    .as_ref()
-                    .or(raw.defaults.movable.as_ref())
-                    .is_some_and(|m| *m.get_ref()),
-                nics: nics.iter().filter_map(|n| n.parse().ok()).collect(),
-                nic_names: nics
+        let mut reader = HostReader {
+            path,
+            base: path.parent().unwrap_or_else(|| Path::new(".")),
+            raw,
+            lines,
+            uses_names: raw.vm.iter().any(|vm| {
+                nic_strings(vm.get_ref())
                     .iter()
-                    .filter(|n| all_names.contains(**n))
-                    .map(|n| (*n).to_owned())
-                    .collect(),
-            });
+                    .any(|n| all_names.contains(*n))
+            }),
+            all_names: &all_names,
+            last_used: None,
+            resolved: None,
+            names: BTreeSet::new(),
+        };
+        let mut fleet_hosts: Vec<FleetHost> = Vec::new();
+        for (entry, nics) in hosts.iter().zip(host_nics) {
+            let host = reader.read(entry, nics, fleet_hosts.last())?;
+            fleet_hosts.push(host);
         }
-        fleet.vms = vms;
-        Ok(fleet)
+        let vms = read_vms(path, raw, lines, &fleet_hosts, &reader.names, &all_names)?;
+        Ok(FleetSpec {
+            file: path.to_owned(),
+            hosts: fleet_hosts,
+            vms,
+        })
     }
+}
+
+/// A `[[host]]`'s `nic_names`, each a word for a PCI address.
+fn nic_names(
+    path: &Path,
+    section: &HostSection,
+    lines: &Lines,
+) -> Result<BTreeMap<String, PciAddress>, SpecError> {
+    let mut map = BTreeMap::new();
+    for (name, address) in section.nic_names.iter().flat_map(|m| m.get_ref()) {
+        let at = lines.of(address);
+        if name.parse::<PciAddress>().is_ok() || name.trim().is_empty() {
+            return Err(Spec::at(
+                path,
+                at,
+                "host.nic_names",
+                &format!("NIC name {name:?} is empty or reads as a PCI address: give a word, e.g. uplink = \"{}\"", address.get_ref()),
+            ));
+        }
+        let parsed: PciAddress = address.get_ref().parse().map_err(|e| {
+            Spec::at(
+                path,
+                at,
+                "host.nic_names",
+                &format!("nic_names.{name}: {e}"),
+            )
+        })?;
+        map.insert(name.clone(), parsed);
+    }
+    Ok(map)
+}
+
+/// Reads the `[[host]]`s one after another: each a single-host spec with
+/// every VM as that host resolves its NIC names.
+struct HostReader<'a> {
+    path: &'a Path,
+    base: &'a Path,
+    raw: &'a SpecFile,
+    lines: &'a Lines<'a>,
+    /// Whether any VM names a NIC by one of the hosts' NIC names.
+    uses_names: bool,
+    all_names: &'a BTreeSet<String>,
+    /// How the host before resolved the NIC names the VMs use.
+    last_used: Option<BTreeMap<String, Option<PciAddress>>>,
+    /// The VMs as the last host that resolved names otherwise resolved them.
+    resolved: Option<SpecFile>,
+    /// The host names so far.
+    names: BTreeSet<String>,
+}
+
+impl HostReader<'_> {
+    /// One `[[host]]`, with its NIC names `nics`; `previous` is the host
+    /// read before it (whose VMs it shares when it resolves names alike).
+    fn read(
+        &mut self,
+        entry: &Spanned<HostSection>,
+        nics: BTreeMap<String, PciAddress>,
+        previous: Option<&FleetHost>,
+    ) -> Result<FleetHost, SpecError> {
+        let line = self.lines.of(entry);
+        let section = entry.get_ref();
+        let name = self.host_name(section, line)?;
+        let source = self.source(section, line, &name)?;
+        let mut single = HostSection {
+            name: None,
+            connect: None,
+            doctor_root: None,
+            nic_names: None,
+            ..section.clone()
+        };
+        single.source = None;
+        // With NIC names, the VMs as this host resolves them; hosts that
+        // resolve them alike share the VMs read.
+        // (The VMs are resolved again only for a host that resolves the
+        // names otherwise than the host before.)
+        let used = self
+            .uses_names
+            .then(|| names_used(self.raw, &nics, self.all_names));
+        if used.is_some() && used != self.last_used {
+            self.resolved = Some(resolve_names(self.raw, &nics, self.all_names));
+        }
+        let reuse = previous.map(|h| &h.spec).filter(|_| used == self.last_used);
+        let mut spec = Spec::from_host(
+            self.path,
+            &single,
+            self.base,
+            self.resolved.as_ref().unwrap_or(self.raw),
+            self.lines,
+            reuse,
+        )
+        .map_err(|e| e.for_host(&name))?;
+        self.last_used = used;
+        spec.source = Some(source.clone());
+        Ok(FleetHost {
+            name,
+            line,
+            source,
+            connect: section.connect.as_ref().map(|c| c.get_ref().clone()),
+            doctor_root: section
+                .doctor_root
+                .as_ref()
+                .map(|r| self.base.join(r.get_ref())),
+            nic_names: nics,
+            spec,
+        })
+    }
+
+    /// The host's name: given, usable as a directory name, and new.
+    fn host_name(&mut self, section: &HostSection, line: usize) -> Result<String, SpecError> {
+        let path = self.path;
+        let Some(name) = &section.name else {
+            return Err(Spec::at(
+                path,
+                line,
+                "host.name",
+                "each [[host]] needs a name",
+            ));
+        };
+        let name = name.get_ref().trim().to_owned();
+        if let Some(reason) = super::parse::bad_vm_name(&name) {
+            return Err(Spec::at(
+                path,
+                line,
+                "host.name",
+                &format!(
+                    "host name {name:?} {reason}: it names the host's directory in plan --out DIR"
+                ),
+            ));
+        }
+        if name.is_empty() || !self.names.insert(name.clone()) {
+            return Err(Spec::at(
+                path,
+                line,
+                "host.name",
+                &format!("host name {name:?} is empty or given twice"),
+            ));
+        }
+        Ok(name)
+    }
+
+    /// Where the host's topology comes from: `source` when given, else
+    /// through `connect` (the running domains come through `connect`).
+    fn source(&self, section: &HostSection, line: usize, name: &str) -> Result<Source, SpecError> {
+        let file = |s: &Spanned<String>| match s.get_ref().strip_prefix("synthetic:") {
+            Some(d) => Source::Synthetic(d.to_owned()),
+            None => Source::File(self.base.join(s.get_ref())),
+        };
+        match (&section.connect, &section.source) {
+            (_, Some(s)) => Ok(file(s)),
+            (Some(uri), None) => Ok(Source::Libvirt(uri.get_ref().clone())),
+            (None, None) => Err(Spec::at(
+                self.path,
+                line,
+                "host.connect",
+                &format!("host {name}: give connect = \"URI\" (read through libvirt), source = \"FILE\" (a captured topology), or both (the topology from the file, the running domains through the URI)"),
+            )),
+        }
+    }
+}
+
+/// The `[[vm]]`s' fleet keys: the hosts each may use (`host`/`hosts`, each
+/// a `[[host]]` of `names`), `movable`, its NICs by address and by name.
+fn read_vms(
+    path: &Path,
+    raw: &SpecFile,
+    lines: &Lines,
+    hosts: &[FleetHost],
+    names: &BTreeSet<String>,
+    all_names: &BTreeSet<String>,
+) -> Result<Vec<FleetVm>, SpecError> {
+    // Whether each VM is real-time, looked up by name once (20,000 VMs
+    // scanned for every VM made the parse quadratic).
+    let realtime: BTreeMap<&str, bool> = hosts[0]
+        .spec
+        .vms
+        .iter()
+        .map(|v| (v.name.as_str(), v.realtime || v.realtime_vcpus.is_some()))
+        .collect();
+    let mut vms = Vec::with_capacity(raw.vm.len());
+    for vm in &raw.vm {
+        let section = vm.get_ref();
+        let name = section.name.get_ref().trim().to_owned();
+        let nics = nic_strings(section);
+        vms.push(FleetVm {
+            realtime: realtime.get(name.as_str()).copied().unwrap_or(false),
+            hosts: vm_hosts(path, lines, section, &name, names)?,
+            name,
+            line: lines.of(vm),
+            movable: section
+                .movable
+                .as_ref()
+                .or(raw.defaults.movable.as_ref())
+                .is_some_and(|m| *m.get_ref()),
+            nics: nics.iter().filter_map(|n| n.parse().ok()).collect(),
+            nic_names: nics
+                .iter()
+                .filter(|n| all_names.contains(**n))
+                .map(|n| (*n).to_owned())
+                .collect(),
+        });
+    }
+    Ok(vms)
+}
+
+/// The hosts VM `name` may use (`host` or `hosts`, not both), each one of
+/// the `[[host]]`s `names`; `None` when it names none.
+fn vm_hosts(
+    path: &Path,
+    lines: &Lines,
+    section: &VmSection,
+    name: &str,
+    names: &BTreeSet<String>,
+) -> Result<Option<BTreeSet<String>>, SpecError> {
+    let (list, at) = match (&section.host, &section.hosts) {
+        (Some(_), Some(list)) => {
+            return Err(Spec::at(
+                path,
+                lines.of(list),
+                "vm.hosts",
+                &format!("{name}: give host = \"NAME\" or hosts = [...], not both"),
+            ));
+        }
+        (Some(h), None) => (vec![h.get_ref().clone()], lines.of(h)),
+        (None, Some(list)) => (list.get_ref().clone(), lines.of(list)),
+        (None, None) => return Ok(None),
+    };
+    let mut set = BTreeSet::new();
+    for h in list {
+        if !names.contains(&h) {
+            let mut e = Spec::at(
+                path,
+                at,
+                "vm.hosts",
+                &format!("{name}: no [[host]] is named {h:?}"),
+            );
+            e.hint = Some(format!(
+                "hosts: {}",
+                names.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
+            return Err(e);
+        }
+        set.insert(h);
+    }
+    Ok(Some(set))
 }
 
 impl SpecError {
@@ -465,6 +551,7 @@ mod tests {
         assert!(fleet
             .nics_on(w, &fleet.hosts[3])
             .unwrap_err()
+            .to_string()
             .contains("c has no NIC named \"uplink\""));
     }
 }

@@ -446,7 +446,7 @@ fn kept_plan(
         numa_nodes: nodes.into_iter().collect(),
         guest_cells: Vec::new(),
         guest_topology: GuestTopology::new(count, 1),
-        threads: vm.threads.name().to_owned(),
+        threads: vm.threads,
         demand: vm.demand.clone(),
         nic: vm.nic,
         nics: vm.plan_nics(),

@@ -627,7 +627,7 @@ fn plan(reserved: &str, vms: &[(&str, &str, &str)]) -> Plan {
                 numa_nodes: Vec::new(),
                 guest_cells: Vec::new(),
                 guest_topology: GuestTopology::new(1, 1),
-                threads: "isolate".to_owned(),
+                threads: crate::solve::ThreadPolicy::Isolate,
                 demand: None,
                 nic: None,
                 nics: Vec::new(),

@@ -1,0 +1,217 @@
+//! Step 5 of fleet planning: the fleet plan from the hosts' plans — each
+//! host's and each VM's outcome, the values reached, and whether they are
+//! proven (every tier of the assignment reached, every host's plan proven).
+
+use super::assign::{Assignment, Tier};
+use super::classes::Classes;
+use super::hosts::HostPlans;
+use super::index::{HostIx, Per, VmIx};
+use super::{Fleet, FleetHostOutcome, FleetObjective, FleetPlan, FleetVmOutcome, Gap, Refusal};
+use crate::solve;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// The fleet plan: outcomes, objective, gap and warnings (`warnings` so far
+/// first, then each host's, then the running VMs that could not be kept).
+pub(super) fn fleet_plan(
+    fleet: &Fleet<'_>,
+    classes: &Classes,
+    refused: Per<VmIx, Vec<Refusal>>,
+    mut planned: HostPlans<'_>,
+    assignment: Assignment,
+    mut warnings: Vec<String>,
+    started: Instant,
+) -> FleetPlan {
+    let host_of = std::mem::take(&mut planned.host_of);
+    let mut objective = FleetObjective::default();
+    let hosts = host_outcomes(fleet, classes, planned.plans, &mut objective, &mut warnings);
+    let vms = vm_outcomes(fleet, classes, refused, &host_of, &hosts, &mut objective);
+    let kept = running_kept(fleet, &host_of, &mut warnings);
+    let gap = first_gap(&assignment, &objective, kept);
+    // Every host's own plan must be proven too (its L3 and SMT objectives).
+    // (A VM packed elsewhere or left out by a host's plan shows as a tier
+    // below its bound: no flag of its own is needed.)
+    let hosts_proven = hosts
+        .iter()
+        .all(|h| h.plan.as_ref().is_none_or(|p| p.proven));
+    FleetPlan {
+        proven: assignment.proven && gap.is_none() && hosts_proven,
+        gap,
+        hosts: hosts.into_vec(),
+        vms,
+        objective,
+        assignment: assignment.tiers,
+        solve_seconds: started.elapsed().as_secs_f64(),
+        warnings,
+    }
+}
+
+/// Each host's outcome, its warnings (prefixed with its name) and its share
+/// of the objective.
+fn host_outcomes(
+    fleet: &Fleet<'_>,
+    classes: &Classes,
+    mut plans: Per<HostIx, Option<crate::plan::Plan>>,
+    objective: &mut FleetObjective,
+    warnings: &mut Vec<String>,
+) -> Per<HostIx, FleetHostOutcome> {
+    let mut out = Per::new();
+    for h in fleet.hosts() {
+        let host = fleet.host(h);
+        let plan = plans[h].take();
+        let class = classes.of(h);
+        if let Some(plan) = &plan {
+            for w in &plan.warnings {
+                warnings.push(format!("{}: {w}", host.name));
+            }
+            if !plan.vms.is_empty() {
+                objective.hosts_touched += 1;
+            }
+            objective.cores_used += plan.objective.cores_used;
+        }
+        if let Some(class) = class {
+            warnings.extend(class.warnings.iter().map(|w| format!("{}: {w}", host.name)));
+        }
+        out.push(FleetHostOutcome {
+            name: host.name.clone(),
+            source: host.source.describe(),
+            connect: host.connect.clone(),
+            doctor_root: host.doctor_root.as_ref().map(|p| p.display().to_string()),
+            cores_used: plan.as_ref().map_or(0, |p| p.objective.cores_used),
+            cores_free: class.map_or(0, |c| {
+                u32::try_from(solve::free_cores(&c.request).len()).unwrap_or(0)
+            }),
+            vms: plan
+                .as_ref()
+                .map(|p| p.vms.iter().map(|v| v.name.clone()).collect())
+                .unwrap_or_default(),
+            error: classes.errors.get(&h).cloned(),
+            plan,
+        });
+    }
+    out
+}
+
+/// Each VM's outcome, and the VMs' share of the objective.
+fn vm_outcomes(
+    fleet: &Fleet<'_>,
+    classes: &Classes,
+    mut refused: Per<VmIx, Vec<Refusal>>,
+    host_of: &BTreeMap<VmIx, HostIx>,
+    hosts: &Per<HostIx, FleetHostOutcome>,
+    objective: &mut FleetObjective,
+) -> Vec<FleetVmOutcome> {
+    let mut by_priority: BTreeMap<std::cmp::Reverse<i64>, u32> = BTreeMap::new();
+    let mut out = Vec::new();
+    for v in fleet.vms() {
+        let vm = fleet.vm(v);
+        let host = host_of.get(&v).copied();
+        if let Some(h) = host {
+            objective.placed += 1;
+            if let Some(r) = classes.of(h).and_then(|c| c.vm(&vm.name)) {
+                objective.vcpus_placed += r.vcpus;
+                *by_priority
+                    .entry(std::cmp::Reverse(r.priority))
+                    .or_default() += 1;
+            }
+            match fleet.running_on.get(&v) {
+                Some(&r) if r != h => objective.moves += 1,
+                Some(_) if repinned(fleet, h, &hosts[h], &vm.name) => objective.repinned += 1,
+                _ => {}
+            }
+        }
+        out.push(FleetVmOutcome {
+            name: vm.name.clone(),
+            host: host.map(|h| fleet.host(h).name.clone()),
+            was_on: fleet
+                .running_on
+                .get(&v)
+                .map(|&h| fleet.host(h).name.clone()),
+            refused: std::mem::take(&mut refused[v]),
+        });
+    }
+    objective.placed_by_priority = by_priority.into_iter().map(|(p, n)| (p.0, n)).collect();
+    out
+}
+
+/// The running VMs that may not move kept on their host; a warning for each
+/// that could not be.
+fn running_kept(
+    fleet: &Fleet<'_>,
+    host_of: &BTreeMap<VmIx, HostIx>,
+    warnings: &mut Vec<String>,
+) -> u32 {
+    let mut kept = 0u32;
+    for v in fleet.vms() {
+        let vm = fleet.vm(v);
+        match (fleet.running_on.get(&v), vm.movable, host_of.get(&v)) {
+            (Some(r), false, Some(h)) if r == h => kept += 1,
+            (Some(&r), false, None) => warnings.push(format!(
+                "{} runs on {} and could not be kept in its plan: it goes on running on its current pins, which this plan does not plan around",
+                vm.name,
+                fleet.host(r).name
+            )),
+            _ => {}
+        }
+    }
+    kept
+}
+
+/// The first objective the plan did not bring to its bound. The assignment
+/// is a relaxation of the hosts' plans (it sees no L3 domains, and counts
+/// hosts alike together): its optima bound what any fleet plan reaches.
+/// Where the plan reaches them tier by tier, it is optimal; the first tier
+/// it misses is the stated gap.
+fn first_gap(assignment: &Assignment, objective: &FleetObjective, kept: u32) -> Option<Gap> {
+    let reached = |tier: Tier| -> u32 {
+        match tier {
+            Tier::RunningKept => kept,
+            Tier::Placed(p) => objective
+                .placed_by_priority
+                .iter()
+                .find(|(q, _)| *q == p)
+                .map_or(0, |x| x.1),
+            Tier::Vcpus => objective.vcpus_placed,
+            Tier::Cores => objective.cores_used,
+            Tier::Moves => objective.moves,
+            Tier::HostsTouched => objective.hosts_touched,
+        }
+    };
+    assignment
+        .tiers
+        .iter()
+        .map(|&(tier, bound)| (tier, u64::from(reached(tier)), bound))
+        .find(|(_, value, bound)| value != bound)
+        .map(|(objective, reached, bound)| Gap {
+            objective,
+            reached,
+            bound,
+        })
+}
+
+/// Whether host `h`'s plan gives the VM `name`, running there, other CPUs
+/// than it runs on now: a vCPU on another CPU (or one that floats now), or
+/// the emulator elsewhere. (The host's plan is made for the VMs the
+/// assignment gave it, from scratch: nothing keeps a VM that stays on its
+/// host on its CPUs.)
+fn repinned(fleet: &Fleet<'_>, h: HostIx, host: &FleetHostOutcome, name: &str) -> bool {
+    let now = fleet.inputs[h]
+        .as_ref()
+        .ok()
+        .and_then(|i| i.running.iter().find(|t| t.name == name));
+    let planned = host
+        .plan
+        .as_ref()
+        .and_then(|p| p.vms.iter().find(|v| v.name == name));
+    let (Some(now), Some(planned)) = (now, planned) else {
+        return false;
+    };
+    planned.emulator_cpus != now.emulator_cpus
+        || planned.vcpus.iter().any(|pin| {
+            let to: crate::cpuset::CpuSet = std::iter::once(pin.cpu).collect();
+            now.vcpus
+                .iter()
+                .find(|v| v.vcpu == pin.vcpu)
+                .is_none_or(|v| v.cpus != to)
+        })
+}
