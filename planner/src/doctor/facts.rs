@@ -9,7 +9,7 @@
 //! visible that way.
 
 use super::sysfs::PciTree as _;
-use super::vfio::passthrough;
+use super::vfio::{passthrough, Refusal};
 use super::DoctorError;
 use crate::host::fs::Fs;
 use crate::libvirt::NodeDevices;
@@ -21,10 +21,10 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostFacts {
     /// Per NIC asked about: whether a VM can be given it here.
-    pub nics: BTreeMap<PciAddress, Result<(), String>>,
+    pub nics: BTreeMap<PciAddress, Result<(), Refusal>>,
     /// Whether real-time (FIFO) vCPUs can start here; `None` when unknown
     /// (read through libvirt, which does not show the kernel's settings).
-    pub realtime: Option<Result<(), String>>,
+    pub realtime: Option<Result<(), RtThrottled>>,
 }
 
 /// The facts of the tree at `root` for `nics`.
@@ -34,16 +34,11 @@ pub fn host_facts(root: &Path, nics: &[PciAddress]) -> Result<HostFacts, DoctorE
     let members = |group| fs.iommu_group_members(group, &functions);
     let nics = nics
         .iter()
-        .map(|&nic| {
-            (
-                nic,
-                passthrough(&functions, &members, nic).map_err(|e| e.to_string()),
-            )
-        })
+        .map(|&nic| (nic, passthrough(&functions, &members, nic)))
         .collect();
     Ok(HostFacts {
         nics,
-        realtime: Some(realtime(&fs).map_err(|e| e.to_string())),
+        realtime: Some(realtime(&fs)),
     })
 }
 
@@ -57,7 +52,7 @@ pub fn host_facts_libvirt(devices: &NodeDevices, nics: &[PciAddress]) -> HostFac
             .iter()
             .map(|&nic| {
                 let facts = passthrough(&described.functions, &members, nic);
-                (nic, facts.map_err(|e| e.to_string()))
+                (nic, facts)
             })
             .collect(),
         realtime: None,
@@ -68,8 +63,9 @@ pub fn host_facts_libvirt(devices: &NodeDevices, nics: &[PciAddress]) -> HostFac
 /// than -1 (libvirt's cgroups then get none).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("kernel.sched_rt_runtime_us = {runtime_us} with RT group scheduling: real-time vCPUs cannot start")]
-struct RtThrottled {
-    runtime_us: i64,
+pub struct RtThrottled {
+    /// `kernel.sched_rt_runtime_us`.
+    pub runtime_us: i64,
 }
 
 /// Whether FIFO vCPUs can start: not with RT group scheduling and a

@@ -36,7 +36,8 @@ mod nic;
 mod nodedev;
 mod vfio;
 
-pub use facts::{host_facts, host_facts_libvirt, HostFacts};
+pub use facts::{host_facts, host_facts_libvirt, HostFacts, RtThrottled};
+pub use vfio::{GroupProblem, Refusal};
 pub(crate) mod sysfs;
 #[cfg(test)]
 pub(crate) mod testroot;

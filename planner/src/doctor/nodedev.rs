@@ -327,7 +327,11 @@ mod tests {
             &nic,
         );
         assert!(
-            jy_says.nics[&nic[0]].as_ref().unwrap_err().contains(
+            jy_says.nics[&nic[0]]
+                .as_ref()
+                .unwrap_err()
+                .to_string()
+                .contains(
                 "0000:65:00.1's IOMMU group 1 is not viable (0000:65:00.0 is bound to mlx4_core)"
             ),
             "{jy_says:?}"

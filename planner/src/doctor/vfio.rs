@@ -41,7 +41,7 @@ pub(super) fn group_members(
 
 /// Why a NIC cannot be passed through.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum Refusal {
+pub enum Refusal {
     /// The host has no such PCI device.
     #[error("no PCI device {nic} on this host")]
     NoDevice {
@@ -72,7 +72,7 @@ pub(crate) enum Refusal {
 
 /// Why one candidate's IOMMU group cannot be taken whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum GroupProblem {
+pub enum GroupProblem {
     /// The IOMMU is off.
     NoGroup(PciAddress),
     /// Other endpoints of its group are bound to other drivers.

@@ -218,10 +218,17 @@ fn refusal_by_facts(
         Some(Err(e)) if !nics.is_empty() || vm.realtime => Some(e.to_string()),
         Some(Ok(facts)) => nics
             .iter()
-            .find_map(|nic| facts.nics.get(nic).and_then(|r| r.clone().err()))
+            .find_map(|nic| facts.nics.get(nic)?.as_ref().err().map(ToString::to_string))
             .or_else(|| {
                 vm.realtime
-                    .then(|| facts.realtime.clone().and_then(Result::err))
+                    .then(|| {
+                        facts
+                            .realtime
+                            .as_ref()?
+                            .as_ref()
+                            .err()
+                            .map(ToString::to_string)
+                    })
                     .flatten()
             }),
         _ => None,

@@ -21,46 +21,80 @@ pub struct VmMemory {
 /// The normal page size, in KiB.
 pub const NORMAL_PAGE_KIB: u64 = 4;
 
+/// Why a memory size or page size in a spec is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// Zero where a size is needed.
+    #[error("{0:?} is not a usable size (zero)")]
+    Zero(String),
+    /// A number of MiB that overflows, or is zero where a size is needed.
+    #[error("{0} MiB is not a usable size")]
+    Mib(u64),
+    /// No number first.
+    #[error("{0:?} is not a size: write e.g. \"16GiB\", \"512MiB\" or a number of MiB")]
+    NotASize(String),
+    /// A unit that is not KiB, MiB, GiB or TiB.
+    #[error("unit {unit:?} in {text:?}: use KiB, MiB, GiB or TiB (powers of 1024), or a plain number of MiB")]
+    Unit {
+        /// The unit written.
+        unit: String,
+        /// The whole size.
+        text: String,
+    },
+    /// More bytes than 64 bits hold.
+    #[error("{0:?} is not a usable size (too large)")]
+    TooLarge(String),
+    /// A page size that is not 1G, 2M or none.
+    #[error("hugepages = {0:?}: use \"1G\", \"2M\" or \"none\" (normal 4 KiB pages)")]
+    Page(String),
+}
+
 /// `16GiB`, `512MiB`, `1048576KiB`, or a plain number of MiB (`16384`) →
-/// bytes. `None` with the reason when it is not one of those.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+/// bytes; zero is refused.
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     Some(parse_amount(text)?)
         .filter(|&b| b > 0)
-        .ok_or_else(|| format!("{text:?} is not a usable size (zero)"))
+        .ok_or_else(|| SizeError::Zero(text.to_owned()))
 }
 
 /// [`parse_size`] that takes 0 too (a reserve of nothing).
-pub fn parse_amount(text: &str) -> Result<u64, String> {
+pub fn parse_amount(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     let digits = t.bytes().take_while(u8::is_ascii_digit).count();
     let (number, unit) = t.split_at(digits);
-    let n: u64 = number.parse().map_err(|_| {
-        format!("{text:?} is not a size: write e.g. \"16GiB\", \"512MiB\" or a number of MiB")
-    })?;
+    let n: u64 = number
+        .parse()
+        .map_err(|_| SizeError::NotASize(text.to_owned()))?;
     let scale: u64 = match unit.trim() {
         "" | "MiB" | "M" => 1 << 20,
         "GiB" | "G" => 1 << 30,
         "KiB" | "K" => 1 << 10,
         "TiB" | "T" => 1 << 40,
         other => {
-            return Err(format!(
-                "unit {other:?} in {text:?}: use KiB, MiB, GiB or TiB (powers of 1024), or a plain number of MiB"
-            ))
+            return Err(SizeError::Unit {
+                unit: other.to_owned(),
+                text: text.to_owned(),
+            })
         }
     };
     n.checked_mul(scale)
-        .ok_or_else(|| format!("{text:?} is not a usable size (too large)"))
+        .ok_or_else(|| SizeError::TooLarge(text.to_owned()))
+}
+
+/// A number of MiB (a spec's bare number) → bytes; zero only when `zero_ok`.
+pub fn mib(n: u64, zero_ok: bool) -> Result<u64, SizeError> {
+    n.checked_mul(1 << 20)
+        .filter(|&b| b > 0 || zero_ok)
+        .ok_or(SizeError::Mib(n))
 }
 
 /// `1G`, `2M`, `none` (also `1GiB`, `2MiB`, `4K`) → page size in KiB.
-pub fn parse_page(text: &str) -> Result<u64, String> {
+pub fn parse_page(text: &str) -> Result<u64, SizeError> {
     match text.trim() {
         "none" | "4K" | "4KiB" => Ok(NORMAL_PAGE_KIB),
         "2M" | "2MiB" => Ok(2048),
         "1G" | "1GiB" => Ok(1_048_576),
-        other => Err(format!(
-            "hugepages = {other:?}: use \"1G\", \"2M\" or \"none\" (normal 4 KiB pages)"
-        )),
+        other => Err(SizeError::Page(other.to_owned())),
     }
 }
 
@@ -98,7 +132,10 @@ mod tests {
         assert_eq!(parse_size("512MiB"), Ok(512 << 20));
         assert_eq!(parse_size("1048576KiB"), Ok(1 << 30));
         assert_eq!(parse_size("2048"), Ok(2048 << 20));
-        assert!(parse_size("16GB").unwrap_err().contains("powers of 1024"));
+        assert!(parse_size("16GB")
+            .unwrap_err()
+            .to_string()
+            .contains("powers of 1024"));
         assert!(parse_size("0").is_err());
         assert!(parse_size("lots").is_err());
         assert_eq!(parse_page("1G"), Ok(1_048_576));

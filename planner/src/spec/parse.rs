@@ -412,12 +412,9 @@ impl Spec {
         let parsed = match size.get_ref() {
             super::schema::Size::Text(t) if zero_ok => crate::memory::parse_amount(t),
             super::schema::Size::Text(t) => crate::memory::parse_size(t),
-            super::schema::Size::MiB(n) => n
-                .checked_mul(1 << 20)
-                .filter(|&b| b > 0 || zero_ok)
-                .ok_or_else(|| format!("{n} MiB is not a usable size")),
+            super::schema::Size::MiB(n) => crate::memory::mib(*n, zero_ok),
         };
-        parsed.map_err(|m| self.error(lines.of(size), key, m))
+        parsed.map_err(|e| self.error(lines.of(size), key, e.to_string()))
     }
 
     /// One `[[vm]]` with the defaults applied.
@@ -475,7 +472,7 @@ impl Spec {
             page_kib: match vm.hugepages.as_ref().or(defaults.hugepages.as_ref()) {
                 Some(page) => Some(
                     crate::memory::parse_page(page.get_ref())
-                        .map_err(|m| self.error(lines.of(page), "vm.hugepages", m))?,
+                        .map_err(|e| self.error(lines.of(page), "vm.hugepages", e.to_string()))?,
                 ),
                 None => None,
             },
