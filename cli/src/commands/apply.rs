@@ -17,6 +17,7 @@ use pinplan::libvirt::apply::{
     self, lock, ApplyError, HookRefusal, Journal, JournalStatus, Scope, Session,
 };
 use pinplan::plan::Plan;
+use pinplan::report::Report;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -287,7 +288,8 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
 
 /// `report --plan` for the selected VMs: what would move, which conflicts go.
 fn dry_run(args: &ApplyArgs, plan: &Plan, checked: &Checked) -> Result<ExitCode, Failure> {
-    let result = checked.dry_run(plan)?;
+    let found = checked.dry_run(plan)?;
+    let result = Report::new(&checked.host, found.tenants, Some(&found.asked));
     let targets = &checked.targets;
     let text = format!(
         "{}\ndry run: the preconditions hold for {}; nothing was changed\n",

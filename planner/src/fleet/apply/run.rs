@@ -192,7 +192,9 @@ impl Run<'_> {
     /// A dry run: every host checked, what would change said.
     fn dry_run(&self) -> Statuses {
         self.each_host(|checked, plan, _| {
-            let report = checked.dry_run(plan)?;
+            let found = checked.dry_run(plan)?;
+            let report =
+                crate::report::Report::new(&checked.host, found.tenants, Some(&found.asked));
             Ok(HostStatus::DryRun {
                 vms: checked.targets.iter().map(|t| t.name.clone()).collect(),
                 report: Box::new(report),

@@ -1,14 +1,13 @@
 //! One host's apply up to its first change, shared by `apply PLAN` and
 //! `apply --fleet DIR`: the connected host's topology and the preconditions
 //! of every VM ([`check`]), then either the journal of what the VMs have now,
-//! not yet written ([`Checked::prepare`]), or a dry run's report
-//! ([`Checked::dry_run`]).
+//! not yet written ([`Checked::prepare`]), or what a dry run's report
+//! compares ([`Checked::dry_run`]).
 
 use super::{ApplyError, Journal, Problem, Scope, Session, Target};
 use crate::error::LibvirtError;
 use crate::libvirt::tenants::{self, Domains, TenantsError};
 use crate::plan::Plan;
-use crate::report::Report;
 use crate::topology::{self, HostTopology, Source, TopologyError};
 use std::path::Path;
 
@@ -178,12 +177,13 @@ impl Checked {
         })
     }
 
-    /// A dry run's report: `plan`'s VMs asked for against the domains there
-    /// now (`report --plan` for them).
+    /// What a dry run's report compares (`report --plan` for `plan`'s VMs
+    /// asked for, against the domains there now): the report itself is the
+    /// report stage's, a floor above (`report::Report::new`).
     ///
     /// It refuses what [`Checked::prepare`] refuses: VMs that would wait on
     /// each other's cores.
-    pub fn dry_run(&self, plan: &Plan) -> Result<Report, PrepareError> {
+    pub fn dry_run(&self, plan: &Plan) -> Result<DryRun, PrepareError> {
         let now = self.session.capture(&self.targets)?;
         live_order(&self.targets, &now, &self.host, &self.reserved).map_err(|problems| {
             ApplyError::Refused {
@@ -202,8 +202,18 @@ impl Checked {
             host_cpus.as_ref(),
             Domains::Connect(&self.session.uri),
         )?;
-        Ok(Report::new(&self.host, tenants, Some(&asked)))
+        Ok(DryRun { tenants, asked })
     }
+}
+
+/// What a dry run found: the domains there now, and the plan of the VMs
+/// asked for.
+#[derive(Debug, Clone)]
+pub struct DryRun {
+    /// Every domain at the URI, as tenants.
+    pub tenants: Vec<crate::tenant::Tenant>,
+    /// The plan, with only the VMs applied.
+    pub asked: Plan,
 }
 
 /// The order to pin `targets` live ([`super::order::live_order`] on their
