@@ -24,32 +24,7 @@ const KNOWN_ARROWS: &[(&str, &str, &str)] = &[];
 /// Cycles between files that are known and owned by another part of issue
 /// 29: (their files, sorted; why). Same rule: a cycle that is gone, or has
 /// other files now, fails the test.
-const KNOWN_CYCLES: &[(&[&str], &str)] = &[
-    (
-        &["solve/ilp/backend.rs", "solve/ilp/wire.rs"],
-        "solve/ (the solve helper's): backend.rs:24 uses wire, wire.rs:8 uses backend's Model",
-    ),
-    (
-        &["solve/ilp/agg/host.rs", "solve/ilp/agg/lexicographic.rs"],
-        "solve/ (the solve helper's): host.rs:89 fewest_or_all, lexicographic.rs:9 Host",
-    ),
-    (
-        &["solve/ilp/agg/cells.rs", "solve/ilp/agg/slots.rs"],
-        "solve/ (the solve helper's): cells.rs:17 Slot, slots.rs:13 Builder",
-    ),
-    (
-        &["report/svg/layout.rs", "report/svg/text.rs"],
-        "report/svg/ (no helper's): layout.rs:5 fit, text.rs:5 px",
-    ),
-    (
-        &[
-            "report/svg/cast.rs",
-            "report/svg/colour.rs",
-            "report/svg/paint.rs",
-        ],
-        "report/svg/ (no helper's): cast.rs:6 PALETTE, colour.rs:5 Cast, paint.rs:6 Cast",
-    ),
-];
+const KNOWN_CYCLES: &[(&[&str], &str)] = &[];
 
 /// One import of one file.
 #[derive(Debug, Clone)]

@@ -3,7 +3,7 @@
 //! looks the same on both sides and the legend names it once. Its index is
 //! also the id of its hatch pattern (`emu-N`).
 
-use super::colour::{HOST_GREY, PALETTE};
+use super::palette::{HOST_GREY, PALETTE};
 use crate::tenant::{Tenant, TenantKind};
 
 /// One tenant of the picture.

@@ -5,20 +5,10 @@
 use super::cast::Cast;
 use super::paint::{Occupant, Paint};
 
-/// VM colours, in tenant order. Red and orange are left out (they mean
-/// conflicts), and so is grey (the host's).
-pub(super) const PALETTE: [&str; 13] = [
-    "#4e79a7", "#59a14f", "#b07aa1", "#499894", "#b6992d", "#9d7660", "#6a51a3", "#a0cbe8",
-    "#8cd17d", "#d4a6c8", "#86bcb6", "#f1ce63", "#d7b5a6",
-];
-pub(super) const HOST_GREY: &str = "#b0b0b0";
-pub(super) const ERROR_RED: &str = "#d62728";
-pub(super) const WARNING_ORANGE: &str = "#ff7f0e";
-pub(super) const UNUSABLE_FILL: &str = "#e6e6e6";
-/// The chip under a CPU number on stripes, hatching or a cross.
-pub(super) const CHIP_FILL: &str = "#ffffff";
-/// A CPU number on an unusable CPU's chip: greyer than the others.
-pub(super) const UNUSABLE_INK: &str = "#333333";
+pub(super) use super::palette::{
+    CHIP_FILL, ERROR_RED, HOST_GREY, PALETTE, UNUSABLE_FILL, UNUSABLE_INK, WARNING_ORANGE,
+};
+
 /// The two inks a CPU number can have.
 const LIGHT_INK: &str = "#ffffff";
 const DARK_INK: &str = "#111111";

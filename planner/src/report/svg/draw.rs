@@ -2,9 +2,10 @@
 //! cell with its fill, number, tooltip and several-tenants mark.
 
 use super::colour::{ink_on, CHIP_FILL, UNUSABLE_FILL, UNUSABLE_INK};
-use super::layout::{px, Op, BOX_PAD, CELL_FONT, CELL_H, CELL_TEXT_Y};
+use super::layout::{Op, BOX_PAD, CELL_FONT, CELL_H, CELL_TEXT_Y};
 use super::outline::outline;
 use super::paint::{Occupant, Paint};
+use super::text::px;
 use super::text::{esc, severity_word, text, text_w};
 use crate::report::Severity;
 use crate::tenant::TenantKind;

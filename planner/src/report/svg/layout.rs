@@ -2,7 +2,7 @@
 //! at integer coordinates, wrapping cores into rows and boxes into columns
 //! within a width.
 
-use super::text::{fit, text_w};
+use super::text::{fit, px, text_w};
 use super::tree::Item;
 use crate::topology::HostTopology;
 
@@ -216,9 +216,4 @@ fn flow(blocks: Vec<(bool, Block)>, max_w: i64, columns: Option<usize>) -> Block
         h: y + row_h,
         ops,
     }
-}
-
-/// A count as a coordinate.
-pub(super) fn px(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX / 4)
 }

@@ -5,9 +5,10 @@
 
 use super::colour::{HOST_GREY, PALETTE, UNUSABLE_FILL};
 use super::draw::{cell, floating_band, shared_mark, Stripe};
-use super::layout::{px, CELL_H, CELL_TEXT_Y};
+use super::layout::{CELL_H, CELL_TEXT_Y};
 use super::outline::{outline, outline_sample};
 use super::paint::{Helpers, Paint};
+use super::text::px;
 use super::text::{
     chars_fitting, heading, or_none, paragraph, severity_word, text, text_w, wrap, wrap_phrases,
 };

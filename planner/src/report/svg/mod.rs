@@ -22,6 +22,7 @@ mod layout;
 mod legend;
 mod outline;
 mod paint;
+mod palette;
 mod panels;
 mod text;
 mod title;

@@ -4,8 +4,8 @@
 //! for every drawing step.
 
 use super::cast::Cast;
-use super::colour::HOST_GREY;
 use super::layout::cell_width;
+use super::palette::HOST_GREY;
 use crate::cpuset::CpuSet;
 use crate::ids::CpuId;
 use crate::report::conflicts::{floating_threads, floats};

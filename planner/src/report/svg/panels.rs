@@ -2,8 +2,9 @@
 //! the plan on the right, each in its own `<g class="panel">` under its
 //! heading and a line of counts, a rule between them.
 
-use super::layout::{px, Block};
+use super::layout::Block;
 use super::paint::Paint;
+use super::text::px;
 use super::text::{chars_fitting, text, wrap_phrases};
 use super::{Picture, PlanSide, MARGIN};
 use crate::text::plural;

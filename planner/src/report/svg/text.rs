@@ -2,7 +2,6 @@
 //! wrapping to a width, XML escaping. (Counted nouns and byte sizes are
 //! [`crate::text`]'s.)
 
-use super::layout::px;
 use super::MARGIN;
 use crate::cpuset::CpuSet;
 use crate::report::Severity;
@@ -204,6 +203,11 @@ pub(super) fn severity_word(s: Severity) -> &'static str {
         Severity::Error => "error",
         Severity::Warning => "warning",
     }
+}
+
+/// A count as a coordinate.
+pub(super) fn px(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX / 4)
 }
 
 #[cfg(test)]

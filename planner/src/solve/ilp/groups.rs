@@ -73,6 +73,11 @@ pub(crate) fn partly_used_groups<K: Ord>(
     (binaries, partial)
 }
 
+/// The fewest of `caps` that hold `demand`; all of them when they do not.
+pub(super) fn fewest_or_all(caps: &[u32], demand: u32) -> u32 {
+    fewest(caps, demand).unwrap_or_else(|| u32::try_from(caps.len().max(1)).unwrap_or(u32::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@ pub mod backend;
 mod child;
 pub(crate) mod expr;
 mod groups;
+mod model;
 #[cfg(test)]
 pub(crate) mod oracle;
 pub mod per_class;

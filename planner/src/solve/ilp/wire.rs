@@ -5,8 +5,8 @@
 //! still checks every answer's shape ([`decode_answer`]), and the worker
 //! answers a request it cannot read with a message, never a guess.
 
-use super::backend::{Column, Model, Op, Raw, Refusal, Row};
 use super::expr::Var;
+use super::model::{Column, Model, Op, Raw, Refusal, Row};
 use super::settings::Settings;
 use std::time::Duration;
 

@@ -14,13 +14,23 @@ use super::super::tiers::Tiers;
 use super::host::{Host, MemoryRows, Vms};
 use super::layout::{cores_of, Units};
 use super::lexicographic::{fewest_or_all, lexicographic, some_domain_partly_used, Objectives};
-use super::slots::Slot;
 use super::{loose, Held, Stats, TierRun};
 use crate::ids::NodeId;
 use crate::solve::classes::Domain;
 use crate::solve::{NumaPolicy, Placement, PlanRequest, Tier};
 use std::collections::BTreeMap;
 use std::time::Instant;
+
+/// One split slot.
+pub(super) struct Slot {
+    pub(super) node: Option<NodeId>,
+    /// `τ`: (type index, variable).
+    pub(super) tau: Vec<(usize, Var)>,
+    /// `s`: (cell, variable).
+    pub(super) s: Vec<(usize, Var)>,
+    /// `w`: (cell, variable).
+    pub(super) w: Vec<(usize, Var)>,
+}
 
 /// A VM that may span nodes: `p`, `n` per cell, `y` per node (preferred),
 /// `w` per domain.

@@ -86,7 +86,7 @@ impl Host {
             .flatten()
             .map(|&e| self.cells[e].cap())
             .collect();
-        super::lexicographic::fewest_or_all(&caps, cores)
+        super::super::groups::fewest_or_all(&caps, cores)
     }
 
     /// Free cores per L3 domain.

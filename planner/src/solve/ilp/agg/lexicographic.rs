@@ -4,7 +4,8 @@
 
 use super::super::backend::{run, Model};
 use super::super::expr::{Expr, Var};
-use super::super::groups::{fewest, subset_sum};
+pub(super) use super::super::groups::fewest_or_all;
+use super::super::groups::subset_sum;
 use super::super::tiers::{in_order, Tiers};
 use super::super::TRACE;
 use super::host::{Cell, Host, Vms};
@@ -13,11 +14,6 @@ use crate::deadline::Deadline;
 use crate::solve::{NumaPolicy, Placement, PlanRequest, Tier, VmRequest};
 use std::collections::BTreeMap;
 use std::time::Instant;
-
-/// The fewest of `caps` that hold `demand`; all of them when they do not.
-pub(super) fn fewest_or_all(caps: &[u32], demand: u32) -> u32 {
-    fewest(caps, demand).unwrap_or_else(|| u32::try_from(caps.len().max(1)).unwrap_or(u32::MAX))
-}
 
 /// The terms of objectives 1–5 that a model collects while it is written.
 #[derive(Debug, Default)]

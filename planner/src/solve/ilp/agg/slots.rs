@@ -10,20 +10,9 @@
 //! optimum has a forest of split VMs.
 
 use super::super::expr::{Expr, Var};
-use super::cells::Builder;
+use super::cells::{Builder, Slot};
 use super::lexicographic::fewest_or_all;
 use crate::ids::NodeId;
-
-/// One split slot.
-pub(super) struct Slot {
-    pub(super) node: Option<NodeId>,
-    /// `τ`: (type index, variable).
-    pub(super) tau: Vec<(usize, Var)>,
-    /// `s`: (cell, variable).
-    pub(super) s: Vec<(usize, Var)>,
-    /// `w`: (cell, variable).
-    pub(super) w: Vec<(usize, Var)>,
-}
 
 impl Builder<'_> {
     /// The split slots of every node, used slots first on each.
