@@ -14,15 +14,10 @@ use std::path::{Path, PathBuf};
 /// Why the output could not be made or written.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
-    /// The output directory could not be created.
-    #[error("cannot create the output directory {}", path.display())]
-    Dir {
-        /// The directory.
-        path: PathBuf,
-        /// What the OS said.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The output directory could not be created, or a file of its set
+    /// written.
+    #[error(transparent)]
+    Dir(#[from] DirError),
     /// A file could not be written.
     #[error(transparent)]
     Write(#[from] WriteError),
@@ -101,7 +96,7 @@ pub enum OutputError {
 impl Diagnostic for OutputError {
     fn hint(&self) -> Option<String> {
         match self {
-            OutputError::Write(e) => e.hint(),
+            OutputError::Write(e) | OutputError::Dir(DirError::Write(e)) => e.hint(),
             OutputError::Patch(e) => e.hint(),
             OutputError::Plan(e) => e.hint(),
             OutputError::WhichVm { placed } => {
@@ -122,7 +117,7 @@ impl Diagnostic for OutputError {
             OutputError::NothingPlaced { .. } => Some(
                 "see the plan's explanations (`pinplan plan SPEC`) for why no VM fits".to_owned(),
             ),
-            OutputError::Dir { .. }
+            OutputError::Dir(DirError::Dir { .. })
             | OutputError::ReadDomain { .. }
             | OutputError::BadName { .. } => None,
         }
@@ -283,10 +278,7 @@ pub fn write_files(dir: &Path, files: &[OutputFile]) -> Result<Written, OutputEr
         .iter()
         .map(|f| (f.path.file_name().unwrap_or_default(), f.text.as_str()))
         .collect();
-    let done = write_set(dir, &set, ours).map_err(|e| match e {
-        DirError::Dir { path, source } => OutputError::Dir { path, source },
-        DirError::Write(e) => OutputError::Write(e),
-    })?;
+    let done = write_set(dir, &set, ours)?;
     Ok(Written {
         files: files.iter().map(|f| f.path.clone()).collect(),
         removed: done.removed,
