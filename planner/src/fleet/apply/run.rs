@@ -9,9 +9,9 @@ use super::{
     HostStatus, JournalHost, FLEET_JOURNAL_VERSION,
 };
 use crate::error::{Diagnostic, Exit};
+use crate::host::write::write_new;
 use crate::libvirt::apply::host::{check, Checked, PrepareError, Prepared};
 use crate::libvirt::apply::{ApplyError, JournalStatus, Restored, Scope};
-use crate::output::write_new;
 use crate::plan::Plan;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

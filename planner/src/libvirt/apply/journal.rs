@@ -168,7 +168,7 @@ impl Journal {
     /// the state directory gets a link there, so that the next apply finds it
     /// while it is unfinished.
     pub fn write_new(&self, path: &Path) -> Result<(), WriteError> {
-        crate::output::write_new(path, &self.to_json(), 0o600)?;
+        crate::host::write::write_new(path, &self.to_json(), 0o600)?;
         if self.status.unfinished() {
             link(path);
         }
@@ -180,7 +180,7 @@ impl Journal {
     pub fn mark(&self, path: &Path, status: JournalStatus) -> Result<(), WriteError> {
         let mut marked = self.clone();
         marked.status = status;
-        crate::output::write_atomically(path, &marked.to_json(), 0o600)?;
+        crate::host::write::write_atomically(path, &marked.to_json(), 0o600)?;
         if status.unfinished() {
             link(path);
         } else {
@@ -247,7 +247,7 @@ fn link(path: &Path) {
         return;
     }
     let text = format!("{}\n", journal.display());
-    let _ = crate::output::write_new(&dir.join(link_name(path)), &text, 0o600);
+    let _ = crate::host::write::write_new(&dir.join(link_name(path)), &text, 0o600);
 }
 
 /// Removes the state directory's links to the journal at `path`.
