@@ -18,7 +18,6 @@ use pinplan::libvirt::apply::{
 };
 use pinplan::plan::Plan;
 use pinplan::report::Report;
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -466,41 +465,22 @@ fn rollback_fleet(
         &|| signals::changing(resume.clone()),
     )?;
     let mut out = String::new();
-    let mut objects = Vec::new();
-    let mut failed = false;
+    let json = fleet_apply::FleetRollback::of(path, &done);
+    let failed = json.status == fleet_apply::RollbackState::Failed;
     for (host, status) in &done {
-        let (line, object) = match status {
-            RollbackStatus::NoJournal => (
-                "no journal: the apply changed nothing there".to_owned(),
-                json!({"status": "no-journal"}),
-            ),
-            RollbackStatus::Done(r) if r.errors.is_empty() => (
-                format!("rolled back {} and verified", r.restored.join(", ")),
-                json!({"status": "rolled-back", "restored": r.restored, "notes": r.notes}),
-            ),
-            RollbackStatus::Done(r) => {
-                failed = true;
-                (
-                    format!(
-                        "did not restore everything: {} (restored: {})",
-                        r.errors.join("; "),
-                        r.restored.join(", ")
-                    ),
-                    json!({"status": "failed", "restored": r.restored, "errors": r.errors}),
-                )
+        let line = match status {
+            RollbackStatus::NoJournal => "no journal: the apply changed nothing there".to_owned(),
+            RollbackStatus::Done(r) if r.errors.is_empty() => {
+                format!("rolled back {} and verified", r.restored.join(", "))
             }
-            RollbackStatus::Failed(e) => {
-                failed = true;
-                (e.clone(), json!({"status": "failed", "errors": [e]}))
-            }
+            RollbackStatus::Done(r) => format!(
+                "did not restore everything: {} (restored: {})",
+                r.errors.join("; "),
+                r.restored.join(", ")
+            ),
+            RollbackStatus::Failed(e) => e.clone(),
         };
         out.push_str(&format!("{}  {}  {line}\n", host.name, host.uri));
-        let mut object = object;
-        if let Some(o) = object.as_object_mut() {
-            o.insert("name".to_owned(), json!(host.name));
-            o.insert("uri".to_owned(), json!(host.uri));
-        }
-        objects.push(object);
     }
     out.push_str(&if failed {
         format!("the fleet rollback did not restore every host: fix the cause and run again: pinplan apply --rollback {}\n", path.display())
@@ -516,11 +496,7 @@ fn rollback_fleet(
             "interrupted again ({signal}): the hosts are partly restored; finish with: {resume}\n"
         ));
     }
-    say(
-        args,
-        &out,
-        || json!({"status": if failed { "failed" } else { "rolled-back" }, "journal": path, "hosts": objects}),
-    )?;
+    say(args, &out, || json)?;
     if let Some(signal) = again {
         return Ok(ExitCode::from(signal.exit_code()));
     }

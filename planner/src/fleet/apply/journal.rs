@@ -164,3 +164,164 @@ impl FleetJournal {
         ))
     }
 }
+
+/// How one host's rollback ended, as `apply --rollback FLEET-JOURNAL
+/// --format json` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RollbackState {
+    /// The apply changed nothing there.
+    NoJournal,
+    /// Restored and verified.
+    RolledBack,
+    /// Not everything was restored.
+    Failed,
+}
+
+/// One host of a fleet rollback, as its JSON prints it. Fields are declared
+/// in alphabetical order, the order the JSON has always had; the ones a
+/// state lacks are left out.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HostRollback {
+    /// What could not be restored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<String>>,
+    /// The host.
+    pub name: String,
+    /// What a user should know about VMs restored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notes: Option<Vec<String>>,
+    /// VMs restored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restored: Option<Vec<String>>,
+    /// How it ended.
+    pub status: RollbackState,
+    /// Its libvirt URI.
+    pub uri: String,
+}
+
+impl HostRollback {
+    /// Host `host`'s rollback that ended as `status`.
+    pub fn of(host: &JournalHost, status: &RollbackStatus) -> HostRollback {
+        let (state, errors, notes, restored) = match status {
+            RollbackStatus::NoJournal => (RollbackState::NoJournal, None, None, None),
+            RollbackStatus::Done(r) if r.errors.is_empty() => (
+                RollbackState::RolledBack,
+                None,
+                Some(r.notes.clone()),
+                Some(r.restored.clone()),
+            ),
+            RollbackStatus::Done(r) => (
+                RollbackState::Failed,
+                Some(r.errors.clone()),
+                None,
+                Some(r.restored.clone()),
+            ),
+            RollbackStatus::Failed(e) => (RollbackState::Failed, Some(vec![e.clone()]), None, None),
+        };
+        HostRollback {
+            errors,
+            name: host.name.clone(),
+            notes,
+            restored,
+            status: state,
+            uri: host.uri.clone(),
+        }
+    }
+}
+
+/// A fleet rollback, as `--format json` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FleetRollback {
+    /// Each host, in the journal's order.
+    pub hosts: Vec<HostRollback>,
+    /// The fleet journal.
+    pub journal: PathBuf,
+    /// `failed` when a host was not restored whole, else `rolled-back`.
+    pub status: RollbackState,
+}
+
+impl FleetRollback {
+    /// The rollback of the fleet journal at `journal`, host by host.
+    pub fn of(journal: &Path, done: &[(JournalHost, RollbackStatus)]) -> FleetRollback {
+        let hosts: Vec<HostRollback> = done.iter().map(|(h, s)| HostRollback::of(h, s)).collect();
+        let failed = hosts.iter().any(|h| h.status == RollbackState::Failed);
+        FleetRollback {
+            hosts,
+            journal: journal.to_owned(),
+            status: if failed {
+                RollbackState::Failed
+            } else {
+                RollbackState::RolledBack
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod rollback_json_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The JSON is what the CLI's hand-built objects gave before these
+    /// types (keys sorted), byte for byte, for each way a host ends.
+    #[test]
+    fn a_fleet_rollback_prints_as_the_hand_built_object_did() {
+        let host = |name: &str| JournalHost {
+            name: name.to_owned(),
+            uri: format!("qemu+ssh://{name}/system"),
+            journal: format!("{name}.json"),
+        };
+        let done = vec![
+            (host("a"), RollbackStatus::NoJournal),
+            (
+                host("b"),
+                RollbackStatus::Done(Restored {
+                    restored: vec!["vm1".to_owned()],
+                    notes: vec!["n".to_owned()],
+                    ..Restored::default()
+                }),
+            ),
+            (
+                host("c"),
+                RollbackStatus::Done(Restored {
+                    restored: vec!["vm2".to_owned()],
+                    errors: vec!["vm3: gone".to_owned()],
+                    ..Restored::default()
+                }),
+            ),
+            (
+                host("d"),
+                RollbackStatus::Failed("cannot connect".to_owned()),
+            ),
+        ];
+        let with = |mut o: Value, h: &JournalHost| {
+            if let Some(m) = o.as_object_mut() {
+                m.insert("name".to_owned(), json!(h.name));
+                m.insert("uri".to_owned(), json!(h.uri));
+            }
+            o
+        };
+        let objects = vec![
+            with(json!({"status": "no-journal"}), &done[0].0),
+            with(
+                json!({"status": "rolled-back", "restored": ["vm1"], "notes": ["n"]}),
+                &done[1].0,
+            ),
+            with(
+                json!({"status": "failed", "restored": ["vm2"], "errors": ["vm3: gone"]}),
+                &done[2].0,
+            ),
+            with(
+                json!({"status": "failed", "errors": ["cannot connect"]}),
+                &done[3].0,
+            ),
+        ];
+        let path = Path::new("/j/fleet.json");
+        let old = json!({"status": "failed", "journal": path, "hosts": objects});
+        assert_eq!(
+            serde_json::to_string_pretty(&FleetRollback::of(path, &done)).unwrap_or_default(),
+            serde_json::to_string_pretty(&old).unwrap_or_default()
+        );
+    }
+}

@@ -21,7 +21,7 @@ mod journal;
 mod run;
 mod text;
 
-pub use journal::{HostJournalError, RollbackStatus};
+pub use journal::{FleetRollback, HostJournalError, HostRollback, RollbackState, RollbackStatus};
 pub use run::apply;
 pub use text::journal_line;
 
