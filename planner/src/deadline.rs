@@ -35,11 +35,10 @@ pub const EXPLAIN_BOUNDS: (Duration, Duration) =
 /// The most one explanation's re-solve may take.
 pub const RESOLVE_MOST: Duration = Duration::from_secs(2);
 
-/// The share of a fleet plan's time the assignment of VMs to hosts may use
-/// (`fleet/`, not yet switched to this module).
+/// The share of a fleet plan's time the assignment of VMs to hosts may use.
 pub const FLEET_ASSIGN_SHARE: f64 = 0.5;
-/// What a fleet host's own plan gets at least, and at most of its even
-/// share (`fleet/`, not yet switched to this module).
+/// A fleet host's own plan: what it gets at least (and all a host without
+/// VMs gets), and the floor under its even share of what is left.
 pub const FLEET_HOST_BOUNDS: (Duration, Duration) =
     (Duration::from_millis(50), Duration::from_millis(200));
 

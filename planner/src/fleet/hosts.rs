@@ -9,10 +9,11 @@ use super::index::{ClassIx, HostIx, KindIx, Per, VmIx};
 use super::kinds::Kinds;
 use super::names::Names;
 use super::Fleet;
+use crate::deadline::{Deadline, FLEET_HOST_BOUNDS};
 use crate::plan::Plan;
 use crate::solve::{self, PlanRequest, SolveOptions, VmRequest};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Plans solved once for hosts of one class given VMs of the same kinds, in
 /// the same order.
@@ -23,7 +24,7 @@ pub(super) struct HostPlans<'a> {
     fleet: &'a Fleet<'a>,
     classes: &'a Classes,
     kinds: &'a Kinds,
-    deadline: Instant,
+    deadline: Deadline,
     /// Hosts with VMs when first planned (at least 1): the time's shares.
     busy: usize,
     memo: Memo,
@@ -42,7 +43,7 @@ impl<'a> HostPlans<'a> {
         classes: &'a Classes,
         kinds: &'a Kinds,
         host_of: BTreeMap<VmIx, HostIx>,
-        deadline: Instant,
+        deadline: Deadline,
     ) -> HostPlans<'a> {
         let mut on_host: Per<HostIx, Vec<VmIx>> = Per::from_fn(fleet.hosts_len(), |_| Vec::new());
         for (&v, &h) in &host_of {
@@ -99,7 +100,7 @@ impl<'a> HostPlans<'a> {
     fn move_elsewhere(&mut self, v: VmIx, h: HostIx) {
         let kind = &self.kinds.all[self.kinds.of_vm[v]];
         for &(other, _) in &kind.hosts {
-            if other == h || Instant::now() >= self.deadline {
+            if other == h || self.deadline.is_past() {
                 continue;
             }
             let mut mine = self.on_host[other].clone();
@@ -145,15 +146,14 @@ impl<'a> HostPlans<'a> {
 }
 
 /// The time one host's plan may take: an even share of what is left.
-fn host_time(deadline: Instant, hosts: usize, has_vms: bool) -> Duration {
-    let left = deadline.saturating_duration_since(Instant::now());
+fn host_time(deadline: Deadline, hosts: usize, has_vms: bool) -> Duration {
+    let (least, most_floor) = FLEET_HOST_BOUNDS;
+    let left = deadline.remaining();
     if !has_vms {
-        return Duration::from_millis(50);
+        return least;
     }
     let share = left.div_f64(hosts.max(1) as f64);
-    share
-        .max(Duration::from_millis(200))
-        .min(left.max(Duration::from_millis(50)))
+    share.max(most_floor).min(left.max(least))
 }
 
 /// One host as its plan is made: its class (index `c`), its index `h`, and

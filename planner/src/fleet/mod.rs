@@ -32,6 +32,7 @@ pub mod read;
 pub mod survey;
 mod text;
 
+use crate::deadline::{Deadline, FLEET_ASSIGN_SHARE};
 use crate::doctor::HostFacts;
 use crate::plan::Plan;
 use crate::spec::{FleetHost, FleetSpec, FleetVm, SpecError};
@@ -174,7 +175,7 @@ pub fn plan_fleet(
     options: &FleetOptions,
 ) -> Result<FleetPlan, SpecError> {
     let started = Instant::now();
-    let deadline = started + options.time_limit;
+    let deadline = Deadline::at(started + options.time_limit);
     let inputs: Per<HostIx, _> = Per::from(inputs);
     let mut warnings = Vec::new();
     let fleet = Fleet::new(spec, &inputs, &mut warnings);
@@ -184,7 +185,6 @@ pub fn plan_fleet(
     let refused = std::mem::take(&mut kinds.refused);
     trace(started, "kinds formed");
     let bins = bins::Bins::group(&fleet, &classes, &kinds);
-    let left = deadline.saturating_duration_since(Instant::now());
     tracing::debug!(
         target: "pinplan::ilp",
         "fleet: {} kinds, {} host classes, {} bins, assignment starts after {:.1} ms",
@@ -193,7 +193,7 @@ pub fn plan_fleet(
         bins.hosts.len(),
         started.elapsed().as_secs_f64() * 1e3
     );
-    let assignment = bins.assign(left.mul_f64(0.5));
+    let assignment = bins.assign(deadline.share(FLEET_ASSIGN_SHARE, Duration::ZERO));
     if let Some(fault) = &assignment.fault {
         warnings.push(fault.to_string());
     }

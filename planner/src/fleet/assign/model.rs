@@ -4,6 +4,7 @@
 
 use super::start::{first_fit, Vars};
 use super::{mib, Assignment, Capacity, Hosts, Kind, NodeVars, Tier, Touched};
+use crate::deadline::Deadline;
 use crate::fleet::index::{BinIx, KindIx, Per};
 use crate::ids::NodeId;
 use crate::solve::ilp::backend::{self, Model};
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 /// Solves the assignment lexicographically within `limit`, from a feasible
 /// start (first fit) kept when the solver finds nothing better in time.
 pub fn solve(kinds: &Per<KindIx, Kind<BinIx>>, hosts: &Hosts, limit: Duration) -> Assignment {
-    let deadline = Instant::now() + limit;
+    let deadline = Deadline::after(limit);
     let mut program = Program::default();
     for (k, kind) in kinds.enumerate() {
         program.add_kind(k, kind, hosts);
@@ -281,7 +282,7 @@ fn lexicographic(
     m: &mut Model,
     tiers: &[(Tier, Expr)],
     start: Option<Vec<f64>>,
-    deadline: Instant,
+    deadline: Deadline,
 ) -> Solved {
     let mut solved = Solved {
         values: start.filter(|s| m.feasible(s)),
@@ -296,7 +297,7 @@ fn lexicographic(
         } else {
             count.clone()
         };
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = deadline.remaining();
         if left.is_zero() {
             solved.proven = false;
             break;
