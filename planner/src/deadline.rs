@@ -79,11 +79,6 @@ impl Deadline {
         Deadline(instant)
     }
 
-    /// The instant itself.
-    pub fn instant(self) -> Instant {
-        self.0
-    }
-
     /// What is left of it, zero once past.
     pub fn remaining(self) -> Duration {
         self.0.saturating_duration_since(Instant::now())

@@ -147,13 +147,13 @@ impl<'a> HostPlans<'a> {
 
 /// The time one host's plan may take: an even share of what is left.
 fn host_time(deadline: Deadline, hosts: usize, has_vms: bool) -> Duration {
-    let (least, most_floor) = FLEET_HOST_BOUNDS;
+    let (least, share_floor) = FLEET_HOST_BOUNDS;
     let left = deadline.remaining();
     if !has_vms {
         return least;
     }
     let share = left.div_f64(hosts.max(1) as f64);
-    share.max(most_floor).min(left.max(least))
+    share.max(share_floor).min(left.max(least))
 }
 
 /// One host as its plan is made: its class (index `c`), its index `h`, and
