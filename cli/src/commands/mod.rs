@@ -58,10 +58,10 @@ pub fn source(connect: Option<&String>, source: &str) -> Source {
 /// With `--format json` the warnings are in the JSON, where people do not
 /// read them: say them on standard error too (the text output holds them
 /// already). `--quiet` silences them there, never in the output.
-pub fn warn_json(format: Format, warnings: &[String]) {
+pub fn warn_json(format: Format, warnings: &[impl std::fmt::Display]) {
     if matches!(format, Format::Json) {
         for warning in warnings {
-            ui::warn(warning);
+            ui::warn(&warning.to_string());
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use super::index::{ClassIx, HostIx, Per};
 use super::Fleet;
+use crate::model::{Warning, WarningKind};
 use crate::solve::classes::FreeCore;
 use crate::solve::{self, PlanRequest};
 use crate::spec::SpecError;
@@ -18,7 +19,7 @@ pub(super) struct HostClass {
     /// VM name → why not.
     pub refused: BTreeMap<String, String>,
     /// The request's warnings, those about VMs refused left out.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// Its hosts, in spec order.
     pub hosts: Vec<HostIx>,
     /// The free cores of one of its hosts.
@@ -149,12 +150,7 @@ fn host_class(
     // Warnings about VMs that cannot go there are no concern of this host.
     let warnings = warnings
         .into_iter()
-        .filter(|w| {
-            !refused.keys().any(|name| {
-                w.strip_prefix(name.as_str())
-                    .is_some_and(|rest| rest.starts_with(": "))
-            })
-        })
+        .filter(|w| w.vm.as_ref().is_none_or(|vm| !refused.contains_key(vm)))
         .collect();
     let index = request
         .vms
@@ -180,7 +176,7 @@ fn plan_around_others(
     h: HostIx,
     input: &super::HostInput,
     request: &mut PlanRequest,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) {
     let host = fleet.host(h);
     let spec_names: BTreeSet<&str> = fleet.spec.vms.iter().map(|v| v.name.as_str()).collect();
@@ -208,7 +204,7 @@ fn refusal_by_facts(
     vm: &crate::spec::FleetVm,
     h: HostIx,
     input: &super::HostInput,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Option<String> {
     let nics = match fleet.spec.nics_on(vm, fleet.host(h)) {
         Ok(nics) => nics,
@@ -235,9 +231,10 @@ fn refusal_by_facts(
     };
     let unknown_rt = matches!(&input.facts, Some(Ok(f)) if f.realtime.is_none());
     if why.is_none() && vm.realtime && unknown_rt {
-        warnings.push(format!(
-            "{}: whether real-time vCPUs can start here is not known (read through libvirt, which does not show kernel.sched_rt_runtime_us): give the host a doctor_root to check",
-            vm.name
+        warnings.push(Warning::vm(
+            &vm.name,
+            WarningKind::Host,
+            "whether real-time vCPUs can start here is not known (read through libvirt, which does not show kernel.sched_rt_runtime_us): give the host a doctor_root to check",
         ));
     }
     why

@@ -392,7 +392,11 @@ mod tests {
         let solved: Vec<String> = ["a", "b", "c"].map(str::to_owned).to_vec();
         let left = plan.unplaced.clone();
         assert_eq!(left.len(), 1, "{:?}", plan.summary);
-        let summary = plan.summary.clone().unwrap_or_default();
+        let summary = plan
+            .summary
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
         assert!(
             summary.ends_with(&format!("left out: {}", left[0])),
             "{summary}"
@@ -413,7 +417,11 @@ mod tests {
             _ => "z",
         };
         assert_eq!(theirs.unplaced, [theirs_left]);
-        let summary = theirs.summary.unwrap_or_default();
+        let summary = theirs
+            .summary
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
         assert!(
             summary.starts_with("3 VMs ask for 6 cores, 4 are free: 2 fit; left out: ")
                 && summary.ends_with(&format!("left out: {theirs_left}")),
@@ -423,6 +431,27 @@ mod tests {
         names.push(theirs_left);
         names.sort_unstable();
         assert_eq!(names, ["x", "y", "z"]);
+        // The explanation names the others too ("left after x, y"), which
+        // editing the text at the VM's own name never reached.
+        let placed: Vec<&str> = theirs.vms.iter().map(|v| v.name.as_str()).collect();
+        let why = &theirs.explanations[0];
+        assert_eq!(why.vm, theirs_left);
+        let after = format!("left after {}", placed.join(", "));
+        assert!(
+            why.message
+                .to_string()
+                .starts_with(&format!("{theirs_left} needs "))
+                && why.message.to_string().contains(&after)
+                && why.free.iter().any(|l| l.to_string().ends_with(&after)),
+            "{why:?}"
+        );
+        let json = theirs.to_json();
+        assert!(!json.contains('#'), "{json}");
+        for old in [
+            "\"a\"", "\"b\"", "\"c\"", " a,", " b,", " c,", " a ", " b ", " c ",
+        ] {
+            assert!(!json.contains(old), "{old} in {json}");
+        }
     }
 
     /// A fleet of one-node hosts of `cores` cores (one thread each, core 0

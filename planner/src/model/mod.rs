@@ -1,9 +1,11 @@
 //! The typed contract between the stages, at the bottom of the library:
 //! what every stage may name without importing another stage. It starts
 //! with the placement policies ([`policy`]), each with its rules as
-//! methods, and why a VM was left out ([`Binding`]); the request and the
-//! plan are to follow (issue 29). Imports nothing of pinplan's.
+//! methods, why a VM was left out ([`Binding`]), and the plan's sentences
+//! that name VMs and its warnings ([`message`]). Imports nothing of pinplan's.
 
+pub mod message;
 pub mod policy;
 
+pub use message::{Message, Warning, WarningKind};
 pub use policy::{Binding, EmulatorPolicy, NicAffinity, NumaPolicy, ThreadPolicy};

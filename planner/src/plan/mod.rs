@@ -277,13 +277,13 @@ pub struct Explanation {
     /// What it needs, e.g. `14 cores (14 vCPUs, threads=isolate) on one NUMA node`.
     pub needs: String,
     /// Free cores per node before and after the other VMs, e.g. `node 0: 9 (7 after vm2)`.
-    pub free: Vec<String>,
+    pub free: Vec<crate::model::Message>,
     /// The constraint that binds: `capacity`, `numa`, `nic`, `threads`.
     pub binding: crate::model::Binding,
     /// The smallest change found that makes it fit (checked by re-solving), if any.
-    pub fix: Option<String>,
+    pub fix: Option<crate::model::Message>,
     /// The whole explanation in one sentence.
-    pub message: String,
+    pub message: crate::model::Message,
 }
 
 /// The objective, in the order it is optimised.
@@ -361,7 +361,7 @@ pub struct Plan {
     pub backend: Option<String>,
     /// When VMs were left out: what they ask for, what is free, who is out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summary: Option<String>,
+    pub summary: Option<crate::model::Message>,
     /// Seconds the solver took (not in the JSON: the same input gives the same bytes).
     #[serde(skip)]
     pub solve_seconds: Option<f64>,
@@ -387,12 +387,43 @@ pub struct Plan {
     /// Why, for each of them.
     pub explanations: Vec<Explanation>,
     /// Things to know (unknown NIC locality, time limit hit...).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::model::Warning>,
     /// The objective reached.
     pub objective: Objective,
 }
 
 impl Plan {
+    /// The plan with every VM name put through `new`: the VMs, those left
+    /// out, the moves, and every sentence that names a VM (the summary,
+    /// explanations, warnings). Nothing else changes.
+    pub fn rename(&mut self, new: &dyn Fn(&str) -> String) {
+        for vm in &mut self.vms {
+            vm.name = new(&vm.name);
+        }
+        for name in &mut self.unplaced {
+            *name = new(name);
+        }
+        for m in &mut self.moves {
+            m.vm = new(&m.vm);
+        }
+        if let Some(summary) = &mut self.summary {
+            summary.rename(new);
+        }
+        for e in &mut self.explanations {
+            e.vm = new(&e.vm);
+            for line in &mut e.free {
+                line.rename(new);
+            }
+            if let Some(fix) = &mut e.fix {
+                fix.rename(new);
+            }
+            e.message.rename(new);
+        }
+        for w in &mut self.warnings {
+            w.rename(new);
+        }
+    }
+
     /// Every host CPU the plan uses (VMs' CPUs, emulator and I/O thread
     /// pins, the reserved CPUs, fixed tenants) and every host node.
     pub fn used(&self) -> (CpuSet, std::collections::BTreeSet<NodeId>) {

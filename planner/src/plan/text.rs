@@ -195,7 +195,7 @@ impl Plan {
         }
         // Free cores per node are the same for every unplaced VM: printed
         // once, then one line per VM.
-        let mut shown: Option<&Vec<String>> = None;
+        let mut shown: Option<&Vec<crate::model::Message>> = None;
         for e in &self.explanations {
             if shown != Some(&e.free) {
                 for line in &e.free {

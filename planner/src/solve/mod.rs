@@ -28,6 +28,7 @@ pub use request::{
 
 use crate::deadline::{self, Deadline};
 use crate::ids::{CoreId, NodeId};
+use crate::model::{Warning, WarningKind};
 use crate::plan::{FixedPlan, Objective, Plan, PlanHost, Status, VmPlan};
 use classes::FreeCore;
 pub use error::ExactError;
@@ -341,11 +342,14 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
     let mut warnings = Vec::new();
     for vm in &request.vms {
         if vm.nic.is_some() && vm.nic_nodes.is_empty() && vm.nic_affinity != NicAffinity::Ignore {
-            warnings.push(format!(
-                "{}: the NUMA node of NIC {} is unknown (numa_node -1 or not reported): its \
-                 nic_affinity is not honoured",
-                vm.name,
-                vm.nic.map(|a| a.to_string()).unwrap_or_default()
+            warnings.push(Warning::vm(
+                &vm.name,
+                WarningKind::Nic,
+                format!(
+                    "the NUMA node of NIC {} is unknown (numa_node -1 or not reported): its \
+                     nic_affinity is not honoured",
+                    vm.nic.map(|a| a.to_string()).unwrap_or_default()
+                ),
             ));
         }
     }
@@ -354,30 +358,33 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
         .filter(|c| c.node.is_none())
         .count();
     if unknown > 0 && request.vms.iter().any(|v| v.numa == NumaPolicy::Strict) {
-        warnings.push(format!(
-            "{} of this host {} no known NUMA node (offline or unreported node): \
+        warnings.push(Warning::plan(
+            WarningKind::Host,
+            format!(
+                "{} of this host {} no known NUMA node (offline or unreported node): \
              numa = \"strict\" VMs do not use {}, other VMs may",
-            if unknown == 1 {
-                "1 free core".to_owned()
-            } else {
-                format!("{unknown} free cores")
-            },
-            if unknown == 1 { "has" } else { "have" },
-            if unknown == 1 { "it" } else { "them" },
+                if unknown == 1 {
+                    "1 free core".to_owned()
+                } else {
+                    format!("{unknown} free cores")
+                },
+                if unknown == 1 { "has" } else { "have" },
+                if unknown == 1 { "it" } else { "them" },
+            ),
         ));
     }
     if memory::active(request) && options.solver == SolverKind::Ilp && ilp::per_class_only(request)
     {
-        warnings.push(
+        warnings.push(Warning::plan(
+            WarningKind::Solver,
             if ilp::agg::supported(request) {
                 "running VMs may move: the integer program that counts their moves does not \
                  count memory yet, so check the huge pages listed below"
             } else {
                 "the free cores of this host have different thread counts: the integer program \
                  for such hosts does not count memory yet, so check the huge pages listed below"
-            }
-            .to_owned(),
-        );
+            },
+        ));
     }
     let started = Instant::now();
     let mut resolve = true;
@@ -394,8 +401,9 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
                     (w.placement, SolverKind::Ilp)
                 }
                 Err(why) => {
-                    warnings.push(format!(
-                        "{why}; the greedy first-fit answer is given instead"
+                    warnings.push(Warning::plan(
+                        WarningKind::Solver,
+                        format!("{why}; the greedy first-fit answer is given instead"),
                     ));
                     (greedy::place(request), SolverKind::Greedy)
                 }
@@ -405,16 +413,19 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
     // A crash of the backend is why such a plan is not proven: said instead
     // of the time limit.
     if let Some(fault) = &placement.fault {
-        warnings.push(fault.to_string());
+        warnings.push(Warning::plan(WarningKind::Solver, fault.to_string()));
     } else if !placement.proven
         && options.solver == SolverKind::Ilp
         && solver_name == SolverKind::Ilp
     {
-        warnings.push(format!(
-            "best found in {:.1} s, not proven optimal within the time limit ({:.1} s left \
-             for the solve)",
-            started.elapsed().as_secs_f64(),
-            options.time_limit.as_secs_f64()
+        warnings.push(Warning::plan(
+            WarningKind::Solver,
+            format!(
+                "best found in {:.1} s, not proven optimal within the time limit ({:.1} s \
+                 left for the solve)",
+                started.elapsed().as_secs_f64(),
+                options.time_limit.as_secs_f64()
+            ),
         ));
     }
     // Explanations check the cores left free first; their re-solves get as
@@ -451,7 +462,7 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
 
 /// `cache_aware` VMs whose L3 domains could not become dies (spanned
 /// unevenly, or not in runs of whole cores): the guest sees one die.
-fn uneven_dies(request: &PlanRequest, vms: &[VmPlan]) -> Vec<String> {
+fn uneven_dies(request: &PlanRequest, vms: &[VmPlan]) -> Vec<Warning> {
     let mut out = Vec::new();
     for plan in vms.iter().filter(|p| p.guest_topology.dies == 1) {
         let Some(vm) = request.vms.iter().find(|v| v.name == plan.name) else {
@@ -473,11 +484,15 @@ fn uneven_dies(request: &PlanRequest, vms: &[VmPlan]) -> Vec<String> {
         }
         if per_domain.len() > 1 {
             let split: Vec<String> = per_domain.values().map(ToString::to_string).collect();
-            out.push(format!(
-                "{}: cache_aware, but the {} L3 domains its cores span ({} cores) are not equal runs of its vCPUs: the guest sees one die",
-                vm.name,
-                per_domain.len(),
-                split.join(" + ")
+            out.push(Warning::vm(
+                &vm.name,
+                WarningKind::Host,
+                format!(
+                    "cache_aware, but the {} L3 domains its cores span ({} cores) are not \
+                     equal runs of its vCPUs: the guest sees one die",
+                    per_domain.len(),
+                    split.join(" + ")
+                ),
             ));
         }
     }
@@ -490,7 +505,7 @@ pub fn build_plan(
     placement: &Placement,
     solver_name: SolverKind,
     options: &SolveOptions,
-    mut warnings: Vec<String>,
+    mut warnings: Vec<Warning>,
     deadline: Deadline,
 ) -> Plan {
     let emulator_host = request.reserved.clone();

@@ -4,6 +4,7 @@
 use super::schema::NicLocality;
 use super::{Spec, SpecError, VmSpec};
 use crate::ids::NodeId;
+use crate::model::{Warning, WarningKind};
 use crate::solve::{NicAffinity, NumaPolicy};
 use crate::topology::{HostTopology, PciAddress};
 use std::collections::BTreeSet;
@@ -55,7 +56,7 @@ impl Spec {
         &self,
         vm: &VmSpec,
         host: &HostTopology,
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
     ) -> Result<Nics, SpecError> {
         let mut out = Nics {
             nics: vm.nics.iter().map(|&(a, _, _)| a).collect(),
@@ -71,9 +72,13 @@ impl Spec {
                     return Err(self.missing_nic(vm, host, address, affinity, line));
                 }
                 if affinity == NicLocality::Preferred {
-                    warnings.push(format!(
-                        "{}: NIC {address} is not on {}: its locality is unknown",
-                        vm.name, host.source
+                    warnings.push(Warning::vm(
+                        &vm.name,
+                        WarningKind::Nic,
+                        format!(
+                            "NIC {address} is not on {}: its locality is unknown",
+                            host.source
+                        ),
                     ));
                 }
                 continue;
@@ -139,11 +144,14 @@ impl Spec {
             })
             .collect();
         if !off.is_empty() {
-            warnings.push(format!(
-                "{}: preferred NIC {} is off the node(s) its required NICs keep it to ({}): its packets cross the socket interconnect",
-                vm.name,
-                off.join(", "),
-                nodes_text(&allowed)
+            warnings.push(Warning::vm(
+                &vm.name,
+                WarningKind::Nic,
+                format!(
+                    "preferred NIC {} is off the node(s) its required NICs keep it to ({}): its packets cross the socket interconnect",
+                    off.join(", "),
+                    nodes_text(&allowed)
+                ),
             ));
         }
         out.nodes = allowed.into_iter().collect();

@@ -6,6 +6,7 @@ use super::{Sizing, Spec, SpecError, VmSpec};
 use crate::cpuset::CpuSet;
 use crate::demand::{self, DemandOptions};
 use crate::ids::{CpuId, NodeId};
+use crate::model::{Warning, WarningKind};
 use crate::plan::PlannedDemand;
 use crate::solve::{EmulatorPolicy, FixedTenant, PlanRequest, VmRequest};
 use crate::topology::HostTopology;
@@ -25,12 +26,12 @@ type Sized = (
 );
 
 /// A request, its warnings, and the VMs that cannot go to its host with why.
-pub type EachRequest = (PlanRequest, Vec<String>, Vec<(String, SpecError)>);
+pub type EachRequest = (PlanRequest, Vec<Warning>, Vec<(String, SpecError)>);
 
 impl Spec {
     /// Host-dependent checks, demands from the tables, and the solver's input.
     /// Returns the request and warnings (from the tables and the NICs).
-    pub fn request(&self, host: HostTopology) -> Result<(PlanRequest, Vec<String>), SpecError> {
+    pub fn request(&self, host: HostTopology) -> Result<(PlanRequest, Vec<Warning>), SpecError> {
         self.request_with(host, &std::collections::BTreeMap::new())
     }
 
@@ -41,7 +42,7 @@ impl Spec {
         &self,
         host: HostTopology,
         domains: &std::collections::BTreeMap<String, (String, String)>,
-    ) -> Result<(PlanRequest, Vec<String>), SpecError> {
+    ) -> Result<(PlanRequest, Vec<Warning>), SpecError> {
         let (request, warnings, refused) = self.request_each(host, domains)?;
         match refused.into_iter().next() {
             Some((_, first)) => Err(first),
@@ -105,7 +106,7 @@ impl Spec {
         host: &HostTopology,
         reserved: &CpuSet,
         domains: &std::collections::BTreeMap<String, (String, String)>,
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
     ) -> Result<VmRequest, SpecError> {
         let nics = self.nic(vm, host, warnings)?;
         let (vcpus, demand, alternatives, table_roles) = self.vcpus(vm, warnings)?;
@@ -150,7 +151,7 @@ impl Spec {
         &self,
         vm: &VmSpec,
         defined: Option<&(String, String)>,
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
     ) -> Result<Option<crate::memory::VmMemory>, SpecError> {
         let domain = match (&vm.domain_xml, defined) {
             (Some(path), _) => std::fs::read_to_string(path)
@@ -173,19 +174,25 @@ impl Spec {
         let human = crate::memory::human;
         if let (Some(spec), Some(dom)) = (vm.memory, domain_bytes) {
             if spec != dom {
-                warnings.push(format!(
-                    "{}: memory = {} in the spec, {} in {whence}: the spec's is planned",
-                    vm.name,
-                    human(spec),
-                    human(dom)
+                warnings.push(Warning::vm(
+                    &vm.name,
+                    WarningKind::Sizing,
+                    format!(
+                        "memory = {} in the spec, {} in {whence}: the spec's is planned",
+                        human(spec),
+                        human(dom)
+                    ),
                 ));
             }
         }
         if let (Some(spec), Some(dom)) = (vm.page_kib, domain_page) {
             if spec != dom {
-                warnings.push(format!(
-                    "{}: hugepages of {} KiB in the spec, {} KiB in {whence}: the spec's is planned",
-                    vm.name, spec, dom
+                warnings.push(Warning::vm(
+                    &vm.name,
+                    WarningKind::Sizing,
+                    format!(
+                        "hugepages of {spec} KiB in the spec, {dom} KiB in {whence}: the spec's is planned"
+                    ),
                 ));
             }
         }
@@ -427,7 +434,7 @@ impl Spec {
     }
 
     /// The VM's vCPU count: as given, or the demand from the tables.
-    fn vcpus(&self, vm: &VmSpec, warnings: &mut Vec<String>) -> Result<Sized, SpecError> {
+    fn vcpus(&self, vm: &VmSpec, warnings: &mut Vec<Warning>) -> Result<Sized, SpecError> {
         let (profile, target_gbps) = match &vm.sizing {
             Sizing::Explicit(n) => return Ok((*n, None, Vec::new(), None)),
             Sizing::Table {
@@ -445,7 +452,11 @@ impl Spec {
         };
         let d = demand::demand(&self.table, profile, *target_gbps, &options)
             .map_err(|e| self.error(vm.sizing_line, "vm.profile", format!("{}: {e}", vm.name)))?;
-        warnings.extend(d.warnings.iter().map(|w| format!("{}: {w}", vm.name)));
+        warnings.extend(
+            d.warnings
+                .iter()
+                .map(|w| Warning::vm(&vm.name, WarningKind::Sizing, w.as_str())),
+        );
         let alternatives = self.alternatives(vm, profile, *target_gbps, &d);
         let planned = PlannedDemand {
             basis: d.basis,

@@ -11,6 +11,7 @@
 use super::{Spec, SpecError};
 use crate::cpuset::CpuSet;
 use crate::ids::{CoreId, CpuId, NodeId};
+use crate::model::{Message, Warning, WarningKind};
 use crate::plan::{FixedKind, GuestTopology, Move, Plan, VcpuPin, VmPlan};
 use crate::solve::{FixedTenant, PlanRequest, VmRequest};
 use crate::tenant::{floats, LooseThreads, Tenant, TenantKind, TenantState, VcpuCpus};
@@ -67,7 +68,7 @@ impl Spec {
         host: HostTopology,
         defined: &BTreeMap<String, (String, String)>,
         running: &Running<'_>,
-    ) -> Result<(PlanRequest, Vec<String>, Residents), SpecError> {
+    ) -> Result<(PlanRequest, Vec<Warning>, Residents), SpecError> {
         let (mut request, mut warnings) = self.request_with(host, defined)?;
         let mut residents = Residents {
             order: self.vms.iter().map(|v| v.name.clone()).collect(),
@@ -87,10 +88,13 @@ impl Spec {
             }
             if self.ignores(name) {
                 if t.state == TenantState::Running {
-                    warnings.push(format!(
-                        "domain {name} runs at {} and is ignored ([[ignore]]): the plan may give its CPUs {} to a VM",
-                        running.uri,
-                        t.every_cpu()
+                    warnings.push(Warning::plan(
+                        WarningKind::Running,
+                        format!(
+                            "domain {name} runs at {} and is ignored ([[ignore]]): the plan may give its CPUs {} to a VM",
+                            running.uri,
+                            t.every_cpu()
+                        ),
                     ));
                 }
                 continue;
@@ -125,8 +129,11 @@ impl Spec {
                             });
                         }
                     } else if !cpus.is_empty() {
-                        warnings.push(format!(
-                            "domain {name} is shut off: its config pins CPUs {cpus}, which the plan does not keep free (--count-shut-off does); it would share them if started"
+                        warnings.push(Warning::plan(
+                            WarningKind::Running,
+                            format!(
+                                "domain {name} is shut off: its config pins CPUs {cpus}, which the plan does not keep free (--count-shut-off does); it would share them if started"
+                            ),
                         ));
                     }
                 }
@@ -135,6 +142,15 @@ impl Spec {
         shared_cores(&request, &residents, &floating, &mut warnings);
         Ok((request, warnings, residents))
     }
+}
+
+/// A warning whose sentence starts with running VM `name` (`text` follows).
+fn running_vm(name: &str, text: impl Into<String>) -> Warning {
+    Warning::about(
+        name,
+        WarningKind::Running,
+        Message::new().vm(name).text(text),
+    )
 }
 
 impl Residents {
@@ -147,7 +163,7 @@ impl Residents {
         domains: &[Tenant],
         movable: &dyn Fn(&str) -> bool,
         order: Vec<String>,
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
     ) -> Residents {
         let mut residents = Residents {
             order,
@@ -174,7 +190,7 @@ impl Residents {
         t: &Tenant,
         movable: bool,
         request: &mut PlanRequest,
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
     ) {
         let usable = &request.host.usable_cpus();
         let reserved = &request.reserved.clone();
@@ -207,8 +223,9 @@ impl Residents {
             !t.vcpus.is_empty() && t.vcpus.iter().all(|v| floats(&v.cpus, usable));
         if wholly_floating {
             anew(residents, request);
-            warnings.push(format!(
-                "{name} runs with its vCPUs not pinned: planned like a new VM (apply pins it where the plan says)"
+            warnings.push(running_vm(
+                name,
+                " runs with its vCPUs not pinned: planned like a new VM (apply pins it where the plan says)",
             ));
             return;
         }
@@ -217,27 +234,36 @@ impl Residents {
         let loose = LooseThreads::of(t, usable);
         if !loose.is_empty() {
             let (named, many) = loose.named();
-            warnings.push(format!(
-                "{name} is kept where it runs, but its {named} may run on every CPU, so the plan keeps off CPUs {cpus}; pin {them}, or set movable = true so that the plan pins {them}",
-                cpus = taken(t, reserved),
-                them = if many { "them" } else { "it" },
+            warnings.push(running_vm(
+                name,
+                format!(
+                    " is kept where it runs, but its {named} may run on every CPU, so the plan keeps off CPUs {cpus}; pin {them}, or set movable = true so that the plan pins {them}",
+                    cpus = taken(t, reserved),
+                    them = if many { "them" } else { "it" },
+                ),
             ));
         }
         let mut cpus = taken(t, reserved);
         match kept_plan(&vm, t, &request.host, usable, reserved) {
             Ok(plan) => {
                 if plan.vcpus.len() != vm.vcpus as usize {
-                    warnings.push(format!(
-                        "{name} runs {} vCPUs and the spec asks for {}: kept as it runs (set movable = true to plan it anew; its vCPU count changes when its domain is redefined)",
-                        plan.vcpus.len(),
-                        vm.vcpus
+                    warnings.push(running_vm(
+                        name,
+                        format!(
+                            " runs {} vCPUs and the spec asks for {}: kept as it runs (set movable = true to plan it anew; its vCPU count changes when its domain is redefined)",
+                            plan.vcpus.len(),
+                            vm.vcpus
+                        ),
                     ));
                 }
                 cpus = cpus.union(&plan.cpus);
                 residents.kept.push((plan, vm.priority));
             }
-            Err(why) => warnings.push(format!(
-                "{name} runs with {why}, which a plan (each vCPU on one CPU of this host) cannot keep: planned around where it runs; set movable = true to let the plan pin it"
+            Err(why) => warnings.push(running_vm(
+                name,
+                format!(
+                    " runs with {why}, which a plan (each vCPU on one CPU of this host) cannot keep: planned around where it runs; set movable = true to let the plan pin it"
+                ),
             )),
         }
         if !cpus.is_empty() {
@@ -313,21 +339,24 @@ pub fn plan_around(
     uri: &str,
     usable: &CpuSet,
     reserved: &CpuSet,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Option<FixedTenant> {
     let name = &t.name;
     let loose = LooseThreads::of(t, usable);
     let cpus = taken(t, reserved);
     if !loose.is_empty() {
         let (named, many) = loose.named();
-        warnings.push(format!(
-            "domain {name} runs at {uri} with its {named} not pinned: {} may run on every CPU, so the plan keeps off CPUs {cpus}{}; {FLOATING_FIX}",
-            if many { "they" } else { "it" },
-            if usable.difference(reserved).is_subset(&cpus) {
-                " (every CPU a VM could have)"
-            } else {
-                ""
-            }
+        warnings.push(Warning::plan(
+            WarningKind::Running,
+            format!(
+                "domain {name} runs at {uri} with its {named} not pinned: {} may run on every CPU, so the plan keeps off CPUs {cpus}{}; {FLOATING_FIX}",
+                if many { "they" } else { "it" },
+                if usable.difference(reserved).is_subset(&cpus) {
+                    " (every CPU a VM could have)"
+                } else {
+                    ""
+                }
+            ),
         ));
     }
     vcpus_on_reserved(t, usable, reserved, warnings);
@@ -341,7 +370,7 @@ pub fn plan_around(
 /// A warning when a domain's pinned vCPUs run on the host's reserved CPUs
 /// (the plan cannot fix that without moving it; floating vCPUs are warned
 /// about as such).
-fn vcpus_on_reserved(t: &Tenant, usable: &CpuSet, reserved: &CpuSet, warnings: &mut Vec<String>) {
+fn vcpus_on_reserved(t: &Tenant, usable: &CpuSet, reserved: &CpuSet, warnings: &mut Vec<Warning>) {
     let on = t
         .vcpus
         .iter()
@@ -349,9 +378,12 @@ fn vcpus_on_reserved(t: &Tenant, usable: &CpuSet, reserved: &CpuSet, warnings: &
         .fold(CpuSet::new(), |acc, v| acc.union(&v.cpus))
         .intersection(reserved);
     if !on.is_empty() {
-        warnings.push(format!(
-            "domain {} runs vCPUs on the host's reserved CPUs {on}: they share them with the host; move it off them (or reserve other CPUs with reserved_cpus)",
-            t.name
+        warnings.push(Warning::plan(
+            WarningKind::Running,
+            format!(
+                "domain {} runs vCPUs on the host's reserved CPUs {on}: they share them with the host; move it off them (or reserve other CPUs with reserved_cpus)",
+                t.name
+            ),
         ));
     }
 }
@@ -462,7 +494,7 @@ fn shared_cores(
     request: &PlanRequest,
     residents: &Residents,
     floating: &BTreeSet<String>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) {
     let host = &request.host;
     let cores_of = |cpus: &CpuSet| -> BTreeSet<CoreId> {
@@ -491,10 +523,13 @@ fn shared_cores(
             } else {
                 "pin one of them elsewhere"
             };
-            warnings.push(format!(
-                "{a} and {b} run on the same {} {}: they go on sharing as they run; {fix}",
-                if both.len() == 1 { "core" } else { "cores" },
-                both.join(",")
+            warnings.push(Warning::plan(
+                WarningKind::Running,
+                Message::new().vm(*a).text(" and ").vm(*b).text(format!(
+                    " run on the same {} {}: they go on sharing as they run; {fix}",
+                    if both.len() == 1 { "core" } else { "cores" },
+                    both.join(",")
+                )),
             ));
         }
     }
@@ -521,8 +556,11 @@ impl Residents {
             let mut notes = Vec::new();
             for (name, cpus) in &left {
                 again.vms.retain(|v| &v.name != name);
-                notes.push(format!(
-                    "{name} runs here and could not be placed: it goes on running where it runs, and the plan keeps off CPUs {cpus}; free cores for it (or lower its vcpus), or stop it"
+                notes.push(running_vm(
+                    name,
+                    format!(
+                        " runs here and could not be placed: it goes on running where it runs, and the plan keeps off CPUs {cpus}; free cores for it (or lower its vcpus), or stop it"
+                    ),
                 ));
                 if !cpus.is_empty() {
                     again.fixed.push(FixedTenant {
@@ -635,9 +673,8 @@ impl Residents {
                     .collect::<Vec<_>>()
                     .join(",")
             };
-            notes.push(format!(
-                "{} moves from NUMA node(s) {} to {}: pinplan does not move a running guest's memory, so it stays on {} until the guest restarts{}",
-                vm.name,
+            notes.push(running_vm(&vm.name, format!(
+                " moves from NUMA node(s) {} to {}: pinplan does not move a running guest's memory, so it stays on {} until the guest restarts{}",
                 list(was),
                 list(&to),
                 list(was),
@@ -646,7 +683,7 @@ impl Residents {
                 } else {
                     " (its vCPUs reach it remotely meanwhile)"
                 }
-            ));
+            )));
         }
         plan.warnings.extend(notes);
     }
@@ -687,7 +724,7 @@ mod tests {
         spec: &Spec,
         domains: &[Tenant],
         count_shut_off: bool,
-    ) -> (PlanRequest, Vec<String>, Residents) {
+    ) -> (PlanRequest, Vec<Warning>, Residents) {
         spec.request_running(
             host(),
             &BTreeMap::new(),
@@ -757,7 +794,7 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "{domains:?}");
             match warning {
-                Some(w) => assert!(warnings.iter().any(|x| x.starts_with(w)), "{w:?} not in {warnings:?}"),
+                Some(w) => assert!(warnings.iter().any(|x| x.to_string().starts_with(w)), "{w:?} not in {warnings:?}"),
                 None => assert!(warnings.is_empty(), "{warnings:?}"),
             }
             assert!(residents.is_empty());
@@ -871,7 +908,9 @@ mod tests {
             [("a".to_owned(), "1-2".to_owned(), FixedKind::Running)]
         );
         assert!(
-            warnings[0].starts_with("a runs with vCPUs pinned to several CPUs each (vCPU 0: 1-2)"),
+            warnings[0]
+                .to_string()
+                .starts_with("a runs with vCPUs pinned to several CPUs each (vCPU 0: 1-2)"),
             "{warnings:?}"
         );
 
@@ -912,7 +951,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{plan:?}"));
             assert_eq!(n.cores, [CoreId(3)], "{plan:?}");
             assert!(
-                plan.warnings.iter().any(|w| w.starts_with(
+                plan.warnings.iter().any(|w| w.to_string().starts_with(
                     "a runs here and could not be placed: it goes on running where it runs, and the plan keeps off CPUs 1-2"
                 )),
                 "{:?}",
@@ -959,9 +998,13 @@ mod tests {
             let note = plan
                 .warnings
                 .iter()
-                .find(|w| w.starts_with("a moves from NUMA node(s) 0 to 1: pinplan does not move a running guest's memory, so it stays on 0 until the guest restarts"))
+                .find(|w| w.to_string().starts_with("a moves from NUMA node(s) 0 to 1: pinplan does not move a running guest's memory, so it stays on 0 until the guest restarts"))
                 .unwrap_or_else(|| panic!("{:?}", plan.warnings));
-            assert_eq!(note.contains("numatune strict"), strict, "{note}");
+            assert_eq!(
+                note.to_string().contains("numatune strict"),
+                strict,
+                "{note}"
+            );
         }
     }
 

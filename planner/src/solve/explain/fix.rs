@@ -7,6 +7,7 @@
 use super::{plural, some_names, Explainer};
 use crate::deadline::RESOLVE_MOST;
 use crate::ids::CoreId;
+use crate::model::Message;
 use crate::solve::{
     EmulatorPolicy, NicAffinity, NumaPolicy, Placement, PlanRequest, SolverKind, ThreadPolicy,
     VmRequest,
@@ -42,21 +43,21 @@ impl Explainer<'_> {
 
     /// The first change that makes the VM fit: a single policy or demand
     /// change, else fewer vCPUs, else a higher priority.
-    pub(super) fn fix(&mut self, i: usize, vm: &VmRequest) -> Option<String> {
+    pub(super) fn fix(&mut self, i: usize, vm: &VmRequest) -> Option<Message> {
         if !self.options.explain {
             return None;
         }
         for (label, changed) in candidates(vm, self.request) {
             if let Some(cores) = self.fits_with(i, changed, true) {
-                return Some(format!(
+                return Some(Message::from(format!(
                     "with {label} it needs {} and fits",
                     plural(cores, "core")
-                ));
+                )));
             }
         }
         if vm.demand.is_none() && vm.vcpus > 1 {
             if let Some(v) = self.most_vcpus_that_fit(i, vm) {
-                return Some(format!("with vcpus = {v} it fits"));
+                return Some(Message::from(format!("with vcpus = {v} it fits")));
             }
         }
         self.priority_fix(vm)
@@ -85,7 +86,7 @@ impl Explainer<'_> {
     /// A full host: the VM fits alone, so above every other priority it is
     /// placed (the first objective places the highest level first), and VMs
     /// of lower priority make room.
-    fn priority_fix(&self, vm: &VmRequest) -> Option<String> {
+    fn priority_fix(&self, vm: &VmRequest) -> Option<Message> {
         if self.placed_names.is_empty() {
             return None;
         }
@@ -112,17 +113,17 @@ impl Explainer<'_> {
             .map(|v| v.name.as_str())
             .collect();
         Some(if lower.is_empty() {
-            format!(
+            Message::from(format!(
                 "with priority = {} it fits, in place of VMs of higher priority now",
                 top.saturating_add(1)
-            )
+            ))
         } else {
-            format!(
-                "with priority = {} it fits, in place of VMs of its priority or \
-                 lower ({})",
+            Message::from(format!(
+                "with priority = {} it fits, in place of VMs of its priority or lower (",
                 top.saturating_add(1),
-                some_names(&lower, 3)
-            )
+            ))
+            .then(some_names(&lower, 3))
+            .text(")")
         })
     }
 }

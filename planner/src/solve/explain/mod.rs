@@ -21,7 +21,7 @@ use super::{
 };
 use crate::deadline::Deadline;
 use crate::ids::{CoreId, NodeId};
-use crate::model::Binding;
+use crate::model::{Binding, Message};
 use crate::plan::Explanation;
 use std::collections::BTreeSet;
 
@@ -45,15 +45,8 @@ fn plural(n: u32, one: &str) -> String {
 }
 
 /// At most `most` names, then "and N more".
-pub(crate) fn some_names(names: &[&str], most: usize) -> String {
-    if names.len() <= most {
-        return names.join(", ");
-    }
-    format!(
-        "{} and {} more",
-        names[..most].join(", "),
-        names.len() - most
-    )
+pub(crate) fn some_names(names: &[&str], most: usize) -> Message {
+    Message::some_names(names, most)
 }
 
 /// What one explanation run shares: the request and its placement, the
@@ -69,7 +62,7 @@ struct Explainer<'a> {
     nodes: BTreeSet<Option<NodeId>>,
     placed_names: Vec<&'a str>,
     /// A few of the placed VMs' names, for "left after vm1, vm2 and 3 more".
-    placed_list: String,
+    placed_list: Message,
     /// The host with the placed VMs as fixed tenants ([`leftover`]).
     rest: PlanRequest,
 }
@@ -123,7 +116,7 @@ impl<'a> Explainer<'a> {
     }
 
     /// Per NUMA node: free cores, and what the placed VMs leave of them.
-    fn free_lines(&self, vm: &VmRequest) -> Vec<String> {
+    fn free_lines(&self, vm: &VmRequest) -> Vec<Message> {
         let all: Vec<&FreeCore> = self.free.iter().collect();
         self.nodes
             .iter()
@@ -135,15 +128,12 @@ impl<'a> Explainer<'a> {
                 } else {
                     ""
                 };
+                let free = format!("{}{nic}: {} free", node_name(node), plural(total, "core"));
                 if left == total {
-                    format!("{}{nic}: {} free", node_name(node), plural(total, "core"))
+                    Message::from(free)
                 } else {
-                    format!(
-                        "{}{nic}: {} free, {left} left after {}",
-                        node_name(node),
-                        plural(total, "core"),
-                        self.placed_list
-                    )
+                    Message::from(format!("{free}, {left} left after "))
+                        .then(self.placed_list.clone())
                 }
             })
             .collect()
@@ -326,12 +316,10 @@ impl<'a> Explainer<'a> {
         )
         .unwrap_or(0);
         let usable_note = if left_allowed < total_free && !self.placed_names.is_empty() {
-            format!(
-                ", {left_allowed} usable by it left after {}",
-                self.placed_list
-            )
+            Message::from(format!(", {left_allowed} usable by it left after "))
+                .then(self.placed_list.clone())
         } else {
-            String::new()
+            Message::new()
         };
         let why = match binding {
             Binding::Threads => {
@@ -355,14 +343,15 @@ impl<'a> Explainer<'a> {
             Binding::Capacity => String::new(),
             Binding::Memory => memory_short.unwrap_or_default(),
         };
-        let message = format!(
-            "{} needs {needs}; {}{usable_note}{why}{}",
-            vm.name,
-            self.free_summary(),
-            fix.as_ref()
-                .map(|f| format!(" — {f}"))
-                .unwrap_or_else(|| " — no single change found that makes it fit".to_owned())
-        );
+        let message = Message::new()
+            .vm(&vm.name)
+            .text(format!(" needs {needs}; {}", self.free_summary()))
+            .then(usable_note)
+            .text(why)
+            .then(match &fix {
+                Some(f) => Message::from(" — ").then(f.clone()),
+                None => Message::from(" — no single change found that makes it fit"),
+            });
         Explanation {
             vm: vm.name.clone(),
             needs,
@@ -478,7 +467,7 @@ const MOST_THREADS: usize = 4;
 
 /// One line for the host when VMs were left out: "91 VMs ask for 375 cores,
 /// 190 are free: 65 fit; left out: vm3, vm9, vm12 and 23 more".
-pub fn summary(request: &PlanRequest, placement: &Placement) -> String {
+pub fn summary(request: &PlanRequest, placement: &Placement) -> Message {
     let free = classes::free_cores(request);
     let threads = free.iter().map(FreeCore::threads).max().unwrap_or(1);
     let asked: u32 = request.vms.iter().map(|vm| cores_needed(vm, threads)).sum();
@@ -489,8 +478,8 @@ pub fn summary(request: &PlanRequest, placement: &Placement) -> String {
         .filter(|(i, _)| !placement.cores.contains_key(i))
         .map(|(_, vm)| vm.name.as_str())
         .collect();
-    format!(
-        "{} ask{} for {}, {} free: {} fit; left out: {}",
+    Message::from(format!(
+        "{} ask{} for {}, {} free: {} fit; left out: ",
         plural(u32::try_from(request.vms.len()).unwrap_or(0), "VM"),
         if request.vms.len() == 1 { "s" } else { "" },
         plural(asked, "core"),
@@ -500,6 +489,6 @@ pub fn summary(request: &PlanRequest, placement: &Placement) -> String {
             format!("{} are", free.len())
         },
         placement.cores.len(),
-        some_names(&left_out, 5)
-    )
+    ))
+    .then(some_names(&left_out, 5))
 }
