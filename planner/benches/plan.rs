@@ -1106,15 +1106,19 @@ fn check_spec(path: &Path, inst: &Instance) -> BoxResult<()> {
 /// An objective's short name in part 3's lines.
 fn tier_letter(tier: Tier) -> String {
     match tier {
-        Tier::Running => "W".to_owned(),
+        Tier::RunningPlaced => "W".to_owned(),
         Tier::Placed(level) => format!("P{level}"),
         Tier::Vcpus => "V".to_owned(),
-        Tier::Moves => "M".to_owned(),
+        Tier::VcpusMoved => "M".to_owned(),
         Tier::Cores => "C".to_owned(),
         Tier::ExtraNodes => "N".to_owned(),
         Tier::NicRemote => "R".to_owned(),
         Tier::L3PerVm => "L".to_owned(),
         Tier::PartialL3 => "D".to_owned(),
+        // A fleet's objectives: the host's models have none.
+        Tier::RunningKept => "K".to_owned(),
+        Tier::HostMoves => "H".to_owned(),
+        Tier::HostsTouched => "T".to_owned(),
     }
 }
 

@@ -173,8 +173,15 @@ fn first_gap(assignment: &Assignment, objective: &FleetObjective, kept: u32) -> 
                 .map_or(0, |x| x.1),
             Tier::Vcpus => objective.vcpus_placed,
             Tier::Cores => objective.cores_used,
-            Tier::Moves => objective.moves,
+            Tier::HostMoves => objective.moves,
             Tier::HostsTouched => objective.hosts_touched,
+            // A host's own objectives: the assignment has none of them.
+            Tier::RunningPlaced
+            | Tier::VcpusMoved
+            | Tier::ExtraNodes
+            | Tier::NicRemote
+            | Tier::L3PerVm
+            | Tier::PartialL3 => 0,
         }
     };
     assignment

@@ -36,47 +36,9 @@ pub use ilp::backend;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-/// One objective of the lexicographic order, optimised one after the other
-/// (docs/plan.md, "Objective"): each is held at its optimum while the next is
-/// optimised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Tier {
-    /// (0) Every running VM the plan may move placed (before any priority:
-    /// left out, it would go on running where others may be put).
-    Running,
-    /// (1) Most VMs placed at this priority level; levels highest first.
-    Placed(i64),
-    /// (2) Then the most vCPUs placed: the bigger work, with the same count.
-    Vcpus,
-    /// (2b) Fewest vCPUs of running VMs whose CPU changes.
-    Moves,
-    /// (3) Fewest cores used.
-    Cores,
-    /// (4) Fewest NUMA nodes beyond the first for `numa = "preferred"` VMs.
-    ExtraNodes,
-    /// (5) Fewest cores off a preferred NIC's node.
-    NicRemote,
-    /// (6) Fewest L3 domains per VM, summed.
-    L3PerVm,
-    /// (7) Fewest partially used L3 domains.
-    PartialL3,
-}
-
-impl std::fmt::Display for Tier {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Tier::Running => f.write_str("running VMs placed"),
-            Tier::Placed(level) => write!(f, "VMs placed (priority {level})"),
-            Tier::Vcpus => f.write_str("vCPUs placed"),
-            Tier::Moves => f.write_str("vCPUs moved"),
-            Tier::Cores => f.write_str("cores used"),
-            Tier::ExtraNodes => f.write_str("extra NUMA nodes"),
-            Tier::NicRemote => f.write_str("cores off the NIC's node"),
-            Tier::L3PerVm => f.write_str("L3 domains per VM"),
-            Tier::PartialL3 => f.write_str("partially used L3 domains"),
-        }
-    }
-}
+/// The objectives in their order (`model/tier.rs`), named where the
+/// solver's callers name them.
+pub use crate::model::Tier;
 
 /// Concrete cores for each placed VM (index into `request.vms`), before vCPUs
 /// are mapped: what every solver produces.

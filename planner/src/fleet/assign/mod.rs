@@ -84,54 +84,8 @@ pub fn cores_needed(threads: u32, vm: &VmRequest) -> u32 {
     classes::cores_needed(vm, threads)
 }
 
-/// One objective of the assignment, in the order they are optimised (each
-/// held at its optimum while the next is). Each is a count as users count
-/// it — VMs, vCPUs, cores, moves, hosts — and [`Tier::more_is_better`] says
-/// which way it goes; that the solver minimises, and so takes the counts
-/// users want most of negated, stays inside [`solve`] (issue 27).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tier {
-    /// Most running VMs that may not move kept on their host: before
-    /// anything else (left out, they would go on running on their old pins).
-    RunningKept,
-    /// Most VMs placed at this priority level; levels highest first.
-    Placed(i64),
-    /// Most vCPUs placed.
-    Vcpus,
-    /// Fewest cores used.
-    Cores,
-    /// Fewest running (movable) VMs given another host.
-    Moves,
-    /// Fewest hosts with a VM of the spec.
-    HostsTouched,
-}
-
-impl Tier {
-    /// Whether the best value is the largest (VMs, vCPUs), not the smallest.
-    pub fn more_is_better(self) -> bool {
-        matches!(self, Tier::RunningKept | Tier::Placed(_) | Tier::Vcpus)
-    }
-}
-
-/// Its name in `fleet.json` (`assignment`, `gap.objective`) and the text.
-impl std::fmt::Display for Tier {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Tier::RunningKept => f.write_str("running VMs kept"),
-            Tier::Placed(level) => write!(f, "VMs placed at priority {level}"),
-            Tier::Vcpus => f.write_str("vCPUs placed"),
-            Tier::Cores => f.write_str("cores used"),
-            Tier::Moves => f.write_str("moves"),
-            Tier::HostsTouched => f.write_str("hosts touched"),
-        }
-    }
-}
-
-impl serde::Serialize for Tier {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
+/// The objectives of the assignment: the fleet's of the one enum.
+pub use crate::model::Tier;
 
 /// What the assignment gives: per kind, per host, how many members.
 #[derive(Debug, Clone, Default)]

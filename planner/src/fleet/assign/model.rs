@@ -9,8 +9,9 @@ use crate::fleet::index::{BinIx, KindIx, Per};
 use crate::ids::NodeId;
 use crate::solve::ilp::backend::{self, Model};
 use crate::solve::ilp::expr::{Expr, Var};
+use crate::solve::ilp::lexicographic::{lexicographic as one_loop, Rules};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Solves the assignment lexicographically within `limit`, from a feasible
 /// start (first fit) kept when the solver finds nothing better in time.
@@ -232,7 +233,7 @@ impl Program {
         tiers.extend(placed.into_iter().rev().map(|(p, e)| (Tier::Placed(p), e)));
         tiers.push((Tier::Vcpus, std::mem::take(&mut self.vcpus)));
         tiers.push((Tier::Cores, std::mem::take(&mut self.cores)));
-        tiers.push((Tier::Moves, std::mem::take(&mut self.moves)));
+        tiers.push((Tier::HostMoves, std::mem::take(&mut self.moves)));
         tiers.push((Tier::HostsTouched, touched));
         tiers.retain(|(_, e)| !e.is_empty());
         tiers
@@ -267,83 +268,68 @@ impl Fit<'_> {
     }
 }
 
-/// What the objectives reached.
-struct Solved {
-    values: Option<Vec<f64>>,
-    proven: bool,
-    fault: Option<backend::SolveError>,
-    tiers: Vec<(Tier, u64)>,
+/// The assignment's objectives through the one loop: no bounds, the whole
+/// time, each optimum held as a sum; the backend's answers are checked
+/// against the program before they replace the start.
+struct AssignRules;
+
+impl Rules for AssignRules {
+    fn checks_answers(&self) -> bool {
+        true
+    }
 }
 
-/// Optimises `tiers` one after the other within `deadline`, each held at
-/// its optimum while the next is, from `start`; stops at the first not
-/// proven.
+/// Optimises `tiers` (counts as users count them) one after the other
+/// within `deadline`, each held at its optimum while the next is, from
+/// `start`; stops at the first not proven. The loop minimises: the counts
+/// users want most of go in negated, and come out as counts again.
 fn lexicographic(
     m: &mut Model,
     tiers: &[(Tier, Expr)],
     start: Option<Vec<f64>>,
     deadline: Deadline,
 ) -> Solved {
-    let mut solved = Solved {
-        values: start.filter(|s| m.feasible(s)),
-        proven: true,
-        fault: None,
-        tiers: Vec::new(),
+    let minimised: Vec<(Tier, Expr)> = tiers
+        .iter()
+        .map(|(tier, count)| {
+            let terms = if tier.more_is_better() {
+                -count.clone()
+            } else {
+                count.clone()
+            };
+            (*tier, terms)
+        })
+        .collect();
+    let candidates: Vec<Vec<f64>> = start.into_iter().collect();
+    let solved = one_loop(
+        m,
+        &minimised,
+        &candidates,
+        deadline,
+        &mut AssignRules,
+        "fleet",
+    );
+    let values = solved.values;
+    let counts = match &values {
+        Some(v) => tiers
+            .iter()
+            .zip(&solved.runs)
+            .map(|((tier, count), _)| (*tier, count.value(v).round().max(0.0) as u64))
+            .collect(),
+        None => Vec::new(),
     };
-    for (tier, count) in tiers {
-        // The solver minimises: what users want most of, it takes negated.
-        let terms = if tier.more_is_better() {
-            -count.clone()
-        } else {
-            count.clone()
-        };
-        let left = deadline.remaining();
-        if left.is_zero() {
-            solved.proven = false;
-            break;
-        }
-        let tier_started = Instant::now();
-        let outcome = backend::run(m, &terms, left, solved.values.as_deref());
-        tracing::debug!(
-            target: "pinplan::ilp",
-            "fleet: {tier}: {:.1} ms, {} variables, {} constraints, {}",
-            tier_started.elapsed().as_secs_f64() * 1e3,
-            m.vars(),
-            m.cons(),
-            match &outcome {
-                Ok((_, true)) => "optimal",
-                Ok((_, false)) => "stopped",
-                Err(_) => "failed",
-            }
-        );
-        match outcome {
-            Ok((v, ok)) => {
-                let better = solved
-                    .values
-                    .as_ref()
-                    .is_none_or(|old| terms.value(&v) <= terms.value(old) + 1e-6);
-                if better && m.feasible(&v) {
-                    solved.values = Some(v);
-                }
-                solved.proven &= ok;
-            }
-            Err(e) => {
-                e.keep_fault(&mut solved.fault);
-                solved.proven = false;
-            }
-        }
-        let Some(v) = &solved.values else {
-            solved.proven = false;
-            break;
-        };
-        let best = terms.value(v).round();
-        solved
-            .tiers
-            .push((*tier, count.value(v).round().max(0.0) as u64));
-        if !solved.proven {
-            break;
-        }
-        m.le(terms, best);
+    Solved {
+        values,
+        proven: solved.proven,
+        fault: solved.fault,
+        tiers: counts,
     }
-    solved
+}
+
+/// What the objectives reached.
+struct Solved {
+    values: Option<Vec<f64>>,
+    proven: bool,
+    fault: Option<backend::SolveError>,
+    tiers: Vec<(Tier, u64)>,
 }

@@ -12,6 +12,7 @@ pub mod backend;
 mod child;
 pub(crate) mod expr;
 mod groups;
+pub(crate) mod lexicographic;
 mod model;
 #[cfg(test)]
 pub(crate) mod oracle;

@@ -2,14 +2,15 @@
 //! optimum: the terms a model collects for them ([`Objectives`]), the
 //! sequence itself, and the lower bounds that end a tier without a solve.
 
-use super::super::backend::{run, Model};
+use super::super::backend::Model;
 use super::super::expr::{Expr, Var};
 pub(super) use super::super::groups::fewest_or_all;
 use super::super::groups::subset_sum;
+use super::super::lexicographic::{lexicographic as one_loop, Rules};
 use super::super::tiers::{in_order, Tiers};
 use super::super::TRACE;
 use super::host::{Cell, Host, Vms};
-use super::{Stats, TierRun};
+use super::Stats;
 use crate::deadline::Deadline;
 use crate::solve::{NumaPolicy, Placement, PlanRequest, Tier, VmRequest};
 use std::collections::BTreeMap;
@@ -60,9 +61,40 @@ pub(super) fn placing_tiers(tiers: Tiers, placing_only: bool) -> Tiers {
         .collect()
 }
 
-/// Runs the tiers of one model in order, each held at its optimum. Returns
-/// the last values and whether every tier was proven; adds the tier runs
-/// (and a fault of the backend, if one stopped it) to `stats`.
+/// What the aggregated models add to the one loop: the bounds of
+/// [`stage2_bounds`] and the placed levels', and whether every VM is placed
+/// (the bounds of tiers 2–6 hold only then).
+struct AggRules<'b> {
+    bounds: &'b BTreeMap<Tier, f64>,
+    all_placed: bool,
+}
+
+impl Rules for AggRules<'_> {
+    fn bound(&self, tier: Tier) -> Option<f64> {
+        // Bounds of tiers 2–6 hold when every VM is placed; those of 5 and 7
+        // (0, or 1 when no set of whole domains has the cores used) always.
+        // Placed: every VM of the level (a variable may count several VMs).
+        match tier {
+            Tier::Placed(_) | Tier::NicRemote | Tier::PartialL3 => self.bounds.get(&tier).copied(),
+            _ if self.all_placed => self.bounds.get(&tier).copied(),
+            _ => None,
+        }
+    }
+
+    fn hold(&mut self, model: &mut Model, tier: Tier, terms: &Expr, best: f64) {
+        if let Tier::Placed(_) = tier {
+            if self.bounds.get(&tier).is_none_or(|&b| best > b + 0.5) {
+                self.all_placed = false;
+            }
+        }
+        model.le(terms.clone(), best);
+    }
+}
+
+/// Runs the tiers of one model in order through the one loop
+/// ([`super::super::lexicographic`]). Returns the last values and whether
+/// every tier was proven; adds the tier runs (and a fault of the backend,
+/// if one stopped it) to `stats`.
 pub(super) fn lexicographic(
     model: &mut Model,
     tiers: &Tiers,
@@ -72,78 +104,16 @@ pub(super) fn lexicographic(
     every_vm_placed: bool,
     stats: &mut Stats,
 ) -> (Option<Vec<f64>>, bool) {
-    let mut values: Option<Vec<f64>> = None;
-    let mut all_placed = every_vm_placed;
-    for (tier, terms) in tiers {
-        let started = Instant::now();
-        let start = values
-            .iter()
-            .chain(candidates)
-            .filter(|v| model.feasible(v))
-            .min_by(|a, b| terms.value(a).total_cmp(&terms.value(b)))
-            .cloned();
-        // Bounds of tiers 2–6 hold when every VM is placed; those of 5 and 7
-        // (0, or 1 when no set of whole domains has the cores used) always.
-        // Placed: every VM of the level (a variable may count several VMs).
-        let bound = match tier {
-            Tier::Placed(_) | Tier::NicRemote | Tier::PartialL3 => bounds.get(tier).copied(),
-            _ if all_placed => bounds.get(tier).copied(),
-            _ => None,
-        };
-        let at_bound = matches!((&start, bound), (Some(v), Some(b)) if terms.value(v) <= b + 1e-6);
-        let left = deadline.remaining();
-        let outcome = match &start {
-            Some(s) if at_bound => Some((s.clone(), true)),
-            _ if left.is_zero() => None,
-            _ => run(model, terms, left, start.as_deref())
-                .inspect_err(|e| e.keep_fault(&mut stats.fault))
-                .ok(),
-        };
-        let (v, proven) = match outcome {
-            Some((v, proven)) => {
-                // Never worse than the start (a backend stopped early may
-                // return a worse incumbent).
-                let (v, proven) = match &start {
-                    Some(s) if terms.value(s) < terms.value(&v) - 1e-6 => (s.clone(), false),
-                    _ => (v, proven),
-                };
-                // An answer at a lower bound is optimal, stopped or not.
-                let at = bound.is_some_and(|b| terms.value(&v) <= b + 1e-6);
-                (v, proven || at)
-            }
-            None => match start {
-                Some(s) => (s, false),
-                None => return (values, false),
-            },
-        };
-        let best = terms.value(&v).round();
-        stats.tiers.push(TierRun {
-            tier: *tier,
-            value: best,
-            ms: started.elapsed().as_secs_f64() * 1e3,
-            proven,
-            by_bound: at_bound,
-        });
-        tracing::debug!(
-            target: TRACE,
-            "agg: {tier}: {:.1} ms, {} variables, {} constraints, {} {best}",
-            started.elapsed().as_secs_f64() * 1e3,
-            model.vars(),
-            model.cons(),
-            if proven { "optimal" } else { "stopped at" }
-        );
-        values = Some(v);
-        if !proven {
-            return (values, false);
-        }
-        if let Tier::Placed(_) = tier {
-            if bounds.get(tier).is_none_or(|&b| best > b + 0.5) {
-                all_placed = false;
-            }
-        }
-        model.le(terms.clone(), best);
+    let mut rules = AggRules {
+        bounds,
+        all_placed: every_vm_placed,
+    };
+    let solved = one_loop(model, tiers, candidates, deadline, &mut rules, "agg");
+    stats.tiers.extend(solved.runs);
+    if stats.fault.is_none() {
+        stats.fault = solved.fault;
     }
-    (values, true)
+    (solved.values, solved.proven)
 }
 
 /// Lower bounds of objectives 6 (when every VM is placed: each VM's fewest
@@ -212,7 +182,11 @@ pub(super) fn holds(
             Tier::NicRemote => f64::from(o.nic_remote_cores),
             // The aggregated models have no running VMs (ilp::place gives
             // those to the per-class model).
-            Tier::L3PerVm | Tier::PartialL3 | Tier::Running | Tier::Moves => return true,
+            Tier::L3PerVm | Tier::PartialL3 | Tier::RunningPlaced | Tier::VcpusMoved => {
+                return true
+            }
+            // A fleet's objectives: no host model has them.
+            Tier::RunningKept | Tier::HostMoves | Tier::HostsTouched => return true,
         };
         got <= value + 1e-6
     })

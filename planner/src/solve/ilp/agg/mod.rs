@@ -45,20 +45,7 @@ use layout::{cores_of, partial_of, pieces_of, units_of, Units};
 use lexicographic::{holds, placed_everything, stage2_bounds};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// One tier's outcome, for traces and benchmarks.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TierRun {
-    /// Which objective.
-    pub tier: Tier,
-    /// Its value (minimised; placed counts are negative).
-    pub value: f64,
-    /// Milliseconds spent on it.
-    pub ms: f64,
-    /// Proven optimal.
-    pub proven: bool,
-    /// Proven by a lower bound alone (no solve).
-    pub by_bound: bool,
-}
+pub use super::lexicographic::TierRun;
 
 /// What the aggregated solver did, for benchmarks.
 #[derive(Debug, Clone, Default, PartialEq)]

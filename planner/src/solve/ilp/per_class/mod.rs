@@ -12,10 +12,10 @@
 
 mod program;
 
-use super::backend::{run, SolveError};
+use super::backend::Model;
 use super::expr::Expr;
 use super::groups::subset_sum;
-use super::TRACE;
+use super::lexicographic::{lexicographic, Rules};
 use crate::deadline::Deadline;
 use crate::ids::CoreId;
 use crate::solve::classes::Domain;
@@ -23,7 +23,7 @@ use crate::solve::ExactError;
 use crate::solve::{Placement, PlanRequest, Tier};
 use program::{build, Program};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The variable values of a concrete placement (a feasible start point).
 fn start_from(request: &PlanRequest, program: &Program, placement: &Placement) -> Vec<f64> {
@@ -70,13 +70,74 @@ fn start_from(request: &PlanRequest, program: &Program, placement: &Placement) -
     values
 }
 
-/// Where the tiers stand while they are solved one after the other.
-struct Search {
-    /// The last tier's answer.
-    values: Option<Vec<f64>>,
-    /// Whether every priority level so far was placed whole (then every VM's
-    /// placed variable is 1 and the tiers' lower bounds hold).
+/// What the per-class model adds to the one loop: a placed level's bound
+/// (every VM of it), the tiers' lower bounds while every level so far was
+/// placed whole, the quality tiers' share of the time, and a level placed
+/// whole fixed outright.
+struct ClassRules<'p> {
+    /// Lower bounds of the tiers (`Program::bounds`).
+    bounds: &'p mut BTreeMap<Tier, f64>,
+    /// Per L3 domain: its touched and full variables and its capacity.
+    domains: &'p BTreeMap<Domain, (super::expr::Var, super::expr::Var, u32)>,
+    /// The whole time limit, of which the quality tiers get a share.
+    limit: Duration,
+    /// Whether every priority level so far was placed whole (then every
+    /// VM's placed variable is 1 and the tiers' lower bounds hold).
     all_fixed: bool,
+    /// The terms of each tier, for a placed level's bound.
+    sizes: BTreeMap<Tier, usize>,
+}
+
+impl Rules for ClassRules<'_> {
+    fn bound(&self, tier: Tier) -> Option<f64> {
+        if tier.places_vms() {
+            self.sizes.get(&tier).map(|&n| -(n as f64))
+        } else if self.all_fixed {
+            self.bounds.get(&tier).copied()
+        } else {
+            None
+        }
+    }
+
+    fn budget(&self, tier: Tier, left: Duration) -> Duration {
+        // The quality objectives (L3 domains) are bin packing at heart; they
+        // get a share of the time, so that one of them cannot eat it all.
+        if matches!(tier, Tier::L3PerVm | Tier::PartialL3) {
+            left.min(crate::deadline::quality_budget(self.limit))
+        } else {
+            left
+        }
+    }
+
+    fn hold(&mut self, model: &mut Model, tier: Tier, terms: &Expr, best: f64) {
+        // A priority level placed whole is fixed outright (a sum alone leaves
+        // the relaxation free to place VMs fractionally); otherwise the sum is
+        // kept, so that later objectives may still choose which VMs of the
+        // level to leave out.
+        let whole =
+            terms.terms().iter().all(|&(_, c)| c == -1.0) && best <= -(terms.len() as f64) + 0.5;
+        let level = tier.places_vms();
+        if level && !whole {
+            self.all_fixed = false;
+        }
+        if level && whole {
+            for &(var, _) in terms.terms() {
+                model.ge(var, 1.0);
+            }
+        } else {
+            model.le(terms.clone(), best);
+        }
+        // Cores used is now fixed: when no set of whole domains adds up to it,
+        // some domain must be partly used.
+        if tier == Tier::Cores && !self.domains.is_empty() {
+            let caps: Vec<u32> = self.domains.values().map(|&(_, _, c)| c).collect();
+            if !subset_sum(&caps, best.max(0.0) as u32) {
+                let partial: Expr = self.domains.values().map(|&(t, f, _)| t - f).sum();
+                model.ge(partial, 1.0);
+                self.bounds.insert(Tier::PartialL3, 1.0);
+            }
+        }
+    }
 }
 
 /// Solves lexicographically by `deadline`. A placement not proven because
@@ -96,132 +157,32 @@ pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, Exa
     .map(|p| start_from(request, &program, p))
     .collect();
     let tiers = std::mem::take(&mut program.tiers);
-    let mut search = Search {
-        values: tiers.is_empty().then(|| program.model.zeros()),
+    let mut rules = ClassRules {
+        bounds: &mut program.bounds,
+        domains: &program.domains,
+        limit,
         all_fixed: true,
+        sizes: tiers.iter().map(|(t, e)| (*t, e.len())).collect(),
     };
-    let mut proven = true;
-    let mut fault = None;
-    for (tier, terms) in &tiers {
-        // The quality objectives (L3 domains) are bin packing at heart; they
-        // get a share of the time, so that one of them cannot eat it all.
-        let quality = matches!(tier, Tier::L3PerVm | Tier::PartialL3);
-        let budget = if quality {
-            crate::deadline::quality_budget(limit)
-        } else {
-            limit
-        };
-        let left = deadline.remaining().min(budget);
-        if left.is_zero() {
-            proven = false;
-            break;
-        }
-        match solve_tier(&program, &candidates, &search, *tier, terms, left) {
-            Ok((v, optimal)) => {
-                let best = terms.value(&v).round();
-                search.values = Some(v);
-                if !optimal {
-                    proven = false;
-                    break;
-                }
-                hold(&mut program, &mut search, *tier, terms, best);
-            }
-            Err(cause) if search.values.is_none() => {
-                return Err(ExactError::Tier { tier: *tier, cause })
-            }
-            Err(e) => {
-                e.keep_fault(&mut fault);
-                proven = false;
-                break;
-            }
-        }
-    }
-    let values = search.values.ok_or(ExactError::NoSolution)?;
-    let mut placement = assign_counts(request, &program, &values, proven);
-    placement.fault = fault;
-    Ok(placement)
-}
-
-/// One tier: from the best feasible point known for it, which is the answer
-/// when it meets the tier's lower bound; else the backend's answer.
-fn solve_tier(
-    program: &Program,
-    candidates: &[Vec<f64>],
-    search: &Search,
-    tier: Tier,
-    terms: &Expr,
-    left: Duration,
-) -> Result<(Vec<f64>, bool), SolveError> {
-    let started = Instant::now();
-    let start = search
-        .values
-        .iter()
-        .chain(candidates.iter())
-        .filter(|v| program.model.feasible(v))
-        .min_by(|a, b| terms.value(a).total_cmp(&terms.value(b)))
-        .cloned();
-    let bound = if let Tier::Placed(_) | Tier::Running = tier {
-        Some(-(terms.len() as f64))
-    } else if search.all_fixed {
-        program.bounds.get(&tier).copied()
-    } else {
-        None
-    };
-    let at_bound = match (&start, bound) {
-        (Some(v), Some(b)) => terms.value(v) <= b + 1e-6,
-        _ => false,
-    };
-    let outcome = match (&start, at_bound) {
-        (Some(v), true) => Ok((v.clone(), true)),
-        _ => run(&program.model, terms, left, start.as_deref()),
-    };
-    tracing::debug!(
-        target: TRACE,
-        "ilp: {tier}: {:.1} ms, {} variables, {} constraints, {}",
-        started.elapsed().as_secs_f64() * 1e3,
-        program.model.vars(),
-        program.model.cons(),
-        match &outcome {
-            Ok((v, true)) => format!("optimal {}", terms.value(v)),
-            Ok((v, false)) => format!("stopped at {}", terms.value(v)),
-            Err(e) => format!("failed: {e}"),
-        }
+    let solved = lexicographic(
+        &mut program.model,
+        &tiers,
+        &candidates,
+        deadline,
+        &mut rules,
+        "ilp",
     );
-    outcome
-}
-
-/// Holds a solved tier at its optimum `best`: later tiers may not make it
-/// worse.
-fn hold(program: &mut Program, search: &mut Search, tier: Tier, terms: &Expr, best: f64) {
-    // A priority level placed whole is fixed outright (a sum alone leaves
-    // the relaxation free to place VMs fractionally); otherwise the sum is
-    // kept, so that later objectives may still choose which VMs of the
-    // level to leave out.
-    let whole =
-        terms.terms().iter().all(|&(_, c)| c == -1.0) && best <= -(terms.len() as f64) + 0.5;
-    let level = matches!(tier, Tier::Placed(_) | Tier::Running);
-    if level && !whole {
-        search.all_fixed = false;
+    if let Some((tier, cause)) = solved.failed {
+        return Err(ExactError::Tier { tier, cause });
     }
-    if level && whole {
-        for &(var, _) in terms.terms() {
-            program.model.ge(var, 1.0);
-        }
-    } else {
-        // Objectives are integers: hold the optimum exactly (`best + 0.5`
-        // would loosen every later objective).
-        program.model.le(terms.clone(), best);
-    }
-    // Cores used is now fixed: when no set of whole domains adds up to it,
-    // some domain must be partly used.
-    if tier == Tier::Cores && !program.domains.is_empty() {
-        let caps: Vec<u32> = program.domains.values().map(|&(_, _, c)| c).collect();
-        if !subset_sum(&caps, best.max(0.0) as u32) {
-            let partial: Expr = program.domains.values().map(|&(t, f, _)| t - f).sum();
-            program.model.ge(partial, 1.0);
-            program.bounds.insert(Tier::PartialL3, 1.0);
-        }
-    }
+    let values = match solved.values {
+        Some(v) => v,
+        None if tiers.is_empty() => program.model.zeros(),
+        None => return Err(ExactError::NoSolution),
+    };
+    let mut placement = assign_counts(request, &program, &values, solved.proven);
+    placement.fault = solved.fault;
+    Ok(placement)
 }
 
 /// Counts → concrete cores: VMs by priority (then spec order) take the lowest

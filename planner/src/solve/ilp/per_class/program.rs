@@ -128,7 +128,7 @@ pub(super) fn build(request: &PlanRequest) -> Program {
         sums.placed,
         vec![
             (Tier::Vcpus, sums.vcpus),
-            (Tier::Moves, sums.moves),
+            (Tier::VcpusMoved, sums.moves),
             (Tier::Cores, sums.cores),
             (Tier::ExtraNodes, sums.extra_nodes),
             (Tier::NicRemote, sums.nic_remote),
@@ -137,7 +137,7 @@ pub(super) fn build(request: &PlanRequest) -> Program {
         ],
     );
     if !sums.running.is_empty() {
-        tiers.insert(0, (Tier::Running, sums.running));
+        tiers.insert(0, (Tier::RunningPlaced, sums.running));
     }
     let total_vcpus: f64 = request.vms.iter().map(|v| f64::from(v.vcpus)).sum();
     let bounds: BTreeMap<Tier, f64> = [

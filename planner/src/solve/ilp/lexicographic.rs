@@ -1,0 +1,175 @@
+//! The one lexicographic loop of every integer program, a host's models and
+//! the fleet's assignment alike: the objectives ([`Tier`]) are optimised
+//! one after the other, each held at its optimum while the next is. What
+//! differs between models — a tier's lower bound, its share of the time, how
+//! it is held — a model says through [`Rules`].
+
+use super::backend::{run, Model, SolveError};
+use super::expr::Expr;
+use super::TRACE;
+use crate::deadline::Deadline;
+use crate::model::Tier;
+use std::time::{Duration, Instant};
+
+/// What one model adds to the loop. Every method has the plain answer as
+/// its default: no bound, the whole time left, the optimum held as a sum.
+pub(crate) trait Rules {
+    /// A lower bound of `tier`'s terms now that the tiers before it are
+    /// held, if one is known: a start at it is optimal without a solve.
+    fn bound(&self, _tier: Tier) -> Option<f64> {
+        None
+    }
+
+    /// The time `tier` may take of `left`.
+    fn budget(&self, _tier: Tier, left: Duration) -> Duration {
+        left
+    }
+
+    /// Holds `tier` at its optimum `best` before the next tier is solved.
+    fn hold(&mut self, model: &mut Model, _tier: Tier, terms: &Expr, best: f64) {
+        // Objectives are integers: hold the optimum exactly (`best + 0.5`
+        // would loosen every later objective).
+        model.le(terms.clone(), best);
+    }
+
+    /// Whether a backend's answer is checked against the model before it
+    /// replaces the start (a stopped backend may hand back a point that
+    /// breaks a row).
+    fn checks_answers(&self) -> bool {
+        false
+    }
+}
+
+/// One tier's outcome, for traces and benchmarks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TierRun {
+    /// Which objective.
+    pub tier: Tier,
+    /// Its value (minimised; counts users want most of are negative).
+    pub value: f64,
+    /// Milliseconds spent on it.
+    pub ms: f64,
+    /// Proven optimal.
+    pub proven: bool,
+    /// Proven by a lower bound alone (no solve).
+    pub by_bound: bool,
+}
+
+/// What the loop reached.
+#[derive(Debug, Default)]
+pub(crate) struct Solved {
+    /// The last point, if any tier had one.
+    pub values: Option<Vec<f64>>,
+    /// Every tier solved and proven optimal.
+    pub proven: bool,
+    /// The tiers solved, in order.
+    pub runs: Vec<TierRun>,
+    /// The first failure of the backend's process, if one stopped a tier.
+    pub fault: Option<SolveError>,
+    /// The tier the backend failed on with no point known at all, and why.
+    pub failed: Option<(Tier, SolveError)>,
+}
+
+/// Optimises `tiers` (each minimised) in order within `deadline`, from the
+/// best of `candidates` that the model accepts; stops at the first tier not
+/// proven. `label` names the model in the trace.
+pub(crate) fn lexicographic(
+    model: &mut Model,
+    tiers: &[(Tier, Expr)],
+    candidates: &[Vec<f64>],
+    deadline: Deadline,
+    rules: &mut dyn Rules,
+    label: &str,
+) -> Solved {
+    let mut solved = Solved {
+        proven: true,
+        ..Solved::default()
+    };
+    for (tier, terms) in tiers {
+        let started = Instant::now();
+        let start = solved
+            .values
+            .iter()
+            .chain(candidates)
+            .filter(|v| model.feasible(v))
+            .min_by(|a, b| terms.value(a).total_cmp(&terms.value(b)))
+            .cloned();
+        let bound = rules.bound(*tier);
+        let at_bound = matches!((&start, bound), (Some(v), Some(b)) if terms.value(v) <= b + 1e-6);
+        let left = rules.budget(*tier, deadline.remaining());
+        let outcome = match &start {
+            Some(s) if at_bound => Ok((s.clone(), true)),
+            _ if left.is_zero() => Err(None),
+            _ => run(model, terms, left, start.as_deref()).map_err(Some),
+        };
+        let (v, proven) = match outcome {
+            Ok((v, proven)) => better_of(model, rules, terms, start, v, proven, bound),
+            Err(e) => {
+                if let Some(e) = &e {
+                    e.keep_fault(&mut solved.fault);
+                }
+                match (start, e) {
+                    (Some(s), _) => (s, false),
+                    (None, Some(cause)) if solved.values.is_none() => {
+                        solved.failed = Some((*tier, cause));
+                        solved.proven = false;
+                        return solved;
+                    }
+                    (None, _) => {
+                        solved.proven = false;
+                        return solved;
+                    }
+                }
+            }
+        };
+        let best = terms.value(&v).round();
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        tracing::debug!(
+            target: TRACE,
+            "{label}: {tier}: {ms:.1} ms, {} variables, {} constraints, {} {best}",
+            model.vars(),
+            model.cons(),
+            if proven { "optimal" } else { "stopped at" }
+        );
+        solved.runs.push(TierRun {
+            tier: *tier,
+            value: best,
+            ms,
+            proven,
+            by_bound: at_bound,
+        });
+        solved.values = Some(v);
+        if !proven {
+            solved.proven = false;
+            return solved;
+        }
+        rules.hold(model, *tier, terms, best);
+    }
+    solved
+}
+
+/// The backend's answer `v` (`proven` or not), or the start when that is
+/// better (a backend stopped early may return a worse incumbent) or `v`
+/// breaks the model where the rules check; an answer at the lower bound is
+/// optimal, stopped or not.
+fn better_of(
+    model: &Model,
+    rules: &dyn Rules,
+    terms: &Expr,
+    start: Option<Vec<f64>>,
+    v: Vec<f64>,
+    proven: bool,
+    bound: Option<f64>,
+) -> (Vec<f64>, bool) {
+    let (v, proven) = match start {
+        Some(s)
+            if terms.value(&s) < terms.value(&v) - 1e-6
+                || (rules.checks_answers() && !model.feasible(&v)) =>
+        {
+            (s, false)
+        }
+        _ => (v, proven),
+    };
+    let at = bound.is_some_and(|b| terms.value(&v) <= b + 1e-6);
+    (v, proven || at)
+}
