@@ -3,7 +3,7 @@
 //! [`Diagnostic`]. The CLI's own errors (arguments that do not fit together,
 //! standard output) are [`Usage`] and [`Stdout`].
 
-use pinplan::error::{Diagnostic, Exit};
+use pinplan::error::{Diagnostic, Exit, Rendered};
 use std::process::ExitCode;
 
 /// Any error on its way out of a command.
@@ -21,27 +21,22 @@ impl Failure {
     /// success, silently.
     pub fn report(&self) -> ExitCode {
         let error: &dyn std::error::Error = &*self.0;
-        let mut causes = Vec::new();
-        let mut next = error.source();
-        while let Some(cause) = next {
-            causes.push(cause);
-            next = cause.source();
-        }
         let broken_pipe = std::iter::once(error)
-            .chain(causes.iter().copied())
+            .chain(pinplan::error::causes(error))
             .filter_map(|e| e.downcast_ref::<std::io::Error>())
             .any(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
         if broken_pipe {
             return ExitCode::SUCCESS;
         }
-        eprintln!("error: {error}");
-        if !causes.is_empty() {
+        let rendered = Rendered::of(&*self.0);
+        eprintln!("error: {}", rendered.message);
+        if !rendered.causes.is_empty() {
             eprintln!("\nCaused by:");
-            for cause in causes {
+            for cause in &rendered.causes {
                 eprintln!("    {cause}");
             }
         }
-        if let Some(hint) = self.0.hint() {
+        if let Some(hint) = &rendered.hint {
             eprintln!("\nhint: {hint}");
         }
         ExitCode::from(self.0.exit().code())

@@ -46,6 +46,51 @@ pub trait Diagnostic: std::error::Error + Send + Sync + 'static {
     }
 }
 
+/// An error as people read it: its message, its causes (outermost first)
+/// and its hint. The one reading of a [`Diagnostic`]: the CLI prints it
+/// whole (`error:`, `Caused by:`, `hint:`), and where an error is a field of
+/// an outcome (a fleet host's, a survey's) it is [`Rendered::one_line`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// The error's own message.
+    pub message: String,
+    /// Its causes, outermost first.
+    pub causes: Vec<String>,
+    /// What to do about it.
+    pub hint: Option<String>,
+}
+
+impl Rendered {
+    /// How `error` reads.
+    pub fn of(error: &dyn Diagnostic) -> Rendered {
+        Rendered {
+            message: error.to_string(),
+            causes: causes(error).map(ToString::to_string).collect(),
+            hint: error.hint(),
+        }
+    }
+
+    /// `message: cause: cause (hint: hint)`.
+    pub fn one_line(&self) -> String {
+        let mut text = self.message.clone();
+        for cause in &self.causes {
+            text.push_str(": ");
+            text.push_str(cause);
+        }
+        if let Some(hint) = &self.hint {
+            text.push_str(&format!(" (hint: {hint})"));
+        }
+        text
+    }
+}
+
+/// The causes of `error` (its `source()` chain), outermost first.
+pub fn causes<'e>(
+    error: &'e (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'e (dyn std::error::Error + 'static)> {
+    std::iter::successors(error.source(), |e| e.source())
+}
+
 /// [`Diagnostic`] for an error enum each of whose variants wraps one error
 /// that is a [`Diagnostic`]: the hint and the exit status are the wrapped
 /// error's. `diagnostic_by_variant!(PrepareError: Topology, Libvirt);`
@@ -218,6 +263,31 @@ impl Diagnostic for WriteError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An error with two causes reads the same whole and on one line.
+    #[test]
+    fn an_error_reads_as_its_message_causes_and_hint() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot plan host b1")]
+        struct Outer(#[source] WriteError);
+        impl Diagnostic for Outer {
+            fn hint(&self) -> Option<String> {
+                self.0.hint()
+            }
+        }
+        let e = Outer(WriteError {
+            path: "/x/plan.json".into(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+        });
+        let r = Rendered::of(&e);
+        assert_eq!(r.message, "cannot plan host b1");
+        assert_eq!(r.causes, ["cannot write /x/plan.json", "no such directory"]);
+        assert_eq!(
+            r.one_line(),
+            "cannot plan host b1: cannot write /x/plan.json: no such directory \
+             (hint: check that its directory exists)"
+        );
+    }
 
     /// Issue 15, item 13: a permission refusal says "run as root or as a
     /// member of the libvirt group", not "check that libvirtd is running".

@@ -227,16 +227,7 @@ impl Diagnostic for FleetApplyError {
 /// The error's message, causes and hint on one block of text, as a host's
 /// line in a fleet report shows it.
 pub fn full_text(error: &dyn Diagnostic) -> String {
-    let mut text = error.to_string();
-    let mut next = std::error::Error::source(error);
-    while let Some(cause) = next {
-        text.push_str(&format!(": {cause}"));
-        next = cause.source();
-    }
-    if let Some(hint) = error.hint() {
-        text.push_str(&format!(" (hint: {hint})"));
-    }
-    text
+    crate::error::Rendered::of(error).one_line()
 }
 
 #[cfg(test)]
