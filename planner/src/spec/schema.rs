@@ -278,4 +278,65 @@ mod tests {
         sorted.dedup();
         assert_eq!(sorted.len(), keys.len(), "a key listed twice");
     }
+
+    /// serde's "unknown field `…`, expected one of …" lists a table's
+    /// fields in declaration order, and the refusal is the user's (snapshots
+    /// pin the `[[vm]]` one): the order of the keys is part of the output.
+    #[test]
+    fn the_policy_tables_list_their_keys_in_the_files_order() {
+        assert_eq!(
+            fields::<Policies>(),
+            [
+                "threads",
+                "emulator",
+                "numa",
+                "nic_affinity",
+                "min_fraction",
+                "iothreads",
+                "priority",
+                "packet_bytes",
+                "set_vcpus",
+                "allow_extrapolation",
+                "memory",
+                "hugepages",
+                "housekeeping_vcpus",
+                "realtime",
+                "cache_aware",
+                "cache_passthrough",
+                "movable",
+            ]
+        );
+        assert_eq!(
+            fields::<VmSection>(),
+            [
+                "name",
+                "profile",
+                "target_gbps",
+                "vcpus",
+                "nic",
+                "nics",
+                "threads",
+                "emulator",
+                "numa",
+                "nic_affinity",
+                "min_fraction",
+                "iothreads",
+                "priority",
+                "packet_bytes",
+                "domain_xml",
+                "set_vcpus",
+                "allow_extrapolation",
+                "memory",
+                "hugepages",
+                "housekeeping_vcpus",
+                "realtime",
+                "realtime_vcpus",
+                "cache_aware",
+                "cache_passthrough",
+                "host",
+                "hosts",
+                "movable",
+            ]
+        );
+    }
 }
