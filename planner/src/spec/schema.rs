@@ -19,14 +19,6 @@ pub(crate) enum NicLocality {
     Ignore,
 }
 
-/// One of `nics = [{ addr = "…", affinity = "…" }]`.
-#[derive(Debug, Deserialize, Clone)]
-#[serde(deny_unknown_fields)]
-pub(super) struct NicEntry {
-    pub(super) addr: Spanned<String>,
-    pub(super) affinity: Option<NicLocality>,
-}
-
 /// A memory size: `"16GiB"`, or a number of MiB.
 #[derive(Debug, Deserialize, Clone)]
 #[serde(untagged)]
@@ -142,6 +134,14 @@ policy_table! {
         hosts: Option<Spanned<Vec<String>>>,
         @movable
     }
+}
+
+/// One of `nics = [{ addr = "…", affinity = "…" }]`.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub(super) struct NicEntry {
+    pub(super) addr: Spanned<String>,
+    pub(super) affinity: Option<NicLocality>,
 }
 
 #[derive(Debug, Deserialize, Clone)]
