@@ -141,6 +141,12 @@ fn with_a_plan_the_lab_is_drawn_now_and_with_the_plan_side_by_side() {
         ids.iter().filter(|id| id.starts_with("plan-cpu-")).count(),
         20
     );
+    // cpu-N now, plan-cpu-N with the plan: N the CPU.
+    for cpu in 0..20 {
+        for id in [format!("cpu-{cpu}"), format!("plan-cpu-{cpu}")] {
+            assert!(ids.contains(&id.as_str()), "no {id} in {ids:?}");
+        }
+    }
 
     // Each VM at its hand-made pins on the left, at the plan's on the right;
     // the emulators on the host's reserved CPUs with the plan.

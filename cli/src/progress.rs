@@ -1,25 +1,23 @@
 //! The progress line of a long solve: on a terminal, once the solve has run
 //! for a second, standard error shows one line — the stage, the best so far,
-//! the time against the limit — redrawn every quarter second and erased when
-//! the solve ends. Nothing when standard error is not a terminal or with
-//! `--quiet`.
+//! the time against the limit — redrawn every quarter second (by
+//! `indicatif`) and erased when the solve ends. Nothing when standard error
+//! is not a terminal or with `--quiet`.
 
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use pinplan::solve::{ProgressHook, Snapshot};
-use std::io::{IsTerminal as _, Write as _};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::IsTerminal as _;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a solve runs before the line appears.
 const QUIET_FOR: Duration = Duration::from_secs(1);
 /// How often it is redrawn.
 const EVERY: Duration = Duration::from_millis(250);
 
-/// A running progress line; [`Line::finish`] (or dropping it) erases it.
-pub struct Line {
-    done: Arc<AtomicBool>,
-    drawer: Option<std::thread::JoinHandle<()>>,
-}
+/// A running progress line, drawn by indicatif's ticker thread from the
+/// solver's latest snapshot; [`Line::finish`] (or dropping it) erases it.
+pub struct Line(ProgressBar);
 
 impl Line {
     /// Starts the line for a solve of at most `limit`, and the hook to give
@@ -33,49 +31,32 @@ impl Line {
         let hook = ProgressHook(Arc::new(move |s: &Snapshot| {
             *seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(s.clone());
         }));
-        let done = Arc::new(AtomicBool::new(false));
-        let stop = Arc::clone(&done);
-        let started = Instant::now();
-        let drawer = std::thread::Builder::new()
-            .name("pinplan-progress".to_owned())
-            .spawn(move || {
-                let mut drawn = false;
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(EVERY);
-                    if started.elapsed() < QUIET_FOR || stop.load(Ordering::Relaxed) {
-                        continue;
+        let style = ProgressStyle::with_template("{line}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner())
+            .with_key(
+                "line",
+                move |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    if state.elapsed() >= QUIET_FOR {
+                        let snapshot = latest.lock().unwrap_or_else(|e| e.into_inner());
+                        let _ = w.write_str(&line(snapshot.as_ref(), state.elapsed(), limit));
                     }
-                    let snapshot = latest.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                    let text = line(snapshot.as_ref(), started.elapsed(), limit);
-                    let mut err = std::io::stderr().lock();
-                    let _ = write!(err, "\r\x1b[K{text}");
-                    let _ = err.flush();
-                    drawn = true;
-                }
-                if drawn {
-                    let _ = write!(std::io::stderr().lock(), "\r\x1b[K");
-                }
-            })
-            .ok();
-        (Some(Line { done, drawer }), Some(hook))
+                },
+            );
+        let bar =
+            ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()).with_style(style);
+        bar.enable_steady_tick(EVERY);
+        (Some(Line(bar)), Some(hook))
     }
 
     /// Erases the line.
-    pub fn finish(mut self) {
-        self.stop();
-    }
-
-    fn stop(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        if let Some(drawer) = self.drawer.take() {
-            let _ = drawer.join();
-        }
+    pub fn finish(self) {
+        drop(self);
     }
 }
 
 impl Drop for Line {
     fn drop(&mut self) {
-        self.stop();
+        self.0.finish_and_clear();
     }
 }
 

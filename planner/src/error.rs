@@ -113,6 +113,33 @@ macro_rules! diagnostic_by_variant {
 }
 pub(crate) use diagnostic_by_variant;
 
+/// Declares an error enum each of whose variants is another error passed
+/// through whole: its message and source are the wrapped error's
+/// (`#[error(transparent)]`), `?` converts into it (`#[from]`), and so are
+/// its hint and exit status ([`diagnostic_by_variant!`]). The variants are
+/// written once, as `Name(WrappedError)`.
+macro_rules! transparent_error {
+    (
+        $(#[$attr:meta])*
+        pub enum $error:ident {
+            $($(#[$variant_attr:meta])* $variant:ident($wrapped:ty),)+
+        }
+    ) => {
+        $(#[$attr])*
+        #[derive(Debug, thiserror::Error)]
+        pub enum $error {
+            $(
+                $(#[$variant_attr])*
+                #[error(transparent)]
+                $variant(#[from] $wrapped),
+            )+
+        }
+
+        $crate::error::diagnostic_by_variant!($error: $($variant),+);
+    };
+}
+pub(crate) use transparent_error;
+
 /// What pinplan asked libvirt when it refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LibvirtAction {

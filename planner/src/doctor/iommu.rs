@@ -88,25 +88,7 @@ pub(super) fn dma_mode(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
         Ok(nics) => nics,
         Err(skip) => return vec![skip],
     };
-    let params = host.cmdline.as_ref().map(|c| {
-        shown(
-            c,
-            &[
-                "iommu.strict",
-                "iommu.passthrough",
-                "iommu",
-                "intel_iommu",
-                "amd_iommu",
-            ],
-        )
-    });
-    let cmdline = match &params {
-        None => "kernel command line unknown (no /proc/cmdline)".to_owned(),
-        Some(params) if params.is_empty() => {
-            "no iommu.strict= or iommu= on the kernel command line".to_owned()
-        }
-        Some(params) => format!("kernel command line: {}", params.join(" ")),
-    };
+    let cmdline = iommu_params(host);
     let strict_given = host
         .cmdline
         .as_ref()
@@ -133,49 +115,86 @@ pub(super) fn dma_mode(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
                     format!("no IOMMU group (the IOMMU is off: see iommu-enabled); {cmdline}"),
                 );
             };
-            match fs.iommu_group_type(group, nic.address).as_deref() {
-                None => Check::new(
-                    id,
-                    Status::Skip,
-                    subject,
-                    format!("IOMMU group {group} has no type file (older kernels do not report it); {cmdline}"),
-                ),
-                Some("DMA") => {
-                    let mut hint = "boot with iommu.strict=0 (lazy: the type becomes DMA-FQ) or iommu=pt (identity: host devices bypass translation, passed-through devices stay isolated)".to_owned();
-                    if strict_given {
-                        hint.push_str(", and remove iommu.strict=1");
-                    }
-                    Check::new(
-                        id,
-                        Status::Warn,
-                        subject,
-                        format!(
-                            "IOMMU group {group} is type DMA (strict: every DMA unmap waits for an IOTLB flush); {STRICT_DMA_COST}; {cmdline}"
-                        ),
-                    )
-                    .hint(hint)
-                }
-                Some("DMA-FQ") => Check::new(
-                    id,
-                    Status::Pass,
-                    subject,
-                    format!("IOMMU group {group} is type DMA-FQ (lazy: IOTLB flushes are batched); {cmdline}"),
-                ),
-                Some("identity") => Check::new(
-                    id,
-                    Status::Pass,
-                    subject,
-                    format!("IOMMU group {group} is type identity (passthrough: host DMA is not translated); {cmdline}"),
-                ),
-                Some(other) => Check::new(
-                    id,
-                    Status::Skip,
-                    subject,
-                    format!("IOMMU group {group} is type {other}, not a DMA domain the host driver uses; {cmdline}"),
-                ),
-            }
+            let kind = fs.iommu_group_type(group, nic.address);
+            group_type(subject, group, kind.as_deref(), strict_given, &cmdline)
         })
         .collect()
+}
+
+/// The kernel command line's IOMMU parameters, as the checks' messages end.
+fn iommu_params(host: &Host<'_>) -> String {
+    let params = host.cmdline.as_ref().map(|c| {
+        shown(
+            c,
+            &[
+                "iommu.strict",
+                "iommu.passthrough",
+                "iommu",
+                "intel_iommu",
+                "amd_iommu",
+            ],
+        )
+    });
+    match &params {
+        None => "kernel command line unknown (no /proc/cmdline)".to_owned(),
+        Some(params) if params.is_empty() => {
+            "no iommu.strict= or iommu= on the kernel command line".to_owned()
+        }
+        Some(params) => format!("kernel command line: {}", params.join(" ")),
+    }
+}
+
+/// `iommu-dma-mode` for the NIC `subject` in IOMMU group `group` of type
+/// `kind` (`None`: no type file): strict `DMA` warns, with how to leave it.
+fn group_type(
+    subject: String,
+    group: u32,
+    kind: Option<&str>,
+    strict_given: bool,
+    cmdline: &str,
+) -> Check {
+    let id = CheckId::IommuDmaMode;
+    match kind {
+        None => Check::new(
+            id,
+            Status::Skip,
+            subject,
+            format!("IOMMU group {group} has no type file (older kernels do not report it); {cmdline}"),
+        ),
+        Some("DMA") => {
+            let mut hint = "boot with iommu.strict=0 (lazy: the type becomes DMA-FQ) or iommu=pt (identity: host devices bypass translation, passed-through devices stay isolated)".to_owned();
+            if strict_given {
+                hint.push_str(", and remove iommu.strict=1");
+            }
+            Check::new(
+                id,
+                Status::Warn,
+                subject,
+                format!(
+                    "IOMMU group {group} is type DMA (strict: every DMA unmap waits for an IOTLB flush); {STRICT_DMA_COST}; {cmdline}"
+                ),
+            )
+            .hint(hint)
+        }
+        Some("DMA-FQ") => Check::new(
+            id,
+            Status::Pass,
+            subject,
+            format!("IOMMU group {group} is type DMA-FQ (lazy: IOTLB flushes are batched); {cmdline}"),
+        ),
+        Some("identity") => Check::new(
+            id,
+            Status::Pass,
+            subject,
+            format!("IOMMU group {group} is type identity (passthrough: host DMA is not translated); {cmdline}"),
+        ),
+        Some(other) => Check::new(
+            id,
+            Status::Skip,
+            subject,
+            format!("IOMMU group {group} is type {other}, not a DMA domain the host driver uses; {cmdline}"),
+        ),
+    }
 }
 
 /// `vfio-group-viable`: for every device bound to vfio-pci, and every SR-IOV

@@ -23,21 +23,7 @@ pub(super) fn sriov_vfs(host: &Host<'_>) -> Vec<Check> {
         }
         let total = f.sriov_totalvfs.filter(|t| *t > 0);
         let Some(total) = total else {
-            if needed >= 2 {
-                return Check::new(
-                    id,
-                    Status::Warn,
-                    subject,
-                    format!("the plan gives this NIC to {who}, but it has no SR-IOV VFs (no sriov_totalvfs): only one VM can have it by passthrough"),
-                )
-                .hint("give each VM a NIC of its own, or use an SR-IOV capable NIC and enable its VFs");
-            }
-            return Check::new(
-                id,
-                Status::Skip,
-                subject,
-                "not SR-IOV capable (no sriov_totalvfs)",
-            );
+            return without_vfs(subject, needed, &who);
         };
         let Some(enabled) = f.sriov_numvfs else {
             return Check::new(id, Status::Skip, subject, "sriov_numvfs is unreadable");
@@ -88,6 +74,27 @@ pub(super) fn sriov_vfs(host: &Host<'_>) -> Vec<Check> {
             format!("{enabled} of {total} VFs enabled; the plan needs {count} ({who})"),
         )
     })
+}
+
+/// `sriov-vfs` on a NIC without SR-IOV VFs, given to `needed` plan VMs
+/// (`who`): a warning when more than one would share it.
+fn without_vfs(subject: String, needed: usize, who: &str) -> Check {
+    let id = CheckId::SriovVfs;
+    if needed >= 2 {
+        return Check::new(
+            id,
+            Status::Warn,
+            subject,
+            format!("the plan gives this NIC to {who}, but it has no SR-IOV VFs (no sriov_totalvfs): only one VM can have it by passthrough"),
+        )
+        .hint("give each VM a NIC of its own, or use an SR-IOV capable NIC and enable its VFs");
+    }
+    Check::new(
+        id,
+        Status::Skip,
+        subject,
+        "not SR-IOV capable (no sriov_totalvfs)",
+    )
 }
 
 /// `GT/s` without needless decimals (`8`, `2.5`, `16`).

@@ -39,21 +39,14 @@ pub(crate) fn pci_functions(devices: &NodeDevices) -> Described {
     let mut listed: Vec<(PciAddress, PciAddress)> = Vec::new();
     for doc in devices.pci.iter().filter_map(|t| xmldoc::parse(t).ok()) {
         let root = doc.root_element();
-        let Some(cap) = root
-            .children_named("capability")
-            .find(|c| c.attribute("type") == Some("pci"))
-        else {
+        let Some(cap) = capability(root, "pci") else {
             continue;
         };
         let field = |name: &str| cap.child(name).and_then(|e| parse_int(&e.inner_text()));
         let Some(address) = PciAddress::from_libvirt(field) else {
             continue;
         };
-        let sub = |kind: &str| {
-            cap.children_named("capability")
-                .find(|c| c.attribute("type") == Some(kind))
-        };
-        let vfs: Vec<PciAddress> = sub("virt_functions")
+        let vfs: Vec<PciAddress> = capability(cap, "virt_functions")
             .map(|c| c.children_named("address").filter_map(address_of).collect())
             .unwrap_or_default();
         let group = cap.child("iommuGroup");
@@ -65,37 +58,12 @@ pub(crate) fn pci_functions(devices: &NodeDevices) -> Described {
             members.insert(address);
             members.extend(g.children_named("address").filter_map(address_of));
         }
-        let function = PciFunction {
-            address,
-            class: field("class").and_then(|c| u32::try_from(c).ok()),
-            driver: root
-                .child("driver")
-                .and_then(|d| d.child("name"))
-                .map(|n| n.inner_text().into_owned())
-                .filter(|n| !n.is_empty()),
-            iommu_group,
-            // libvirt leaves <numa> out when the kernel says -1 (unknown).
-            numa_node: Some(
-                cap.child("numa")
-                    .and_then(|n| n.attribute("node"))
-                    .and_then(|n| n.trim().parse().ok())
-                    .unwrap_or(-1),
-            ),
-            sriov_totalvfs: sub("virt_functions")
-                .and_then(|c| c.attribute("maxCount"))
-                .and_then(|n| n.trim().parse().ok()),
-            sriov_numvfs: sub("virt_functions")
-                .map(|_| u32::try_from(vfs.len()).unwrap_or(u32::MAX)),
-            physfn: sub("phys_function")
-                .and_then(|c| c.child("address"))
-                .and_then(address_of),
-            link: crate::topology::pcie_link(cap),
-            interfaces: root
-                .child("name")
-                .and_then(|n| interfaces.remove(n.inner_text().as_ref()))
-                .map(|i| i.into_iter().map(|(name, _)| name).collect())
-                .unwrap_or_default(),
-        };
+        let names = root
+            .child("name")
+            .and_then(|n| interfaces.remove(n.inner_text().as_ref()))
+            .map(|i| i.into_iter().map(|(name, _)| name).collect())
+            .unwrap_or_default();
+        let function = function(root, cap, address, iommu_group, vfs.len(), names);
         listed.extend(vfs.iter().map(|&vf| (vf, address)));
         functions.insert(address, function);
     }
@@ -110,6 +78,53 @@ pub(crate) fn pci_functions(devices: &NodeDevices) -> Described {
         groups,
         speeds,
     }
+}
+
+/// The PCI function at `address` that the node device `root` (its `pci`
+/// capability `cap`) describes, in IOMMU group `iommu_group`, with `vfs`
+/// virtual functions listed and these network `interfaces`.
+fn function(
+    root: Node<'_, '_>,
+    cap: Node<'_, '_>,
+    address: PciAddress,
+    iommu_group: Option<u32>,
+    vfs: usize,
+    interfaces: Vec<String>,
+) -> PciFunction {
+    let field = |name: &str| cap.child(name).and_then(|e| parse_int(&e.inner_text()));
+    let sub = |kind: &str| capability(cap, kind);
+    PciFunction {
+        address,
+        class: field("class").and_then(|c| u32::try_from(c).ok()),
+        driver: root
+            .child("driver")
+            .and_then(|d| d.child("name"))
+            .map(|n| n.inner_text().into_owned())
+            .filter(|n| !n.is_empty()),
+        iommu_group,
+        // libvirt leaves <numa> out when the kernel says -1 (unknown).
+        numa_node: Some(
+            cap.child("numa")
+                .and_then(|n| n.attribute("node"))
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(-1),
+        ),
+        sriov_totalvfs: sub("virt_functions")
+            .and_then(|c| c.attribute("maxCount"))
+            .and_then(|n| n.trim().parse().ok()),
+        sriov_numvfs: sub("virt_functions").map(|_| u32::try_from(vfs).unwrap_or(u32::MAX)),
+        physfn: sub("phys_function")
+            .and_then(|c| c.child("address"))
+            .and_then(address_of),
+        link: crate::topology::pcie_link(cap),
+        interfaces,
+    }
+}
+
+/// The `<capability type='KIND'>` child of `node`.
+fn capability<'a, 'input>(node: Node<'a, 'input>, kind: &str) -> Option<Node<'a, 'input>> {
+    node.children_named("capability")
+        .find(|c| c.attribute("type") == Some(kind))
 }
 
 /// `<address domain='0x0000' bus='0x65' slot='0x00' function='0x1'/>`.

@@ -185,6 +185,8 @@ pub(crate) struct Vm<'a> {
     /// The guest's threads per core.
     pub guest_threads: u32,
     pub nic: Option<&'a str>,
+    /// Its emulator's CPUs; `None`: the host's reserved ones.
+    pub emulator: Option<&'a str>,
 }
 
 impl<'a> Vm<'a> {
@@ -196,6 +198,7 @@ impl<'a> Vm<'a> {
             threads,
             guest_threads,
             nic: None,
+            emulator: None,
         }
     }
 
@@ -208,7 +211,8 @@ impl<'a> Vm<'a> {
     }
 }
 
-/// A plan with the host's `reserved` CPUs and these VMs (one vCPU per CPU).
+/// A plan with the host's `reserved` CPUs and these VMs (one vCPU per CPU),
+/// for the doctor's tests and the report's.
 pub(crate) fn plan(reserved: &str, vms: &[Vm<'_>]) -> Plan {
     let set = |text: &str| -> CpuSet {
         if text.is_empty() {
@@ -248,7 +252,7 @@ pub(crate) fn plan(reserved: &str, vms: &[Vm<'_>]) -> Plan {
                     vcpus,
                     cores: Vec::new(),
                     cpus,
-                    emulator_cpus: set(reserved),
+                    emulator_cpus: set(vm.emulator.unwrap_or(reserved)),
                     iothreads: Vec::new(),
                     numa_nodes: Vec::new(),
                     guest_cells: Vec::new(),

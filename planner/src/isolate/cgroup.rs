@@ -14,7 +14,7 @@ use crate::cpuset::CpuSet;
 use crate::host::cgroup::{children, controllers, ids, Layout, MACHINE};
 use crate::host::fs::read;
 use crate::host::task::task;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The cgroup pinplan creates for the root cgroup's processes.
 pub const HOUSEKEEPING: &str = "pinplan.housekeeping";
@@ -29,7 +29,6 @@ pub fn plan(
     layout: &Layout,
     target: &Target,
 ) -> Result<(Vec<Change>, Vec<String>), IsolateError> {
-    let hk = &target.housekeeping;
     let mut changes = Vec::new();
     let mut notes = Vec::new();
     match layout {
@@ -38,95 +37,130 @@ pub fn plan(
              (mount one, or isolate at boot: --emit kernel-args)"
                 .to_owned(),
         ),
-        Layout::Systemd(mount) => {
-            for unit in UNITS {
-                let before = allowed_cpus(unit)?;
-                changes.push(Change::Systemd {
-                    unit: unit.to_owned(),
-                    before,
-                    after: hk.to_string(),
-                });
-            }
-            machine_note(
-                &mount.join("machine.slice"),
-                "cpuset.cpus.effective",
-                target,
-                &mut notes,
-            );
-        }
-        Layout::V2(mount) => {
-            let ours = mount.join(HOUSEKEEPING);
-            if ours.exists() {
-                return Err(leftover(&ours));
-            }
-            let enabled = controllers(&mount.join("cgroup.subtree_control"))
-                .iter()
-                .any(|c| c == "cpuset");
-            if !enabled {
-                changes.push(Change::Enable {
-                    path: mount.join("cgroup.subtree_control"),
-                    controller: "cpuset".to_owned(),
-                });
-            }
-            for (name, dir) in children(mount) {
-                if MACHINE.contains(&name.as_str()) {
-                    continue;
-                }
-                let path = dir.join("cpuset.cpus");
-                let before = read(&path).map(|t| t.trim().to_owned()).unwrap_or_default();
-                changes.push(Change::Write {
-                    what: format!("cgroup {name}"),
-                    path,
-                    before,
-                    after: hk.to_string(),
-                });
-            }
-            changes.push(Change::Create {
-                path: ours.clone(),
-                cpus: hk.clone(),
-                mems: None,
-            });
-            moves(root, mount, &ours, "cgroup.procs", &mut changes, &mut notes);
-            machine_note(
-                &mount.join("machine.slice"),
-                "cpuset.cpus.effective",
-                target,
-                &mut notes,
-            );
-        }
-        Layout::V1(mount) => {
-            let ours = mount.join(HOUSEKEEPING);
-            if ours.exists() {
-                return Err(leftover(&ours));
-            }
-            for (name, dir) in children(mount) {
-                if MACHINE.contains(&name.as_str()) {
-                    continue;
-                }
-                confine_v1(&dir, &name, hk, &mut changes);
-            }
-            let mems = read(&mount.join("cpuset.mems")).map(|t| t.trim().to_owned());
-            changes.push(Change::Create {
-                path: ours.clone(),
-                cpus: hk.clone(),
-                mems,
-            });
-            moves(root, mount, &ours, "tasks", &mut changes, &mut notes);
-            let machine = MACHINE
-                .iter()
-                .map(|m| mount.join(m))
-                .find(|p| p.is_dir())
-                .unwrap_or_else(|| mount.join("machine"));
-            machine_note(&machine, "cpuset.cpus", target, &mut notes);
-        }
+        Layout::Systemd(mount) => systemd(mount, target, &mut changes, &mut notes)?,
+        Layout::V2(mount) => v2(root, mount, target, &mut changes, &mut notes)?,
+        Layout::V1(mount) => v1(root, mount, target, &mut changes, &mut notes)?,
     }
     Ok((changes, notes))
 }
 
-fn leftover(ours: &Path) -> IsolateError {
-    IsolateError::Leftover {
-        path: ours.to_owned(),
+/// Through systemd: each of [`UNITS`] allowed the housekeeping CPUs only.
+fn systemd(
+    mount: &Path,
+    target: &Target,
+    changes: &mut Vec<Change>,
+    notes: &mut Vec<String>,
+) -> Result<(), IsolateError> {
+    for unit in UNITS {
+        let before = allowed_cpus(unit)?;
+        changes.push(Change::Systemd {
+            unit: unit.to_owned(),
+            before,
+            after: target.housekeeping.to_string(),
+        });
     }
+    machine_note(
+        &mount.join("machine.slice"),
+        "cpuset.cpus.effective",
+        target,
+        notes,
+    );
+    Ok(())
+}
+
+/// Directly on cgroup v2: the cpuset controller enabled for the children,
+/// each of the host's top cgroups confined, the root's processes moved
+/// into ours.
+fn v2(
+    root: &Path,
+    mount: &Path,
+    target: &Target,
+    changes: &mut Vec<Change>,
+    notes: &mut Vec<String>,
+) -> Result<(), IsolateError> {
+    let hk = &target.housekeeping;
+    let ours = ours(mount)?;
+    let enabled = controllers(&mount.join("cgroup.subtree_control"))
+        .iter()
+        .any(|c| c == "cpuset");
+    if !enabled {
+        changes.push(Change::Enable {
+            path: mount.join("cgroup.subtree_control"),
+            controller: "cpuset".to_owned(),
+        });
+    }
+    for (name, dir) in host_cgroups(mount) {
+        let path = dir.join("cpuset.cpus");
+        let before = read(&path).map(|t| t.trim().to_owned()).unwrap_or_default();
+        changes.push(Change::Write {
+            what: format!("cgroup {name}"),
+            path,
+            before,
+            after: hk.to_string(),
+        });
+    }
+    changes.push(Change::Create {
+        path: ours.clone(),
+        cpus: hk.clone(),
+        mems: None,
+    });
+    moves(root, mount, &ours, "cgroup.procs", changes, notes);
+    machine_note(
+        &mount.join("machine.slice"),
+        "cpuset.cpus.effective",
+        target,
+        notes,
+    );
+    Ok(())
+}
+
+/// On the cgroup v1 `cpuset` hierarchy: each of the host's cgroups
+/// confined, subtree and all, the root's tasks moved into ours (with the
+/// root's memory nodes, which v1 requires).
+fn v1(
+    root: &Path,
+    mount: &Path,
+    target: &Target,
+    changes: &mut Vec<Change>,
+    notes: &mut Vec<String>,
+) -> Result<(), IsolateError> {
+    let hk = &target.housekeeping;
+    let ours = ours(mount)?;
+    for (name, dir) in host_cgroups(mount) {
+        confine_v1(&dir, &name, hk, changes);
+    }
+    let mems = read(&mount.join("cpuset.mems")).map(|t| t.trim().to_owned());
+    changes.push(Change::Create {
+        path: ours.clone(),
+        cpus: hk.clone(),
+        mems,
+    });
+    moves(root, mount, &ours, "tasks", changes, notes);
+    let machine = MACHINE
+        .iter()
+        .map(|m| mount.join(m))
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| mount.join("machine"));
+    machine_note(&machine, "cpuset.cpus", target, notes);
+    Ok(())
+}
+
+/// Our cgroup under `mount`, [`HOUSEKEEPING`]; refused when it exists
+/// already (an isolation in effect, or one killed halfway).
+fn ours(mount: &Path) -> Result<PathBuf, IsolateError> {
+    let path = mount.join(HOUSEKEEPING);
+    if path.exists() {
+        return Err(IsolateError::Leftover { path });
+    }
+    Ok(path)
+}
+
+/// The top cgroups under `mount` that are the host's, libvirt's aside:
+/// (name, directory).
+fn host_cgroups(mount: &Path) -> impl Iterator<Item = (String, PathBuf)> {
+    children(mount)
+        .into_iter()
+        .filter(|(name, _)| !MACHINE.contains(&name.as_str()))
 }
 
 /// A v1 cgroup subtree: each cgroup's CPUs within its parent's new ones,

@@ -11,21 +11,17 @@ use crate::plan::{Plan, PlanError};
 use crate::topology::{self, HostTopology, Source, TopologyError};
 use std::path::Path;
 
-/// Why a connected host could not be reported on.
-#[derive(Debug, thiserror::Error)]
-pub enum ConnectedError {
-    /// Its topology could not be read.
-    #[error(transparent)]
-    Topology(#[from] TopologyError),
-    /// The plan is another host's.
-    #[error(transparent)]
-    Plan(#[from] PlanError),
-    /// Its domains could not be read.
-    #[error(transparent)]
-    Tenants(#[from] TenantsError),
+crate::error::transparent_error! {
+    /// Why a connected host could not be reported on.
+    pub enum ConnectedError {
+        /// Its topology could not be read.
+        Topology(TopologyError),
+        /// The plan is another host's.
+        Plan(PlanError),
+        /// Its domains could not be read.
+        Tenants(TenantsError),
+    }
 }
-
-crate::error::diagnostic_by_variant!(ConnectedError: Topology, Plan, Tenants);
 
 /// What the report of a connected host is asked for.
 pub struct Connected<'a> {

@@ -19,14 +19,6 @@ pub(crate) enum NicLocality {
     Ignore,
 }
 
-/// One of `nics = [{ addr = "…", affinity = "…" }]`.
-#[derive(Debug, Deserialize, Clone)]
-#[serde(deny_unknown_fields)]
-pub(super) struct NicEntry {
-    pub(super) addr: Spanned<String>,
-    pub(super) affinity: Option<NicLocality>,
-}
-
 /// A memory size: `"16GiB"`, or a number of MiB.
 #[derive(Debug, Deserialize, Clone)]
 #[serde(untagged)]
@@ -58,63 +50,98 @@ pub(super) struct HostSection {
     pub(super) reserved_memory: Option<Spanned<Size>>,
 }
 
-#[derive(Debug, Deserialize, Default, Clone)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Policies {
-    pub(super) threads: Option<ThreadPolicy>,
-    pub(super) emulator: Option<EmulatorPolicy>,
-    pub(super) numa: Option<NumaPolicy>,
-    pub(super) nic_affinity: Option<NicLocality>,
-    pub(super) min_fraction: Option<Spanned<f64>>,
-    pub(super) iothreads: Option<u32>,
-    pub(super) priority: Option<i64>,
-    pub(super) packet_bytes: Option<u32>,
-    pub(super) set_vcpus: Option<bool>,
-    pub(super) allow_extrapolation: Option<bool>,
-    pub(super) memory: Option<Spanned<Size>>,
-    pub(super) hugepages: Option<Spanned<String>>,
-    pub(super) housekeeping_vcpus: Option<Spanned<u32>>,
-    pub(super) realtime: Option<bool>,
-    pub(super) cache_aware: Option<bool>,
-    pub(super) cache_passthrough: Option<bool>,
-    /// A running VM may be re-pinned (moved) by the plan.
-    pub(super) movable: Option<Spanned<bool>>,
+/// Declares a table that holds the placement policy keys, `[defaults]` or
+/// `[[vm]]`: the shared keys are written here once, and each `@…` marker
+/// in the table's own list says where that run of them stands. The order is
+/// the point: serde's "unknown field `…`, expected one of …" lists the
+/// fields in declaration order, and that refusal is the user's (snapshots
+/// pin it), so `[[vm]]` keeps its own keys between the policies where they
+/// always stood. Every field is `pub(super)`.
+macro_rules! policy_table {
+    (
+        $(#[$attr:meta])*
+        pub(super) struct $name:ident {
+            $($(#[$a_attr:meta])* $a:ident: $a_ty:ty,)*
+            @threads_to_packet_bytes
+            $($(#[$b_attr:meta])* $b:ident: $b_ty:ty,)*
+            @set_vcpus_to_realtime
+            $($(#[$c_attr:meta])* $c:ident: $c_ty:ty,)*
+            @cache_aware_to_cache_passthrough
+            $($(#[$d_attr:meta])* $d:ident: $d_ty:ty,)*
+            @movable
+        }
+    ) => {
+        $(#[$attr])*
+        pub(super) struct $name {
+            $($(#[$a_attr])* pub(super) $a: $a_ty,)*
+            pub(super) threads: Option<ThreadPolicy>,
+            pub(super) emulator: Option<EmulatorPolicy>,
+            pub(super) numa: Option<NumaPolicy>,
+            pub(super) nic_affinity: Option<NicLocality>,
+            pub(super) min_fraction: Option<Spanned<f64>>,
+            pub(super) iothreads: Option<u32>,
+            pub(super) priority: Option<i64>,
+            pub(super) packet_bytes: Option<u32>,
+            $($(#[$b_attr])* pub(super) $b: $b_ty,)*
+            pub(super) set_vcpus: Option<bool>,
+            pub(super) allow_extrapolation: Option<bool>,
+            pub(super) memory: Option<Spanned<Size>>,
+            pub(super) hugepages: Option<Spanned<String>>,
+            pub(super) housekeeping_vcpus: Option<Spanned<u32>>,
+            pub(super) realtime: Option<bool>,
+            $($(#[$c_attr])* pub(super) $c: $c_ty,)*
+            pub(super) cache_aware: Option<bool>,
+            pub(super) cache_passthrough: Option<bool>,
+            $($(#[$d_attr])* pub(super) $d: $d_ty,)*
+            /// A running VM may be re-pinned on its host, or (fleets) move
+            /// to another host; in `[defaults]`, every VM that does not say.
+            pub(super) movable: Option<Spanned<bool>>,
+        }
+    };
 }
 
+policy_table! {
+    /// `[defaults]`: the policies of every `[[vm]]` that does not set its own.
+    #[derive(Debug, Deserialize, Default, Clone)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct Policies {
+        @threads_to_packet_bytes
+        @set_vcpus_to_realtime
+        @cache_aware_to_cache_passthrough
+        @movable
+    }
+}
+
+policy_table! {
+    /// One `[[vm]]`: what it needs, and its own policies.
+    #[derive(Debug, Deserialize, Clone)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct VmSection {
+        name: Spanned<String>,
+        profile: Option<Spanned<String>>,
+        target_gbps: Option<Spanned<f64>>,
+        vcpus: Option<Spanned<u32>>,
+        nic: Option<Spanned<String>>,
+        nics: Option<Spanned<Vec<NicEntry>>>,
+        @threads_to_packet_bytes
+        domain_xml: Option<Spanned<String>>,
+        @set_vcpus_to_realtime
+        realtime_vcpus: Option<Spanned<String>>,
+        @cache_aware_to_cache_passthrough
+        /// Fleet specs: the one host it may go to.
+        host: Option<Spanned<String>>,
+        /// Fleet specs: the hosts it may go to.
+        hosts: Option<Spanned<Vec<String>>>,
+        @movable
+    }
+}
+
+/// One of `nics = [{ addr = "…", affinity = "…" }]`.
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
-pub(super) struct VmSection {
-    pub(super) name: Spanned<String>,
-    pub(super) profile: Option<Spanned<String>>,
-    pub(super) target_gbps: Option<Spanned<f64>>,
-    pub(super) vcpus: Option<Spanned<u32>>,
-    pub(super) nic: Option<Spanned<String>>,
-    pub(super) nics: Option<Spanned<Vec<NicEntry>>>,
-    pub(super) threads: Option<ThreadPolicy>,
-    pub(super) emulator: Option<EmulatorPolicy>,
-    pub(super) numa: Option<NumaPolicy>,
-    pub(super) nic_affinity: Option<NicLocality>,
-    pub(super) min_fraction: Option<Spanned<f64>>,
-    pub(super) iothreads: Option<u32>,
-    pub(super) priority: Option<i64>,
-    pub(super) packet_bytes: Option<u32>,
-    pub(super) domain_xml: Option<Spanned<String>>,
-    pub(super) set_vcpus: Option<bool>,
-    pub(super) allow_extrapolation: Option<bool>,
-    pub(super) memory: Option<Spanned<Size>>,
-    pub(super) hugepages: Option<Spanned<String>>,
-    pub(super) housekeeping_vcpus: Option<Spanned<u32>>,
-    pub(super) realtime: Option<bool>,
-    pub(super) realtime_vcpus: Option<Spanned<String>>,
-    pub(super) cache_aware: Option<bool>,
-    pub(super) cache_passthrough: Option<bool>,
-    /// Fleet specs: the one host it may go to.
-    pub(super) host: Option<Spanned<String>>,
-    /// Fleet specs: the hosts it may go to.
-    pub(super) hosts: Option<Spanned<Vec<String>>>,
-    /// A running VM may be re-pinned on its host, or (fleets) move to
-    /// another host.
-    pub(super) movable: Option<Spanned<bool>>,
+pub(super) struct NicEntry {
+    pub(super) addr: Spanned<String>,
+    pub(super) affinity: Option<NicLocality>,
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -277,5 +304,66 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), keys.len(), "a key listed twice");
+    }
+
+    /// serde's "unknown field `…`, expected one of …" lists a table's
+    /// fields in declaration order, and the refusal is the user's (snapshots
+    /// pin the `[[vm]]` one): the order of the keys is part of the output.
+    #[test]
+    fn the_policy_tables_list_their_keys_in_the_files_order() {
+        assert_eq!(
+            fields::<Policies>(),
+            [
+                "threads",
+                "emulator",
+                "numa",
+                "nic_affinity",
+                "min_fraction",
+                "iothreads",
+                "priority",
+                "packet_bytes",
+                "set_vcpus",
+                "allow_extrapolation",
+                "memory",
+                "hugepages",
+                "housekeeping_vcpus",
+                "realtime",
+                "cache_aware",
+                "cache_passthrough",
+                "movable",
+            ]
+        );
+        assert_eq!(
+            fields::<VmSection>(),
+            [
+                "name",
+                "profile",
+                "target_gbps",
+                "vcpus",
+                "nic",
+                "nics",
+                "threads",
+                "emulator",
+                "numa",
+                "nic_affinity",
+                "min_fraction",
+                "iothreads",
+                "priority",
+                "packet_bytes",
+                "domain_xml",
+                "set_vcpus",
+                "allow_extrapolation",
+                "memory",
+                "hugepages",
+                "housekeeping_vcpus",
+                "realtime",
+                "realtime_vcpus",
+                "cache_aware",
+                "cache_passthrough",
+                "host",
+                "hosts",
+                "movable",
+            ]
+        );
     }
 }

@@ -42,24 +42,19 @@ pub struct Prepared {
     pub in_effect: bool,
 }
 
-/// Why a host could not be prepared; nothing was changed on it.
-#[derive(Debug, thiserror::Error)]
-pub enum PrepareError {
-    /// Its topology could not be read.
-    #[error(transparent)]
-    Topology(#[from] TopologyError),
-    /// libvirt refused a call.
-    #[error(transparent)]
-    Libvirt(#[from] LibvirtError),
-    /// A precondition failed, or there is nothing to apply.
-    #[error(transparent)]
-    Apply(#[from] ApplyError),
-    /// A dry run could not read the domains there now.
-    #[error(transparent)]
-    Tenants(#[from] TenantsError),
+crate::error::transparent_error! {
+    /// Why a host could not be prepared; nothing was changed on it.
+    pub enum PrepareError {
+        /// Its topology could not be read.
+        Topology(TopologyError),
+        /// libvirt refused a call.
+        Libvirt(LibvirtError),
+        /// A precondition failed, or there is nothing to apply.
+        Apply(ApplyError),
+        /// A dry run could not read the domains there now.
+        Tenants(TenantsError),
+    }
 }
-
-crate::error::diagnostic_by_variant!(PrepareError: Topology, Libvirt, Apply, Tenants);
 
 /// Checks `plan` (read from `plan_path`) against the host at `uri` for the
 /// VMs `names` (all when empty); changes nothing. `--live` alone on a domain

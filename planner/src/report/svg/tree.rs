@@ -246,7 +246,27 @@ impl Tree<'_> {
             Some(k) if self.split.contains(&(level, k)) => " (part)",
             _ => "",
         };
-        let (class, label, short) = match (level, key) {
+        let (class, label, short) = self.headers(level, key, &counts, part);
+        Group {
+            class,
+            label,
+            short,
+            children,
+        }
+    }
+
+    /// The class, full header and short header of the `level` group `key`
+    /// (`None`: cores outside any), `counts` its cores and CPUs and `part`
+    /// what marks a group split across the picture.
+    fn headers(
+        &self,
+        level: Level,
+        key: Option<u32>,
+        counts: &str,
+        part: &str,
+    ) -> (&'static str, String, String) {
+        let host = self.host;
+        match (level, key) {
             (Level::Package, Some(id)) => {
                 let os = host
                     .packages
@@ -301,12 +321,6 @@ impl Tree<'_> {
                     format!("L3 {id}{part}"),
                 )
             }
-        };
-        Group {
-            class,
-            label,
-            short,
-            children,
         }
     }
 }
