@@ -58,11 +58,17 @@ pub(crate) struct RawNode {
 /// Everything a reader found, before ids are assigned.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RawTopology {
+    /// Where it was read from, as the plan's `host.source` says it.
     pub source: String,
+    /// Every logical CPU the source lists, online or not.
     pub pus: Vec<RawPu>,
+    /// The packages (sockets) with their CPUs.
     pub packages: Vec<RawGroup>,
+    /// The L3 cache domains with their CPUs.
     pub l3s: Vec<RawGroup>,
+    /// The NUMA nodes with their CPUs, memory and distances.
     pub nodes: Vec<RawNode>,
+    /// The PCI devices the source lists.
     pub pci: Vec<PciDevice>,
     /// The CPU vendor string, when the source has one.
     pub cpu_vendor: Option<String>,
