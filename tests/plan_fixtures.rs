@@ -6,6 +6,7 @@
 //! fails once at the end with the whole list of problems.
 
 use crate::util::fixture;
+use pinplan::deadline::Deadline;
 use pinplan::plan::{Plan, Status};
 use pinplan::solve::{
     self, EmulatorPolicy, NumaPolicy, PlanRequest, SolveOptions, SolverKind, ThreadPolicy,
@@ -172,7 +173,6 @@ fn check(req: &PlanRequest, plan: &Plan) -> Vec<String> {
 fn ilp_plans_about_90_percent_of_every_fixture() {
     let options = SolveOptions {
         solver: SolverKind::Ilp,
-        time_limit: Duration::from_secs(10),
         explain: false,
         progress: None,
     };
@@ -190,7 +190,7 @@ fn ilp_plans_about_90_percent_of_every_fixture() {
         let req = request(host);
         let asked: u32 = req.vms.iter().map(|v| v.vcpus).sum();
         let started = Instant::now();
-        let plan = solve::solve(&req, &options);
+        let plan = solve::solve(&req, &options, Deadline::after(Duration::from_secs(10)));
         let took = started.elapsed();
         let placed: u32 = plan.vms.iter().map(|v| v.vcpus.len() as u32).sum();
         summary.push(format!(
@@ -277,11 +277,10 @@ fn overloaded_384_cpu_host_places_the_exact_maximum() {
     };
     let options = SolveOptions {
         solver: SolverKind::Ilp,
-        time_limit: Duration::from_secs(20),
         explain: false,
         progress: None,
     };
-    let plan = solve::solve(&req, &options);
+    let plan = solve::solve(&req, &options, Deadline::after(Duration::from_secs(20)));
     assert!(plan.proven, "{:?}", plan.warnings);
     let problems = check(&req, &plan);
     assert!(problems.is_empty(), "{problems:?}");

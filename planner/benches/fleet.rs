@@ -7,6 +7,7 @@
 //! time of each step and what was reached. `PINPLAN_FLEET_HOSTS`,
 //! `PINPLAN_FLEET_VMS`, `PINPLAN_FLEET_SECONDS` change the size and limit.
 
+use pinplan::deadline::Deadline;
 use pinplan::fleet::{self, FleetOptions};
 use pinplan::spec::AnySpec;
 use std::fmt::Write as _;
@@ -78,8 +79,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let parsed = started.elapsed();
     let inputs = fleet::read::read_hosts(&fleet, 16, Duration::from_secs(30), &|_, _| {});
     let read = started.elapsed() - parsed;
-    let left = limit.saturating_sub(started.elapsed());
-    let plan = fleet::plan_fleet(&fleet, inputs, &FleetOptions { time_limit: left })?;
+    let deadline = Deadline::at(started + limit);
+    let plan = fleet::plan_fleet(&fleet, inputs, &FleetOptions { deadline })?;
     let total = started.elapsed();
     println!(
         "fleet of {hosts} hosts, {vms} VMs (limit {} s)",

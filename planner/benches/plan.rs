@@ -199,6 +199,11 @@ fn sized_request(host: HostTopology) -> PlanRequest {
     }
 }
 
+/// The time a solve of the benchmarks gets unless it says otherwise.
+fn ten_seconds() -> Deadline {
+    Deadline::after(Duration::from_secs(10))
+}
+
 fn ilp_options() -> SolveOptions {
     SolveOptions {
         explain: false,
@@ -251,7 +256,7 @@ fn part1() -> BoxResult<()> {
             let host = topology::load(&source)?;
             let request = sized_request(host);
             let solve_start = Instant::now();
-            let plan = solve::solve(&request, &ilp_options());
+            let plan = solve::solve(&request, &ilp_options(), ten_seconds());
             solve_times.push(solve_start.elapsed());
             let json = plan.to_json();
             e2e_times.push(start.elapsed());
@@ -621,10 +626,10 @@ fn part2(only: Option<u64>) -> BoxResult<()> {
     for seed in seeds {
         let s = random_scenario(seed)?;
         let start = Instant::now();
-        let ilp = solve::solve(&s.request, &ilp_options());
+        let ilp = solve::solve(&s.request, &ilp_options(), ten_seconds());
         let took = start.elapsed();
         times.push(took);
-        let greedy = solve::solve(&s.request, &greedy_options);
+        let greedy = solve::solve(&s.request, &greedy_options, ten_seconds());
         let ci = check_plan(&s.request, &ilp);
         let cg = check_plan(&s.request, &greedy);
         for e in &ci.errors {
@@ -1261,7 +1266,6 @@ fn report_set(label: &str, instances: &[Instance], specs: Option<&Path>) -> BoxR
     }
     let options = SolveOptions {
         solver: SolverKind::Ilp,
-        time_limit: TIME_LIMIT,
         explain: true,
         progress: None,
     };
@@ -1285,7 +1289,7 @@ fn report_set(label: &str, instances: &[Instance], specs: Option<&Path>) -> BoxR
         count += 1;
 
         let start = Instant::now();
-        let plan = solve::solve(req, &options);
+        let plan = solve::solve(req, &options, Deadline::after(TIME_LIMIT));
         let solve_ms = ms(start.elapsed());
         let check = check_plan(req, &plan);
         for e in &check.errors {
@@ -1329,7 +1333,7 @@ fn report_set(label: &str, instances: &[Instance], specs: Option<&Path>) -> BoxR
             ),
             Err(e) => ("-".to_owned(), format!("exact solver failed: {e}")),
         };
-        let greedy = solve::solve(req, &greedy_options);
+        let greedy = solve::solve(req, &greedy_options, ten_seconds());
         match placed_key(req, &plan).cmp(&placed_key(req, &greedy)) {
             std::cmp::Ordering::Greater => more += 1,
             std::cmp::Ordering::Equal => equal += 1,
@@ -1669,7 +1673,6 @@ fn part4(only: Option<&str>) -> BoxResult<()> {
     );
     let options = SolveOptions {
         solver: SolverKind::Ilp,
-        time_limit: TIME_LIMIT,
         explain: true,
         progress: None,
     };
@@ -1708,7 +1711,7 @@ fn part4(only: Option<&str>) -> BoxResult<()> {
         let mut plans = Vec::new();
         for (k, req) in reqs.iter().enumerate() {
             let start = Instant::now();
-            let plan = solve::solve(req, &options);
+            let plan = solve::solve(req, &options, Deadline::after(TIME_LIMIT));
             times[k].push(ms(start.elapsed()));
             unproven[k] += usize::from(!plan.proven);
             plans.push(plan);
@@ -1777,7 +1780,7 @@ fn part5() -> BoxResult<()> {
         let text = synthetic(packages, 1, l3, cores, 2, true);
         let host = topology::load(&Source::Synthetic(text.clone()))?;
         let base = sized_request(host);
-        let before = solve::solve(&base, &ilp_options());
+        let before = solve::solve(&base, &ilp_options(), ten_seconds());
         let mut request = base.clone();
         for vm in &mut request.vms {
             let Some(planned) = before.vms.iter().find(|p| p.name == vm.name) else {
@@ -1798,7 +1801,7 @@ fn part5() -> BoxResult<()> {
             request.vms.push(vm);
         }
         let start = Instant::now();
-        let plan = solve::solve(&request, &ilp_options());
+        let plan = solve::solve(&request, &ilp_options(), ten_seconds());
         let moves_ms = ms(start.elapsed());
         let mut fresh = request.clone();
         for vm in &mut fresh.vms {
@@ -1806,7 +1809,7 @@ fn part5() -> BoxResult<()> {
             vm.now.clear();
         }
         let start = Instant::now();
-        let fresh_plan = solve::solve(&fresh, &ilp_options());
+        let fresh_plan = solve::solve(&fresh, &ilp_options(), ten_seconds());
         let fresh_ms = ms(start.elapsed());
         std::hint::black_box(&fresh_plan);
         let (mut moved, mut moved_counted, mut counted) = (0, 0, 0);

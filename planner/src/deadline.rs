@@ -32,6 +32,9 @@ pub const GRACE_FLOOR: Duration = Duration::from_millis(50);
 /// bounds ([`explain_budget`]).
 pub const EXPLAIN_BOUNDS: (Duration, Duration) =
     (Duration::from_millis(100), Duration::from_secs(1));
+/// The least a second solve gets when the first left VMs that run out
+/// (`Residents::solve`), late as it may start.
+pub const RESOLVE_LEAST: Duration = Duration::from_millis(50);
 /// The most one explanation's re-solve may take.
 pub const RESOLVE_MOST: Duration = Duration::from_secs(2);
 
@@ -98,6 +101,11 @@ impl Deadline {
     /// `limit` from now, or this deadline if that is sooner.
     pub fn within(self, limit: Duration) -> Deadline {
         Deadline::after(limit).min(self)
+    }
+
+    /// This deadline, or `floor` from now if that is later.
+    pub fn at_least(self, floor: Duration) -> Deadline {
+        Deadline::after(floor).max(self)
     }
 
     /// What a command's solve may take once its input is read: what is

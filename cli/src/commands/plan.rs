@@ -129,11 +129,10 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
             SolverArg::Ilp => SolverKind::Ilp,
             SolverArg::Greedy => SolverKind::Greedy,
         },
-        time_limit: left,
         explain: true,
         progress,
     };
-    let mut plan = residents.solve(&request, &options);
+    let mut plan = residents.solve(&request, &options, Deadline::after(left));
     if let Some(line) = line {
         line.finish();
     }
@@ -187,7 +186,9 @@ fn run_fleet(args: &PlanArgs, fleet: &FleetSpec, deadline: Deadline) -> Result<E
     let plan = pinplan::fleet::plan_fleet(
         fleet,
         inputs,
-        &pinplan::fleet::FleetOptions { time_limit: left },
+        &pinplan::fleet::FleetOptions {
+            deadline: Deadline::after(left),
+        },
     )?;
     super::warn_json(args.format, &plan.warnings);
     let json = plan.to_json();

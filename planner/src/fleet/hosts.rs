@@ -192,21 +192,19 @@ fn plan_host(
             .collect::<Vec<VmRequest>>(),
         ..host.class.request.clone()
     };
-    let options = SolveOptions {
-        time_limit: limit,
-        ..SolveOptions::default()
-    };
+    let options = SolveOptions::default();
+    let deadline = Deadline::after(limit);
     let mut plan = if host
         .running
         .iter()
         .any(|t| names.contains(&t.name.as_str()))
     {
-        with_residents(host, fleet, request(), &names, &options)
+        with_residents(host, fleet, request(), &names, &options, deadline)
     } else {
         let key = (host.c, ordered.iter().map(|&v| kind_of[v]).collect());
         let shared = memo.entry(key).or_insert_with(|| {
             let request = request();
-            let plan = solve::solve(&request, &options);
+            let plan = solve::solve(&request, &options, deadline);
             // Kept with placeholder names, as every host of the key uses it.
             Names::placeholders(&request).rename(&plan)
         });
@@ -224,6 +222,7 @@ fn with_residents(
     mut request: PlanRequest,
     names: &[&str],
     options: &SolveOptions,
+    deadline: Deadline,
 ) -> Plan {
     let mut warnings = Vec::new();
     let movable = |n: &str| fleet.spec.vms.iter().any(|v| v.name == n && v.movable);
@@ -234,7 +233,7 @@ fn with_residents(
         names.iter().map(|n| (*n).to_owned()).collect(),
         &mut warnings,
     );
-    let mut plan = residents.solve(&request, options);
+    let mut plan = residents.solve(&request, options, deadline);
     plan.warnings.splice(0..0, warnings);
     plan
 }

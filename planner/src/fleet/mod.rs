@@ -161,8 +161,8 @@ pub struct Gap {
 /// How to plan.
 #[derive(Debug, Clone)]
 pub struct FleetOptions {
-    /// Wall-clock limit for planning (the assignment and every host's plan).
-    pub time_limit: Duration,
+    /// When planning ends (the assignment and every host's plan).
+    pub deadline: Deadline,
 }
 
 /// Plans `spec` on the hosts as read (`inputs`, in spec order): the
@@ -175,7 +175,7 @@ pub fn plan_fleet(
     options: &FleetOptions,
 ) -> Result<FleetPlan, SpecError> {
     let started = Instant::now();
-    let deadline = Deadline::at(started + options.time_limit);
+    let deadline = options.deadline;
     let inputs: Per<HostIx, _> = Per::from(inputs);
     let mut warnings = Vec::new();
     let fleet = Fleet::new(spec, &inputs, &mut warnings);
@@ -330,7 +330,7 @@ mod tests {
             spec,
             inputs,
             &FleetOptions {
-                time_limit: Duration::from_secs(seconds),
+                deadline: Deadline::after(Duration::from_secs(seconds)),
             },
         )
         .unwrap_or_else(|e| panic!("{e}"))
@@ -388,7 +388,11 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let (request, _) = spec.request(host).unwrap_or_else(|e| panic!("{e}"));
-        let plan = solve::solve(&request, &SolveOptions::default());
+        let plan = solve::solve(
+            &request,
+            &SolveOptions::default(),
+            Deadline::after(Duration::from_secs(10)),
+        );
         let solved: Vec<String> = ["a", "b", "c"].map(str::to_owned).to_vec();
         let left = plan.unplaced.clone();
         assert_eq!(left.len(), 1, "{:?}", plan.summary);

@@ -297,10 +297,10 @@ pub(crate) fn better(request: &PlanRequest, a: &Placement, b: &Placement) -> boo
 }
 
 /// Places the VMs. Never fails: what does not fit is listed as unplaced,
-/// with explanations. `options.time_limit` bounds the whole call, the
-/// explanations' re-solves included.
-pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
-    let deadline = Deadline::after(options.time_limit);
+/// with explanations. `deadline` bounds the whole call, the explanations'
+/// re-solves included.
+pub fn solve(request: &PlanRequest, options: &SolveOptions, deadline: Deadline) -> Plan {
+    let limit = deadline.remaining();
     let mut warnings = Vec::new();
     for vm in &request.vms {
         if vm.nic.is_some() && vm.nic_nodes.is_empty() && vm.nic_affinity != NicAffinity::Ignore {
@@ -355,7 +355,7 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
         SolverKind::Ilp => {
             match exact_with_watchdog(
                 request,
-                options.time_limit.mul_f64(deadline::EXACT_SHARE),
+                limit.mul_f64(deadline::EXACT_SHARE),
                 options.progress.clone(),
             ) {
                 Ok(w) => {
@@ -386,7 +386,7 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions) -> Plan {
                 "best found in {:.1} s, not proven optimal within the time limit ({:.1} s \
                  left for the solve)",
                 started.elapsed().as_secs_f64(),
-                options.time_limit.as_secs_f64()
+                limit.as_secs_f64()
             ),
         ));
     }

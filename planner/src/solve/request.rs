@@ -10,7 +10,6 @@ use crate::cpuset::CpuSet;
 use crate::ids::NodeId;
 use crate::plan::PlannedDemand;
 use crate::topology::{HostTopology, PciAddress};
-use std::time::Duration;
 
 /// What a VM's vCPUs do in the guest: the housekeeping vCPUs first (DPDK's
 /// main lcore, the guest OS), then the poll-mode ones (`rx` then `tx` when
@@ -242,13 +241,12 @@ pub struct PlanRequest {
 
 pub use crate::plan::SolverKind;
 
-/// Solver settings.
+/// Solver settings: what to do. By when is the caller's [`Deadline`](crate::deadline::Deadline),
+/// handed to [`crate::solve::solve`] beside them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SolveOptions {
     /// Which solver.
     pub solver: SolverKind,
-    /// Wall-clock limit for the whole solve; a watchdog enforces it.
-    pub time_limit: Duration,
     /// Look for the smallest change that fits unplaced VMs (re-solves).
     pub explain: bool,
     /// Told where the exact solver is (for a progress line).
@@ -259,7 +257,6 @@ impl Default for SolveOptions {
     fn default() -> Self {
         SolveOptions {
             solver: SolverKind::Ilp,
-            time_limit: Duration::from_secs(10),
             explain: true,
             progress: None,
         }

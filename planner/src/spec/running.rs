@@ -10,6 +10,7 @@
 
 use super::{Spec, SpecError};
 use crate::cpuset::CpuSet;
+use crate::deadline::Deadline;
 use crate::ids::{CoreId, CpuId, NodeId};
 use crate::model::{Message, Warning, WarningKind};
 use crate::plan::{FixedKind, GuestTopology, Move, Plan, VcpuPin, VmPlan};
@@ -541,9 +542,13 @@ impl Residents {
     /// where it runs: then it is planned around there (every CPU its
     /// threads may run on) and the rest solved again within what is left
     /// of the time limit, so that no VM is given a core it runs on.
-    pub fn solve(&self, request: &PlanRequest, options: &crate::solve::SolveOptions) -> Plan {
-        let started = std::time::Instant::now();
-        let first = crate::solve::solve(request, options);
+    pub fn solve(
+        &self,
+        request: &PlanRequest,
+        options: &crate::solve::SolveOptions,
+        deadline: Deadline,
+    ) -> Plan {
+        let first = crate::solve::solve(request, options, deadline);
         let left: Vec<(String, CpuSet)> = first
             .unplaced
             .iter()
@@ -570,14 +575,8 @@ impl Residents {
                     });
                 }
             }
-            let options = crate::solve::SolveOptions {
-                time_limit: options
-                    .time_limit
-                    .saturating_sub(started.elapsed())
-                    .max(std::time::Duration::from_millis(50)),
-                ..options.clone()
-            };
-            let mut plan = crate::solve::solve(&again, &options);
+            let again_by = deadline.at_least(crate::deadline::RESOLVE_LEAST);
+            let mut plan = crate::solve::solve(&again, options, again_by);
             plan.warnings.extend(notes);
             for (name, _) in &left {
                 plan.unplaced.push(name.clone());
@@ -694,6 +693,11 @@ mod tests {
     use super::*;
     use crate::libvirt::domain::tenant_from_domain;
     use crate::solve::{solve, SolveOptions};
+
+    /// Ten seconds from now: a test solve's deadline.
+    fn ten_seconds() -> Deadline {
+        Deadline::after(std::time::Duration::from_secs(10))
+    }
 
     /// The tests' host: 4 cores, siblings N and N+4; the spec reserves
     /// core 0 (CPUs 0,4).
@@ -844,7 +848,7 @@ mod tests {
             ));
             let (request, warnings, residents) = on_host(&s, &[domain("a", 2, a, RUNNING)], false);
             assert!(warnings.is_empty(), "{warnings:?}");
-            let mut plan = solve(&request, &SolveOptions::default());
+            let mut plan = solve(&request, &SolveOptions::default(), ten_seconds());
             residents.finish(&mut plan);
             let names: Vec<&str> = plan.vms.iter().map(|v| v.name.as_str()).collect();
             assert_eq!(names, ["c", "d", "a"], "{plan:?}");
@@ -895,7 +899,7 @@ mod tests {
             warnings,
             ["a runs with its vCPUs not pinned: planned like a new VM (apply pins it where the plan says)"]
         );
-        let mut plan = solve(&request, &SolveOptions::default());
+        let mut plan = solve(&request, &SolveOptions::default(), ten_seconds());
         residents.finish(&mut plan);
         assert_eq!(plan.moves.len(), 1, "{plan:?}");
         assert_eq!(plan.moves[0].from.to_string(), "0-7");
@@ -942,7 +946,7 @@ mod tests {
                 solver,
                 ..SolveOptions::default()
             };
-            let plan = residents.solve(&request, &options);
+            let plan = residents.solve(&request, &options, ten_seconds());
             assert_eq!(plan.unplaced, ["a"], "{plan:?}");
             let n = plan
                 .vms
@@ -993,7 +997,7 @@ mod tests {
                     },
                 )
                 .unwrap_or_else(|e| panic!("{e}"));
-            let plan = residents.solve(&request, &SolveOptions::default());
+            let plan = residents.solve(&request, &SolveOptions::default(), ten_seconds());
             assert_eq!(plan.vms[0].numa_nodes, [NodeId(1)], "{plan:?}");
             let note = plan
                 .warnings
@@ -1148,7 +1152,7 @@ mod tests {
                         &Running { uri: "u", domains: &domains, count_shut_off: false },
                     )
                     .unwrap_or_else(|e| panic!("{e}"));
-                let mut plan = solve(&request, &SolveOptions::default());
+                let mut plan = solve(&request, &SolveOptions::default(), ten_seconds());
                 residents.finish(&mut plan);
 
                 let reserved = request.reserved.clone();

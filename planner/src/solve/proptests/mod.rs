@@ -310,7 +310,6 @@ fn by_level(plan: &Plan) -> Vec<u32> {
 fn options(solver: SolverKind) -> SolveOptions {
     SolveOptions {
         solver,
-        time_limit: TIME_LIMIT,
         explain: false,
         progress: None,
     }
@@ -320,6 +319,11 @@ fn options(solver: SolverKind) -> SolveOptions {
 /// needs more is only checked for safety).
 const TIME_LIMIT: Duration = Duration::from_secs(2);
 
+/// [`TIME_LIMIT`] from now.
+fn by_limit() -> crate::deadline::Deadline {
+    crate::deadline::Deadline::after(TIME_LIMIT)
+}
+
 /// For the whole lexicographic sequence of the oracle.
 const ORACLE_LIMIT: Duration = Duration::from_secs(4);
 
@@ -327,10 +331,10 @@ const ORACLE_LIMIT: Duration = Duration::from_secs(4);
 /// plan optimal. Returns the ILP's plan, or `None` when it stopped at the time
 /// limit (a documented outcome: the plan is then only feasible).
 fn check_solvers(req: &PlanRequest) -> Result<Option<Plan>, TestCaseError> {
-    let ilp = crate::solve::solve(req, &options(SolverKind::Ilp));
+    let ilp = crate::solve::solve(req, &options(SolverKind::Ilp), by_limit());
     prop_assert_eq!(ilp.solver, SolverKind::Ilp, "{:?}", ilp.warnings);
     check_plan(req, &ilp)?;
-    let greedy = crate::solve::solve(req, &options(SolverKind::Greedy));
+    let greedy = crate::solve::solve(req, &options(SolverKind::Greedy), by_limit());
     check_plan(req, &greedy)?;
     if !ilp.warnings.is_empty() {
         return Ok(None);
@@ -525,7 +529,7 @@ proptest! {
             return Ok(());
         };
         memory_holds(&req, &ilp)?;
-        let greedy = crate::solve::solve(&req, &options(SolverKind::Greedy));
+        let greedy = crate::solve::solve(&req, &options(SolverKind::Greedy), by_limit());
         memory_holds(&req, &greedy)?;
         let Some(placement) = oracle::place_within(&req, ORACLE_LIMIT) else {
             return Ok(());
@@ -573,7 +577,7 @@ fn nodes_with_other_pools_are_not_interchangeable() {
         &[1, 4],
         &[Some(3), Some(2)],
     );
-    let ilp = crate::solve::solve(&req, &options(SolverKind::Ilp));
+    let ilp = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
     assert_eq!(ilp.vms.len(), 2, "{:?}", ilp.vms);
     assert!(ilp.proven);
     memory_holds(&req, &ilp).unwrap_or_else(|e| panic!("{e}"));

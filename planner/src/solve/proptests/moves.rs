@@ -147,7 +147,7 @@ fn one(case: Case) -> Result<bool, TestCaseError> {
             }
         }
     }
-    let ilp = crate::solve::solve(&req, &options(SolverKind::Ilp));
+    let ilp = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
     check_plan(&req, &ilp)?;
     if !ilp.warnings.is_empty() || !ilp.proven {
         return Ok(false);

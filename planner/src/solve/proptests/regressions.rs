@@ -1,12 +1,12 @@
 //! Regression cases the property tests found, named after what they showed.
 
 use super::safety::check_plan;
-use super::{options, Duration};
+use super::{by_limit, options, Duration};
 use crate::ids::NodeId;
 use crate::solve::classes;
 use crate::solve::{
-    EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest, SolveOptions, SolverKind,
-    ThreadPolicy, VmRequest,
+    EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest, SolverKind, ThreadPolicy,
+    VmRequest,
 };
 use crate::topology::{load, Source};
 
@@ -111,10 +111,8 @@ fn crowded_eight_core_host_is_proven_optimal() {
     let started = std::time::Instant::now();
     let ilp = crate::solve::solve(
         &req,
-        &SolveOptions {
-            time_limit: Duration::from_secs(10),
-            ..options(SolverKind::Ilp)
-        },
+        &options(SolverKind::Ilp),
+        crate::deadline::Deadline::after(Duration::from_secs(10)),
     );
     let took = started.elapsed();
     check_plan(&req, &ilp).unwrap();
@@ -161,7 +159,7 @@ fn time_limited_ilp_plan_gives_no_spare_core() {
         "5,51,65,69-70,75,88,91-92",
         [("fixed-a", "78,89,95,102,111"), ("fixed-b", "27,113")],
     );
-    let ilp = crate::solve::solve(&req, &options(SolverKind::Ilp));
+    let ilp = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
     check_plan(&req, &ilp).unwrap();
 }
 
@@ -188,7 +186,7 @@ fn one_core_nodes_with_an_offline_sibling_match_the_oracle() {
     for vm in req.vms.iter_mut().skip(2) {
         vm.iothreads = 1;
     }
-    let ilp = crate::solve::solve(&req, &options(SolverKind::Ilp));
+    let ilp = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
     check_plan(&req, &ilp).unwrap();
     assert!(ilp.warnings.is_empty(), "{:?}", ilp.warnings);
     let oracle = super::oracle::place(&req);
@@ -239,7 +237,7 @@ fn ten_big_vms_on_a_chiplet_host_are_proven() {
         [("a", ""), ("b", "")],
     );
     let started = std::time::Instant::now();
-    let plan = crate::solve::solve(&req, &options(SolverKind::Ilp));
+    let plan = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
     check_plan(&req, &plan).unwrap_or_else(|e| panic!("{e}"));
     assert!(
         plan.proven,
@@ -264,7 +262,7 @@ fn big_vms_on_a_small_chiplet_host_match_the_oracle() {
         "0,12",
         [("a", ""), ("b", "")],
     );
-    let plan = crate::solve::solve(&req, &options(SolverKind::Ilp));
+    let plan = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
     check_plan(&req, &plan).unwrap_or_else(|e| panic!("{e}"));
     assert!(plan.proven, "{:?}", plan.warnings);
     let oracle = super::oracle::place_within(&req, Duration::from_secs(60))
@@ -298,7 +296,7 @@ fn a_preferred_vm_over_nodes_of_several_domains_matches_the_oracle() {
         let mut specs = prefer_strict(&[10, 10, 4]);
         specs[2].3 = NumaPolicy::Preferred;
         let req = regression_request(desc, &[], &specs, "", [("a", ""), ("b", "")]);
-        let plan = crate::solve::solve(&req, &options(SolverKind::Ilp));
+        let plan = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
         check_plan(&req, &plan).unwrap_or_else(|e| panic!("{e}"));
         assert!(plan.proven, "{desc}: {:?}", plan.warnings);
         let oracle = super::oracle::place_within(&req, Duration::from_secs(60))
