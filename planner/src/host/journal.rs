@@ -1,5 +1,5 @@
 //! The one envelope every journal is written in — `apply`'s, `apply
-//! --fleet`'s and `isolate`'s — with its one atomic write ([`write`]) and
+//! --fleet`'s and `isolate`'s — with its one atomic write ([`write()`]) and
 //! its one checked read ([`read`]): one JSON object whose `tool` says which
 //! command wrote it and `version` the format of that command's journal,
 //! the command's own fields beside them ([`Envelope`]):
@@ -285,6 +285,7 @@ pub fn parse<T: Body + DeserializeOwned>(
 /// Which tool wrote the journal at `path`; `None` for a file that cannot be
 /// read or is no pinplan journal.
 pub fn tool_of(path: &Path) -> Option<Tool> {
+    // The tool wanted only words a refusal, and this one is dropped.
     let text = read_text(path, Tool::Apply).ok()?;
     serde_json::from_str::<Stamp>(&text)
         .ok()?
