@@ -448,6 +448,13 @@ mod tests {
             r#"{"pinplan_journal": 1, "uri": "qemu:///system", "vms": []}"#,
         )
         .unwrap();
+        // Issue 29: one an earlier pinplan left unfinished, before the
+        // journals' envelope.
+        std::fs::write(
+            dir.join("v1.json"),
+            r#"{"pinplan_journal": 1, "uri": "qemu:///system", "status": "applying", "started": 50, "vms": []}"#,
+        )
+        .unwrap();
         // Elsewhere, linked from the state directory.
         let elsewhere = tempfile::tempdir().unwrap();
         let far = elsewhere.path().join("j.json");
@@ -468,12 +475,12 @@ mod tests {
                 .map(|u| u.path.file_name().unwrap().to_string_lossy().into_owned())
                 .collect()
         };
-        assert_eq!(found(local), ["new.json", "j.json", "old.json"]);
+        assert_eq!(found(local), ["new.json", "j.json", "old.json", "v1.json"]);
         assert_eq!(found("qemu+ssh://b1/system"), ["b1.json"]);
         assert!(found("qemu+ssh://b2/system").is_empty());
         // A journal removed by hand takes its link with it.
         std::fs::remove_file(&far).unwrap();
-        assert_eq!(found(local), ["new.json", "old.json"]);
+        assert_eq!(found(local), ["new.json", "old.json", "v1.json"]);
         assert!(!dir.join("link-j-1-2.path").exists());
     }
 
