@@ -646,6 +646,53 @@ fn undo_refuses_journals_that_reach_outside() {
     ));
 }
 
+/// Issue 29: a user may upgrade pinplan between `isolate` and `isolate
+/// --undo`. A journal exactly as an earlier pinplan wrote it for this tree
+/// (`tests/fixtures/journals/isolate-v1.json`, `ROOT` for the tree) undoes
+/// every value; an isolation now writes the very same bytes.
+#[test]
+fn issue_29_a_journal_of_before_the_envelope_undoes() {
+    let dir = TempDir::new();
+    let (plan, _) = plan(&dir, &["vm1"]);
+    let root = v2_tree(&dir);
+    let before = snapshot(&root);
+    let state = dir.path("state");
+    let common = ["--root", util::arg(&root), "--state", util::arg(&state)];
+    let v1 =
+        util::fixture_text("journals/isolate-v1.json").replace("ROOT", &root.display().to_string());
+    let journal = dir.path("j.json");
+    ok(&isolate(
+        &[
+            &["--plan", util::arg(&plan), "--journal", util::arg(&journal)][..],
+            &common[..],
+        ]
+        .concat(),
+    ));
+    assert_eq!(std::fs::read_to_string(&journal).unwrap(), v1);
+    let old = dir.write("old.json", &v1);
+    let out = ok(&isolate(
+        &[&["--undo", util::arg(&old)][..], &common[..]].concat(),
+    ));
+    assert!(out.contains("removed 1 cgroups"), "{out}");
+    let after = snapshot(&root);
+    for (file, text) in &before {
+        match file.as_str() {
+            "sys/fs/cgroup/cgroup.subtree_control" => assert_eq!(after[file], "-cpuset"),
+            "sys/fs/cgroup/cgroup.procs" => assert!(
+                after[file].starts_with("1\n2\n500\n500\n1\n"),
+                "{}",
+                after[file]
+            ),
+            _ => assert_eq!(
+                after.get(file).map(|t| t.trim()),
+                Some(text.trim()),
+                "{file}"
+            ),
+        }
+    }
+    assert!(!root.join("sys/fs/cgroup/pinplan.housekeeping").exists());
+}
+
 // ---- the real host -------------------------------------------------------
 
 /// What the test compares before and after: every cpuset.cpus of the real

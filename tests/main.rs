@@ -21,6 +21,7 @@ mod doctor_cli;
 mod fleet_cli;
 mod guest_cpu_cli;
 mod isolate_cli;
+mod journal_cli;
 mod layering;
 mod memory_cli;
 mod nics_cli;

@@ -185,17 +185,23 @@ proptest! {
                     }
                 }
                 // What was read is what is written back, and reads again as itself.
-                let text = serde_json::to_string(&j).unwrap_or_default();
+                let text = crate::host::journal::to_text(&j);
                 let again = crate::isolate::journal::Journal::from_text(Path::new("j.json"), &text);
                 prop_assert_eq!(again.ok(), Some(j));
             }
-            // Refused with the typed error that names the journal.
+            // Refused with a typed error that names the journal: the
+            // envelope's, or isolation's own check of what it names.
             Err(e) => {
                 prop_assert!(
-                    matches!(e, crate::isolate::IsolateError::BadJournal { .. }),
+                    matches!(
+                        e,
+                        crate::isolate::IsolateError::ReadJournal(_)
+                            | crate::isolate::IsolateError::BadJournal { .. }
+                    ),
                     "{e:?}"
                 );
-                prop_assert!(e.to_string().starts_with("j.json: "), "{e}");
+                prop_assert!(e.to_string().starts_with("j.json"), "{e}");
+                prop_assert!(crate::error::Diagnostic::hint(&e).is_some(), "{e}");
             }
         }
     }
@@ -221,9 +227,10 @@ proptest! {
         let _ = crate::doctor::host_facts_libvirt(&devices, &[nic]);
     }
 
-    /// A fleet plan directory's fleet.json and a fleet journal: refused or
-    /// read; a host name read never leaves the directory; a fleet journal
-    /// read writes back to itself, one refused is refused naming its file.
+    /// A fleet plan directory's fleet.json and a fleet journal (version 1
+    /// and the envelope): refused or read; a host name read never leaves the
+    /// directory; a fleet journal read writes back to itself, one refused is
+    /// refused naming its file.
     #[test]
     fn fleet_json_and_fleet_journal(edits in edits()) {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -235,33 +242,113 @@ proptest! {
                 prop_assert!(!h.name.contains('/') && !h.name.starts_with('.'), "{}", h.name);
             }
         }
-        let journal = r#"{"pinplan_fleet_journal": 1, "fleet": "out", "hosts": [{"name": "b1", "uri": "qemu:///system", "journal": "j-b1.json"}]}"#;
         let path = dir.path().join("j.json");
-        let text = mutate(journal, &edits);
-        std::fs::write(&path, &text).unwrap_or_else(|e| panic!("{e}"));
-        match crate::fleet::apply::FleetJournal::load_if(&path) {
-            // Read: written back, it reads again as the same value.
-            Ok(Some(j)) => {
-                let again = dir.path().join("again.json");
-                let back = serde_json::to_string(&j).unwrap_or_default();
-                std::fs::write(&again, back).unwrap_or_else(|e| panic!("{e}"));
-                let reread = crate::fleet::apply::FleetJournal::load_if(&again);
-                prop_assert_eq!(reread.ok().flatten(), Some(j));
-            }
-            // Not a fleet journal: no JSON object with the fleet journal's key.
-            Ok(None) => {
-                let value = serde_json::from_str::<serde_json::Value>(&text).ok();
-                let keyed = value
-                    .as_ref()
-                    .and_then(serde_json::Value::as_object)
-                    .is_some_and(|o| o.contains_key("pinplan_fleet_journal"));
-                prop_assert!(!keyed, "{text}");
-            }
-            // Refused: the error names the file.
-            Err(e) => {
-                let message = e.to_string();
-                prop_assert!(message.contains(&path.display().to_string()), "{message}");
+        for start in [seed(FLEET_JOURNAL_V1), crate::host::journal::to_text(&fleet_journal())] {
+            let text = mutate(&start, &edits);
+            std::fs::write(&path, &text).unwrap_or_else(|e| panic!("{e}"));
+            match crate::fleet::apply::FleetJournal::load_if(&path) {
+                // Read: written back, it reads again as the same value.
+                Ok(Some(j)) => {
+                    let again = dir.path().join("again.json");
+                    let _ = std::fs::remove_file(&again);
+                    crate::host::journal::write(&again, &j, crate::host::journal::Write::New)
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    let reread = crate::fleet::apply::FleetJournal::load_if(&again);
+                    prop_assert_eq!(reread.ok().flatten(), Some(j));
+                }
+                // Not a fleet journal: the envelope's reader refuses it as one.
+                Ok(None) => {
+                    let read = crate::host::journal::read::<crate::fleet::apply::FleetJournal>(&path);
+                    prop_assert!(read.is_err(), "{text}");
+                }
+                // Refused: the error names the file.
+                Err(e) => {
+                    let message = e.to_string();
+                    prop_assert!(message.contains(&path.display().to_string()), "{message}");
+                }
             }
         }
     }
+
+    /// An apply journal, in version 1 (`"pinplan_journal": 1`) and in the
+    /// envelope, mutated: read, it is written back and reads again as the
+    /// same value in the current version; refused, the typed error names the
+    /// file and says what to give instead.
+    #[test]
+    fn apply_journals_read_back_or_name_the_file(edits in edits()) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let v1 = seed(APPLY_JOURNAL_V1);
+        let journal: crate::libvirt::apply::Journal = crate::host::journal::parse(Path::new("seed.json"), &v1)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .body;
+        for start in [v1, crate::host::journal::to_text(&journal)] {
+            read_back_or_refused::<crate::libvirt::apply::Journal>(dir.path(), &mutate(&start, &edits))?;
+        }
+    }
+
+    /// Every tool's journal cut short anywhere is refused as not JSON,
+    /// naming the file: never half read.
+    #[test]
+    fn a_journal_cut_short_is_refused(cut in any::<usize>()) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("cut.json");
+        for journal in [APPLY_JOURNAL_V1, FLEET_JOURNAL_V1, ISOLATE_JOURNAL_V1].map(seed) {
+            // Anything before the closing brace is unbalanced JSON.
+            let end = journal.rfind('}').unwrap_or_default();
+            std::fs::write(&path, &journal[..cut % end.max(1)]).unwrap_or_else(|e| panic!("{e}"));
+            let errors = [
+                crate::host::journal::read::<crate::libvirt::apply::Journal>(&path).err(),
+                crate::host::journal::read::<crate::fleet::apply::FleetJournal>(&path).err(),
+                crate::host::journal::read::<crate::isolate::journal::Journal>(&path).err(),
+            ];
+            for e in errors {
+                prop_assert!(
+                    matches!(&e, Some(crate::host::journal::ReadError::Parse { path: p, .. }) if *p == path),
+                    "{e:?}"
+                );
+            }
+        }
+    }
+}
+
+fn fleet_journal() -> crate::fleet::apply::FleetJournal {
+    crate::host::journal::parse(Path::new("seed.json"), &seed(FLEET_JOURNAL_V1))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .body
+}
+
+/// The journals as version 1 of each wrote them.
+const APPLY_JOURNAL_V1: &str = "tests/fixtures/journals/apply-v1.json";
+const FLEET_JOURNAL_V1: &str = "tests/fixtures/journals/fleet-v1.json";
+const ISOLATE_JOURNAL_V1: &str = "tests/fixtures/journals/isolate-v1.json";
+
+/// `text`, read as `T`'s journal from a file: read, it is written back as
+/// a new journal and reads again as the same value, in the current version;
+/// refused, the typed error names the file and has a hint.
+fn read_back_or_refused<T>(dir: &Path, text: &str) -> Result<(), TestCaseError>
+where
+    T: crate::host::journal::Body
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + PartialEq
+        + std::fmt::Debug,
+{
+    use crate::host::journal::{read, write, Write};
+    let path = dir.join("j.json");
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    match read::<T>(&path) {
+        Ok(first) => {
+            let again = dir.join("again.json");
+            let _ = std::fs::remove_file(&again);
+            write(&again, &first.body, Write::New).unwrap_or_else(|e| panic!("{e}"));
+            let second = read::<T>(&again).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!((second.tool, second.version), (T::TOOL, T::TOOL.version()));
+            prop_assert_eq!(second.body, first.body);
+        }
+        Err(e) => {
+            prop_assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+            prop_assert!(crate::error::Diagnostic::hint(&e).is_some(), "{e}");
+        }
+    }
+    Ok(())
 }

@@ -15,6 +15,7 @@
 //! This module only finds and creates them; what goes in is the caller's.
 
 use crate::error::Diagnostic;
+use crate::host::journal::Tool;
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -171,12 +172,13 @@ fn create(dir: &Path, what: &'static str) -> Result<(), StateError> {
         })
 }
 
-/// A new journal's default path: `STATE/pinplan-KIND-SECONDS-PID.json`
-/// (`KIND`: `journal`, `fleet-journal`, `isolate`).
-pub fn default_journal(kind: &str) -> Result<PathBuf, StateError> {
+/// A new journal of `tool`'s default path: `STATE/pinplan-KIND-SECONDS-PID.json`
+/// (`KIND`: [`Tool::file_kind`], `journal`, `fleet-journal`, `isolate`).
+pub fn default_journal(tool: Tool) -> Result<PathBuf, StateError> {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
+    let kind = tool.file_kind();
     Ok(state_dir()?.join(format!("pinplan-{kind}-{secs}-{}.json", std::process::id())))
 }
 

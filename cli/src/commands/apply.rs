@@ -10,6 +10,7 @@ use crate::error::{print, verdict, Failure, Usage};
 use crate::signals;
 use pinplan::fleet::apply::{self as fleet_apply, FleetApplyOptions, FleetJournal, RollbackStatus};
 use pinplan::fleet::inventory::Inventory;
+use pinplan::host::journal::Tool;
 use pinplan::interrupt::Interrupt;
 use pinplan::libvirt::apply::host::{Checked, Prepared};
 use pinplan::libvirt::apply::outcome::{millis, AppliedVm, Outcome, Status};
@@ -149,8 +150,8 @@ fn hook(
 }
 
 /// The default journal in the state directory.
-fn default_journal(kind: &str) -> Result<PathBuf, Failure> {
-    pinplan::state::default_journal(kind).map_err(|e| ApplyError::StateDir(e).into())
+fn default_journal(tool: Tool) -> Result<PathBuf, Failure> {
+    pinplan::state::default_journal(tool).map_err(|e| ApplyError::StateDir(e).into())
 }
 
 /// Prints the text, or with `--format json` the object.
@@ -246,7 +247,7 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
     }
     let journal_path = match &args.journal {
         Some(path) => path.clone(),
-        None => default_journal("journal")?,
+        None => default_journal(Tool::Apply)?,
     };
     // From here a signal stops the apply between pin calls and restores.
     signals::changing(apply::retry(&journal_path, &connect));
@@ -399,7 +400,7 @@ fn run_fleet(dir: &Path, args: &ApplyArgs, interrupt: &Interrupt) -> Result<Exit
     let journal = match &args.journal {
         Some(path) => path.clone(),
         None if args.dry_run => PathBuf::new(),
-        None => default_journal("fleet-journal")?,
+        None => default_journal(Tool::FleetApply)?,
     };
     let resume = format!("pinplan apply --rollback {}", journal.display());
     let options = FleetApplyOptions {

@@ -160,7 +160,7 @@ pub fn run(args: &IsolateArgs) -> Result<ExitCode, Failure> {
     }
     let path = match &args.journal {
         Some(path) => path.clone(),
-        None => pinplan::state::default_journal("isolate")?,
+        None => pinplan::state::default_journal(pinplan::host::journal::Tool::Isolate)?,
     };
     signals::changing(format!("pinplan isolate --undo {}", path.display()));
     isolate::isolate(

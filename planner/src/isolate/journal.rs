@@ -6,12 +6,10 @@
 use super::{IsolateError, Target};
 use crate::cpuset::CpuSet;
 use crate::host::fs::{read, write};
+use crate::host::journal::{self as envelope, Body, Tool, Write};
 use crate::interrupt::{Interrupt, Signal};
 use serde::{Deserialize, Serialize};
 use std::path::{Component, Path, PathBuf};
-
-/// What the journal's `tool` field says.
-pub const TOOL: &str = "pinplan isolate";
 
 /// One change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,13 +102,10 @@ pub struct Entry {
     pub reason: Option<String>,
 }
 
-/// The journal file.
+/// The journal file, in the journals' envelope ([`crate::host::journal`],
+/// tool `pinplan isolate`, version 1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Journal {
-    /// Always [`TOOL`].
-    pub tool: String,
-    /// Format version (1).
-    pub version: u32,
     /// The directory holding sys/ and proc/ (`/` on a host).
     pub root: PathBuf,
     /// How the cgroups were confined: `systemd`, `cgroup-v2`, `cgroup-v1`
@@ -131,9 +126,6 @@ pub struct Journal {
 /// What makes a journal one `pinplan isolate --undo` must not act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 enum Unsafe {
-    /// A version this pinplan does not read.
-    #[error("version {0} (this pinplan reads 1)")]
-    Version(u32),
     /// A controller other than cpuset.
     #[error("controller {0:?} is not cpuset")]
     Controller(String),
@@ -153,12 +145,14 @@ enum Unsafe {
     Path(PathBuf),
 }
 
+impl Body for Journal {
+    const TOOL: Tool = Tool::Isolate;
+}
+
 impl Journal {
     /// A journal of `changes` for `target`, none made yet.
     pub fn new(root: &Path, cgroups: &str, target: &Target, changes: Vec<Change>) -> Journal {
         Journal {
-            tool: TOOL.to_owned(),
-            version: 1,
             root: root.to_path_buf(),
             cgroups: cgroups.to_owned(),
             vms: target.vms.clone(),
@@ -179,40 +173,29 @@ impl Journal {
     /// Reads a journal, refusing one that is not `pinplan isolate`'s or that
     /// names a file outside what isolation changes.
     pub fn load(path: &Path) -> Result<Journal, IsolateError> {
-        let text = std::fs::read_to_string(path).map_err(|source| IsolateError::Io {
-            what: "cannot read",
-            path: path.to_owned(),
-            source,
-        })?;
-        Journal::from_text(path, &text)
+        envelope::read::<Journal>(path)?.body.checked(path)
     }
 
     /// A journal from its text (read from `path`), checked as [`Journal::load`]
     /// checks it.
     pub fn from_text(path: &Path, text: &str) -> Result<Journal, IsolateError> {
-        let bad = |message: String| IsolateError::BadJournal {
-            path: path.to_owned(),
-            message,
-        };
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
-        if value.get("tool").and_then(|t| t.as_str()) != Some(TOOL) {
-            return Err(bad(format!(
-                "not a journal of `{TOOL}` (an `apply` journal is undone with pinplan apply --rollback)"
-            )));
+        envelope::parse::<Journal>(path, text)?.body.checked(path)
+    }
+
+    /// The journal, when it names only what isolation changes.
+    fn checked(self, path: &Path) -> Result<Journal, IsolateError> {
+        match self.check() {
+            Ok(()) => Ok(self),
+            Err(reason) => Err(IsolateError::BadJournal {
+                path: path.to_owned(),
+                message: reason.to_string(),
+            }),
         }
-        let journal: Journal =
-            serde_json::from_value(value).map_err(|e| bad(format!("malformed: {e}")))?;
-        journal.check().map_err(|p| bad(p.to_string()))?;
-        Ok(journal)
     }
 
     /// Every path must be one isolation changes, under the journal's root,
     /// without `..`; every unit a slice or scope name.
     fn check(&self) -> Result<(), Unsafe> {
-        if self.version != 1 {
-            return Err(Unsafe::Version(self.version));
-        }
         let root = &self.root;
         let allowed = ["proc/irq", "sys/fs/cgroup", "sys/devices/virtual/workqueue"];
         let mut mounts: Vec<PathBuf> = crate::host::cgroup::cgroup_mounts(root);
@@ -262,16 +245,10 @@ impl Journal {
     }
 
     /// Writes the journal to `path` atomically (a temporary file in the same
-    /// directory, synced, renamed over; mode 0600); `new`: `path` must not
-    /// exist yet (the first save, before any change).
-    pub fn save(&self, path: &Path, new: bool) -> Result<(), IsolateError> {
-        let text = serde_json::to_string_pretty(self).unwrap_or_default() + "\n";
-        let written = if new {
-            crate::host::write::write_new(path, &text, 0o600)
-        } else {
-            crate::host::write::write_atomically(path, &text, 0o600)
-        };
-        written.map_err(|e| {
+    /// directory, synced, renamed over; mode 0600); [`Write::New`]: `path`
+    /// must not exist yet (the first save, before any change).
+    pub fn save(&self, path: &Path, how: Write) -> Result<(), IsolateError> {
+        envelope::write(path, self, how).map_err(|e| {
             if e.source.kind() == std::io::ErrorKind::AlreadyExists {
                 IsolateError::JournalExists {
                     path: path.to_owned(),
@@ -305,7 +282,7 @@ pub fn apply(
     before: &mut dyn FnMut(usize),
     interrupt: &Interrupt,
 ) -> Result<(), IsolateError> {
-    journal.save(path, true)?;
+    journal.save(path, Write::New)?;
     for i in 0..journal.changes.len() {
         before(i);
         if let Some(signal) = interrupt.first() {
@@ -326,7 +303,7 @@ pub fn apply(
             status: Status::Planned,
             reason: None,
         }));
-        journal.save(path, false)?;
+        journal.save(path, Write::Update)?;
         for entry in &mut journal.changes[first..] {
             let (status, reason) = make(&entry.change);
             entry.status = status;
@@ -337,7 +314,7 @@ pub fn apply(
         return Err(stopped(journal, path, signal, interrupt));
     }
     journal.state = "applied".to_owned();
-    journal.save(path, false)
+    journal.save(path, Write::Update)
 }
 
 /// An isolation stopped by `signal`: what was made is undone from the
@@ -348,7 +325,7 @@ fn stopped(
     signal: Signal,
     interrupt: &Interrupt,
 ) -> IsolateError {
-    if let Err(e) = journal.save(path, false) {
+    if let Err(e) = journal.save(path, Write::Update) {
         return e;
     }
     match undo(journal, path, interrupt) {
@@ -503,7 +480,7 @@ pub fn undo(
     }
     read_back(journal, &mut done);
     journal.state = "undone".to_owned();
-    journal.save(path, false)?;
+    journal.save(path, Write::Update)?;
     Ok(done)
 }
 
@@ -691,4 +668,45 @@ fn write_in_new_cgroup(path: &Path, value: &str) -> std::io::Result<()> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
     file.write_all(value.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 29: a journal exactly as `pinplan isolate` wrote it before the
+    /// journals' envelope (it was in the envelope already: `tool`,
+    /// `version` 1) reads as the same value and is written back byte for
+    /// byte.
+    #[test]
+    fn issue_29_a_journal_of_before_the_envelope_reads_and_writes_the_same() {
+        const V1: &str = include_str!("../../../tests/fixtures/journals/isolate-v1.json");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.json");
+        std::fs::write(&path, V1).unwrap();
+        let journal = Journal::load(&path).unwrap();
+        assert_eq!(
+            (
+                journal.root.as_path(),
+                journal.cgroups.as_str(),
+                journal.state.as_str()
+            ),
+            (Path::new("ROOT"), "cgroup-v2", "applied")
+        );
+        assert_eq!(journal.vms, ["vm1"]);
+        assert_eq!(journal.changes.len(), 10);
+        assert_eq!(
+            journal.changes[5].change,
+            Change::Move {
+                tid: 1,
+                start: Some(10),
+                name: "init".to_owned(),
+                from: PathBuf::from("ROOT/sys/fs/cgroup"),
+                to: PathBuf::from("ROOT/sys/fs/cgroup/pinplan.housekeeping"),
+                file: "cgroup.procs".to_owned(),
+                affinity: Some("0-3".parse().unwrap()),
+            }
+        );
+        assert_eq!(envelope::to_text(&journal), V1);
+    }
 }

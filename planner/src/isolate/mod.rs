@@ -150,8 +150,10 @@ pub enum IsolateError {
         /// The journal.
         path: PathBuf,
     },
-    /// The journal is not one `pinplan isolate` wrote, or names something
-    /// outside what it may change.
+    /// The journal cannot be read as `pinplan isolate`'s.
+    #[error(transparent)]
+    ReadJournal(#[from] crate::host::journal::ReadError),
+    /// The journal names something outside what isolation may change.
     #[error("{}: {message}", path.display())]
     BadJournal {
         /// The journal.
@@ -239,6 +241,7 @@ impl Diagnostic for IsolateError {
                 "undo it first (pinplan isolate --undo {}), or give another --journal",
                 path.display()
             ),
+            IsolateError::ReadJournal(e) => return e.hint(),
             IsolateError::BadJournal { .. } => {
                 "give the journal `pinplan isolate` wrote, unchanged".to_owned()
             }

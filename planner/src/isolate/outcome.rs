@@ -5,6 +5,7 @@
 
 use super::journal::{Journal, Undone};
 use super::HookOutcome;
+use crate::host::journal::Envelope;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -76,7 +77,7 @@ impl Outcome {
     /// A dry run of an isolation (with its notes) or of an undo (without).
     pub fn dry_run(journal: &Journal, notes: Option<Vec<String>>) -> Outcome {
         Outcome::DryRun {
-            isolation: value(journal),
+            isolation: value(&Envelope::of(journal)),
             notes,
             status: Status::DryRun,
         }
@@ -85,7 +86,7 @@ impl Outcome {
     /// The isolation made, written to `path`.
     pub fn applied(journal: &Journal, path: PathBuf, undo: String, notes: Vec<String>) -> Outcome {
         Outcome::Applied {
-            isolation: value(journal),
+            isolation: value(&Envelope::of(journal)),
             journal: path,
             notes,
             status: Status::Applied,
@@ -109,7 +110,10 @@ impl Outcome {
     pub fn hook(name: &str, out: &HookOutcome) -> Outcome {
         Outcome::Hook {
             failed: out.failed.clone(),
-            isolation: out.journal.as_ref().map_or(serde_json::Value::Null, value),
+            isolation: out
+                .journal
+                .as_ref()
+                .map_or(serde_json::Value::Null, |j| value(&Envelope::of(j))),
             notes: out.notes.clone(),
             running: out.running.iter().cloned().collect(),
             vm: name.to_owned(),

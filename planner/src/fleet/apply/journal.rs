@@ -2,10 +2,10 @@
 //! they sit, the locks of its hosts, and the rollback of every host.
 
 use super::super::pool;
-use super::{full_text, FleetJournal, JournalHost, FLEET_JOURNAL_VERSION};
+use super::{full_text, FleetJournal, JournalHost};
+use crate::host::journal::{self as envelope, Body, ReadError, Tool};
 use crate::interrupt::Interrupt;
 use crate::libvirt::apply::{lock, retry, Journal, JournalError, JournalStatus, Restored, Session};
-use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -90,34 +90,18 @@ pub enum HostJournalError {
     Load(JournalError),
 }
 
+impl Body for FleetJournal {
+    const TOOL: Tool = Tool::FleetApply;
+}
+
 impl FleetJournal {
     /// Reads `path` when it is a fleet journal (`None` for any other file,
     /// left to the single-host journal's reader).
-    pub fn load_if(path: &Path) -> Result<Option<FleetJournal>, JournalError> {
-        let text = std::fs::read_to_string(path).map_err(|source| JournalError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let Ok(Value::Object(object)) = serde_json::from_str::<Value>(&text) else {
-            return Ok(None);
-        };
-        if !object.contains_key("pinplan_fleet_journal") {
+    pub fn load_if(path: &Path) -> Result<Option<FleetJournal>, ReadError> {
+        if envelope::tool_of(path) != Some(Tool::FleetApply) {
             return Ok(None);
         }
-        let journal: FleetJournal =
-            serde_json::from_str(&text).map_err(|source| JournalError::Parse {
-                path: path.to_owned(),
-                line: source.line(),
-                source,
-            })?;
-        if journal.pinplan_fleet_journal != FLEET_JOURNAL_VERSION {
-            return Err(JournalError::Version {
-                path: path.to_owned(),
-                version: journal.pinplan_fleet_journal,
-                reads: FLEET_JOURNAL_VERSION,
-            });
-        }
-        Ok(Some(journal))
+        envelope::read(path).map(|journal| Some(journal.body))
     }
 
     /// Puts every host of the journal (read from `path`) back, in parallel,
@@ -261,7 +245,7 @@ impl FleetRollback {
 #[cfg(test)]
 mod rollback_json_tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     /// The JSON is what the CLI's hand-built objects gave before these
     /// types (keys sorted), byte for byte, for each way a host ends.

@@ -34,15 +34,12 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The fleet journal's format version.
-pub const FLEET_JOURNAL_VERSION: u32 = 1;
-
 /// Which host journals one `apply --fleet` wrote: written before the first
-/// change, beside them.
+/// change, beside them, in the journals' envelope ([`crate::host::journal`],
+/// tool `pinplan apply --fleet`; version 1, `"pinplan_fleet_journal": 1`,
+/// is read too).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetJournal {
-    /// Format version ([`FLEET_JOURNAL_VERSION`]).
-    pub pinplan_fleet_journal: u32,
     /// The fleet plan directory applied.
     pub fleet: PathBuf,
     /// The hosts to be changed.
@@ -234,8 +231,8 @@ pub fn full_text(error: &dyn Diagnostic) -> String {
 mod tests {
     use super::journal::host_journal;
     use super::*;
+    use crate::host::journal::ReadError;
     use crate::interrupt::Signal;
-    use crate::libvirt::apply::JournalError;
 
     #[test]
     fn host_journals_sit_beside_the_fleet_journal() {
@@ -270,8 +267,43 @@ mod tests {
         .unwrap();
         assert!(matches!(
             FleetJournal::load_if(&fleet),
-            Err(JournalError::Version { version: 9, .. })
+            Err(ReadError::Version { version: 9, .. })
         ));
+    }
+
+    /// Issue 29: a fleet journal exactly as version 1 wrote it (its key
+    /// `pinplan_fleet_journal` where the envelope has `tool` and `version`)
+    /// reads as the same value; written now, it is in the envelope and
+    /// reads the same again.
+    #[test]
+    fn issue_29_a_version_1_fleet_journal_reads_as_the_same_value() {
+        const V1: &str = include_str!("../../../../tests/fixtures/journals/fleet-v1.json");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.json");
+        std::fs::write(&path, V1).unwrap();
+        let expected = FleetJournal {
+            fleet: PathBuf::from("out"),
+            hosts: vec![JournalHost {
+                name: "t".to_owned(),
+                uri: "test:///default".to_owned(),
+                journal: "f-t.json".to_owned(),
+            }],
+        };
+        assert_eq!(
+            FleetJournal::load_if(&path).unwrap(),
+            Some(expected.clone())
+        );
+        let now = dir.path().join("now.json");
+        crate::host::journal::write(&now, &expected, crate::host::journal::Write::New).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&now).unwrap(),
+            V1.replacen(
+                "\"pinplan_fleet_journal\": 1,",
+                "\"tool\": \"pinplan apply --fleet\",\n  \"version\": 2,",
+                1
+            )
+        );
+        assert_eq!(FleetJournal::load_if(&now).unwrap(), Some(expected));
     }
 
     /// A fleet journal that names a host journal outside its directory is

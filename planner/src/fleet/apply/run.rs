@@ -6,10 +6,10 @@ use super::super::pool;
 use super::journal::{file_name, host_journal, lock_all};
 use super::{
     full_text, FleetApplied, FleetApplyError, FleetApplyOptions, FleetJournal, Hook, HostOutcome,
-    HostStatus, JournalHost, FLEET_JOURNAL_VERSION,
+    HostStatus, JournalHost,
 };
 use crate::error::{Diagnostic, Exit};
-use crate::host::write::write_new;
+use crate::host::journal::{self as envelope, Write};
 use crate::libvirt::apply::host::{check, Checked, PrepareError, Prepared};
 use crate::libvirt::apply::{ApplyError, JournalStatus, Restored, Scope};
 use crate::plan::Plan;
@@ -235,7 +235,6 @@ impl Run<'_> {
     ) -> Result<bool, FleetApplyError> {
         let options = self.options;
         let fleet_journal = FleetJournal {
-            pinplan_fleet_journal: FLEET_JOURNAL_VERSION,
             fleet: self.inventory.origin.clone(),
             hosts: to_change
                 .iter()
@@ -249,10 +248,9 @@ impl Run<'_> {
                 })
                 .collect(),
         };
-        let mut text = serde_json::to_string_pretty(&fleet_journal).unwrap_or_default();
-        text.push('\n');
         (options.changing)();
-        write_new(&options.journal, &text, 0o600).map_err(FleetApplyError::Journal)?;
+        envelope::write(&options.journal, &fleet_journal, Write::New)
+            .map_err(FleetApplyError::Journal)?;
         (options.journaled)(&options.journal);
         let mut failed = false;
         for &h in to_change {

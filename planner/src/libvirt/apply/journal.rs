@@ -8,12 +8,10 @@
 
 use crate::cpuset::CpuSet;
 use crate::error::{Diagnostic, WriteError};
+use crate::host::journal::{self as envelope, Body, ReadError, Tool, Write};
 use crate::plan::{IothreadPin, VmPlan};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-
-/// The version of the journal format.
-pub const JOURNAL_VERSION: u32 = 1;
 
 /// A VM's pinning in one scope (live or config).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,11 +135,11 @@ fn unrecorded() -> JournalStatus {
     JournalStatus::Unrecorded
 }
 
-/// Everything needed to put the VMs back: written before the first change.
+/// Everything needed to put the VMs back: written before the first change,
+/// in the journals' envelope ([`crate::host::journal`], tool `pinplan
+/// apply`; version 1 of this journal, `"pinplan_journal": 1`, is read too).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Journal {
-    /// Format version ([`JOURNAL_VERSION`]).
-    pub pinplan_journal: u32,
     /// The libvirt URI.
     pub uri: String,
     /// Whether its run finished; rewritten as the run goes on.
@@ -154,21 +152,18 @@ pub struct Journal {
     pub vms: Vec<JournalVm>,
 }
 
-impl Journal {
-    /// The JSON form written to the journal file.
-    pub fn to_json(&self) -> String {
-        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
-        text.push('\n');
-        text
-    }
+impl Body for Journal {
+    const TOOL: Tool = Tool::Apply;
+}
 
+impl Journal {
     /// Writes the journal to `path`, which must not exist (a journal is
     /// never overwritten): atomically and synced to disk (temporary file,
     /// fsync, rename, fsync of the directory; mode 0600). A journal outside
     /// the state directory gets a link there, so that the next apply finds it
     /// while it is unfinished.
     pub fn write_new(&self, path: &Path) -> Result<(), WriteError> {
-        crate::host::write::write_new(path, &self.to_json(), 0o600)?;
+        envelope::write(path, self, Write::New)?;
         if self.status.unfinished() {
             link(path);
         }
@@ -180,7 +175,7 @@ impl Journal {
     pub fn mark(&self, path: &Path, status: JournalStatus) -> Result<(), WriteError> {
         let mut marked = self.clone();
         marked.status = status;
-        crate::host::write::write_atomically(path, &marked.to_json(), 0o600)?;
+        envelope::write(path, &marked, Write::Update)?;
         if status.unfinished() {
             link(path);
         } else {
@@ -279,12 +274,15 @@ pub struct Unfinished {
 /// The fields of a journal the search reads.
 #[derive(Deserialize)]
 struct Head {
-    pinplan_journal: u32,
     uri: String,
     #[serde(default = "unrecorded")]
     status: JournalStatus,
     #[serde(default)]
     started: Option<u64>,
+}
+
+impl Body for Head {
+    const TOOL: Tool = Tool::Apply;
 }
 
 /// The unfinished journals of `uri`'s host in the state directory `dir`
@@ -315,22 +313,17 @@ pub fn unfinished(dir: &Path, uri: &str) -> Vec<Unfinished> {
     let mut found: Vec<Unfinished> = candidates
         .into_iter()
         .filter_map(|path| {
-            let meta = std::fs::metadata(&path).ok()?;
-            // A journal is a few hundred KiB at most; anything far larger
-            // is not one.
-            if !meta.is_file() || meta.len() > 64 << 20 {
-                return None;
-            }
-            let head: Head = serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
-            (head.pinplan_journal == JOURNAL_VERSION
-                && head.status.unfinished()
-                && super::lock::host_key(&head.uri) == host)
-                .then_some(Unfinished {
+            // Anything else (not a journal, another tool's, too large) is
+            // passed over.
+            let head = envelope::read::<Head>(&path).ok()?.body;
+            (head.status.unfinished() && super::lock::host_key(&head.uri) == host).then_some(
+                Unfinished {
                     path,
                     uri: head.uri,
                     started: head.started,
                     status: head.status,
-                })
+                },
+            )
         })
         .collect();
     found.sort_by(|a, b| b.started.cmp(&a.started).then_with(|| a.path.cmp(&b.path)));
@@ -363,36 +356,9 @@ pub fn utc(secs: u64) -> String {
 /// Why a journal file cannot be used for a rollback.
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
-    /// The file could not be read.
-    #[error("cannot read the journal {}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// What the OS said.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file is not a journal.
-    #[error("{}:{line}: not a pinplan journal", path.display())]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// What the JSON reader said.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// A journal format this pinplan does not read.
-    #[error("{}: journal version {version}, this pinplan reads version {reads}", path.display())]
-    Version {
-        /// The file.
-        path: PathBuf,
-        /// Its version.
-        version: u32,
-        /// The version this pinplan reads of that kind of journal.
-        reads: u32,
-    },
+    /// The file is not an apply journal this pinplan reads.
+    #[error(transparent)]
+    Read(#[from] ReadError),
     /// The journal is of another libvirt host.
     #[error("{} was written for {written_for}, not {uri}", path.display())]
     OtherHost {
@@ -408,39 +374,20 @@ pub enum JournalError {
 impl Diagnostic for JournalError {
     fn hint(&self) -> Option<String> {
         match self {
-            JournalError::Parse { .. } => {
-                Some("give the journal file that `pinplan apply` printed".to_owned())
-            }
+            JournalError::Read(e) => e.hint(),
             JournalError::OtherHost { written_for, .. } => {
                 Some(format!("use --connect {written_for}"))
             }
-            JournalError::Read { .. } | JournalError::Version { .. } => None,
         }
     }
 }
 
 impl Journal {
-    /// Reads the journal at `path`, checking its version and that it was
-    /// written for `uri`.
+    /// Reads the journal at `path` (in any version this pinplan reads),
+    /// checking that it was written for `uri`.
     /// `uri` `None`: the journal's own URI.
     pub fn load(path: &Path, uri: Option<&str>) -> Result<Journal, JournalError> {
-        let text = std::fs::read_to_string(path).map_err(|source| JournalError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let journal: Journal =
-            serde_json::from_str(&text).map_err(|source| JournalError::Parse {
-                path: path.to_owned(),
-                line: source.line(),
-                source,
-            })?;
-        if journal.pinplan_journal != JOURNAL_VERSION {
-            return Err(JournalError::Version {
-                path: path.to_owned(),
-                version: journal.pinplan_journal,
-                reads: JOURNAL_VERSION,
-            });
-        }
+        let journal: Journal = envelope::read(path)?.body;
         if let Some(uri) = uri.filter(|&u| u != journal.uri) {
             return Err(JournalError::OtherHost {
                 path: path.to_owned(),
@@ -455,10 +402,10 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::journal::to_text;
 
     fn journal(uri: &str, status: JournalStatus, started: u64) -> Journal {
         Journal {
-            pinplan_journal: JOURNAL_VERSION,
             uri: uri.to_owned(),
             status,
             started: Some(started),
@@ -485,7 +432,7 @@ mod tests {
     fn issue_27_unfinished_journals_are_found_by_host() {
         let state = tempfile::tempdir().unwrap();
         let dir = state.path();
-        let put = |name: &str, j: &Journal| std::fs::write(dir.join(name), j.to_json()).unwrap();
+        let put = |name: &str, j: &Journal| std::fs::write(dir.join(name), to_text(j)).unwrap();
         let local = "qemu:///system";
         put("old.json", &journal(local, JournalStatus::Applying, 100));
         put("new.json", &journal(local, JournalStatus::RollingBack, 200));
@@ -501,6 +448,13 @@ mod tests {
             r#"{"pinplan_journal": 1, "uri": "qemu:///system", "vms": []}"#,
         )
         .unwrap();
+        // Issue 29: one an earlier pinplan left unfinished, before the
+        // journals' envelope.
+        std::fs::write(
+            dir.join("v1.json"),
+            r#"{"pinplan_journal": 1, "uri": "qemu:///system", "status": "applying", "started": 50, "vms": []}"#,
+        )
+        .unwrap();
         // Elsewhere, linked from the state directory.
         let elsewhere = tempfile::tempdir().unwrap();
         let far = elsewhere.path().join("j.json");
@@ -509,7 +463,7 @@ mod tests {
             JournalStatus::Applying,
             150,
         );
-        std::fs::write(&far, j.to_json()).unwrap();
+        std::fs::write(&far, to_text(&j)).unwrap();
         std::fs::write(
             dir.join("link-j-1-2.path"),
             format!("{}\n", absolute(&far).display()),
@@ -521,12 +475,12 @@ mod tests {
                 .map(|u| u.path.file_name().unwrap().to_string_lossy().into_owned())
                 .collect()
         };
-        assert_eq!(found(local), ["new.json", "j.json", "old.json"]);
+        assert_eq!(found(local), ["new.json", "j.json", "old.json", "v1.json"]);
         assert_eq!(found("qemu+ssh://b1/system"), ["b1.json"]);
         assert!(found("qemu+ssh://b2/system").is_empty());
         // A journal removed by hand takes its link with it.
         std::fs::remove_file(&far).unwrap();
-        assert_eq!(found(local), ["new.json", "old.json"]);
+        assert_eq!(found(local), ["new.json", "old.json", "v1.json"]);
         assert!(!dir.join("link-j-1-2.path").exists());
     }
 
@@ -537,7 +491,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j.json");
         let j = journal("test:///default", JournalStatus::Applying, 1);
-        std::fs::write(&path, j.to_json()).unwrap();
+        std::fs::write(&path, to_text(&j)).unwrap();
         j.mark(&path, JournalStatus::RolledBack).unwrap();
         let back = Journal::load(&path, None).unwrap();
         assert_eq!(back.status, JournalStatus::RolledBack);
@@ -546,5 +500,65 @@ mod tests {
         let old = Journal::load(&path, None).unwrap();
         assert_eq!(old.status, JournalStatus::Unrecorded);
         assert!(!old.status.unfinished());
+    }
+
+    /// Issue 29: a journal exactly as version 1 wrote it (before the
+    /// journals' envelope: `"pinplan_journal": 1`; this one written by
+    /// `pinplan apply` on libvirt's test driver) reads as the same value;
+    /// marked, it is rewritten in the envelope, `tool` and `version` in
+    /// place of its key, and reads the same again.
+    #[test]
+    fn issue_29_a_version_1_journal_reads_as_the_same_value() {
+        const V1: &str = include_str!("../../../../tests/fixtures/journals/apply-v1.json");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.json");
+        std::fs::write(&path, V1).unwrap();
+        let journal = Journal::load(&path, Some("test:///default")).unwrap();
+        let config = Pins {
+            vcpus: vec!["0-7".parse().unwrap(); 2],
+            emulator: "0-7".parse().unwrap(),
+            iothreads: Vec::new(),
+        };
+        assert_eq!(
+            (
+                &journal.uri,
+                journal.status,
+                journal.started,
+                journal.vms.len()
+            ),
+            (
+                &"test:///default".to_owned(),
+                JournalStatus::Applied,
+                Some(1_796_225_005),
+                1
+            )
+        );
+        let vm = &journal.vms[0];
+        assert_eq!(
+            (vm.name.as_str(), vm.uuid.as_str(), &vm.live, &vm.config),
+            (
+                "test",
+                "6695eb01-f6a4-8304-79aa-97f2502e193f",
+                &None,
+                &config
+            )
+        );
+        assert!(
+            vm.config_xml
+                .starts_with("<domain type='test'>\n  <name>test</name>\n")
+                && vm.config_xml.ends_with("</devices>\n</domain>\n"),
+            "{}",
+            vm.config_xml
+        );
+        journal.mark(&path, JournalStatus::Applied).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            V1.replacen(
+                "\"pinplan_journal\": 1,",
+                "\"tool\": \"pinplan apply\",\n  \"version\": 2,",
+                1
+            )
+        );
+        assert_eq!(Journal::load(&path, None).unwrap(), journal);
     }
 }

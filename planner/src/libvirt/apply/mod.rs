@@ -19,9 +19,7 @@ pub mod outcome;
 mod rollback;
 
 pub use error::{check_journal_is_new, retry, ApplyError, Problem};
-pub use journal::{
-    Journal, JournalError, JournalStatus, JournalVm, Pins, Unfinished, JOURNAL_VERSION,
-};
+pub use journal::{Journal, JournalError, JournalStatus, JournalVm, Pins, Unfinished};
 
 use super::ffi;
 use crate::error::{LibvirtAction, LibvirtCause, LibvirtError};
@@ -350,7 +348,6 @@ impl Session {
             });
         }
         Ok(Journal {
-            pinplan_journal: JOURNAL_VERSION,
             uri: self.uri.clone(),
             status: JournalStatus::Applying,
             started: std::time::SystemTime::now()
