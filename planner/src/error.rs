@@ -84,6 +84,12 @@ impl Rendered {
     }
 }
 
+/// `error` on one line ([`Rendered::one_line`]): where an error is a field
+/// of an outcome (a fleet host's, a survey's).
+pub fn one_line(error: &dyn Diagnostic) -> String {
+    Rendered::of(error).one_line()
+}
+
 /// The causes of `error` (its `source()` chain), outermost first.
 pub fn causes<'e>(
     error: &'e (dyn std::error::Error + 'static),

@@ -43,7 +43,7 @@ pub enum FactsError {
     /// Its node devices could not be read through libvirt. (The message
     /// says the cause whole, its hint too, as the host's refusals have
     /// always said it.)
-    #[error("its PCI devices could not be read through libvirt ({}), so no NIC can be checked for VFIO there: give it a doctor_root", crate::fleet::apply::full_text(.0))]
+    #[error("its PCI devices could not be read through libvirt ({}), so no NIC can be checked for VFIO there: give it a doctor_root", crate::error::one_line(.0))]
     Devices(LibvirtError),
 }
 

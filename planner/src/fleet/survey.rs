@@ -9,10 +9,10 @@
 //! from its node devices); a host with neither is named as not checked.
 //! From a plan directory each host is compared with its own plan.
 
-use super::apply::full_text;
 use super::inventory::{Inventory, InventoryHost};
 use super::pool;
 use crate::doctor::{self, DoctorOptions};
+use crate::error::one_line;
 use crate::error::Exit;
 use crate::report::connected::{self, Connected};
 use crate::report::Report;
@@ -101,7 +101,7 @@ pub fn report(
             top: options.top,
         }) {
             Ok(done) => HostSurvey::Done(done),
-            Err(e) => HostSurvey::Failed(full_text(&e)),
+            Err(e) => HostSurvey::Failed(one_line(&e)),
         }
     })
 }
@@ -149,7 +149,7 @@ pub fn doctor(inventory: &Inventory, options: SurveyOptions) -> Vec<Surveyed<doc
         };
         match done {
             Ok(report) => HostSurvey::Done(report),
-            Err(e) => HostSurvey::Failed(full_text(&e)),
+            Err(e) => HostSurvey::Failed(one_line(&e)),
         }
     })
 }

@@ -2,7 +2,8 @@
 //! they sit, the locks of its hosts, and the rollback of every host.
 
 use super::super::pool;
-use super::{full_text, FleetJournal, JournalHost};
+use super::{FleetJournal, JournalHost};
+use crate::error::one_line;
 use crate::host::journal::{self as envelope, Body, ReadError, Tool};
 use crate::interrupt::Interrupt;
 use crate::libvirt::apply::{lock, retry, Journal, JournalError, JournalStatus, Restored, Session};
@@ -86,7 +87,7 @@ pub enum HostJournalError {
     },
     /// The journal could not be read. (The message says the cause whole,
     /// its hint too, as the host's line of a fleet rollback always has.)
-    #[error("{}", full_text(.0))]
+    #[error("{}", one_line(.0))]
     Load(JournalError),
 }
 
@@ -137,7 +138,7 @@ impl FleetJournal {
                         }
                         Err(e) => RollbackStatus::Failed(format!(
                             "{}; retry with: {}",
-                            full_text(&e),
+                            one_line(&e),
                             retry(&file, &host.uri)
                         )),
                     },

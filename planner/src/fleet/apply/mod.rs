@@ -221,12 +221,6 @@ impl Diagnostic for FleetApplyError {
     }
 }
 
-/// The error's message, causes and hint on one block of text, as a host's
-/// line in a fleet report shows it.
-pub fn full_text(error: &dyn Diagnostic) -> String {
-    crate::error::Rendered::of(error).one_line()
-}
-
 #[cfg(test)]
 mod tests {
     use super::journal::host_journal;

@@ -5,10 +5,10 @@ use super::super::inventory::Inventory;
 use super::super::pool;
 use super::journal::{file_name, host_journal, lock_all};
 use super::{
-    full_text, FleetApplied, FleetApplyError, FleetApplyOptions, FleetJournal, Hook, HostOutcome,
-    HostStatus, JournalHost,
+    FleetApplied, FleetApplyError, FleetApplyOptions, FleetJournal, Hook, HostOutcome, HostStatus,
+    JournalHost,
 };
-use crate::error::{Diagnostic, Exit};
+use crate::error::{one_line, Diagnostic, Exit};
 use crate::host::journal::{self as envelope, Write};
 use crate::libvirt::apply::host::{check, Checked, PrepareError, Prepared};
 use crate::libvirt::apply::{ApplyError, JournalStatus, Restored, Scope};
@@ -258,7 +258,7 @@ impl Run<'_> {
             if let Err(e) = p.journal.write_new(&self.journal_of(h)) {
                 let e = ApplyError::Journal(e);
                 statuses[h] = Some(HostStatus::Refused {
-                    error: full_text(&e),
+                    error: one_line(&e),
                     exit: e.exit(),
                 });
                 failed = true;
@@ -410,7 +410,7 @@ impl Run<'_> {
                     pool::within(timeout, move || {
                         check(&plan_path, &plan, &uri, &names, scope, force)
                             .and_then(|checked| job(checked, &plan, scope))
-                            .map_err(|e| (full_text(&e), e.exit()))
+                            .map_err(|e| (one_line(&e), e.exit()))
                     })
                     .unwrap_or_else(|| {
                         Err((
