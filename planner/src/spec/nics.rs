@@ -99,16 +99,7 @@ impl Spec {
                 NicLocality::Ignore => {}
             }
         }
-        let strongest = vm.nics.iter().map(|&(_, a, _)| a).min_by_key(|a| match a {
-            NicLocality::Required | NicLocality::Socket => 0,
-            NicLocality::Preferred => 1,
-            NicLocality::Ignore => 2,
-        });
-        out.affinity = match strongest {
-            Some(NicLocality::Required | NicLocality::Socket) => NicAffinity::Required,
-            Some(NicLocality::Preferred) => NicAffinity::Preferred,
-            _ => NicAffinity::Ignore,
-        };
+        out.affinity = affinity_of(vm);
         if required.is_empty() {
             out.nodes = preferred.into_iter().collect();
             return Ok(out);
@@ -134,26 +125,7 @@ impl Spec {
                 out.cells = cells.into_iter().collect();
             }
         }
-        let off: Vec<String> = vm
-            .nics
-            .iter()
-            .filter(|&&(_, a, _)| a == NicLocality::Preferred)
-            .filter_map(|&(address, _, _)| {
-                let node = host.pci.iter().find(|d| d.address == address)?.numa_node?;
-                (!allowed.contains(&node)).then(|| format!("{address} (node {node})"))
-            })
-            .collect();
-        if !off.is_empty() {
-            warnings.push(Warning::vm(
-                &vm.name,
-                WarningKind::Nic,
-                format!(
-                    "preferred NIC {} is off the node(s) its required NICs keep it to ({}): its packets cross the socket interconnect",
-                    off.join(", "),
-                    nodes_text(&allowed)
-                ),
-            ));
-        }
+        warnings.extend(preferred_off(vm, host, &allowed));
         out.nodes = allowed.into_iter().collect();
         Ok(out)
     }
@@ -219,4 +191,43 @@ impl Spec {
         );
         e
     }
+}
+
+/// The affinity the solver keeps `vm` to: its strongest NIC's.
+fn affinity_of(vm: &VmSpec) -> NicAffinity {
+    let strongest = vm.nics.iter().map(|&(_, a, _)| a).min_by_key(|a| match a {
+        NicLocality::Required | NicLocality::Socket => 0,
+        NicLocality::Preferred => 1,
+        NicLocality::Ignore => 2,
+    });
+    match strongest {
+        Some(NicLocality::Required | NicLocality::Socket) => NicAffinity::Required,
+        Some(NicLocality::Preferred) => NicAffinity::Preferred,
+        _ => NicAffinity::Ignore,
+    }
+}
+
+/// A warning when `vm`'s preferred NICs are off the nodes its required
+/// NICs keep it to (`allowed`).
+fn preferred_off(vm: &VmSpec, host: &HostTopology, allowed: &BTreeSet<NodeId>) -> Option<Warning> {
+    let off: Vec<String> = vm
+        .nics
+        .iter()
+        .filter(|&&(_, a, _)| a == NicLocality::Preferred)
+        .filter_map(|&(address, _, _)| {
+            let node = host.pci.iter().find(|d| d.address == address)?.numa_node?;
+            (!allowed.contains(&node)).then(|| format!("{address} (node {node})"))
+        })
+        .collect();
+    (!off.is_empty()).then(|| {
+        Warning::vm(
+            &vm.name,
+            WarningKind::Nic,
+            format!(
+                "preferred NIC {} is off the node(s) its required NICs keep it to ({}): its packets cross the socket interconnect",
+                off.join(", "),
+                nodes_text(allowed)
+            ),
+        )
+    })
 }
