@@ -26,10 +26,7 @@ pub fn per_node(vm: &VmPlan, memory: &VmMemory) -> Vec<(NodeId, u64)> {
     let mut given = 0u64;
     let cells = vm.guest_cells.len();
     for (i, cell) in vm.guest_cells.iter().enumerate() {
-        let vcpus = cell
-            .vcpus
-            .parse::<crate::cpuset::CpuSet>()
-            .map_or(0, |s| s.len() as u64);
+        let vcpus = cell.vcpus.len() as u64;
         let share = if i + 1 == cells {
             memory.bytes.saturating_sub(given)
         } else {

@@ -5,6 +5,31 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
+/// A type that is a sentence on the outside: compared with `&str`,
+/// serialised as its text, and read back from text by `$from` (plain text:
+/// the names it held are not told apart any more).
+macro_rules! sentence {
+    ($type:ty, $from:expr) => {
+        impl PartialEq<&str> for $type {
+            fn eq(&self, other: &&str) -> bool {
+                *self == **other
+            }
+        }
+
+        impl Serialize for $type {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $type {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<$type, D::Error> {
+                String::deserialize(deserializer).map($from)
+            }
+        }
+    };
+}
+
 /// One part of a [`Message`]: text, or a VM's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Part {
@@ -132,23 +157,7 @@ impl PartialEq<str> for Message {
     }
 }
 
-impl PartialEq<&str> for Message {
-    fn eq(&self, other: &&str) -> bool {
-        *self == **other
-    }
-}
-
-impl Serialize for Message {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Message {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Message, D::Error> {
-        String::deserialize(deserializer).map(Message::from)
-    }
-}
+sentence!(Message, Message::from);
 
 /// What a plan's warning is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -246,23 +255,10 @@ impl PartialEq<str> for Warning {
     }
 }
 
-impl PartialEq<&str> for Warning {
-    fn eq(&self, other: &&str) -> bool {
-        *self == **other
-    }
-}
-
-impl Serialize for Warning {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Warning {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Warning, D::Error> {
-        String::deserialize(deserializer).map(|text| Warning::plan(WarningKind::Other, text))
-    }
-}
+sentence!(Warning, |text: String| Warning::plan(
+    WarningKind::Other,
+    text
+));
 
 #[cfg(test)]
 mod tests {

@@ -151,8 +151,8 @@ pub struct PlannedDemand {
 pub struct GuestCell {
     /// Guest cell id (0-based).
     pub id: u32,
-    /// Guest vCPUs in the cell.
-    pub vcpus: String,
+    /// Guest vCPUs in the cell (vCPU numbers, in the CPU-list syntax).
+    pub vcpus: CpuSet,
     /// The host node backing it.
     pub host_node: NodeId,
     /// Its distance to each guest cell, by cell (the host's between their

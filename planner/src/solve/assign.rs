@@ -210,7 +210,7 @@ fn guest_cells(host: &HostTopology, numa_nodes: &[NodeId], pins: &[VcpuPin]) -> 
                 .collect();
             (!vcpus.is_empty()).then(|| GuestCell {
                 id: u32::try_from(i).unwrap_or(u32::MAX),
-                vcpus: vcpus.to_string(),
+                vcpus,
                 host_node: node,
                 distances: Vec::new(),
             })

@@ -198,7 +198,7 @@ fn cells_in(
             .flat_map(|(i, (&cell, planned))| {
                 let set = [
                     ("id", planned.id.to_string()),
-                    ("cpus", planned.vcpus.clone()),
+                    ("cpus", planned.vcpus.to_string()),
                 ];
                 kept_cell(doc, cell, &set, &emit::distances_of_cell(vm, i))
             })
