@@ -6,7 +6,9 @@
 //! and a fleet optimise ([`Tier`]). Imports nothing of pinplan's.
 
 pub mod message;
+pub mod plan;
 pub mod policy;
+pub mod request;
 pub mod tier;
 
 pub use message::{Message, Warning, WarningKind};

@@ -4,8 +4,8 @@
 use super::schema::NicLocality;
 use super::{Spec, SpecError, VmSpec};
 use crate::ids::NodeId;
+use crate::model::{NicAffinity, NumaPolicy};
 use crate::model::{Warning, WarningKind};
-use crate::solve::{NicAffinity, NumaPolicy};
 use crate::topology::{HostTopology, PciAddress};
 use std::collections::BTreeSet;
 

@@ -6,9 +6,9 @@ use super::{Sizing, Spec, SpecError, VmSpec};
 use crate::cpuset::CpuSet;
 use crate::demand::{self, DemandOptions};
 use crate::ids::{CpuId, NodeId};
+use crate::model::request::{EmulatorPolicy, FixedTenant, PlanRequest, VmRequest};
 use crate::model::{Warning, WarningKind};
 use crate::plan::PlannedDemand;
-use crate::solve::{EmulatorPolicy, FixedTenant, PlanRequest, VmRequest};
 use crate::topology::HostTopology;
 use std::collections::BTreeSet;
 
@@ -135,7 +135,7 @@ impl Spec {
             alternatives,
             memory: self.memory(vm, domains.get(&vm.name), warnings)?,
             roles,
-            guest: crate::solve::GuestOptions {
+            guest: crate::model::request::GuestOptions {
                 cache_aware: vm.cache_aware,
                 cache_passthrough: vm.cache_passthrough,
             },
@@ -354,7 +354,7 @@ impl Spec {
         vcpus: u32,
         table: Option<(u32, u32)>,
         host: &HostTopology,
-    ) -> Result<crate::solve::Roles, SpecError> {
+    ) -> Result<crate::model::request::Roles, SpecError> {
         use crate::model::ThreadPolicy;
         let name = &vm.name;
         let (housekeeping, rx) = match (table, vm.housekeeping_vcpus) {
@@ -388,7 +388,7 @@ impl Spec {
         let pad = if vm.emulator == EmulatorPolicy::WithHousekeeping
             && vm.threads != ThreadPolicy::Isolate
         {
-            crate::solve::Roles::pad_for(host, housekeeping)
+            crate::model::request::Roles::pad_for(host, housekeeping)
         } else {
             0
         };
@@ -425,7 +425,7 @@ impl Spec {
                 ));
             }
         }
-        Ok(crate::solve::Roles {
+        Ok(crate::model::request::Roles {
             housekeeping,
             rx,
             pad,
