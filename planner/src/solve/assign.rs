@@ -126,10 +126,27 @@ struct Pinning {
     main_cpus: CpuSet,
 }
 
+/// Per core of `owned`, the vCPUs kept back for the cores after it: one for
+/// each node the VM must have a vCPU on ([`VmRequest::cell_nodes`]) whose
+/// first core comes later. Filling cores in order reaches every core of a
+/// placement with no core to spare, so this only binds when a node's one
+/// core is there for the node's sake.
+fn owed_after(vm: &VmRequest, owned: &[OwnedCore]) -> Vec<u32> {
+    let first: BTreeMap<NodeId, usize> = vm
+        .cell_nodes
+        .iter()
+        .filter_map(|&node| Some((node, owned.iter().position(|c| c.node == Some(node))?)))
+        .collect();
+    (0..owned.len())
+        .map(|i| u32::try_from(first.values().filter(|&&f| f > i).count()).unwrap_or(0))
+        .collect()
+}
+
 /// vCPUs in order onto the cores: one per core with `isolate`, every
 /// thread of a core before the next otherwise — except that with
 /// `emulator = "with-housekeeping"` the housekeeping vCPUs' last core takes
-/// no poll-mode vCPU (its other threads stay idle, for the emulator).
+/// no poll-mode vCPU (its other threads stay idle, for the emulator) — and a node the VM
+/// must have a vCPU on keeps one for its core ([`owed_after`]).
 fn pin_vcpus(vm: &VmRequest, owned: &[OwnedCore]) -> Pinning {
     let mut pins: Vec<VcpuPin> = Vec::new();
     let mut idle: Vec<CpuId> = Vec::new();
@@ -165,7 +182,8 @@ fn pin_vcpus(vm: &VmRequest, owned: &[OwnedCore]) -> Pinning {
         }
         ThreadPolicy::Require | ThreadPolicy::Prefer => {
             let mut used = Vec::new();
-            for OwnedCore { pus, .. } in owned {
+            let owed = owed_after(vm, owned);
+            for (OwnedCore { pus, .. }, keep) in owned.iter().zip(owed) {
                 let mut n = 0;
                 let main_core = vcpu < housekeeping;
                 if main_core {
@@ -173,7 +191,7 @@ fn pin_vcpus(vm: &VmRequest, owned: &[OwnedCore]) -> Pinning {
                 }
                 for &cpu in pus {
                     let poll_mode_on_main = apart && main_core && vcpu >= housekeeping;
-                    if vcpu < vm.vcpus && !poll_mode_on_main {
+                    if vcpu < vm.vcpus.saturating_sub(keep) && !poll_mode_on_main {
                         pins.push(pin(vcpu, cpu));
                         vcpu += 1;
                         n += 1;

@@ -163,23 +163,37 @@ pub fn pus_per_core(vm: &VmRequest, threads: u32) -> u32 {
 
 /// Whole cores `vm` needs on cores of `threads` usable threads each: one per
 /// vCPU with `threads = "isolate"` (one more for an isolated emulator when
-/// there is no idle sibling), else its CPUs over the threads, rounded up.
+/// there is no idle sibling), else its CPUs over the threads, rounded up;
+/// at least one on each node it must touch ([`cells`]).
 pub fn cores_needed(vm: &VmRequest, threads: u32) -> u32 {
     let t = threads.max(1);
-    match vm.threads {
+    let cores = match vm.threads {
         ThreadPolicy::Isolate => {
             vm.vcpus + u32::from(vm.emulator == super::EmulatorPolicy::Isolate && t < 2)
         }
         ThreadPolicy::Require | ThreadPolicy::Prefer => vm.threads.cores_for(vm.pus_needed(), t),
+    };
+    match vm.threads {
+        ThreadPolicy::Isolate => cores,
+        ThreadPolicy::Require | ThreadPolicy::Prefer => cores.max(cells(vm)),
     }
+}
+
+/// The nodes `vm` must have a core on (its required NICs' nodes, when they
+/// are several; else none): as many cores at least.
+pub fn cells(vm: &VmRequest) -> u32 {
+    u32::try_from(vm.cell_nodes.len()).unwrap_or(u32::MAX)
 }
 
 /// Whether `cores` (given as their usable thread counts) are exactly what `vm`
 /// needs: enough CPUs for its vCPUs and emulator, and no whole core to spare.
+/// A VM that must touch several nodes (`cell_nodes`) takes a core on each:
+/// one core per such node is never a spare, whatever its threads hold.
 /// Every solver (ILP, greedy, oracle) must agree with this rule.
 pub fn fits_exactly(vm: &VmRequest, threads: &[u32]) -> bool {
     let n = u32::try_from(threads.len()).unwrap_or(u32::MAX);
-    if threads.iter().any(|&t| !vm.threads.accepts(t)) {
+    // A vCPU on each node it must touch needs as many vCPUs.
+    if threads.iter().any(|&t| !vm.threads.accepts(t)) || vm.vcpus < cells(vm) {
         return false;
     }
     match vm.threads {
@@ -196,7 +210,8 @@ pub fn fits_exactly(vm: &VmRequest, threads: &[u32]) -> bool {
             let total: u32 = threads.iter().sum();
             let max_t = threads.iter().copied().max().unwrap_or(1);
             let need = vm.pus_needed();
-            total >= need && total < need + max_t
+            let one_per_cell = cells(vm) > 0 && n == cells(vm);
+            total >= need && n >= cells(vm) && (total < need + max_t || one_per_cell)
         }
     }
 }

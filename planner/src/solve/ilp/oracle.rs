@@ -200,6 +200,10 @@ impl Oracle {
                 }
             }
         }
+        // Too few vCPUs for one on each node it must touch: never placed.
+        if vm.vcpus < classes::cells(vm) {
+            self.cons.push(constraint!(p <= 0));
+        }
         for &node in &vm.cell_nodes {
             let there: Expression = xs
                 .iter()
@@ -239,9 +243,12 @@ impl Oracle {
         self.cons.push(constraint!(count == 0));
     }
 
-    /// need ≤ total < need + (most threads of a chosen core).
+    /// need ≤ total < need + (most threads of a chosen core); or, for a VM
+    /// that must touch several nodes, exactly one core per such node
+    /// (`one_each`), whatever they hold.
     fn fill_threads(&mut self, vm: &VmRequest, p: Variable, xs: &[(usize, Variable)]) {
         let need = f64::from(vm.pus_needed());
+        let cells = f64::from(classes::cells(vm));
         let total: Expression = xs
             .iter()
             .map(|&(k, x)| f64::from(self.threads[k]) * x)
@@ -263,7 +270,20 @@ impl Oracle {
             upper -= f64::from(t) * g;
         }
         self.cons.push(constraint!(one == 0));
-        self.cons.push(constraint!(upper <= 0));
+        if cells == 0.0 {
+            self.cons.push(constraint!(upper <= 0));
+            return;
+        }
+        // one_each: the bound above is lifted (by more than any total), and
+        // the cores are as many as the nodes.
+        let one_each = self.var();
+        let most: f64 = xs.iter().map(|&(k, _)| f64::from(self.threads[k])).sum();
+        let count: Expression = xs.iter().map(|&(_, x)| x).sum();
+        let cores = xs.len() as f64;
+        self.cons.push(constraint!(one_each <= p));
+        self.cons.push(constraint!(upper <= most * one_each));
+        self.cons
+            .push(constraint!(count <= cells * p + cores * (1.0 - one_each)));
     }
 
     /// Strict: one node; preferred: nodes beyond the first counted.

@@ -202,6 +202,90 @@ fn one_core_nodes_with_an_offline_sibling_match_the_oracle() {
     );
 }
 
+/// Found by `larger_hosts_are_safe`: a 3-vCPU `threads = "require"` VM with
+/// required NICs on nodes 0 and 2 must take a core on each, and its cores
+/// there have 3 usable threads (the 4th off) while node 1's have 4. Two
+/// 3-thread cores are then exactly what it needs: 6 CPUs for 3 vCPUs, and
+/// neither core is a spare (each is its node's one core). The rule once
+/// refused that (6 is not under 3 + 3) while the per-class model, bounding
+/// by the host's 4 threads, placed it.
+#[test]
+fn a_vm_on_several_nics_nodes_takes_a_core_on_each() {
+    let desc = "package:1 numa:3 core:2 pu:4";
+    let specs = [(
+        3,
+        ThreadPolicy::Require,
+        EmulatorPolicy::Host,
+        NumaPolicy::Preferred,
+        NicAffinity::Required,
+        Some(0),
+        1,
+    )];
+    let mut req = regression_request(desc, &[3, 7, 19, 23], &specs, "", [("a", ""), ("b", "")]);
+    req.vms[0].nic_nodes = vec![NodeId(0), NodeId(2)];
+    req.vms[0].cell_nodes = vec![NodeId(0), NodeId(2)];
+    let ilp = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
+    check_plan(&req, &ilp).unwrap();
+    assert!(ilp.unplaced.is_empty(), "{:?}", ilp.explanations);
+    let vm = &ilp.vms[0];
+    assert_eq!(vm.numa_nodes, [NodeId(0), NodeId(2)], "{vm:?}");
+    assert_eq!(vm.cores.len(), 2, "{vm:?}");
+    assert_eq!(vm.cpus.len(), 6, "{vm:?}");
+    // vCPUs on each node: a guest cell per NIC node.
+    assert_eq!(vm.guest_cells.len(), 2, "{vm:?}");
+    // One core more would be a spare; one core alone misses a node.
+    let vm = &req.vms[0];
+    assert!(classes::fits_exactly(vm, &[3, 3]));
+    assert!(classes::fits_exactly(vm, &[4, 4]));
+    assert!(!classes::fits_exactly(vm, &[3, 3, 3]));
+    assert!(!classes::fits_exactly(
+        &VmRequest {
+            cell_nodes: Vec::new(),
+            ..vm.clone()
+        },
+        &[3, 3]
+    ));
+}
+
+/// A 2-vCPU `threads = "prefer"` VM with required NICs on both nodes of an
+/// SMT-2 host: one core on each node (4 CPUs for 2 vCPUs, a vCPU on each
+/// node). The models once bounded its CPUs by `vCPUs + threads - 1` = 3 and
+/// left it out as not fitting; greedy and the oracle agree now.
+#[test]
+fn two_vcpus_on_two_nics_nodes_of_an_smt_host_are_placed() {
+    let specs = [(
+        2,
+        ThreadPolicy::Prefer,
+        EmulatorPolicy::Host,
+        NumaPolicy::Spread,
+        NicAffinity::Required,
+        Some(0),
+        1,
+    )];
+    let mut req = regression_request(
+        "package:1 numa:2 core:2 pu:2",
+        &[],
+        &specs,
+        "",
+        [("a", ""), ("b", "")],
+    );
+    req.vms[0].nic_nodes = vec![NodeId(0), NodeId(1)];
+    req.vms[0].cell_nodes = vec![NodeId(0), NodeId(1)];
+    for solver in [SolverKind::Ilp, SolverKind::Greedy] {
+        let plan = crate::solve::solve(&req, &options(solver), by_limit());
+        check_plan(&req, &plan).unwrap();
+        assert!(
+            plan.unplaced.is_empty(),
+            "{solver:?}: {:?}",
+            plan.explanations
+        );
+        assert_eq!(plan.vms[0].cores.len(), 2, "{solver:?}");
+        assert_eq!(plan.vms[0].guest_cells.len(), 2, "{solver:?}");
+    }
+    let oracle = super::oracle::place(&req);
+    assert_eq!(oracle.cores.get(&0).map(Vec::len), Some(2));
+}
+
 /// The VMs of issue 28's chiplet cases: `threads = "prefer"`, `numa =
 /// "strict"`, of `vcpus` each.
 fn prefer_strict(vcpus: &[u32]) -> Vec<Case> {

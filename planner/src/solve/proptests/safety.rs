@@ -165,6 +165,18 @@ fn check_vcpus(
         .iter()
         .filter_map(|p| req.host.pu(p.cpu).and_then(|pu| pu.core))
         .collect();
+    // Several required NICs: a vCPU on each of their nodes.
+    for &node in &vm.cell_nodes {
+        prop_assert!(
+            vm_plan
+                .vcpus
+                .iter()
+                .any(|p| req.host.pu(p.cpu).and_then(|pu| pu.numa_node) == Some(node)),
+            "{}: no vCPU on node {} of its NICs",
+            name,
+            node
+        );
+    }
     if vm.threads == ThreadPolicy::Isolate {
         prop_assert_eq!(
             cores_of_pins.len(),

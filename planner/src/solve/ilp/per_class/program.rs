@@ -194,7 +194,8 @@ impl Builder<'_> {
             .filter(|(_, c)| classes::allowed(vm, c.node, c.threads))
             .map(|(i, _)| i)
             .collect();
-        if usable.is_empty() || vm.vcpus == 0 {
+        // Too few vCPUs for one on each node it must touch: nowhere.
+        if usable.is_empty() || vm.vcpus == 0 || vm.vcpus < classes::cells(vm) {
             return None;
         }
         let placed = self.m.binary();
@@ -274,9 +275,10 @@ impl Builder<'_> {
                 f64::from(vm.vcpus)
                     + f64::from(u8::from(vm.emulator == EmulatorPolicy::Isolate && !spare))
             }
-            ThreadPolicy::Require | ThreadPolicy::Prefer => {
-                (need / f64::from(cols.most_threads(classes))).ceil()
-            }
+            ThreadPolicy::Require | ThreadPolicy::Prefer => (need
+                / f64::from(cols.most_threads(classes)))
+            .ceil()
+            .max(f64::from(classes::cells(vm))),
         };
         match vm.threads {
             ThreadPolicy::Isolate => self.isolate(cols),
@@ -310,7 +312,8 @@ impl Builder<'_> {
     }
 
     /// vCPUs (and an isolated emulator) fill the threads of their cores:
-    /// `need ≤ CPUs < need + most threads`.
+    /// `need ≤ CPUs < need + most threads`, or, for a VM that must touch
+    /// several nodes, one core on each of them whatever they hold.
     fn fill_threads(&mut self, cols: &Columns) {
         let (vm, p, classes) = (cols.vm, cols.placed, self.classes);
         let need = f64::from(vm.pus_needed());
@@ -320,12 +323,13 @@ impl Builder<'_> {
             .map(|&(c, v, _)| f64::from(classes::pus_per_core(vm, classes[c].threads)) * v)
             .sum();
         let t_max = f64::from(cols.most_threads(classes));
+        let cells = f64::from(classes::cells(vm));
         self.m.ge(pus.clone(), need * p);
-        // At least ceil(need / most threads) cores: the relaxation otherwise
-        // takes fractions of cores.
-        self.m
-            .ge(cols.cores(classes, |_| true), (need / t_max).ceil() * p);
-        self.m.le(pus, (need + t_max - 1.0) * p);
+        // At least ceil(need / most threads) cores, and one per node it must
+        // touch: the relaxation otherwise takes fractions of cores.
+        let least = (need / t_max).ceil().max(cells);
+        self.m.ge(cols.cores(classes, |_| true), least * p);
+        self.m.le(pus, (need + t_max - 1.0).max(cells * t_max) * p);
     }
 
     /// `y[v][k]` for VMs kept to one node (strict) or few (preferred).
