@@ -157,6 +157,38 @@ nics = [
     assert!(err.contains("numa = \"spread\""), "{err}");
 }
 
+/// A VM with required NICs on two nodes needs a vCPU on each: one vCPU is
+/// refused with the fix, two are placed one on each node.
+#[test]
+fn one_vcpu_for_required_nics_on_two_nodes_is_refused() {
+    let dir = TempDir::new();
+    let body = |vcpus: u32| {
+        format!(
+            "reserved_cores = 1\n[[vm]]\nname = \"split\"\nvcpus = {vcpus}\nnuma = \"spread\"\n\
+             nics = [\n  {{ addr = \"0000:02:00.0\", affinity = \"required\" }},\n  \
+             {{ addr = \"0000:88:00.0\", affinity = \"required\" }},\n]\n"
+        )
+    };
+    let out = pinplan(["plan", &spec(&dir, TWO_NODES, &body(1))]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(
+            "split: 1 vCPU for required NICs on 2 NUMA nodes: it needs a vCPU on each NIC's node"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("give it vcpus = 2 or more"), "{err}");
+    let out = pinplan(["plan", "--format", "json", &spec(&dir, TWO_NODES, &body(2))]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        plan["vms"][0]["guest_cells"].as_array().map(Vec::len),
+        Some(2),
+        "{plan}"
+    );
+}
+
 /// `nic` and `nics` together, and an address listed twice, are refused.
 #[test]
 fn nic_and_nics_together_and_a_repeated_nic_are_refused() {
