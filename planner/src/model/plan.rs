@@ -390,11 +390,15 @@ pub struct Plan {
 
 impl Plan {
     /// The plan with every VM name put through `new`: the VMs, those left
-    /// out, the moves, and every sentence that names a VM (the summary,
-    /// explanations, warnings). Nothing else changes.
+    /// out, the tenants planned around (a running VM left out is one), the
+    /// moves, and every sentence that names a VM (the summary, explanations,
+    /// warnings). Nothing else changes.
     pub fn rename(&mut self, new: &dyn Fn(&str) -> String) {
         for vm in &mut self.vms {
             vm.name = new(&vm.name);
+        }
+        for tenant in &mut self.fixed {
+            tenant.name = new(&tenant.name);
         }
         for name in &mut self.unplaced {
             *name = new(name);

@@ -162,8 +162,8 @@ fn pin_vcpus(vm: &VmRequest, owned: &[OwnedCore]) -> Pinning {
     let per_core_used: Vec<usize> = match vm.threads {
         ThreadPolicy::Isolate => {
             let mut used = Vec::new();
-            for OwnedCore { pus, .. } in owned {
-                if vcpu < vm.vcpus {
+            for (OwnedCore { pus, .. }, keep) in owned.iter().zip(owed_after(vm, owned)) {
+                if vcpu < vm.vcpus.saturating_sub(keep) {
                     if let Some(&first) = pus.first() {
                         if vcpu < housekeeping {
                             main_cpus.extend(pus.iter().copied());

@@ -185,6 +185,12 @@ pub fn cells(vm: &VmRequest) -> u32 {
     u32::try_from(vm.cell_nodes.len()).unwrap_or(u32::MAX)
 }
 
+/// Whether `vm` has too few vCPUs for one on each node it must touch
+/// ([`cells`]): then it fits nowhere.
+pub fn too_few_vcpus_for_cells(vm: &VmRequest) -> bool {
+    vm.vcpus < cells(vm)
+}
+
 /// Whether `cores` (given as their usable thread counts) are exactly what `vm`
 /// needs: enough CPUs for its vCPUs and emulator, and no whole core to spare.
 /// A VM that must touch several nodes (`cell_nodes`) takes a core on each:
@@ -193,7 +199,7 @@ pub fn cells(vm: &VmRequest) -> u32 {
 pub fn fits_exactly(vm: &VmRequest, threads: &[u32]) -> bool {
     let n = u32::try_from(threads.len()).unwrap_or(u32::MAX);
     // A vCPU on each node it must touch needs as many vCPUs.
-    if threads.iter().any(|&t| !vm.threads.accepts(t)) || vm.vcpus < cells(vm) {
+    if threads.iter().any(|&t| !vm.threads.accepts(t)) || too_few_vcpus_for_cells(vm) {
         return false;
     }
     match vm.threads {

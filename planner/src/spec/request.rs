@@ -111,24 +111,6 @@ impl Spec {
         let nics = self.nic(vm, host, warnings)?;
         let (vcpus, demand, alternatives, table_roles) = self.vcpus(vm, warnings)?;
         let roles = self.roles(vm, vcpus, table_roles, host)?;
-        if (vcpus as usize) < nics.cells.len() {
-            let mut e = self.error(
-                vm.line,
-                "vm.vcpus",
-                format!(
-                    "{}: {} vCPU{} for required NICs on {} NUMA nodes: it needs a vCPU on each NIC's node",
-                    vm.name,
-                    vcpus,
-                    if vcpus == 1 { "" } else { "s" },
-                    nics.cells.len()
-                ),
-            );
-            e.hint = Some(format!(
-                "give it vcpus = {} or more, or affinity = \"preferred\" (or \"socket\") for all but one NIC",
-                nics.cells.len()
-            ));
-            return Err(e);
-        }
         if vm.emulator == EmulatorPolicy::Host && reserved.is_empty() {
             return Err(self.error(
                 vm.line,

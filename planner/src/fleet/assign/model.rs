@@ -270,7 +270,8 @@ impl Fit<'_> {
 
 /// The assignment's objectives through the one loop: no bounds, the whole
 /// time, each optimum held as a sum; the backend's answers are checked
-/// against the program before they replace the start.
+/// against the program, and one that breaks a row is never taken (the
+/// start stays, or the objectives stop unproven).
 struct AssignRules;
 
 impl Rules for AssignRules {

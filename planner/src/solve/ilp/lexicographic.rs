@@ -103,7 +103,15 @@ pub(crate) fn lexicographic(
             _ => run(model, terms, left, start.as_deref()).map_err(Some),
         };
         let (v, proven) = match outcome {
-            Ok((v, proven)) => better_of(model, rules, terms, start, v, proven, bound),
+            Ok((v, proven)) => match better_of(model, rules, terms, start, v, proven, bound) {
+                Some(answer) => answer,
+                // A checked answer that breaks the model, and no start: the
+                // tier has no point to stand on.
+                None => {
+                    solved.proven = false;
+                    return solved;
+                }
+            },
             Err(e) => {
                 if let Some(e) = &e {
                     e.keep_fault(&mut solved.fault);
@@ -150,8 +158,8 @@ pub(crate) fn lexicographic(
 
 /// The backend's answer `v` (`proven` or not), or the start when that is
 /// better (a backend stopped early may return a worse incumbent) or `v`
-/// breaks the model where the rules check; an answer at the lower bound is
-/// optimal, stopped or not.
+/// breaks the model where the rules check (`None` when it does and there is
+/// no start); an answer at the lower bound is optimal, stopped or not.
 fn better_of(
     model: &Model,
     rules: &dyn Rules,
@@ -160,16 +168,13 @@ fn better_of(
     v: Vec<f64>,
     proven: bool,
     bound: Option<f64>,
-) -> (Vec<f64>, bool) {
+) -> Option<(Vec<f64>, bool)> {
+    let broken = rules.checks_answers() && !model.feasible(&v);
     let (v, proven) = match start {
-        Some(s)
-            if terms.value(&s) < terms.value(&v) - 1e-6
-                || (rules.checks_answers() && !model.feasible(&v)) =>
-        {
-            (s, false)
-        }
+        Some(s) if broken || terms.value(&s) < terms.value(&v) - 1e-6 => (s, false),
+        None if broken => return None,
         _ => (v, proven),
     };
     let at = bound.is_some_and(|b| terms.value(&v) <= b + 1e-6);
-    (v, proven || at)
+    Some((v, proven || at))
 }

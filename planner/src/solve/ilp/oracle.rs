@@ -201,7 +201,7 @@ impl Oracle {
             }
         }
         // Too few vCPUs for one on each node it must touch: never placed.
-        if vm.vcpus < classes::cells(vm) {
+        if classes::too_few_vcpus_for_cells(vm) {
             self.cons.push(constraint!(p <= 0));
         }
         for &node in &vm.cell_nodes {

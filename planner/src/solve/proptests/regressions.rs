@@ -286,6 +286,47 @@ fn two_vcpus_on_two_nics_nodes_of_an_smt_host_are_placed() {
     assert_eq!(oracle.cores.get(&0).map(Vec::len), Some(2));
 }
 
+/// `threads = "isolate"` with an isolated emulator on one-thread cores: 2
+/// vCPUs and the emulator take 3 cores, two on node 0 and one on node 1.
+/// Filled in order, both vCPUs went to node 0 and node 1's core held only
+/// the emulator; node 1 keeps a vCPU now, and node 0's second core is idle.
+#[test]
+fn an_isolated_vm_keeps_a_vcpu_for_each_nics_node() {
+    let specs = [(
+        2,
+        ThreadPolicy::Isolate,
+        EmulatorPolicy::Isolate,
+        NumaPolicy::Spread,
+        NicAffinity::Required,
+        Some(0),
+        1,
+    )];
+    let mut req = regression_request(
+        "package:1 numa:2 core:2 pu:1",
+        &[],
+        &specs,
+        "",
+        [("a", ""), ("b", "3")],
+    );
+    req.vms[0].nic_nodes = vec![NodeId(0), NodeId(1)];
+    req.vms[0].cell_nodes = vec![NodeId(0), NodeId(1)];
+    for solver in [SolverKind::Ilp, SolverKind::Greedy] {
+        let plan = crate::solve::solve(&req, &options(solver), by_limit());
+        check_plan(&req, &plan).unwrap();
+        assert!(
+            plan.unplaced.is_empty(),
+            "{solver:?}: {:?}",
+            plan.explanations
+        );
+        assert_eq!(
+            plan.vms[0].guest_cells.len(),
+            2,
+            "{solver:?}: {:?}",
+            plan.vms[0]
+        );
+    }
+}
+
 /// The VMs of issue 28's chiplet cases: `threads = "prefer"`, `numa =
 /// "strict"`, of `vcpus` each.
 fn prefer_strict(vcpus: &[u32]) -> Vec<Case> {

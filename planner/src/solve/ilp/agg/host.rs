@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Cores one VM needs on cores of `threads` usable threads, if it may use them.
 pub(super) fn cores_per_vm(vm: &VmRequest, threads: u32) -> Option<u32> {
     let unplaceable =
-        vm.vcpus == 0 || vm.vcpus < classes::cells(vm) || !vm.threads.accepts(threads);
+        vm.vcpus == 0 || classes::too_few_vcpus_for_cells(vm) || !vm.threads.accepts(threads);
     (!unplaceable).then(|| classes::cores_needed(vm, threads))
 }
 

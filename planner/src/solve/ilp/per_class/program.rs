@@ -195,7 +195,7 @@ impl Builder<'_> {
             .map(|(i, _)| i)
             .collect();
         // Too few vCPUs for one on each node it must touch: nowhere.
-        if usable.is_empty() || vm.vcpus == 0 || vm.vcpus < classes::cells(vm) {
+        if usable.is_empty() || vm.vcpus == 0 || classes::too_few_vcpus_for_cells(vm) {
             return None;
         }
         let placed = self.m.binary();
@@ -328,8 +328,21 @@ impl Builder<'_> {
         // At least ceil(need / most threads) cores, and one per node it must
         // touch: the relaxation otherwise takes fractions of cores.
         let least = (need / t_max).ceil().max(cells);
-        self.m.ge(cols.cores(classes, |_| true), least * p);
-        self.m.le(pus, (need + t_max - 1.0).max(cells * t_max) * p);
+        let cores = cols.cores(classes, |_| true);
+        self.m.ge(cores.clone(), least * p);
+        if cells == 0.0 {
+            self.m.le(pus, (need + t_max - 1.0) * p);
+            return;
+        }
+        // Either the bound above, or exactly one core per node (`one_each`),
+        // as the rule has it: lifted by more than any total, and the cores
+        // held to the nodes' count.
+        let one_each = self.m.binary();
+        let all: f64 = classes.iter().map(|c| c.cores.len() as f64).sum();
+        self.m.le(one_each, p);
+        self.m
+            .le(pus - all * t_max * one_each, (need + t_max - 1.0) * p);
+        self.m.le(cores + all * one_each, cells * p + all);
     }
 
     /// `y[v][k]` for VMs kept to one node (strict) or few (preferred).
