@@ -253,78 +253,72 @@ fn a_vm_on_several_nics_nodes_takes_a_core_on_each() {
 /// left it out as not fitting; greedy and the oracle agree now.
 #[test]
 fn two_vcpus_on_two_nics_nodes_of_an_smt_host_are_placed() {
-    let specs = [(
-        2,
-        ThreadPolicy::Prefer,
-        EmulatorPolicy::Host,
-        NumaPolicy::Spread,
-        NicAffinity::Required,
-        Some(0),
-        1,
-    )];
-    let mut req = regression_request(
-        "package:1 numa:2 core:2 pu:2",
-        &[],
-        &specs,
-        "",
-        [("a", ""), ("b", "")],
-    );
-    req.vms[0].nic_nodes = vec![NodeId(0), NodeId(1)];
-    req.vms[0].cell_nodes = vec![NodeId(0), NodeId(1)];
-    for solver in [SolverKind::Ilp, SolverKind::Greedy] {
-        let plan = crate::solve::solve(&req, &options(solver), by_limit());
-        check_plan(&req, &plan).unwrap();
-        assert!(
-            plan.unplaced.is_empty(),
-            "{solver:?}: {:?}",
-            plan.explanations
-        );
-        assert_eq!(plan.vms[0].cores.len(), 2, "{solver:?}");
-        assert_eq!(plan.vms[0].guest_cells.len(), 2, "{solver:?}");
-    }
+    let desc = "package:1 numa:2 core:2 pu:2";
+    let req = on_nodes_0_and_1(desc, ThreadPolicy::Prefer, EmulatorPolicy::Host, "");
+    let plans = placed_with_a_cell_per_node(&req);
+    assert!(plans.iter().all(|p| p.vms[0].cores.len() == 2));
     let oracle = super::oracle::place(&req);
     assert_eq!(oracle.cores.get(&0).map(Vec::len), Some(2));
 }
 
 /// `threads = "isolate"` with an isolated emulator on one-thread cores: 2
-/// vCPUs and the emulator take 3 cores, two on node 0 and one on node 1.
-/// Filled in order, both vCPUs went to node 0 and node 1's core held only
-/// the emulator; node 1 keeps a vCPU now, and node 0's second core is idle.
+/// vCPUs and the emulator take 3 cores, two on node 0 and one on node 1
+/// (CPU 3 is another tenant's). Filled in order, both vCPUs went to node 0
+/// and node 1's core held only the emulator; node 1 keeps a vCPU now, and
+/// node 0's second core is idle.
 #[test]
 fn an_isolated_vm_keeps_a_vcpu_for_each_nics_node() {
+    let desc = "package:1 numa:2 core:2 pu:1";
+    let req = on_nodes_0_and_1(desc, ThreadPolicy::Isolate, EmulatorPolicy::Isolate, "3");
+    let plans = placed_with_a_cell_per_node(&req);
+    assert!(plans.iter().all(|p| p.vms[0].cores.len() == 3));
+}
+
+/// One 2-vCPU `numa = "spread"` VM with required NICs on nodes 0 and 1 of
+/// the synthetic host `desc`, another tenant on `fixed`.
+fn on_nodes_0_and_1(
+    desc: &str,
+    threads: ThreadPolicy,
+    emulator: EmulatorPolicy,
+    fixed: &str,
+) -> PlanRequest {
     let specs = [(
         2,
-        ThreadPolicy::Isolate,
-        EmulatorPolicy::Isolate,
+        threads,
+        emulator,
         NumaPolicy::Spread,
         NicAffinity::Required,
         Some(0),
         1,
     )];
-    let mut req = regression_request(
-        "package:1 numa:2 core:2 pu:1",
-        &[],
-        &specs,
-        "",
-        [("a", ""), ("b", "3")],
-    );
+    let mut req = regression_request(desc, &[], &specs, "", [("a", ""), ("b", fixed)]);
     req.vms[0].nic_nodes = vec![NodeId(0), NodeId(1)];
     req.vms[0].cell_nodes = vec![NodeId(0), NodeId(1)];
-    for solver in [SolverKind::Ilp, SolverKind::Greedy] {
-        let plan = crate::solve::solve(&req, &options(solver), by_limit());
-        check_plan(&req, &plan).unwrap();
-        assert!(
-            plan.unplaced.is_empty(),
-            "{solver:?}: {:?}",
-            plan.explanations
-        );
-        assert_eq!(
-            plan.vms[0].guest_cells.len(),
-            2,
-            "{solver:?}: {:?}",
-            plan.vms[0]
-        );
-    }
+    req
+}
+
+/// The ILP's and greedy's plans of `req`, each safe, with its VM placed
+/// and a guest cell (a vCPU) on each NIC node.
+fn placed_with_a_cell_per_node(req: &PlanRequest) -> Vec<crate::plan::Plan> {
+    [SolverKind::Ilp, SolverKind::Greedy]
+        .into_iter()
+        .map(|solver| {
+            let plan = crate::solve::solve(req, &options(solver), by_limit());
+            check_plan(req, &plan).unwrap();
+            assert!(
+                plan.unplaced.is_empty(),
+                "{solver:?}: {:?}",
+                plan.explanations
+            );
+            assert_eq!(
+                plan.vms[0].guest_cells.len(),
+                2,
+                "{solver:?}: {:?}",
+                plan.vms[0]
+            );
+            plan
+        })
+        .collect()
 }
 
 /// The VMs of issue 28's chiplet cases: `threads = "prefer"`, `numa =
