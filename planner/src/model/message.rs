@@ -101,13 +101,6 @@ impl Message {
         }
     }
 
-    /// Whether the message says nothing.
-    pub fn is_empty(&self) -> bool {
-        self.0.iter().all(|p| match p {
-            Part::Text(t) | Part::Vm(t) => t.is_empty(),
-        })
-    }
-
     fn push_text(&mut self, text: impl Into<String>) {
         let text = text.into();
         match self.0.last_mut() {

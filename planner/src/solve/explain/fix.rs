@@ -4,7 +4,7 @@
 //! placed: first checked against the cores the plan leaves free
 //! ([`leftover`], cheap), then, while time is left, by re-solving exactly.
 
-use super::{plural, some_names, Explainer};
+use super::{plural, Explainer};
 use crate::deadline::RESOLVE_MOST;
 use crate::ids::CoreId;
 use crate::model::Message;
@@ -122,7 +122,7 @@ impl Explainer<'_> {
                 "with priority = {} it fits, in place of VMs of its priority or lower (",
                 top.saturating_add(1),
             ))
-            .then(some_names(&lower, 3))
+            .then(Message::some_names(&lower, 3))
             .text(")")
         })
     }

@@ -44,11 +44,6 @@ fn plural(n: u32, one: &str) -> String {
     crate::text::plural(n as usize, one, &format!("{one}s"))
 }
 
-/// At most `most` names, then "and N more".
-pub(crate) fn some_names(names: &[&str], most: usize) -> Message {
-    Message::some_names(names, most)
-}
-
 /// What one explanation run shares: the request and its placement, the
 /// free cores, the host as the placement leaves it, and the time left.
 #[derive(Clone)]
@@ -407,7 +402,7 @@ pub fn explain(
         taken: placement.cores.values().flatten().copied().collect(),
         nodes: free.iter().map(|c| c.node).collect(),
         free,
-        placed_list: some_names(&placed_names, 3),
+        placed_list: Message::some_names(&placed_names, 3),
         placed_names,
         rest: fix::leftover(request, placement),
     };
@@ -490,5 +485,5 @@ pub fn summary(request: &PlanRequest, placement: &Placement) -> Message {
         },
         placement.cores.len(),
     ))
-    .then(some_names(&left_out, 5))
+    .then(Message::some_names(&left_out, 5))
 }

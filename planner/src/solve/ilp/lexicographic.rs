@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 /// What one model adds to the loop. Every method has the plain answer as
 /// its default: no bound, the whole time left, the optimum held as a sum.
 pub(crate) trait Rules {
-    /// A lower bound of `tier`'s terms now that the tiers before it are
+    /// A lower bound of `tier`'s `terms` now that the tiers before it are
     /// held, if one is known: a start at it is optimal without a solve.
-    fn bound(&self, _tier: Tier) -> Option<f64> {
+    fn bound(&self, _tier: Tier, _terms: &Expr) -> Option<f64> {
         None
     }
 
@@ -94,7 +94,7 @@ pub(crate) fn lexicographic(
             .filter(|v| model.feasible(v))
             .min_by(|a, b| terms.value(a).total_cmp(&terms.value(b)))
             .cloned();
-        let bound = rules.bound(*tier);
+        let bound = rules.bound(*tier, terms);
         let at_bound = matches!((&start, bound), (Some(v), Some(b)) if terms.value(v) <= b + 1e-6);
         let left = rules.budget(*tier, deadline.remaining());
         let outcome = match &start {

@@ -70,7 +70,7 @@ struct AggRules<'b> {
 }
 
 impl Rules for AggRules<'_> {
-    fn bound(&self, tier: Tier) -> Option<f64> {
+    fn bound(&self, tier: Tier, _terms: &Expr) -> Option<f64> {
         // Bounds of tiers 2–6 hold when every VM is placed; those of 5 and 7
         // (0, or 1 when no set of whole domains has the cores used) always.
         // Placed: every VM of the level (a variable may count several VMs).

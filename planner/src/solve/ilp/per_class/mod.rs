@@ -84,14 +84,12 @@ struct ClassRules<'p> {
     /// Whether every priority level so far was placed whole (then every
     /// VM's placed variable is 1 and the tiers' lower bounds hold).
     all_fixed: bool,
-    /// The terms of each tier, for a placed level's bound.
-    sizes: BTreeMap<Tier, usize>,
 }
 
 impl Rules for ClassRules<'_> {
-    fn bound(&self, tier: Tier) -> Option<f64> {
+    fn bound(&self, tier: Tier, terms: &Expr) -> Option<f64> {
         if tier.places_vms() {
-            self.sizes.get(&tier).map(|&n| -(n as f64))
+            Some(-(terms.len() as f64))
         } else if self.all_fixed {
             self.bounds.get(&tier).copied()
         } else {
@@ -162,7 +160,6 @@ pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, Exa
         domains: &program.domains,
         limit,
         all_fixed: true,
-        sizes: tiers.iter().map(|(t, e)| (*t, e.len())).collect(),
     };
     let solved = lexicographic(
         &mut program.model,
