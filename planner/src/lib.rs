@@ -59,6 +59,7 @@ pub mod state;
 pub mod tenant;
 pub mod text;
 pub mod topology;
+pub mod watch;
 pub(crate) mod xmldoc;
 
 pub use cpuset::{CpuSet, CpuSetError};

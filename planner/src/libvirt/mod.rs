@@ -9,6 +9,7 @@ pub mod apply;
 pub mod connection;
 pub mod domain;
 pub mod emit;
+pub mod events;
 mod ffi;
 pub mod patch;
 pub mod resident;

@@ -1,0 +1,1 @@
+//! libvirt's domain events (being written).
