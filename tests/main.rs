@@ -33,6 +33,7 @@ mod report_svg;
 mod roles_cli;
 mod solver_crash;
 mod spec_parse;
+mod tag_live;
 mod topology_cli;
 mod topology_errors;
 mod topology_fixtures;

@@ -14,7 +14,7 @@ mod version;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::{
-    apply, completions, demand, doctor, help, isolate, man, plan, report, topology, xml,
+    apply, completions, demand, doctor, help, isolate, man, plan, report, tag, topology, xml,
 };
 use std::process::ExitCode;
 use std::time::Instant;
@@ -59,6 +59,8 @@ enum Command {
     Report(report::ReportArgs),
     /// Pin running and defined VMs as a plan says: verified, all-or-nothing, reversible.
     Apply(apply::ApplyArgs),
+    /// Write a domain's own request (a spec's [[vm]] keys) into its libvirt metadata.
+    Tag(tag::TagArgs),
     /// Check the host's IOMMU, VFIO groups, SR-IOV, PCIe links, NIC locality,
     /// SMT, CPU isolation and IRQ affinity, from sysfs and procfs.
     Doctor(doctor::DoctorArgs),
@@ -103,6 +105,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report::run(args),
         Command::Apply(args) => apply::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Tag(args) => tag::run(args),
         Command::Isolate(args) => isolate::run(args),
         Command::Completions(args) => completions::run(args, &mut command),
         Command::Man(args) => man::run(args, &mut command),

@@ -46,6 +46,17 @@ pub trait Diagnostic: std::error::Error + Send + Sync + 'static {
     }
 }
 
+/// A boxed error reads as the error (a large error kept small in a `Result`).
+impl<T: Diagnostic> Diagnostic for Box<T> {
+    fn hint(&self) -> Option<String> {
+        (**self).hint()
+    }
+
+    fn exit(&self) -> Exit {
+        (**self).exit()
+    }
+}
+
 /// An error as people read it: its message, its causes (outermost first)
 /// and its hint. The one reading of a [`Diagnostic`]: the CLI prints it
 /// whole (`error:`, `Caused by:`, `hint:`), and where an error is a field of
@@ -167,6 +178,8 @@ pub enum LibvirtAction {
     ReadPins(String),
     /// Listing the host's PCI node devices.
     ListNodeDevices,
+    /// Writing a domain's request into its metadata.
+    SetMetadata(String),
 }
 
 impl fmt::Display for LibvirtAction {
@@ -181,6 +194,9 @@ impl fmt::Display for LibvirtAction {
             LibvirtAction::DomainXml(name) => write!(f, "cannot read the XML of domain {name}"),
             LibvirtAction::ReadPins(name) => write!(f, "{name}: cannot read its pinning"),
             LibvirtAction::ListNodeDevices => f.write_str("cannot list the node devices"),
+            LibvirtAction::SetMetadata(name) => {
+                write!(f, "{name}: cannot write its request into its metadata")
+            }
         }
     }
 }

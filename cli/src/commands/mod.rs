@@ -10,6 +10,7 @@ pub mod isolate;
 pub mod man;
 pub mod plan;
 pub mod report;
+pub mod tag;
 pub mod topology;
 pub mod xml;
 

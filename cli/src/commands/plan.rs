@@ -7,7 +7,7 @@ use clap::ValueEnum;
 use pinplan::deadline::{self, Deadline};
 use pinplan::output;
 use pinplan::solve::{SolveOptions, SolverKind};
-use pinplan::spec::{AnySpec, FleetSpec};
+use pinplan::spec::{AnySpec, FleetSpec, Spec};
 use pinplan::topology::{self, Source};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,8 +22,11 @@ enum SolverArg {
 #[derive(clap::Args)]
 pub struct PlanArgs {
     /// The plan spec (TOML, see `pinplan help formats`): one `[host]`, or a
-    /// fleet of `[[host]]` tables (each VM's host chosen too).
-    spec: PathBuf,
+    /// fleet of `[[host]]` tables (each VM's host chosen too). Optional with
+    /// --connect: every domain there that carries its own request (pinplan
+    /// metadata, `pinplan tag`) is planned; with a spec too, the spec's
+    /// `[[vm]]` wins for a VM both name.
+    spec: Option<PathBuf>,
     /// Topology source (overrides the spec's [host] source): `host`, a file, or
     /// `synthetic:DESC`. With --connect, the topology comes from here and the
     /// domains through the URI.
@@ -76,12 +79,26 @@ fn parse_time_limit(text: &str) -> Result<f64, String> {
 pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
     // --time-limit bounds the whole command: reading the topology counts.
     let deadline = Deadline::after(Duration::from_secs_f64(args.time_limit));
-    let spec = match AnySpec::load(&args.spec)? {
-        AnySpec::One(spec) => spec,
-        AnySpec::Fleet(fleet) => return run_fleet(args, &fleet, deadline),
+    let spec = match (&args.spec, &args.connect) {
+        (Some(path), _) => match AnySpec::load(path)? {
+            AnySpec::One(spec) => spec,
+            AnySpec::Fleet(fleet) => return run_fleet(args, &fleet, deadline),
+        },
+        (None, Some(uri)) => Spec::without_file(uri)?,
+        (None, None) => {
+            return Err(Usage::new(
+                "give a plan spec, or --connect URI to plan the domains there that carry their own request (pinplan tag)",
+            )
+            .into())
+        }
     };
     // The host's URI: given, else the spec's [host] connect.
     let uri = args.connect.clone().or_else(|| spec.connect.clone());
+    // Through a connection, the domains' own requests join the spec's VMs.
+    let (spec, request_warnings) = match &uri {
+        Some(uri) => with_domain_requests(&spec, uri)?,
+        None => (spec, Vec::new()),
+    };
     let given = match (&args.source, &args.connect) {
         (Some(src), _) => Some(Source::from_arg(src)),
         (None, Some(uri)) => Some(Source::Libvirt(uri.clone())),
@@ -136,7 +153,8 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
     if let Some(line) = line {
         line.finish();
     }
-    plan.warnings.splice(0..0, spec_warnings);
+    plan.warnings
+        .splice(0..0, request_warnings.into_iter().chain(spec_warnings));
     super::verbose_solve(&plan);
     super::warn_json(args.format, &plan.warnings);
     let json = plan.to_json();
@@ -155,6 +173,19 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
         return Err(output::OutputError::VcpusDiffer { not_written }.into());
     }
     Ok(verdict(plan.unplaced.is_empty()))
+}
+
+/// `spec` with the requests of the domains at `uri` added (the spec's own
+/// `[[vm]]` wins for a VM both name); the first invalid request stops it.
+fn with_domain_requests(
+    spec: &Spec,
+    uri: &str,
+) -> Result<(Spec, Vec<pinplan::model::Warning>), Failure> {
+    let mut requests = Vec::new();
+    for (_, request) in pinplan::libvirt::metadata::domain_requests(uri)? {
+        requests.push(request?);
+    }
+    Ok(spec.with_domains(&requests)?)
 }
 
 /// Hosts read at once, and how long one may take.

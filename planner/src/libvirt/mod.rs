@@ -11,6 +11,7 @@ pub mod domain;
 pub mod emit;
 pub mod events;
 mod ffi;
+pub mod metadata;
 pub mod patch;
 pub mod resident;
 pub mod tenants;

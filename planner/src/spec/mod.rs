@@ -6,6 +6,7 @@
 //! the host-free checks `parse`'s, the host-dependent ones `request`'s.
 
 mod fleet;
+pub mod metadata;
 mod nics;
 mod parse;
 mod request;
@@ -14,6 +15,7 @@ mod schema;
 mod sizing;
 
 pub use fleet::{AnySpec, FleetHost, FleetSpec, FleetVm};
+pub use metadata::DomainRequest;
 
 pub use parse::{bad_vm_name, NAME_MAX_BYTES};
 pub use running::{plan_around, Residents, Running};
@@ -28,11 +30,13 @@ use std::sync::Arc;
 
 /// A problem in a spec file.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{}:{line}: {message}", file.display())]
+#[error("{}{}: {message}", file.display(), at_line(*line))]
 pub struct SpecError {
-    /// The file.
+    /// The file, or for a domain's request where it was read
+    /// (`qemu:///system domain vm1, pinplan metadata key threads`).
     pub file: PathBuf,
-    /// 1-based line (1 when the problem is the whole file).
+    /// 1-based line (1 when the problem is the whole file); 0 for a
+    /// domain's request, which has no lines.
     pub line: usize,
     /// The key at fault, e.g. `vm.threads`.
     pub key: Option<String>,
@@ -43,6 +47,15 @@ pub struct SpecError {
     /// The underlying error (the OS's, a table's), when there is one.
     #[source]
     pub cause: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+/// `:LINE` after a file's name; nothing for line 0 (a domain's request).
+fn at_line(line: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}")
+    }
 }
 
 impl crate::error::Diagnostic for SpecError {
@@ -121,6 +134,16 @@ pub struct Spec {
     /// `[host] connect`: the libvirt URI of the host (its topology, unless
     /// a source is given, and the domains running there).
     pub connect: Option<String>,
+    /// `[defaults]` as written, for the VMs of domains' requests.
+    defaults: Arc<schema::Policies>,
+    /// `[defaults] min_fraction`, or 1.
+    default_fraction: f64,
+    /// The lines of the spec's text and of the domains' requests read after it.
+    line_count: usize,
+    /// Where each domain's request stands among those lines.
+    domain_lines: Vec<metadata::DomainLines>,
+    /// The tables the domains' requests named, each loaded once.
+    tables_read: Vec<PathBuf>,
 }
 
 impl Spec {
@@ -191,12 +214,53 @@ impl Spec {
         self.fixed.iter().any(|(n, _, _)| n == domain)
     }
 
+    /// Whether a `[[vm]]` (or a domain's request added) is named `vm`.
+    pub fn names(&self, vm: &str) -> bool {
+        self.vms.iter().any(|v| v.name == vm)
+    }
+
+    /// The VMs marked `movable`.
+    pub fn movable_vms(&self) -> Vec<String> {
+        self.vms
+            .iter()
+            .filter(|v| v.movable)
+            .map(|v| v.name.clone())
+            .collect()
+    }
+
+    /// The spec with only the VMs `keep` names, `movable` exactly those
+    /// `movable` names: what the watcher plans at one moment.
+    pub fn only(
+        &self,
+        keep: &std::collections::BTreeSet<String>,
+        movable: &std::collections::BTreeSet<String>,
+    ) -> Spec {
+        let vms = self
+            .vms
+            .iter()
+            .filter(|v| keep.contains(&v.name))
+            .map(|v| VmSpec {
+                movable: movable.contains(&v.name),
+                ..v.clone()
+            })
+            .collect();
+        Spec {
+            vms: Arc::new(vms),
+            ..self.clone()
+        }
+    }
+
     /// Whether `set_vcpus = true` holds for a VM (its own key, else `[defaults]`).
     pub fn set_vcpus(&self, vm: &str) -> bool {
         self.vms.iter().any(|v| v.name == vm && v.set_vcpus)
     }
 
+    /// The error `message` about `key` at `line`: of the spec file, or of a
+    /// domain's request read after it ([`Spec::with_domains`]).
     fn error(&self, line: usize, key: &str, message: String) -> SpecError {
+        if let Some(domain) = self.domain_lines.iter().find(|d| d.holds(line)) {
+            return domain.error(line, Some(key), message);
+        }
         SpecError {
             file: self.file.clone(),
             line,

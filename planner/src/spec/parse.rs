@@ -24,6 +24,10 @@ use toml::Spanned;
 pub(super) struct Lines<'a> {
     text: &'a str,
     starts: Vec<usize>,
+    /// Added to every line number: a domain's request is read as text of
+    /// its own, numbered after the spec's lines so that a line says which
+    /// it came from ([`Spec::error`]).
+    offset: usize,
 }
 
 impl<'a> Lines<'a> {
@@ -36,13 +40,30 @@ impl<'a> Lines<'a> {
                     .map(|(i, _)| i + 1),
             )
             .collect();
-        Lines { text, starts }
+        Lines {
+            text,
+            starts,
+            offset: 0,
+        }
+    }
+
+    /// The lines of `text`, numbered from `offset + 1`.
+    pub(super) fn after(text: &'a str, offset: usize) -> Lines<'a> {
+        Lines {
+            offset,
+            ..Lines::new(text)
+        }
+    }
+
+    /// How many lines the text has.
+    pub(super) fn count(&self) -> usize {
+        self.starts.len()
     }
 
     fn at(&self, offset: usize) -> usize {
         let offset = offset.min(self.text.len());
         // The number of line starts at or before the offset.
-        self.starts.partition_point(|&s| s <= offset).max(1)
+        self.starts.partition_point(|&s| s <= offset).max(1) + self.offset
     }
 
     pub(super) fn of<T>(&self, value: &Spanned<T>) -> usize {
@@ -52,7 +73,7 @@ impl<'a> Lines<'a> {
 
 /// The TOML document, or an error at its line with a "did you mean" for an
 /// unknown key or value.
-fn read_toml(path: &Path, text: &str, lines: &Lines) -> Result<SpecFile, SpecError> {
+pub(super) fn read_toml(path: &Path, text: &str, lines: &Lines) -> Result<SpecFile, SpecError> {
     toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| lines.at(s.start));
         let message = e.message().trim().to_owned();
@@ -221,6 +242,11 @@ impl Spec {
             fixed: Vec::new(),
             ignore: Vec::new(),
             connect: None,
+            defaults: Arc::new(raw.defaults.clone()),
+            default_fraction: 1.0,
+            line_count: lines.count(),
+            domain_lines: Vec::new(),
+            tables_read: Vec::new(),
         };
         spec.read_host(host, base, lines)?;
         // Another host of a fleet with the same tables read the same VMs.
@@ -234,6 +260,7 @@ impl Spec {
             Some(f) => spec.fraction(f, "defaults.min_fraction", lines)?,
             None => 1.0,
         };
+        spec.default_fraction = default_fraction;
         let mut names: BTreeSet<String> = BTreeSet::new();
         let mut vms = Vec::with_capacity(raw.vm.len());
         for vm in &raw.vm {
@@ -418,7 +445,7 @@ impl Spec {
     }
 
     /// One `[[vm]]` with the defaults applied.
-    fn read_vm(
+    pub(super) fn read_vm(
         &self,
         vm: &Spanned<VmSection>,
         defaults: &Policies,

@@ -20,7 +20,7 @@ pub(crate) enum NicLocality {
 }
 
 /// A memory size: `"16GiB"`, or a number of MiB.
-#[derive(Debug, Deserialize, Clone)]
+#[derive(Debug, Deserialize, Clone, PartialEq)]
 #[serde(untagged)]
 pub(super) enum Size {
     Text(String),
@@ -102,7 +102,7 @@ macro_rules! policy_table {
 
 policy_table! {
     /// `[defaults]`: the policies of every `[[vm]]` that does not set its own.
-    #[derive(Debug, Deserialize, Default, Clone)]
+    #[derive(Debug, Deserialize, Default, Clone, PartialEq)]
     #[serde(deny_unknown_fields)]
     pub(super) struct Policies {
         @threads_to_packet_bytes
@@ -234,6 +234,11 @@ pub(super) fn keys() -> Vec<&'static str> {
         }
     }
     keys
+}
+
+/// The keys of a `[[vm]]`, in the order the file's table declares them.
+pub(super) fn vm_keys() -> &'static [&'static str] {
+    fields::<VmSection>()
 }
 
 /// The field names a derived `Deserialize` struct asks for: a deserializer
