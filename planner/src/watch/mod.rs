@@ -2,8 +2,322 @@
 //! domain events it pins a domain as it is defined or started, gives its
 //! cores back when it stops, answers the admission hook over a local socket
 //! (`admission`), and writes the hook (`hook`) and the systemd unit (`unit`)
-//! that run it.
+//! that run it. What it decides is `decide`'s, how it changes the host
+//! `pin`'s (apply's checks and journal); this module holds the watcher, its
+//! decisions and how they print. The event loop is the program's (the CLI):
+//! it calls [`Watcher::happened`], [`Watcher::admit`] and
+//! [`Watcher::reconcile`].
 
 pub mod admission;
+mod decide;
 pub mod hook;
+mod pin;
+pub mod repack;
 pub mod unit;
+
+pub use decide::{plan_on, Moment, On, SOLVE_LIMIT};
+pub use pin::JOURNAL_PREFIX;
+
+use crate::cpuset::CpuSet;
+use crate::ids::CoreId;
+use crate::spec::Spec;
+use crate::topology::{HostTopology, Source};
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+crate::error::transparent_error! {
+    /// Why a decision could not be made or carried out.
+    pub enum WatchError {
+        /// libvirt refused a call.
+        Libvirt(crate::error::LibvirtError),
+        /// The domains could not be read.
+        Tenants(crate::libvirt::tenants::TenantsError),
+        /// A domain's XML could not be read.
+        Domain(crate::libvirt::domain::DomainError),
+        /// The spec, or a domain's request.
+        Spec(crate::spec::SpecError),
+        /// The host's topology.
+        Topology(crate::topology::TopologyError),
+        /// apply's preconditions.
+        Prepare(crate::libvirt::apply::host::PrepareError),
+        /// The host's apply lock.
+        Lock(crate::libvirt::apply::lock::LockError),
+        /// A journal could not be written.
+        Write(crate::error::WriteError),
+        /// No state directory for the journals.
+        State(crate::state::StateError),
+        /// A pin call failed (and what it had changed was put back).
+        Apply(Box<crate::libvirt::apply::ApplyError>),
+    }
+}
+
+/// What happened to a domain, as the watcher reacts to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Happening {
+    /// Defined, or its definition changed (a device, its vCPU count).
+    Defined,
+    /// Started.
+    Started,
+    /// Stopped (shut down, destroyed, crashed).
+    Stopped,
+    /// Undefined.
+    Undefined,
+}
+
+impl Happening {
+    /// The word of the decision line: `vm1 started: …`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Happening::Defined => "defined",
+            Happening::Started => "started",
+            Happening::Stopped => "stopped",
+            Happening::Undefined => "undefined",
+        }
+    }
+}
+
+/// What the watcher did (or, with `--dry-run`, would do) for a domain.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Pinned as planned (or already so: `changed` false).
+    Pinned {
+        /// Its vCPUs' CPUs.
+        vcpus: CpuSet,
+        /// Its emulator's CPUs.
+        emulator: CpuSet,
+        /// Whether the plan is proven optimal.
+        proven: bool,
+        /// Pinned live (a running domain), else in its config.
+        live: bool,
+        /// Other VMs moved for it.
+        moved: Vec<String>,
+        /// The journal of the change.
+        journal: Option<PathBuf>,
+        /// Whether anything changed.
+        changed: bool,
+    },
+    /// Its pins are its own: kept.
+    Kept {
+        /// Its vCPUs' CPUs.
+        vcpus: CpuSet,
+        /// Its emulator's CPUs.
+        emulator: CpuSet,
+    },
+    /// No plan fits it now.
+    Unplaced {
+        /// Why.
+        why: String,
+        /// The smallest fix, when one is known.
+        fix: Option<String>,
+    },
+    /// It runs on a core another running tenant holds, and pinplan may not
+    /// move it.
+    Shares {
+        /// The core.
+        core: CoreId,
+        /// The other tenant.
+        other: String,
+        /// Why it was not moved.
+        why: String,
+    },
+    /// Its CPUs are free again.
+    Freed(CpuSet),
+    /// It has no request, and nothing of its is in the way: not pinplan's.
+    NoRequest,
+    /// Its request is not valid: why.
+    Invalid(String),
+    /// It is gone (undefined, or a transient domain stopped).
+    Gone,
+    /// The decision failed: why, in one line.
+    Failed(String),
+}
+
+/// One decision: a line of the watcher's output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The domain.
+    pub domain: String,
+    /// What happened: `defined`, `started`, `stopped`, `undefined`,
+    /// `reconciled`, `admission`.
+    pub event: &'static str,
+    /// What was done.
+    pub outcome: Outcome,
+    /// How long the decision took, in milliseconds.
+    pub millis: f64,
+    /// When it was made.
+    pub at: SystemTime,
+}
+
+/// How a watcher is set up.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The host's libvirt URI.
+    pub uri: String,
+    /// The spec (its `[host]` reservation and tables, its `[[vm]]`s), if any.
+    pub spec: Option<PathBuf>,
+    /// Decide and say, change nothing.
+    pub dry_run: bool,
+    /// Each solve's time limit.
+    pub time_limit: Duration,
+}
+
+/// The watcher of one host.
+pub struct Watcher {
+    uri: String,
+    spec_path: Option<PathBuf>,
+    spec: Spec,
+    host: HostTopology,
+    dry_run: bool,
+    time_limit: Duration,
+}
+
+impl Watcher {
+    /// A watcher of `settings.uri`: its spec read, its topology through
+    /// the URI (or the spec's `[host] source`).
+    pub fn new(settings: &Settings) -> Result<Watcher, WatchError> {
+        let (spec, host) = load(&settings.uri, settings.spec.as_deref())?;
+        Ok(Watcher {
+            uri: settings.uri.clone(),
+            spec_path: settings.spec.clone(),
+            spec,
+            host,
+            dry_run: settings.dry_run,
+            time_limit: settings.time_limit,
+        })
+    }
+
+    /// Reads the spec, its tables and the topology again (SIGHUP); on an
+    /// error the watcher keeps what it had.
+    pub fn reload(&mut self) -> Result<(), WatchError> {
+        let (spec, host) = load(&self.uri, self.spec_path.as_deref())?;
+        self.spec = spec;
+        self.host = host;
+        Ok(())
+    }
+
+    /// The URI watched.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// Reacts to `happening` of `domain`.
+    pub fn happened(&mut self, domain: &str, happening: Happening) -> Decision {
+        let since = Instant::now();
+        let outcome = match happening {
+            Happening::Defined => self.defined(domain),
+            Happening::Started => self.started(domain),
+            Happening::Stopped => self.stopped(domain),
+            Happening::Undefined => Ok(Outcome::Gone),
+        };
+        decide::decision(domain, happening.word(), failed(outcome), since)
+    }
+
+    /// At the watcher's start (and after a reconnect): every running domain
+    /// checked as a start (conflicts repaired, or with `--dry-run`
+    /// reported), then every shut-off domain with a request and no pins
+    /// pinned in its config.
+    pub fn reconcile(&mut self) -> Vec<Decision> {
+        let since = Instant::now();
+        let snap = match self.snapshot() {
+            Ok(snap) => snap,
+            Err(e) => {
+                let outcome = Outcome::Failed(crate::error::one_line(&e));
+                return vec![decide::decision(
+                    &self.uri.clone(),
+                    "reconciled",
+                    outcome,
+                    since,
+                )];
+            }
+        };
+        let mut out = Vec::new();
+        let mut order: Vec<(bool, String)> = snap
+            .tenants
+            .iter()
+            .filter(|t| t.kind == crate::tenant::TenantKind::Vm)
+            .map(|t| {
+                (
+                    t.state != crate::tenant::TenantState::Running,
+                    t.name.clone(),
+                )
+            })
+            .collect();
+        order.sort();
+        for (shut_off, name) in order {
+            let since = Instant::now();
+            let outcome = if shut_off {
+                self.defined(&name)
+            } else {
+                self.started(&name)
+            };
+            let outcome = failed(outcome);
+            if !matches!(outcome, Outcome::NoRequest) {
+                out.push(decide::decision(&name, "reconciled", outcome, since));
+            }
+        }
+        out
+    }
+
+    /// The admission hook's question, answered; a refused start whose plan
+    /// fits has its config pinned after the answer went out
+    /// ([`Watcher::after_admission`]).
+    pub fn admit(&mut self, ask: &admission::Ask) -> (admission::Answer, Option<AfterAdmission>) {
+        match self.decide_admission(ask) {
+            Ok(a) => (
+                a.answer,
+                a.repin.map(|plan| AfterAdmission {
+                    domain: ask.domain.clone(),
+                    plan,
+                }),
+            ),
+            // A watcher that cannot decide does not stop the start: it says why.
+            Err(e) => (
+                admission::Answer {
+                    allow: true,
+                    reason: Some(format!(
+                        "pinplan watch could not decide: {}",
+                        crate::error::one_line(&e)
+                    )),
+                    fix: None,
+                },
+                None,
+            ),
+        }
+    }
+
+    /// Pins the config of a domain whose start was refused so that its
+    /// next start goes through.
+    pub fn after_admission(&mut self, after: AfterAdmission) -> Decision {
+        let since = Instant::now();
+        let outcome = self.pin(&after.plan, &after.domain, &[], pin::CONFIG);
+        decide::decision(&after.domain, "admission", failed(outcome), since)
+    }
+}
+
+/// A refused start's config pins, written once the hook has its answer
+/// (libvirt holds the domain until then).
+pub struct AfterAdmission {
+    domain: String,
+    plan: crate::plan::Plan,
+}
+
+/// A failed decision as an outcome.
+fn failed(outcome: Result<Outcome, WatchError>) -> Outcome {
+    outcome.unwrap_or_else(|e| Outcome::Failed(crate::error::one_line(&e)))
+}
+
+/// The spec (or none: the domains' requests alone) and the topology.
+fn load(uri: &str, spec: Option<&std::path::Path>) -> Result<(Spec, HostTopology), WatchError> {
+    let spec = match spec {
+        Some(path) => Spec::load(path)?,
+        None => Spec::without_file(uri)?,
+    };
+    let source = spec.topology_source(Some(Source::Libvirt(uri.to_owned())));
+    let host = crate::topology::load(&source)?;
+    Ok((spec, host))
+}
+
+mod line;
+
+#[cfg(test)]
+mod repack_proptests;

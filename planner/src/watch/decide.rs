@@ -1,0 +1,377 @@
+//! What the watcher decides for one domain, and does: on a define, plan it
+//! around what runs and pin its config; on a start, keep its pins when
+//! they are its own, else re-plan (moving only `movable` VMs, the fewest)
+//! and pin it live; on a stop, say which CPUs are free; on a question of
+//! the admission hook, allow a start whose pins are free. Every change goes
+//! through `apply`'s checks and journal ([`super::pin`]). Each decision
+//! reads the host afresh: the watcher keeps no picture of its own that
+//! could drift from libvirt's.
+
+use super::admission::{Answer, Ask};
+use super::{Decision, Outcome, WatchError};
+use crate::cpuset::CpuSet;
+use crate::deadline::Deadline;
+use crate::ids::CoreId;
+use crate::libvirt::domain::tenant_from_domain;
+use crate::libvirt::tenants::domain_tenants;
+use crate::plan::Plan;
+use crate::solve::{SolveOptions, SolverKind};
+use crate::spec::{DomainRequest, Running};
+use crate::tenant::{Tenant, TenantKind, TenantState};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// The host as one decision reads it.
+pub(super) struct Snapshot {
+    /// Every domain as a tenant (live pins for running ones).
+    pub(super) tenants: Vec<Tenant>,
+    /// The valid requests of the domains.
+    pub(super) requests: Vec<DomainRequest>,
+    /// Domains whose request is not valid, with why.
+    pub(super) invalid: BTreeMap<String, String>,
+}
+
+/// Why a plan is made: a define pins the config around what runs, moving
+/// nothing; a start may move `movable` VMs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moment {
+    /// A domain defined: nothing else moves.
+    Define,
+    /// A domain starting (or made room for): `movable` VMs may move.
+    Start,
+}
+
+impl super::Watcher {
+    /// Reads the host's domains and their requests.
+    pub(super) fn snapshot(&self) -> Result<Snapshot, WatchError> {
+        let tenants = domain_tenants(&self.uri, &self.host)?;
+        let mut requests = Vec::new();
+        let mut invalid = BTreeMap::new();
+        for (name, request) in crate::libvirt::metadata::domain_requests(&self.uri)? {
+            match request.and_then(|r| {
+                crate::libvirt::metadata::check(&r)?;
+                Ok(r)
+            }) {
+                Ok(r) => requests.push(r),
+                Err(e) => {
+                    invalid.insert(name, crate::error::one_line(&e));
+                }
+            }
+        }
+        Ok(Snapshot {
+            tenants,
+            requests,
+            invalid,
+        })
+    }
+
+    /// The plan for `domain` at `moment` ([`plan_on`]), with its defined
+    /// domain's memory.
+    pub(super) fn plan_for(
+        &self,
+        snap: &Snapshot,
+        domain: &str,
+        moment: Moment,
+    ) -> Result<Plan, WatchError> {
+        let mut defined = BTreeMap::new();
+        if let Ok(xml) = crate::libvirt::inactive_xml(&self.uri, domain) {
+            defined.insert(
+                domain.to_owned(),
+                (format!("{} domain {domain}", self.uri), xml),
+            );
+        }
+        let on = On {
+            spec: &self.spec,
+            requests: &snap.requests,
+            tenants: &snap.tenants,
+            host: &self.host,
+            uri: &self.uri,
+            limit: self.time_limit,
+        };
+        plan_on(&on, domain, moment, &defined)
+    }
+
+    /// The cores each running tenant other than `domain` holds.
+    pub(super) fn held_cores(&self, snap: &Snapshot, domain: &str) -> BTreeMap<CoreId, String> {
+        let mut held = BTreeMap::new();
+        for t in snap
+            .tenants
+            .iter()
+            .filter(|t| t.state == TenantState::Running && t.name != domain)
+        {
+            for core in self.cores(&t.every_cpu()) {
+                held.entry(core).or_insert_with(|| t.name.clone());
+            }
+        }
+        held
+    }
+
+    /// The cores `cpus` touch.
+    pub(super) fn cores(&self, cpus: &CpuSet) -> BTreeSet<CoreId> {
+        cpus.iter()
+            .filter_map(|c| self.host.pu(c).and_then(|p| p.core))
+            .collect()
+    }
+
+    /// The first core of `cpus` another running tenant holds, and its name.
+    fn clash(&self, snap: &Snapshot, domain: &str, cpus: &CpuSet) -> Option<(CoreId, String)> {
+        let held = self.held_cores(snap, domain);
+        self.cores(cpus)
+            .into_iter()
+            .find_map(|c| held.get(&c).map(|n| (c, n.clone())))
+    }
+
+    /// A domain defined or changed: plan it around what runs and pin its
+    /// config (not while it runs: then it is checked as a start).
+    pub(super) fn defined(&mut self, domain: &str) -> Result<Outcome, WatchError> {
+        let snap = self.snapshot()?;
+        let Some(me) = snap.tenants.iter().find(|t| t.name == domain) else {
+            return Ok(Outcome::Gone);
+        };
+        if me.state == TenantState::Running {
+            return self.started_with(&snap, domain);
+        }
+        if let Some(why) = snap.invalid.get(domain) {
+            return Ok(Outcome::Invalid(why.clone()));
+        }
+        if !snap.requests.iter().any(|r| r.domain == domain) && !self.spec.names(domain) {
+            return Ok(Outcome::NoRequest);
+        }
+        let plan = self.plan_for(&snap, domain, Moment::Define)?;
+        self.pin(&plan, domain, &[], super::pin::CONFIG)
+    }
+
+    /// A domain started: its pins kept when no other running tenant holds
+    /// their cores, else re-planned and pinned live.
+    pub(super) fn started(&mut self, domain: &str) -> Result<Outcome, WatchError> {
+        let snap = self.snapshot()?;
+        self.started_with(&snap, domain)
+    }
+
+    fn started_with(&mut self, snap: &Snapshot, domain: &str) -> Result<Outcome, WatchError> {
+        let Some(me) = snap.tenants.iter().find(|t| t.name == domain) else {
+            return Ok(Outcome::Gone);
+        };
+        let ours = snap.requests.iter().any(|r| r.domain == domain) || self.spec.names(domain);
+        let clash = self.clash(snap, domain, &me.every_cpu());
+        match (ours, clash, me.pinned) {
+            (false, None, _) => Ok(Outcome::NoRequest),
+            (false, Some((core, other)), _) => Ok(Outcome::Shares {
+                core,
+                other,
+                why: "it has no request: pinplan does not move it".to_owned(),
+            }),
+            (true, None, true) => Ok(Outcome::Kept {
+                vcpus: me.cpus.clone(),
+                emulator: me.emulator_cpus.clone(),
+            }),
+            (true, _, _) => {
+                if let Some(why) = snap.invalid.get(domain) {
+                    return Ok(Outcome::Invalid(why.clone()));
+                }
+                let plan = self.plan_for(snap, domain, Moment::Start)?;
+                let moved: Vec<String> = plan
+                    .moves
+                    .iter()
+                    .map(|m| m.vm.clone())
+                    .filter(|v| v != domain)
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                self.pin(&plan, domain, &moved, super::pin::LIVE_AND_CONFIG)
+            }
+        }
+    }
+
+    /// A domain stopped: the CPUs its config pins (where it ran, unless
+    /// it was moved live only), free now.
+    pub(super) fn stopped(&mut self, domain: &str) -> Result<Outcome, WatchError> {
+        let snap = self.snapshot()?;
+        Ok(match snap.tenants.iter().find(|t| t.name == domain) {
+            Some(t) if t.pinned => Outcome::Freed(t.every_cpu()),
+            _ => Outcome::Freed(CpuSet::new()),
+        })
+    }
+
+    /// The admission hook's question: may `ask.domain` start with the XML
+    /// libvirt is about to start? Yes when its pins touch no core another
+    /// running tenant holds. Else no, with the plan's way out: the start is
+    /// refused and, when a plan fits, the watcher pins its config so that
+    /// the next start goes through ([`Admission::repin`]).
+    pub(super) fn decide_admission(&mut self, ask: &Ask) -> Result<Admission, WatchError> {
+        let snap = self.snapshot()?;
+        let origin = format!("{} domain {} (start)", self.uri, ask.domain);
+        let me = tenant_from_domain(&origin, &ask.xml, &self.host)?;
+        if let Some(why) = snap.invalid.get(&ask.domain) {
+            return Ok(Admission::answer(
+                false,
+                Some(format!("its pinplan request is not valid: {why}")),
+                Some(format!("fix it with pinplan tag {} KEY=VALUE…", ask.domain)),
+            ));
+        }
+        let ours =
+            snap.requests.iter().any(|r| r.domain == ask.domain) || self.spec.names(&ask.domain);
+        let cpus = if me.pinned {
+            me.every_cpu()
+        } else {
+            self.host.usable_cpus()
+        };
+        let Some((core, other)) = self.clash(&snap, &ask.domain, &cpus) else {
+            return Ok(Admission::answer(true, None, None));
+        };
+        let what = if me.pinned {
+            format!(
+                "its pins {} take core {} of {other}, which runs",
+                me.every_cpu(),
+                core.0
+            )
+        } else {
+            format!(
+                "it is not pinned: its vCPUs would float over core {} of {other}, which runs",
+                core.0
+            )
+        };
+        if !ours {
+            return Ok(Admission::answer(false, Some(what), Some(format!("pin it onto free cores, or give it a request (pinplan tag {} vcpus=N) so that pinplan pins it", ask.domain))));
+        }
+        let plan = self.plan_for(&snap, &ask.domain, Moment::Define)?;
+        if plan.vms.iter().any(|v| v.name == ask.domain) {
+            return Ok(Admission {
+                answer: Answer {
+                    allow: false,
+                    reason: Some(what),
+                    fix: Some(format!(
+                        "pinplan watch pins its config onto free cores now: start {} again",
+                        ask.domain
+                    )),
+                },
+                repin: Some(plan),
+            });
+        }
+        let (why, fix) = unplaced_words(&plan, &ask.domain);
+        Ok(Admission::answer(
+            false,
+            Some(format!(
+                "{what}; no plan fits it without moving a VM that may not move: {why}"
+            )),
+            fix.or_else(|| {
+                Some("stop a VM, or mark VMs movable (pinplan tag VM movable=true)".to_owned())
+            }),
+        ))
+    }
+}
+
+/// What a plan is made on: the spec, the domains' requests and the host
+/// with what it runs. No libvirt call: the tests make plans on made-up hosts.
+pub struct On<'a> {
+    /// The spec (or the empty spec of [`crate::spec::Spec::without_file`]).
+    pub spec: &'a crate::spec::Spec,
+    /// The domains' requests.
+    pub requests: &'a [DomainRequest],
+    /// Every domain as a tenant, running or not.
+    pub tenants: &'a [Tenant],
+    /// The host.
+    pub host: &'a crate::topology::HostTopology,
+    /// Its URI, for messages.
+    pub uri: &'a str,
+    /// The solve's time limit.
+    pub limit: Duration,
+}
+
+/// The plan for `domain` at `moment`: the spec and the domains' requests,
+/// kept to `domain` and the VMs that run (the others are not planned now),
+/// around every other running domain; at a define nothing else moves, at a
+/// start the `movable` VMs (and `domain`) may, the fewest vCPUs.
+/// `defined` gives domains' XML for their memory.
+pub fn plan_on(
+    on: &On<'_>,
+    domain: &str,
+    moment: Moment,
+    defined: &BTreeMap<String, (String, String)>,
+) -> Result<Plan, WatchError> {
+    let spec = on.spec.with_domains(on.requests)?.0;
+    let mut keep: BTreeSet<String> = on
+        .tenants
+        .iter()
+        .filter(|t| t.state == TenantState::Running && t.kind == TenantKind::Vm)
+        .map(|t| t.name.clone())
+        .collect();
+    keep.insert(domain.to_owned());
+    let movable: BTreeSet<String> = match moment {
+        Moment::Define => BTreeSet::new(),
+        Moment::Start => spec
+            .movable_vms()
+            .into_iter()
+            .chain([domain.to_owned()])
+            .collect(),
+    };
+    let spec = spec.only(&keep, &movable);
+    let (request, warnings, residents) = spec.request_running(
+        on.host.clone(),
+        defined,
+        &Running {
+            uri: on.uri,
+            domains: on.tenants,
+            count_shut_off: false,
+        },
+    )?;
+    let options = SolveOptions {
+        solver: SolverKind::Ilp,
+        explain: true,
+        progress: None,
+    };
+    let mut plan = residents.solve(&request, &options, Deadline::after(on.limit));
+    plan.warnings.splice(0..0, warnings);
+    Ok(plan)
+}
+
+/// The watcher's answer to the hook, and the plan whose config pins it
+/// writes after answering (libvirt holds the domain while the hook waits).
+pub(super) struct Admission {
+    pub(super) answer: Answer,
+    pub(super) repin: Option<Plan>,
+}
+
+impl Admission {
+    fn answer(allow: bool, reason: Option<String>, fix: Option<String>) -> Admission {
+        Admission {
+            answer: Answer { allow, reason, fix },
+            repin: None,
+        }
+    }
+}
+
+/// Why `plan` left `domain` out, and its smallest fix, in words.
+pub(super) fn unplaced_words(plan: &Plan, domain: &str) -> (String, Option<String>) {
+    match plan.explanations.iter().find(|e| e.vm == domain) {
+        Some(e) => (
+            e.message.to_string(),
+            e.fix.as_ref().map(ToString::to_string),
+        ),
+        None => ("it was left out".to_owned(), None),
+    }
+}
+
+/// How long a decision took, in milliseconds.
+pub(super) fn millis(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}
+
+/// A decision's time limit for its solve.
+pub const SOLVE_LIMIT: Duration = Duration::from_secs(2);
+
+/// A decision for the record.
+pub(super) fn decision(
+    domain: &str,
+    event: &'static str,
+    outcome: Outcome,
+    since: Instant,
+) -> Decision {
+    Decision {
+        domain: domain.to_owned(),
+        event,
+        outcome,
+        millis: millis(since),
+        at: std::time::SystemTime::now(),
+    }
+}

@@ -1,0 +1,102 @@
+//! The watcher's changes, made as `pinplan apply` makes them: the same
+//! preconditions and read-back, the host's apply lock, a journal written
+//! before the first change (`pinplan apply --rollback JOURNAL` undoes it,
+//! `pinplan watch --undo` undoes them all), all-or-nothing.
+
+use super::{Outcome, WatchError};
+use crate::interrupt::Interrupt;
+use crate::libvirt::apply::{self, host, JournalStatus, Scope};
+use crate::plan::Plan;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The persistent definition only: a domain that does not run.
+pub(super) const CONFIG: Scope = Scope {
+    live: false,
+    config: true,
+};
+/// The running domain and its definition, so that it starts there again.
+pub(super) const LIVE_AND_CONFIG: Scope = Scope {
+    live: true,
+    config: true,
+};
+
+/// What a plan is called in apply's messages.
+const PLAN_NAME: &str = "(pinplan watch's plan)";
+
+/// The prefix of the watcher's journals in the state directory.
+pub const JOURNAL_PREFIX: &str = "pinplan-watch-journal-";
+
+impl super::Watcher {
+    /// Pins `domain` (and the VMs `moved` for it) as `plan` says, in
+    /// `scope`; with `--dry-run` says what it would do.
+    pub(super) fn pin(
+        &mut self,
+        plan: &Plan,
+        domain: &str,
+        moved: &[String],
+        scope: Scope,
+    ) -> Result<Outcome, WatchError> {
+        let Some(vm) = plan.vms.iter().find(|v| v.name == domain) else {
+            let (why, fix) = super::decide::unplaced_words(plan, domain);
+            return Ok(Outcome::Unplaced { why, fix });
+        };
+        let placed = |journal: Option<PathBuf>, changed: bool| Outcome::Pinned {
+            vcpus: vm.vcpus.iter().map(|p| p.cpu).collect(),
+            emulator: vm.emulator_cpus.clone(),
+            proven: plan.proven,
+            live: scope.live,
+            moved: moved.to_vec(),
+            journal,
+            changed,
+        };
+        if self.dry_run {
+            return Ok(placed(None, false));
+        }
+        let names: Vec<String> = std::iter::once(domain.to_owned())
+            .chain(moved.iter().cloned())
+            .collect();
+        let _lock = apply::lock::lock(&self.uri, &mut |_| {})?;
+        let checked = host::check(Path::new(PLAN_NAME), plan, &self.uri, &names, scope, true)?;
+        let prepared = checked.prepare(scope)?;
+        if prepared.in_effect {
+            return Ok(placed(None, false));
+        }
+        let path = self.next_journal()?;
+        prepared.journal.write_new(&path)?;
+        let result = prepared.session.apply(
+            &prepared.targets,
+            &prepared.journal,
+            scope,
+            &mut |_| Ok(()),
+            &Interrupt::new(),
+        );
+        let status = result
+            .as_ref()
+            .map_or_else(|f| f.journal_status(), |_| JournalStatus::Applied);
+        // A journal that cannot be marked stays "applying": the next
+        // reconcile reads the host as it is all the same.
+        let _ = prepared.journal.mark(&path, status);
+        match result {
+            Ok(_) => Ok(placed(Some(path), true)),
+            Err(failure) => Err(WatchError::Apply(Box::new(apply::ApplyError::of_failure(
+                failure, &path, &self.uri,
+            )))),
+        }
+    }
+
+    /// A new journal's path: the state directory, the time and a count, so
+    /// that two changes in one second never share a file.
+    pub(super) fn next_journal(&self) -> Result<PathBuf, WatchError> {
+        static COUNT: AtomicU32 = AtomicU32::new(0);
+        let dir = crate::state::state_dir()?;
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let n = COUNT.fetch_add(1, Ordering::Relaxed);
+        Ok(dir.join(format!(
+            "{JOURNAL_PREFIX}{secs}-{}-{n}.json",
+            std::process::id()
+        )))
+    }
+}

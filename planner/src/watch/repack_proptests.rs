@@ -1,0 +1,1 @@
+//! (being written: repack against a brute-force minimum)
