@@ -210,6 +210,11 @@ impl Spec {
 
     /// The host's CPUs: `reserved_cpus` widened to whole cores, or the first
     /// `reserved_cores` usable cores, or none.
+    /// The host's reserved CPUs on `host` (`[host] reserved_*`).
+    pub fn reserved_cpus(&self, host: &HostTopology) -> Result<CpuSet, SpecError> {
+        self.reserved(host)
+    }
+
     fn reserved(&self, host: &HostTopology) -> Result<CpuSet, SpecError> {
         let known: CpuSet = host.pus.iter().map(|p| p.cpu).collect();
         match (&self.reserved_cpus, self.reserved_cores) {

@@ -106,9 +106,11 @@ impl super::Watcher {
         held
     }
 
-    /// The cores `cpus` touch.
+    /// The cores `cpus` touch, but the host's reserved CPUs (where the
+    /// emulator threads of many VMs are meant to be together).
     pub(super) fn cores(&self, cpus: &CpuSet) -> BTreeSet<CoreId> {
-        cpus.iter()
+        cpus.difference(&self.reserved)
+            .iter()
             .filter_map(|c| self.host.pu(c).and_then(|p| p.core))
             .collect()
     }
@@ -183,12 +185,12 @@ impl super::Watcher {
         }
     }
 
-    /// A domain stopped: the CPUs its config pins (where it ran, unless
-    /// it was moved live only), free now.
+    /// A domain stopped: the CPUs its config pins its vCPUs to (where it
+    /// ran, unless it was moved live only), free now.
     pub(super) fn stopped(&mut self, domain: &str) -> Result<Outcome, WatchError> {
         let snap = self.snapshot()?;
         Ok(match snap.tenants.iter().find(|t| t.name == domain) {
-            Some(t) if t.pinned => Outcome::Freed(t.every_cpu()),
+            Some(t) if t.pinned => Outcome::Freed(t.cpus.clone()),
             _ => Outcome::Freed(CpuSet::new()),
         })
     }

@@ -13,6 +13,7 @@ mod decide;
 pub mod hook;
 mod pin;
 pub mod repack;
+pub mod undo;
 pub mod unit;
 
 pub use decide::{plan_on, Moment, On, SOLVE_LIMIT};
@@ -167,6 +168,8 @@ pub struct Watcher {
     spec_path: Option<PathBuf>,
     spec: Spec,
     host: HostTopology,
+    /// The host's reserved CPUs: emulator threads of many VMs may share them.
+    reserved: CpuSet,
     dry_run: bool,
     time_limit: Duration,
 }
@@ -176,11 +179,13 @@ impl Watcher {
     /// the URI (or the spec's `[host] source`).
     pub fn new(settings: &Settings) -> Result<Watcher, WatchError> {
         let (spec, host) = load(&settings.uri, settings.spec.as_deref())?;
+        let reserved = spec.reserved_cpus(&host)?;
         Ok(Watcher {
             uri: settings.uri.clone(),
             spec_path: settings.spec.clone(),
             spec,
             host,
+            reserved,
             dry_run: settings.dry_run,
             time_limit: settings.time_limit,
         })
@@ -190,9 +195,30 @@ impl Watcher {
     /// error the watcher keeps what it had.
     pub fn reload(&mut self) -> Result<(), WatchError> {
         let (spec, host) = load(&self.uri, self.spec_path.as_deref())?;
+        self.reserved = spec.reserved_cpus(&host)?;
         self.spec = spec;
         self.host = host;
         Ok(())
+    }
+
+    /// The spec's `[[vm]]`s that are not running (by name): what `repack
+    /// --for SPEC` makes room for.
+    pub fn not_running(&self) -> Vec<String> {
+        let running: std::collections::BTreeSet<String> = self
+            .snapshot()
+            .map(|s| {
+                s.tenants
+                    .into_iter()
+                    .filter(|t| t.state == crate::tenant::TenantState::Running)
+                    .map(|t| t.name)
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.spec
+            .vm_names()
+            .into_iter()
+            .filter(|n| !running.contains(n))
+            .collect()
     }
 
     /// The URI watched.

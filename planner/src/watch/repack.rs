@@ -140,7 +140,8 @@ impl super::Watcher {
             });
         }
         let mut names = moved_vms.clone();
-        if matches!(vm, For::Domain(_)) {
+        // A defined domain made room for starts where it fits.
+        if matches!(vm, For::Domain(_)) && snap.tenants.iter().any(|t| t.name == name) {
             names.push(name.clone());
         }
         let journal = if self.dry_run || names.is_empty() {
