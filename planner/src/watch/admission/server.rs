@@ -102,7 +102,7 @@ pub struct Pending {
 
 impl Pending {
     /// Hands `answer` to the hook that asked. Dropping a `Pending` instead
-    /// closes the connection: the hook reads [`Problem::Closed`].
+    /// closes the connection: the hook reads [`super::Problem::Closed`].
     pub fn answer(mut self, answer: &Answer) -> Result<(), AdmissionError> {
         let domain = || self.ask.domain.clone();
         let mut line = serde_json::to_vec(answer).map_err(|source| AdmissionError::Encode {
