@@ -5,16 +5,21 @@
 //! ([`super::admission`]) and exits non-zero to refuse the start (no logic
 //! in shell, no libvirt call: libvirt forbids them in hooks).
 //!
-//! What libvirt does with it (`src/util/virhook.c`, `src/qemu/qemu_process.c`):
-//! it runs every executable file of `hooks/qemu.d/` in the byte order of
-//! their names, each with the same XML, and all of them even when one
-//! fails; one failure at `prepare begin` aborts the start, whose error
-//! (`virsh start`'s) ends with what the script wrote on standard error.
-//! The aborted start then runs `stopped end` and `release end` as any stop
-//! does, so the isolate hook (`pinplan-isolate`, after this one: `a` sorts
-//! before `i`) undoes at `release end` what it did at `prepare begin`.
-//! libvirt looks for hooks when it starts: restart it once after the first
-//! hook of a host is installed.
+//! What libvirt does with it (`src/util/virhook.c`, `src/qemu/qemu_process.c`,
+//! and seen on libvirt 9.0): it runs every executable file of
+//! `hooks/qemu.d/` in the byte order of their names, each with the same
+//! XML, and all of them even when one fails; one failure at `prepare
+//! begin` aborts the start, whose error (`virsh start`'s) is `Hook script
+//! execution failed: internal error: Child process (ENV… SCRIPT NAME prepare
+//! begin -) unexpected exit status N: ` followed by all the script wrote on
+//! standard error (its standard output is not shown). The aborted start
+//! then runs `stopped end` and `release end` as any stop does, so the
+//! isolate hook (`pinplan-isolate`, after this one: `a` sorts before `i`),
+//! which ran at `prepare begin` too, undoes it at `release end`. libvirt
+//! waits for a hook without a time limit, holding the domain: the hook's
+//! own wait is bounded (`--timeout-ms`). Whether any qemu hook exists is
+//! read when libvirt starts (and on SIGHUP), the scripts at each call:
+//! restart libvirt once after the first hook of a host is installed.
 
 use crate::error::Diagnostic;
 use std::path::{Path, PathBuf};

@@ -54,10 +54,12 @@ fn a_question_gets_its_answer() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
     let timeout = Duration::from_secs(5);
+    let started = Instant::now();
     assert_eq!(
         ask(&path, &question("vm-yes"), timeout).unwrap(),
         Answer::allowed()
     );
+    println!("one question answered in {:?}", started.elapsed());
     assert_eq!(
         ask(&path, &question("vm-no"), timeout).unwrap(),
         Answer::refused("CPUs 2-3 are vm1's", "stop vm1")
@@ -82,7 +84,7 @@ fn a_watcher_that_never_answers_times_out_in_time() {
     println!("ask timed out after {took:?} (bound {timeout:?})");
     assert!(matches!(err, AskError::Timeout { .. }), "{err:?}");
     assert!(
-        took >= timeout && took < timeout + Duration::from_millis(200),
+        took >= timeout && took < timeout + Duration::from_millis(500),
         "{took:?}"
     );
     assert_eq!(kept.lock().unwrap().len(), 1);
