@@ -172,7 +172,7 @@ fn read_question(mut stream: UnixStream) -> Option<Pending> {
         Err(LineError::Closed) => None,
         Err(LineError::Io(e)) => {
             tracing::warn!(
-                "admission socket: a client sent no question within {READ_TIMEOUT:?}: {e}"
+                "admission socket: no question read from a client (it has {READ_TIMEOUT:?}): {e}"
             );
             None
         }
@@ -270,8 +270,11 @@ impl Server {
             Err(e) if e.kind() == ErrorKind::NotFound => {}
             Err(source) => return Err(failed("cannot inspect", path)(source)),
         }
-        let temp = dir.join(format!(".pinplan-{}.sock", std::process::id()));
-        // Under the lock: a leftover of a killed process that had our pid.
+        // Unique in this process too: two sockets may be bound in one directory.
+        static BOUND: AtomicUsize = AtomicUsize::new(0);
+        let n = BOUND.fetch_add(1, Ordering::SeqCst);
+        let temp = dir.join(format!(".pinplan-{}-{n}.sock", std::process::id()));
+        // A leftover of a killed process that had our pid (no living one has it).
         let _ = std::fs::remove_file(&temp);
         let listener = UnixListener::bind(&temp).map_err(failed("cannot bind", &temp))?;
         let placed = std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o600))
