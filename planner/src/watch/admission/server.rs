@@ -120,20 +120,30 @@ impl Pending {
     }
 }
 
-/// The question on `line`, or what to reply when it is none.
-fn parse_question(line: &[u8]) -> Result<Ask, String> {
-    let ask: Ask = serde_json::from_slice(line).map_err(|e| format!("not a question: {e}"))?;
+/// Why a line is no question: the text of the error reply.
+#[derive(Debug, thiserror::Error)]
+enum BadQuestion {
+    #[error("not a question: {0}")]
+    Json(serde_json::Error),
+    #[error("protocol version {0} asked, this watcher speaks {VERSION}")]
+    Version(u32),
+    #[error("the question names no domain")]
+    NoDomain,
+    #[error("the domain XML is longer than {MAX_XML} bytes")]
+    TooLong,
+}
+
+/// The question on `line`.
+fn parse_question(line: &[u8]) -> Result<Ask, BadQuestion> {
+    let ask: Ask = serde_json::from_slice(line).map_err(BadQuestion::Json)?;
     if ask.version != VERSION {
-        return Err(format!(
-            "protocol version {} asked, this watcher speaks {VERSION}",
-            ask.version
-        ));
+        return Err(BadQuestion::Version(ask.version));
     }
     if ask.domain.is_empty() {
-        return Err("the question names no domain".to_owned());
+        return Err(BadQuestion::NoDomain);
     }
     if ask.xml.len() > MAX_XML {
-        return Err(format!("the domain XML is longer than {MAX_XML} bytes"));
+        return Err(BadQuestion::TooLong);
     }
     Ok(ask)
 }
@@ -158,7 +168,7 @@ fn read_question(mut stream: UnixStream) -> Option<Pending> {
         Ok(line) => match parse_question(&line) {
             Ok(ask) => Some(Pending { ask, stream }),
             Err(error) => {
-                reply_error(stream, error);
+                reply_error(stream, error.to_string());
                 None
             }
         },
