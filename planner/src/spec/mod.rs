@@ -219,6 +219,11 @@ impl Spec {
         self.vms.iter().any(|v| v.name == vm)
     }
 
+    /// Every VM's name, in the spec's order.
+    pub fn vm_names(&self) -> Vec<String> {
+        self.vms.iter().map(|v| v.name.clone()).collect()
+    }
+
     /// The VMs marked `movable`.
     pub fn movable_vms(&self) -> Vec<String> {
         self.vms
