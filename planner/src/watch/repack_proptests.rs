@@ -1,6 +1,6 @@
 //! `repack` against a brute-force minimum (issue 30): on small fragmented
-//! synthetic hosts (one thread per core, 1–2 NUMA nodes, core 0 reserved
-//! for the host), with running VMs pinned to random free CPUs spread over
+//! synthetic hosts (1–2 NUMA nodes of 3–8 cores, one or two threads per
+//! core, core 0 reserved for the host), with running VMs pinned to random free CPUs spread over
 //! the nodes, [`room_for`] makes room for a new VM with exactly as few
 //! vCPUs moved as an exhaustive search of every placement of the movable
 //! VMs finds — or refuses when no placement leaves the new VM room — and
