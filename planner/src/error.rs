@@ -167,6 +167,8 @@ pub enum LibvirtAction {
     ReadPins(String),
     /// Listing the host's PCI node devices.
     ListNodeDevices,
+    /// Registering for domain events or the connection's close.
+    RegisterEvents,
 }
 
 impl fmt::Display for LibvirtAction {
@@ -181,6 +183,7 @@ impl fmt::Display for LibvirtAction {
             LibvirtAction::DomainXml(name) => write!(f, "cannot read the XML of domain {name}"),
             LibvirtAction::ReadPins(name) => write!(f, "{name}: cannot read its pinning"),
             LibvirtAction::ListNodeDevices => f.write_str("cannot list the node devices"),
+            LibvirtAction::RegisterEvents => f.write_str("cannot register for domain events"),
         }
     }
 }
