@@ -180,6 +180,8 @@ pub enum LibvirtAction {
     ListNodeDevices,
     /// Writing a domain's request into its metadata.
     SetMetadata(String),
+    /// Registering for domain events or the connection's close.
+    RegisterEvents,
 }
 
 impl fmt::Display for LibvirtAction {
@@ -197,6 +199,7 @@ impl fmt::Display for LibvirtAction {
             LibvirtAction::SetMetadata(name) => {
                 write!(f, "{name}: cannot write its request into its metadata")
             }
+            LibvirtAction::RegisterEvents => f.write_str("cannot register for domain events"),
         }
     }
 }

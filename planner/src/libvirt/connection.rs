@@ -121,6 +121,14 @@ pub(crate) fn open(uri: &str, read_only: bool) -> Result<Connect, LibvirtError> 
     Ok(conn)
 }
 
+/// Opens `uri` read-write for a long-running watcher of its domain events
+/// (`libvirt::events::Events`), as every connection is opened: with keepalive, so that a
+/// daemon that stops answering closes the connection (and its watcher hears
+/// of it) instead of leaving it waiting.
+pub fn open_watched(uri: &str) -> Result<Connect, LibvirtError> {
+    open(uri, false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::{open, Keepalive, DEFAULT_KEEPALIVE};

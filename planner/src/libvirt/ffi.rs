@@ -2,14 +2,21 @@
 //! reading back vCPU, emulator and I/O thread pinning
 //! (`virDomainGetVcpuPinInfo`, `virDomainGetEmulatorPinInfo`,
 //! `virDomainGetIOThreadInfo`), pinning I/O threads (`virDomainPinIOThread`)
-//! and counting the host's CPUs (`virNodeGetCPUMap`). One of the three
+//! and counting the host's CPUs (`virNodeGetCPUMap`); registering for
+//! domain events and the connection's close
+//! (`virConnectDomainEventRegisterAny`, `virConnectRegisterCloseCallback`),
+//! with the callbacks libvirt calls. One of the three
 //! modules of pinplan with `unsafe` code (with `isolate/sys.rs` and
 //! `solve/ilp/child.rs`); every block says why it is sound.
 #![allow(unsafe_code)]
 
 use crate::cpuset::CpuSet;
 use crate::ids::CpuId;
-use std::os::raw::{c_int, c_uint};
+use std::cell::Cell;
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_uint, c_void};
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use virt::connect::Connect;
 use virt::domain::Domain;
 use virt::error::Error;
@@ -162,6 +169,337 @@ pub fn pin_iothread(
         return Err(Error::last_error());
     }
     Ok(())
+}
+
+// Domain events and the connection's close (`virConnectDomainEventRegisterAny`,
+// `virConnectRegisterCloseCallback`): the callbacks libvirt calls, and guards
+// that deregister them when dropped. `events.rs` turns what they report into
+// typed notices.
+
+/// A domain event or a close as libvirt reported it to a callback, copied out
+/// of libvirt's memory before the callback returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RawEvent {
+    /// `VIR_DOMAIN_EVENT_ID_LIFECYCLE`: libvirt's event and detail numbers.
+    Lifecycle {
+        /// The domain's name.
+        domain: String,
+        /// A `virDomainEventType`.
+        event: c_int,
+        /// The event's detail (`virDomainEvent*DetailType`).
+        detail: c_int,
+    },
+    /// `VIR_DOMAIN_EVENT_ID_DEVICE_ADDED` (`added`) or `_DEVICE_REMOVED`.
+    Device {
+        /// The domain's name.
+        domain: String,
+        /// The device's alias.
+        alias: String,
+        /// Added, or removed.
+        added: bool,
+    },
+    /// The connection closed: a `virConnectCloseReason`.
+    Closed {
+        /// libvirt's reason number.
+        reason: c_int,
+    },
+}
+
+/// What the callbacks hand their events to, shared by the registrations of
+/// one watcher. It runs on libvirt's event thread (a close may also be
+/// reported on a thread that was waiting on the connection), so it must
+/// return promptly; a panic in it is caught and logged.
+pub type Handler = Arc<dyn Fn(RawEvent) + Send + Sync>;
+
+/// The domain events a [`DomainCallback`] can be registered for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DomainEventId {
+    /// Defined, undefined, started, stopped, … (`VIR_DOMAIN_EVENT_ID_LIFECYCLE`).
+    Lifecycle,
+    /// A device attached to a running domain (`VIR_DOMAIN_EVENT_ID_DEVICE_ADDED`).
+    DeviceAdded,
+    /// A device detached from a running domain (`VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED`).
+    DeviceRemoved,
+}
+
+thread_local! {
+    static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread is running one of this module's callbacks (or a
+/// handler's free): libvirt may hold locks here that deregistering takes.
+pub fn in_callback() -> bool {
+    IN_CALLBACK.with(Cell::get)
+}
+
+/// Runs a callback's body marked as [`in_callback`], catching a panic so that
+/// it never unwinds into libvirt's C frames.
+fn callback_body(what: &str, body: impl FnOnce()) {
+    let was = IN_CALLBACK.with(|flag| flag.replace(true));
+    if std::panic::catch_unwind(AssertUnwindSafe(body)).is_err() {
+        tracing::error!("a libvirt {what} callback panicked: its notice is lost");
+    }
+    IN_CALLBACK.with(|flag| flag.set(was));
+}
+
+/// The string at `ptr`, copied (lossily, as the `virt` crate reads names);
+/// `None` for NULL.
+///
+/// # Safety
+/// `ptr` is NULL or a NUL-terminated string that stays valid for the call.
+unsafe fn copied(ptr: *const c_char) -> Option<String> {
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL and NUL-terminated, valid for the call (the caller's promise).
+    Some(
+        unsafe { CStr::from_ptr(ptr) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+/// The name of the domain a callback was handed, and the handler its opaque
+/// pointer is; `None` if either is NULL.
+///
+/// # Safety
+/// `dom` is NULL or the domain libvirt passed to the running callback;
+/// `opaque` is NULL or a `*const Handler` that outlives the call.
+unsafe fn target<'a>(dom: sys::virDomainPtr, opaque: *mut c_void) -> Option<(String, &'a Handler)> {
+    if dom.is_null() {
+        return None;
+    }
+    // SAFETY: the domain is live for the callback and only borrowed: its name
+    // belongs to it and is copied here, never freed.
+    let name = unsafe { copied(sys::virDomainGetName(dom)) }?;
+    // SAFETY: the caller's promise on `opaque`.
+    let handler = unsafe { opaque.cast::<Handler>().cast_const().as_ref() }?;
+    Some((name, handler))
+}
+
+extern "C" fn on_lifecycle(
+    _conn: sys::virConnectPtr,
+    dom: sys::virDomainPtr,
+    event: c_int,
+    detail: c_int,
+    opaque: *mut c_void,
+) -> c_int {
+    callback_body("domain lifecycle event", || {
+        // SAFETY: libvirt passes the domain of this event, live for the call,
+        // and the opaque given at registration: a Box<Handler> freed only by
+        // `free_handler`, which libvirt calls after the last callback.
+        if let Some((domain, handler)) = unsafe { target(dom, opaque) } {
+            handler(RawEvent::Lifecycle {
+                domain,
+                event,
+                detail,
+            });
+        }
+    });
+    0
+}
+
+/// The body of both device callbacks.
+fn on_device(dom: sys::virDomainPtr, alias: *const c_char, opaque: *mut c_void, added: bool) {
+    callback_body("domain device event", || {
+        // SAFETY: as in `on_lifecycle`; the alias is libvirt's string for
+        // the call, copied here.
+        let (Some((domain, handler)), Some(alias)) =
+            (unsafe { target(dom, opaque) }, unsafe { copied(alias) })
+        else {
+            return;
+        };
+        handler(RawEvent::Device {
+            domain,
+            alias,
+            added,
+        });
+    });
+}
+
+extern "C" fn on_device_added(
+    _conn: sys::virConnectPtr,
+    dom: sys::virDomainPtr,
+    alias: *const c_char,
+    opaque: *mut c_void,
+) {
+    on_device(dom, alias, opaque, true);
+}
+
+extern "C" fn on_device_removed(
+    _conn: sys::virConnectPtr,
+    dom: sys::virDomainPtr,
+    alias: *const c_char,
+    opaque: *mut c_void,
+) {
+    on_device(dom, alias, opaque, false);
+}
+
+extern "C" fn on_close(_conn: sys::virConnectPtr, reason: c_int, opaque: *mut c_void) {
+    callback_body("connection close", || {
+        // SAFETY: the opaque is the Handler boxed in the CloseCallback, which
+        // unregisters before freeing it (see its Drop).
+        if let Some(handler) = unsafe { opaque.cast::<Handler>().cast_const().as_ref() } {
+            handler(RawEvent::Closed { reason });
+        }
+    });
+}
+
+/// libvirt's free callback of a domain event registration's opaque pointer.
+extern "C" fn free_handler(opaque: *mut c_void) {
+    if opaque.is_null() {
+        return;
+    }
+    // SAFETY: `opaque` is the Box::into_raw of `register_domain_event`, handed
+    // to libvirt with this function as its free callback: libvirt calls it
+    // once, after the last callback with it has returned.
+    let handler = unsafe { Box::from_raw(opaque.cast::<Handler>()) };
+    // The last Arc drops the sink with what it owns: a panic there is caught
+    // too (libvirt forbids calling it back from here: see `in_callback`).
+    callback_body("free", move || drop(handler));
+}
+
+type GenericCallback = unsafe extern "C" fn(sys::virConnectPtr, sys::virDomainPtr, *mut c_void);
+type LifecycleCallback =
+    unsafe extern "C" fn(sys::virConnectPtr, sys::virDomainPtr, c_int, c_int, *mut c_void) -> c_int;
+type DeviceCallback =
+    unsafe extern "C" fn(sys::virConnectPtr, sys::virDomainPtr, *const c_char, *mut c_void);
+
+/// libvirt's id of `id`, and our callback for it in the generic type that
+/// `virConnectDomainEventRegisterAny` takes.
+fn callback_of(id: DomainEventId) -> (c_uint, GenericCallback) {
+    // SAFETY: libvirt calls a callback registered for an event id with that
+    // id's own signature (the C macro VIR_DOMAIN_EVENT_CALLBACK casts the
+    // same way): the lifecycle one for LIFECYCLE, the device one for
+    // DEVICE_ADDED and DEVICE_REMOVED. Function pointers have one size.
+    unsafe {
+        match id {
+            DomainEventId::Lifecycle => (
+                sys::VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                std::mem::transmute::<LifecycleCallback, GenericCallback>(on_lifecycle),
+            ),
+            DomainEventId::DeviceAdded => (
+                sys::VIR_DOMAIN_EVENT_ID_DEVICE_ADDED,
+                std::mem::transmute::<DeviceCallback, GenericCallback>(on_device_added),
+            ),
+            DomainEventId::DeviceRemoved => (
+                sys::VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED,
+                std::mem::transmute::<DeviceCallback, GenericCallback>(on_device_removed),
+            ),
+        }
+    }
+}
+
+/// A domain event callback registered on a connection, for every domain;
+/// dropping it deregisters it (libvirt then frees its handler once no
+/// callback runs with it).
+#[derive(Debug)]
+pub struct DomainCallback {
+    conn: Connect,
+    id: c_int,
+}
+
+/// Registers `handler` for `id`'s events of every domain on `conn`.
+pub fn register_domain_event(
+    conn: &Connect,
+    id: DomainEventId,
+    handler: &Handler,
+) -> Result<DomainCallback, Error> {
+    let (event_id, callback) = callback_of(id);
+    let opaque = Box::into_raw(Box::new(Arc::clone(handler)));
+    // SAFETY: the connection is live; `callback` has the signature libvirt
+    // calls for `event_id`; `opaque` stays valid until libvirt calls
+    // `free_handler` with it, which frees it.
+    let rc = unsafe {
+        sys::virConnectDomainEventRegisterAny(
+            conn.as_ptr(),
+            std::ptr::null_mut(),
+            int(event_id as usize),
+            Some(callback),
+            opaque.cast(),
+            Some(free_handler),
+        )
+    };
+    if rc < 0 {
+        let error = Error::last_error();
+        // SAFETY: a failed registration keeps nothing and never calls the free
+        // callback: the box is still ours, freed once, here.
+        drop(unsafe { Box::from_raw(opaque) });
+        return Err(error);
+    }
+    Ok(DomainCallback {
+        conn: conn.clone(),
+        id: rc,
+    })
+}
+
+impl Drop for DomainCallback {
+    fn drop(&mut self) {
+        // SAFETY: the connection is live (we hold a reference); the id is the
+        // one its registration returned, deregistered only here.
+        let rc = unsafe { sys::virConnectDomainEventDeregisterAny(self.conn.as_ptr(), self.id) };
+        if rc < 0 {
+            tracing::warn!(
+                "cannot deregister libvirt domain event callback {}: {}",
+                self.id,
+                Error::last_error()
+            );
+        }
+    }
+}
+
+/// The connection's close callback; dropping it unregisters it, then frees
+/// its handler. libvirt keeps one close callback per connection, and only
+/// on drivers with a connection that can close (the remote one); the test
+/// driver keeps none (and would never call a free callback), which is why
+/// the handler is ours to free and not libvirt's.
+pub struct CloseCallback {
+    conn: Connect,
+    // Read by libvirt only, through the pointer registered; freed after
+    // `drop` has unregistered it.
+    _handler: Box<Handler>,
+}
+
+/// Registers `handler` to hear that `conn` closed.
+pub fn register_close(conn: &Connect, handler: &Handler) -> Result<CloseCallback, Error> {
+    let handler = Box::new(Arc::clone(handler));
+    let opaque: *const Handler = &*handler;
+    // SAFETY: the connection is live; `opaque` points into the box that the
+    // returned guard owns and frees only after unregistering; no free
+    // callback, so libvirt never frees it.
+    let rc = unsafe {
+        sys::virConnectRegisterCloseCallback(
+            conn.as_ptr(),
+            Some(on_close),
+            opaque.cast_mut().cast(),
+            None,
+        )
+    };
+    if rc < 0 {
+        return Err(Error::last_error());
+    }
+    Ok(CloseCallback {
+        conn: conn.clone(),
+        _handler: handler,
+    })
+}
+
+impl Drop for CloseCallback {
+    fn drop(&mut self) {
+        // SAFETY: the connection is live. libvirt runs the close callback
+        // under the lock that unregistering takes, and runs it at most once:
+        // when this returns, `on_close` is not running and will not run with
+        // our handler, whether it was registered (now cleared), already
+        // called (libvirt reset it) or never kept (the test driver).
+        let rc =
+            unsafe { sys::virConnectUnregisterCloseCallback(self.conn.as_ptr(), Some(on_close)) };
+        if rc < 0 {
+            tracing::debug!(
+                "libvirt close callback not unregistered: {}",
+                Error::last_error()
+            );
+        }
+    }
 }
 
 #[cfg(test)]
