@@ -12,7 +12,7 @@ need_cargo
 # bzip2: tests/doctor_cli.rs unpacks an hwloc sysfs capture (.tar.bz2).
 # hwloc: lstopo for the live topology tests; bzip2: the doctor fixtures;
 # librsvg2-bin: rsvg-convert renders report --format svg to PNG.
-apt_install "${BUILD_PACKAGES[@]}" hwloc bzip2 librsvg2-bin procps
+apt_install "${BUILD_PACKAGES[@]}" hwloc bzip2 librsvg2-bin procps systemd
 need_hwloc
 libvirt_up
 trap 'sshd_down; libvirt_down' EXIT
@@ -31,3 +31,9 @@ cargo clippy --locked --all-targets -q -- -D warnings
 # The tests run with apply's fault-injection hook built in (off by default).
 cargo clippy --locked --all-targets -q --features pinplan-cli/fault-injection -- -D warnings
 cargo test --locked --workspace --features pinplan-cli/fault-injection
+# pinplan watch (issue 30): its decisions on libvirt's test driver, 300
+# random domain events with no shared core after any (the bench program, in
+# the test profile); then the service on the real libvirtd with real guests
+# and its hook, which restarts libvirtd (so it runs after every test).
+PINPLAN_WATCH_EVENTS=300 cargo test --locked -q -p pinplan --bench watch
+scripts/watch-live.sh "$CARGO_TARGET_DIR/debug/pinplan"

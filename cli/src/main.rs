@@ -14,7 +14,8 @@ mod version;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::{
-    apply, completions, demand, doctor, help, isolate, man, plan, report, tag, topology, xml,
+    apply, completions, demand, doctor, help, isolate, man, plan, repack, report, tag, topology,
+    watch, xml,
 };
 use std::process::ExitCode;
 use std::time::Instant;
@@ -59,6 +60,11 @@ enum Command {
     Report(report::ReportArgs),
     /// Pin running and defined VMs as a plan says: verified, all-or-nothing, reversible.
     Apply(apply::ApplyArgs),
+    /// Pin VMs as the host changes: a service on libvirt's domain events, its
+    /// admission hook, its systemd unit.
+    Watch(watch::WatchArgs),
+    /// Make room for a VM: move movable running VMs live, the fewest vCPUs.
+    Repack(repack::RepackArgs),
     /// Write a domain's own request (a spec's [[vm]] keys) into its libvirt metadata.
     Tag(tag::TagArgs),
     /// Check the host's IOMMU, VFIO groups, SR-IOV, PCIe links, NIC locality,
@@ -106,6 +112,8 @@ fn main() -> ExitCode {
         Command::Apply(args) => apply::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Tag(args) => tag::run(args),
+        Command::Repack(args) => repack::run(args),
+        Command::Watch(args) => watch::run(args),
         Command::Isolate(args) => isolate::run(args),
         Command::Completions(args) => completions::run(args, &mut command),
         Command::Man(args) => man::run(args, &mut command),

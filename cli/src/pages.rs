@@ -54,7 +54,7 @@ struct Page {
     exit: &'static [(u8, &'static str)],
 }
 
-const PAGES: [Page; 12] = [
+const PAGES: [Page; 15] = [
     Page {
         command: "",
         examples: &[
@@ -117,6 +117,8 @@ const PAGES: [Page; 12] = [
             "# For the host libvirt reaches, to apply there: around every domain running there,",
             "# keeping the running VMs the spec names where they run (unless movable = true)",
             "pinplan plan examples/lab/b1.toml --connect qemu:///system --out plans/",
+            "# No spec: every domain there that carries its own request (pinplan tag)",
+            "pinplan plan --connect qemu:///system",
             "# A captured topology, the domains through the URI; shut-off domains' pins counted too",
             "pinplan plan examples/lab/b1.toml --source examples/lab/b1-host.xml --connect qemu:///system --count-shut-off",
             "# A fleet ([[host]] tables): each VM's host too; plans-fleet/HOST/plan.json and fleet.json",
@@ -221,6 +223,55 @@ const PAGES: [Page; 12] = [
             (1, "--undo (or the hook) could not restore every value: each is listed"),
             (2, "bad input: the plan cannot be read, is another host's, places no VM or reserves every CPU; a journal that is not isolate's or exists already; an isolation in effect already; a file that cannot be written"),
             (130, "interrupted by SIGINT (143: SIGTERM): the isolation was undone from its journal, or after a second signal the message names the undo that finishes it"),
+        ],
+    },
+    Page {
+        command: "tag",
+        examples: &[
+            "# Check a domain's request first, then write it into its metadata",
+            "pinplan tag vm1 --connect qemu:///system vcpus=4 threads=prefer movable=true --dry-run",
+            "pinplan tag vm1 --connect qemu:///system vcpus=4 threads=prefer movable=true",
+            "# Sized from a table; remove a key; show the request",
+            "pinplan tag vm2 --connect qemu:///system profile=vm-64b target_gbps=100 table=/etc/pinplan/b1-tx-cores.csv",
+            "pinplan tag vm1 --connect qemu:///system movable=",
+            "pinplan tag vm1 --connect qemu:///system",
+        ],
+        exit: &[
+            (0, "written, unchanged, or shown (--dry-run, or no KEY=VALUE)"),
+            (2, "the request is not valid (the message names the domain and the key), no such domain, libvirt refused or read back another request"),
+        ],
+    },
+    Page {
+        command: "watch",
+        examples: &[
+            "# The service, in the foreground: pins domains as they are defined and started",
+            "pinplan watch --connect qemu:///system /etc/pinplan/host.toml",
+            "# What it would do, as JSON lines",
+            "pinplan watch --connect qemu:///system --dry-run --format json",
+            "# Run it under systemd, and ask it before each start (libvirt hook)",
+            "pinplan watch --emit systemd --connect qemu:///system /etc/pinplan/host.toml > /etc/systemd/system/pinplan-watch.service",
+            "pinplan watch --emit hook /etc/libvirt/hooks",
+            "# Every pin it set, back as it was",
+            "pinplan watch --undo --connect qemu:///system",
+        ],
+        exit: &[
+            (0, "stopped by SIGTERM or SIGINT; emitted; undone; with --admit: the domain may start"),
+            (1, "with --admit: the start is refused (the reason on standard error, which libvirt shows)"),
+            (2, "bad input or an error: the spec, the topology, the admission socket taken by another watcher, a hook file that is not pinplan's; --undo could not put a journal back"),
+        ],
+    },
+    Page {
+        command: "repack",
+        examples: &[
+            "# What would move to make room for an 8-vCPU VM",
+            "pinplan repack --connect qemu:///system --for 8 --spec /etc/pinplan/host.toml --dry-run",
+            "# Make room for a defined domain with a request, moving at most 4 vCPUs",
+            "pinplan repack --connect qemu:///system --for vm3 --max-moves 4",
+        ],
+        exit: &[
+            (0, "room was made (or, with --dry-run, would be): the moves are listed, with their journal"),
+            (1, "the answer is no: it does not fit even with every movable VM moved, or it needs more moves than --max-moves (nothing was changed)"),
+            (2, "bad input or an error: the spec, --for a domain that runs or has no request, libvirt, a pin call (what it changed was put back)"),
         ],
     },
     Page {

@@ -141,6 +141,8 @@ struct Sim {
     conn: virt::connect::Connect,
     watcher: Watcher,
     times: Vec<f64>,
+    /// Each decision's time by what it was about.
+    by_event: BTreeMap<&'static str, Vec<f64>>,
     outcomes: BTreeMap<String, usize>,
     /// Ours: name → (vCPUs, movable, `<uuid>` once defined).
     defined: BTreeMap<String, (u32, bool, String)>,
@@ -153,6 +155,7 @@ impl Sim {
             println!("{}", d.to_line());
         }
         self.times.push(d.millis);
+        self.by_event.entry(d.event).or_default().push(d.millis);
         let key = format!(
             "{} {}",
             d.event,
@@ -206,7 +209,12 @@ impl Sim {
                 domain: name.to_owned(),
                 xml,
             });
-            self.times.push(asked.elapsed().as_secs_f64() * 1000.0);
+            let ms = asked.elapsed().as_secs_f64() * 1000.0;
+            self.times.push(ms);
+            self.by_event
+                .entry("admission question")
+                .or_default()
+                .push(ms);
             *self
                 .outcomes
                 .entry(format!(
@@ -300,6 +308,7 @@ fn main() {
         conn,
         watcher,
         times: Vec::new(),
+        by_event: BTreeMap::new(),
         outcomes: BTreeMap::new(),
         defined: BTreeMap::new(),
         running: BTreeSet::new(),
@@ -360,6 +369,15 @@ fn main() {
         percentile(&sorted, 0.99),
         sorted.last().copied().unwrap_or(0.0)
     );
+    for (event, times) in &mut sim.by_event {
+        times.sort_by(f64::total_cmp);
+        println!(
+            "  {event}: {} decisions, median {:.1} ms, p99 {:.1} ms",
+            times.len(),
+            percentile(times, 0.5),
+            percentile(times, 0.99)
+        );
+    }
     for (what, n) in &sim.outcomes {
         println!("  {what}: {n}");
     }

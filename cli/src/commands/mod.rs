@@ -9,9 +9,11 @@ pub mod help;
 pub mod isolate;
 pub mod man;
 pub mod plan;
+pub mod repack;
 pub mod report;
 pub mod tag;
 pub mod topology;
+pub mod watch;
 pub mod xml;
 
 use crate::ui;

@@ -163,8 +163,8 @@ impl DomainRequest {
         Ok(Some(request))
     }
 
-    /// Every key is one a domain's request may hold, at most [`MOST_KEYS`]
-    /// of them, none twice, each value at most [`LONGEST_VALUE`] bytes.
+    /// Every key is one a domain's request may hold, at most `MOST_KEYS` (64)
+    /// of them, none twice, each value at most `LONGEST_VALUE` (4096) bytes.
     pub fn check_keys(&self) -> Result<(), SpecError> {
         let allowed = allowed_keys();
         let at = |key: &str, message: String, hint: Option<String>| SpecError {

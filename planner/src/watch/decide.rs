@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// The host as one decision reads it.
+#[derive(Clone)]
 pub(super) struct Snapshot {
     /// Every domain as a tenant (live pins for running ones).
     pub(super) tenants: Vec<Tenant>,
@@ -42,8 +43,16 @@ pub enum Moment {
 }
 
 impl super::Watcher {
+    /// Reads the host's domains and their requests, and keeps what it read
+    /// for the admission question ([`Self::decide_admission`]).
+    pub(super) fn snapshot(&mut self) -> Result<Snapshot, WatchError> {
+        let snap = self.read_host()?;
+        self.seen = Some(snap.clone());
+        Ok(snap)
+    }
+
     /// Reads the host's domains and their requests.
-    pub(super) fn snapshot(&self) -> Result<Snapshot, WatchError> {
+    fn read_host(&self) -> Result<Snapshot, WatchError> {
         let tenants = domain_tenants(&self.uri, &self.host)?;
         let mut requests = Vec::new();
         let mut invalid = BTreeMap::new();
@@ -73,8 +82,20 @@ impl super::Watcher {
         domain: &str,
         moment: Moment,
     ) -> Result<Plan, WatchError> {
+        let xml = crate::libvirt::inactive_xml(&self.uri, domain).ok();
+        self.plan_with(snap, domain, moment, xml)
+    }
+
+    /// [`Self::plan_for`] with the domain's XML given (`None`: none).
+    pub(super) fn plan_with(
+        &self,
+        snap: &Snapshot,
+        domain: &str,
+        moment: Moment,
+        xml: Option<String>,
+    ) -> Result<Plan, WatchError> {
         let mut defined = BTreeMap::new();
-        if let Ok(xml) = crate::libvirt::inactive_xml(&self.uri, domain) {
+        if let Some(xml) = xml {
             defined.insert(
                 domain.to_owned(),
                 (format!("{} domain {domain}", self.uri), xml),
@@ -200,10 +221,37 @@ impl super::Watcher {
     /// running tenant holds. Else no, with the plan's way out: the start is
     /// refused and, when a plan fits, the watcher pins its config so that
     /// the next start goes through ([`Admission::repin`]).
+    ///
+    /// It reads the host as the last decision left it, not through libvirt:
+    /// while a domain waits in its `prepare` hook, libvirt holds its object,
+    /// and listing the domains waits for the hook — which waits for this
+    /// answer. Every start goes through this question, and a domain allowed
+    /// counts as running from then on; what the cache misses is a pin
+    /// changed by hand since the last event.
     pub(super) fn decide_admission(&mut self, ask: &Ask) -> Result<Admission, WatchError> {
-        let snap = self.snapshot()?;
+        let mut snap = match &self.seen {
+            Some(seen) => seen.clone(),
+            None => self.snapshot()?,
+        };
         let origin = format!("{} domain {} (start)", self.uri, ask.domain);
-        let me = tenant_from_domain(&origin, &ask.xml, &self.host)?;
+        let mut me = tenant_from_domain(&origin, &ask.xml, &self.host)?;
+        // Its request as libvirt is about to start it.
+        snap.requests.retain(|r| r.domain != ask.domain);
+        snap.invalid.remove(&ask.domain);
+        let read = DomainRequest::read(&origin, &ask.domain, &ask.xml).and_then(|r| {
+            if let Some(r) = &r {
+                crate::libvirt::metadata::check(r)?;
+            }
+            Ok(r)
+        });
+        match read {
+            Ok(Some(r)) => snap.requests.push(r),
+            Ok(None) => {}
+            Err(e) => {
+                snap.invalid
+                    .insert(ask.domain.clone(), crate::error::one_line(&e));
+            }
+        }
         if let Some(why) = snap.invalid.get(&ask.domain) {
             return Ok(Admission::answer(
                 false,
@@ -219,6 +267,12 @@ impl super::Watcher {
             self.host.usable_cpus()
         };
         let Some((core, other)) = self.clash(&snap, &ask.domain, &cpus) else {
+            // Running from now on, for the next question before its event.
+            me.state = TenantState::Running;
+            if let Some(seen) = &mut self.seen {
+                seen.tenants.retain(|t| t.name != ask.domain);
+                seen.tenants.push(me);
+            }
             return Ok(Admission::answer(true, None, None));
         };
         let what = if me.pinned {
@@ -236,7 +290,8 @@ impl super::Watcher {
         if !ours {
             return Ok(Admission::answer(false, Some(what), Some(format!("pin it onto free cores, or give it a request (pinplan tag {} vcpus=N) so that pinplan pins it", ask.domain))));
         }
-        let plan = self.plan_for(&snap, &ask.domain, Moment::Define)?;
+        // Its XML as libvirt is about to start it: libvirt is not asked.
+        let plan = self.plan_with(&snap, &ask.domain, Moment::Define, Some(ask.xml.clone()))?;
         if plan.vms.iter().any(|v| v.name == ask.domain) {
             return Ok(Admission {
                 answer: Answer {
@@ -250,7 +305,7 @@ impl super::Watcher {
                 repin: Some(plan),
             });
         }
-        let (why, fix) = unplaced_words(&plan, &ask.domain);
+        let (why, fix) = super::pin::unplaced_words(&plan, &ask.domain);
         Ok(Admission::answer(
             false,
             Some(format!(
@@ -340,17 +395,6 @@ impl Admission {
             answer: Answer { allow, reason, fix },
             repin: None,
         }
-    }
-}
-
-/// Why `plan` left `domain` out, and its smallest fix, in words.
-pub(super) fn unplaced_words(plan: &Plan, domain: &str) -> (String, Option<String>) {
-    match plan.explanations.iter().find(|e| e.vm == domain) {
-        Some(e) => (
-            e.message.to_string(),
-            e.fix.as_ref().map(ToString::to_string),
-        ),
-        None => ("it was left out".to_owned(), None),
     }
 }
 

@@ -11,6 +11,7 @@
 pub mod admission;
 mod decide;
 pub mod hook;
+pub mod listen;
 mod pin;
 pub mod repack;
 pub mod undo;
@@ -170,6 +171,9 @@ pub struct Watcher {
     host: HostTopology,
     /// The host's reserved CPUs: emulator threads of many VMs may share them.
     reserved: CpuSet,
+    /// The host as the last decision read it: what the admission question
+    /// is answered from.
+    seen: Option<decide::Snapshot>,
     dry_run: bool,
     time_limit: Duration,
 }
@@ -186,6 +190,7 @@ impl Watcher {
             spec,
             host,
             reserved,
+            seen: None,
             dry_run: settings.dry_run,
             time_limit: settings.time_limit,
         })
@@ -203,7 +208,7 @@ impl Watcher {
 
     /// The spec's `[[vm]]`s that are not running (by name): what `repack
     /// --for SPEC` makes room for.
-    pub fn not_running(&self) -> Vec<String> {
+    pub fn not_running(&mut self) -> Vec<String> {
         let running: std::collections::BTreeSet<String> = self
             .snapshot()
             .map(|s| {

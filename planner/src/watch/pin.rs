@@ -38,7 +38,7 @@ impl super::Watcher {
         scope: Scope,
     ) -> Result<Outcome, WatchError> {
         let Some(vm) = plan.vms.iter().find(|v| v.name == domain) else {
-            let (why, fix) = super::decide::unplaced_words(plan, domain);
+            let (why, fix) = unplaced_words(plan, domain);
             return Ok(Outcome::Unplaced { why, fix });
         };
         let placed = |journal: Option<PathBuf>, changed: bool| Outcome::Pinned {
@@ -98,5 +98,16 @@ impl super::Watcher {
             "{JOURNAL_PREFIX}{secs}-{}-{n}.json",
             std::process::id()
         )))
+    }
+}
+
+/// Why `plan` left `domain` out, and its smallest fix, in words.
+pub(super) fn unplaced_words(plan: &Plan, domain: &str) -> (String, Option<String>) {
+    match plan.explanations.iter().find(|e| e.vm == domain) {
+        Some(e) => (
+            e.message.to_string(),
+            e.fix.as_ref().map(ToString::to_string),
+        ),
+        None => ("it was left out".to_owned(), None),
     }
 }

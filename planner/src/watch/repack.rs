@@ -5,7 +5,8 @@
 //! tenants ever hold one core, the journal, all-or-nothing, `apply
 //! --rollback`.
 
-use super::decide::{unplaced_words, Moment};
+use super::decide::Moment;
+use super::pin::unplaced_words;
 use super::{pin, WatchError};
 use crate::libvirt::apply::{self, host, JournalStatus};
 use crate::plan::Plan;

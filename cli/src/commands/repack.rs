@@ -1,0 +1,72 @@
+//! `pinplan repack`: make room for a VM by moving `movable` running VMs,
+//! live, the fewest vCPUs (through apply's order, journal and rollback).
+
+use crate::error::{print, Failure, Usage};
+use pinplan::watch::repack::For;
+use pinplan::watch::{Settings, Watcher};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub struct RepackArgs {
+    /// The host's libvirt URI.
+    #[arg(long, value_name = "URI")]
+    connect: String,
+    /// What to make room for: a number of vCPUs (a new VM with the spec's
+    /// defaults), a shut-off domain with a request (its config is pinned
+    /// where it fits), or a plan spec (its [[vm]]s that do not run).
+    #[arg(long = "for", value_name = "SPEC-OR-SIZE")]
+    for_what: String,
+    /// The spec (reservation, tables, [[vm]]s); with --for SPEC, that one.
+    #[arg(long, value_name = "SPEC")]
+    spec: Option<PathBuf>,
+    /// Refuse (change nothing) when room needs more vCPUs moved than this.
+    #[arg(long, value_name = "N")]
+    max_moves: Option<usize>,
+    /// Say what would move, move nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// The solve's time limit, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    time_limit: f64,
+}
+
+pub fn run(args: &RepackArgs) -> Result<ExitCode, Failure> {
+    let as_file = PathBuf::from(&args.for_what);
+    let (spec, target) = if as_file.is_file() {
+        if args.spec.is_some() {
+            return Err(Usage::new("--for SPEC is the spec: drop --spec").into());
+        }
+        (Some(as_file), None)
+    } else if let Ok(n) = args.for_what.trim().parse::<u32>() {
+        if n == 0 {
+            return Err(Usage::new("--for 0: give at least one vCPU").into());
+        }
+        (args.spec.clone(), Some(For::Vcpus(n)))
+    } else {
+        (args.spec.clone(), Some(For::Domain(args.for_what.clone())))
+    };
+    let settings = Settings {
+        uri: args.connect.clone(),
+        spec: spec.clone(),
+        dry_run: args.dry_run,
+        time_limit: Duration::from_secs_f64(args.time_limit.clamp(0.01, 3600.0)),
+    };
+    let mut watcher = Watcher::new(&settings)?;
+    let targets = match target {
+        Some(t) => vec![t],
+        None => watcher.not_running().into_iter().map(For::Domain).collect(),
+    };
+    if targets.is_empty() {
+        return Err(Usage::new(
+            "--for SPEC: every [[vm]] of the spec runs already: nothing to make room for",
+        )
+        .into());
+    }
+    for t in &targets {
+        let done = watcher.repack(t, args.max_moves)?;
+        print(&done.to_text(args.dry_run))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# pinplan watch on the real libvirtd with real guests (issue 30), run by
+# scripts/test.sh after the test binaries (it restarts libvirtd, which no
+# test running beside it may see). On this host's 2 CPUs, CPU 0 reserved:
+#
+#  1. the watcher runs with its admission hook installed in libvirt's hooks;
+#  2. a tagged domain defined is pinned in its config, starts pinned: its
+#     vCPU threads' affinity read back right after the start, and the time
+#     from the start event (the watcher's line) to that read-back reported;
+#  3. a second tagged domain defined while the first runs does not fit; the
+#     first stopped, the second started: re-planned and pinned live;
+#  4. a third, started while the second runs, is refused by the hook with
+#     pinplan's explanation in virsh's error; once the second is stopped
+#     (a core freed), it starts, pinned;
+#  5. libvirtd restarted under the watcher: it says the connection closed,
+#     reconnects and reconciles; then the watcher killed with SIGKILL, a
+#     tagged domain defined meanwhile, the watcher started again: it
+#     reconciles (the new domain pinned in its config);
+#  6. after every step: no two running domains have a vCPU thread on one
+#     CPU, read from /proc (each vCPU thread's Cpus_allowed_list).
+#
+# Usage: scripts/watch-live.sh PINPLAN-BINARY. Exits non-zero on a failure.
+set -euo pipefail
+PINPLAN=$(realpath "$1")
+URI=qemu:///system
+HOOKS=/etc/libvirt/hooks
+T=$(mktemp -d)
+export PINPLAN_STATE_DIR=$T/state
+WATCHER=
+NAMES=(pp-watch-a pp-watch-b pp-watch-c pp-watch-d)
+
+fail() { echo "watch-live: FAILED: $*" >&2; echo "--- watcher log:" >&2; cat "$T/watch.log" >&2 || true; exit 1; }
+say() { echo "watch-live: $*"; }
+
+libvirtd_pid() { cat /run/libvirtd.pid; }
+hup_libvirtd() { kill -HUP "$(libvirtd_pid)"; sleep 1; }
+
+cleanup() {
+  [ -n "$WATCHER" ] && kill "$WATCHER" 2>/dev/null || true
+  for n in "${NAMES[@]}"; do
+    virsh -q -c $URI destroy "$n" >/dev/null 2>&1 || true
+    virsh -q -c $URI undefine "$n" >/dev/null 2>&1 || true
+  done
+  if [ -f "$HOOKS/qemu.d/pinplan-admit" ] && grep -q "$T" "$HOOKS/qemu.d/pinplan-admit"; then
+    rm -f "$HOOKS/qemu.d/pinplan-admit"
+    rmdir "$HOOKS/qemu.d" 2>/dev/null || true
+    [ -n "${MADE_HOOKS:-}" ] && rmdir "$HOOKS" 2>/dev/null
+    hup_libvirtd || true
+  fi
+  rm -rf "$T"
+}
+trap cleanup EXIT
+
+kind=qemu
+if virsh -q -c $URI capabilities | grep -q "<domain type='kvm'" && [ -w /dev/kvm ]; then kind=kvm; fi
+
+# A tiny diskless guest with a request of 1 vCPU in its metadata.
+define() {
+  cat >"$T/$1.xml" <<EOF
+<domain type='$kind'>
+  <name>$1</name>
+  <memory unit='MiB'>64</memory>
+  <vcpu placement='static'>1</vcpu>
+  <metadata><pinplan:vm xmlns:pinplan='urn:pinplan:vm:1' vcpus='1'/></metadata>
+  <os><type arch='x86_64' machine='pc'>hvm</type></os>
+  <on_poweroff>destroy</on_poweroff>
+  <devices><emulator>/usr/bin/qemu-system-x86_64</emulator><controller type='usb' model='none'/><memballoon model='none'/></devices>
+</domain>
+EOF
+  virsh -q -c $URI define "$T/$1.xml" >/dev/null
+}
+
+# Waits (10 s at most) for a watcher line whose message matches $1 (an ERE
+# anchored at the message's start); prints the JSON line.
+wait_line() {
+  local line
+  for _ in $(seq 100); do
+    line=$(grep -E "\"message\":\"$1" "$T/watch.log" | tail -1 || true)
+    [ -n "$line" ] && { echo "$line"; return 0; }
+    sleep 0.1
+  done
+  fail "no watcher line matching /$1/"
+}
+
+# The CPUs each running domain's vCPU threads may run on, from /proc.
+vcpu_cpus() {
+  local n pid task
+  for n in $(virsh -q -c $URI list --name); do
+    pid=$(cat "/run/libvirt/qemu/$n.pid")
+    for task in /proc/"$pid"/task/*; do
+      if grep -q '^CPU [0-9]*/' "$task/comm" 2>/dev/null; then
+        echo "$n $(grep Cpus_allowed_list "$task/status" | awk '{print $2}')"
+      fi
+    done
+  done
+}
+
+no_sharing() {
+  local seen=() line name cpus c
+  while read -r name cpus; do
+    [ -z "${name:-}" ] && continue
+    for c in $(echo "$cpus" | tr ',' ' '); do
+      case $c in *-*) fail "$1: $name's vCPU may run on $cpus (not pinned)";; esac
+      for s in "${seen[@]}"; do
+        [ "${s#* }" = "$c" ] && [ "${s%% *}" != "$name" ] && fail "$1: ${s%% *} and $name share CPU $c"
+      done
+      seen+=("$name $c")
+    done
+  done < <(vcpu_cpus)
+  say "$1: no two running domains share a CPU ($(vcpu_cpus | tr '\n' ';'))"
+}
+
+# "start event at T, decided and pinned in M ms; read back N ms after the
+# event": from the watcher's JSON line ($1: time = when the decision ended,
+# millis = how long it took) and the read-back's time ($2).
+report_times() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+d = json.loads(sys.argv[1]); back = float(sys.argv[2])
+event = d["time"] - d["millis"] / 1000
+print(f"{d['message']} -- start event handled at {event:.3f}, decision done {d['millis']:.0f} ms later; "
+      f"vCPU thread affinity read back {1000 * (back - event):.0f} ms after the event")
+PY
+}
+
+start_watcher() {
+  "$PINPLAN" watch --connect $URI "$T/host.toml" --socket "$T/watch.sock" --format json >>"$T/watch.log" 2>&1 &
+  WATCHER=$!
+  wait_line "watching " >/dev/null
+}
+
+printf '[host]\nreserved_cpus = "0"\n' >"$T/host.toml"
+[ -d "$HOOKS" ] || { mkdir -p "$HOOKS"; MADE_HOOKS=1; }
+"$PINPLAN" watch --emit hook "$HOOKS" --socket "$T/watch.sock" >/dev/null
+hup_libvirtd
+start_watcher
+
+# 2. Defined: pinned in its config; started: pinned from its first instant.
+define pp-watch-a
+wait_line "pp-watch-a defined: vCPUs 1, emulator 0 .*pinned in its config" >/dev/null
+[ "$(virsh -q -c $URI vcpupin pp-watch-a --config | awk '{print $2}')" = 1 ] || fail "pp-watch-a's config is not pinned to CPU 1"
+virsh -q -c $URI start pp-watch-a >/dev/null
+readback=$(date +%s.%N)
+threads=$(vcpu_cpus)
+[ "$threads" = "pp-watch-a 1" ] || fail "pp-watch-a's vCPU threads: $threads"
+line=$(wait_line "pp-watch-a started: ")
+say "pp-watch-a: $(report_times "$line" "$readback") (its pins were in its config before the start)"
+no_sharing "a started"
+
+# 3. b defined while a runs: no room; a stopped, b started: pinned live.
+define pp-watch-b
+wait_line "pp-watch-b defined: not pinned" >/dev/null
+virsh -q -c $URI destroy pp-watch-a >/dev/null
+wait_line "pp-watch-a stopped: CPUs 1 free" >/dev/null
+virsh -q -c $URI start pp-watch-b >/dev/null
+# Read back every 5 ms until the vCPU thread is on CPU 1 (5 s at most).
+for _ in $(seq 1000); do [ "$(vcpu_cpus)" = "pp-watch-b 1" ] && break; sleep 0.005; done
+after=$(date +%s.%N)
+[ "$(vcpu_cpus)" = "pp-watch-b 1" ] || fail "pp-watch-b's vCPU threads: $(vcpu_cpus)"
+event_line=$(wait_line "pp-watch-b started: vCPUs 1, emulator 0 .*pinned live")
+say "pp-watch-b: $(report_times "$event_line" "$after") (pinned live by the watcher)"
+no_sharing "b started"
+
+# 4. c refused while b runs, with pinplan's words in virsh's error.
+define pp-watch-c
+if virsh -q -c $URI start pp-watch-c 2>"$T/c.err"; then fail "pp-watch-c started beside pp-watch-b"; fi
+grep -q "pinplan: pp-watch-c may not start" "$T/c.err" || fail "virsh's error lacks pinplan's: $(cat "$T/c.err")"
+say "pp-watch-c refused: $(tr '\n' ' ' <"$T/c.err")"
+no_sharing "c refused"
+virsh -q -c $URI destroy pp-watch-b >/dev/null
+virsh -q -c $URI start pp-watch-c >/dev/null
+wait_line "pp-watch-c started: vCPUs 1" >/dev/null
+[ "$(vcpu_cpus)" = "pp-watch-c 1" ] || fail "pp-watch-c's vCPU threads: $(vcpu_cpus)"
+no_sharing "c started once a core was freed"
+
+# 5. libvirtd restarted under the watcher.
+kill "$(libvirtd_pid)"
+for _ in $(seq 50); do virsh -q -c $URI version >/dev/null 2>&1 || break; sleep 0.1; done
+libvirtd -d
+for _ in $(seq 100); do virsh -q -c $URI version >/dev/null 2>&1 && break; sleep 0.2; done
+wait_line "connection to qemu:///system closed: reconnecting" >/dev/null
+wait_line "pp-watch-c reconciled: " >/dev/null
+say "libvirtd restarted: the watcher reconnected and reconciled: $(grep -c reconciled "$T/watch.log") reconcile lines so far"
+no_sharing "after libvirtd's restart"
+
+# The watcher killed; a tagged domain defined meanwhile; started again.
+virsh -q -c $URI destroy pp-watch-c >/dev/null
+wait_line "pp-watch-c stopped: " >/dev/null
+kill -KILL "$WATCHER"
+wait "$WATCHER" 2>/dev/null || true
+define pp-watch-d
+start_watcher
+wait_line "pp-watch-d reconciled: vCPUs 1, emulator 0 .*pinned in its config" >/dev/null
+say "the watcher killed and started again: pp-watch-d, defined meanwhile, pinned by the reconcile"
+no_sharing "after the watcher's restart"
+
+kill -TERM "$WATCHER"
+wait "$WATCHER" || fail "the watcher did not end cleanly on SIGTERM"
+WATCHER=
+[ ! -e "$T/watch.sock" ] || fail "the admission socket was left behind"
+say "passed"
