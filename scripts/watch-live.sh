@@ -198,4 +198,17 @@ kill -TERM "$WATCHER"
 wait "$WATCHER" || fail "the watcher did not end cleanly on SIGTERM"
 WATCHER=
 [ ! -e "$T/watch.sock" ] || fail "the admission socket was left behind"
+
+# 7. --undo: every pin the watcher set, back as it was (none: the guests
+# were defined without pins), from its journals, the latest first.
+"$PINPLAN" watch --undo --connect $URI --dry-run >"$T/undo-dry.txt"
+grep -q "dry run: nothing was changed" "$T/undo-dry.txt" || fail "watch --undo --dry-run: $(cat "$T/undo-dry.txt")"
+[ "$(virsh -q -c $URI vcpupin pp-watch-a --config | awk '{print $2}')" = 1 ] || fail "--dry-run changed pp-watch-a"
+"$PINPLAN" watch --undo --connect $URI >"$T/undo.txt"
+say "watch --undo: $(grep -c 'rolled back' "$T/undo.txt") journals rolled back"
+for n in pp-watch-a pp-watch-b pp-watch-c pp-watch-d; do
+  pins=$(virsh -q -c $URI vcpupin "$n" --config | awk '{print $2}')
+  [ "$pins" = 0-1 ] || fail "after --undo, $n's config still pins vCPU 0 to $pins: $(cat "$T/undo.txt")"
+done
+"$PINPLAN" watch --undo --connect $URI | grep -q "nothing to undo" || fail "a second --undo found journals left"
 say "passed"

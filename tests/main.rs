@@ -38,5 +38,6 @@ mod topology_cli;
 mod topology_errors;
 mod topology_fixtures;
 mod topology_live;
+mod watch_cli;
 mod workflow_cli;
 mod xml_patch;
