@@ -101,15 +101,19 @@ impl super::Watcher {
                 (format!("{} domain {domain}", self.uri), xml),
             );
         }
-        let on = On {
+        plan_on(&self.on(snap), domain, moment, &defined)
+    }
+
+    /// What a plan is made on: this watcher's spec and host, as `snap` read it.
+    pub(super) fn on<'a>(&'a self, snap: &'a Snapshot) -> On<'a> {
+        On {
             spec: &self.spec,
             requests: &snap.requests,
             tenants: &snap.tenants,
             host: &self.host,
             uri: &self.uri,
             limit: self.time_limit,
-        };
-        plan_on(&on, domain, moment, &defined)
+        }
     }
 
     /// The cores each running tenant other than `domain` holds.

@@ -56,11 +56,29 @@ impl super::Watcher {
         let names: Vec<String> = std::iter::once(domain.to_owned())
             .chain(moved.iter().cloned())
             .collect();
+        Ok(match self.apply(plan, &names, scope, PLAN_NAME)? {
+            Some(journal) => placed(Some(journal), true),
+            None => placed(None, false),
+        })
+    }
+
+    /// Applies `plan` (called `what` in apply's messages) to the VMs
+    /// `names` in `scope`, as `pinplan apply` does: under the host's lock,
+    /// its preconditions, the journal written first, every pin read back,
+    /// all or nothing. The journal's path, or none when the plan is in
+    /// effect already.
+    pub(super) fn apply(
+        &self,
+        plan: &Plan,
+        names: &[String],
+        scope: Scope,
+        what: &str,
+    ) -> Result<Option<PathBuf>, WatchError> {
         let _lock = apply::lock::lock(&self.uri, &mut |_| {})?;
-        let checked = host::check(Path::new(PLAN_NAME), plan, &self.uri, &names, scope, true)?;
+        let checked = host::check(Path::new(what), plan, &self.uri, names, scope, true)?;
         let prepared = checked.prepare(scope)?;
         if prepared.in_effect {
-            return Ok(placed(None, false));
+            return Ok(None);
         }
         let path = self.next_journal()?;
         prepared.journal.write_new(&path)?;
@@ -77,12 +95,12 @@ impl super::Watcher {
         // A journal that cannot be marked stays "applying": the next
         // reconcile reads the host as it is all the same.
         let _ = prepared.journal.mark(&path, status);
-        match result {
-            Ok(_) => Ok(placed(Some(path), true)),
-            Err(failure) => Err(WatchError::Apply(Box::new(apply::ApplyError::of_failure(
+        result.map_err(|failure| {
+            WatchError::Apply(Box::new(apply::ApplyError::of_failure(
                 failure, &path, &self.uri,
-            )))),
-        }
+            )))
+        })?;
+        Ok(Some(path))
     }
 
     /// A new journal's path: the state directory, the time and a count, so

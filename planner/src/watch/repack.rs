@@ -8,11 +8,11 @@
 use super::decide::Moment;
 use super::pin::unplaced_words;
 use super::{pin, WatchError};
-use crate::libvirt::apply::{self, host, JournalStatus};
+
 use crate::plan::Plan;
 use crate::spec::DomainRequest;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The VM to make room for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,15 +116,7 @@ impl super::Watcher {
                 defined.insert(d.clone(), (format!("{} domain {d}", self.uri), xml));
             }
         }
-        let on = super::On {
-            spec: &self.spec,
-            requests: &snap.requests,
-            tenants: &snap.tenants,
-            host: &self.host,
-            uri: &self.uri,
-            limit: self.time_limit,
-        };
-        let (name, plan) = room_for(&on, vm, &defined)?;
+        let (name, plan) = room_for(&self.on(&snap), vm, &defined)?;
         let moved_vms: Vec<String> = plan
             .moves
             .iter()
@@ -148,7 +140,12 @@ impl super::Watcher {
         let journal = if self.dry_run || names.is_empty() {
             None
         } else {
-            self.move_all(&plan, &names)?
+            self.apply(
+                &plan,
+                &names,
+                pin::LIVE_AND_CONFIG,
+                "(pinplan repack's plan)",
+            )?
         };
         Ok(Repacked {
             vm: name,
@@ -157,44 +154,6 @@ impl super::Watcher {
             moved_vms,
             journal,
         })
-    }
-
-    /// Applies `plan` to the VMs `names` (live where they run, and their
-    /// configs), journalled; none when the plan is in effect already.
-    fn move_all(&mut self, plan: &Plan, names: &[String]) -> Result<Option<PathBuf>, WatchError> {
-        let scope = pin::LIVE_AND_CONFIG;
-        let _lock = apply::lock::lock(&self.uri, &mut |_| {})?;
-        let checked = host::check(
-            Path::new("(pinplan repack's plan)"),
-            plan,
-            &self.uri,
-            names,
-            scope,
-            true,
-        )?;
-        let prepared = checked.prepare(scope)?;
-        if prepared.in_effect {
-            return Ok(None);
-        }
-        let path = self.next_journal()?;
-        prepared.journal.write_new(&path)?;
-        let result = prepared.session.apply(
-            &prepared.targets,
-            &prepared.journal,
-            scope,
-            &mut |_| Ok(()),
-            &crate::interrupt::Interrupt::new(),
-        );
-        let status = result
-            .as_ref()
-            .map_or_else(|f| f.journal_status(), |_| JournalStatus::Applied);
-        let _ = prepared.journal.mark(&path, status);
-        result.map_err(|failure| {
-            WatchError::Apply(Box::new(apply::ApplyError::of_failure(
-                failure, &path, &self.uri,
-            )))
-        })?;
-        Ok(Some(path))
     }
 }
 
