@@ -16,8 +16,9 @@ pub struct RepackArgs {
     /// What to make room for: a number of vCPUs (a new VM with the spec's
     /// defaults), a shut-off domain with a request (its config is pinned
     /// where it fits), or a plan spec (its [[vm]]s that do not run).
+    /// Without it: room for the largest VM of whole cores on one NUMA node.
     #[arg(long = "for", value_name = "SPEC-OR-SIZE")]
-    for_what: String,
+    for_what: Option<String>,
     /// The spec (reservation, tables, [[vm]]s); with --for SPEC, that one.
     #[arg(long, value_name = "SPEC")]
     spec: Option<PathBuf>,
@@ -33,27 +34,27 @@ pub struct RepackArgs {
 }
 
 pub fn run(args: &RepackArgs) -> Result<ExitCode, Failure> {
-    let as_file = PathBuf::from(&args.for_what);
+    let Some(for_what) = &args.for_what else {
+        let mut watcher = Watcher::new(&settings(args, args.spec.clone()))?;
+        let done = watcher.repack_largest(args.max_moves)?;
+        print(&done.to_text(args.dry_run))?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let as_file = PathBuf::from(for_what);
     let (spec, target) = if as_file.is_file() {
         if args.spec.is_some() {
             return Err(Usage::new("--for SPEC is the spec: drop --spec").into());
         }
         (Some(as_file), None)
-    } else if let Ok(n) = args.for_what.trim().parse::<u32>() {
+    } else if let Ok(n) = for_what.trim().parse::<u32>() {
         if n == 0 {
             return Err(Usage::new("--for 0: give at least one vCPU").into());
         }
         (args.spec.clone(), Some(For::Vcpus(n)))
     } else {
-        (args.spec.clone(), Some(For::Domain(args.for_what.clone())))
+        (args.spec.clone(), Some(For::Domain(for_what.clone())))
     };
-    let settings = Settings {
-        uri: args.connect.clone(),
-        spec: spec.clone(),
-        dry_run: args.dry_run,
-        time_limit: Duration::from_secs_f64(args.time_limit.clamp(0.01, 3600.0)),
-    };
-    let mut watcher = Watcher::new(&settings)?;
+    let mut watcher = Watcher::new(&settings(args, spec))?;
     let targets = match target {
         Some(t) => vec![t],
         None => watcher.not_running().into_iter().map(For::Domain).collect(),
@@ -69,4 +70,14 @@ pub fn run(args: &RepackArgs) -> Result<ExitCode, Failure> {
         print(&done.to_text(args.dry_run))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The watcher `repack` works through: the host, the spec, `--dry-run`.
+fn settings(args: &RepackArgs, spec: Option<PathBuf>) -> Settings {
+    Settings {
+        uri: args.connect.clone(),
+        spec,
+        dry_run: args.dry_run,
+        time_limit: Duration::from_secs_f64(args.time_limit.clamp(0.01, 3600.0)),
+    }
 }

@@ -22,6 +22,10 @@ pub enum For {
     Vcpus(u32),
     /// A defined domain with a request (or a `[[vm]]` of the spec), not running.
     Domain(String),
+    /// A new VM of this many whole cores on one NUMA node (`threads =
+    /// "isolate"`, `numa = "strict"`): what `repack` without `--for` makes
+    /// room for, the largest it can.
+    Cores(u32),
 }
 
 /// The name of the VM `--for N` makes room for.
@@ -175,6 +179,18 @@ pub fn room_for(
             });
             NEW_VM.to_owned()
         }
+        For::Cores(n) => {
+            requests.push(DomainRequest {
+                domain: NEW_VM.to_owned(),
+                origin: format!("repack (room for {n} cores)"),
+                pairs: vec![
+                    ("vcpus".to_owned(), n.to_string()),
+                    ("threads".to_owned(), "isolate".to_owned()),
+                    ("numa".to_owned(), "strict".to_owned()),
+                ],
+            });
+            NEW_VM.to_owned()
+        }
         For::Domain(d) => {
             let known = requests.iter().any(|r| &r.domain == d) || on.spec.names(d);
             if !known {
@@ -201,6 +217,61 @@ pub fn room_for(
         return Err(RepackError::NoFit { vm: name, why, fix });
     }
     Ok((name, plan))
+}
+
+impl super::Watcher {
+    /// `repack` without `--for`: room for the largest VM of whole cores on
+    /// one NUMA node that moves can make within `max_moves`
+    /// ([`largest_room`]), made with the fewest vCPUs moved.
+    pub fn repack_largest(&mut self, max_moves: Option<usize>) -> Result<Repacked, RepackError> {
+        let snap = self.snapshot()?;
+        let cores = largest_room(&self.on(&snap), max_moves)?;
+        self.repack(&For::Cores(cores), max_moves)
+    }
+}
+
+/// The most whole cores on one NUMA node that a new VM can have on `on`'s
+/// host with at most `max_moves` vCPUs of movable VMs moved. Whether `n`
+/// cores fit is monotone in `n` (room for `n` is room for fewer, with the
+/// same moves), so it is found by halving, a plan per step.
+pub fn largest_room(on: &super::On<'_>, max_moves: Option<usize>) -> Result<u32, RepackError> {
+    let most = on
+        .host
+        .numa_nodes
+        .iter()
+        .map(|n| {
+            n.cpus
+                .iter()
+                .filter_map(|c| on.host.pu(c).and_then(|p| p.core))
+                .collect::<BTreeSet<_>>()
+                .len()
+        })
+        .max()
+        .unwrap_or(0);
+    let fits = |n: usize| -> bool {
+        let vm = For::Cores(u32::try_from(n).unwrap_or(u32::MAX));
+        match room_for(on, &vm, &std::collections::BTreeMap::new()) {
+            Ok((_, plan)) => max_moves.is_none_or(|m| plan.moves.len() <= m),
+            Err(_) => false,
+        }
+    };
+    let (mut low, mut high) = (0, most);
+    while low < high {
+        let mid = (low + high).div_ceil(2);
+        if fits(mid) {
+            low = mid;
+        } else {
+            high = mid - 1;
+        }
+    }
+    if low == 0 {
+        return Err(RepackError::NoFit {
+            vm: NEW_VM.to_owned(),
+            why: "no core can be freed on any node, even with every movable VM moved".to_owned(),
+            fix: None,
+        });
+    }
+    Ok(u32::try_from(low).unwrap_or(u32::MAX))
 }
 
 impl Repacked {

@@ -12,7 +12,7 @@
 //! vCPU per core; `numa = "strict"`: a VM's vCPUs on one node; a VM that
 //! may not move stays on its cores).
 
-use super::repack::{room_for, For, RepackError, NEW_VM};
+use super::repack::{largest_room, room_for, For, RepackError, NEW_VM};
 use super::On;
 use crate::ids::{CoreId, CpuId, NodeId};
 use crate::libvirt::domain::tenant_from_domain;
@@ -487,4 +487,86 @@ fn repack_makes_room_on_a_worked_case() {
         new: 3,
     };
     assert_eq!(one(&case).map_err(|e| e.to_string()), Ok(Seen::Fewest(1)));
+}
+
+/// `repack` without `--for`: the most whole cores on one node that at most
+/// `m` moves leave free is the largest `n` the search finds room for with
+/// at most `m` moves (0, 1, 2 or any), on one-thread hosts (where a new VM
+/// of `n` vCPUs with `threads = "isolate"` is `n` cores).
+#[test]
+fn the_largest_room_is_the_searchs() {
+    let config = ProptestConfig {
+        cases: 24,
+        failure_persistence: None,
+        max_shrink_iters: 32,
+        ..ProptestConfig::default()
+    };
+    let result = proptest::test_runner::TestRunner::new(config).run(&cases(1), |case| {
+        let (host, spec, tenants) = setup(&case)?;
+        let (free, movable) = brute_force_input(&case, &host)?;
+        prop_assume!(fewest_moves(&free, &movable, 0).is_some());
+        let on = On {
+            spec: &spec,
+            requests: &[],
+            tenants: &tenants,
+            host: &host,
+            uri: "test:///repack",
+            limit: Duration::from_secs(10),
+        };
+        for most in [Some(0), Some(1), Some(2), None] {
+            let within = |n: usize| {
+                fewest_moves(&free, &movable, n).is_some_and(|m| most.is_none_or(|most| m <= most))
+            };
+            let want = (1..=case.per_node as usize).rev().find(|&n| within(n));
+            let got = largest_room(&on, most);
+            match (want, got) {
+                (Some(n), Ok(cores)) => {
+                    prop_assert_eq!(cores as usize, n, "--max-moves {:?}", most)
+                }
+                (None, Err(RepackError::NoFit { .. })) => {}
+                (want, got) => {
+                    return Err(TestCaseError::fail(format!(
+                        "--max-moves {most:?}: the search says {want:?}, largest_room {got:?}"
+                    )))
+                }
+            }
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+/// The worked case: a movable VM moved to the other node frees a whole
+/// node of 3 cores; without a move, 2 is the most.
+#[test]
+fn the_largest_room_on_a_worked_case() {
+    let case = Case {
+        nodes: 2,
+        per_node: 3,
+        threads: 1,
+        vms: vec![
+            Running {
+                cpus: vec![1],
+                movable: false,
+            },
+            Running {
+                cpus: vec![3],
+                movable: true,
+            },
+        ],
+        new: 0,
+    };
+    let (host, spec, tenants) = setup(&case).unwrap_or_else(|e| panic!("{e}"));
+    let on = On {
+        spec: &spec,
+        requests: &[],
+        tenants: &tenants,
+        host: &host,
+        uri: "test:///repack",
+        limit: Duration::from_secs(10),
+    };
+    assert_eq!(largest_room(&on, None).ok(), Some(3));
+    assert_eq!(largest_room(&on, Some(0)).ok(), Some(2));
 }
