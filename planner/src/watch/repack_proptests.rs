@@ -26,6 +26,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
+/// What a case's plans are made on.
+fn on<'a>(spec: &'a Spec, tenants: &'a [Tenant], host: &'a HostTopology) -> On<'a> {
+    On {
+        spec,
+        requests: &[],
+        tenants,
+        host,
+        uri: "test:///repack",
+        limit: Duration::from_secs(10),
+    }
+}
+
 /// A running VM of a case: vCPU `i` runs on CPU `cpus[i]`; whether the
 /// spec lets it move.
 #[derive(Debug, Clone)]
@@ -368,14 +380,7 @@ fn one(case: &Case) -> Result<Seen, TestCaseError> {
     // one left out goes on running where it runs) and not asked here.
     prop_assume!(fewest_moves(&free, &movable, 0).is_some());
     let want = fewest_moves(&free, &movable, case.new as usize);
-    let on = On {
-        spec: &spec,
-        requests: &[],
-        tenants: &tenants,
-        host: &host,
-        uri: "test:///repack",
-        limit: Duration::from_secs(10),
-    };
+    let on = on(&spec, &tenants, &host);
     let got = room_for(&on, &For::Vcpus(case.new), &BTreeMap::new());
     match (want, got) {
         (None, Err(RepackError::NoFit { .. })) => Ok(Seen::Refused),
@@ -505,14 +510,7 @@ fn the_largest_room_is_the_searchs() {
         let (host, spec, tenants) = setup(&case)?;
         let (free, movable) = brute_force_input(&case, &host)?;
         prop_assume!(fewest_moves(&free, &movable, 0).is_some());
-        let on = On {
-            spec: &spec,
-            requests: &[],
-            tenants: &tenants,
-            host: &host,
-            uri: "test:///repack",
-            limit: Duration::from_secs(10),
-        };
+        let on = on(&spec, &tenants, &host);
         for most in [Some(0), Some(1), Some(2), None] {
             let within = |n: usize| {
                 fewest_moves(&free, &movable, n).is_some_and(|m| most.is_none_or(|most| m <= most))
@@ -559,14 +557,7 @@ fn the_largest_room_on_a_worked_case() {
         new: 0,
     };
     let (host, spec, tenants) = setup(&case).unwrap_or_else(|e| panic!("{e}"));
-    let on = On {
-        spec: &spec,
-        requests: &[],
-        tenants: &tenants,
-        host: &host,
-        uri: "test:///repack",
-        limit: Duration::from_secs(10),
-    };
+    let on = on(&spec, &tenants, &host);
     assert_eq!(largest_room(&on, None).ok(), Some(3));
     assert_eq!(largest_room(&on, Some(0)).ok(), Some(2));
 }
