@@ -301,6 +301,7 @@ fn main() {
         uri: URI.to_owned(),
         spec: Some(spec),
         dry_run: true,
+        refuse_in_dry_run: true,
         time_limit: Duration::from_secs(2),
     };
     let watcher = Watcher::new(&settings).expect("the watcher starts");

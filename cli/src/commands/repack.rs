@@ -78,6 +78,7 @@ fn settings(args: &RepackArgs, spec: Option<PathBuf>) -> Settings {
         uri: args.connect.clone(),
         spec,
         dry_run: args.dry_run,
+        refuse_in_dry_run: false,
         time_limit: Duration::from_secs_f64(args.time_limit.clamp(0.01, 3600.0)),
     }
 }

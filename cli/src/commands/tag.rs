@@ -22,6 +22,10 @@ pub struct TagArgs {
     /// Remove the domain's whole request.
     #[arg(long, conflicts_with = "pairs")]
     clear: bool,
+    /// Check the request as a [[vm]] of this spec (its [host] tables and
+    /// [defaults]: a `profile` found there needs no `table` key).
+    #[arg(long, value_name = "SPEC")]
+    spec: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: &TagArgs) -> Result<ExitCode, Failure> {
@@ -40,14 +44,24 @@ pub fn run(args: &TagArgs) -> Result<ExitCode, Failure> {
     if args.clear {
         changes = current_keys(&args.connect, &args.domain)?;
     }
-    let tagged = pinplan::libvirt::metadata::tag(&args.connect, &args.domain, &changes, dry_run)?;
+    let spec = match &args.spec {
+        Some(path) => Some(pinplan::spec::Spec::load(path)?),
+        None => None,
+    };
+    let tagged = pinplan::libvirt::metadata::tag(
+        &args.connect,
+        &args.domain,
+        &changes,
+        dry_run,
+        spec.as_ref(),
+    )?;
     print(&tagged.to_text(&args.domain, dry_run))?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `KEY=` for every key of the domain's request: `--clear`.
 fn current_keys(uri: &str, domain: &str) -> Result<Vec<(String, String)>, Failure> {
-    let shown = pinplan::libvirt::metadata::tag(uri, domain, &[], true)?;
+    let shown = pinplan::libvirt::metadata::tag(uri, domain, &[], true, None)?;
     Ok(shown
         .before
         .map(|r| {

@@ -91,6 +91,7 @@ pub fn run(args: &WatchArgs) -> Result<ExitCode, Failure> {
         uri: uri.clone(),
         spec: args.spec.clone(),
         dry_run: args.dry_run,
+        refuse_in_dry_run: false,
         time_limit: Duration::from_secs_f64(args.time_limit.clamp(0.01, 600.0)),
     };
     let mut watcher = Watcher::new(&settings)?;
@@ -229,9 +230,10 @@ fn react(watcher: &mut Watcher, args: &WatchArgs, input: Input) -> Option<ExitCo
     match input {
         Input::Notice(Notice::Domain(event)) => {
             let happening = match event.kind {
-                EventKind::Defined { .. }
-                | EventKind::DeviceAdded { .. }
-                | EventKind::DeviceRemoved { .. } => Happening::Defined,
+                EventKind::Defined { .. } => Happening::Defined,
+                EventKind::DeviceAdded { .. }
+                | EventKind::DeviceRemoved { .. }
+                | EventKind::Tuned => Happening::Changed,
                 EventKind::Started => Happening::Started,
                 EventKind::Stopped => Happening::Stopped,
                 EventKind::Undefined => Happening::Undefined,
@@ -243,23 +245,8 @@ fn react(watcher: &mut Watcher, args: &WatchArgs, input: Input) -> Option<ExitCo
         Input::Ask(pending) => {
             let asked = std::time::Instant::now();
             let (answer, after) = watcher.admit(&pending.ask);
-            let ms = asked.elapsed().as_millis();
+            let millis = asked.elapsed().as_secs_f64() * 1000.0;
             let domain = pending.ask.domain.clone();
-            let line = match (&answer.allow, &answer.reason) {
-                (true, None) => {
-                    format!("{domain} admission: allowed: its pins are its own ({ms} ms)")
-                }
-                (true, Some(r)) => format!("{domain} admission: allowed: {r} ({ms} ms)"),
-                (false, r) => format!(
-                    "{domain} admission: refused: {}{} ({ms} ms)",
-                    r.as_deref().unwrap_or("no reason"),
-                    answer
-                        .fix
-                        .as_deref()
-                        .map(|f| format!("; fix: {f}"))
-                        .unwrap_or_default()
-                ),
-            };
             if let Err(e) = pending.answer(&answer) {
                 say(
                     args,
@@ -269,7 +256,7 @@ fn react(watcher: &mut Watcher, args: &WatchArgs, input: Input) -> Option<ExitCo
                     ),
                 );
             }
-            say(args, &line);
+            show(args, &Decision::admission(&domain, &answer, millis));
             if let Some(after) = after {
                 show(args, &watcher.after_admission(after));
             }

@@ -60,6 +60,9 @@ pub enum EventKind {
         /// The device's alias.
         alias: String,
     },
+    /// A running domain's pins (or other tunables) were changed live: by
+    /// `virsh vcpupin`, `pinplan apply`, `repack`, or the watcher itself.
+    Tuned,
 }
 
 impl fmt::Display for EventKind {
@@ -72,6 +75,7 @@ impl fmt::Display for EventKind {
             EventKind::Stopped => f.write_str("stopped"),
             EventKind::DeviceAdded { alias } => write!(f, "device {alias} attached"),
             EventKind::DeviceRemoved { alias } => write!(f, "device {alias} detached"),
+            EventKind::Tuned => f.write_str("tuned"),
         }
     }
 }
@@ -162,6 +166,7 @@ fn notice_of(raw: RawEvent, at: SystemTime) -> Option<Notice> {
             alias,
             added: false,
         } => (domain, EventKind::DeviceRemoved { alias }),
+        RawEvent::Tunable { domain } => (domain, EventKind::Tuned),
         RawEvent::Closed { reason } => {
             return Some(Notice::Closed {
                 reason: CloseReason::from_raw(reason),
@@ -239,12 +244,13 @@ impl Events {
         let mut registration = Registration {
             live,
             close: None,
-            domain: Vec::with_capacity(3),
+            domain: Vec::with_capacity(4),
         };
         for id in [
             DomainEventId::Lifecycle,
             DomainEventId::DeviceAdded,
             DomainEventId::DeviceRemoved,
+            DomainEventId::Tunable,
         ] {
             let callback = ffi::register_domain_event(conn, id, &handler).map_err(error)?;
             registration.domain.push(callback);

@@ -198,6 +198,12 @@ pub enum RawEvent {
         /// Added, or removed.
         added: bool,
     },
+    /// `VIR_DOMAIN_EVENT_ID_TUNABLE`: a running domain's tunables changed
+    /// (its pins among them); what changed is not kept.
+    Tunable {
+        /// The domain's name.
+        domain: String,
+    },
     /// The connection closed: a `virConnectCloseReason`.
     Closed {
         /// libvirt's reason number.
@@ -220,6 +226,8 @@ pub enum DomainEventId {
     DeviceAdded,
     /// A device detached from a running domain (`VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED`).
     DeviceRemoved,
+    /// A running domain's pins or other tunables changed (`VIR_DOMAIN_EVENT_ID_TUNABLE`).
+    Tunable,
 }
 
 thread_local! {
@@ -335,6 +343,21 @@ extern "C" fn on_device_removed(
     on_device(dom, alias, opaque, false);
 }
 
+extern "C" fn on_tunable(
+    _conn: sys::virConnectPtr,
+    dom: sys::virDomainPtr,
+    _params: sys::virTypedParameterPtr,
+    _nparams: c_int,
+    opaque: *mut c_void,
+) {
+    callback_body("domain tunable event", || {
+        // SAFETY: as in `on_lifecycle`; the parameters are not read.
+        if let Some((domain, handler)) = unsafe { target(dom, opaque) } {
+            handler(RawEvent::Tunable { domain });
+        }
+    });
+}
+
 extern "C" fn on_close(_conn: sys::virConnectPtr, reason: c_int, opaque: *mut c_void) {
     callback_body("connection close", || {
         // SAFETY: the opaque is the Handler boxed in the CloseCallback, which
@@ -364,6 +387,13 @@ type LifecycleCallback =
     unsafe extern "C" fn(sys::virConnectPtr, sys::virDomainPtr, c_int, c_int, *mut c_void) -> c_int;
 type DeviceCallback =
     unsafe extern "C" fn(sys::virConnectPtr, sys::virDomainPtr, *const c_char, *mut c_void);
+type TunableCallback = unsafe extern "C" fn(
+    sys::virConnectPtr,
+    sys::virDomainPtr,
+    sys::virTypedParameterPtr,
+    c_int,
+    *mut c_void,
+);
 
 /// libvirt's id of `id`, and our callback for it in the generic type that
 /// `virConnectDomainEventRegisterAny` takes.
@@ -371,7 +401,8 @@ fn callback_of(id: DomainEventId) -> (c_uint, GenericCallback) {
     // SAFETY: libvirt calls a callback registered for an event id with that
     // id's own signature (the C macro VIR_DOMAIN_EVENT_CALLBACK casts the
     // same way): the lifecycle one for LIFECYCLE, the device one for
-    // DEVICE_ADDED and DEVICE_REMOVED. Function pointers have one size.
+    // DEVICE_ADDED and DEVICE_REMOVED, the tunable one (conn, dom, params,
+    // nparams, opaque) for TUNABLE. Function pointers have one size.
     unsafe {
         match id {
             DomainEventId::Lifecycle => (
@@ -385,6 +416,10 @@ fn callback_of(id: DomainEventId) -> (c_uint, GenericCallback) {
             DomainEventId::DeviceRemoved => (
                 sys::VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED,
                 std::mem::transmute::<DeviceCallback, GenericCallback>(on_device_removed),
+            ),
+            DomainEventId::Tunable => (
+                sys::VIR_DOMAIN_EVENT_ID_TUNABLE,
+                std::mem::transmute::<TunableCallback, GenericCallback>(on_tunable),
             ),
         }
     }

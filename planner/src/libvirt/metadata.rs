@@ -128,15 +128,17 @@ impl Tagged {
 }
 
 /// Sets `changes` (`KEY=VALUE`, `KEY=` removes a key) in domain `domain`'s
-/// request at `uri`: checked as a `[[vm]]` is (with the tables it names)
-/// before anything is written, then written into the persistent
-/// definition and, when it runs, the live one; read back. With `dry_run`
-/// only checked.
+/// request at `uri`: checked as a `[[vm]]` of `spec` is (its tables and
+/// `[defaults]`; without one, a spec that has nothing else, so a `profile`
+/// needs the request's own `table`) before anything is written, then
+/// written into the persistent definition and, when it runs, the live one;
+/// read back. With `dry_run` only checked.
 pub fn tag(
     uri: &str,
     domain: &str,
     changes: &[(String, String)],
     dry_run: bool,
+    spec: Option<&Spec>,
 ) -> Result<Tagged, MetadataError> {
     let conn = if dry_run {
         open_read_only(uri)?
@@ -148,7 +150,8 @@ pub fn tag(
         .map_err(|e| LibvirtError::new(uri, LibvirtAction::LookUp(domain.to_owned()), &e))?;
     let origin = format!("{uri} domain {domain}");
     let xml = request_xml(uri, &d, domain)?.unwrap_or_default();
-    let before = DomainRequest::read(&origin, domain, &xml)?;
+    // As written: a request with a bad key is what tag repairs.
+    let before = DomainRequest::read_as_written(&origin, domain, &xml)?;
     let empty = DomainRequest {
         domain: domain.to_owned(),
         origin,
@@ -157,7 +160,13 @@ pub fn tag(
     let changed = before.as_ref().unwrap_or(&empty).with_changes(changes);
     let after = (!changed.pairs.is_empty()).then_some(changed);
     if let Some(request) = &after {
-        check(request)?;
+        request.check_keys()?;
+        match spec {
+            Some(spec) => spec
+                .with_domains(std::slice::from_ref(request))
+                .map(|_| ())?,
+            None => check(request)?,
+        }
     }
     let mut tagged = Tagged {
         before,

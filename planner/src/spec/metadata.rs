@@ -97,8 +97,23 @@ impl DomainLines {
 
 impl DomainRequest {
     /// The request in a domain's XML (`xml`, of domain `domain`, read from
-    /// `origin`), or none when it has no element of pinplan's namespace.
+    /// `origin`), or none when it has no element of pinplan's namespace;
+    /// its keys checked ([`DomainRequest::check_keys`]).
     pub fn read(origin: &str, domain: &str, xml: &str) -> Result<Option<DomainRequest>, SpecError> {
+        let request = DomainRequest::read_as_written(origin, domain, xml)?;
+        if let Some(r) = &request {
+            r.check_keys()?;
+        }
+        Ok(request)
+    }
+
+    /// [`DomainRequest::read`] without checking its keys: what `pinplan
+    /// tag` starts from, so that it can repair a request with a bad key.
+    pub fn read_as_written(
+        origin: &str,
+        domain: &str,
+        xml: &str,
+    ) -> Result<Option<DomainRequest>, SpecError> {
         let bad = |message: String| {
             SpecError {
             file: PathBuf::from(format!("{origin}, pinplan metadata")),
@@ -154,13 +169,11 @@ impl DomainRequest {
             .attributes()
             .map(|a| (a.name().to_owned(), a.value().to_owned()))
             .collect();
-        let request = DomainRequest {
+        Ok(Some(DomainRequest {
             domain: domain.to_owned(),
             origin: origin.to_owned(),
             pairs,
-        };
-        request.check_keys()?;
-        Ok(Some(request))
+        }))
     }
 
     /// Every key is one a domain's request may hold, at most `MOST_KEYS` (64)

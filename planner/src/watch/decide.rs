@@ -46,9 +46,37 @@ impl super::Watcher {
     /// Reads the host's domains and their requests, and keeps what it read
     /// for the admission question ([`Self::decide_admission`]).
     pub(super) fn snapshot(&mut self) -> Result<Snapshot, WatchError> {
-        let snap = self.read_host()?;
+        let mut snap = self.read_host()?;
+        // A domain admitted counts as running until libvirt says it runs
+        // (its start event ends the wait) — or that it stopped.
+        self.admitted.retain(|name, _| {
+            !snap
+                .tenants
+                .iter()
+                .any(|t| &t.name == name && t.state == TenantState::Running)
+        });
+        for (name, t) in &self.admitted {
+            snap.tenants.retain(|x| &x.name != name);
+            snap.tenants.push(t.clone());
+        }
         self.seen = Some(snap.clone());
         Ok(snap)
+    }
+
+    /// A domain's request is valid as the watcher's spec reads it (its
+    /// tables and `[defaults]`); a domain the spec's `[[vm]]` names is the
+    /// spec's, whatever its metadata says.
+    pub(super) fn check_request(&self, r: &DomainRequest) -> Result<(), crate::spec::SpecError> {
+        if self.spec.names(&r.domain) {
+            return Ok(());
+        }
+        self.spec.with_domains(std::slice::from_ref(r)).map(|_| ())
+    }
+
+    /// Whether `domain` is pinplan's to place: a valid request, or a
+    /// `[[vm]]` of the spec.
+    pub(super) fn ours(&self, snap: &Snapshot, domain: &str) -> bool {
+        snap.requests.iter().any(|r| r.domain == domain) || self.spec.names(domain)
     }
 
     /// Reads the host's domains and their requests.
@@ -58,7 +86,7 @@ impl super::Watcher {
         let mut invalid = BTreeMap::new();
         for (name, request) in crate::libvirt::metadata::domain_requests(&self.uri)? {
             match request.and_then(|r| {
-                crate::libvirt::metadata::check(&r)?;
+                self.check_request(&r)?;
                 Ok(r)
             }) {
                 Ok(r) => requests.push(r),
@@ -124,26 +152,38 @@ impl super::Watcher {
             .iter()
             .filter(|t| t.state == TenantState::Running && t.name != domain)
         {
-            for core in self.cores(&t.every_cpu()) {
+            for core in self.held_by(t) {
                 held.entry(core).or_insert_with(|| t.name.clone());
             }
         }
         held
     }
 
-    /// The cores `cpus` touch, but the host's reserved CPUs (where the
+    /// The cores a tenant holds: its vCPUs' and I/O threads' wherever they
+    /// are, its emulator's but on the host's reserved CPUs (where the
     /// emulator threads of many VMs are meant to be together).
+    pub(super) fn held_by(&self, t: &crate::tenant::Tenant) -> BTreeSet<CoreId> {
+        let emulator = t.emulator_cpus.difference(&self.reserved);
+        self.cores(&vcpu_and_io_cpus(t).union(&emulator))
+    }
+
+    /// The cores `cpus` touch.
     pub(super) fn cores(&self, cpus: &CpuSet) -> BTreeSet<CoreId> {
-        cpus.difference(&self.reserved)
-            .iter()
+        cpus.iter()
             .filter_map(|c| self.host.pu(c).and_then(|p| p.core))
             .collect()
     }
 
-    /// The first core of `cpus` another running tenant holds, and its name.
-    fn clash(&self, snap: &Snapshot, domain: &str, cpus: &CpuSet) -> Option<(CoreId, String)> {
-        let held = self.held_cores(snap, domain);
-        self.cores(cpus)
+    /// The first core `t` would hold that another running tenant holds,
+    /// and its name.
+    fn clash(&self, snap: &Snapshot, t: &crate::tenant::Tenant) -> Option<(CoreId, String)> {
+        // The host's reserved CPUs are the host's: only emulators may join it.
+        let on_host = vcpu_and_io_cpus(t).intersection(&self.reserved);
+        if let Some(core) = self.cores(&on_host).into_iter().next() {
+            return Some((core, "the host (its reserved CPUs)".to_owned()));
+        }
+        let held = self.held_cores(snap, &t.name);
+        self.held_by(t)
             .into_iter()
             .find_map(|c| held.get(&c).map(|n| (c, n.clone())))
     }
@@ -161,7 +201,7 @@ impl super::Watcher {
         if let Some(why) = snap.invalid.get(domain) {
             return Ok(Outcome::Invalid(why.clone()));
         }
-        if !snap.requests.iter().any(|r| r.domain == domain) && !self.spec.names(domain) {
+        if !self.ours(&snap, domain) {
             return Ok(Outcome::NoRequest);
         }
         let plan = self.plan_for(&snap, domain, Moment::Define)?;
@@ -179,8 +219,11 @@ impl super::Watcher {
         let Some(me) = snap.tenants.iter().find(|t| t.name == domain) else {
             return Ok(Outcome::Gone);
         };
-        let ours = snap.requests.iter().any(|r| r.domain == domain) || self.spec.names(domain);
-        let clash = self.clash(snap, domain, &me.every_cpu());
+        if let Some(why) = snap.invalid.get(domain) {
+            return Ok(Outcome::Invalid(why.clone()));
+        }
+        let ours = self.ours(snap, domain);
+        let clash = self.clash(snap, me);
         match (ours, clash, me.pinned) {
             (false, None, _) => Ok(Outcome::NoRequest),
             (false, Some((core, other)), _) => Ok(Outcome::Shares {
@@ -193,9 +236,6 @@ impl super::Watcher {
                 emulator: me.emulator_cpus.clone(),
             }),
             (true, _, _) => {
-                if let Some(why) = snap.invalid.get(domain) {
-                    return Ok(Outcome::Invalid(why.clone()));
-                }
                 let plan = self.plan_for(snap, domain, Moment::Start)?;
                 let moved: Vec<String> = plan
                     .moves
@@ -233,46 +273,34 @@ impl super::Watcher {
     /// counts as running from then on; what the cache misses is a pin
     /// changed by hand since the last event.
     pub(super) fn decide_admission(&mut self, ask: &Ask) -> Result<Admission, WatchError> {
-        let mut snap = match &self.seen {
-            Some(seen) => seen.clone(),
-            None => self.snapshot()?,
+        // Never libvirt from here: with nothing read yet, no decision.
+        let Some(mut snap) = self.seen.clone() else {
+            return Ok(Admission::answer(
+                true,
+                Some(
+                    "pinplan watch has not read the host yet: the start goes unchecked".to_owned(),
+                ),
+                None,
+            ));
         };
         let origin = format!("{} domain {} (start)", self.uri, ask.domain);
         let mut me = tenant_from_domain(&origin, &ask.xml, &self.host)?;
-        // Its request as libvirt is about to start it.
-        snap.requests.retain(|r| r.domain != ask.domain);
-        snap.invalid.remove(&ask.domain);
-        let read = DomainRequest::read(&origin, &ask.domain, &ask.xml).and_then(|r| {
-            if let Some(r) = &r {
-                crate::libvirt::metadata::check(r)?;
-            }
-            Ok(r)
-        });
-        match read {
-            Ok(Some(r)) => snap.requests.push(r),
-            Ok(None) => {}
-            Err(e) => {
-                snap.invalid
-                    .insert(ask.domain.clone(), crate::error::one_line(&e));
-            }
-        }
+        self.asked_request(&mut snap, &origin, ask);
         if let Some(why) = snap.invalid.get(&ask.domain) {
-            return Ok(Admission::answer(
-                false,
-                Some(format!("its pinplan request is not valid: {why}")),
-                Some(format!("fix it with pinplan tag {} KEY=VALUE…", ask.domain)),
+            return Ok(self.refusal(
+                format!("its pinplan request is not valid: {why}"),
+                format!("fix it with pinplan tag {} KEY=VALUE…", ask.domain),
+                None,
             ));
         }
-        let ours =
-            snap.requests.iter().any(|r| r.domain == ask.domain) || self.spec.names(&ask.domain);
-        let cpus = if me.pinned {
-            me.every_cpu()
-        } else {
-            self.host.usable_cpus()
-        };
-        let Some((core, other)) = self.clash(&snap, &ask.domain, &cpus) else {
+        if !me.pinned {
+            // Unpinned, its vCPUs may run on every CPU.
+            me.cpus = self.host.usable_cpus();
+        }
+        let Some((core, other)) = self.clash(&snap, &me) else {
             // Running from now on, for the next question before its event.
             me.state = TenantState::Running;
+            self.admitted.insert(ask.domain.clone(), me.clone());
             if let Some(seen) = &mut self.seen {
                 seen.tenants.retain(|t| t.name != ask.domain);
                 seen.tenants.push(me);
@@ -291,34 +319,84 @@ impl super::Watcher {
                 core.0
             )
         };
-        if !ours {
-            return Ok(Admission::answer(false, Some(what), Some(format!("pin it onto free cores, or give it a request (pinplan tag {} vcpus=N) so that pinplan pins it", ask.domain))));
+        if !self.ours(&snap, &ask.domain) {
+            let fix = format!("pin it onto free cores, or give it a request (pinplan tag {} vcpus=N) so that pinplan pins it", ask.domain);
+            return Ok(self.refusal(what, fix, None));
         }
         // Its XML as libvirt is about to start it: libvirt is not asked.
         let plan = self.plan_with(&snap, &ask.domain, Moment::Define, Some(ask.xml.clone()))?;
         if plan.vms.iter().any(|v| v.name == ask.domain) {
-            return Ok(Admission {
-                answer: Answer {
-                    allow: false,
-                    reason: Some(what),
-                    fix: Some(format!(
-                        "pinplan watch pins its config onto free cores now: start {} again",
-                        ask.domain
-                    )),
-                },
-                repin: Some(plan),
-            });
+            let fix = format!(
+                "pinplan watch pins its config onto free cores now: start {} again",
+                ask.domain
+            );
+            return Ok(self.refusal(what, fix, Some(plan)));
         }
         let (why, fix) = super::pin::unplaced_words(&plan, &ask.domain);
-        Ok(Admission::answer(
-            false,
-            Some(format!(
-                "{what}; no plan fits it without moving a VM that may not move: {why}"
-            )),
-            fix.or_else(|| {
-                Some("stop a VM, or mark VMs movable (pinplan tag VM movable=true)".to_owned())
-            }),
+        let movable = self
+            .spec
+            .with_domains(&snap.requests)
+            .map(|(s, _)| s.movable_vms())
+            .unwrap_or_default();
+        let fix = match (movable.is_empty(), fix) {
+            (false, _) => format!(
+                "make room by moving movable VMs ({}): pinplan repack --connect {} --for {}",
+                movable.join(", "),
+                self.uri,
+                ask.domain
+            ),
+            (true, Some(fix)) => fix,
+            (true, None) => {
+                "stop a VM, or mark VMs movable (pinplan tag VM movable=true)".to_owned()
+            }
+        };
+        Ok(self.refusal(
+            format!("{what}; no plan fits it now without moving a running VM: {why}"),
+            fix,
+            None,
         ))
+    }
+
+    /// The request of the domain asking to start, as libvirt is about to
+    /// start it (its XML's metadata), in place of the one read before.
+    fn asked_request(&self, snap: &mut Snapshot, origin: &str, ask: &Ask) {
+        snap.requests.retain(|r| r.domain != ask.domain);
+        snap.invalid.remove(&ask.domain);
+        let read = DomainRequest::read(origin, &ask.domain, &ask.xml).and_then(|r| {
+            if let Some(r) = &r {
+                self.check_request(r)?;
+            }
+            Ok(r)
+        });
+        match read {
+            Ok(Some(r)) => snap.requests.push(r),
+            Ok(None) => {}
+            Err(e) => {
+                snap.invalid
+                    .insert(ask.domain.clone(), crate::error::one_line(&e));
+            }
+        }
+    }
+
+    /// A refused start (`why`, `fix`), and the plan whose config pins are
+    /// written after the answer. With `--dry-run` nothing is refused: the
+    /// start goes through, and the answer says what would have been said.
+    fn refusal(&self, why: String, fix: String, repin: Option<Plan>) -> Admission {
+        if self.dry_run && !self.refuse_in_dry_run {
+            return Admission::answer(
+                true,
+                Some(format!("--dry-run: would refuse: {why}; fix: {fix}")),
+                None,
+            );
+        }
+        Admission {
+            answer: Answer {
+                allow: false,
+                reason: Some(why),
+                fix: Some(fix),
+            },
+            repin,
+        }
     }
 }
 
@@ -400,6 +478,13 @@ impl Admission {
             repin: None,
         }
     }
+}
+
+/// The CPUs a tenant's vCPUs and I/O threads may run on (not its emulator's).
+fn vcpu_and_io_cpus(t: &crate::tenant::Tenant) -> CpuSet {
+    t.iothreads
+        .iter()
+        .fold(t.cpus.clone(), |all, io| all.union(&io.cpus))
 }
 
 /// How long a decision took, in milliseconds.

@@ -50,6 +50,14 @@ impl Decision {
             }
             Outcome::Freed(set) if set.is_empty() => format!("nothing pinned to free ({ms})"),
             Outcome::Freed(set) => format!("CPUs {set} free ({ms})"),
+            Outcome::Admission(a) => {
+                let word = if a.allow { "allowed" } else { "refused" };
+                let reason = a.reason.as_deref().unwrap_or("its pins are its own");
+                match &a.fix {
+                    Some(fix) => format!("{word}: {reason}; fix: {fix} ({ms})"),
+                    None => format!("{word}: {reason} ({ms})"),
+                }
+            }
             Outcome::NoRequest => format!("no request: planned around ({ms})"),
             Outcome::Invalid(why) => format!("request not valid: {why} ({ms})"),
             Outcome::Gone => format!("gone ({ms})"),
@@ -99,6 +107,11 @@ impl Decision {
                 v["core"] = json!(core.0);
                 v["other"] = json!(other);
             }
+            Outcome::Admission(a) => {
+                v["allow"] = json!(a.allow);
+                v["reason"] = json!(a.reason);
+                v["fix"] = json!(a.fix);
+            }
             _ => {}
         }
         v.to_string()
@@ -123,6 +136,8 @@ fn action(outcome: &Outcome) -> &'static str {
         Outcome::Unplaced { .. } => "unplaced",
         Outcome::Shares { .. } => "shares",
         Outcome::Freed(_) => "freed",
+        Outcome::Admission(a) if a.allow => "allowed",
+        Outcome::Admission(_) => "refused",
         Outcome::NoRequest => "no-request",
         Outcome::Invalid(_) => "invalid",
         Outcome::Gone => "gone",

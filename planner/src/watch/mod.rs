@@ -64,6 +64,11 @@ pub enum Happening {
     Stopped,
     /// Undefined.
     Undefined,
+    /// Changed: a device attached or detached, its pins changed live (by
+    /// anyone, the watcher too). Decided as a define: a running domain is
+    /// checked as a start, and what the admission question is answered
+    /// from is read again.
+    Changed,
 }
 
 impl Happening {
@@ -74,6 +79,7 @@ impl Happening {
             Happening::Started => "started",
             Happening::Stopped => "stopped",
             Happening::Undefined => "undefined",
+            Happening::Changed => "changed",
         }
     }
 }
@@ -124,6 +130,8 @@ pub enum Outcome {
     },
     /// Its CPUs are free again.
     Freed(CpuSet),
+    /// The admission hook's answer.
+    Admission(admission::Answer),
     /// It has no request, and nothing of its is in the way: not pinplan's.
     NoRequest,
     /// Its request is not valid: why.
@@ -157,8 +165,13 @@ pub struct Settings {
     pub uri: String,
     /// The spec (its `[host]` reservation and tables, its `[[vm]]`s), if any.
     pub spec: Option<PathBuf>,
-    /// Decide and say, change nothing.
+    /// Decide and say, change nothing (and let every start through, saying
+    /// what would have been refused).
     pub dry_run: bool,
+    /// With `dry_run`: answer the hook's questions as without it. For a
+    /// program that carries the decisions out itself (the `watch` bench on
+    /// libvirt's test driver, which has no pin calls); the CLI never sets it.
+    pub refuse_in_dry_run: bool,
     /// Each solve's time limit.
     pub time_limit: Duration,
 }
@@ -174,7 +187,11 @@ pub struct Watcher {
     /// The host as the last decision read it: what the admission question
     /// is answered from.
     seen: Option<decide::Snapshot>,
+    /// Domains admitted to start, counted as running until libvirt says
+    /// they run (or stopped).
+    admitted: std::collections::BTreeMap<String, crate::tenant::Tenant>,
     dry_run: bool,
+    refuse_in_dry_run: bool,
     time_limit: Duration,
 }
 
@@ -191,7 +208,9 @@ impl Watcher {
             host,
             reserved,
             seen: None,
+            admitted: std::collections::BTreeMap::new(),
             dry_run: settings.dry_run,
+            refuse_in_dry_run: settings.refuse_in_dry_run,
             time_limit: settings.time_limit,
         })
     }
@@ -235,9 +254,12 @@ impl Watcher {
     pub fn happened(&mut self, domain: &str, happening: Happening) -> Decision {
         let since = Instant::now();
         let outcome = match happening {
-            Happening::Defined => self.defined(domain),
+            Happening::Defined | Happening::Changed => self.defined(domain),
             Happening::Started => self.started(domain),
-            Happening::Stopped => self.stopped(domain),
+            Happening::Stopped => {
+                self.admitted.remove(domain);
+                self.stopped(domain)
+            }
             Happening::Undefined => Ok(Outcome::Gone),
         };
         decide::decision(domain, happening.word(), failed(outcome), since)
@@ -245,8 +267,8 @@ impl Watcher {
 
     /// At the watcher's start (and after a reconnect): every running domain
     /// checked as a start (conflicts repaired, or with `--dry-run`
-    /// reported), then every shut-off domain with a request and no pins
-    /// pinned in its config.
+    /// reported), then every shut-off domain with a request planned as a
+    /// define (its config pinned where the plan around what runs puts it).
     pub fn reconcile(&mut self) -> Vec<Decision> {
         let since = Instant::now();
         let snap = match self.snapshot() {
@@ -330,6 +352,19 @@ impl Watcher {
 pub struct AfterAdmission {
     domain: String,
     plan: crate::plan::Plan,
+}
+
+impl Decision {
+    /// The admission hook's answer about `domain`, given after `millis`.
+    pub fn admission(domain: &str, answer: &admission::Answer, millis: f64) -> Decision {
+        Decision {
+            domain: domain.to_owned(),
+            event: "admission",
+            outcome: Outcome::Admission(answer.clone()),
+            millis,
+            at: SystemTime::now(),
+        }
+    }
 }
 
 /// A failed decision as an outcome.

@@ -57,7 +57,11 @@ impl super::Watcher {
             .chain(moved.iter().cloned())
             .collect();
         Ok(match self.apply(plan, &names, scope, PLAN_NAME)? {
-            Some(journal) => placed(Some(journal), true),
+            Some(journal) => {
+                // What the admission question is answered from: as changed.
+                let _ = self.snapshot();
+                placed(Some(journal), true)
+            }
             None => placed(None, false),
         })
     }

@@ -93,7 +93,9 @@ impl crate::error::Diagnostic for RepackError {
                 "give a number of vCPUs (--for 4), a spec, or tag the domain first (pinplan tag DOMAIN vcpus=N)"
                     .to_owned(),
             ),
-            RepackError::Running(_) => None,
+            RepackError::Running(_) => Some(
+                "repack makes room for a VM to start: give --for N (vCPUs) or a domain that is shut off".to_owned(),
+            ),
             RepackError::Watch(e) => crate::error::Diagnostic::hint(e),
         }
     }
