@@ -8,14 +8,18 @@
 #     vCPU threads' affinity read back right after the start, and the time
 #     from the start event (the watcher's line) to that read-back reported;
 #  3. a second tagged domain defined while the first runs does not fit; the
-#     first stopped, the second started: re-planned and pinned live;
+#     first stopped, the second's start is refused once (unpinned, it would
+#     float onto the host's CPU) and its config pinned by the watcher; it
+#     starts pinned;
 #  4. a third, started while the second runs, is refused by the hook with
 #     pinplan's explanation in virsh's error; once the second is stopped
-#     (a core freed), it starts, pinned;
+#     (a core freed), it is refused once more, pinned, and starts pinned;
 #  5. libvirtd restarted under the watcher: it says the connection closed,
-#     reconnects and reconciles; then the watcher killed with SIGKILL, a
-#     tagged domain defined meanwhile, the watcher started again: it
-#     reconciles (the new domain pinned in its config);
+#     reconnects and reconciles; a vCPU pinned by hand onto the host's CPU
+#     is pinned back; then the watcher killed with SIGKILL, the vCPU moved
+#     onto the host's CPU again and a tagged domain defined meanwhile, the
+#     watcher started again: its reconcile repairs the first and says the
+#     second has no room;
 #  6. after every step: no two running domains have a vCPU thread on one
 #     CPU, read from /proc (each vCPU thread's Cpus_allowed_list).
 #
@@ -118,7 +122,7 @@ report_times() {
 import json, sys
 d = json.loads(sys.argv[1]); back = float(sys.argv[2])
 event = d["time"] - d["millis"] / 1000
-print(f"{d['message']} -- start event handled at {event:.3f}, decision done {d['millis']:.0f} ms later; "
+print(f"{d['message']} -- event handled at {event:.3f}, decision done {d['millis']:.0f} ms later; "
       f"vCPU thread affinity read back {1000 * (back - event):.0f} ms after the event")
 PY
 }
@@ -147,27 +151,36 @@ line=$(wait_line "pp-watch-a started: ")
 say "pp-watch-a: $(report_times "$line" "$readback") (its pins were in its config before the start)"
 no_sharing "a started"
 
-# 3. b defined while a runs: no room; a stopped, b started: pinned live.
+# 3. b defined while a runs: no room. a stopped, b started: b is not pinned,
+# so its vCPUs would float onto the host's CPU: refused, its config pinned
+# by the watcher; started again, it starts pinned.
 define pp-watch-b
 wait_line "pp-watch-b defined: not pinned" >/dev/null
 virsh -q -c $URI destroy pp-watch-a >/dev/null
 wait_line "pp-watch-a stopped: CPUs 1 free" >/dev/null
+if virsh -q -c $URI start pp-watch-b 2>"$T/b.err"; then fail "pp-watch-b started unpinned"; fi
+grep -q "pinplan watch pins its config onto free cores now: start pp-watch-b again" "$T/b.err" || fail "pp-watch-b's refusal: $(cat "$T/b.err")"
+wait_line "pp-watch-b admission: vCPUs 1, emulator 0 .*pinned in its config" >/dev/null
 virsh -q -c $URI start pp-watch-b >/dev/null
-# Read back every 5 ms until the vCPU thread is on CPU 1 (5 s at most).
-for _ in $(seq 1000); do [ "$(vcpu_cpus)" = "pp-watch-b 1" ] && break; sleep 0.005; done
-after=$(date +%s.%N)
+readback=$(date +%s.%N)
 [ "$(vcpu_cpus)" = "pp-watch-b 1" ] || fail "pp-watch-b's vCPU threads: $(vcpu_cpus)"
-event_line=$(wait_line "pp-watch-b started: vCPUs 1, emulator 0 .*pinned live")
-say "pp-watch-b: $(report_times "$event_line" "$after") (pinned live by the watcher)"
+line=$(wait_line "pp-watch-b started: ")
+say "pp-watch-b: refused once unpinned, its config pinned; then $(report_times "$line" "$readback")"
 no_sharing "b started"
 
-# 4. c refused while b runs, with pinplan's words in virsh's error.
+# 4. c refused while b runs, with pinplan's words in virsh's error (no plan
+# fits it now: no config is pinned).
 define pp-watch-c
 if virsh -q -c $URI start pp-watch-c 2>"$T/c.err"; then fail "pp-watch-c started beside pp-watch-b"; fi
 grep -q "pinplan: pp-watch-c may not start" "$T/c.err" || fail "virsh's error lacks pinplan's: $(cat "$T/c.err")"
 say "pp-watch-c refused: $(tr '\n' ' ' <"$T/c.err")"
 no_sharing "c refused"
 virsh -q -c $URI destroy pp-watch-b >/dev/null
+wait_line "pp-watch-b stopped: " >/dev/null
+# Unpinned (no room when it was defined), c is refused once and pinned.
+if virsh -q -c $URI start pp-watch-c 2>"$T/c2.err"; then fail "pp-watch-c started unpinned"; fi
+grep -q "start pp-watch-c again" "$T/c2.err" || fail "pp-watch-c's second refusal: $(cat "$T/c2.err")"
+wait_line "pp-watch-c admission: vCPUs 1, emulator 0 .*pinned in its config" >/dev/null
 virsh -q -c $URI start pp-watch-c >/dev/null
 wait_line "pp-watch-c started: vCPUs 1" >/dev/null
 [ "$(vcpu_cpus)" = "pp-watch-c 1" ] || fail "pp-watch-c's vCPU threads: $(vcpu_cpus)"
@@ -183,16 +196,31 @@ wait_line "pp-watch-c reconciled: " >/dev/null
 say "libvirtd restarted: the watcher reconnected and reconciled: $(grep -c reconciled "$T/watch.log") reconcile lines so far"
 no_sharing "after libvirtd's restart"
 
-# The watcher killed; a tagged domain defined meanwhile; started again.
-virsh -q -c $URI destroy pp-watch-c >/dev/null
-wait_line "pp-watch-c stopped: " >/dev/null
+# A vCPU pinned by hand onto the host's reserved CPU: the watcher hears it
+# (libvirt's tunable event) and pins it back, live.
+virsh -q -c $URI vcpupin pp-watch-c 0 0 --live >/dev/null
+# Read back every 5 ms until the vCPU thread is on CPU 1 again (5 s at most).
+for _ in $(seq 1000); do [ "$(vcpu_cpus)" = "pp-watch-c 1" ] && break; sleep 0.005; done
+after=$(date +%s.%N)
+[ "$(vcpu_cpus)" = "pp-watch-c 1" ] || fail "pp-watch-c was not pinned back: $(vcpu_cpus)"
+line=$(wait_line "pp-watch-c changed: vCPUs 1, emulator 0 .*pinned live")
+say "pp-watch-c pinned by hand onto CPU 0 (the host's): $(report_times "$line" "$after") (pinned back live)"
+
+# The watcher killed; meanwhile pp-watch-c pinned onto the host's CPU again
+# and a tagged domain defined; started again: the reconcile repairs c and
+# says d has no room.
 kill -KILL "$WATCHER"
 wait "$WATCHER" 2>/dev/null || true
+virsh -q -c $URI vcpupin pp-watch-c 0 0 --live >/dev/null
 define pp-watch-d
 start_watcher
-wait_line "pp-watch-d reconciled: vCPUs 1, emulator 0 .*pinned in its config" >/dev/null
-say "the watcher killed and started again: pp-watch-d, defined meanwhile, pinned by the reconcile"
+wait_line "pp-watch-c reconciled: vCPUs 1, emulator 0 .*pinned live" >/dev/null
+wait_line "pp-watch-d reconciled: not pinned" >/dev/null
+[ "$(vcpu_cpus)" = "pp-watch-c 1" ] || fail "pp-watch-c was not repaired: $(vcpu_cpus)"
+say "the watcher killed and started again: pp-watch-c, moved onto the host's CPU meanwhile, repaired by the reconcile; pp-watch-d, defined meanwhile, has no room while c runs"
 no_sharing "after the watcher's restart"
+virsh -q -c $URI destroy pp-watch-c >/dev/null
+wait_line "pp-watch-c stopped: " >/dev/null
 
 kill -TERM "$WATCHER"
 wait "$WATCHER" || fail "the watcher did not end cleanly on SIGTERM"

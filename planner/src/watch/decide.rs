@@ -176,16 +176,24 @@ impl super::Watcher {
 
     /// The first core `t` would hold that another running tenant holds,
     /// and its name.
-    fn clash(&self, snap: &Snapshot, t: &crate::tenant::Tenant) -> Option<(CoreId, String)> {
-        // The host's reserved CPUs are the host's: only emulators may join it.
-        let on_host = vcpu_and_io_cpus(t).intersection(&self.reserved);
-        if let Some(core) = self.cores(&on_host).into_iter().next() {
-            return Some((core, "the host (its reserved CPUs)".to_owned()));
-        }
+    /// A domain pinplan places (`ours`) also clashes with the host when its
+    /// vCPUs or I/O threads touch the host's reserved CPUs (only emulators
+    /// may join the host there); a domain that is not pinplan's is never
+    /// moved, and is refused only where it meets another tenant.
+    fn clash(
+        &self,
+        snap: &Snapshot,
+        t: &crate::tenant::Tenant,
+        ours: bool,
+    ) -> Option<(CoreId, String)> {
         let held = self.held_cores(snap, &t.name);
-        self.held_by(t)
+        let tenant = self
+            .held_by(t)
             .into_iter()
-            .find_map(|c| held.get(&c).map(|n| (c, n.clone())))
+            .find_map(|c| held.get(&c).map(|n| (c, n.clone())));
+        let on_host = vcpu_and_io_cpus(t).intersection(&self.reserved);
+        let host = self.cores(&on_host).into_iter().next().filter(|_| ours);
+        tenant.or_else(|| host.map(|core| (core, HOST.to_owned())))
     }
 
     /// A domain defined or changed: plan it around what runs and pin its
@@ -223,7 +231,7 @@ impl super::Watcher {
             return Ok(Outcome::Invalid(why.clone()));
         }
         let ours = self.ours(snap, domain);
-        let clash = self.clash(snap, me);
+        let clash = self.clash(snap, me, ours);
         match (ours, clash, me.pinned) {
             (false, None, _) => Ok(Outcome::NoRequest),
             (false, Some((core, other)), _) => Ok(Outcome::Shares {
@@ -297,7 +305,8 @@ impl super::Watcher {
             // Unpinned, its vCPUs may run on every CPU.
             me.cpus = self.host.usable_cpus();
         }
-        let Some((core, other)) = self.clash(&snap, &me) else {
+        let ours = self.ours(&snap, &ask.domain);
+        let Some((core, other)) = self.clash(&snap, &me, ours) else {
             // Running from now on, for the next question before its event.
             me.state = TenantState::Running;
             self.admitted.insert(ask.domain.clone(), me.clone());
@@ -307,19 +316,17 @@ impl super::Watcher {
             }
             return Ok(Admission::answer(true, None, None));
         };
-        let what = if me.pinned {
-            format!(
-                "its pins {} take core {} of {other}, which runs",
-                me.every_cpu(),
-                core.0
-            )
+        let whose = if other == HOST {
+            format!("core {}, the host's", core.0)
         } else {
-            format!(
-                "it is not pinned: its vCPUs would float over core {} of {other}, which runs",
-                core.0
-            )
+            format!("core {} of {other}, which runs", core.0)
         };
-        if !self.ours(&snap, &ask.domain) {
+        let what = if me.pinned {
+            format!("its pins {} take {whose}", me.every_cpu())
+        } else {
+            format!("it is not pinned: its vCPUs would float over {whose}")
+        };
+        if !ours {
             let fix = format!("pin it onto free cores, or give it a request (pinplan tag {} vcpus=N) so that pinplan pins it", ask.domain);
             return Ok(self.refusal(what, fix, None));
         }
@@ -479,6 +486,9 @@ impl Admission {
         }
     }
 }
+
+/// Who holds the host's reserved CPUs, in a clash.
+const HOST: &str = "the host";
 
 /// The CPUs a tenant's vCPUs and I/O threads may run on (not its emulator's).
 fn vcpu_and_io_cpus(t: &crate::tenant::Tenant) -> CpuSet {
