@@ -427,13 +427,14 @@ fn needs_a_live_host(example: &str) -> bool {
         .split("&&")
         .flat_map(|s| s.split('|'))
         .map(str::trim);
-    ["--connect", "virsh", "| man", "/usr/"]
+    ["--connect", "virsh", "| man", "/usr/", "/etc/"]
         .iter()
         .any(|n| example.contains(n))
         || segments.into_iter().any(|s| {
             s.starts_with("pinplan doctor")
                 || s.starts_with("pinplan apply")
                 || s.starts_with("pinplan isolate")
+                || s.starts_with("pinplan watch")
                 || ((s.starts_with("pinplan topology") || s.starts_with("pinplan report"))
                     && !s.contains("--source"))
         })
