@@ -502,9 +502,6 @@ pub(super) fn millis(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
 }
 
-/// A decision's time limit for its solve.
-pub const SOLVE_LIMIT: Duration = Duration::from_secs(2);
-
 /// A decision for the record.
 pub(super) fn decision(
     domain: &str,

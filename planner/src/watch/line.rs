@@ -16,11 +16,10 @@ impl Decision {
                 proven,
                 live,
                 moved,
-                changed,
-                ..
+                journal,
             } => {
                 let how = if *proven { "optimal" } else { "not proven" };
-                let done = match (changed, live) {
+                let done = match (journal.is_some(), live) {
                     (false, _) => "",
                     (true, true) => ", pinned live",
                     (true, false) => ", pinned in its config",
@@ -88,13 +87,12 @@ impl Decision {
                 live,
                 moved,
                 journal,
-                changed,
             } => {
                 v["vcpus"] = json!(vcpus.to_string());
                 v["emulator"] = json!(emulator.to_string());
                 v["proven"] = json!(proven);
                 v["live"] = json!(live);
-                v["changed"] = json!(changed);
+                v["changed"] = json!(journal.is_some());
                 v["moved"] = json!(moved);
                 v["journal"] = json!(journal.as_ref().map(|p| p.display().to_string()));
             }
@@ -130,8 +128,10 @@ fn cpus(set: &crate::cpuset::CpuSet) -> String {
 /// The JSON `action` of an outcome.
 fn action(outcome: &Outcome) -> &'static str {
     match outcome {
-        Outcome::Pinned { changed: true, .. } => "pinned",
-        Outcome::Pinned { changed: false, .. } => "in-effect",
+        Outcome::Pinned {
+            journal: Some(_), ..
+        } => "pinned",
+        Outcome::Pinned { journal: None, .. } => "in-effect",
         Outcome::Kept { .. } => "kept",
         Outcome::Unplaced { .. } => "unplaced",
         Outcome::Shares { .. } => "shares",

@@ -17,7 +17,7 @@ pub mod repack;
 pub mod undo;
 pub mod unit;
 
-pub use decide::{plan_on, Moment, On, SOLVE_LIMIT};
+pub use decide::{plan_on, Moment, On};
 pub use pin::JOURNAL_PREFIX;
 
 use crate::cpuset::CpuSet;
@@ -99,10 +99,9 @@ pub enum Outcome {
         live: bool,
         /// Other VMs moved for it.
         moved: Vec<String>,
-        /// The journal of the change.
+        /// The journal of the change: none when nothing changed (the pins
+        /// were as planned, or `--dry-run`).
         journal: Option<PathBuf>,
-        /// Whether anything changed.
-        changed: bool,
     },
     /// Its pins are its own: kept.
     Kept {

@@ -41,17 +41,16 @@ impl super::Watcher {
             let (why, fix) = unplaced_words(plan, domain);
             return Ok(Outcome::Unplaced { why, fix });
         };
-        let placed = |journal: Option<PathBuf>, changed: bool| Outcome::Pinned {
+        let placed = |journal: Option<PathBuf>| Outcome::Pinned {
             vcpus: vm.vcpus.iter().map(|p| p.cpu).collect(),
             emulator: vm.emulator_cpus.clone(),
             proven: plan.proven,
             live: scope.live,
             moved: moved.to_vec(),
             journal,
-            changed,
         };
         if self.dry_run {
-            return Ok(placed(None, false));
+            return Ok(placed(None));
         }
         let names: Vec<String> = std::iter::once(domain.to_owned())
             .chain(moved.iter().cloned())
@@ -60,9 +59,9 @@ impl super::Watcher {
             Some(journal) => {
                 // What the admission question is answered from: as changed.
                 let _ = self.snapshot();
-                placed(Some(journal), true)
+                placed(Some(journal))
             }
-            None => placed(None, false),
+            None => placed(None),
         })
     }
 
