@@ -1,5 +1,13 @@
 //! Small text helpers every stage uses: counted nouns, the closest name for
-//! "did you mean", positions in a document, byte sizes.
+//! "did you mean", positions in a document, byte sizes, a path as a shell word.
+
+/// `path` as one `sh` word, single-quoted (the hooks pinplan writes name
+/// paths); `None` for a path that is not UTF-8 or holds a newline or NUL,
+/// which a script line cannot name.
+pub fn sh_word(path: &std::path::Path) -> Option<String> {
+    let text = path.to_str().filter(|t| !t.contains(['\n', '\0']))?;
+    Some(format!("'{}'", text.replace('\'', "'\\''")))
+}
 
 /// "a", "a and b", "a, b and c".
 pub fn and_list(items: &[String]) -> String {

@@ -18,14 +18,10 @@ const MARKER: &str = "# pinplan-isolate hook: written by pinplan isolate --emit 
 
 /// A word quoted for `sh`.
 fn quoted(path: &Path) -> Result<String, IsolateError> {
-    let text = path.to_str().filter(|t| !t.contains(['\n', '\0']));
-    let Some(text) = text else {
-        return Err(IsolateError::Hook {
-            path: path.to_owned(),
-            message: "the path is not UTF-8 or holds a newline: the hook cannot name it".to_owned(),
-        });
-    };
-    Ok(format!("'{}'", text.replace('\'', "'\\''")))
+    crate::text::sh_word(path).ok_or_else(|| IsolateError::Hook {
+        path: path.to_owned(),
+        message: "the path is not UTF-8 or holds a newline: the hook cannot name it".to_owned(),
+    })
 }
 
 /// The hook script calling `pinplan` (an absolute path) with `plan`, the

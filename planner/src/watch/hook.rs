@@ -86,13 +86,9 @@ impl Diagnostic for HookError {
 
 /// A path as one `sh` word (single-quoted).
 fn quoted(path: &Path) -> Result<String, HookError> {
-    let text = path.to_str().filter(|t| !t.contains(['\n', '\0']));
-    let Some(text) = text else {
-        return Err(HookError::Unquotable {
-            path: path.to_owned(),
-        });
-    };
-    Ok(format!("'{}'", text.replace('\'', "'\\''")))
+    crate::text::sh_word(path).ok_or_else(|| HookError::Unquotable {
+        path: path.to_owned(),
+    })
 }
 
 /// The hook script: at `prepare begin` it runs `pinplan` (an absolute
