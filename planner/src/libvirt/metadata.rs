@@ -92,6 +92,22 @@ pub fn domain_requests(uri: &str) -> Result<Vec<Read>, LibvirtError> {
     Ok(out)
 }
 
+/// The requests in domains read already (`(name, XML, running)`, as
+/// [`super::all_domain_xml`] gives them: a running domain's live XML, the
+/// definition of the others), as [`domain_requests`] gives them.
+pub fn requests_of(uri: &str, domains: &[(String, String, bool)]) -> Vec<Read> {
+    let mut out = Vec::new();
+    for (name, xml, _) in domains {
+        let origin = format!("{uri} domain {name}");
+        match DomainRequest::read(&origin, name, xml) {
+            Ok(Some(request)) => out.push((name.clone(), Ok(request))),
+            Ok(None) => {}
+            Err(e) => out.push((name.clone(), Err(e))),
+        }
+    }
+    out
+}
+
 /// What `pinplan tag` did, or would do with `--dry-run`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tagged {

@@ -152,15 +152,27 @@ pub fn tenants(
 /// libvirtd a running guest's memory per node is read too
 /// ([`super::resident`]).
 pub fn domain_tenants(uri: &str, host: &HostTopology) -> Result<Vec<Tenant>, TenantsError> {
+    tenants_of(uri, host, &super::all_domain_xml(uri)?)
+}
+
+/// [`domain_tenants`] of domains read already (`(name, XML, running)`, as
+/// [`super::all_domain_xml`] gives them), so that a caller that reads them
+/// for more than their tenants reads them once.
+pub fn tenants_of(
+    uri: &str,
+    host: &HostTopology,
+    domains: &[(String, String, bool)],
+) -> Result<Vec<Tenant>, TenantsError> {
     let local = super::is_local_system_uri(uri);
     let mut out = Vec::new();
-    for (name, xml, running) in super::all_domain_xml(uri)? {
-        let mut tenant = tenant_from_domain(&format!("{uri} domain {name}"), &xml, host)?;
+    for (name, xml, running) in domains {
+        let (name, running) = (name.as_str(), *running);
+        let mut tenant = tenant_from_domain(&format!("{uri} domain {name}"), xml, host)?;
         if !running {
             tenant.state = crate::tenant::TenantState::ShutOff;
         }
         if running && local {
-            tenant.memory_resident = super::resident::resident(Path::new("/"), &name);
+            tenant.memory_resident = super::resident::resident(Path::new("/"), name);
         }
         out.push(tenant);
     }

@@ -13,7 +13,7 @@ use crate::cpuset::CpuSet;
 use crate::deadline::Deadline;
 use crate::ids::CoreId;
 use crate::libvirt::domain::tenant_from_domain;
-use crate::libvirt::tenants::domain_tenants;
+use crate::libvirt::tenants::tenants_of;
 use crate::plan::Plan;
 use crate::solve::{SolveOptions, SolverKind};
 use crate::spec::{DomainRequest, Running};
@@ -79,12 +79,14 @@ impl super::Watcher {
         snap.requests.iter().any(|r| r.domain == domain) || self.spec.names(domain)
     }
 
-    /// Reads the host's domains and their requests.
+    /// Reads the host's domains and their requests, every domain's XML once
+    /// (a running domain's request is its live XML's: what it runs with).
     fn read_host(&self) -> Result<Snapshot, WatchError> {
-        let tenants = domain_tenants(&self.uri, &self.host)?;
+        let domains = crate::libvirt::all_domain_xml(&self.uri)?;
+        let tenants = tenants_of(&self.uri, &self.host, &domains)?;
         let mut requests = Vec::new();
         let mut invalid = BTreeMap::new();
-        for (name, request) in crate::libvirt::metadata::domain_requests(&self.uri)? {
+        for (name, request) in crate::libvirt::metadata::requests_of(&self.uri, &domains) {
             match request.and_then(|r| {
                 self.check_request(&r)?;
                 Ok(r)
