@@ -472,10 +472,11 @@ fn the_search_finds_a_worked_case() {
     assert_eq!(subsets(&[1, 2, 3], 2), [vec![1, 2], vec![1, 3], vec![2, 3]]);
 }
 
-/// The same case through `room_for`: one vCPU moved, proven.
-#[test]
-fn repack_makes_room_on_a_worked_case() {
-    let case = Case {
+/// The worked case on a host of 2 nodes × 3 one-thread cores: a VM that may
+/// not move on core 1 (node 0), a movable one on core 3 (node 1); `new`
+/// vCPUs to make room for.
+fn worked_case(new: u32) -> Case {
+    Case {
         nodes: 2,
         per_node: 3,
         threads: 1,
@@ -489,8 +490,14 @@ fn repack_makes_room_on_a_worked_case() {
                 movable: true,
             },
         ],
-        new: 3,
-    };
+        new,
+    }
+}
+
+/// The same case through `room_for`: one vCPU moved, proven.
+#[test]
+fn repack_makes_room_on_a_worked_case() {
+    let case = worked_case(3);
     assert_eq!(one(&case).map_err(|e| e.to_string()), Ok(Seen::Fewest(1)));
 }
 
@@ -540,22 +547,7 @@ fn the_largest_room_is_the_searchs() {
 /// node of 3 cores; without a move, 2 is the most.
 #[test]
 fn the_largest_room_on_a_worked_case() {
-    let case = Case {
-        nodes: 2,
-        per_node: 3,
-        threads: 1,
-        vms: vec![
-            Running {
-                cpus: vec![1],
-                movable: false,
-            },
-            Running {
-                cpus: vec![3],
-                movable: true,
-            },
-        ],
-        new: 0,
-    };
+    let case = worked_case(0);
     let (host, spec, tenants) = setup(&case).unwrap_or_else(|e| panic!("{e}"));
     let on = on(&spec, &tenants, &host);
     assert_eq!(largest_room(&on, None).ok(), Some(3));
