@@ -303,6 +303,7 @@ fn main() {
         dry_run: true,
         refuse_in_dry_run: true,
         time_limit: Duration::from_secs(2),
+        source: None,
     };
     let watcher = Watcher::new(&settings).expect("the watcher starts");
     let mut sim = Sim {

@@ -5,8 +5,9 @@
 use crate::error::{print, Failure, Usage};
 use clap::ValueEnum;
 use pinplan::libvirt::events::{EventKind, Notice};
+use pinplan::topology::Source;
 use pinplan::watch::admission::{self, Pending};
-use pinplan::watch::{Decision, Happening, Settings, Watcher};
+use pinplan::watch::{Admissions, AfterAdmission, Decision, Happening, Settings, Watcher};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,6 +34,12 @@ pub struct WatchArgs {
     /// Decide and say, change nothing (reconcile reports conflicts only).
     #[arg(long)]
     dry_run: bool,
+    /// The topology: a file (hwloc XML, `virsh capabilities`, `pinplan
+    /// topology --format json) or `synthetic:DESC`, when libvirt's does not
+    /// say enough (the NICs' nodes); default: the spec's [host] source, else
+    /// the host's through --connect. Read again on SIGHUP.
+    #[arg(long, value_name = "SRC")]
+    source: Option<String>,
     /// Each solve's time limit, in seconds.
     #[arg(long, value_name = "S", default_value_t = 2.0)]
     time_limit: f64,
@@ -93,14 +100,19 @@ pub fn run(args: &WatchArgs) -> Result<ExitCode, Failure> {
         dry_run: args.dry_run,
         refuse_in_dry_run: false,
         time_limit: Duration::from_secs_f64(args.time_limit.clamp(0.01, 600.0)),
+        source: args.source.as_deref().map(Source::from_arg),
     };
     let mut watcher = Watcher::new(&settings)?;
     let (tx, rx) = mpsc::channel::<Input>();
     signals(tx.clone());
     let server = admission::Server::bind(&socket)?;
-    let ask_tx = tx.clone();
-    let _serving = server.serve(move |p| {
-        let _ = ask_tx.send(Input::Ask(p));
+    // The hook's questions are answered on the server's thread, from what
+    // the last decision read: the loop may be waiting on libvirt, which
+    // holds its calls while a domain waits in its prepare hook.
+    let admissions = watcher.admissions();
+    let answered_tx = tx.clone();
+    let _serving = server.serve(move |pending| {
+        let _ = answered_tx.send(answer(&admissions, pending));
     })?;
     say(
         args,
@@ -112,9 +124,40 @@ pub fn run(args: &WatchArgs) -> Result<ExitCode, Failure> {
 /// What the event loop waits for.
 enum Input {
     Notice(Notice),
-    Ask(Pending),
+    /// The hook's question, answered.
+    Answered(Box<Answered>),
     Hangup,
     Stop(&'static str),
+}
+
+/// A question of the hook, answered on the admission server's thread.
+struct Answered {
+    /// Its decision line.
+    decision: Decision,
+    /// Why the hook did not take the answer (it had given up).
+    lost: Option<String>,
+    /// The config pins of a refused start, for the loop to write.
+    after: Option<AfterAdmission>,
+}
+
+/// The hook's question answered (on the admission server's thread).
+fn answer(admissions: &Admissions, pending: Pending) -> Input {
+    let asked = std::time::Instant::now();
+    let (answer, after) = admissions.admit(&pending.ask);
+    let millis = asked.elapsed().as_secs_f64() * 1000.0;
+    let domain = pending.ask.domain.clone();
+    let lost = pending.answer(&answer).err().map(|e| {
+        format!(
+            "{domain} admission: the hook did not take the answer: {}",
+            pinplan::error::one_line(&e)
+        )
+    });
+    let decision = Decision::admission(&domain, &answer, millis);
+    Input::Answered(Box::new(Answered {
+        decision,
+        lost,
+        after,
+    }))
 }
 
 /// Sends SIGHUP, SIGTERM and SIGINT into the loop.
@@ -176,11 +219,7 @@ fn serve(
             let Ok(first) = rx.recv() else {
                 return Ok(ExitCode::SUCCESS);
             };
-            // The hook's questions first: a start waits on each.
-            let (mut batch, asks): (Vec<Input>, Vec<Input>) = std::iter::once(first)
-                .chain(rx.try_iter())
-                .partition(|i| !matches!(i, Input::Ask(_)));
-            batch.splice(0..0, asks);
+            let batch: Vec<Input> = std::iter::once(first).chain(rx.try_iter()).collect();
             let mut closed = false;
             for input in batch {
                 match input {
@@ -242,21 +281,16 @@ fn react(watcher: &mut Watcher, args: &WatchArgs, input: Input) -> Option<ExitCo
             show(args, &d);
         }
         Input::Notice(Notice::Closed { .. }) => {}
-        Input::Ask(pending) => {
-            let asked = std::time::Instant::now();
-            let (answer, after) = watcher.admit(&pending.ask);
-            let millis = asked.elapsed().as_secs_f64() * 1000.0;
-            let domain = pending.ask.domain.clone();
-            if let Err(e) = pending.answer(&answer) {
-                say(
-                    args,
-                    &format!(
-                        "{domain} admission: the hook did not take the answer: {}",
-                        pinplan::error::one_line(&e)
-                    ),
-                );
+        Input::Answered(answered) => {
+            let Answered {
+                decision,
+                lost,
+                after,
+            } = *answered;
+            if let Some(lost) = lost {
+                say(args, &lost);
             }
-            show(args, &Decision::admission(&domain, &answer, millis));
+            show(args, &decision);
             if let Some(after) = after {
                 show(args, &watcher.after_admission(after));
             }

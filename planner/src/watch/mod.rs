@@ -10,7 +10,9 @@
 
 pub mod admission;
 mod decide;
+mod frame;
 pub mod hook;
+mod judge;
 pub mod listen;
 mod pin;
 pub mod repack;
@@ -18,13 +20,15 @@ pub mod undo;
 pub mod unit;
 
 pub use decide::{plan_on, Moment, On};
+pub use judge::{Admissions, AfterAdmission};
 pub use pin::JOURNAL_PREFIX;
 
 use crate::cpuset::CpuSet;
 use crate::ids::CoreId;
 use crate::spec::Spec;
-use crate::topology::{HostTopology, Source};
+use crate::topology::Source;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 crate::error::transparent_error! {
@@ -173,55 +177,66 @@ pub struct Settings {
     pub refuse_in_dry_run: bool,
     /// Each solve's time limit.
     pub time_limit: Duration,
+    /// The topology (`--source`): else the spec's `[host] source`, else
+    /// read through `uri`. The domains are always read through `uri`.
+    pub source: Option<Source>,
 }
 
 /// The watcher of one host.
 pub struct Watcher {
-    uri: String,
+    /// The ground of its decisions, shared with the admission thread.
+    frame: Arc<frame::Frame>,
+    /// The spec's path, read again on SIGHUP.
     spec_path: Option<PathBuf>,
-    spec: Spec,
-    host: HostTopology,
-    /// The host's reserved CPUs: emulator threads of many VMs may share them.
-    reserved: CpuSet,
-    /// The host as the last decision read it: what the admission question
-    /// is answered from.
-    seen: Option<decide::Snapshot>,
-    /// Domains admitted to start, counted as running until libvirt says
-    /// they run (or stopped).
-    admitted: std::collections::BTreeMap<String, crate::tenant::Tenant>,
-    dry_run: bool,
-    refuse_in_dry_run: bool,
-    time_limit: Duration,
+    /// The topology source, read again on SIGHUP.
+    source: Option<Source>,
+    /// What the admission question is answered from.
+    admissions: Admissions,
 }
 
 impl Watcher {
     /// A watcher of `settings.uri`: its spec read, its topology through
-    /// the URI (or the spec's `[host] source`).
+    /// `settings.source`, else the spec's `[host] source`, else the URI.
     pub fn new(settings: &Settings) -> Result<Watcher, WatchError> {
-        let (spec, host) = load(&settings.uri, settings.spec.as_deref())?;
-        let reserved = spec.reserved_cpus(&host)?;
+        let frame = Arc::new(frame(
+            settings,
+            settings.source.as_ref(),
+            settings.spec.as_deref(),
+        )?);
         Ok(Watcher {
-            uri: settings.uri.clone(),
+            admissions: Admissions::new(Arc::clone(&frame)),
+            frame,
             spec_path: settings.spec.clone(),
-            spec,
-            host,
-            reserved,
-            seen: None,
-            admitted: std::collections::BTreeMap::new(),
-            dry_run: settings.dry_run,
-            refuse_in_dry_run: settings.refuse_in_dry_run,
-            time_limit: settings.time_limit,
+            source: settings.source.clone(),
         })
     }
 
     /// Reads the spec, its tables and the topology again (SIGHUP); on an
     /// error the watcher keeps what it had.
     pub fn reload(&mut self) -> Result<(), WatchError> {
-        let (spec, host) = load(&self.uri, self.spec_path.as_deref())?;
-        self.reserved = spec.reserved_cpus(&host)?;
-        self.spec = spec;
-        self.host = host;
+        let f = &self.frame;
+        let settings = Settings {
+            uri: f.uri.clone(),
+            spec: self.spec_path.clone(),
+            source: self.source.clone(),
+            dry_run: f.dry_run,
+            refuse_in_dry_run: f.refuse_in_dry_run,
+            time_limit: f.time_limit,
+        };
+        let frame = Arc::new(frame(
+            &settings,
+            self.source.as_ref(),
+            self.spec_path.as_deref(),
+        )?);
+        self.admissions.lock().frame = Arc::clone(&frame);
+        self.frame = frame;
         Ok(())
+    }
+
+    /// The handle that answers the admission hook, for the thread that
+    /// serves its socket: it never waits on this watcher's decisions.
+    pub fn admissions(&self) -> Admissions {
+        self.admissions.clone()
     }
 
     /// The spec's `[[vm]]`s that are not running (by name): what `repack
@@ -237,7 +252,8 @@ impl Watcher {
                     .collect()
             })
             .unwrap_or_default();
-        self.spec
+        self.frame
+            .spec
             .vm_names()
             .into_iter()
             .filter(|n| !running.contains(n))
@@ -246,7 +262,7 @@ impl Watcher {
 
     /// The URI watched.
     pub fn uri(&self) -> &str {
-        &self.uri
+        &self.frame.uri
     }
 
     /// Reacts to `happening` of `domain`.
@@ -256,7 +272,7 @@ impl Watcher {
             Happening::Defined | Happening::Changed => self.defined(domain),
             Happening::Started => self.started(domain),
             Happening::Stopped => {
-                self.admitted.remove(domain);
+                self.admissions.lock().admitted.remove(domain);
                 self.stopped(domain)
             }
             Happening::Undefined => Ok(Outcome::Gone),
@@ -275,7 +291,7 @@ impl Watcher {
             Err(e) => {
                 let outcome = Outcome::Failed(crate::error::one_line(&e));
                 return vec![decide::decision(
-                    &self.uri.clone(),
+                    &self.frame.uri.clone(),
                     "reconciled",
                     outcome,
                     since,
@@ -310,31 +326,11 @@ impl Watcher {
         out
     }
 
-    /// The admission hook's question, answered; a refused start whose plan
-    /// fits has its config pinned after the answer went out
-    /// ([`Watcher::after_admission`]).
-    pub fn admit(&mut self, ask: &admission::Ask) -> (admission::Answer, Option<AfterAdmission>) {
-        match self.decide_admission(ask) {
-            Ok(a) => (
-                a.answer,
-                a.repin.map(|plan| AfterAdmission {
-                    domain: ask.domain.clone(),
-                    plan,
-                }),
-            ),
-            // A watcher that cannot decide does not stop the start: it says why.
-            Err(e) => (
-                admission::Answer {
-                    allow: true,
-                    reason: Some(format!(
-                        "pinplan watch could not decide: {}",
-                        crate::error::one_line(&e)
-                    )),
-                    fix: None,
-                },
-                None,
-            ),
-        }
+    /// The admission hook's question, answered here (a program with no
+    /// thread of its own for it: the bench); the service answers through
+    /// [`Watcher::admissions`].
+    pub fn admit(&self, ask: &admission::Ask) -> (admission::Answer, Option<AfterAdmission>) {
+        self.admissions.admit(ask)
     }
 
     /// Pins the config of a domain whose start was refused so that its
@@ -344,13 +340,6 @@ impl Watcher {
         let outcome = self.pin(&after.plan, &after.domain, &[], pin::CONFIG);
         decide::decision(&after.domain, "admission", failed(outcome), since)
     }
-}
-
-/// A refused start's config pins, written once the hook has its answer
-/// (libvirt holds the domain until then).
-pub struct AfterAdmission {
-    domain: String,
-    plan: crate::plan::Plan,
 }
 
 impl Decision {
@@ -371,15 +360,32 @@ fn failed(outcome: Result<Outcome, WatchError>) -> Outcome {
     outcome.unwrap_or_else(|e| Outcome::Failed(crate::error::one_line(&e)))
 }
 
-/// The spec (or none: the domains' requests alone) and the topology.
-fn load(uri: &str, spec: Option<&std::path::Path>) -> Result<(Spec, HostTopology), WatchError> {
+/// The ground of a watcher's decisions: the spec (or none: the domains'
+/// requests alone), the topology (`source`, else the spec's `[host]
+/// source`, else through the URI) and the reserved CPUs.
+fn frame(
+    settings: &Settings,
+    source: Option<&Source>,
+    spec: Option<&std::path::Path>,
+) -> Result<frame::Frame, WatchError> {
+    let uri = &settings.uri;
     let spec = match spec {
         Some(path) => Spec::load(path)?,
         None => Spec::without_file(uri)?,
     };
-    let source = spec.topology_source(Some(Source::Libvirt(uri.to_owned())));
-    let host = crate::topology::load(&source)?;
-    Ok((spec, host))
+    let given = source
+        .cloned()
+        .unwrap_or_else(|| Source::Libvirt(uri.clone()));
+    let host = crate::topology::load(&spec.topology_source(Some(given)))?;
+    Ok(frame::Frame {
+        reserved: spec.reserved_cpus(&host)?,
+        uri: uri.clone(),
+        spec,
+        host,
+        dry_run: settings.dry_run,
+        refuse_in_dry_run: settings.refuse_in_dry_run,
+        time_limit: settings.time_limit,
+    })
 }
 
 mod line;

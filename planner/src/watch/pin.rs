@@ -49,7 +49,7 @@ impl super::Watcher {
             moved: moved.to_vec(),
             journal,
         };
-        if self.dry_run {
+        if self.frame.dry_run {
             return Ok(placed(None));
         }
         let names: Vec<String> = std::iter::once(domain.to_owned())
@@ -77,8 +77,8 @@ impl super::Watcher {
         scope: Scope,
         what: &str,
     ) -> Result<Option<PathBuf>, WatchError> {
-        let _lock = apply::lock::lock(&self.uri, &mut |_| {})?;
-        let checked = host::check(Path::new(what), plan, &self.uri, names, scope, true)?;
+        let _lock = apply::lock::lock(&self.frame.uri, &mut |_| {})?;
+        let checked = host::check(Path::new(what), plan, &self.frame.uri, names, scope, true)?;
         let prepared = checked.prepare(scope)?;
         if prepared.in_effect {
             return Ok(None);
@@ -100,7 +100,9 @@ impl super::Watcher {
         let _ = prepared.journal.mark(&path, status);
         result.map_err(|failure| {
             WatchError::Apply(Box::new(apply::ApplyError::of_failure(
-                failure, &path, &self.uri,
+                failure,
+                &path,
+                &self.frame.uri,
             )))
         })?;
         Ok(Some(path))

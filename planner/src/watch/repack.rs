@@ -118,11 +118,11 @@ impl super::Watcher {
         let snap = self.snapshot()?;
         let mut defined = std::collections::BTreeMap::new();
         if let For::Domain(d) = vm {
-            if let Ok(xml) = crate::libvirt::inactive_xml(&self.uri, d) {
-                defined.insert(d.clone(), (format!("{} domain {d}", self.uri), xml));
+            if let Ok(xml) = crate::libvirt::inactive_xml(&self.frame.uri, d) {
+                defined.insert(d.clone(), (format!("{} domain {d}", self.frame.uri), xml));
             }
         }
-        let (name, plan) = room_for(&self.on(&snap), vm, &defined)?;
+        let (name, plan) = room_for(&self.frame.on(&snap), vm, &defined)?;
         let moved_vms: Vec<String> = plan
             .moves
             .iter()
@@ -143,7 +143,7 @@ impl super::Watcher {
         if matches!(vm, For::Domain(_)) && snap.tenants.iter().any(|t| t.name == name) {
             names.push(name.clone());
         }
-        let journal = if self.dry_run || names.is_empty() {
+        let journal = if self.frame.dry_run || names.is_empty() {
             None
         } else {
             self.apply(
@@ -227,7 +227,7 @@ impl super::Watcher {
     /// ([`largest_room`]), made with the fewest vCPUs moved.
     pub fn repack_largest(&mut self, max_moves: Option<usize>) -> Result<Repacked, RepackError> {
         let snap = self.snapshot()?;
-        let cores = largest_room(&self.on(&snap), max_moves)?;
+        let cores = largest_room(&self.frame.on(&snap), max_moves)?;
         self.repack(&For::Cores(cores), max_moves)
     }
 }

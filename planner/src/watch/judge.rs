@@ -1,0 +1,244 @@
+//! The admission hook's question, answered on a thread of its own: the
+//! event loop may be waiting on libvirt (which, while a domain waits in its
+//! `prepare` hook, holds every call that lists domains) when a second start
+//! asks. So the answer comes from a [`Judge`] the loop shares: the host as
+//! the last decision read it, the domains admitted since, and the
+//! [`Frame`]. Nothing here calls libvirt; the lock is held only while a
+//! question is decided or the loop hands over what it read.
+
+use super::admission::{Answer, Ask};
+use super::decide::{Moment, Snapshot};
+use super::frame::Frame;
+use super::WatchError;
+use crate::libvirt::domain::tenant_from_domain;
+use crate::plan::Plan;
+use crate::spec::DomainRequest;
+use crate::tenant::{Tenant, TenantState};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// What the admission question is answered from.
+pub(super) struct Judge {
+    /// The ground of every decision.
+    pub(super) frame: Arc<Frame>,
+    /// The host as the last decision read it.
+    pub(super) seen: Option<Snapshot>,
+    /// Domains admitted to start, counted as running until libvirt says
+    /// they run (or stopped).
+    pub(super) admitted: BTreeMap<String, Tenant>,
+}
+
+/// The watcher's answers to the admission hook, for the thread that
+/// serves its socket: a handle on the [`Judge`] the event loop shares.
+#[derive(Clone)]
+pub struct Admissions(Arc<Mutex<Judge>>);
+
+impl Admissions {
+    pub(super) fn new(frame: Arc<Frame>) -> Admissions {
+        Admissions(Arc::new(Mutex::new(Judge {
+            frame,
+            seen: None,
+            admitted: BTreeMap::new(),
+        })))
+    }
+
+    /// The judge, locked. A thread that panicked holding it left no half
+    /// change behind (each change is one assignment), so a poisoned lock
+    /// is taken as it is.
+    pub(super) fn lock(&self) -> MutexGuard<'_, Judge> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// May `ask.domain` start? The answer, and (for a refused start whose
+    /// plan fits) the config pins the event loop writes once the hook has
+    /// its answer ([`super::Watcher::after_admission`]). Never libvirt.
+    pub fn admit(&self, ask: &Ask) -> (Answer, Option<AfterAdmission>) {
+        match self.lock().decide(ask) {
+            Ok(a) => (
+                a.answer,
+                a.repin.map(|plan| AfterAdmission {
+                    domain: ask.domain.clone(),
+                    plan,
+                }),
+            ),
+            // A watcher that cannot decide does not stop the start: it says why.
+            Err(e) => (
+                Answer {
+                    allow: true,
+                    reason: Some(format!(
+                        "pinplan watch could not decide: {}",
+                        crate::error::one_line(&e)
+                    )),
+                    fix: None,
+                },
+                None,
+            ),
+        }
+    }
+}
+
+/// A refused start's config pins, written once the hook has its answer
+/// (libvirt holds the domain until then).
+pub struct AfterAdmission {
+    pub(super) domain: String,
+    pub(super) plan: Plan,
+}
+
+impl Judge {
+    /// The admission hook's question: may `ask.domain` start with the XML
+    /// libvirt is about to start? Yes when its pins touch no core another
+    /// running tenant holds. Else no, with the plan's way out: the start is
+    /// refused and, when a plan fits, the watcher pins its config so that
+    /// the next start goes through ([`Admission::repin`]).
+    ///
+    /// It reads the host as the last decision left it, not through libvirt:
+    /// while a domain waits in its `prepare` hook, libvirt holds its object,
+    /// and listing the domains waits for the hook — which waits for this
+    /// answer. Every start goes through this question, and a domain allowed
+    /// counts as running from then on; what the cache misses is a pin
+    /// changed by hand since the last event.
+    fn decide(&mut self, ask: &Ask) -> Result<Admission, WatchError> {
+        // Never libvirt from here: with nothing read yet, no decision.
+        let Some(mut snap) = self.seen.clone() else {
+            return Ok(Admission::answer(
+                true,
+                Some(
+                    "pinplan watch has not read the host yet: the start goes unchecked".to_owned(),
+                ),
+                None,
+            ));
+        };
+        let origin = format!("{} domain {} (start)", self.frame.uri, ask.domain);
+        let mut me = tenant_from_domain(&origin, &ask.xml, &self.frame.host)?;
+        self.asked_request(&mut snap, &origin, ask);
+        if let Some(why) = snap.invalid.get(&ask.domain) {
+            return Ok(self.refusal(
+                format!("its pinplan request is not valid: {why}"),
+                format!("fix it with pinplan tag {} KEY=VALUE…", ask.domain),
+                None,
+            ));
+        }
+        if !me.pinned {
+            // Unpinned, its vCPUs may run on every CPU.
+            me.cpus = self.frame.host.usable_cpus();
+        }
+        let ours = self.frame.ours(&snap, &ask.domain);
+        let Some((core, other)) = self.frame.clash(&snap, &me, ours) else {
+            // Running from now on, for the next question before its event.
+            me.state = TenantState::Running;
+            self.admitted.insert(ask.domain.clone(), me.clone());
+            if let Some(seen) = &mut self.seen {
+                seen.tenants.retain(|t| t.name != ask.domain);
+                seen.tenants.push(me);
+            }
+            return Ok(Admission::answer(true, None, None));
+        };
+        let whose = if other == super::frame::HOST {
+            format!("core {}, the host's", core.0)
+        } else {
+            format!("core {} of {other}, which runs", core.0)
+        };
+        let what = if me.pinned {
+            format!("its pins {} take {whose}", me.every_cpu())
+        } else {
+            format!("it is not pinned: its vCPUs would float over {whose}")
+        };
+        if !ours {
+            let fix = format!("pin it onto free cores, or give it a request (pinplan tag {} vcpus=N) so that pinplan pins it", ask.domain);
+            return Ok(self.refusal(what, fix, None));
+        }
+        // Its XML as libvirt is about to start it: libvirt is not asked.
+        let plan =
+            self.frame
+                .plan_with(&snap, &ask.domain, Moment::Define, Some(ask.xml.clone()))?;
+        if plan.vms.iter().any(|v| v.name == ask.domain) {
+            let fix = format!(
+                "pinplan watch pins its config onto free cores now: start {} again",
+                ask.domain
+            );
+            return Ok(self.refusal(what, fix, Some(plan)));
+        }
+        let (why, fix) = super::pin::unplaced_words(&plan, &ask.domain);
+        let movable = self
+            .frame
+            .spec
+            .with_domains(&snap.requests)
+            .map(|(s, _)| s.movable_vms())
+            .unwrap_or_default();
+        let fix = match (movable.is_empty(), fix) {
+            (false, _) => format!(
+                "make room by moving movable VMs ({}): pinplan repack --connect {} --for {}",
+                movable.join(", "),
+                self.frame.uri,
+                ask.domain
+            ),
+            (true, Some(fix)) => fix,
+            (true, None) => {
+                "stop a VM, or mark VMs movable (pinplan tag VM movable=true)".to_owned()
+            }
+        };
+        Ok(self.refusal(
+            format!("{what}; no plan fits it now without moving a running VM: {why}"),
+            fix,
+            None,
+        ))
+    }
+
+    /// The request of the domain asking to start, as libvirt is about to
+    /// start it (its XML's metadata), in place of the one read before.
+    fn asked_request(&self, snap: &mut Snapshot, origin: &str, ask: &Ask) {
+        snap.requests.retain(|r| r.domain != ask.domain);
+        snap.invalid.remove(&ask.domain);
+        let read = DomainRequest::read(origin, &ask.domain, &ask.xml).and_then(|r| {
+            if let Some(r) = &r {
+                self.frame.check_request(r)?;
+            }
+            Ok(r)
+        });
+        match read {
+            Ok(Some(r)) => snap.requests.push(r),
+            Ok(None) => {}
+            Err(e) => {
+                snap.invalid
+                    .insert(ask.domain.clone(), crate::error::one_line(&e));
+            }
+        }
+    }
+
+    /// A refused start (`why`, `fix`), and the plan whose config pins are
+    /// written after the answer. With `--dry-run` nothing is refused: the
+    /// start goes through, and the answer says what would have been said.
+    fn refusal(&self, why: String, fix: String, repin: Option<Plan>) -> Admission {
+        if self.frame.dry_run && !self.frame.refuse_in_dry_run {
+            return Admission::answer(
+                true,
+                Some(format!("--dry-run: would refuse: {why}; fix: {fix}")),
+                None,
+            );
+        }
+        Admission {
+            answer: Answer {
+                allow: false,
+                reason: Some(why),
+                fix: Some(fix),
+            },
+            repin,
+        }
+    }
+}
+
+/// The watcher's answer to the hook, and the plan whose config pins it
+/// writes after answering (libvirt holds the domain while the hook waits).
+struct Admission {
+    answer: Answer,
+    repin: Option<Plan>,
+}
+
+impl Admission {
+    fn answer(allow: bool, reason: Option<String>, fix: Option<String>) -> Admission {
+        Admission {
+            answer: Answer { allow, reason, fix },
+            repin: None,
+        }
+    }
+}
