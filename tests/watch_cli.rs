@@ -155,3 +155,58 @@ fn usage_errors_say_what_to_give() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// `repack --source` plans on the topology given, the domains read through
+/// `--connect`: on libvirt's test driver (16 CPUs on 2 nodes) 3 vCPUs fit
+/// on one node beside the reserved CPU 0; on a captured 2-node host of 2
+/// single-thread cores each, a node has 2 cores, one of node 0 the host's:
+/// 3 do not fit on one node, 2 do on node 1 (CPUs 2-3), with nothing moved.
+#[test]
+fn repack_plans_on_the_topology_given_with_source() {
+    let dir = TempDir::new();
+    let spec = dir.write(
+        "host.toml",
+        "[host]\nreserved_cpus = \"0\"\n\n[[ignore]]\nname = \"test\"\n",
+    );
+    let base = [
+        "repack",
+        "--connect",
+        "test:///default",
+        "--spec",
+        arg(&spec),
+        "--dry-run",
+    ];
+    let small = "synthetic:numa:2 core:2 pu:1";
+    let on_driver = util::pinplan([&base[..], &["--for", "3"]].concat());
+    assert_eq!(
+        on_driver.status.code(),
+        Some(0),
+        "{}",
+        util::describe(&base, &on_driver)
+    );
+    let out = util::text(&on_driver.stdout);
+    assert!(out.contains("(new) fits without moving anything"), "{out}");
+
+    let too_big = util::pinplan([&base[..], &["--for", "3", "--source", small]].concat());
+    assert_eq!(
+        too_big.status.code(),
+        Some(1),
+        "{}",
+        util::describe(&base, &too_big)
+    );
+    let err = util::text(&too_big.stderr);
+    assert!(err.contains("(new) does not fit"), "{err}");
+
+    let fits = util::pinplan([&base[..], &["--for", "2", "--source", small]].concat());
+    assert_eq!(
+        fits.status.code(),
+        Some(0),
+        "{}",
+        util::describe(&base, &fits)
+    );
+    let out = util::text(&fits.stdout);
+    assert!(
+        out.contains("(new) fits: vCPUs 2-3, emulator 0 (0 vCPUs moved"),
+        "{out}"
+    );
+}

@@ -2,6 +2,7 @@
 //! live, the fewest vCPUs (through apply's order, journal and rollback).
 
 use crate::error::{print, Failure, Usage};
+use pinplan::topology::Source;
 use pinplan::watch::repack::For;
 use pinplan::watch::{Settings, Watcher};
 use std::path::PathBuf;
@@ -28,6 +29,12 @@ pub struct RepackArgs {
     /// Say what would move, move nothing.
     #[arg(long)]
     dry_run: bool,
+    /// The topology: a file (hwloc XML, `virsh capabilities`, `pinplan
+    /// topology --format json`) or `synthetic:DESC`, when libvirt's does not
+    /// say enough (the NICs' nodes); default: the spec's [host] source, else
+    /// the host's through --connect. The domains are read through --connect.
+    #[arg(long, value_name = "SRC")]
+    source: Option<String>,
     /// The solve's time limit, in seconds.
     #[arg(long, value_name = "S", default_value_t = 10.0)]
     time_limit: f64,
@@ -80,5 +87,6 @@ fn settings(args: &RepackArgs, spec: Option<PathBuf>) -> Settings {
         dry_run: args.dry_run,
         refuse_in_dry_run: false,
         time_limit: Duration::from_secs_f64(args.time_limit.clamp(0.01, 3600.0)),
+        source: args.source.as_deref().map(Source::from_arg),
     }
 }
