@@ -14,6 +14,8 @@
 #  4. a third, started while the second runs, is refused by the hook with
 #     pinplan's explanation in virsh's error; once the second is stopped
 #     (a core freed), it is refused once more, pinned, and starts pinned;
+#     then a and b started at the same moment, beside a decision: both
+#     refused by the hook (their configs pin c's CPU), none let through;
 #  5. libvirtd restarted under the watcher: it says the connection closed,
 #     reconnects and reconciles; a vCPU pinned by hand onto the host's CPU
 #     is pinned back; then the watcher killed with SIGKILL, the vCPU moved
@@ -185,6 +187,30 @@ virsh -q -c $URI start pp-watch-c >/dev/null
 wait_line "pp-watch-c started: vCPUs 1" >/dev/null
 [ "$(vcpu_cpus)" = "pp-watch-c 1" ] || fail "pp-watch-c's vCPU threads: $(vcpu_cpus)"
 no_sharing "c started once a core was freed"
+
+# Two starts at the same moment, while a decision reads the host (c's pin
+# set again live raises libvirt's tunable event): each hook is answered on
+# the watcher's admission thread from its last reading, not after that
+# decision — which waits on libvirt, which holds its calls while a domain is
+# in its prepare hook. A hook that waited out its 5 s would let the start
+# through: a and b (both pinned to CPU 1 in their configs) must be refused.
+t0=$(date +%s%N)
+virsh -q -c $URI vcpupin pp-watch-c 0 1 --live >/dev/null &
+pc=$!
+virsh -q -c $URI start pp-watch-a 2>"$T/a2.err" >/dev/null &
+pa=$!
+virsh -q -c $URI start pp-watch-b 2>"$T/b2.err" >/dev/null &
+pb=$!
+wait $pa && fail "pp-watch-a started beside pp-watch-c"
+wait $pb && fail "pp-watch-b started beside pp-watch-c"
+wait $pc || true
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+for n in a b; do
+  grep -q "pinplan: pp-watch-$n may not start: its pins 1 take core 1 of pp-watch-c" "$T/${n}2.err" ||
+    fail "pp-watch-$n's refusal at a simultaneous start: $(cat "$T/${n}2.err")"
+done
+say "pp-watch-a and pp-watch-b started at the same moment, beside a decision: both refused by the hook with pinplan's reason, in $ms ms"
+no_sharing "two simultaneous starts refused"
 
 # 5. libvirtd restarted under the watcher.
 kill "$(libvirtd_pid)"
