@@ -267,7 +267,7 @@ const PAGES: [Page; 15] = [
             "pinplan repack --connect qemu:///system --for 8 --spec /etc/pinplan/host.toml --dry-run",
             "# Make room for a defined domain with a request, moving at most 4 vCPUs",
             "pinplan repack --connect qemu:///system --for vm3 --max-moves 4",
-            "# Room for the largest VM of whole cores on one node, the fewest moves",
+            "# The free cores as whole as moves can make them, the fewest moves",
             "pinplan repack --connect qemu:///system --spec /etc/pinplan/host.toml --dry-run",
         ],
         exit: &[
