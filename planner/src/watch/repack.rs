@@ -233,7 +233,7 @@ pub fn room_for(
         .filter(|n| !plan.vms.iter().any(|v| &v.name == *n))
         .cloned()
         .collect();
-    if let Some(first) = left.first() {
+    if !left.is_empty() {
         let words: Vec<(String, Option<String>)> =
             left.iter().map(|n| unplaced_words(&plan, n)).collect();
         let why = if let [(why, _)] = words.as_slice() {
@@ -245,7 +245,8 @@ pub fn room_for(
                 .collect::<Vec<_>>()
                 .join("; ")
         };
-        let fix = unplaced_words(&plan, first).1;
+        // The first one's fix: fixes of several are not additive.
+        let fix = words.first().and_then(|(_, fix)| fix.clone());
         return Err(RepackError::NoFit {
             vms: left,
             why,
@@ -532,6 +533,9 @@ impl Compacted {
             out.push_str(&format!(
                 "{name} stays where it runs: no place was found for it\n"
             ));
+        }
+        if self.plan.vms.iter().all(|v| v.kept) && self.plan.unplaced.is_empty() {
+            out.push_str("no running VM may move (pinplan tag VM movable=true)\n");
         }
         let moved = self.plan.moves.len();
         if moved == 0 {

@@ -793,6 +793,20 @@ fn compaction_on_a_worked_case() {
         one_compaction(&case, None).map_err(|e| e.to_string()),
         Ok(true)
     );
+    // Neither may move: nothing to do, and said why.
+    let mut case = case;
+    for vm in &mut case.vms {
+        vm.movable = false;
+    }
+    let (host, spec, tenants) = setup(&case).unwrap_or_else(|e| panic!("{e}"));
+    let still = self::on(&spec, &tenants, &host);
+    let done = super::repack::compaction(&still, None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        done.to_text(false),
+        "no running VM may move (pinplan tag VM movable=true)\n\
+         free cores: 0 partly used L3 domains, 0 partly used NUMA nodes: already as whole \
+         as moves can make it\n"
+    );
 }
 
 /// Review finding 10: two shut-off `[[vm]]`s made room for at once. On a
