@@ -184,13 +184,20 @@ pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, Exa
     // never places fewer VMs than greedy, even when stopped early.
     // A domain-aware packing is a second candidate: it usually reaches the
     // L3 objectives' bounds, which lets branch and bound stop at once.
-    let candidates: Vec<Vec<f64>> = [
+    let mut starts = vec![
         crate::solve::greedy::place(request),
         crate::solve::pack::place(request),
-    ]
-    .iter()
-    .map(|p| start_from(request, &program, p))
-    .collect();
+    ];
+    // Compaction starts from where the VMs run: no move, within any
+    // ceiling (a VM whose pins break its rules makes it infeasible, and
+    // the loop drops it).
+    if request.order == crate::solve::Order::Compact {
+        starts.push(as_now(request));
+    }
+    let candidates: Vec<Vec<f64>> = starts
+        .iter()
+        .map(|p| start_from(request, &program, p))
+        .collect();
     let tiers = std::mem::take(&mut program.tiers);
     let mut rules = ClassRules {
         bounds: &mut program.bounds,
@@ -219,6 +226,31 @@ pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, Exa
     let mut placement = assign_counts(request, &program, &values, solved.proven);
     placement.fault = solved.fault;
     Ok(placement)
+}
+
+/// The running VMs where they run now: each on the free cores its vCPUs'
+/// CPUs are on.
+fn as_now(request: &PlanRequest) -> Placement {
+    let free = crate::solve::free_cores(request);
+    let cores = request
+        .vms
+        .iter()
+        .enumerate()
+        .filter(|(_, vm)| vm.running && !vm.now.is_empty())
+        .map(|(i, vm)| {
+            let mine = free
+                .iter()
+                .filter(|c| vm.now.iter().any(|&(_, cpu)| c.pus.contains(cpu)))
+                .map(|c| c.core)
+                .collect();
+            (i, mine)
+        })
+        .collect();
+    Placement {
+        cores,
+        proven: false,
+        fault: None,
+    }
 }
 
 /// Counts → concrete cores: VMs by priority (then spec order) take the lowest
