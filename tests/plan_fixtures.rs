@@ -94,6 +94,8 @@ fn request(host: HostTopology) -> PlanRequest {
         reserved,
         fixed: Vec::new(),
         vms,
+        order: Default::default(),
+        max_moves: None,
     }
 }
 
@@ -274,6 +276,8 @@ fn overloaded_384_cpu_host_places_the_exact_maximum() {
         reserved,
         fixed: Vec::new(),
         vms,
+        order: Default::default(),
+        max_moves: None,
     };
     let options = SolveOptions {
         solver: SolverKind::Ilp,

@@ -267,11 +267,11 @@ const PAGES: [Page; 15] = [
             "pinplan repack --connect qemu:///system --for 8 --spec /etc/pinplan/host.toml --dry-run",
             "# Make room for a defined domain with a request, moving at most 4 vCPUs",
             "pinplan repack --connect qemu:///system --for vm3 --max-moves 4",
-            "# Room for the largest VM of whole cores on one node, the fewest moves",
+            "# The free cores as whole as moves can make them, the fewest moves",
             "pinplan repack --connect qemu:///system --spec /etc/pinplan/host.toml --dry-run",
         ],
         exit: &[
-            (0, "room was made (or, with --dry-run, would be): the moves are listed, with their journal"),
+            (0, "room was made, or without --for the free cores made as whole as moves can (or, with --dry-run, would be): the moves are listed, with their journal; also when no move helps"),
             (1, "the answer is no: it does not fit even with every movable VM moved, or it needs more moves than --max-moves (nothing was changed)"),
             (2, "bad input or an error: the spec, --for a domain that runs or has no request, libvirt, a pin call (what it changed was put back)"),
         ],

@@ -196,6 +196,8 @@ fn sized_request(host: HostTopology) -> PlanRequest {
         reserved,
         fixed: Vec::new(),
         vms,
+        order: Default::default(),
+        max_moves: None,
     }
 }
 
@@ -495,6 +497,8 @@ fn random_scenario(seed: u64) -> BoxResult<Scenario> {
         reserved,
         fixed,
         vms: Vec::new(),
+        order: Default::default(),
+        max_moves: None,
     };
     let free_cores = u32::try_from(solve::free_cores(&request).len()).unwrap_or(0);
     let nodes: Vec<NodeId> = request.host.numa_nodes.iter().map(|n| n.id).collect();
@@ -846,6 +850,8 @@ fn bare_request(host: &HostTopology) -> (PlanRequest, u32, u32) {
         reserved: first_core_per_package(host),
         fixed: Vec::new(),
         vms: Vec::new(),
+        order: Default::default(),
+        max_moves: None,
     };
     let free = solve::free_cores(&request);
     let free_cores = u32::try_from(free.len()).unwrap_or(0);
@@ -1120,6 +1126,7 @@ fn tier_letter(tier: Tier) -> String {
         Tier::NicRemote => "R".to_owned(),
         Tier::L3PerVm => "L".to_owned(),
         Tier::PartialL3 => "D".to_owned(),
+        Tier::PartialNodes => "Q".to_owned(),
         // A fleet's objectives: the host's models have none.
         Tier::RunningKept => "K".to_owned(),
         Tier::HostMoves => "H".to_owned(),

@@ -1,5 +1,6 @@
-//! `pinplan repack`: make room for a VM by moving `movable` running VMs,
-//! live, the fewest vCPUs (through apply's order, journal and rollback).
+//! `pinplan repack`: make room for VMs by moving `movable` running VMs,
+//! live, the fewest vCPUs, or without `--for` make the free cores as whole
+//! as moves can (through apply's order, journal and rollback).
 
 use crate::error::{print, Failure, Usage};
 use pinplan::topology::Source;
@@ -16,14 +17,17 @@ pub struct RepackArgs {
     connect: String,
     /// What to make room for: a number of vCPUs (a new VM with the spec's
     /// defaults), a shut-off domain with a request (its config is pinned
-    /// where it fits), or a plan spec (its [[vm]]s that do not run).
-    /// Without it: room for the largest VM of whole cores on one NUMA node.
+    /// where it fits), or a plan spec (its [[vm]]s that do not run, all in
+    /// one plan: each fits, or nothing changes). Without it: the free cores
+    /// made as whole as moves can — the fewest partly used L3 domains, then
+    /// NUMA nodes — with the fewest vCPUs moved.
     #[arg(long = "for", value_name = "SPEC-OR-SIZE")]
     for_what: Option<String>,
     /// The spec (reservation, tables, [[vm]]s); with --for SPEC, that one.
     #[arg(long, value_name = "SPEC")]
     spec: Option<PathBuf>,
-    /// Refuse (change nothing) when room needs more vCPUs moved than this.
+    /// Refuse (change nothing) when room needs more vCPUs moved than this;
+    /// without --for, the most whole free cores this many moves reach.
     #[arg(long, value_name = "N")]
     max_moves: Option<usize>,
     /// Say what would move, move nothing.
@@ -43,7 +47,7 @@ pub struct RepackArgs {
 pub fn run(args: &RepackArgs) -> Result<ExitCode, Failure> {
     let Some(for_what) = &args.for_what else {
         let mut watcher = Watcher::new(&settings(args, args.spec.clone()))?;
-        let done = watcher.repack_largest(args.max_moves)?;
+        let done = watcher.compact(args.max_moves)?;
         print(&done.to_text(args.dry_run))?;
         return Ok(ExitCode::SUCCESS);
     };
@@ -72,10 +76,8 @@ pub fn run(args: &RepackArgs) -> Result<ExitCode, Failure> {
         )
         .into());
     }
-    for t in &targets {
-        let done = watcher.repack(t, args.max_moves)?;
-        print(&done.to_text(args.dry_run))?;
-    }
+    let done = watcher.repack(&targets, args.max_moves)?;
+    print(&done.to_text(args.dry_run))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -181,7 +181,8 @@ fn first_gap(assignment: &Assignment, objective: &FleetObjective, kept: u32) -> 
             | Tier::ExtraNodes
             | Tier::NicRemote
             | Tier::L3PerVm
-            | Tier::PartialL3 => 0,
+            | Tier::PartialL3
+            | Tier::PartialNodes => 0,
         }
     };
     assignment

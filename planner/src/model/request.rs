@@ -228,4 +228,24 @@ pub struct PlanRequest {
     pub fixed: Vec<FixedTenant>,
     /// VMs to place, in spec order.
     pub vms: Vec<VmRequest>,
+    /// The order of the objectives: a plan's, or compaction's.
+    pub order: Order,
+    /// The most vCPUs of running VMs the plan may move, all told (a row of
+    /// the model, not an objective); `None`: no ceiling.
+    pub max_moves: Option<u32>,
+}
+
+/// The order in which the objectives are optimised (docs/plan.md,
+/// "Objective").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Order {
+    /// A plan's: VMs placed, vCPUs, the fewest vCPUs moved, then cores and
+    /// the quality objectives.
+    #[default]
+    Plan,
+    /// Compaction's (`pinplan repack` without `--for`): VMs placed, vCPUs,
+    /// cores, then the free cores as whole as they can be — the fewest
+    /// partly used L3 domains, then NUMA nodes — and only then the fewest
+    /// vCPUs moved.
+    Compact,
 }

@@ -6,7 +6,7 @@ use std::fmt;
 
 /// One objective of a lexicographic order. A host's plan uses
 /// [`Tier::RunningPlaced`] to [`Tier::PartialL3`] (without the fleet's
-/// three); a fleet's assignment uses [`Tier::RunningKept`], the placed VMs,
+/// three), and compaction [`Tier::PartialNodes`] too; a fleet's assignment uses [`Tier::RunningKept`], the placed VMs,
 /// vCPUs and cores, [`Tier::HostMoves`] and [`Tier::HostsTouched`]. Each
 /// counts what users count; [`Tier::more_is_better`] says which way it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -33,6 +33,9 @@ pub enum Tier {
     L3PerVm,
     /// (host 7) Fewest partially used L3 domains.
     PartialL3,
+    /// (host, compaction only) Fewest partially used NUMA nodes: some of
+    /// their free cores used, some not.
+    PartialNodes,
     /// (fleet) Fewest running (movable) VMs given another host.
     HostMoves,
     /// (fleet) Fewest hosts with a VM of the spec.
@@ -70,6 +73,7 @@ impl fmt::Display for Tier {
             Tier::NicRemote => f.write_str("cores off the NIC's node"),
             Tier::L3PerVm => f.write_str("L3 domains per VM"),
             Tier::PartialL3 => f.write_str("partially used L3 domains"),
+            Tier::PartialNodes => f.write_str("partially used NUMA nodes"),
             Tier::HostMoves => f.write_str("moves"),
             Tier::HostsTouched => f.write_str("hosts touched"),
         }
@@ -99,6 +103,7 @@ mod tests {
             Tier::NicRemote,
             Tier::L3PerVm,
             Tier::PartialL3,
+            Tier::PartialNodes,
             Tier::HostMoves,
             Tier::HostsTouched,
         ]

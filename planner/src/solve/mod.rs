@@ -22,7 +22,7 @@ mod proptests;
 pub mod request;
 
 pub use request::{
-    EmulatorPolicy, FixedTenant, GuestOptions, NicAffinity, NumaPolicy, PlanRequest, Roles,
+    EmulatorPolicy, FixedTenant, GuestOptions, NicAffinity, NumaPolicy, Order, PlanRequest, Roles,
     SolveOptions, SolverKind, ThreadPolicy, VmRequest,
 };
 
@@ -121,6 +121,25 @@ pub fn objective(request: &PlanRequest, placement: &Placement) -> Objective {
     .unwrap_or(0);
     objective.placed_by_priority = by_priority.into_iter().map(|(p, n)| (p.0, n)).collect();
     objective
+}
+
+/// NUMA nodes some of whose free cores `placement` uses and some not: what
+/// compaction's [`Tier::PartialNodes`] counts (a plan's [`Objective`] has
+/// no field for it: a plan's order does not count it).
+pub fn partial_nodes(request: &PlanRequest, placement: &Placement) -> u32 {
+    let free = free_cores(request);
+    let used: BTreeSet<CoreId> = placement.cores.values().flatten().copied().collect();
+    let mut per_node: BTreeMap<Option<NodeId>, (u32, u32)> = BTreeMap::new();
+    for c in &free {
+        let (taken, all) = per_node.entry(c.node).or_default();
+        *taken += u32::from(used.contains(&c.core));
+        *all += 1;
+    }
+    let partly = per_node
+        .values()
+        .filter(|&&(taken, all)| taken > 0 && taken < all)
+        .count();
+    u32::try_from(partly).unwrap_or(u32::MAX)
 }
 
 /// The exact solver for which VMs fit only: objectives 1–5 (the L3

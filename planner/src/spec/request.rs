@@ -93,6 +93,8 @@ impl Spec {
                 reserved,
                 fixed,
                 vms,
+                order: Default::default(),
+                max_moves: None,
             },
             warnings,
             refused,

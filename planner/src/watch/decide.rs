@@ -12,7 +12,7 @@ use crate::cpuset::CpuSet;
 use crate::deadline::Deadline;
 use crate::libvirt::tenants::tenants_of;
 use crate::plan::Plan;
-use crate::solve::{SolveOptions, SolverKind};
+use crate::solve::{Order, SolveOptions, SolverKind};
 use crate::spec::{DomainRequest, Running};
 use crate::tenant::{Tenant, TenantKind, TenantState};
 use std::collections::{BTreeMap, BTreeSet};
@@ -188,6 +188,16 @@ pub struct On<'a> {
     pub limit: Duration,
 }
 
+/// What a plan optimises besides its domains: the objectives' order and a
+/// ceiling on the vCPUs moved (the request's [`Order`] and `max_moves`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Goal {
+    /// A plan's order, or compaction's.
+    pub order: Order,
+    /// The most vCPUs moved, all told.
+    pub max_moves: Option<u32>,
+}
+
 /// The plan for `domain` at `moment`: the spec and the domains' requests,
 /// kept to `domain` and the VMs that run (the others are not planned now),
 /// around every other running domain; at a define nothing else moves, at a
@@ -199,6 +209,18 @@ pub fn plan_on(
     moment: Moment,
     defined: &BTreeMap<String, (String, String)>,
 ) -> Result<Plan, WatchError> {
+    plan_all(on, &[domain.to_owned()], moment, defined, Goal::default())
+}
+
+/// [`plan_on`] for several domains at once (none: only the VMs that run),
+/// optimising `goal`.
+pub fn plan_all(
+    on: &On<'_>,
+    domains: &[String],
+    moment: Moment,
+    defined: &BTreeMap<String, (String, String)>,
+    goal: Goal,
+) -> Result<Plan, WatchError> {
     let spec = on.spec.with_domains(on.requests)?.0;
     let mut keep: BTreeSet<String> = on
         .tenants
@@ -206,17 +228,17 @@ pub fn plan_on(
         .filter(|t| t.state == TenantState::Running && t.kind == TenantKind::Vm)
         .map(|t| t.name.clone())
         .collect();
-    keep.insert(domain.to_owned());
+    keep.extend(domains.iter().cloned());
     let movable: BTreeSet<String> = match moment {
         Moment::Define => BTreeSet::new(),
         Moment::Start => spec
             .movable_vms()
             .into_iter()
-            .chain([domain.to_owned()])
+            .chain(domains.iter().cloned())
             .collect(),
     };
     let spec = spec.only(&keep, &movable);
-    let (request, warnings, residents) = spec.request_running(
+    let (mut request, warnings, residents) = spec.request_running(
         on.host.clone(),
         defined,
         &Running {
@@ -225,6 +247,8 @@ pub fn plan_on(
             count_shut_off: false,
         },
     )?;
+    request.order = goal.order;
+    request.max_moves = goal.max_moves;
     let options = SolveOptions {
         solver: SolverKind::Ilp,
         explain: true,

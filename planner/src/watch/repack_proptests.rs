@@ -12,7 +12,7 @@
 //! vCPU per core; `numa = "strict"`: a VM's vCPUs on one node; a VM that
 //! may not move stays on its cores).
 
-use super::repack::{largest_room, room_for, For, RepackError, NEW_VM};
+use super::repack::{room_for, For, RepackError, NEW_VM};
 use super::On;
 use crate::ids::{CoreId, CpuId, NodeId};
 use crate::libvirt::domain::tenant_from_domain;
@@ -53,6 +53,8 @@ struct Running {
 struct Case {
     nodes: u32,
     per_node: u32,
+    /// Cores per L3 domain; 0: no L3 level (the domains are the nodes).
+    per_l3: u32,
     threads: u32,
     vms: Vec<Running>,
     new: u32,
@@ -60,9 +62,18 @@ struct Case {
 
 impl Case {
     fn description(&self) -> String {
+        if self.per_l3 == 0 {
+            return format!(
+                "package:1 numa:{} core:{} pu:{}",
+                self.nodes, self.per_node, self.threads
+            );
+        }
         format!(
-            "package:1 numa:{} core:{} pu:{}",
-            self.nodes, self.per_node, self.threads
+            "package:1 numa:{} l3:{} core:{} pu:{}",
+            self.nodes,
+            self.per_node / self.per_l3,
+            self.per_l3,
+            self.threads
         )
     }
 
@@ -119,6 +130,7 @@ fn cases(threads: u32) -> impl Strategy<Value = Case> {
             Case {
                 nodes,
                 per_node,
+                per_l3: 0,
                 threads,
                 vms,
                 new,
@@ -307,7 +319,12 @@ fn brute_force_input(case: &Case, host: &HostTopology) -> Result<(Groups, Groups
 /// on one node, the immovable VMs' vCPUs where they run, the new VM of its
 /// size; and its moves are exactly the vCPUs of running VMs whose CPU
 /// changed (a move to the sibling thread is one).
-fn check_safe(case: &Case, host: &HostTopology, plan: &Plan) -> Result<(), TestCaseError> {
+fn check_safe(
+    case: &Case,
+    host: &HostTopology,
+    plan: &Plan,
+    with_new: bool,
+) -> Result<(), TestCaseError> {
     prop_assert!(plan.unplaced.is_empty(), "unplaced {:?}", plan.unplaced);
     let mut given: BTreeMap<CoreId, &str> = BTreeMap::new();
     let mut changed = 0;
@@ -355,7 +372,12 @@ fn check_safe(case: &Case, host: &HostTopology, plan: &Plan) -> Result<(), TestC
         }
         changed += pins.iter().filter(|p| !was.contains(p)).count();
     }
-    prop_assert_eq!(plan.vms.len(), case.vms.len() + 1, "{:?}", plan.vms);
+    prop_assert_eq!(
+        plan.vms.len(),
+        case.vms.len() + usize::from(with_new),
+        "{:?}",
+        plan.vms
+    );
     prop_assert_eq!(plan.moves.len(), changed, "moves {:?}", plan.moves);
     Ok(())
 }
@@ -381,16 +403,16 @@ fn one(case: &Case) -> Result<Seen, TestCaseError> {
     prop_assume!(fewest_moves(&free, &movable, 0).is_some());
     let want = fewest_moves(&free, &movable, case.new as usize);
     let on = on(&spec, &tenants, &host);
-    let got = room_for(&on, &For::Vcpus(case.new), &BTreeMap::new());
+    let got = room_for(&on, &[For::Vcpus(case.new)], &BTreeMap::new());
     match (want, got) {
         (None, Err(RepackError::NoFit { .. })) => Ok(Seen::Refused),
         (None, Ok((_, plan))) => Err(TestCaseError::fail(format!(
             "no placement leaves {} cores of a node, but the plan fits it: {plan:?}",
             case.new
         ))),
-        (Some(fewest), Ok((name, plan))) => {
-            prop_assert_eq!(name.as_str(), NEW_VM);
-            check_safe(case, &host, &plan)?;
+        (Some(fewest), Ok((names, plan))) => {
+            prop_assert_eq!(names, [NEW_VM]);
+            check_safe(case, &host, &plan, true)?;
             if plan.proven {
                 prop_assert_eq!(plan.moves.len(), fewest, "moves {:?}", plan.moves);
                 Ok(Seen::Fewest(fewest))
@@ -479,6 +501,7 @@ fn worked_case(new: u32) -> Case {
     Case {
         nodes: 2,
         per_node: 3,
+        per_l3: 0,
         threads: 1,
         vms: vec![
             Running {
@@ -501,55 +524,337 @@ fn repack_makes_room_on_a_worked_case() {
     assert_eq!(one(&case).map_err(|e| e.to_string()), Ok(Seen::Fewest(1)));
 }
 
-/// `repack` without `--for`: the most whole cores on one node that at most
-/// `m` moves leave free is the largest `n` the search finds room for with
-/// at most `m` moves (0, 1, 2 or any), on one-thread hosts (where a new VM
-/// of `n` vCPUs with `threads = "isolate"` is `n` cores).
-#[test]
-fn the_largest_room_is_the_searchs() {
-    let config = ProptestConfig {
-        cases: 24,
-        failure_persistence: None,
-        max_shrink_iters: 32,
-        ..ProptestConfig::default()
+/// Every placement the search of [`fewest_moves`] tries, whole: for each
+/// movable VM in turn, every node and every set of that node's cores
+/// still free; `visit` gets the cores each VM is given and the vCPUs
+/// moved (`n − |set ∩ now|` a VM, the fewest for that set).
+fn every_placement(
+    free: &mut [Vec<u32>],
+    movable: &[Vec<u32>],
+    given: &mut Vec<Vec<u32>>,
+    moved: usize,
+    visit: &mut dyn FnMut(&[Vec<u32>], usize),
+) {
+    let Some((now, rest)) = movable.split_first() else {
+        visit(given, moved);
+        return;
     };
-    let result = proptest::test_runner::TestRunner::new(config).run(&cases(1), |case| {
-        let (host, spec, tenants) = setup(&case)?;
-        let (free, movable) = brute_force_input(&case, &host)?;
-        prop_assume!(fewest_moves(&free, &movable, 0).is_some());
-        let on = on(&spec, &tenants, &host);
-        for most in [Some(0), Some(1), Some(2), None] {
-            let within = |n: usize| {
-                fewest_moves(&free, &movable, n).is_some_and(|m| most.is_none_or(|most| m <= most))
-            };
-            let want = (1..=case.per_node as usize).rev().find(|&n| within(n));
-            let got = largest_room(&on, most);
-            match (want, got) {
-                (Some(n), Ok(cores)) => {
-                    prop_assert_eq!(cores as usize, n, "--max-moves {:?}", most)
-                }
-                (None, Err(RepackError::NoFit { .. })) => {}
-                (want, got) => {
-                    return Err(TestCaseError::fail(format!(
-                        "--max-moves {most:?}: the search says {want:?}, largest_room {got:?}"
-                    )))
-                }
-            }
+    for node in 0..free.len() {
+        let cores = free[node].clone();
+        for set in subsets(&cores, now.len()) {
+            let here = now.iter().filter(|c| !set.contains(c)).count();
+            free[node] = cores.iter().filter(|c| !set.contains(c)).copied().collect();
+            given.push(set);
+            every_placement(free, rest, given, moved + here, visit);
+            given.pop();
         }
-        Ok(())
-    });
-    if let Err(e) = result {
-        panic!("{e}");
+        free[node] = cores;
     }
 }
 
-/// The worked case: a movable VM moved to the other node frees a whole
-/// node of 3 cores; without a move, 2 is the most.
+/// Per core: its (L3 domain, NUMA node), as the case's host has them.
+type Groups2 = BTreeMap<u32, (u32, u32)>;
+
+/// The partly used L3 domains and NUMA nodes when the cores `used` are
+/// taken of `pool` (the cores movable VMs may have): groups some of whose
+/// pool cores are taken and some not. Counted here again, on core numbers.
+fn partly_used(groups: &Groups2, pool: &[u32], used: &BTreeSet<u32>) -> (u32, u32) {
+    let mut l3: BTreeMap<u32, (u32, u32)> = BTreeMap::new();
+    let mut nodes: BTreeMap<u32, (u32, u32)> = BTreeMap::new();
+    for core in pool {
+        let Some(&(d, n)) = groups.get(core) else {
+            continue;
+        };
+        let taken = u32::from(used.contains(core));
+        for e in [l3.entry(d).or_default(), nodes.entry(n).or_default()] {
+            e.0 += taken;
+            e.1 += 1;
+        }
+    }
+    let partly = |m: BTreeMap<u32, (u32, u32)>| {
+        m.values().filter(|&&(t, all)| t > 0 && t < all).count() as u32
+    };
+    (partly(l3), partly(nodes))
+}
+
+/// The lexicographic minimum of (partly used L3 domains, partly used
+/// nodes, vCPUs moved) over every placement of the movable VMs that moves
+/// at most `most` vCPUs; `None` when none does.
+fn most_whole(
+    groups: &Groups2,
+    free: &[Vec<u32>],
+    movable: &[Vec<u32>],
+    most: Option<usize>,
+) -> Option<(u32, u32, usize)> {
+    let pool: Vec<u32> = free.iter().flatten().copied().collect();
+    let mut best: Option<(u32, u32, usize)> = None;
+    let mut visit = |given: &[Vec<u32>], moved: usize| {
+        if most.is_some_and(|m| moved > m) {
+            return;
+        }
+        let used: BTreeSet<u32> = given.iter().flatten().copied().collect();
+        let (l3, nodes) = partly_used(groups, &pool, &used);
+        let key = (l3, nodes, moved);
+        if best.is_none_or(|b| key < b) {
+            best = Some(key);
+        }
+    };
+    every_placement(&mut free.to_vec(), movable, &mut Vec::new(), 0, &mut visit);
+    best
+}
+
+/// Each core's (L3 domain, NUMA node) on the case's host, checked to be
+/// `per_l3` cores a domain, each domain on one node.
+fn groups_of(case: &Case, host: &HostTopology) -> Result<Groups2, TestCaseError> {
+    let mut groups = Groups2::new();
+    let mut sizes: BTreeMap<u32, u32> = BTreeMap::new();
+    for core in &host.cores {
+        let l3 = core
+            .l3
+            .ok_or_else(|| TestCaseError::fail(format!("core {} has no L3", core.id)))?;
+        let node = core.numa_node.map_or(0, |n| n.0);
+        prop_assert_eq!(
+            node,
+            core.id.0 / case.per_node,
+            "the node of core {}",
+            core.id
+        );
+        groups.insert(core.id.0, (l3.0, node));
+        *sizes.entry(l3.0).or_default() += 1;
+    }
+    prop_assert!(sizes.values().all(|&n| n == case.per_l3), "{:?}", sizes);
+    Ok(groups)
+}
+
+/// Compaction cases: 2 nodes of 2 L3 domains of 2–3 cores, `threads` a
+/// core, core 0 the host's; 2–4 VMs of 1–3 vCPUs on a random order of the
+/// free cores (each on a random thread), movable 7 times in 10; a ceiling
+/// on moves one time in three.
+fn compact_cases(threads: u32) -> impl Strategy<Value = (Case, Option<usize>)> {
+    (2u32..=3)
+        .prop_flat_map(move |per_l3| {
+            let free: Vec<u32> = (1..4 * per_l3).collect();
+            (
+                Just(per_l3),
+                prop::collection::vec((1usize..=3, prop::bool::weighted(0.7)), 2..=4),
+                Just(free).prop_shuffle(),
+                prop::collection::vec(0..threads, 12),
+                prop::option::weighted(0.35, 0usize..=3),
+            )
+        })
+        .prop_map(move |(per_l3, shapes, free, thread, most)| {
+            let mut left = free.as_slice();
+            let mut vms = Vec::new();
+            for (vcpus, movable) in shapes {
+                let Some((cores, rest)) = left.split_at_checked(vcpus) else {
+                    break;
+                };
+                let cpus = cores
+                    .iter()
+                    .zip(&thread[vms.iter().map(|v: &Running| v.cpus.len()).sum()..])
+                    .map(|(core, t)| core * threads + t)
+                    .collect();
+                vms.push(Running { cpus, movable });
+                left = rest;
+            }
+            let case = Case {
+                nodes: 2,
+                per_node: 2 * per_l3,
+                per_l3,
+                threads,
+                vms,
+                new: 0,
+            };
+            (case, most)
+        })
+}
+
+/// One compaction case: `Ok(true)` when compared with a proven plan.
+fn one_compaction(case: &Case, most: Option<usize>) -> Result<bool, TestCaseError> {
+    let (host, spec, tenants) = setup(case)?;
+    let (free, movable) = brute_force_input(case, &host)?;
+    let groups = groups_of(case, &host)?;
+    prop_assume!(fewest_moves(&free, &movable, 0).is_some());
+    let Some(want) = most_whole(&groups, &free, &movable, most) else {
+        // No placement within the ceiling (a VM spanning nodes must move).
+        return Ok(false);
+    };
+    let pool: Vec<u32> = free.iter().flatten().copied().collect();
+    let now: BTreeSet<u32> = movable.iter().flatten().copied().collect();
+    let (l3, nodes) = partly_used(&groups, &pool, &now);
+    let on = on(&spec, &tenants, &host);
+    let done = super::repack::compaction(&on, most)
+        .map_err(|e| TestCaseError::fail(format!("compaction failed: {e}")))?;
+    check_safe(case, &host, &done.plan, false)?;
+    prop_assert_eq!((done.before.l3, done.before.nodes), (l3, nodes), "before");
+    let got = (done.after.l3, done.after.nodes, done.plan.moves.len());
+    if !done.plan.proven {
+        prop_assert!(
+            got >= want,
+            "{:?} better than every placement {:?}",
+            got,
+            want
+        );
+        return Ok(false);
+    }
+    prop_assert_eq!(got, want, "moves {:?}", done.plan.moves);
+    Ok(true)
+}
+
+/// 48 cases on hosts of `threads` CPUs per core: `repack` without
+/// `--for` leaves the free cores exactly as whole as the best placement
+/// of the movable VMs (within the ceiling) and moves as few vCPUs as any
+/// placement that whole; its measure before is the search's own count.
+fn compaction_is_the_searchs(threads: u32) {
+    let config = ProptestConfig {
+        cases: 48,
+        failure_persistence: None,
+        max_shrink_iters: 64,
+        ..ProptestConfig::default()
+    };
+    let compared = std::cell::Cell::new(0);
+    let result =
+        proptest::test_runner::TestRunner::new(config).run(&compact_cases(threads), |(c, m)| {
+            if one_compaction(&c, m)? {
+                compared.set(compared.get() + 1);
+            }
+            Ok(())
+        });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    assert!(
+        compared.get() >= 32,
+        "only {} of 48 compared",
+        compared.get()
+    );
+}
+
+/// One thread per core.
 #[test]
-fn the_largest_room_on_a_worked_case() {
-    let case = worked_case(0);
+fn compaction_makes_the_free_cores_as_whole_as_the_search() {
+    compaction_is_the_searchs(1);
+}
+
+/// Two threads per core (a vCPU moved to its core's other thread is a
+/// move).
+#[test]
+fn compaction_makes_the_free_cores_as_whole_as_the_search_on_two_threads() {
+    compaction_is_the_searchs(2);
+}
+
+/// Worked by hand: 2 nodes × 2 L3 domains × 2 one-thread cores (domains
+/// {0,1} {2,3} on node 0, {4,5} {6,7} on node 1; core 0 the host's). Two
+/// movable VMs of one vCPU on cores 2 and 4: the pool is cores 1–7, both
+/// their domains partly used and both nodes. One of them moved next to
+/// the other fills a domain ({2,3} or {4,5}): 1 move, no partly used
+/// domain, 1 partly used node. With --max-moves 0, nothing moves.
+#[test]
+fn compaction_on_a_worked_case() {
+    let case = Case {
+        nodes: 2,
+        per_node: 4,
+        per_l3: 2,
+        threads: 1,
+        vms: vec![
+            Running {
+                cpus: vec![2],
+                movable: true,
+            },
+            Running {
+                cpus: vec![4],
+                movable: true,
+            },
+        ],
+        new: 0,
+    };
     let (host, spec, tenants) = setup(&case).unwrap_or_else(|e| panic!("{e}"));
     let on = on(&spec, &tenants, &host);
-    assert_eq!(largest_room(&on, None).ok(), Some(3));
-    assert_eq!(largest_room(&on, Some(0)).ok(), Some(2));
+    let done = super::repack::compaction(&on, None).unwrap_or_else(|e| panic!("{e}"));
+    assert!(done.plan.proven);
+    assert_eq!((done.before.l3, done.before.nodes), (2, 2));
+    assert_eq!((done.after.l3, done.after.nodes), (0, 1));
+    assert_eq!(done.plan.moves.len(), 1, "{:?}", done.plan.moves);
+    assert_eq!(
+        done.to_text(true).lines().last(),
+        Some(
+            "free cores: 2 partly used L3 domains -> 0, 2 partly used NUMA nodes -> 1 \
+             (1 vCPUs moved, the fewest)"
+        )
+    );
+    let done = super::repack::compaction(&on, Some(0)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(done.plan.moves.is_empty());
+    assert_eq!(
+        done.to_text(true),
+        "free cores: 2 partly used L3 domains, 2 partly used NUMA nodes: already as whole \
+         as moves can make it within --max-moves 0\n"
+    );
+    assert_eq!(
+        one_compaction(&case, None).map_err(|e| e.to_string()),
+        Ok(true)
+    );
+    // Neither may move: nothing to do, and said why.
+    let mut case = case;
+    for vm in &mut case.vms {
+        vm.movable = false;
+    }
+    let (host, spec, tenants) = setup(&case).unwrap_or_else(|e| panic!("{e}"));
+    let still = self::on(&spec, &tenants, &host);
+    let done = super::repack::compaction(&still, None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        done.to_text(false),
+        "no running VM may move (pinplan tag VM movable=true)\n\
+         free cores: 0 partly used L3 domains, 0 partly used NUMA nodes: already as whole \
+         as moves can make it\n"
+    );
+}
+
+/// Review finding 10: two shut-off `[[vm]]`s made room for at once. On a
+/// host of 4 one-thread cores (core 0 the host's), `a` of 2 vCPUs and `b`
+/// of 1 each fit alone on the lowest free cores — planned one by one they
+/// would share core 1 — and planned as one they get cores of their own;
+/// with `b` of 2 vCPUs too they cannot both fit, and the one left out is
+/// named.
+#[test]
+fn several_vms_are_made_room_for_in_one_plan() {
+    let host = crate::topology::load(&Source::Synthetic(
+        "package:1 numa:1 core:4 pu:1".to_owned(),
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let spec_of = |b: u32| {
+        let text = format!(
+            "[host]\nsource = \"synthetic:package:1 numa:1 core:4 pu:1\"\nreserved_cores = 1\n\
+             [defaults]\nthreads = \"isolate\"\nemulator = \"host\"\n\
+             [[vm]]\nname = \"a\"\nvcpus = 2\n[[vm]]\nname = \"b\"\nvcpus = {b}\n"
+        );
+        Spec::parse(Path::new("spec.toml"), &text).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let spec = spec_of(1);
+    let on = on(&spec, &[], &host);
+    let cores = |plan: &Plan, name: &str| -> BTreeSet<CoreId> {
+        plan.vms
+            .iter()
+            .filter(|v| v.name == name)
+            .flat_map(|v| v.cores.iter().copied())
+            .collect()
+    };
+    let alone = |name: &str| {
+        let (_, plan) = room_for(&on, &[For::Domain(name.to_owned())], &BTreeMap::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        cores(&plan, name)
+    };
+    let (a, b) = (alone("a"), alone("b"));
+    assert!(!a.is_disjoint(&b), "one by one they collide: {a:?} {b:?}");
+    let both = [For::Domain("a".to_owned()), For::Domain("b".to_owned())];
+    let (names, plan) = room_for(&on, &both, &BTreeMap::new()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(names, ["a", "b"]);
+    let (a, b) = (cores(&plan, "a"), cores(&plan, "b"));
+    assert_eq!((a.len(), b.len()), (2, 1));
+    assert!(a.is_disjoint(&b), "{a:?} {b:?}");
+    let spec = spec_of(2);
+    let on = super::On { spec: &spec, ..on };
+    match room_for(&on, &both, &BTreeMap::new()) {
+        Err(RepackError::NoFit { vms, .. }) => assert_eq!(vms.len(), 1, "{vms:?}"),
+        other => panic!("2 + 2 vCPUs on 3 cores: {other:?}"),
+    }
 }

@@ -31,9 +31,14 @@ pub const TRACE: &str = "pinplan::ilp";
 
 /// Whether only the per-class model serves `request`: its free cores differ
 /// in usable threads, or running VMs' moves count (they split classes by
-/// where the VMs run now, which the aggregated models do not).
+/// where the VMs run now, which the aggregated models do not), or it is
+/// compaction's order or has a ceiling on moves (only the per-class model
+/// has them).
 pub fn per_class_only(request: &PlanRequest) -> bool {
-    !agg::supported(request) || request.vms.iter().any(|v| v.running)
+    !agg::supported(request)
+        || request.vms.iter().any(|v| v.running)
+        || request.order == super::Order::Compact
+        || request.max_moves.is_some()
 }
 
 /// Solves `request` exactly by `deadline`: the aggregated model where it

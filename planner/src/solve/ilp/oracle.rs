@@ -15,7 +15,7 @@
 use crate::ids::NodeId;
 use crate::solve::classes::{self, Domain, FreeCore};
 use crate::solve::{
-    EmulatorPolicy, NicAffinity, NumaPolicy, Placement, PlanRequest, ThreadPolicy, VmRequest,
+    EmulatorPolicy, NicAffinity, NumaPolicy, Order, Placement, PlanRequest, ThreadPolicy, VmRequest,
 };
 use good_lp::solvers::microlp::MicroLpSolution;
 use good_lp::{
@@ -58,8 +58,18 @@ pub(crate) fn place_within(request: &PlanRequest, limit: Duration) -> Option<Pla
     o.one_tenant_per_core();
     o.memory(request);
     o.break_symmetry();
-    let partial = o.partly_used_domains();
-    let tiers = o.tiers(request, partial);
+    let partial = o.partly_used(|c| c.domain());
+    // Only compaction counts partly used nodes.
+    let partial_nodes = if request.order == Order::Compact {
+        o.partly_used(|c| c.node)
+    } else {
+        Expression::default()
+    };
+    if let Some(most) = request.max_moves {
+        let moves = o.moves.clone();
+        o.cons.push(constraint!(moves <= f64::from(most)));
+    }
+    let tiers = o.tiers(request, partial, partial_nodes);
     let solution = o.minimise(&tiers, deadline)?;
     let mut cores = BTreeMap::new();
     for (v, xs) in o.a.iter().enumerate() {
@@ -389,11 +399,12 @@ impl Oracle {
         self.cons.extend(cons);
     }
 
-    /// Partially used domains: touched (some core a VM's) but not full (all).
-    fn partly_used_domains(&mut self) -> Expression {
-        let mut by_domain: BTreeMap<Domain, Vec<usize>> = BTreeMap::new();
+    /// Partially used groups of free cores (L3 domains or NUMA nodes, by
+    /// `key`): touched (some core a VM's) but not full (all).
+    fn partly_used<K: Ord>(&mut self, key: impl Fn(&FreeCore) -> K) -> Expression {
+        let mut by_domain: BTreeMap<K, Vec<usize>> = BTreeMap::new();
         for (k, c) in self.free.iter().enumerate() {
-            by_domain.entry(c.domain()).or_default().push(k);
+            by_domain.entry(key(c)).or_default().push(k);
         }
         let mut partial = Expression::default();
         for cores in by_domain.values() {
@@ -413,8 +424,14 @@ impl Oracle {
         partial
     }
 
-    /// The objectives in their order, without the empty ones.
-    fn tiers(&mut self, request: &PlanRequest, partial: Expression) -> Vec<Expression> {
+    /// The objectives in their order (a plan's, or compaction's), without
+    /// the empty ones.
+    fn tiers(
+        &mut self,
+        request: &PlanRequest,
+        partial: Expression,
+        partial_nodes: Expression,
+    ) -> Vec<Expression> {
         let mut levels: Vec<i64> = request.vms.iter().map(|v| v.priority).collect();
         levels.sort_by(|a, b| b.cmp(a));
         levels.dedup();
@@ -431,14 +448,21 @@ impl Oracle {
         tiers.insert(0, std::mem::take(&mut self.running));
         let vcpus = request.vms.iter().zip(&self.placed);
         tiers.push(vcpus.map(|(vm, &p)| -f64::from(vm.vcpus) * p).sum());
-        tiers.push(std::mem::take(&mut self.moves));
-        tiers.extend([
-            std::mem::take(&mut self.cores_used),
+        let moves = std::mem::take(&mut self.moves);
+        let cores = std::mem::take(&mut self.cores_used);
+        let quality = [
             std::mem::take(&mut self.extra_nodes),
             std::mem::take(&mut self.nic_remote),
             std::mem::take(&mut self.l3),
-            partial,
-        ]);
+        ];
+        if request.order == Order::Compact {
+            tiers.extend([cores, partial, partial_nodes, moves]);
+            tiers.extend(quality);
+        } else {
+            tiers.extend([moves, cores]);
+            tiers.extend(quality);
+            tiers.push(partial);
+        }
         tiers.retain(|t| !is_empty(t));
         tiers
     }
@@ -516,6 +540,8 @@ mod tests {
             },
             fixed: Vec::new(),
             vms,
+            order: Default::default(),
+            max_moves: None,
         }
     }
 

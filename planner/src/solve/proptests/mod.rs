@@ -11,6 +11,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod compact;
 mod domains;
 mod moves;
 mod regressions;
@@ -295,6 +296,8 @@ fn request(host: &HostSpec, vms: &[VmSpec]) -> PlanRequest {
         reserved,
         fixed,
         vms,
+        order: Default::default(),
+        max_moves: None,
     }
 }
 

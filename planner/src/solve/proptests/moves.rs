@@ -53,7 +53,7 @@ fn firsts(req: &PlanRequest, placement: &crate::solve::Placement) -> (usize, Vec
 /// The vCPUs moved that the oracle's objective counts for `placement`:
 /// per placed running VM, its vCPUs less those its cores can keep (per
 /// core, the CPUs it runs on there now, at most what a core carries).
-fn counted(req: &PlanRequest, placement: &crate::solve::Placement) -> u32 {
+pub(super) fn counted(req: &PlanRequest, placement: &crate::solve::Placement) -> u32 {
     let free = crate::solve::free_cores(req);
     let mut moved = 0;
     for (&i, cores) in &placement.cores {

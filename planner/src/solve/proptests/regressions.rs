@@ -72,6 +72,8 @@ fn regression_request(
             })
             .collect(),
         vms,
+        order: Default::default(),
+        max_moves: None,
     }
 }
 

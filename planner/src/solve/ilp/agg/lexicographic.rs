@@ -182,9 +182,11 @@ pub(super) fn holds(
             Tier::NicRemote => f64::from(o.nic_remote_cores),
             // The aggregated models have no running VMs (ilp::place gives
             // those to the per-class model).
-            Tier::L3PerVm | Tier::PartialL3 | Tier::RunningPlaced | Tier::VcpusMoved => {
-                return true
-            }
+            Tier::L3PerVm
+            | Tier::PartialL3
+            | Tier::PartialNodes
+            | Tier::RunningPlaced
+            | Tier::VcpusMoved => return true,
             // A fleet's objectives: no host model has them.
             Tier::RunningKept | Tier::HostMoves | Tier::HostsTouched => return true,
         };

@@ -318,6 +318,8 @@ mod tests {
             reserved: crate::cpuset::CpuSet::new(),
             fixed: Vec::new(),
             vms,
+            order: Default::default(),
+            max_moves: None,
         }
     }
 

@@ -17,7 +17,7 @@ use super::expr::Expr;
 use super::groups::subset_sum;
 use super::lexicographic::{lexicographic, Rules};
 use crate::deadline::Deadline;
-use crate::ids::CoreId;
+use crate::ids::{CoreId, NodeId};
 use crate::solve::classes::Domain;
 use crate::solve::ExactError;
 use crate::solve::{Placement, PlanRequest, Tier};
@@ -35,6 +35,7 @@ fn start_from(request: &PlanRequest, program: &Program, placement: &Placement) -
         }
     }
     let mut used_per_domain: BTreeMap<Domain, u32> = BTreeMap::new();
+    let mut used_per_node: BTreeMap<Option<NodeId>, u32> = BTreeMap::new();
     for (&i, cores) in &placement.cores {
         let Some(Some(vars)) = program.vms.get(i) else {
             continue;
@@ -46,6 +47,7 @@ fn start_from(request: &PlanRequest, program: &Program, placement: &Placement) -
                 *per_class.entry(c).or_default() += 1.0;
                 let class = &program.classes[c];
                 *used_per_domain.entry(class.domain).or_default() += 1;
+                *used_per_node.entry(class.node).or_default() += 1;
                 if let Some(&y) = vars.y.get(&class.node) {
                     values[y.index()] = 1.0;
                 }
@@ -67,8 +69,17 @@ fn start_from(request: &PlanRequest, program: &Program, placement: &Placement) -
         values[touched.index()] = f64::from(u8::from(used > 0));
         values[full.index()] = f64::from(u8::from(used == cap));
     }
+    for (n, &(touched, full, cap)) in &program.nodes {
+        let used = used_per_node.get(n).copied().unwrap_or(0);
+        values[touched.index()] = f64::from(u8::from(used > 0));
+        values[full.index()] = f64::from(u8::from(used == cap));
+    }
     values
 }
+
+/// Per group of cores (L3 domain or NUMA node): its touched and full
+/// variables and its capacity.
+type Groups<K> = BTreeMap<K, (super::expr::Var, super::expr::Var, u32)>;
 
 /// What the per-class model adds to the one loop: a placed level's bound
 /// (every VM of it), the tiers' lower bounds while every level so far was
@@ -78,7 +89,12 @@ struct ClassRules<'p> {
     /// Lower bounds of the tiers (`Program::bounds`).
     bounds: &'p mut BTreeMap<Tier, f64>,
     /// Per L3 domain: its touched and full variables and its capacity.
-    domains: &'p BTreeMap<Domain, (super::expr::Var, super::expr::Var, u32)>,
+    domains: &'p Groups<Domain>,
+    /// Per NUMA node, likewise (compaction's order only).
+    nodes: &'p Groups<Option<NodeId>>,
+    /// Compaction's order: the partly used groups are what it is for, and
+    /// get the whole time.
+    compact: bool,
     /// The whole time limit, of which the quality tiers get a share.
     limit: Duration,
     /// Whether every priority level so far was placed whole (then every
@@ -100,7 +116,12 @@ impl Rules for ClassRules<'_> {
     fn budget(&self, tier: Tier, left: Duration) -> Duration {
         // The quality objectives (L3 domains) are bin packing at heart; they
         // get a share of the time, so that one of them cannot eat it all.
-        if matches!(tier, Tier::L3PerVm | Tier::PartialL3) {
+        let quality = match tier {
+            Tier::L3PerVm => true,
+            Tier::PartialL3 => !self.compact,
+            _ => false,
+        };
+        if quality {
             left.min(crate::deadline::quality_budget(self.limit))
         } else {
             left
@@ -125,17 +146,33 @@ impl Rules for ClassRules<'_> {
         } else {
             model.le(terms.clone(), best);
         }
-        // Cores used is now fixed: when no set of whole domains adds up to it,
-        // some domain must be partly used.
-        if tier == Tier::Cores && !self.domains.is_empty() {
-            let caps: Vec<u32> = self.domains.values().map(|&(_, _, c)| c).collect();
-            if !subset_sum(&caps, best.max(0.0) as u32) {
-                let partial: Expr = self.domains.values().map(|&(t, f, _)| t - f).sum();
-                model.ge(partial, 1.0);
+        // Cores used is now fixed: when no set of whole domains (nodes) adds
+        // up to it, some domain (node) must be partly used.
+        if tier == Tier::Cores {
+            let used = best.max(0.0) as u32;
+            if some_partly_used(model, self.domains, used) {
                 self.bounds.insert(Tier::PartialL3, 1.0);
+            }
+            if some_partly_used(model, self.nodes, used) {
+                self.bounds.insert(Tier::PartialNodes, 1.0);
             }
         }
     }
+}
+
+/// Whether no set of whole `groups` holds exactly `used` cores: then at
+/// least one is partly used, which becomes a row of `model`.
+fn some_partly_used<K>(model: &mut Model, groups: &Groups<K>, used: u32) -> bool {
+    if groups.is_empty() {
+        return false;
+    }
+    let caps: Vec<u32> = groups.values().map(|&(_, _, c)| c).collect();
+    if subset_sum(&caps, used) {
+        return false;
+    }
+    let partial: Expr = groups.values().map(|&(t, f, _)| t - f).sum();
+    model.ge(partial, 1.0);
+    true
 }
 
 /// Solves lexicographically by `deadline`. A placement not proven because
@@ -147,17 +184,26 @@ pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, Exa
     // never places fewer VMs than greedy, even when stopped early.
     // A domain-aware packing is a second candidate: it usually reaches the
     // L3 objectives' bounds, which lets branch and bound stop at once.
-    let candidates: Vec<Vec<f64>> = [
+    let mut starts = vec![
         crate::solve::greedy::place(request),
         crate::solve::pack::place(request),
-    ]
-    .iter()
-    .map(|p| start_from(request, &program, p))
-    .collect();
+    ];
+    // Compaction starts from where the VMs run: no move, within any
+    // ceiling (a VM whose pins break its rules makes it infeasible, and
+    // the loop drops it).
+    if request.order == crate::solve::Order::Compact {
+        starts.push(as_now(request));
+    }
+    let candidates: Vec<Vec<f64>> = starts
+        .iter()
+        .map(|p| start_from(request, &program, p))
+        .collect();
     let tiers = std::mem::take(&mut program.tiers);
     let mut rules = ClassRules {
         bounds: &mut program.bounds,
         domains: &program.domains,
+        nodes: &program.nodes,
+        compact: request.order == crate::solve::Order::Compact,
         limit,
         all_fixed: true,
     };
@@ -180,6 +226,31 @@ pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, Exa
     let mut placement = assign_counts(request, &program, &values, solved.proven);
     placement.fault = solved.fault;
     Ok(placement)
+}
+
+/// The running VMs where they run now: each on the free cores its vCPUs'
+/// CPUs are on.
+fn as_now(request: &PlanRequest) -> Placement {
+    let free = crate::solve::free_cores(request);
+    let cores = request
+        .vms
+        .iter()
+        .enumerate()
+        .filter(|(_, vm)| vm.running && !vm.now.is_empty())
+        .map(|(i, vm)| {
+            let mine = free
+                .iter()
+                .filter(|c| vm.now.iter().any(|&(_, cpu)| c.pus.contains(cpu)))
+                .map(|c| c.core)
+                .collect();
+            (i, mine)
+        })
+        .collect();
+    Placement {
+        cores,
+        proven: false,
+        fault: None,
+    }
 }
 
 /// Counts → concrete cores: VMs by priority (then spec order) take the lowest

@@ -9,7 +9,7 @@ use super::super::groups::{fewest, partly_used_groups};
 use super::super::tiers::{in_order, Tiers};
 use crate::ids::NodeId;
 use crate::solve::classes::{self, Class, Domain};
-use crate::solve::{EmulatorPolicy, NumaPolicy, PlanRequest, ThreadPolicy, Tier, VmRequest};
+use crate::solve::{EmulatorPolicy, NumaPolicy, Order, PlanRequest, ThreadPolicy, Tier, VmRequest};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The integer program for one request.
@@ -20,6 +20,9 @@ pub(super) struct Program {
     pub(super) vms: Vec<Option<VmVars>>,
     /// Per domain: (touched, full, capacity in cores).
     pub(super) domains: BTreeMap<Domain, (Var, Var, u32)>,
+    /// Per NUMA node, likewise: only in compaction's order (the only one
+    /// with [`Tier::PartialNodes`]).
+    pub(super) nodes: BTreeMap<Option<NodeId>, (Var, Var, u32)>,
     /// Objective tiers, in order (each minimised).
     pub(super) tiers: Tiers,
     /// A lower bound of each non-placement tier when every VM is placed: a
@@ -121,26 +124,20 @@ pub(super) fn build(request: &PlanRequest) -> Program {
         .map(|(i, vm)| b.vm(i, vm))
         .collect();
     b.capacity();
-    let (domains, partial) = b.partly_used_domains();
-    let Builder { m, sums, .. } = b;
-    let mut tiers = in_order(
-        request,
-        sums.placed,
-        vec![
-            (Tier::Vcpus, sums.vcpus),
-            (Tier::VcpusMoved, sums.moves),
-            (Tier::Cores, sums.cores),
-            (Tier::ExtraNodes, sums.extra_nodes),
-            (Tier::NicRemote, sums.nic_remote),
-            (Tier::L3PerVm, sums.l3),
-            (Tier::PartialL3, partial),
-        ],
-    );
-    if !sums.running.is_empty() {
-        tiers.insert(0, (Tier::RunningPlaced, sums.running));
+    let (domains, partial) = b.partly_used(|c| c.domain);
+    let compact = request.order == Order::Compact;
+    let (nodes, partial_nodes) = if compact {
+        b.partly_used(|c| c.node)
+    } else {
+        (BTreeMap::new(), Expr::default())
+    };
+    let Builder { mut m, sums, .. } = b;
+    // The ceiling on moves: a row, whatever the order.
+    if let Some(most) = request.max_moves.filter(|_| !sums.moves.is_empty()) {
+        m.le(sums.moves.clone(), f64::from(most));
     }
     let total_vcpus: f64 = request.vms.iter().map(|v| f64::from(v.vcpus)).sum();
-    let bounds: BTreeMap<Tier, f64> = [
+    let mut bounds: BTreeMap<Tier, f64> = [
         (Tier::Vcpus, -total_vcpus),
         (Tier::Cores, sums.bound_cores),
         (Tier::ExtraNodes, sums.bound_nodes),
@@ -150,11 +147,42 @@ pub(super) fn build(request: &PlanRequest) -> Program {
     ]
     .into_iter()
     .collect();
+    if compact {
+        bounds.insert(Tier::PartialNodes, 0.0);
+    }
+    let running = sums.running.clone();
+    let rest = if compact {
+        vec![
+            (Tier::Vcpus, sums.vcpus),
+            (Tier::Cores, sums.cores),
+            (Tier::PartialL3, partial),
+            (Tier::PartialNodes, partial_nodes),
+            (Tier::VcpusMoved, sums.moves),
+            (Tier::ExtraNodes, sums.extra_nodes),
+            (Tier::NicRemote, sums.nic_remote),
+            (Tier::L3PerVm, sums.l3),
+        ]
+    } else {
+        vec![
+            (Tier::Vcpus, sums.vcpus),
+            (Tier::VcpusMoved, sums.moves),
+            (Tier::Cores, sums.cores),
+            (Tier::ExtraNodes, sums.extra_nodes),
+            (Tier::NicRemote, sums.nic_remote),
+            (Tier::L3PerVm, sums.l3),
+            (Tier::PartialL3, partial),
+        ]
+    };
+    let mut tiers = in_order(request, sums.placed, rest);
+    if !running.is_empty() {
+        tiers.insert(0, (Tier::RunningPlaced, running));
+    }
     Program {
         model: m,
         classes,
         vms,
         domains,
+        nodes,
         tiers,
         bounds,
     }
@@ -431,29 +459,33 @@ impl Builder<'_> {
         }
     }
 
-    /// Partially used domains: touched but not full. Their binaries and the
-    /// objective that counts them.
-    fn partly_used_domains(&mut self) -> (BTreeMap<Domain, (Var, Var, u32)>, Expr) {
-        let mut per_domain: BTreeMap<Domain, (Expr, u32)> = BTreeMap::new();
+    /// Partially used groups of cores (L3 domains or NUMA nodes, by `key`):
+    /// touched but not full. Their binaries and the objective that counts
+    /// them.
+    fn partly_used<K: Ord + Copy>(
+        &mut self,
+        key: impl Fn(&Class) -> K,
+    ) -> (BTreeMap<K, (Var, Var, u32)>, Expr) {
+        let mut per_group: BTreeMap<K, (Expr, u32)> = BTreeMap::new();
         for (c, class) in self.classes.iter().enumerate() {
-            let entry = per_domain.entry(class.domain).or_default();
+            let entry = per_group.entry(key(class)).or_default();
             entry.0 += self.sums.class_users[c].clone();
             entry.1 += class.size();
         }
-        let (domains, partial) = partly_used_groups(&mut self.m, per_domain, false);
+        let (domains, partial) = partly_used_groups(&mut self.m, per_group, false);
         // A domain is full only if each class of cores in it is (and touched
         // when any class is, each by its own size): on a host
         // of mixed thread counts the relaxation otherwise fills a domain with
         // cores of one class while another (single-thread cores no VM needs)
         // stays free, and objective 7 keeps no bound (8 of the mixed-thread
         // bench's hosts ran out the clock there).
-        let mut classes_in: BTreeMap<Domain, usize> = BTreeMap::new();
+        let mut classes_in: BTreeMap<K, usize> = BTreeMap::new();
         for class in self.classes {
-            *classes_in.entry(class.domain).or_default() += 1;
+            *classes_in.entry(key(class)).or_default() += 1;
         }
         for (c, class) in self.classes.iter().enumerate() {
             let (Some(&(touched, full, _)), Some(2..)) =
-                (domains.get(&class.domain), classes_in.get(&class.domain))
+                (domains.get(&key(class)), classes_in.get(&key(class)))
             else {
                 continue;
             };
