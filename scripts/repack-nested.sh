@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # pinplan repack on real guests that need a host bigger than this one
 # (issue 30): this machine has 2 CPUs, one of them the host's, so no move
-# can ever make room there. This script boots a QEMU machine with 6 vCPUs
-# on 2 NUMA nodes (3 + 3) running Linux and its own libvirtd — the "host" —
+# can ever make room there. This script boots a QEMU machine with 4 vCPUs
+# on 2 NUMA nodes (2 + 2) running Linux and its own libvirtd — the "host" —
 # and inside it runs QEMU guests that pinplan pins, moves and puts back,
 # checking every vCPU thread's affinity in /proc after each step
 # (scripts/repack-inner.sh). Both levels run under TCG, QEMU's emulator:
 # this machine is itself a virtual machine, and a Linux kernel under its
 # nested KVM hangs in early boot (seen: "early console in setup code", then
-# nothing); the guests inside only run their firmware, as in
+# nothing), and 6 emulated CPUs on this machine's 2 stall (RCU stalls, soft
+# lockups); the guests inside only run their firmware, as in
 # scripts/watch-live.sh.
 #
 # The nested host's root file system is built once from this machine's own
@@ -97,14 +98,15 @@ SHARE=$(mktemp -d)
 trap 'rm -rf "$SHARE"' EXIT
 cp "$PINPLAN" "$SHARE/pinplan"
 cp scripts/repack-inner.sh "$SHARE/inner.sh"
+cp scripts/guest-cpus.sh "$SHARE/guest-cpus.sh"
 chmod +x "$SHARE/inner.sh" "$SHARE/pinplan"
 
-say "booting the nested host: 6 vCPUs on 2 NUMA nodes, 3 GiB"
+say "booting the nested host: 4 vCPUs on 2 NUMA nodes, 2 GiB"
 started=$(date +%s)
-timeout 900 qemu-system-x86_64 -accel tcg,thread=single -cpu max -m 3072 \
-  -smp 6,sockets=2,cores=3,threads=1 \
-  -object memory-backend-ram,id=m0,size=1536M -object memory-backend-ram,id=m1,size=1536M \
-  -numa node,nodeid=0,cpus=0-2,memdev=m0 -numa node,nodeid=1,cpus=3-5,memdev=m1 \
+timeout 900 qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 2048 \
+  -smp 4,sockets=2,cores=2,threads=1 \
+  -object memory-backend-ram,id=m0,size=1024M -object memory-backend-ram,id=m1,size=1024M \
+  -numa node,nodeid=0,cpus=0-1,memdev=m0 -numa node,nodeid=1,cpus=2-3,memdev=m1 \
   -kernel "$DIR/vmlinuz" -initrd "$DIR/initrd.img" \
   -append "root=/dev/vda rw console=ttyS0 quiet systemd.show_status=0 nowatchdog tsc=reliable" \
   -drive "file=$DIR/root.img,if=virtio,format=raw,snapshot=on" \

@@ -88,33 +88,7 @@ wait_line() {
   fail "no watcher line matching /$1/"
 }
 
-# The CPUs each running domain's vCPU threads may run on, from /proc.
-vcpu_cpus() {
-  local n pid task
-  for n in $(virsh -q -c $URI list --name); do
-    pid=$(cat "/run/libvirt/qemu/$n.pid")
-    for task in /proc/"$pid"/task/*; do
-      if grep -q '^CPU [0-9]*/' "$task/comm" 2>/dev/null; then
-        echo "$n $(grep Cpus_allowed_list "$task/status" | awk '{print $2}')"
-      fi
-    done
-  done
-}
-
-no_sharing() {
-  local seen=() line name cpus c
-  while read -r name cpus; do
-    [ -z "${name:-}" ] && continue
-    for c in $(echo "$cpus" | tr ',' ' '); do
-      case $c in *-*) fail "$1: $name's vCPU may run on $cpus (not pinned)";; esac
-      for s in "${seen[@]}"; do
-        [ "${s#* }" = "$c" ] && [ "${s%% *}" != "$name" ] && fail "$1: ${s%% *} and $name share CPU $c"
-      done
-      seen+=("$name $c")
-    done
-  done < <(vcpu_cpus)
-  say "$1: no two running domains share a CPU ($(vcpu_cpus | tr '\n' ';'))"
-}
+. "$(dirname "$0")/guest-cpus.sh"
 
 # "start event at T, decided and pinned in M ms; read back N ms after the
 # event": from the watcher's JSON line ($1: time = when the decision ended,

@@ -63,7 +63,7 @@ enum Command {
     /// Pin VMs as the host changes: a service on libvirt's domain events, its
     /// admission hook, its systemd unit.
     Watch(watch::WatchArgs),
-    /// Make room for a VM: move movable running VMs live, the fewest vCPUs.
+    /// Make room for a VM, or make the free cores whole: move movable running VMs live, the fewest vCPUs.
     Repack(repack::RepackArgs),
     /// Write a domain's own request (a spec's [[vm]] keys) into its libvirt metadata.
     Tag(tag::TagArgs),

@@ -1,0 +1,33 @@
+# Sourced by scripts/watch-live.sh and scripts/repack-inner.sh: what the
+# running guests' vCPU threads may run on, read from /proc, and the check
+# that no two guests share a CPU. The caller sets URI and defines say and
+# fail.
+
+# "NAME CPUS" per vCPU thread of each running guest, from /proc.
+vcpu_cpus() {
+  local n pid task
+  for n in $(virsh -q -c $URI list --name); do
+    pid=$(cat "/run/libvirt/qemu/$n.pid")
+    for task in /proc/"$pid"/task/*; do
+      if grep -q '^CPU [0-9]*/' "$task/comm" 2>/dev/null; then
+        echo "$n $(awk '/Cpus_allowed_list/ {print $2}' "$task/status")"
+      fi
+    done
+  done | sort
+}
+
+# Fails ($1 names the step) when a vCPU thread may run on more than one CPU
+# or two guests have vCPU threads on one CPU.
+no_sharing() {
+  local name cpus seen=" "
+  while read -r name cpus; do
+    [ -n "$name" ] || continue
+    case $cpus in *-* | *,*) fail "$1: a vCPU thread of $name may run on $cpus (not one CPU)" ;; esac
+    case $seen in
+      *" $cpus:$name "*) ;;
+      *" $cpus:"*) fail "$1: CPU $cpus has two guests' vCPU threads ($(vcpu_cpus | tr '\n' ';'))" ;;
+    esac
+    seen="$seen$cpus:$name "
+  done < <(vcpu_cpus)
+  say "$1: no two running guests share a CPU ($(vcpu_cpus | tr '\n' ';'))"
+}
