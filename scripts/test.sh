@@ -37,3 +37,7 @@ cargo test --locked --workspace --features pinplan-cli/fault-injection
 # and its hook, which restarts libvirtd (so it runs after every test).
 PINPLAN_WATCH_EVENTS=300 cargo test --locked -q -p pinplan --bench watch
 scripts/watch-live.sh "$CARGO_TARGET_DIR/debug/pinplan"
+# repack on real guests of a 4-CPU host: a QEMU machine with its own
+# libvirtd (its root file system built once, then cached), since a move
+# can never make room on a 2-CPU machine.
+scripts/repack-nested.sh "$CARGO_TARGET_DIR/debug/pinplan"
