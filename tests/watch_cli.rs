@@ -156,8 +156,8 @@ fn usage_errors_say_what_to_give() {
     }
 }
 
-/// `repack --source` plans on the topology given, the domains read through
-/// `--connect`: on libvirt's test driver (16 CPUs on 2 nodes) 3 vCPUs fit
+/// `repack --source` (else the spec's `[host] source`) plans on the
+/// topology given, the domains read through `--connect`: on libvirt's test driver (16 CPUs on 2 nodes) 3 vCPUs fit
 /// on one node beside the reserved CPU 0; on a captured 2-node host of 2
 /// single-thread cores each, a node has 2 cores, one of node 0 the host's:
 /// 3 do not fit on one node, 2 do on node 1 (CPUs 2-3), with nothing moved.
@@ -208,5 +208,30 @@ fn repack_plans_on_the_topology_given_with_source() {
     assert!(
         out.contains("(new) fits: vCPUs 2-3, emulator 0 (0 vCPUs moved"),
         "{out}"
+    );
+
+    // Without --source, the spec's [host] source is the topology.
+    let captured = dir.write(
+        "captured.toml",
+        format!(
+            "[host]\nreserved_cpus = \"0\"\nsource = \"{small}\"\n\n[[ignore]]\nname = \"test\"\n"
+        ),
+    );
+    let args = [
+        "repack",
+        "--connect",
+        "test:///default",
+        "--spec",
+        arg(&captured),
+        "--dry-run",
+        "--for",
+        "3",
+    ];
+    let from_spec = util::pinplan(args);
+    assert_eq!(
+        from_spec.status.code(),
+        Some(1),
+        "{}",
+        util::describe(&args, &from_spec)
     );
 }

@@ -35,7 +35,7 @@ pub struct WatchArgs {
     #[arg(long)]
     dry_run: bool,
     /// The topology: a file (hwloc XML, `virsh capabilities`, `pinplan
-    /// topology --format json) or `synthetic:DESC`, when libvirt's does not
+    /// topology --format json`) or `synthetic:DESC`, when libvirt's does not
     /// say enough (the NICs' nodes); default: the spec's [host] source, else
     /// the host's through --connect. Read again on SIGHUP.
     #[arg(long, value_name = "SRC")]
@@ -277,7 +277,7 @@ fn react(watcher: &mut Watcher, args: &WatchArgs, input: Input) -> Option<ExitCo
                 EventKind::Stopped => Happening::Stopped,
                 EventKind::Undefined => Happening::Undefined,
             };
-            let d = watcher.happened(&event.domain, happening);
+            let d = watcher.happened_at(&event.domain, happening, event.at);
             show(args, &d);
         }
         Input::Notice(Notice::Closed { .. }) => {}

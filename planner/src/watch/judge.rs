@@ -3,8 +3,10 @@
 //! `prepare` hook, holds every call that lists domains) when a second start
 //! asks. So the answer comes from a [`Judge`] the loop shares: the host as
 //! the last decision read it, the domains admitted since, and the
-//! [`Frame`]. Nothing here calls libvirt; the lock is held only while a
-//! question is decided or the loop hands over what it read.
+//! [`Frame`], and the CPUs a live change is moving VMs onto (claimed before
+//! the first pin call, so that no start is let onto them meanwhile).
+//! Nothing here calls libvirt; the lock is held only while a question is
+//! decided or the loop hands over what it read.
 
 use super::admission::{Answer, Ask};
 use super::decide::{Moment, Snapshot};
@@ -15,7 +17,13 @@ use crate::plan::Plan;
 use crate::spec::DomainRequest;
 use crate::tenant::{Tenant, TenantState};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How long a question waits for the watcher's first reading of the host
+/// (at its start, libvirtd's autostart domains may ask before it has read
+/// anything): well inside the hook's own wait (5 s by default).
+const FIRST_READING: Duration = Duration::from_secs(3);
 
 /// What the admission question is answered from.
 pub(super) struct Judge {
@@ -24,36 +32,107 @@ pub(super) struct Judge {
     /// The host as the last decision read it.
     pub(super) seen: Option<Snapshot>,
     /// Domains admitted to start, counted as running until libvirt says
-    /// they run (or stopped).
-    pub(super) admitted: BTreeMap<String, Tenant>,
+    /// they run (or stopped), with when they were admitted.
+    pub(super) admitted: BTreeMap<String, (Tenant, SystemTime)>,
+    /// Running VMs as a live change in progress is pinning them: held
+    /// (beside where `seen` has them) until the next reading of the host.
+    pub(super) claims: Vec<Tenant>,
 }
 
 /// The watcher's answers to the admission hook, for the thread that
 /// serves its socket: a handle on the [`Judge`] the event loop shares.
 #[derive(Clone)]
-pub struct Admissions(Arc<Mutex<Judge>>);
+pub struct Admissions(Arc<(Mutex<Judge>, Condvar)>);
 
 impl Admissions {
     pub(super) fn new(frame: Arc<Frame>) -> Admissions {
-        Admissions(Arc::new(Mutex::new(Judge {
+        let judge = Judge {
             frame,
             seen: None,
             admitted: BTreeMap::new(),
-        })))
+            claims: Vec::new(),
+        };
+        Admissions(Arc::new((Mutex::new(judge), Condvar::new())))
     }
 
     /// The judge, locked. A thread that panicked holding it left no half
     /// change behind (each change is one assignment), so a poisoned lock
     /// is taken as it is.
     pub(super) fn lock(&self) -> MutexGuard<'_, Judge> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.0 .0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Hands over a reading of the host: what questions are answered from
+    /// now on (a question waiting for the first reading goes on). The
+    /// claims of a change are over: the reading shows it done.
+    pub(super) fn read(&self, seen: Snapshot) {
+        let mut judge = self.lock();
+        judge.seen = Some(seen);
+        judge.claims.clear();
+        self.0 .1.notify_all();
+    }
+
+    /// Before a live change: the CPUs `plan` gives those of the running VMs
+    /// `names`, held for the admission question from now on (beside where
+    /// they run) until the next reading of the host — or [`Self::unclaim`]
+    /// when the change failed (and was put back) or changed nothing.
+    pub(super) fn claim(&self, plan: &Plan, names: &[String]) {
+        let mut judge = self.lock();
+        let running: Vec<Tenant> = judge
+            .seen
+            .iter()
+            .flat_map(|s| s.tenants.iter())
+            .filter(|t| t.state == TenantState::Running && names.contains(&t.name))
+            .cloned()
+            .collect();
+        for mut t in running {
+            if let Some(vm) = plan.vms.iter().find(|v| v.name == t.name) {
+                t.cpus = vm.vcpus.iter().map(|p| p.cpu).collect();
+                t.emulator_cpus = vm.emulator_cpus.clone();
+                t.iothreads.clear();
+                judge.claims.push(t);
+            }
+        }
+    }
+
+    /// The claims of a change that did not happen.
+    pub(super) fn unclaim(&self) {
+        self.lock().claims.clear();
+    }
+
+    /// `domain` stopped (libvirt's event, `at`): no longer counted as
+    /// admitted — unless it was admitted again after the event (stopped and
+    /// started again while the event waited in the loop).
+    pub(super) fn stopped(&self, domain: &str, at: SystemTime) {
+        let mut judge = self.lock();
+        if judge
+            .admitted
+            .get(domain)
+            .is_some_and(|(_, when)| *when <= at)
+        {
+            judge.admitted.remove(domain);
+        }
     }
 
     /// May `ask.domain` start? The answer, and (for a refused start whose
     /// plan fits) the config pins the event loop writes once the hook has
-    /// its answer ([`super::Watcher::after_admission`]). Never libvirt.
+    /// its answer ([`super::Watcher::after_admission`]). Never libvirt; a
+    /// question before the watcher's first reading of the host waits for it
+    /// ([`FIRST_READING`] at most).
     pub fn admit(&self, ask: &Ask) -> (Answer, Option<AfterAdmission>) {
-        match self.lock().decide(ask) {
+        let mut judge = self.lock();
+        let until = Instant::now() + FIRST_READING;
+        while judge.seen.is_none() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            judge = match self.0 .1.wait_timeout(judge, left) {
+                Ok((judge, _)) => judge,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        match judge.decide(ask) {
             Ok(a) => (
                 a.answer,
                 a.repin.map(|plan| AfterAdmission {
@@ -108,6 +187,8 @@ impl Judge {
                 None,
             ));
         };
+        // A live change in progress holds the CPUs it moves VMs onto.
+        snap.tenants.extend(self.claims.iter().cloned());
         let origin = format!("{} domain {} (start)", self.frame.uri, ask.domain);
         let mut me = tenant_from_domain(&origin, &ask.xml, &self.frame.host)?;
         self.asked_request(&mut snap, &origin, ask);
@@ -126,7 +207,8 @@ impl Judge {
         let Some((core, other)) = self.frame.clash(&snap, &me, ours) else {
             // Running from now on, for the next question before its event.
             me.state = TenantState::Running;
-            self.admitted.insert(ask.domain.clone(), me.clone());
+            self.admitted
+                .insert(ask.domain.clone(), (me.clone(), SystemTime::now()));
             if let Some(seen) = &mut self.seen {
                 seen.tenants.retain(|t| t.name != ask.domain);
                 seen.tenants.push(me);

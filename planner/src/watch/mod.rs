@@ -186,10 +186,9 @@ pub struct Settings {
 pub struct Watcher {
     /// The ground of its decisions, shared with the admission thread.
     frame: Arc<frame::Frame>,
-    /// The spec's path, read again on SIGHUP.
-    spec_path: Option<PathBuf>,
-    /// The topology source, read again on SIGHUP.
-    source: Option<Source>,
+    /// How it was set up: the spec and topology are read again from there
+    /// on SIGHUP.
+    settings: Settings,
     /// What the admission question is answered from.
     admissions: Admissions,
 }
@@ -198,38 +197,23 @@ impl Watcher {
     /// A watcher of `settings.uri`: its spec read, its topology through
     /// `settings.source`, else the spec's `[host] source`, else the URI.
     pub fn new(settings: &Settings) -> Result<Watcher, WatchError> {
-        let frame = Arc::new(frame(
-            settings,
-            settings.source.as_ref(),
-            settings.spec.as_deref(),
-        )?);
+        let frame = Arc::new(frame(settings)?);
         Ok(Watcher {
             admissions: Admissions::new(Arc::clone(&frame)),
             frame,
-            spec_path: settings.spec.clone(),
-            source: settings.source.clone(),
+            settings: settings.clone(),
         })
     }
 
     /// Reads the spec, its tables and the topology again (SIGHUP); on an
-    /// error the watcher keeps what it had.
+    /// error the watcher keeps what it had. The domains' requests are then
+    /// checked again against the new spec (the admission question's too).
     pub fn reload(&mut self) -> Result<(), WatchError> {
-        let f = &self.frame;
-        let settings = Settings {
-            uri: f.uri.clone(),
-            spec: self.spec_path.clone(),
-            source: self.source.clone(),
-            dry_run: f.dry_run,
-            refuse_in_dry_run: f.refuse_in_dry_run,
-            time_limit: f.time_limit,
-        };
-        let frame = Arc::new(frame(
-            &settings,
-            self.source.as_ref(),
-            self.spec_path.as_deref(),
-        )?);
+        let frame = Arc::new(frame(&self.settings)?);
         self.admissions.lock().frame = Arc::clone(&frame);
         self.frame = frame;
+        // Unreadable now, the next decision reads it.
+        let _ = self.snapshot();
         Ok(())
     }
 
@@ -265,14 +249,19 @@ impl Watcher {
         &self.frame.uri
     }
 
-    /// Reacts to `happening` of `domain`.
+    /// Reacts to `happening` of `domain`, now.
     pub fn happened(&mut self, domain: &str, happening: Happening) -> Decision {
+        self.happened_at(domain, happening, SystemTime::now())
+    }
+
+    /// Reacts to `happening` of `domain`, which libvirt told `at`.
+    pub fn happened_at(&mut self, domain: &str, happening: Happening, at: SystemTime) -> Decision {
         let since = Instant::now();
         let outcome = match happening {
             Happening::Defined | Happening::Changed => self.defined(domain),
             Happening::Started => self.started(domain),
             Happening::Stopped => {
-                self.admissions.lock().admitted.remove(domain);
+                self.admissions.stopped(domain, at);
                 self.stopped(domain)
             }
             Happening::Undefined => Ok(Outcome::Gone),
@@ -361,22 +350,20 @@ fn failed(outcome: Result<Outcome, WatchError>) -> Outcome {
 }
 
 /// The ground of a watcher's decisions: the spec (or none: the domains'
-/// requests alone), the topology (`source`, else the spec's `[host]
+/// requests alone), the topology (`--source`, else the spec's `[host]
 /// source`, else through the URI) and the reserved CPUs.
-fn frame(
-    settings: &Settings,
-    source: Option<&Source>,
-    spec: Option<&std::path::Path>,
-) -> Result<frame::Frame, WatchError> {
+fn frame(settings: &Settings) -> Result<frame::Frame, WatchError> {
     let uri = &settings.uri;
-    let spec = match spec {
+    let spec = match &settings.spec {
         Some(path) => Spec::load(path)?,
         None => Spec::without_file(uri)?,
     };
-    let given = source
-        .cloned()
+    let source = settings
+        .source
+        .clone()
+        .or_else(|| spec.source.clone())
         .unwrap_or_else(|| Source::Libvirt(uri.clone()));
-    let host = crate::topology::load(&spec.topology_source(Some(given)))?;
+    let host = crate::topology::load(&source)?;
     Ok(frame::Frame {
         reserved: spec.reserved_cpus(&host)?,
         uri: uri.clone(),

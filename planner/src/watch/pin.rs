@@ -69,8 +69,27 @@ impl super::Watcher {
     /// `names` in `scope`, as `pinplan apply` does: under the host's lock,
     /// its preconditions, the journal written first, every pin read back,
     /// all or nothing. The journal's path, or none when the plan is in
-    /// effect already.
+    /// effect already. A live change claims the CPUs it moves running VMs
+    /// onto first, so that the admission question (answered on its own
+    /// thread) lets no start onto them meanwhile.
     pub(super) fn apply(
+        &self,
+        plan: &Plan,
+        names: &[String],
+        scope: Scope,
+        what: &str,
+    ) -> Result<Option<PathBuf>, WatchError> {
+        if scope.live {
+            self.admissions.claim(plan, names);
+        }
+        let result = self.apply_now(plan, names, scope, what);
+        if !matches!(result, Ok(Some(_))) {
+            self.admissions.unclaim();
+        }
+        result
+    }
+
+    fn apply_now(
         &self,
         plan: &Plan,
         names: &[String],

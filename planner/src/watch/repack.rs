@@ -78,6 +78,9 @@ pub enum RepackError {
     /// `--for DOMAIN` names a domain that runs.
     #[error("--for {0}: it runs already: repack makes room for a VM that is not running")]
     Running(String),
+    /// The exact solver gave no plan (its fallback is not carried out).
+    #[error("no exact plan, so nothing was moved: {0}")]
+    NotExact(String),
     /// Reading, planning or moving failed.
     #[error(transparent)]
     Watch(#[from] WatchError),
@@ -115,6 +118,9 @@ impl crate::error::Diagnostic for RepackError {
             RepackError::Running(_) => Some(
                 "repack makes room for a VM to start: give --for N (vCPUs) or a domain that is shut off".to_owned(),
             ),
+            RepackError::NotExact(_) => Some(
+                "give it more time (--time-limit S), or try again; pinplan plan --connect shows the plan it would make".to_owned(),
+            ),
             RepackError::Watch(e) => crate::error::Diagnostic::hint(e),
         }
     }
@@ -147,8 +153,10 @@ impl super::Watcher {
                 }
             }
         }
-        let (vms, plan) = room_for(&self.frame.on(&snap), targets, &defined)?;
-        let moved_vms = moved_vms(&plan);
+        let on = self.frame.on(&snap);
+        let (vms, plan) = room_for(&on, targets, &defined)?;
+        exact(&plan)?;
+        let moved_vms = changed_vms(&on, &plan);
         let moved_vcpus = plan.moves.len();
         if let Some(most) = max_moves.filter(|&m| moved_vcpus > m) {
             return Err(RepackError::TooManyMoves {
@@ -189,14 +197,47 @@ impl super::Watcher {
     }
 }
 
-/// The running VMs a plan moves, by name.
-fn moved_vms(plan: &Plan) -> Vec<String> {
-    plan.moves
+/// The running VMs a plan changes, by name: those whose vCPUs move, and
+/// those whose emulator or I/O threads alone do (an isolated emulator's
+/// core is no vCPU move, but it is a change to make).
+fn changed_vms(on: &super::On<'_>, plan: &Plan) -> Vec<String> {
+    let mut names: BTreeSet<String> = plan.moves.iter().map(|m| m.vm.clone()).collect();
+    for vm in plan.vms.iter().filter(|v| !v.kept) {
+        let running = on
+            .tenants
+            .iter()
+            .find(|t| t.name == vm.name && t.state == crate::tenant::TenantState::Running);
+        if let Some(t) = running {
+            let io_now = t
+                .iothreads
+                .iter()
+                .fold(CpuSet::new(), |all, io| all.union(&io.cpus));
+            if t.emulator_cpus != vm.emulator_cpus
+                || (!t.iothreads.is_empty() && io_now != vm.emulator_cpus)
+            {
+                names.insert(vm.name.clone());
+            }
+        }
+    }
+    names.into_iter().collect()
+}
+
+/// Only a plan of the exact solver is carried out: the greedy answer it
+/// falls back on (the solver crashed or found nothing in time) knows
+/// neither the fewest moves nor compaction's order nor `--max-moves`.
+fn exact(plan: &Plan) -> Result<(), RepackError> {
+    if plan.solver == crate::solve::SolverKind::Ilp {
+        return Ok(());
+    }
+    let why = plan
+        .warnings
         .iter()
-        .map(|m| m.vm.clone())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect()
+        .find(|w| w.kind == crate::model::WarningKind::Solver)
+        .map_or_else(
+            || "the exact solver gave no plan".to_owned(),
+            |w| w.text.to_string(),
+        );
+    Err(RepackError::NotExact(why))
 }
 
 /// The plan that makes room for every one of `targets` on `on`'s host at
@@ -377,6 +418,15 @@ impl super::Watcher {
     pub fn compact(&mut self, max_moves: Option<usize>) -> Result<Compacted, RepackError> {
         let snap = self.snapshot()?;
         let mut done = compaction(&self.frame.on(&snap), max_moves)?;
+        exact(&done.plan)?;
+        if let Some(most) = max_moves.filter(|&m| done.plan.moves.len() > m) {
+            // The ceiling is the model's; a plan over it is no plan of it.
+            return Err(RepackError::TooManyMoves {
+                vms: done.moved_vms.clone(),
+                needed: done.plan.moves.len(),
+                most,
+            });
+        }
         if !self.frame.dry_run && !done.moved_vms.is_empty() {
             done.journal = self.apply(
                 &done.plan,
@@ -404,7 +454,7 @@ pub fn compaction(on: &super::On<'_>, max_moves: Option<usize>) -> Result<Compac
     Ok(Compacted {
         before: wholeness(on.host, &pool, &before),
         after: wholeness(on.host, &pool, &after),
-        moved_vms: moved_vms(&plan),
+        moved_vms: changed_vms(on, &plan),
         plan,
         max_moves,
         journal: None,
