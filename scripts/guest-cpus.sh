@@ -7,7 +7,8 @@
 vcpu_cpus() {
   local n pid task
   for n in $(virsh -q -c $URI list --name); do
-    pid=$(cat "/run/libvirt/qemu/$n.pid")
+    # A guest that stopped during the scan has no pid file: skip it.
+    pid=$(cat "/run/libvirt/qemu/$n.pid" 2>/dev/null) || continue
     for task in /proc/"$pid"/task/*; do
       if grep -q '^CPU [0-9]*/' "$task/comm" 2>/dev/null; then
         echo "$n $(awk '/Cpus_allowed_list/ {print $2}' "$task/status")"

@@ -119,6 +119,7 @@ echo "$out" | grep -q "moved pp-a vCPU 0: CPUs 2 -> 1" || fail "repack without -
 echo "$out" | grep -q "1 partly used NUMA node.* -> 0" || fail "repack without --for should leave no partly used node"
 [ "$(threads_of pp-a)" = 1 ] || fail "pp-a's vCPU thread should be on CPU 1 now, is on $(threads_of pp-a)"
 journal=$(echo "$out" | sed -n 's/^journal: \([^ ]*\) .*/\1/p')
+[ -f "$journal" ] || fail "repack without --for named no journal"
 no_sharing "after repack without --for"
 $P apply --rollback "$journal" --connect $URI >/dev/null
 [ "$(threads_of pp-a)" = 2 ] || fail "the rollback should put pp-a back on CPU 2, it is on $(threads_of pp-a)"

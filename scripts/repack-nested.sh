@@ -21,6 +21,7 @@
 # Usage: scripts/repack-nested.sh PINPLAN-BINARY. Exits non-zero on a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ $# = 1 ] && [ -x "$1" ] || { echo "usage: $0 PINPLAN-BINARY" >&2; exit 2; }
 PINPLAN=$(realpath "$1")
 DIR=${PINPLAN_NESTED_DIR:-/var/cache/pinplan-nested}
 say() { echo "repack-nested: $*"; }
@@ -53,12 +54,14 @@ build_image() {
     ubuntu) kernel=linux-image-virtual ;;
     *) kernel=linux-image-amd64 ;;
   esac
+  local src
+  src=$(sources) || exit 1
   rm -rf "$rootfs" "$DIR/root.img"
   mkdir -p "$DIR"
   say "building the nested host's root file system ($ID $SUITE) in $DIR"
   mmdebstrap --variant=minbase --aptopt='APT::Install-Recommends "false"' \
     --include="systemd-sysv,udev,kmod,dbus,procps,iproute2,$kernel,libvirt-daemon-system,libvirt-daemon-driver-qemu,libvirt-clients,qemu-system-x86,$(libs_of)" \
-    "$SUITE" "$rootfs" "$(sources)" >"$DIR/mmdebstrap.log" 2>&1 ||
+    "$SUITE" "$rootfs" "$src" >"$DIR/mmdebstrap.log" 2>&1 ||
     fail "mmdebstrap failed: see $DIR/mmdebstrap.log"
   # /share: the 9p folder this script hands over; the service runs what
   # is there, then powers the guest off.
@@ -70,7 +73,6 @@ build_image() {
 [Unit]
 Description=pinplan's nested test: run /share/inner.sh, then power off
 RequiresMountsFor=/share
-After=multi-user.target
 [Service]
 Type=oneshot
 ExecStart=/bin/bash -c '/share/inner.sh /share >/share/out.log 2>&1; echo $? >/share/rc; sync'
@@ -84,8 +86,9 @@ EOF
     ln -sf /etc/systemd/system/pinplan-nested.service "$rootfs/etc/systemd/system/default.target.wants/"
   }
   mke2fs -q -t ext4 -L root -d "$rootfs" "$DIR/root.img.part" 3G
-  cp "$rootfs"/boot/vmlinuz-* "$DIR/vmlinuz"
-  cp "$rootfs"/boot/initrd.img-* "$DIR/initrd.img"
+  # The kernel the image boots: its /vmlinuz link (the newest installed).
+  cp -L "$rootfs/vmlinuz" "$DIR/vmlinuz" 2>/dev/null || cp -L "$rootfs/boot/vmlinuz" "$DIR/vmlinuz"
+  cp -L "$rootfs/initrd.img" "$DIR/initrd.img" 2>/dev/null || cp -L "$rootfs/boot/initrd.img" "$DIR/initrd.img"
   mv "$DIR/root.img.part" "$DIR/root.img"
   echo "$(libs_of)" >"$DIR/libs"
 }
@@ -111,8 +114,11 @@ timeout 900 qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 2048 \
   -append "root=/dev/vda rw console=ttyS0 quiet systemd.show_status=0 nowatchdog tsc=reliable" \
   -drive "file=$DIR/root.img,if=virtio,format=raw,snapshot=on" \
   -virtfs "local,path=$SHARE,mount_tag=share,security_model=passthrough,id=share" \
-  -display none -serial "file:$SHARE/console.log" -no-reboot -nic none ||
-  fail "the nested host did not power off in 15 minutes (console: $(tail -5 "$SHARE/console.log" 2>/dev/null))"
+  -display none -serial "file:$SHARE/console.log" -no-reboot -nic none 2>"$SHARE/qemu.err" || {
+  rc=$?
+  [ "$rc" = 124 ] && fail "the nested host did not power off in 15 minutes (console: $(tail -5 "$SHARE/console.log" 2>/dev/null))"
+  fail "QEMU exited $rc: $(grep -v warning "$SHARE/qemu.err" | tail -5)"
+}
 say "the nested host ran for $(( $(date +%s) - started )) s"
 [ -f "$SHARE/out.log" ] || fail "the nested test did not run: console log tail: $(tail -20 "$SHARE/console.log")"
 cat "$SHARE/out.log"

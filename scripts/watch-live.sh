@@ -184,6 +184,15 @@ for n in a b; do
     fail "pp-watch-$n's refusal at a simultaneous start: $(cat "$T/${n}2.err")"
 done
 say "pp-watch-a and pp-watch-b started at the same moment, beside a decision: both refused by the hook with pinplan's reason, in $ms ms"
+# When each was decided (the watcher's clock: end time, and how long): the
+# admission answers need not wait for the change decision.
+for m in "pp-watch-c changed" "pp-watch-a admission" "pp-watch-b admission"; do
+  grep -E "\"message\":\"$m" "$T/watch.log" | tail -1 | python3 -c '
+import json, sys
+for l in sys.stdin:
+    d = json.loads(l)
+    print("watch-live:   %s... ended %.3f, took %.0f ms" % (d["message"][:60], d["time"], d["millis"]))' || true
+done
 no_sharing "two simultaneous starts refused"
 
 # 5. libvirtd restarted under the watcher.

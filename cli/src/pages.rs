@@ -273,7 +273,7 @@ const PAGES: [Page; 15] = [
         exit: &[
             (0, "room was made, or without --for the free cores made as whole as moves can (or, with --dry-run, would be): the moves are listed, with their journal; also when no move helps"),
             (1, "the answer is no: it does not fit even with every movable VM moved, or it needs more moves than --max-moves (nothing was changed)"),
-            (2, "bad input or an error: the spec, --for a domain that runs or has no request, libvirt, a pin call (what it changed was put back)"),
+            (2, "bad input or an error: the spec, --for a domain that runs or has no request, libvirt, no exact plan in the time limit (nothing was moved), a pin call (what it changed was put back)"),
         ],
     },
     Page {

@@ -6,9 +6,10 @@ use std::fmt;
 
 /// One objective of a lexicographic order. A host's plan uses
 /// [`Tier::RunningPlaced`] to [`Tier::PartialL3`] (without the fleet's
-/// three), and compaction [`Tier::PartialNodes`] too; a fleet's assignment uses [`Tier::RunningKept`], the placed VMs,
-/// vCPUs and cores, [`Tier::HostMoves`] and [`Tier::HostsTouched`]. Each
-/// counts what users count; [`Tier::more_is_better`] says which way it goes.
+/// three), and compaction [`Tier::PartialNodes`] too; a fleet's assignment
+/// uses [`Tier::RunningKept`], the placed VMs, vCPUs and cores,
+/// [`Tier::HostMoves`] and [`Tier::HostsTouched`]. Each counts what users
+/// count; [`Tier::more_is_better`] says which way it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Tier {
     /// (host 0) Every running VM the plan may move placed (before any

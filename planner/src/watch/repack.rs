@@ -197,6 +197,11 @@ impl super::Watcher {
     }
 }
 
+/// `1 vCPU`, `4 vCPUs`.
+fn vcpus_word(n: usize) -> String {
+    format!("{n} vCPU{}", if n == 1 { "" } else { "s" })
+}
+
 /// The running VMs a plan changes, by name: those whose vCPUs move, and
 /// those whose emulator or I/O threads alone do (an isolated emulator's
 /// core is no vCPU move, but it is a change to make).
@@ -341,9 +346,9 @@ impl Repacked {
             };
             let vcpus: crate::cpuset::CpuSet = vm.vcpus.iter().map(|p| p.cpu).collect();
             out.push_str(&format!(
-                "{name} fits: vCPUs {vcpus}, emulator {} ({} vCPUs moved{})\n",
+                "{name} fits: vCPUs {vcpus}, emulator {} ({} moved{})\n",
                 vm.emulator_cpus,
-                self.moved_vcpus,
+                vcpus_word(self.moved_vcpus),
                 if self.plan.proven {
                     ", the fewest"
                 } else {
@@ -603,8 +608,9 @@ impl Compacted {
             ));
         } else {
             out.push_str(&format!(
-                "free cores: {} ({moved} vCPUs moved, {})\n",
+                "free cores: {} ({} moved, {})\n",
                 self.before.to_text(Some(self.after)),
+                vcpus_word(moved),
                 if self.plan.proven {
                     "the fewest"
                 } else {

@@ -779,7 +779,7 @@ fn compaction_on_a_worked_case() {
         done.to_text(true).lines().last(),
         Some(
             "free cores: 2 partly used L3 domains -> 0, 2 partly used NUMA nodes -> 1 \
-             (1 vCPUs moved, the fewest)"
+             (1 vCPU moved, the fewest)"
         )
     );
     let done = super::repack::compaction(&on, Some(0)).unwrap_or_else(|e| panic!("{e}"));
