@@ -324,3 +324,134 @@ impl Admission {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::{Admissions, Snapshot};
+    use crate::libvirt::domain::tenant_from_domain;
+    use crate::tenant::{Tenant, TenantState};
+    use crate::topology::{HostTopology, Source};
+    use crate::watch::admission::Ask;
+    use crate::watch::frame::Frame;
+    use std::sync::Arc;
+    use std::time::{Duration, SystemTime};
+
+    /// A 4-core host (CPU 0 the host's) and a judge of it.
+    fn judge() -> (Admissions, HostTopology) {
+        let host = crate::topology::load(&Source::Synthetic("numa:1 core:4 pu:1".into())).unwrap();
+        let spec = crate::spec::Spec::parse(
+            std::path::Path::new("spec.toml"),
+            "[host]\nreserved_cpus = \"0\"\n",
+        )
+        .unwrap();
+        let frame = Frame {
+            uri: "test:///judge".to_owned(),
+            reserved: spec.reserved_cpus(&host).unwrap(),
+            spec,
+            host: host.clone(),
+            dry_run: false,
+            refuse_in_dry_run: false,
+            time_limit: Duration::from_secs(5),
+        };
+        (Admissions::new(Arc::new(frame)), host)
+    }
+
+    /// A domain whose one vCPU is pinned to `cpu` (no pinplan request).
+    fn xml(name: &str, cpu: u32) -> String {
+        format!(
+            "<domain><name>{name}</name><vcpu>1</vcpu><cputune>\
+             <vcpupin vcpu='0' cpuset='{cpu}'/><emulatorpin cpuset='0'/></cputune></domain>"
+        )
+    }
+
+    fn running(host: &HostTopology, name: &str, cpu: u32) -> Tenant {
+        let mut t = tenant_from_domain(name, &xml(name, cpu), host).unwrap();
+        t.state = TenantState::Running;
+        t
+    }
+
+    fn ask(name: &str, cpu: u32) -> Ask {
+        Ask {
+            version: crate::watch::admission::VERSION,
+            domain: name.to_owned(),
+            xml: xml(name, cpu),
+        }
+    }
+
+    fn reading(tenants: Vec<Tenant>) -> Snapshot {
+        Snapshot {
+            tenants,
+            requests: Vec::new(),
+            invalid: std::collections::BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_start_on_a_running_tenants_core_is_refused_and_an_admitted_one_counts() {
+        let (judge, host) = judge();
+        judge.read(reading(vec![running(&host, "vm1", 1)]));
+        let (no, _) = judge.admit(&ask("x", 1));
+        assert!(!no.allow);
+        let why = no.reason.unwrap();
+        assert!(
+            why.contains("its pins 0-1 take core 1 of vm1, which runs"),
+            "{why}"
+        );
+        // x on CPU 2 is let through, and counts as running from then on.
+        assert!(judge.admit(&ask("x", 2)).0.allow);
+        let (no, _) = judge.admit(&ask("y", 2));
+        assert!(!no.allow, "y was let onto x's core");
+        assert!(no.reason.unwrap().contains("core 2 of x"));
+        assert!(judge.admit(&ask("y", 3)).0.allow);
+    }
+
+    #[test]
+    fn a_live_change_holds_the_cores_it_moves_vms_onto_until_the_host_is_read() {
+        let (judge, host) = judge();
+        judge.read(reading(vec![running(&host, "vm1", 1)]));
+        // vm1 being moved onto CPU 2: claimed before the first pin call.
+        judge.lock().claims.push(running(&host, "vm1", 2));
+        let (no, _) = judge.admit(&ask("x", 2));
+        assert!(!no.allow, "x was let onto the core vm1 is moving to");
+        assert!(no.reason.unwrap().contains("core 2 of vm1"));
+        // A change that failed (and was put back) holds nothing.
+        judge.unclaim();
+        assert!(judge.admit(&ask("z", 3)).0.allow);
+        // A reading after the change ends its claims: the host as it is.
+        judge.lock().claims.push(running(&host, "vm1", 2));
+        judge.read(reading(vec![running(&host, "vm1", 1)]));
+        assert!(judge.lock().claims.is_empty());
+    }
+
+    #[test]
+    fn a_stop_told_before_an_admission_does_not_undo_it() {
+        let (judge, host) = judge();
+        judge.read(reading(vec![running(&host, "vm1", 1)]));
+        let before = SystemTime::now() - Duration::from_secs(1);
+        assert!(judge.admit(&ask("x", 2)).0.allow);
+        judge.stopped("x", before);
+        assert!(
+            judge.lock().admitted.contains_key("x"),
+            "a late stop event undid x's admission"
+        );
+        judge.stopped("x", SystemTime::now());
+        assert!(!judge.lock().admitted.contains_key("x"));
+    }
+
+    #[test]
+    fn a_question_before_the_first_reading_waits_for_it() {
+        let (judge, host) = judge();
+        let reader = judge.clone();
+        let tenants = vec![running(&host, "vm1", 1)];
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            reader.read(reading(tenants));
+        });
+        // Answered from the reading, not "not read the host yet".
+        let (no, _) = judge.admit(&ask("x", 1));
+        t.join().unwrap();
+        assert!(!no.allow, "{:?}", no.reason);
+    }
+}
