@@ -40,7 +40,8 @@ pub(super) struct Judge {
 }
 
 /// The watcher's answers to the admission hook, for the thread that
-/// serves its socket: a handle on the [`Judge`] the event loop shares.
+/// serves its socket: a handle on the judge the event loop shares (the
+/// host as last read, the domains admitted since, the claims of a change).
 #[derive(Clone)]
 pub struct Admissions(Arc<(Mutex<Judge>, Condvar)>);
 
@@ -118,7 +119,7 @@ impl Admissions {
     /// plan fits) the config pins the event loop writes once the hook has
     /// its answer ([`super::Watcher::after_admission`]). Never libvirt; a
     /// question before the watcher's first reading of the host waits for it
-    /// ([`FIRST_READING`] at most).
+    /// (3 s at most).
     pub fn admit(&self, ask: &Ask) -> (Answer, Option<AfterAdmission>) {
         let mut judge = self.lock();
         let until = Instant::now() + FIRST_READING;
