@@ -34,7 +34,7 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-. "$S/guest-cpus.sh"
+. "$S/guests.sh"
 fail() { echo "repack-inner: FAILED: $*"; exit 1; }
 
 systemctl start virtlogd.socket libvirtd.socket libvirtd.service >/dev/null 2>&1 || true
@@ -49,23 +49,10 @@ EOF
 
 # A diskless TCG guest: $1 name, $2 its vCPU pins (none: unpinned), $3 its request.
 define() {
-  local pins=""
+  local pins="" vcpus=1
   [ -n "$2" ] && pins="<cputune><vcpupin vcpu='0' cpuset='$2'/><emulatorpin cpuset='0'/></cputune>"
-  local vcpus=1
   case $3 in *vcpus=\'2\'*) vcpus=2 ;; esac
-  cat >"$T/$1.xml" <<EOF
-<domain type='qemu'>
-  <name>$1</name>
-  <memory unit='MiB'>64</memory>
-  <vcpu placement='static'>$vcpus</vcpu>
-  $pins
-  <metadata><pinplan:vm xmlns:pinplan='urn:pinplan:vm:1' $3/></metadata>
-  <os><type arch='x86_64' machine='pc'>hvm</type></os>
-  <on_poweroff>destroy</on_poweroff>
-  <devices><emulator>/usr/bin/qemu-system-x86_64</emulator><controller type='usb' model='none'/><memballoon model='none'/></devices>
-</domain>
-EOF
-  virsh -q -c $URI define "$T/$1.xml" >/dev/null
+  define_guest "$1" qemu "$vcpus" "$pins" "$3"
 }
 
 # The CPUs of NAME's vCPU threads, sorted, comma-separated.

@@ -101,7 +101,7 @@ SHARE=$(mktemp -d)
 trap 'rm -rf "$SHARE"' EXIT
 cp "$PINPLAN" "$SHARE/pinplan"
 cp scripts/repack-inner.sh "$SHARE/inner.sh"
-cp scripts/guest-cpus.sh "$SHARE/guest-cpus.sh"
+cp scripts/guests.sh "$SHARE/guests.sh"
 chmod +x "$SHARE/inner.sh" "$SHARE/pinplan"
 
 say "booting the nested host: 4 vCPUs on 2 NUMA nodes, 2 GiB"

@@ -60,21 +60,10 @@ trap cleanup EXIT
 kind=qemu
 if virsh -q -c $URI capabilities | grep -q "<domain type='kvm'" && [ -w /dev/kvm ]; then kind=kvm; fi
 
+. "$(dirname "$0")/guests.sh"
+
 # A tiny diskless guest with a request of 1 vCPU in its metadata.
-define() {
-  cat >"$T/$1.xml" <<EOF
-<domain type='$kind'>
-  <name>$1</name>
-  <memory unit='MiB'>64</memory>
-  <vcpu placement='static'>1</vcpu>
-  <metadata><pinplan:vm xmlns:pinplan='urn:pinplan:vm:1' vcpus='1'/></metadata>
-  <os><type arch='x86_64' machine='pc'>hvm</type></os>
-  <on_poweroff>destroy</on_poweroff>
-  <devices><emulator>/usr/bin/qemu-system-x86_64</emulator><controller type='usb' model='none'/><memballoon model='none'/></devices>
-</domain>
-EOF
-  virsh -q -c $URI define "$T/$1.xml" >/dev/null
-}
+define() { define_guest "$1" "$kind" 1 "" "vcpus='1'"; }
 
 # Waits (10 s at most) for a watcher line whose message matches $1 (an ERE
 # anchored at the message's start); prints the JSON line.
@@ -87,8 +76,6 @@ wait_line() {
   done
   fail "no watcher line matching /$1/"
 }
-
-. "$(dirname "$0")/guest-cpus.sh"
 
 # "start event at T, decided and pinned in M ms; read back N ms after the
 # event": from the watcher's JSON line ($1: time = when the decision ended,

@@ -44,21 +44,8 @@ impl super::Watcher {
     /// to the admission question ([`super::judge`]).
     pub(super) fn snapshot(&mut self) -> Result<Snapshot, WatchError> {
         let mut snap = self.read_host()?;
-        {
-            let mut judge = self.admissions.lock();
-            // A domain admitted counts as running until libvirt says it
-            // runs (its start event ends the wait) — or that it stopped.
-            judge.admitted.retain(|name, _| {
-                !snap
-                    .tenants
-                    .iter()
-                    .any(|t| &t.name == name && t.state == TenantState::Running)
-            });
-            for (name, (t, _)) in &judge.admitted {
-                snap.tenants.retain(|x| &x.name != name);
-                snap.tenants.push(t.clone());
-            }
-        }
+        self.admissions
+            .with_admitted(&mut snap, std::time::SystemTime::now());
         self.admissions.read(snap.clone());
         Ok(snap)
     }

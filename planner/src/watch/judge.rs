@@ -20,6 +20,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
+/// How long a domain admitted but not seen running counts as running: a
+/// start takes seconds (minutes with a huge memory to prepare); one that
+/// failed before libvirt called the domain started leaves no stop event.
+const ADMITTED_FOR: Duration = Duration::from_secs(300);
+
 /// How long a question waits for the watcher's first reading of the host
 /// (at its start, libvirtd's autostart domains may ask before it has read
 /// anything): well inside the hook's own wait (5 s by default).
@@ -61,6 +66,25 @@ impl Admissions {
     /// is taken as it is.
     pub(super) fn lock(&self) -> MutexGuard<'_, Judge> {
         self.0 .0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `snap` (a reading of the host, `now`) with the domains admitted
+    /// since counted as running: until libvirt says one runs (its start
+    /// event ends the wait), stopped, or [`ADMITTED_FOR`] has passed.
+    pub(super) fn with_admitted(&self, snap: &mut Snapshot, now: SystemTime) {
+        let mut judge = self.lock();
+        judge.admitted.retain(|name, (_, when)| {
+            let runs = snap
+                .tenants
+                .iter()
+                .any(|t| &t.name == name && t.state == TenantState::Running);
+            let waited = now.duration_since(*when).unwrap_or_default();
+            !runs && waited < ADMITTED_FOR
+        });
+        for (name, (t, _)) in &judge.admitted {
+            snap.tenants.retain(|x| &x.name != name);
+            snap.tenants.push(t.clone());
+        }
     }
 
     /// Hands over a reading of the host: what questions are answered from
@@ -439,6 +463,30 @@ mod tests {
         );
         judge.stopped("x", SystemTime::now());
         assert!(!judge.lock().admitted.contains_key("x"));
+    }
+
+    #[test]
+    fn an_admitted_domain_counts_as_running_until_it_runs_or_for_five_minutes() {
+        let (judge, host) = judge();
+        judge.read(reading(vec![running(&host, "vm1", 1)]));
+        assert!(judge.admit(&ask("x", 2)).0.allow);
+        // Read again before x runs: x counts, on CPU 2.
+        let mut snap = reading(vec![running(&host, "vm1", 1)]);
+        judge.with_admitted(&mut snap, SystemTime::now());
+        assert!(snap
+            .tenants
+            .iter()
+            .any(|t| t.name == "x" && t.cpus.iter().eq([crate::ids::CpuId(2)])));
+        // Read once x runs: its own reading stands, the admission is over.
+        let mut snap = reading(vec![running(&host, "vm1", 1), running(&host, "x", 2)]);
+        judge.with_admitted(&mut snap, SystemTime::now());
+        assert_eq!(snap.tenants.iter().filter(|t| t.name == "x").count(), 1);
+        assert!(judge.lock().admitted.is_empty());
+        // A start that failed with no stop event: forgotten after 5 minutes.
+        assert!(judge.admit(&ask("y", 3)).0.allow);
+        let mut snap = reading(vec![running(&host, "vm1", 1)]);
+        judge.with_admitted(&mut snap, SystemTime::now() + Duration::from_secs(301));
+        assert!(!snap.tenants.iter().any(|t| t.name == "y"));
     }
 
     #[test]

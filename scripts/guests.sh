@@ -1,7 +1,25 @@
-# Sourced by scripts/watch-live.sh and scripts/repack-inner.sh: what the
-# running guests' vCPU threads may run on, read from /proc, and the check
-# that no two guests share a CPU. The caller sets URI and defines say and
-# fail.
+# Sourced by scripts/watch-live.sh and scripts/repack-inner.sh: a tiny
+# diskless guest defined, what the running guests' vCPU threads may run on,
+# read from /proc, and the check that no two guests share a CPU. The caller
+# sets URI and T (a private directory) and defines say and fail.
+
+# Defines guest $1 (domain type $2: kvm or qemu) with $3 vCPUs, the
+# <cputune> $4 (may be empty) and the pinplan request attributes $5.
+define_guest() {
+  cat >"$T/$1.xml" <<EOF
+<domain type='$2'>
+  <name>$1</name>
+  <memory unit='MiB'>64</memory>
+  <vcpu placement='static'>$3</vcpu>
+  $4
+  <metadata><pinplan:vm xmlns:pinplan='urn:pinplan:vm:1' $5/></metadata>
+  <os><type arch='x86_64' machine='pc'>hvm</type></os>
+  <on_poweroff>destroy</on_poweroff>
+  <devices><emulator>/usr/bin/qemu-system-x86_64</emulator><controller type='usb' model='none'/><memballoon model='none'/></devices>
+</domain>
+EOF
+  virsh -q -c "$URI" define "$T/$1.xml" >/dev/null
+}
 
 # "NAME CPUS" per vCPU thread of each running guest, from /proc.
 vcpu_cpus() {
