@@ -63,9 +63,8 @@ fn child<'a, 'i>(n: roxmltree::Node<'a, 'i>, name: &str) -> Vec<roxmltree::Node<
 pub(crate) fn read(xml: &str) -> Read {
     let doc = roxmltree::Document::parse(xml).unwrap_or_else(|e| panic!("{e}: {xml}"));
     let root = doc.root_element();
-    let number = |n: roxmltree::Node<'_, '_>, a: &str| -> u32 {
-        n.attribute(a).unwrap().parse().unwrap()
-    };
+    let number =
+        |n: roxmltree::Node<'_, '_>, a: &str| -> u32 { n.attribute(a).unwrap().parse().unwrap() };
     let mut r = Read::default();
     if let Some(v) = child(root, "vcpu").first() {
         r.vcpus = v.text().unwrap().trim().parse().unwrap();
@@ -266,8 +265,10 @@ fn issue_31_d2_iothreads_are_numbered_as_libvirt_numbers_them() {
     let path = patched(&tmp, "partial.xml", &plan, &domain, &[]);
     let got = read(&define(&path, "QEMUGuest1").unwrap_or_else(|e| panic!("{e}")));
     let cpus = planned_iothread_cpus(&vm);
-    let want: BTreeMap<u32, BTreeSet<u32>> =
-        [1, 2, 5, 6].into_iter().map(|id| (id, cpus.clone())).collect();
+    let want: BTreeMap<u32, BTreeSet<u32>> = [1, 2, 5, 6]
+        .into_iter()
+        .map(|id| (id, cpus.clone()))
+        .collect();
     assert_eq!(got.iothreadpin, want);
     assert_eq!(got.iothreadids, libvirt);
     assert_eq!(got.vcpupin, planned_vcpupins(&vm));

@@ -507,8 +507,8 @@ fn check_fixture(
             // A domain that names its I/O threads keeps its ids (issue 31,
             // D3): which they are, libvirt's test driver says.
             let ids = input.contains("<iothreadids>").then(|| {
-                let xml = crate::libvirt_reads::define(fixture, &name)
-                    .unwrap_or_else(|e| panic!("{e}"));
+                let xml =
+                    crate::libvirt_reads::define(fixture, &name).unwrap_or_else(|e| panic!("{e}"));
                 crate::libvirt_reads::read(&xml).iothreadids
             });
             let mut want = Pins::expected(&input_pins, &vm, ids.as_ref());

@@ -211,7 +211,11 @@ pub(crate) fn iothread_ids(count: u32, listed: &BTreeSet<u32>) -> BTreeSet<u32> 
     let count = usize::try_from(count).unwrap_or(usize::MAX);
     let missing = count.saturating_sub(listed.len());
     let mut ids = listed.clone();
-    ids.extend((1..=u32::MAX).filter(|id| !listed.contains(id)).take(missing));
+    ids.extend(
+        (1..=u32::MAX)
+            .filter(|id| !listed.contains(id))
+            .take(missing),
+    );
     ids
 }
 

@@ -273,9 +273,9 @@ mod tests {
             Some((1, Some((1, 2)))),
             "{refused:?}"
         );
-        assert!(
-            refused.is_some_and(|e| e.message.starts_with("the domain has 1 vCPU but the plan gives vm 2")),
-        );
+        assert!(refused.is_some_and(|e| e
+            .message
+            .starts_with("the domain has 1 vCPU but the plan gives vm 2")),);
         let two = patched(domain, &vm(2, 0), true)?;
         assert!(
             two.contains("<memory unit='KiB'>65536</memory>\n  <vcpu placement='static' cpuset='2-3'>2</vcpu>\n"),
