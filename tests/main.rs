@@ -23,6 +23,7 @@ mod guest_cpu_cli;
 mod isolate_cli;
 mod journal_cli;
 mod layering;
+mod libvirt_reads;
 mod memory_cli;
 mod nics_cli;
 mod plan_cli;

@@ -71,12 +71,16 @@ pub fn tenant_from_domain(
         .child("name")
         .map(|n| n.inner_text().into_owned())
         .ok_or_else(|| bad(source, root, "the domain has no <name>".to_owned()))?;
-    let vcpu = root
-        .child("vcpu")
-        .ok_or_else(|| bad(source, root, "the domain has no <vcpu>".to_owned()))?;
-    let vcpu_count = count(source, vcpu, "count")?;
+    // libvirt's schema makes <vcpu> optional, and libvirt counts a domain
+    // without it as one vCPU with no default CPU set.
+    let (vcpu_count, default) = match root.child("vcpu") {
+        Some(vcpu) => (
+            count(source, vcpu, "count")?,
+            cpuset_attr(source, vcpu, "cpuset")?,
+        ),
+        None => (1, None),
+    };
     let all = host.usable_cpus();
-    let default = cpuset_attr(source, vcpu, "cpuset")?;
     let pins = Pins::read(source, root)?;
     // Pinned means held off some CPU: a pin to every CPU (what libvirt keeps
     // after re-pinning a vCPU to all CPUs) floats like no pin at all.
@@ -166,8 +170,9 @@ fn by_number(
     Ok(pins)
 }
 
-/// Every I/O thread (`<iothreads>` counts them, `<iothreadids>` names them,
-/// pins add theirs) with its CPUs: its pin, else `fallback`.
+/// Every I/O thread (`<iothreads>` counts them, `<iothreadids>` names them
+/// and libvirt numbers the rest, see [`iothread_ids`]; pins add theirs) with
+/// its CPUs: its pin, else `fallback`.
 fn iothreads(
     source: &str,
     root: Node,
@@ -178,13 +183,13 @@ fn iothreads(
         None => 0,
         Some(e) => count(source, e, "count")?,
     };
-    let mut ids: BTreeSet<u32> = (1..=iothread_count).collect();
-    if let Some(listed) = root.child("iothreadids") {
-        ids = listed
-            .children_named("iothread")
-            .filter_map(|t| t.attribute("id").and_then(|v| v.trim().parse().ok()))
-            .collect();
-    }
+    let listed: BTreeSet<u32> = root
+        .child("iothreadids")
+        .into_iter()
+        .flat_map(|l| l.children_named("iothread"))
+        .filter_map(|t| t.attribute("id").and_then(|v| v.trim().parse().ok()))
+        .collect();
+    let mut ids = iothread_ids(iothread_count, &listed);
     ids.extend(pins.keys());
     Ok(ids
         .into_iter()
@@ -193,6 +198,25 @@ fn iothreads(
             cpus: pins.get(&iothread).unwrap_or(fallback).clone(),
         })
         .collect())
+}
+
+/// The I/O thread ids libvirt gives a domain that counts `count` of them
+/// (`<iothreads>`) and names `listed` (`<iothreadids>`): the listed ids, and
+/// while fewer are listed than counted, the lowest ids from 1 up that are
+/// not listed (`<iothreads>4</iothreads>` with ids 5 and 6 listed: 1, 2, 5,
+/// 6). More listed than counted raise the count (libvirt's domain format
+/// documentation, `iothreadids`; `virDomainIOThreadIDDefArrayInit` in its
+/// `src/conf/domain_conf.c` fills the missing ones).
+pub(crate) fn iothread_ids(count: u32, listed: &BTreeSet<u32>) -> BTreeSet<u32> {
+    let count = usize::try_from(count).unwrap_or(usize::MAX);
+    let missing = count.saturating_sub(listed.len());
+    let mut ids = listed.clone();
+    ids.extend(
+        (1..=u32::MAX)
+            .filter(|id| !listed.contains(id))
+            .take(missing),
+    );
+    ids
 }
 
 /// `<numatune><memory>`: its mode (libvirt's default is strict) and nodes.
@@ -366,6 +390,65 @@ mod tests {
         assert!(!all.pinned);
         let one = tenant_from_domain("b.xml", &domain("0-7", "0"), &h)?;
         assert!(one.pinned);
+        Ok(())
+    }
+
+    #[test]
+    fn iothreads_are_numbered_as_libvirt_numbers_them() {
+        // (<iothreads>, <iothreadids>, the ids libvirt has), by the rule of
+        // libvirt's domain format documentation: listed ids kept, the lowest
+        // free ids from 1 fill the count, more listed raise it.
+        for (count, listed, want) in [
+            (0, vec![], vec![]),
+            (3, vec![], vec![1, 2, 3]),
+            // qemu-iothreads-ids-partial: 5 and 6 listed, 2 more from 1.
+            (4, vec![5, 6], vec![1, 2, 5, 6]),
+            // 2 is taken: the next free after 1 is 3.
+            (3, vec![2], vec![1, 2, 3]),
+            (2, vec![2, 4], vec![2, 4]),
+            // generic-iothreadids: one thread, id 8.
+            (1, vec![8], vec![8]),
+            (1, vec![2, 4], vec![2, 4]),
+        ] {
+            let listed: BTreeSet<u32> = listed.into_iter().collect();
+            let got: Vec<u32> = iothread_ids(count, &listed).into_iter().collect();
+            assert_eq!(got, want, "{count} counted, {listed:?} listed");
+        }
+    }
+
+    #[test]
+    fn a_domain_is_read_as_libvirt_reads_it() -> Result<(), Box<dyn std::error::Error>> {
+        let h = topology::load(&Source::Synthetic(HOST.into()))?;
+        // No <vcpu>: libvirt counts one vCPU, free to run on all 8 CPUs.
+        let none = tenant_from_domain("a.xml", "<domain><name>a</name></domain>", &h)?;
+        let vcpus: Vec<(u32, String)> = none
+            .vcpus
+            .iter()
+            .map(|v| (v.vcpu, v.cpus.to_string()))
+            .collect();
+        assert_eq!(vcpus, [(0, "0-7".to_owned())]);
+        assert!(!none.pinned);
+        // Four I/O threads, 5 and 6 named: libvirt has 1, 2, 5 and 6, and
+        // only 5 is pinned (to CPU 3); the others float on the <vcpu> cpuset.
+        let partial = "<domain><name>b</name><vcpu cpuset='1-2'>2</vcpu>\
+            <iothreads>4</iothreads><iothreadids><iothread id='5'/><iothread id='6'/>\
+            </iothreadids><cputune><iothreadpin iothread='5' cpuset='3'/></cputune></domain>";
+        let t = tenant_from_domain("b.xml", partial, &h)?;
+        let io: Vec<(u32, String)> = t
+            .iothreads
+            .iter()
+            .map(|i| (i.iothread, i.cpus.to_string()))
+            .collect();
+        let floating = "1-2".to_owned();
+        assert_eq!(
+            io,
+            [
+                (1, floating.clone()),
+                (2, floating.clone()),
+                (5, "3".to_owned()),
+                (6, floating)
+            ]
+        );
         Ok(())
     }
 

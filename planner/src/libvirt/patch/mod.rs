@@ -10,11 +10,13 @@
 //! It works on byte spans: a quick-xml pass records where each element starts
 //! and ends (`xmldoc::spans`); edits are splices of those spans, applied from
 //! the end (`doc.rs`). Each element's rewrite has its file: `vcpu.rs` (with
-//! `<iothreads>`), `cputune.rs`, `numatune.rs`, `memory.rs`, `cpu.rs`.
+//! `<iothreads>`), `cputune.rs`, `numatune.rs`, `memory.rs`, `cpu.rs`; the
+//! plan's I/O threads take the domain's own ids first (`iothreads.rs`).
 
 mod cpu;
 mod cputune;
 mod doc;
+mod iothreads;
 mod memory;
 mod numatune;
 mod vcpu;
@@ -139,6 +141,8 @@ impl<'a> Domain<'a> {
     pub fn patch(&self, vm: &VmPlan, options: &PatchOptions) -> Result<String, PatchError> {
         let (doc, root) = (&self.doc, self.root);
         check_name(doc, root, vm, options)?;
+        // The plan's I/O threads under the domain's own ids.
+        let vm = &*iothreads::renumbered(doc, root, vm)?;
         let (vcpu, mut splices) = vcpu::rewrite(doc, root, vm, options)?;
         // Where a new <cputune> goes, and what comes after it when it is new.
         let anchor = vcpu::cputune_anchor(doc, root, vcpu);
@@ -162,14 +166,7 @@ impl<'a> Domain<'a> {
     /// config, whose pins it sets through libvirt's calls.
     pub fn patch_memory(&self, vm: &VmPlan) -> Result<String, PatchError> {
         let (doc, root) = (&self.doc, self.root);
-        let vcpu = doc.child(root, "vcpu").ok_or_else(|| {
-            doc.error(
-                doc.nodes[root].start,
-                "vcpu",
-                "the domain has no <vcpu>".to_owned(),
-            )
-        })?;
-        let anchor = vcpu::cputune_anchor(doc, root, vcpu);
+        let anchor = vcpu::cputune_anchor(doc, root, vcpu::place(doc, root)?);
         let mut splices = numatune::rewrite(doc, root, anchor, vm)
             .into_iter()
             .collect::<Vec<_>>();
@@ -225,4 +222,112 @@ fn well_formed(source_name: &str, text: &str) -> Result<(), PatchError> {
             message: format!("column {}: {}", e.column, e.problem),
             vcpu_counts: None,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// VM `vm`: vCPU i on CPU i + 2 (CPUs 2…), emulator on CPU 0, `iothreads`
+    /// I/O threads numbered from 1 as a plan numbers them, on CPU 1.
+    fn vm(vcpus: u32, iothreads: u32) -> VmPlan {
+        let pins: Vec<String> = (0..vcpus)
+            .map(|v| format!("{{\"vcpu\": {v}, \"cpu\": {}}}", v + 2))
+            .collect();
+        let io: Vec<String> = (1..=iothreads)
+            .map(|i| format!("{{\"iothread\": {i}, \"cpus\": \"1\"}}"))
+            .collect();
+        let json = format!(
+            "{{\"name\": \"vm\", \"vcpus\": [{}], \"cores\": [], \"cpus\": \"2-{}\",
+              \"emulator_cpus\": \"0\", \"iothreads\": [{}], \"numa_nodes\": [],
+              \"guest_cells\": [], \"guest_topology\": {{\"sockets\": 1, \"cores\": {vcpus}, \"threads\": 1}},
+              \"threads\": \"require\", \"demand\": null}}",
+            pins.join(", "),
+            vcpus + 1,
+            io.join(", ")
+        );
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+    }
+
+    fn patched(domain: &str, vm: &VmPlan, set_vcpus: bool) -> Result<String, PatchError> {
+        let options = PatchOptions {
+            set_vcpus,
+            name_given: false,
+        };
+        patch("d.xml", domain, vm, &options)
+    }
+
+    #[test]
+    fn a_domain_without_vcpu_gets_one_where_libvirt_writes_it() -> Result<(), PatchError> {
+        let domain = "<domain type='kvm'>\n  <name>vm</name>\n  <memory unit='KiB'>65536</memory>\n  <os>\n    <type>hvm</type>\n  </os>\n</domain>\n";
+        // libvirt counts 1 vCPU: a plan of 1 needs no --set-vcpus. <vcpu>
+        // goes after <memory> (libvirt writes memory before vcpu), then the
+        // new <cputune>; the guest topology goes in a new <cpu> after the
+        // last element; the rest is the input's, byte for byte.
+        let want = "<domain type='kvm'>\n  <name>vm</name>\n  <memory unit='KiB'>65536</memory>\n  <vcpu placement='static' cpuset='2'>1</vcpu>\n  <cputune>\n    <vcpupin vcpu='0' cpuset='2'/>\n    <emulatorpin cpuset='0'/>\n  </cputune>\n  <os>\n    <type>hvm</type>\n  </os>\n  <cpu>\n    <topology sockets='1' dies='1' cores='1' threads='1'/>\n  </cpu>\n</domain>\n";
+        assert_eq!(patched(domain, &vm(1, 0), false)?, want);
+        // Two planned: the domain's 1 vCPU is a count to change.
+        let refused = patched(domain, &vm(2, 0), false).err();
+        assert_eq!(
+            refused.as_ref().map(|e| (e.line, e.vcpu_counts)),
+            Some((1, Some((1, 2)))),
+            "{refused:?}"
+        );
+        assert!(refused.is_some_and(|e| e
+            .message
+            .starts_with("the domain has 1 vCPU but the plan gives vm 2")),);
+        let two = patched(domain, &vm(2, 0), true)?;
+        assert!(
+            two.contains("<memory unit='KiB'>65536</memory>\n  <vcpu placement='static' cpuset='2-3'>2</vcpu>\n"),
+            "{two}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn iothread_pins_name_the_domains_own_ids() -> Result<(), PatchError> {
+        let with_ids = |count: u32, ids: &[u32]| {
+            let ids: String = ids
+                .iter()
+                .map(|i| format!("<iothread id='{i}'/>"))
+                .collect();
+            format!("<domain><name>vm</name><vcpu>1</vcpu><iothreads>{count}</iothreads><iothreadids>{ids}</iothreadids></domain>")
+        };
+        let pins = |xml: &str| -> Vec<String> {
+            xml.match_indices("<iothreadpin iothread='")
+                .map(|(at, m)| {
+                    let rest = &xml[at + m.len()..];
+                    rest[..rest.find('\'').unwrap_or(0)].to_owned()
+                })
+                .collect()
+        };
+        // (domain count, its listed ids, planned I/O threads, the ids pinned):
+        // the ids libvirt gives the domain with the plan's count.
+        for (count, ids, planned, want) in [
+            // generic-iothreadids: the one I/O thread is 8, not 1.
+            (1, vec![8], 1, vec!["8"]),
+            // qemu-iothreads-ids-partial: 5 and 6 listed, 1 and 2 filled.
+            (4, vec![5, 6], 4, vec!["1", "2", "5", "6"]),
+            // One more planned than the domain has: libvirt fills 1.
+            (1, vec![8], 2, vec!["1", "8"]),
+            // None listed: the plan's own numbers.
+            (0, vec![], 2, vec!["1", "2"]),
+        ] {
+            let out = patched(&with_ids(count, &ids), &vm(1, planned), false)?;
+            assert_eq!(pins(&out), want, "{count} {ids:?} {planned}: {out}");
+            let written = format!("<iothreads>{planned}</iothreads>");
+            assert!(out.contains(&written), "{out}");
+        }
+        // Two named, one planned: libvirt would keep both, one unpinned.
+        let refused = patched(&with_ids(2, &[2, 4]), &vm(1, 1), false).err();
+        assert!(
+            refused.as_ref().is_some_and(|e| e.message.starts_with(
+                "the domain names 2 I/O threads in <iothreadids> (2, 4) but the plan gives vm 1"
+            )),
+            "{refused:?}"
+        );
+        let bad = patched(&with_ids(1, &[0]), &vm(1, 1), false).err();
+        assert_eq!(bad.map(|e| e.element), Some("iothread".to_owned()));
+        Ok(())
+    }
 }

@@ -1,12 +1,51 @@
 //! `<vcpu>`: the plan's placement and CPUs as attributes, the count checked
-//! (or set); and `<iothreads>`, which libvirt keeps right after it.
+//! (or set), the element written when the domain has none (libvirt counts
+//! one vCPU then); and `<iothreads>`, which libvirt keeps right after it.
 
 use super::doc::{Doc, Splice};
 use super::{PatchError, PatchOptions};
 use crate::libvirt::emit;
 use crate::plan::VmPlan;
 
-/// The edits of `<vcpu>`, and its index.
+/// The elements libvirt writes before `<vcpu>`, in its order.
+const BEFORE_VCPU: [&str; 12] = [
+    "name",
+    "uuid",
+    "genid",
+    "title",
+    "description",
+    "metadata",
+    "maxMemory",
+    "memory",
+    "currentMemory",
+    "blkiotune",
+    "memtune",
+    "memoryBacking",
+];
+
+/// The domain's `<vcpu>`, else the element a new `<vcpu>` goes right after
+/// (the last of those libvirt writes before it): what the elements libvirt
+/// keeps after `<vcpu>` (`<iothreads>`, `<cputune>`…) follow when the
+/// domain has none of them.
+pub(super) fn place(doc: &Doc, root: usize) -> Result<usize, PatchError> {
+    if let Some(vcpu) = doc.child(root, "vcpu") {
+        return Ok(vcpu);
+    }
+    BEFORE_VCPU
+        .iter()
+        .flat_map(|name| doc.children_named(root, name))
+        .max_by_key(|&i| doc.nodes[i].start)
+        .ok_or_else(|| {
+            doc.error(
+                doc.nodes[root].start,
+                "name",
+                "the domain has neither <vcpu> nor <name>: it is not a complete domain definition"
+                    .to_owned(),
+            )
+        })
+}
+
+/// The edits of `<vcpu>`, and the index of [`place`].
 pub(super) fn rewrite(
     doc: &Doc,
     root: usize,
@@ -14,12 +53,12 @@ pub(super) fn rewrite(
     options: &PatchOptions,
 ) -> Result<(usize, Vec<Splice>), PatchError> {
     let planned = vm.vcpus.len();
+    let place = place(doc, root)?;
     let Some(vcpu) = doc.child(root, "vcpu") else {
-        return Err(doc.error(
-            doc.nodes[root].start,
-            "vcpu",
-            "the domain has no <vcpu> element: it is not a complete domain definition".to_owned(),
-        ));
+        // libvirt counts a domain without <vcpu> as one vCPU; the new
+        // element says so, with the plan's count and CPUs.
+        check_count(doc, doc.nodes[root].start, 1, vm, options)?;
+        return Ok((place, vec![doc.insert_after(place, &emit::vcpu(vm))]));
     };
     let n = &doc.nodes[vcpu];
     let count_text = doc.inner_text(vcpu).trim();
@@ -30,18 +69,7 @@ pub(super) fn rewrite(
             format!("<vcpu> holds {count_text:?}, not a vCPU count"),
         )
     })?;
-    if count != planned && !options.set_vcpus {
-        let mut e = doc.error(
-            n.start,
-            "vcpu",
-            format!(
-                "the domain has {count} vCPUs but the plan gives {} {planned}: pass --set-vcpus (in a spec: set_vcpus = true) to change the domain's count, or plan with vcpus = {count}",
-                vm.name
-            ),
-        );
-        e.vcpu_counts = Some((count, planned));
-        return Err(e);
-    }
+    check_count(doc, n.start, count, vm, options)?;
     // Keep attributes we do not own (e.g. current='2'); a current count
     // above a lowered maximum would make libvirt refuse it.
     let mut set = vec![
@@ -71,7 +99,38 @@ pub(super) fn rewrite(
     Ok((vcpu, splices))
 }
 
-/// The last of the elements that come before `<cputune>` in libvirt's order.
+/// Refuses the domain's `count` of vCPUs (its `<vcpu>` at `offset`) when
+/// the plan's differs and may not replace it.
+fn check_count(
+    doc: &Doc,
+    offset: usize,
+    count: usize,
+    vm: &VmPlan,
+    options: &PatchOptions,
+) -> Result<(), PatchError> {
+    let planned = vm.vcpus.len();
+    if count == planned || options.set_vcpus {
+        return Ok(());
+    }
+    let has = if count == 1 {
+        "1 vCPU".to_owned()
+    } else {
+        format!("{count} vCPUs")
+    };
+    let mut e = doc.error(
+        offset,
+        "vcpu",
+        format!(
+            "the domain has {has} but the plan gives {} {planned}: pass --set-vcpus (in a spec: set_vcpus = true) to change the domain's count, or plan with vcpus = {count}",
+            vm.name
+        ),
+    );
+    e.vcpu_counts = Some((count, planned));
+    Err(e)
+}
+
+/// The last of the elements that come before `<cputune>` in libvirt's order
+/// (`vcpu` is [`place`]).
 pub(super) fn cputune_anchor(doc: &Doc, root: usize, vcpu: usize) -> usize {
     [
         "vcpu",
@@ -86,7 +145,8 @@ pub(super) fn cputune_anchor(doc: &Doc, root: usize, vcpu: usize) -> usize {
     .unwrap_or(vcpu)
 }
 
-/// `<iothreads>` with the plan's count, in place or right after `<vcpu>`.
+/// `<iothreads>` with the plan's count, in place or right after `vcpu`
+/// ([`place`]).
 pub(super) fn iothreads(doc: &Doc, root: usize, vcpu: usize, vm: &VmPlan) -> Option<Splice> {
     let io = emit::iothreads(vm)?;
     Some(match doc.child(root, "iothreads") {
