@@ -21,7 +21,7 @@ crate::error::transparent_error! {
         /// Its domains could not be read.
         Tenants(TenantsError),
         /// A domain is pinned to CPUs the host does not have.
-        Pins(super::ForeignPins),
+        Pins(Box<super::ForeignPins>),
     }
 }
 

@@ -74,7 +74,7 @@ impl Diagnostic for ForeignPins {
 }
 
 /// Refuses `tenants` when a domain pins a thread to a CPU `host` does not have.
-pub fn check_pins(host: &HostTopology, tenants: &[Tenant]) -> Result<(), ForeignPins> {
+pub fn check_pins(host: &HostTopology, tenants: &[Tenant]) -> Result<(), Box<ForeignPins>> {
     let known: CpuSet = host.pus.iter().map(|p| p.cpu).collect();
     let mut foreign = tenants
         .iter()
@@ -83,12 +83,12 @@ pub fn check_pins(host: &HostTopology, tenants: &[Tenant]) -> Result<(), Foreign
     let Some(first) = foreign.next() else {
         return Ok(());
     };
-    Err(ForeignPins {
+    Err(Box::new(ForeignPins {
         first,
         others: foreign.collect(),
         host: host.source.clone(),
         known,
-    })
+    }))
 }
 
 /// `t`'s threads pinned outside `known`, when there are any.
