@@ -881,3 +881,43 @@ fn live_floating_guest_beside_a_pinned_one_is_an_error_issue_27() {
     assert!(page.contains(&format!("{b}~")), "{page}");
     assert!(page.contains(&format!("{c} (config: cpus 1)")), "{page}");
 }
+
+/// Issue 31: a domain pinned to CPUs the host does not have (written for
+/// another host) was reported as fine and drawn nowhere; it is an error
+/// (exit 2) naming the domain, its threads, the CPUs and the host's range.
+#[test]
+fn pins_to_cpus_the_host_lacks_are_refused_issue_31() {
+    let dir = TempDir::new();
+    let far = domain(&dir, "far", &[2048, 1], "4096");
+    let near = domain(&dir, "near", &[2, 3], "4");
+    for format in ["text", "json", "svg"] {
+        let args = [
+            "--domains",
+            &near,
+            &far,
+            "--source",
+            HOST,
+            "--format",
+            format,
+        ];
+        let out = report(&args);
+        let shown = util::describe(&args, &out);
+        assert_eq!(out.status.code(), Some(2), "{shown}");
+        assert!(out.stdout.is_empty(), "{shown}");
+        let stderr = text(&out.stderr);
+        // The Broadwell host: 2 packages × 14 cores × 2 threads = CPUs 0-55.
+        let expected = format!(
+            "error: domain \"far\" pins vCPU 0 and emulator to CPUs 2048,4096, which {HOST} \
+             does not have (its CPUs: 0-55)\n"
+        );
+        assert!(stderr.starts_with(&expected), "{shown}");
+        assert!(
+            stderr.contains("hint: the domain was written for another host: plan it for this one"),
+            "{shown}"
+        );
+    }
+    // The same domain within the host's CPUs is reported (exit 0: no conflict).
+    let moved = domain(&dir, "far", &[5, 6], "7");
+    let out = report(&["--domains", &near, &moved, "--source", HOST]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}

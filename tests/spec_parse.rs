@@ -259,3 +259,87 @@ fn vm_names_escape_out_is_refused() {
         assert!(Spec::parse(&path, &spec).is_ok(), "{ok:?} was refused");
     }
 }
+
+/// Issue 31: `emulator = "with-housekeeping"` on a VM sized from a table row
+/// without a housekeeping vCPU (vcpus = tx + rx) must not suggest
+/// `housekeeping_vcpus`, which a table-sized VM may not have: following the
+/// first hint used to give "drop housekeeping_vcpus", and round again.
+#[test]
+fn issue_31_with_housekeeping_on_a_table_row_gives_no_hint_loop() {
+    let dir = util::TempDir::new();
+    // vcpus 3 = tx 2 + rx 1: no housekeeping vCPU in the row.
+    dir.write(
+        "t.csv",
+        "profile,packet_bytes,tx_cores,rx_cores,gbps,vcpus,note\nbare,64,2,1,10G,3,\n",
+    );
+    let host = util::repo().join("examples/lab/b1-host.xml");
+    let head = format!(
+        "[host]\nsource = \"{}\"\nreserved_cores = 1\ntables = [\"t.csv\"]\n",
+        host.display()
+    );
+    // Lines 1-4 head; 5 blank; 6 [[vm]]; 7 name; 8 emulator; 9 and on: sizing.
+    let vm = |sizing: &str| {
+        format!("{head}\n[[vm]]\nname = \"vm1\"\nemulator = \"with-housekeeping\"\n{sizing}")
+    };
+    let path = dir.path("spec.toml");
+    let refused = |sizing: &str| -> SpecError {
+        let text = vm(sizing);
+        let spec = match Spec::parse(&path, &text) {
+            Err(e) => return e,
+            Ok(spec) => spec,
+        };
+        let host = topology::load(&spec.source.clone().expect("a host")).expect("b1 loads");
+        spec.request(host)
+            .err()
+            .unwrap_or_else(|| panic!("accepted:\n{text}"))
+    };
+
+    let table = "profile = \"bare\"\ntarget_gbps = 10\n";
+    let first = refused(table);
+    assert_eq!(
+        (first.line, first.key.as_deref()),
+        (6, Some("vm.emulator")),
+        "{first}"
+    );
+    let message = first.to_string();
+    assert!(
+        message.contains("vm1: emulator = \"with-housekeeping\""),
+        "{message}"
+    );
+    assert!(
+        message.contains("its table row has none (vcpus 3 = tx 2 + rx 1)"),
+        "{message}"
+    );
+    let hint = first.hint.clone().unwrap_or_default();
+    assert!(
+        hint.contains("a table row with a housekeeping vCPU"),
+        "{hint}"
+    );
+    // Not the bare "set housekeeping_vcpus = 1", which the table VM refuses.
+    assert!(!hint.starts_with("set housekeeping_vcpus"), "{hint}");
+    assert!(hint.contains("vcpus = N with housekeeping_vcpus = 1 instead of the table"));
+
+    // What the old hint said: refused, naming the row's count.
+    let second = refused(&format!("{table}housekeeping_vcpus = 1\n"));
+    assert_eq!(second.line, 11, "{second}");
+    let message = second.to_string();
+    assert!(message.contains("(vcpus - tx - rx: 0 here)"), "{message}");
+    assert!(
+        message.contains("drop housekeeping_vcpus, or give vcpus = N"),
+        "{message}"
+    );
+
+    // What the new hint says is accepted.
+    let text = vm("vcpus = 3\nhousekeeping_vcpus = 1\n");
+    let spec = Spec::parse(&path, &text).expect("vcpus with housekeeping_vcpus parses");
+    let host = topology::load(&spec.source.clone().expect("a host")).expect("b1 loads");
+    assert!(spec.request(host).is_ok(), "refused:\n{text}");
+
+    // Without a table, the hint is housekeeping_vcpus.
+    let bare = refused("vcpus = 3\n");
+    assert!(bare.to_string().ends_with("and it has none"), "{bare}");
+    assert!(bare
+        .hint
+        .as_deref()
+        .is_some_and(|h| h.starts_with("set housekeeping_vcpus = 1")));
+}

@@ -103,6 +103,19 @@ proptest! {
         }
     }
 
+    /// pinplan's topology JSON: refused or read; what reads, reads back the same.
+    #[test]
+    fn topology_json(edits in edits()) {
+        let seed = topology::load(&Source::File(repo("tests/fixtures/hwloc-xml/16em64t-4s2c2t-offlines.xml")))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_json();
+        let text = mutate(&seed, &edits);
+        if let Ok(host) = crate::topology::json::read(Path::new("h.json"), &text) {
+            let again = crate::topology::json::read(Path::new("h.json"), &host.to_json());
+            prop_assert_eq!(again.ok(), Some(host));
+        }
+    }
+
     /// libvirt capabilities XML.
     #[test]
     fn capabilities_xml(edits in edits()) {

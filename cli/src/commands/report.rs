@@ -100,6 +100,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
         let live = matches!(source, Source::LiveHost);
         let host_cpus = tenants::host_cpus(&host, given.as_ref(), plan.as_ref(), live)?;
         let tenants = tenants::tenants(&host, host_cpus.as_ref(), Domains::Files(&args.domains))?;
+        report::check_pins(&host, &tenants)?;
         let result = Report::new(&host, tenants, plan.as_ref());
         (host, result)
     };

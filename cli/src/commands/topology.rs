@@ -8,7 +8,8 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub struct TopologyArgs {
     /// Where to read the topology: `host` (live, through hwloc), a file (hwloc XML
-    /// from `lstopo --of xml`, or `virsh capabilities`), or `synthetic:DESC`.
+    /// from `lstopo --of xml`, `virsh capabilities`, or this command's own
+    /// `--format json`), or `synthetic:DESC`.
     #[arg(
         long,
         value_name = "SRC",

@@ -20,6 +20,8 @@ crate::error::transparent_error! {
         Plan(PlanError),
         /// Its domains could not be read.
         Tenants(TenantsError),
+        /// A domain is pinned to CPUs the host does not have.
+        Pins(Box<super::ForeignPins>),
     }
 }
 
@@ -47,6 +49,7 @@ pub fn report(asked: &Connected<'_>) -> Result<(HostTopology, Report), Connected
     let live = crate::libvirt::is_local_uri(asked.uri);
     let host_cpus = tenants::host_cpus(&host, asked.host_cpus, plan, live)?;
     let tenants = tenants::tenants(&host, host_cpus.as_ref(), Domains::Connect(asked.uri))?;
+    super::check_pins(&host, &tenants)?;
     let mut result = Report::new(&host, tenants, plan);
     result
         .notes

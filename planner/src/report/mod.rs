@@ -7,11 +7,13 @@ pub mod conflicts;
 pub mod connected;
 pub mod live;
 pub mod moves;
+mod pins;
 pub mod svg;
 mod text;
 
 pub use conflicts::{conflicts, Conflict, ConflictKind, Severity};
 pub use moves::{moves, planned_tenants, Move, Thread};
+pub use pins::{check_pins, ForeignDomain, ForeignPins};
 
 use crate::plan::Plan;
 use crate::tenant::Tenant;

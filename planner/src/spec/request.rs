@@ -351,6 +351,39 @@ impl Spec {
         Ok(fixed)
     }
 
+    /// `emulator = "with-housekeeping"` on a VM without housekeeping vCPUs.
+    /// A VM sized from a table takes its housekeeping vCPUs from the row
+    /// (`housekeeping_vcpus` is refused there), so its fix is another row or
+    /// sizing it with `vcpus`.
+    fn no_housekeeping(&self, vm: &VmSpec, vcpus: u32, table: Option<(u32, u32)>) -> SpecError {
+        let name = &vm.name;
+        let (has_none, fix) = match table {
+            Some((_, rx)) => (
+                format!(
+                    "its table row has none (vcpus {vcpus} = tx {} + rx {rx})",
+                    vcpus.saturating_sub(rx)
+                ),
+                "size it from a table row with a housekeeping vCPU (vcpus > tx + rx), or \
+                 give vcpus = N with housekeeping_vcpus = 1 instead of the table, or choose \
+                 emulator = \"host\" or \"isolate\"",
+            ),
+            None => (
+                "it has none".to_owned(),
+                "set housekeeping_vcpus = 1, or choose emulator = \"host\" or \"isolate\"",
+            ),
+        };
+        let mut error = self.error(
+            vm.line,
+            "vm.emulator",
+            format!(
+                "{name}: emulator = \"with-housekeeping\" puts the emulator on the housekeeping \
+                 vCPUs' cores, and {has_none}"
+            ),
+        );
+        error.hint = Some(fix.to_owned());
+        error
+    }
+
     /// The VM's vCPU roles: a table's housekeeping and rx vCPUs, or
     /// `housekeeping_vcpus`; the idle CPUs `emulator = "with-housekeeping"`
     /// needs on SMT cores; the real-time vCPUs (never housekeeping ones, and
@@ -365,11 +398,11 @@ impl Spec {
         use crate::model::ThreadPolicy;
         let name = &vm.name;
         let (housekeeping, rx) = match (table, vm.housekeeping_vcpus) {
-            (Some(_), Some((_, line))) => {
+            (Some((table_h, _)), Some((_, line))) => {
                 return Err(self.error(
                     line,
                     "vm.housekeeping_vcpus",
-                    format!("{name}: a VM sized from a table has the table's housekeeping vCPUs (vcpus - tx - rx): drop housekeeping_vcpus, or give vcpus = N"),
+                    format!("{name}: a VM sized from a table has the table's housekeeping vCPUs (vcpus - tx - rx: {table_h} here): drop housekeeping_vcpus, or give vcpus = N"),
                 ))
             }
             (Some((h, rx)), None) => (h, Some(rx)),
@@ -384,11 +417,7 @@ impl Spec {
             (None, None) => (0, None),
         };
         if vm.emulator == EmulatorPolicy::WithHousekeeping && housekeeping == 0 {
-            return Err(self.error(
-                vm.line,
-                "vm.emulator",
-                format!("{name}: emulator = \"with-housekeeping\" puts the emulator on the housekeeping vCPUs' cores, and it has none: set housekeeping_vcpus = 1 (or size it from a table)"),
-            ));
+            return Err(self.no_housekeeping(vm, vcpus, table));
         }
         // Whole cores for the housekeeping vCPUs: the rest of the last one
         // stays idle (the emulator's) on cores of `t` threads.

@@ -59,7 +59,7 @@ fn looks_like_xml(path: &Path, text: &str) -> Result<(), TopologyError> {
     } else if !first.starts_with('<') {
         (
             text.len() - first.len(),
-            "this is not XML (it does not start with '<')",
+            "this is neither XML nor pinplan's topology JSON (it starts with neither '<' nor '{')",
         )
     } else {
         return Ok(());
@@ -140,7 +140,10 @@ mod tests {
     fn rejects_with_position() {
         for (text, expected) in [
             ("", "f.xml:1:1: the file is empty"),
-            ("\n  hello", "f.xml:2:3: this is not XML (it does not start with '<')"),
+            (
+                "\n  hello",
+                "f.xml:2:3: this is neither XML nor pinplan's topology JSON (it starts with neither '<' nor '{')",
+            ),
             (
                 "<topology version=\"2.0\">\n  <object type=\"Machine\">\n",
                 "f.xml:3:1: the file ends inside <object> (opened at line 2): it is truncated; export it again",

@@ -1,7 +1,8 @@
 //! The host's CPU topology ([`HostTopology`]) and the readers that build it.
 //!
 //! Every reader — live hwloc, hwloc XML, hwloc synthetic descriptions, libvirt
-//! capabilities XML, a live libvirt connection — first collects a flat list of
+//! capabilities XML, a live libvirt connection, pinplan's own topology JSON
+//! (checked against a rebuild) — first collects a flat list of
 //! CPUs with the keys of their core, package, node and L3 domain
 //! (`assemble::RawTopology`); one shared step turns that into the model, so all
 //! sources number cores and packages the same way. Planning, reports and XML are
@@ -12,6 +13,7 @@ pub(crate) mod caps;
 pub(crate) mod detect;
 mod fingerprint;
 mod hwloc;
+pub(crate) mod json;
 mod libvirt;
 pub mod map;
 mod memory;
@@ -38,8 +40,9 @@ use std::path::{Path, PathBuf};
 pub enum Source {
     /// The machine we run on, through hwloc (with PCI discovery).
     LiveHost,
-    /// A file: hwloc XML (`lstopo --of xml`) or libvirt capabilities XML
-    /// (`virsh capabilities`), told apart by content.
+    /// A file: hwloc XML (`lstopo --of xml`), libvirt capabilities XML
+    /// (`virsh capabilities`) or pinplan's own topology JSON (`pinplan
+    /// topology --format json`), told apart by content.
     File(PathBuf),
     /// An hwloc synthetic description such as `package:2 core:16 pu:2`.
     Synthetic(String),
@@ -134,6 +137,31 @@ pub enum TopologyError {
         /// What is missing.
         problem: String,
     },
+    /// JSON whose value at `key` is not what the topology JSON has there.
+    #[error("{}:{line}:{column}: {}", path.display(), json_key(key))]
+    BadJson {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the bad value.
+        line: usize,
+        /// 1-based column of the bad value.
+        column: usize,
+        /// Where (`pus[3].cpu`); empty when it could not be told.
+        key: String,
+        /// What the JSON reader said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Topology JSON whose values read, but do not fit together.
+    #[error("{}: `{key}`: {problem}", path.display())]
+    BadJsonValue {
+        /// The file.
+        path: PathBuf,
+        /// Where (`cores[2]`).
+        key: String,
+        /// What is wrong.
+        problem: String,
+    },
     /// hwloc refused to build the topology.
     #[error("hwloc could not load {source_name}: {message}")]
     Hwloc {
@@ -147,6 +175,15 @@ pub enum TopologyError {
     Libvirt(#[from] crate::error::LibvirtError),
 }
 
+/// How [`TopologyError::BadJson`] names the place of the fault.
+fn json_key(key: &str) -> String {
+    if key.is_empty() {
+        "not pinplan's topology JSON".to_owned()
+    } else {
+        format!("`{key}` is not what pinplan's topology JSON has there")
+    }
+}
+
 impl Diagnostic for TopologyError {
     fn hint(&self) -> Option<String> {
         match self {
@@ -158,8 +195,14 @@ impl Diagnostic for TopologyError {
                     .to_owned(),
             ),
             TopologyError::WrongKind { .. } | TopologyError::Malformed { .. } => Some(
-                "give the output of `lstopo --of xml` (hwloc) or `virsh capabilities` \
-                 (libvirt), or use --source host / --connect URI"
+                "give the output of `lstopo --of xml` (hwloc), `virsh capabilities` \
+                 (libvirt) or `pinplan topology --format json`, or use --source host / \
+                 --connect URI"
+                    .to_owned(),
+            ),
+            TopologyError::BadJson { .. } | TopologyError::BadJsonValue { .. } => Some(
+                "give the JSON `pinplan topology --format json` wrote, unedited: capture it \
+                 again from its source (`pinplan topology --source SRC --format json`)"
                     .to_owned(),
             ),
             TopologyError::Libvirt(e) => e.hint(),
@@ -382,7 +425,7 @@ pub fn load(source: &Source) -> Result<HostTopology, TopologyError> {
     let raw = match source {
         Source::LiveHost => hwloc::live()?,
         Source::Synthetic(desc) => synthetic::read(desc)?,
-        Source::File(path) => load_file(path)?,
+        Source::File(path) => return load_file(path),
         Source::Libvirt(uri) => libvirt::connect(uri)?,
     };
     raw.assemble()
@@ -403,7 +446,7 @@ pub fn load_libvirt(
     Ok((raw.assemble()?, devices))
 }
 
-fn load_file(path: &Path) -> Result<assemble::RawTopology, TopologyError> {
+fn load_file(path: &Path) -> Result<HostTopology, TopologyError> {
     if path.as_os_str().is_empty() {
         return Err(TopologyError::Empty {
             source_name: "''".to_owned(),
@@ -422,18 +465,22 @@ fn load_file(path: &Path) -> Result<assemble::RawTopology, TopologyError> {
             path: path.to_owned(),
             line,
             column,
-            problem: "not UTF-8 text: this is not an XML topology".to_owned(),
+            problem: "not UTF-8 text: this is not a topology file".to_owned(),
         }
     })?;
+    if json::looks_like_json(&text) {
+        return json::read(path, &text);
+    }
     let (kind, doc) = detect::parse(path, &text)?;
-    match kind {
+    let raw = match kind {
         SourceKind::HwlocXml => {
             precheck::hwloc(path, doc.root_element())?;
             drop(doc);
-            hwloc::xml(path, &text)
+            hwloc::xml(path, &text)?
         }
-        SourceKind::LibvirtCapabilities => caps::parse(&path.display().to_string(), &text),
-    }
+        SourceKind::LibvirtCapabilities => caps::parse(&path.display().to_string(), &text)?,
+    };
+    raw.assemble()
 }
 
 /// Serializes a core's CPUs as a JSON array of numbers, the documented shape.
