@@ -27,6 +27,19 @@ use std::process::Command;
 /// CPUs, so every pin names a CPU libvirt's test host has.
 const HOST: &str = "synthetic:package:1 core:4 pu:2";
 
+/// `pinplan report --domains DOMAIN` on [`HOST`], as JSON.
+fn report_of(domain: &Path) -> Value {
+    pinplan_json(&[
+        "report",
+        "--domains",
+        s(domain),
+        "--source",
+        HOST,
+        "--format",
+        "json",
+    ])
+}
+
 /// What libvirt's test driver makes of `path`: its `dumpxml` once defined,
 /// or virsh's complaint when libvirt refuses the domain.
 pub(crate) fn define(path: &Path, name: &str) -> Result<String, String> {
@@ -176,15 +189,7 @@ fn issue_31_d1_a_domain_without_vcpu_has_one() {
     // libvirt reads one vCPU (its dumpxml writes <vcpu>1</vcpu>), and so
     // does the report: one vCPU, unpinned, so on all 8 CPUs.
     assert_eq!(read(&define(&domain, "no-vcpu").unwrap()).vcpus, 1);
-    let report = pinplan_json(&[
-        "report",
-        "--domains",
-        s(&domain),
-        "--source",
-        HOST,
-        "--format",
-        "json",
-    ]);
+    let report = report_of(&domain);
     let vcpus = report["tenants"][0]["vcpus"].as_array().unwrap();
     assert_eq!(vcpus.len(), 1, "{report}");
     assert_eq!(vcpus[0]["cpus"], "0-7", "{report}");
@@ -242,15 +247,7 @@ fn issue_31_d2_iothreads_are_numbered_as_libvirt_numbers_them() {
     // them), and the report reads the same four.
     let libvirt = read(&define(&domain, "QEMUGuest1").unwrap()).iothreadids;
     assert_eq!(libvirt, BTreeSet::from([1, 2, 5, 6]));
-    let report = pinplan_json(&[
-        "report",
-        "--domains",
-        s(&domain),
-        "--source",
-        HOST,
-        "--format",
-        "json",
-    ]);
+    let report = report_of(&domain);
     let ids: BTreeSet<u32> = report["tenants"][0]["iothreads"]
         .as_array()
         .unwrap()
