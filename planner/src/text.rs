@@ -1,6 +1,10 @@
 //! Small text helpers every stage uses: counted nouns, the closest name for
 //! "did you mean", positions in a document, byte sizes, a path as a shell word.
 
+/// The hint for a file that is not there: where a relative path is taken
+/// from depends on where it was given.
+pub const MISSING_FILE_HINT: &str = "check the path; a relative path is taken from the current directory on the command line, from the spec's directory in a spec";
+
 /// `path` as one `sh` word, single-quoted (the hooks pinplan writes name
 /// paths); `None` for a path that is not UTF-8 or holds a newline or NUL,
 /// which a script line cannot name.

@@ -107,9 +107,9 @@ pub enum TableError {
 impl crate::error::Diagnostic for TableError {
     fn hint(&self) -> Option<String> {
         match self {
-            TableError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => Some(
-                "check the path; relative paths are taken from the current directory".to_owned(),
-            ),
+            TableError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Some(crate::text::MISSING_FILE_HINT.to_owned())
+            }
             TableError::Io { .. } => None,
             TableError::NotText { .. } | TableError::At { .. } | TableError::Empty { .. } => Some(
                 "see `pinplan help formats` (Throughput tables) for the columns and an example"

@@ -291,9 +291,8 @@ fn read_spec_text(path: &Path) -> Result<String, SpecError> {
             line: 1,
             key: None,
             message: "cannot read the plan spec".to_owned(),
-            hint: (e.kind() == std::io::ErrorKind::NotFound).then(|| {
-                "check the path; relative paths are taken from the current directory".to_owned()
-            }),
+            hint: (e.kind() == std::io::ErrorKind::NotFound)
+                .then(|| crate::text::MISSING_FILE_HINT.to_owned()),
             cause: Some(Arc::new(e)),
         })
     }

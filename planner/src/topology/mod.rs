@@ -221,8 +221,7 @@ impl Diagnostic for TopologyError {
                 };
                 Some(match meant {
                     Some(m) => format!("no such file; did you mean `--source {m}`?"),
-                    None => "check the path; relative paths are taken from the current directory"
-                        .to_owned(),
+                    None => crate::text::MISSING_FILE_HINT.to_owned(),
                 })
             }
             _ => None,
