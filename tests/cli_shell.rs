@@ -459,16 +459,20 @@ fn sh(dir: &Path, script: &str) -> Output {
         .unwrap()
 }
 
-/// Copies the directory `from` into `to`, recursively.
+/// Copies the directory `from` into `to`, recursively, links as links
+/// (the fleet example's doctor trees hold sysfs links).
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().unwrap();
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&source).unwrap(), &target).unwrap();
+        } else if kind.is_dir() {
+            copy_dir(&source, &target);
         } else {
-            std::fs::copy(entry.path(), &target).unwrap();
+            std::fs::copy(&source, &target).unwrap();
         }
     }
 }
@@ -526,4 +530,63 @@ fn every_example_in_the_help_runs() {
     );
     assert!(dir.path("plans/plan.json").is_file());
     assert!(ran >= 15 && parsed >= 5, "ran {ran}, parsed {parsed}");
+}
+
+/// An installed pinplan (issue 31): the binary in PREFIX/bin and the
+/// examples where scripts/install.sh puts them, no repository. `pinplan
+/// help examples` names them, and every example spec plans there exactly as
+/// in the repository: nothing reaches outside `examples/`.
+#[test]
+fn an_installed_binary_finds_its_examples_and_they_plan_without_the_repository() {
+    let prefix = TempDir::new();
+    let bin = prefix.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let exe = bin.join("pinplan");
+    std::fs::copy(env!("CARGO_BIN_EXE_pinplan"), &exe).unwrap();
+    let share = prefix.path("share/pinplan");
+    copy_dir(&util::repo().join("examples"), &share.join("examples"));
+    let run = |args: &[&str]| -> Output {
+        Command::new(&exe)
+            .args(args)
+            .current_dir(&share)
+            .env("PINPLAN_STATE_DIR", util::state_dir())
+            .output()
+            .unwrap()
+    };
+    let help = run(&["help", "examples"]);
+    assert_eq!(
+        help.status.code(),
+        Some(0),
+        "{}",
+        describe(&["help", "examples"], &help)
+    );
+    let said = text(&help.stdout);
+    let installed = format!(
+        "Installed with this binary: {}",
+        share.join("examples").display()
+    );
+    assert!(said.contains(&installed), "{said}");
+    for spec in [
+        "examples/lab/b1.toml",
+        "examples/two-nics.toml",
+        "examples/amd-guest.toml",
+        "examples/nfv-roles.toml",
+        "examples/fleet.toml",
+    ] {
+        let args = ["plan", spec, "--format", "json"];
+        let there = run(&args);
+        assert_eq!(there.status.code(), Some(0), "{}", describe(&args, &there));
+        let here = pinplan(args);
+        let strip = |out: &Output| {
+            let mut json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            // Run to run, only the solve time differs.
+            json.as_object_mut().unwrap().remove("solve_seconds");
+            json
+        };
+        assert_eq!(strip(&there), strip(&here), "{spec}");
+    }
+    // Without the installed examples, it says where it looked.
+    std::fs::remove_dir_all(share.join("examples")).unwrap();
+    let said = text(&run(&["help", "examples"]).stdout);
+    assert!(said.contains("Not installed beside this binary"), "{said}");
 }

@@ -220,7 +220,7 @@ fn plans_on_a_json_capture_are_the_same_bytes_issue_31() {
 
     // A fleet's source: both hosts of the example fleet on captures.
     let fleet = example("fleet.toml");
-    let jy = "../tests/fixtures/hwloc-xml/24em64t-2n6c2t-pci.xml";
+    let jy = "hosts/24em64t-2n6c2t-pci.xml";
     let mut on_json = fleet
         .replace(
             "\"lab/b1-host.xml\"",
@@ -230,8 +230,8 @@ fn plans_on_a_json_capture_are_the_same_bytes_issue_31() {
             &format!("\"{jy}\""),
             &format!("{:?}", capture(&format!("examples/{jy}"), "f-jy.json")),
         );
-    let fixtures = util::repo().join("tests/fixtures");
-    on_json = on_json.replace("\"../tests/fixtures", &format!("\"{}", fixtures.display()));
+    let roots = util::repo().join("examples/fleet-roots");
+    on_json = on_json.replace("\"fleet-roots", &format!("\"{}", roots.display()));
     assert!(
         !on_json.contains("xml\""),
         "test bug: a host still on XML:\n{on_json}"

@@ -3,8 +3,9 @@
 //! help by [`decorate`]), and the reference topics, embedded from `docs/`
 //! so that an installed binary carries them.
 //!
-//! The examples run on the bundled lab (`examples/lab/`) from the
-//! repository's root; `tests/cli_shell.rs` runs each one that reads only
+//! The examples run on the bundled examples (`examples/`) from the folder
+//! that holds them: the repository's root, or `PREFIX/share/pinplan` where
+//! scripts/install.sh puts them (`pinplan help examples`); `tests/cli_shell.rs` runs each one that reads only
 //! files, and checks the others' arguments, so the help stays true.
 
 use clap::builder::{PossibleValue, PossibleValuesParser};
@@ -19,7 +20,7 @@ pub struct Topic {
 }
 
 /// Every topic, in the order they are listed.
-pub const TOPICS: [Topic; 3] = [
+pub const TOPICS: [Topic; 4] = [
     Topic {
         name: "formats",
         about: "the file formats: CPU lists, topology files, throughput tables, the plan spec",
@@ -31,6 +32,10 @@ pub const TOPICS: [Topic; 3] = [
     Topic {
         name: "exit-codes",
         about: "what each command's exit status means",
+    },
+    Topic {
+        name: "examples",
+        about: "where the example files are that every help example runs on",
     },
 ];
 
@@ -473,8 +478,55 @@ pub fn topic(name: &str) -> Option<String> {
         "formats" => Some(markdown(FORMATS)),
         "policies" => Some(policies()),
         "exit-codes" => Some(exit_codes()),
+        "examples" => Some(examples()),
         _ => None,
     }
+}
+
+/// Where the installed examples of this binary are: `PREFIX/bin/pinplan`
+/// has them in `PREFIX/share/pinplan/examples` (scripts/install.sh).
+fn installed_examples() -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let prefix = exe.parent()?.parent()?;
+    Some(prefix.join("share/pinplan/examples"))
+}
+
+/// `pinplan help examples`: where the example files are, and how to run the
+/// help's examples on them.
+fn examples() -> String {
+    let mut out = String::from(
+        "The examples of `pinplan --help` and `pinplan COMMAND --help` name the bundled\n\
+         example files (`examples/lab/b1.toml`, the lab's host and throughput table,\n\
+         the specs of the docs) and run from the folder that holds `examples/`.\n\n",
+    );
+    match installed_examples() {
+        Some(dir) if dir.join("lab/b1.toml").is_file() => {
+            let parent = dir.parent().unwrap_or(&dir);
+            out.push_str(&format!(
+                "Installed with this binary: {}\n\n\
+                 Run the help's examples there, or on a copy you may change:\n\
+                 \x20 cd {} && pinplan plan examples/lab/b1.toml\n\
+                 \x20 cp -r {} . && pinplan plan examples/lab/b1.toml\n",
+                dir.display(),
+                parent.display(),
+                dir.display()
+            ));
+        }
+        Some(dir) => out.push_str(&format!(
+            "Not installed beside this binary (looked in {}): scripts/install.sh\n\
+             installs them there; a clone of the repository has them at its root.\n",
+            dir.display()
+        )),
+        None => out.push_str(
+            "scripts/install.sh installs them in PREFIX/share/pinplan/examples; a clone\n\
+             of the repository has them at its root.\n",
+        ),
+    }
+    out.push_str(
+        "\nOn your own host, drop the spec's `source` (the live host is read) or give\n\
+         `--connect qemu:///system`.\n",
+    );
+    out
 }
 
 /// `pinplan help policies`: the placement sections of docs/plan.md.
