@@ -145,6 +145,20 @@ pub fn unplaced_note(plan: &crate::plan::Plan) -> Option<String> {
     })
 }
 
+/// The libvirt URI `plan` was made through (`plan --connect URI` records it
+/// as `host.source`), or `None` when it was made from a file, `host` or a
+/// synthetic description. A URI is `SCHEME://…` with a scheme of letters,
+/// digits and `+` (`qemu:///system`, `qemu+ssh://root@b1/system`).
+pub fn recorded_uri(plan: &crate::plan::Plan) -> Option<&str> {
+    let source = plan.host.source.as_str();
+    let (scheme, _) = source.split_once("://")?;
+    let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '+');
+    is_scheme.then_some(source)
+}
+
 /// What `apply` prints after a successful apply: one line per VM, then the count.
 pub fn summary(done: &[Applied]) -> String {
     let mut out = String::new();
