@@ -739,7 +739,10 @@ fn vm_cpus_not_isolated_warn_host_cpus_isolated_fail() {
         "proc/cmdline",
         "ro quiet isolcpus=domain,managed_irq,2-3 nohz_full=2-3\n",
     );
-    let (code, v) = doctor(dir.path(), &["--plan", &plan]);
+    // Issue 31: the hint names the plan file as given, not `PLAN.json`
+    // (here with a `./` that a canonical path would drop).
+    let typed = format!("{}/./plan.json", dir.path().display());
+    let (code, v) = doctor(dir.path(), &["--plan", &typed]);
     assert_eq!(code, Some(0), "{v:#}");
     let c = find(&v, "isolation", "vm1");
     // rcu_nocbs is implied by nohz_full for 2-3.
@@ -750,7 +753,7 @@ fn vm_cpus_not_isolated_warn_host_cpus_isolated_fail() {
     );
     assert_eq!(
         str_at(c, "hint"),
-        "now, without a reboot: pinplan isolate --plan PLAN.json; or at boot, add to the kernel command line (replacing any existing value): isolcpus=domain,managed_irq,2-5 nohz_full=2-5 rcu_nocbs=2-5"
+        format!("now, without a reboot: pinplan isolate --plan {typed}; or at boot, add to the kernel command line (replacing any existing value): isolcpus=domain,managed_irq,2-5 nohz_full=2-5 rcu_nocbs=2-5")
     );
 
     dir.file(
@@ -812,6 +815,60 @@ fn an_irq_on_a_vm_cpu_warns_with_the_command_to_move_it() {
         find(&v, "irq-affinity", "irqs"),
         "pass",
         &["none of 2 IRQs may run on the VMs' CPUs 1-3"],
+    );
+}
+
+#[test]
+fn issue_31_an_irq_the_kernel_refused_to_move_is_not_suggested_again() {
+    let dir = Tree::new();
+    let plan = dir.plan("0", &[("vm1", "1-3", "isolate", 1, None)]);
+    dir.file(
+        "proc/interrupts",
+        "           CPU0       CPU1       CPU2       CPU3\n  \
+         30:         12          0          0          0   IO-APIC   4-edge      ttyS0\n  \
+         36:          0          5          0          0   PCI-MSI 49153-edge      virtio1-req.0\n  \
+         42:          0       9001          0          0   IR-PCI-MSIX-0000:65:00.0    0-edge      ice-ens1f0-TxRx-0\n",
+    )
+    .file("proc/irq/30/smp_affinity_list", "0\n")
+    .file("proc/irq/36/smp_affinity_list", "0-3\n")
+    .file("proc/irq/42/smp_affinity_list", "0-3\n");
+    // The isolation in effect: its journal (the format docs/isolate.md
+    // gives) says the kernel refused IRQ 36's write; IRQ 42's was made, and
+    // irqbalance has moved it back since.
+    dir.file(
+        "isolate-journal.json",
+        r#"{"tool": "pinplan isolate", "version": 1, "root": "/", "cgroups": "none",
+            "vms": ["vm1"], "vm_cpus": "1-3", "housekeeping": "0", "state": "applied",
+            "changes": [
+              {"kind": "write", "what": "IRQ 36 (virtio1-req.0)", "path": "/proc/irq/36/smp_affinity_list",
+               "before": "0-3", "after": "0", "status": "refused", "reason": "Operation not permitted (os error 1)"},
+              {"kind": "write", "what": "IRQ 42 (ice-ens1f0-TxRx-0)", "path": "/proc/irq/42/smp_affinity_list",
+               "before": "0-3", "after": "0", "status": "applied"}]}"#,
+    );
+    let journal = dir.path().join("isolate-journal.json");
+    dir.file("run/pinplan/active", &format!("{}\n", journal.display()));
+    let (code, v) = doctor(dir.path(), &["--plan", &plan]);
+    assert_eq!(code, Some(0), "{v:#}");
+    let c = find(&v, "irq-affinity", "irqs");
+    expect(
+        c,
+        "warn",
+        &["2 of 3 IRQs may run on the VMs' CPUs 1-3: 36 (virtio1-req.0) on 0-3, 42 (ice-ens1f0-TxRx-0) on 0-3"],
+    );
+    assert_eq!(
+        str_at(c, "hint"),
+        "echo 0 > /proc/irq/42/smp_affinity_list (stop irqbalance or set IRQBALANCE_BANNED_CPULIST=1-3 so that it does not move them back; managed IRQs refuse the write: isolcpus=managed_irq keeps them off); \
+         the kernel refused pinplan isolate's write to IRQ 36 (virtio1-req.0): Operation not permitted (os error 1), so it cannot be moved (managed and per-CPU IRQs refuse it): at boot, isolcpus=managed_irq,domain,1-3 on the kernel command line keeps managed IRQs off the VM CPUs"
+    );
+
+    // Only the refused IRQ left: no write is suggested at all.
+    dir.file("proc/irq/42/smp_affinity_list", "0\n");
+    let (_, v) = doctor(dir.path(), &["--plan", &plan]);
+    let hint = str_at(find(&v, "irq-affinity", "irqs"), "hint");
+    assert!(!hint.contains("echo"), "{hint}");
+    assert!(
+        hint.starts_with("the kernel refused pinplan isolate's write to IRQ 36 (virtio1-req.0)"),
+        "{hint}"
     );
 }
 

@@ -14,6 +14,7 @@
 
 mod util;
 
+mod apply_edges;
 mod apply_live;
 mod cli_shell;
 mod demand_cli;

@@ -27,8 +27,9 @@ pub struct ApplyArgs {
     /// The plan (`pinplan plan SPEC --connect URI --out DIR` writes DIR/plan.json).
     #[arg(value_name = "PLAN.json", required_unless_present_any = ["rollback", "fleet"])]
     plan: Option<PathBuf>,
-    /// The libvirt host to change (with --rollback: default the journal's).
-    #[arg(long, value_name = "URI", required_unless_present_any = ["rollback", "fleet"])]
+    /// The libvirt host to change (default: the URI the plan was made
+    /// through, `plan --connect URI`; with --rollback: the journal's).
+    #[arg(long, value_name = "URI")]
     connect: Option<String>,
     /// Apply a fleet plan: every host of DIR (`pinplan plan FLEET.toml --out
     /// DIR`) through its own URI, in parallel, each all or nothing with its
@@ -198,8 +199,6 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
     if let Some(dir) = &args.fleet {
         return run_fleet(dir, args, &interrupt);
     }
-    // clap requires --connect without --rollback.
-    let connect = args.connect.clone().unwrap_or_default();
     let Some(plan_path) = &args.plan else {
         return Err(Usage::new("give a plan: pinplan apply PLAN.json --connect URI").into());
     };
@@ -207,6 +206,7 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
         apply::check_journal_is_new(journal)?;
     }
     let plan = Plan::load(plan_path)?;
+    let connect = host_uri(args, plan_path, &plan)?;
     let scope = scope(args);
     // One run that changes pins per host at a time, from the checks to the
     // read-back (a dry run only reads).
@@ -220,7 +220,7 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
         print(&note)?;
     }
     if args.dry_run {
-        return dry_run(args, &plan, &checked);
+        return dry_run(args, &connect, &plan, &checked);
     }
     let Prepared {
         session,
@@ -287,7 +287,12 @@ pub fn run(args: &ApplyArgs) -> Result<ExitCode, Failure> {
 }
 
 /// `report --plan` for the selected VMs: what would move, which conflicts go.
-fn dry_run(args: &ApplyArgs, plan: &Plan, checked: &Checked) -> Result<ExitCode, Failure> {
+fn dry_run(
+    args: &ApplyArgs,
+    uri: &str,
+    plan: &Plan,
+    checked: &Checked,
+) -> Result<ExitCode, Failure> {
     let found = checked.dry_run(plan)?;
     let result = Report::new(&checked.host, found.tenants, Some(&found.asked));
     let targets = &checked.targets;
@@ -298,9 +303,41 @@ fn dry_run(args: &ApplyArgs, plan: &Plan, checked: &Checked) -> Result<ExitCode,
     );
     say(args, &text, || {
         let names = targets.iter().map(|t| t.name.clone()).collect();
-        Outcome::dry_run(args.connect.as_deref(), names, &plan.unplaced, &result)
+        Outcome::dry_run(Some(uri), names, &plan.unplaced, &result)
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The host to apply to: `--connect`, else the URI the plan was made
+/// through (said on stderr, since the user did not type it), else a usage
+/// error. A `--connect` other than the plan's URI is not refused here: the
+/// plan's host fingerprint decides, as for any host.
+fn host_uri(args: &ApplyArgs, plan_path: &Path, plan: &Plan) -> Result<String, Failure> {
+    if let Some(uri) = &args.connect {
+        return Ok(uri.clone());
+    }
+    match apply::recorded_uri(plan) {
+        Some(uri) => {
+            crate::ui::note(&format!(
+                "applying to {uri}, the URI {} was made for",
+                plan_path.display()
+            ));
+            Ok(uri.to_owned())
+        }
+        None => Err(Usage {
+            message: format!(
+                "give the host to change: --connect URI ({} records no libvirt URI: it was planned from {})",
+                plan_path.display(),
+                plan.host.source
+            ),
+            hint: Some(format!(
+                "name the host: pinplan apply {} --connect URI (qemu:///system for this machine's), or plan through it: pinplan plan SPEC --connect URI",
+                plan_path.display()
+            )),
+            cause: None,
+        }
+        .into()),
+    }
 }
 
 /// Records how the journal's run ended; a journal that cannot be marked

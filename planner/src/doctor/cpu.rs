@@ -7,6 +7,7 @@ use crate::cmdline::KernelCmdline;
 use crate::cpuset::CpuSet;
 use crate::host::fs::Fs;
 use crate::plan::{Plan, VmPlan};
+use std::collections::BTreeMap;
 
 /// Whether a VM's placement needs both threads of its cores.
 fn needs_siblings(vm: &VmPlan) -> bool {
@@ -135,7 +136,7 @@ pub(super) fn isolation(host: &Host<'_>, fs: &Fs) -> Vec<Check> {
     checks.extend(
         plan.vms
             .iter()
-            .map(|vm| kernel.vm_check(vm, &all_vm, reserved)),
+            .map(|vm| kernel.vm_check(vm, &all_vm, reserved, &host.plan_arg())),
     );
     checks
 }
@@ -255,7 +256,7 @@ impl Isolated {
 
     /// A VM's CPUs must be in all three lists; the fix is one line for the
     /// whole plan (`all_vm`), the host's CPUs left out.
-    fn vm_check(&self, vm: &VmPlan, all_vm: &CpuSet, reserved: &CpuSet) -> Check {
+    fn vm_check(&self, vm: &VmPlan, all_vm: &CpuSet, reserved: &CpuSet, plan_arg: &str) -> Check {
         let id = CheckId::Isolation;
         let unreadable = &self.unreadable;
         let missing: Vec<(&str, CpuSet)> = [
@@ -348,7 +349,7 @@ impl Isolated {
             ),
         )
         .hint(format!(
-            "now, without a reboot: pinplan isolate --plan PLAN.json; or at boot, add to the \
+            "now, without a reboot: pinplan isolate --plan {plan_arg}; or at boot, add to the \
              kernel command line (replacing any existing value): {}",
             add.join(" ")
         ))
@@ -359,6 +360,57 @@ fn with_flags(flags: &[String], cpus: &CpuSet) -> String {
     let mut items = flags.to_vec();
     items.push(cpus.to_string());
     items.join(",")
+}
+
+/// The fields of a `pinplan isolate` journal that say which writes the
+/// kernel refused (the rest of the journal is isolate's business).
+#[derive(serde::Deserialize)]
+struct IsolateRecord {
+    changes: Vec<RecordedChange>,
+}
+
+#[derive(serde::Deserialize)]
+struct RecordedChange {
+    #[serde(default)]
+    path: Option<std::path::PathBuf>,
+    status: String,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+impl crate::host::journal::Body for IsolateRecord {
+    const TOOL: crate::host::journal::Tool = crate::host::journal::Tool::Isolate;
+}
+
+/// The IRQs whose `smp_affinity_list` write the kernel refused to the
+/// isolation in effect (`ROOT/run/pinplan/active` names its journal), with
+/// the kernel's reason: moving them again is refused again. Empty when no
+/// isolation is in effect or its journal cannot be read.
+fn refused_irqs(fs: &Fs) -> BTreeMap<u32, String> {
+    let Some(journal) = fs.text("run/pinplan/active") else {
+        return BTreeMap::new();
+    };
+    let Ok(record) =
+        crate::host::journal::read::<IsolateRecord>(std::path::Path::new(journal.trim()))
+    else {
+        return BTreeMap::new();
+    };
+    record
+        .body
+        .changes
+        .into_iter()
+        .filter(|c| c.status == "refused")
+        .filter_map(|c| {
+            let path = c.path?;
+            let mut parts = path.iter().rev();
+            let (file, number, irq) = (parts.next()?, parts.next()?, parts.next()?);
+            let number = number.to_str()?.parse().ok()?;
+            (file == "smp_affinity_list" && irq == "irq").then(|| {
+                let reason = c.reason.unwrap_or_else(|| "refused".to_owned());
+                (number, reason)
+            })
+        })
+        .collect()
 }
 
 /// `irq-affinity`: IRQs whose `smp_affinity_list` includes a VM's CPU.
@@ -406,8 +458,15 @@ pub(super) fn irq_affinity(host: &Host<'_>, fs: &Fs) -> Check {
             None => format!("{} on {}", irq.number, irq.affinity),
         })
         .collect();
-    let numbers: Vec<String> = hits.iter().map(|irq| irq.number.to_string()).collect();
-    let commands = if hits.len() <= 8 {
+    let refused = refused_irqs(fs);
+    let numbers: Vec<String> = hits
+        .iter()
+        .filter(|irq| !refused.contains_key(&irq.number))
+        .map(|irq| irq.number.to_string())
+        .collect();
+    let commands = if numbers.is_empty() {
+        String::new()
+    } else if numbers.len() <= 8 {
         numbers
             .iter()
             .map(|n| format!("echo {host_cpus} > /proc/irq/{n}/smp_affinity_list"))
@@ -435,9 +494,45 @@ pub(super) fn irq_affinity(host: &Host<'_>, fs: &Fs) -> Check {
             }
         ),
     )
-    .hint(format!(
-        "{commands} (stop irqbalance or set IRQBALANCE_BANNED_CPULIST={vm} so that it does not move them back; managed IRQs refuse the write: isolcpus=managed_irq keeps them off)"
-    ))
+    .hint(irq_hint(&commands, &hits, &refused, &vm))
+}
+
+/// The fix: the writes to make, then the IRQs the kernel refused to move
+/// (never a write it refused again), kept off the VM CPUs at boot instead.
+fn irq_hint(
+    commands: &str,
+    hits: &[&crate::host::irq::Irq],
+    refused: &BTreeMap<u32, String>,
+    vm: &CpuSet,
+) -> String {
+    let cannot: Vec<String> = hits
+        .iter()
+        .filter_map(|irq| {
+            let reason = refused.get(&irq.number)?;
+            Some(match &irq.name {
+                Some(name) => format!("{} ({name}): {reason}", irq.number),
+                None => format!("{}: {reason}", irq.number),
+            })
+        })
+        .collect();
+    let mut parts = Vec::new();
+    if !commands.is_empty() {
+        parts.push(format!(
+            "{commands} (stop irqbalance or set IRQBALANCE_BANNED_CPULIST={vm} so that it does not move them back; managed IRQs refuse the write: isolcpus=managed_irq keeps them off)"
+        ));
+    }
+    if !cannot.is_empty() {
+        let (irqs, they) = if cannot.len() == 1 {
+            ("IRQ", "it")
+        } else {
+            ("IRQs", "they")
+        };
+        parts.push(format!(
+            "the kernel refused pinplan isolate's write to {irqs} {}, so {they} cannot be moved (managed and per-CPU IRQs refuse it): at boot, isolcpus=managed_irq,domain,{vm} on the kernel command line keeps managed IRQs off the VM CPUs",
+            cannot.join(", ")
+        ));
+    }
+    parts.join("; ")
 }
 
 /// `kernel.sched_rt_runtime_us` (`None`: no such file, or not a number),

@@ -292,9 +292,18 @@ pub(crate) struct Host<'a> {
     nics: Vec<Nic>,
     cmdline: Option<KernelCmdline>,
     plan: Option<&'a Plan>,
+    /// The plan's file as given (`--plan FILE`), for the commands hints print.
+    plan_path: Option<&'a std::path::Path>,
 }
 
 impl Host<'_> {
+    /// The plan as a hint's command names it: the file given, as typed, or
+    /// `PLAN.json` when the plan came without one.
+    fn plan_arg(&self) -> String {
+        self.plan_path
+            .map_or_else(|| "PLAN.json".to_owned(), |p| p.display().to_string())
+    }
+
     fn function(&self, address: PciAddress) -> Option<&PciFunction> {
         self.functions.get(&address)
     }
@@ -413,6 +422,7 @@ pub fn run(options: &DoctorOptions) -> Result<Report, DoctorError> {
         nics,
         cmdline,
         plan: options.plan.as_ref(),
+        plan_path: options.plan_path.as_deref(),
     };
     Ok(checks(&host))
 }
@@ -459,6 +469,7 @@ pub fn run_libvirt(uri: &str, options: &DoctorOptions) -> Result<Report, DoctorE
         nics,
         cmdline: None,
         plan: options.plan.as_ref(),
+        plan_path: options.plan_path.as_deref(),
     };
     Ok(checks(&host))
 }

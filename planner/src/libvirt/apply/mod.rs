@@ -145,6 +145,24 @@ pub fn unplaced_note(plan: &crate::plan::Plan) -> Option<String> {
     })
 }
 
+/// The libvirt URI `plan` was made through (`plan --connect URI` records it
+/// as `host.source`), or `None` when it was made from a file, `host` or a
+/// synthetic description. A URI is `SCHEME://…` with a scheme of letters,
+/// digits and `+` (`qemu:///system`, `qemu+ssh://root@b1/system`).
+pub fn recorded_uri(plan: &crate::plan::Plan) -> Option<&str> {
+    uri_of_source(&plan.host.source)
+}
+
+/// `source` when it is a libvirt URI rather than a path or description.
+fn uri_of_source(source: &str) -> Option<&str> {
+    let (scheme, _) = source.split_once("://")?;
+    let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '+');
+    is_scheme.then_some(source)
+}
+
 /// What `apply` prints after a successful apply: one line per VM, then the count.
 pub fn summary(done: &[Applied]) -> String {
     let mut out = String::new();
@@ -603,5 +621,24 @@ impl Session {
             .define_domain_xml(&patched)
             .map_err(failed("redefining its config with the plan's memory"))?;
         self.verify(domain, &Pins::planned(vm), AFFECT_CONFIG, "the plan")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_plan_source_is_a_uri_only_with_a_scheme() {
+        for (source, uri) in [
+            ("qemu:///system", true),
+            ("test:///default", true),
+            ("qemu+ssh://root@b1/system", true),
+            ("examples/lab/b1-host.xml", false),
+            ("host", false),
+            ("synthetic:package:1 core:4 pu:1", false),
+            ("dir/with ://odd name.xml", false),
+            ("://nothing", false),
+        ] {
+            assert_eq!(super::uri_of_source(source).is_some(), uri, "{source}");
+        }
     }
 }
