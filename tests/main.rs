@@ -40,6 +40,7 @@ mod topology_cli;
 mod topology_errors;
 mod topology_fixtures;
 mod topology_live;
+mod trial_edges;
 mod watch_cli;
 mod workflow_cli;
 mod xml_patch;

@@ -65,12 +65,27 @@ impl GuestMap {
             let rest = vcpus.difference(&first);
             (first, CpuSet::new(), CpuSet::new(), rest)
         };
-        let main_lcore = main.first().map_or(0, |c| c.0);
+        let main_lcore = main.first().or(vcpus.first()).map_or(0, |c| c.0);
         let eal = format!("-l {vcpus} --main-lcore {main_lcore}");
-        let kernel_args = (!pmd.is_empty())
-            .then(|| format!("isolcpus=managed_irq,domain,{pmd} nohz_full={pmd} rcu_nocbs={pmd}"));
-        let testpmd = (!pmd.is_empty()).then(|| format!("--nb-cores={}", pmd.len()));
-        let pktgen = (!rx.is_empty() && !tx.is_empty()).then(|| format!("-m \"[{rx}:{tx}].0\""));
+        // With no housekeeping vCPU (a table row with vcpus = tx + rx), the
+        // main lcore is one of the poll-mode vCPUs: it neither forwards nor
+        // is isolated, so the guest's kernel keeps a CPU of its own.
+        let shared = if main.is_empty() {
+            CpuSet::from_iter([CpuId(main_lcore)])
+        } else {
+            CpuSet::new()
+        };
+        let forwarding = pmd.difference(&shared);
+        let kernel_args = (!forwarding.is_empty()).then(|| {
+            format!(
+                "isolcpus=managed_irq,domain,{forwarding} nohz_full={forwarding} \
+                 rcu_nocbs={forwarding}"
+            )
+        });
+        let testpmd = (!forwarding.is_empty()).then(|| format!("--nb-cores={}", forwarding.len()));
+        let (rx_lcores, tx_lcores) = (rx.difference(&shared), tx.difference(&shared));
+        let pktgen = (!rx_lcores.is_empty() && !tx_lcores.is_empty())
+            .then(|| format!("-m \"[{rx_lcores}:{tx_lcores}].0\""));
         GuestMap {
             vm: vm.name.clone(),
             vcpus,
@@ -117,6 +132,14 @@ impl GuestMap {
                 " (no roles in the plan: vCPU 0 taken as DPDK's main lcore)"
             }
         ));
+        if self.main.is_empty() && !self.pmd.is_empty() {
+            out.push_str(&format!(
+                "no housekeeping vCPU: vCPU {} is DPDK's main lcore and the guest kernel's CPU, so \
+                 it is neither isolated nor a forwarding core: one forwarding core fewer than \
+                 the table row's tx + rx\n",
+                self.vcpus.first().map_or(0, |c| c.0)
+            ));
+        }
         if !self.realtime.is_empty() {
             out.push_str(&format!("real-time (FIFO) vCPUs: {}\n", self.realtime));
         }

@@ -181,6 +181,23 @@ fn parse_gbps(text: &str) -> Option<f64> {
     t.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
+/// Why a header that lacks columns does: it is separated by `;` or tabs,
+/// not commas (a spreadsheet's export in a locale whose decimal mark is a
+/// comma, or a copy from a terminal), with the way to convert it.
+fn separator_problem(file: &Path, header: &str) -> Option<String> {
+    let commas = header.matches(',').count();
+    let (_, name, tr) = [(';', "';'", ";"), ('\t', "tabs", "\\t")]
+        .into_iter()
+        .map(|(sep, name, tr)| (header.matches(sep).count(), name, tr))
+        .filter(|(count, _, _)| *count > commas)
+        .max_by_key(|(count, _, _)| *count)?;
+    Some(format!(
+        "the header is separated by {name}: pinplan reads comma-separated tables (save it as \
+         CSV with commas, or: tr '{tr}' ',' < {})",
+        file.display()
+    ))
+}
+
 /// A [`TableError::At`] for `file`.
 fn error_at(file: &Path, line: usize, problem: String) -> TableError {
     TableError::At {
@@ -214,6 +231,9 @@ impl Header {
             .filter(|r| !names.iter().any(|n| n == r))
             .collect();
         if !missing.is_empty() {
+            if let Some(problem) = separator_problem(file, text) {
+                return Err(error_at(file, line, problem));
+            }
             let looks_like_data = names.iter().any(|n| n.parse::<f64>().is_ok());
             let problem = if looks_like_data || names.len() < 3 {
                 format!(
@@ -531,6 +551,22 @@ mod tests {
             (&format!("{head}p,64,2,1,fast\n"), "t.csv:2: gbps \"fast\" is not a number (write 88, 88G or 97.5)".to_owned()),
             (&format!("{head}p,64,2,1,0\n"), "t.csv:2: gbps is 0: a measured rate must be above 0".to_owned()),
             (&format!("{head}\n# c\np,64,2,1\n"), "t.csv:4: 4 fields, but the header has 5 columns (profile,packet_bytes,tx_cores,rx_cores,gbps)".to_owned()),
+            (
+                "profile;packet_bytes;tx_cores;rx_cores;gbps\np;64;1;0;10\n",
+                "t.csv:1: the header is separated by ';': pinplan reads comma-separated tables (save it as CSV with commas, or: tr ';' ',' < t.csv)".to_owned(),
+            ),
+            (
+                "# lab\nprofile\tpacket_bytes\ttx_cores\trx_cores\tgbps\n",
+                "t.csv:2: the header is separated by tabs: pinplan reads comma-separated tables (save it as CSV with commas, or: tr '\\t' ',' < t.csv)".to_owned(),
+            ),
+            (
+                "profile;packet_bytes;tx_cores;rx_cores,gbps\n",
+                "t.csv:1: the header is separated by ';': pinplan reads comma-separated tables (save it as CSV with commas, or: tr ';' ',' < t.csv)".to_owned(),
+            ),
+            (
+                "profile,packet_bytes,tx_cores,gbps;x\n",
+                "t.csv:1: the header lacks columns rx_cores, gbps: it must name profile,packet_bytes,tx_cores,rx_cores,gbps (optional: vcpus,note)".to_owned(),
+            ),
             (&format!("{head}p,64,2,1,\"10\n"), "t.csv:2: a quoted field is not closed: add the closing \"".to_owned()),
         ] {
             assert_eq!(parse(text), Err(expected), "{text:?}");

@@ -503,6 +503,21 @@ impl Spec {
         };
         // The table's configuration: tx + rx cores, the rest housekeeping.
         let housekeeping = d.vcpus.saturating_sub(d.tx_cores + d.rx_cores);
+        if housekeeping == 0 {
+            warnings.push(Warning::vm(
+                &vm.name,
+                WarningKind::Sizing,
+                format!(
+                    "its table row has vcpus = tx + rx = {}: with no housekeeping vCPU, DPDK's \
+                     main lcore shares a vCPU with a forwarding core and the guest's kernel has \
+                     no CPU of its own (the guest hints leave the first vCPU to both: one \
+                     forwarding core fewer); measure a row with one housekeeping vCPU (vcpus = \
+                     tx + rx + 1 = {})",
+                    d.vcpus,
+                    d.vcpus + 1
+                ),
+            ));
+        }
         Ok((
             d.vcpus,
             Some(planned),

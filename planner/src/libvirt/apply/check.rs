@@ -61,7 +61,8 @@ impl Session {
                 }
                 Err(e) => bad.push(e.to_string()),
             }
-            let target = self.check_vm(vm, &online, &mut bad);
+            let domains = others.as_deref().unwrap_or_default();
+            let target = self.check_vm(vm, &online, domains, &mut bad);
             problems.extend(bad.into_iter().map(|reason| Problem {
                 vm: vm.name.clone(),
                 reason,
@@ -76,8 +77,15 @@ impl Session {
     }
 
     /// One VM's preconditions; its target when the domain can be pinned as
-    /// planned (the problems found go to `bad`).
-    fn check_vm(&self, vm: &VmPlan, online: &CpuSet, bad: &mut Vec<String>) -> Option<Target> {
+    /// planned (the problems found go to `bad`). `others`, the domains
+    /// outside the plan, give a "did you mean" for a name no domain has.
+    fn check_vm(
+        &self,
+        vm: &VmPlan,
+        online: &CpuSet,
+        others: &[Tenant],
+        bad: &mut Vec<String>,
+    ) -> Option<Target> {
         let planned = Pins::planned(vm);
         if let Some(i) = planned.vcpus.iter().position(|s| s.len() != 1) {
             bad.push(format!("the plan gives vCPU {i} no CPU or several"));
@@ -93,8 +101,11 @@ impl Session {
         let domain = match self.conn.lookup_domain_by_name(&vm.name) {
             Ok(d) => d,
             Err(e) => {
+                let guess = crate::text::closest(&vm.name, others.iter().map(|t| t.name.as_str()))
+                    .map(|d| format!("did you mean {d}? "))
+                    .unwrap_or_default();
                 bad.push(format!(
-                    "no domain {:?} at {}: {} (virsh list --all shows the names)",
+                    "no domain {:?} at {}: {} ({guess}virsh list --all shows the names)",
                     vm.name,
                     self.uri,
                     lv(&e)
