@@ -9,27 +9,23 @@ use crate::util::{self, arg, describe, text, TempDir};
 /// A spec for the test driver's one domain, `test` (2 vCPUs, running).
 const SPEC: &str = "[host]\nreserved_cores = 1\n\n[[vm]]\nname = \"test\"\nvcpus = 2\n";
 
+/// `plan SPEC HOST… --out DIR/out` in `dir`, which must succeed; the
+/// plan's path.
+fn planned(dir: &TempDir, host: &[&str]) -> std::path::PathBuf {
+    let spec = dir.write("s.toml", SPEC);
+    let out = dir.path("out");
+    let mut args = vec!["plan", arg(&spec)];
+    args.extend_from_slice(host);
+    args.extend(["--out", arg(&out)]);
+    let made = util::pinplan(&args);
+    assert_eq!(made.status.code(), Some(0), "{}", describe(&args, &made));
+    dir.path("out/plan.json")
+}
+
 #[test]
 fn issue_31_apply_takes_the_uri_the_plan_was_made_for() {
     let dir = TempDir::new();
-    let spec = dir.write("s.toml", SPEC);
-    let out = dir.path("out");
-    let plan_args = [
-        "plan",
-        arg(&spec),
-        "--connect",
-        "test:///default",
-        "--out",
-        arg(&out),
-    ];
-    let made = util::pinplan(plan_args);
-    assert_eq!(
-        made.status.code(),
-        Some(0),
-        "{}",
-        describe(&plan_args, &made)
-    );
-    let plan = dir.path("out/plan.json");
+    let plan = planned(&dir, &["--connect", "test:///default"]);
 
     // No --connect: the plan's URI, named on stderr.
     let args = ["apply", arg(&plan), "--dry-run"];
@@ -67,24 +63,7 @@ fn issue_31_apply_takes_the_uri_the_plan_was_made_for() {
 #[test]
 fn issue_31_apply_without_connect_names_a_plan_without_uri() {
     let dir = TempDir::new();
-    let spec = dir.write("s.toml", SPEC);
-    let out = dir.path("out");
-    let plan_args = [
-        "plan",
-        arg(&spec),
-        "--source",
-        "synthetic:package:1 core:4 pu:1",
-        "--out",
-        arg(&out),
-    ];
-    let made = util::pinplan(plan_args);
-    assert_eq!(
-        made.status.code(),
-        Some(0),
-        "{}",
-        describe(&plan_args, &made)
-    );
-    let plan = dir.path("out/plan.json");
+    let plan = planned(&dir, &["--source", "synthetic:package:1 core:4 pu:1"]);
     let args = ["apply", arg(&plan), "--dry-run"];
     let run = util::pinplan(args);
     assert_eq!(run.status.code(), Some(2), "{}", describe(&args, &run));
