@@ -216,10 +216,12 @@ fn changed_vms(on: &super::On<'_>, plan: &Plan) -> Vec<String> {
             let io_now = t
                 .iothreads
                 .iter()
-                .fold(CpuSet::new(), |all, io| all.union(&io.cpus));
-            if t.emulator_cpus != vm.emulator_cpus
-                || (!t.iothreads.is_empty() && io_now != vm.emulator_cpus)
-            {
+                .fold(CpuSet::new(), |all, p| all.union(&p.cpus));
+            let io_planned = vm
+                .iothreads
+                .iter()
+                .fold(CpuSet::new(), |all, p| all.union(&p.cpus));
+            if t.emulator_cpus != vm.emulator_cpus || io_now != io_planned {
                 names.insert(vm.name.clone());
             }
         }
