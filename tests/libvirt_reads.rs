@@ -322,3 +322,343 @@ fn issue_31_d3_more_named_iothreads_than_planned_are_refused() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// `xml --plan PLAN --patch DOMAIN --set-vcpus` (and `--vm NAME`): the
+/// output written to `dir/FILE` and its stderr (notes), or the refusal.
+fn patched_with_notes(
+    dir: &TempDir,
+    file: &str,
+    plan: &Path,
+    domain: &Path,
+    name: &str,
+) -> Result<(PathBuf, String), String> {
+    let args = [
+        "xml",
+        "--plan",
+        s(plan),
+        "--patch",
+        s(domain),
+        "--vm",
+        name,
+        "--set-vcpus",
+    ];
+    let out = pinplan(args);
+    match out.status.code() {
+        Some(0) => {
+            let path = dir.write(file, &out.stdout);
+            validate_domain(&path).unwrap_or_else(|e| panic!("{e}"));
+            Ok((path, text(&out.stderr)))
+        }
+        Some(2) if out.stdout.is_empty() => Err(text(&out.stderr)),
+        _ => panic!("{}", describe(&args, &out)),
+    }
+}
+
+/// The `vcpus` sets of `<cputune>`'s children named `name` in libvirt's
+/// dumpxml.
+fn tune_sets(xml: &str, name: &str) -> Vec<BTreeSet<u32>> {
+    let doc = roxmltree::Document::parse(xml).unwrap();
+    let root = doc.root_element();
+    child(root, "cputune")
+        .into_iter()
+        .flat_map(|t| child(t, name))
+        .map(|n| cpuset(n.attribute("vcpus").unwrap()))
+        .collect()
+}
+
+/// Guest cells in libvirt's dumpxml: id → (vCPUs, the other attributes).
+fn cells(xml: &str) -> BTreeMap<u32, (BTreeSet<u32>, BTreeMap<String, String>)> {
+    let doc = roxmltree::Document::parse(xml).unwrap();
+    let root = doc.root_element();
+    child(root, "cpu")
+        .into_iter()
+        .flat_map(|c| child(c, "numa"))
+        .flat_map(|n| child(n, "cell"))
+        .map(|c| {
+            let others = c
+                .attributes()
+                .filter(|a| !matches!(a.name(), "id" | "cpus" | "memory" | "unit"))
+                .map(|a| (a.name().to_owned(), a.value().to_owned()))
+                .collect();
+            let id = c.attribute("id").unwrap().parse().unwrap();
+            (id, (cpuset(c.attribute("cpus").unwrap()), others))
+        })
+        .collect()
+}
+
+/// D4: `--set-vcpus` to fewer (and more) vCPUs rewrites every element that
+/// names a vCPU: libvirt defines each result, and its dumpxml names no vCPU
+/// the domain does not have. Before the fix libvirt refused all four at
+/// the lower count (`vcpu id '3' is out of range`, `Number of CPUs in
+/// <numa> exceeds the <vcpu> count`, …).
+#[test]
+fn issue_31_d4_set_vcpus_keeps_every_vcpu_reference_valid() {
+    let tmp = TempDir::new();
+    // (fixture, its name, vCPUs planned)
+    for (file, name, count) in [
+        ("generic-vcpus-individual.xml", "foobar", 3),
+        ("generic-vcpus-individual.xml", "foobar", 5),
+        ("qemu-cputune.xml", "QEMUGuest1", 2),
+        ("generic-memorytune.xml", "QEMUGuest1", 2),
+        ("generic-cachetune.xml", "QEMUGuest1", 2),
+        ("qemu-hugepages-numa-default.xml", "fedora", 1),
+        ("qemu-hugepages-numa-default.xml", "fedora", 3),
+    ] {
+        let domain = fixture(&format!("libvirt-domains/{file}"));
+        let (plan, vm) = plan(&tmp, name, count, 0, "");
+        let out = format!("{file}-{count}.xml");
+        let (path, notes) = patched_with_notes(&tmp, &out, &plan, &domain, name)
+            .unwrap_or_else(|e| panic!("{file} at {count}: {e}"));
+        let xml = define(&path, name).unwrap_or_else(|e| panic!("{file} at {count}: {e}"));
+        let got = read(&xml);
+        assert_eq!(got.vcpus, count, "{file}: {xml}");
+        assert_eq!(got.vcpupin, planned_vcpupins(&vm), "{file}");
+        let all: BTreeSet<u32> = (0..count).collect();
+        for tune in ["vcpusched", "cachetune", "memorytune"] {
+            for set in tune_sets(&xml, tune) {
+                assert!(set.is_subset(&all), "{file} at {count}: <{tune}> {set:?}");
+            }
+        }
+        let cell_vcpus: BTreeSet<u32> = cells(&xml).values().flat_map(|c| c.0.clone()).collect();
+        assert!(cell_vcpus.is_subset(&all), "{file} at {count}: {xml}");
+        // Every change beyond the pins is said.
+        assert!(
+            notes.lines().all(|l| l.starts_with("note: ")),
+            "{file}: {notes}"
+        );
+        match (file, count) {
+            ("generic-vcpus-individual.xml", 3) => {
+                assert!(
+                    notes.contains("<vcpus> (line 7): the entries of vCPUs 3 and up removed"),
+                    "{notes}"
+                );
+            }
+            ("generic-vcpus-individual.xml", 5) => {
+                // The new vCPU is online: libvirt's current count is 3 (the
+                // two enabled before and vCPU 4).
+                assert!(
+                    xml.contains("<vcpu id='4' enabled='yes' hotpluggable='no'/>"),
+                    "{xml}"
+                );
+                assert!(xml.contains("current='3'>5</vcpu>"), "{xml}");
+            }
+            ("qemu-cputune.xml", 2) => {
+                assert_eq!(tune_sets(&xml, "vcpusched").len(), 2, "{xml}");
+                assert!(
+                    notes.contains("<vcpusched vcpus='2-3'> (line 19) removed"),
+                    "{notes}"
+                );
+            }
+            ("generic-memorytune.xml", 2) => {
+                // vcpus 3 and 2 go; 0-1 stay with both monitors.
+                assert_eq!(
+                    tune_sets(&xml, "memorytune"),
+                    vec![BTreeSet::from([0, 1])],
+                    "{xml}"
+                );
+                assert_eq!(xml.matches("<monitor").count(), 2, "{xml}");
+            }
+            ("generic-cachetune.xml", 2) => {
+                assert_eq!(
+                    tune_sets(&xml, "cachetune"),
+                    vec![BTreeSet::from([0, 1])],
+                    "{xml}"
+                );
+            }
+            ("qemu-hugepages-numa-default.xml", 1) => {
+                assert_eq!(cells(&xml)[&0].0, BTreeSet::from([0]), "{xml}");
+                assert!(
+                    notes.contains("guest NUMA cell 0 (line 16): vCPUs 0-1 become 0"),
+                    "{notes}"
+                );
+            }
+            ("qemu-hugepages-numa-default.xml", 3) => {
+                assert_eq!(cells(&xml)[&0].0, BTreeSet::from([0, 1, 2]), "{xml}");
+            }
+            _ => unreachable!(),
+        }
+    }
+    // A cell that would be left without a vCPU is refused, with the fix.
+    let domain = fixture("libvirt-domains/qemu-hugepages-numa-default-2M.xml");
+    let (plan, _) = plan(&tmp, "fedora", 1, 0, "");
+    let refused = patched_with_notes(&tmp, "none.xml", &plan, &domain, "fedora").err();
+    assert!(
+        refused.as_deref().is_some_and(|e| e.contains(
+            "qemu-hugepages-numa-default-2M.xml:20: guest NUMA cell 1 holds only vCPUs 1, which a plan of 1 vCPU removes: \
+             the cell would have none; plan at least 2 vCPUs, or remove the cell from <cpu><numa>"
+        )),
+        "{refused:?}"
+    );
+}
+
+/// A host of three nodes of one core of two threads: with one core
+/// reserved, a VM of 4 vCPUs spreads over two nodes (two guest cells).
+const THREE_NODES: &str = "synthetic:package:3 numa:1 core:1 pu:2";
+
+/// D5: the plan's two guest cells replace the domain's four. A memory DIMM
+/// on a cell that stays is kept, and one on a cell that goes is refused
+/// with the reason; cells' `memAccess` carries over when all had the same,
+/// and differing ones are refused (no planned cell to put them on).
+#[test]
+fn issue_31_d5_guest_cell_changes_keep_devices_and_cell_settings_valid() {
+    let tmp = TempDir::new();
+    let original =
+        std::fs::read_to_string(fixture("libvirt-domains/qemu-hugepages-memaccess.xml")).unwrap();
+    let spec = |name: &str| {
+        let path = tmp.write(
+            &format!("{name}.toml"),
+            // Memory in the spec: the plan writes the pages of its cells.
+            "[host]\nreserved_cores = 1\n\n[[vm]]\nname = \"QEMUGuest1\"\nvcpus = 4\nnuma = \"spread\"\nmemory = \"4GiB\"\nhugepages = \"2M\"\n",
+        );
+        let out = tmp.path(name);
+        let args = ["plan", s(&path), "--source", THREE_NODES, "--out", s(&out)];
+        let run = pinplan(args);
+        assert_eq!(run.status.code(), Some(0), "{}", describe(&args, &run));
+        out.join("plan.json")
+    };
+    let plan = spec("spread");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(
+        json["vms"][0]["guest_cells"].as_array().unwrap().len(),
+        2,
+        "{json}"
+    );
+    // As libvirt ships it: cell 1 shared, cell 2 private.
+    let domain = tmp.write("memaccess.xml", &original);
+    let refused = patched_with_notes(&tmp, "a.xml", &plan, &domain, "QEMUGuest1").err();
+    assert!(
+        refused.as_deref().is_some_and(|e| e.contains(
+            "memaccess.xml:27: the domain's guest NUMA cells differ in memAccess, and the plan gives QEMUGuest1 2 guest NUMA cells where the domain has 4"
+        )),
+        "{refused:?}"
+    );
+    // Every cell shared (as vhost-user needs), the DIMM on cell 1: kept.
+    let shared = original
+        .replace(" memAccess='private'", " memAccess='shared'")
+        .replace(
+            "unit='KiB'/>\n      <cell id='2'",
+            "unit='KiB' memAccess='shared'/>\n      <cell id='2'",
+        )
+        .replace(
+            "<cell id='0' cpus='0' memory='1048576' unit='KiB'/>",
+            "<cell id='0' cpus='0' memory='1048576' unit='KiB' memAccess='shared'/>",
+        )
+        .replace(
+            "<cell id='3' cpus='3' memory='1048576' unit='KiB'/>",
+            "<cell id='3' cpus='3' memory='1048576' unit='KiB' memAccess='shared'/>",
+        );
+    assert_eq!(shared.matches("memAccess='shared'").count(), 4, "{shared}");
+    let domain = tmp.write("shared.xml", &shared);
+    // libvirt takes the input as it is.
+    define(&domain, "QEMUGuest1").unwrap_or_else(|e| panic!("{e}"));
+    let (path, _) = patched_with_notes(&tmp, "b.xml", &plan, &domain, "QEMUGuest1")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let xml = define(&path, "QEMUGuest1").unwrap_or_else(|e| panic!("{e}"));
+    let got = cells(&xml);
+    assert_eq!(got.len(), 2, "{xml}");
+    for (_, others) in got.values() {
+        assert_eq!(
+            others.get("memAccess").map(String::as_str),
+            Some("shared"),
+            "{xml}"
+        );
+    }
+    assert!(xml.contains("<node>1</node>"), "{xml}");
+    // The DIMM on cell 3, which the plan drops: refused, naming it.
+    let far = tmp.write(
+        "far.xml",
+        shared.replace("<node>1</node>", "<node>3</node>"),
+    );
+    define(&far, "QEMUGuest1").unwrap_or_else(|e| panic!("{e}"));
+    let refused = patched_with_notes(&tmp, "c.xml", &plan, &far, "QEMUGuest1").err();
+    assert!(
+        refused.as_deref().is_some_and(|e| e.contains(
+            "a memory device (<memory> at line 57) targets guest NUMA cell 3, but the plan gives QEMUGuest1 2 guest NUMA cells (0, 1)"
+        )),
+        "{refused:?}"
+    );
+}
+
+/// D6: a domain whose cells are on different page sizes (2 MiB for cell 1,
+/// 1 GiB for 0, 2-3) is not collapsed onto one size unsaid: without
+/// `hugepages` in the spec the plan is refused with the choice to make; with
+/// it, the plan warns and the patch says what changes; a domain already on
+/// the planned size keeps its `<hugepages>` byte for byte.
+#[test]
+fn issue_31_d6_huge_pages_are_kept_per_cell_or_the_change_is_said() {
+    let tmp = TempDir::new();
+    let domain = fixture("libvirt-domains/qemu-hugepages-numa-nodeset.xml");
+    let spec = |file: &str, more: &str| {
+        tmp.write(
+            file,
+            format!(
+                "[host]\nreserved_cores = 1\n\n[[vm]]\nname = \"QEMUGuest1\"\nvcpus = 4\ndomain_xml = \"{}\"\n{more}",
+                s(&domain)
+            ),
+        )
+    };
+    let unsaid = spec("unsaid.toml", "");
+    let out = tmp.path("unsaid");
+    let args = ["plan", s(&unsaid), "--source", HOST, "--out", s(&out)];
+    let run = pinplan(args);
+    assert_eq!(run.status.code(), Some(2), "{}", describe(&args, &run));
+    assert!(
+        text(&run.stderr).contains(
+            "unsaid.toml:4: QEMUGuest1: its domain_xml has 2 MiB pages for cell 1, 1 GiB pages for cells 0,2-3; \
+             pinplan plans one page size per VM: set hugepages (e.g. hugepages = \"1G\") for QEMUGuest1 in the spec"
+        ),
+        "{}",
+        describe(&args, &run)
+    );
+    assert!(!out.exists());
+
+    let chosen = spec("chosen.toml", "hugepages = \"1G\"\n");
+    let out = tmp.path("chosen");
+    let args = ["plan", s(&chosen), "--source", HOST, "--out", s(&out)];
+    let run = pinplan(args);
+    assert_eq!(run.status.code(), Some(0), "{}", describe(&args, &run));
+    let err = format!("{}{}", text(&run.stdout), text(&run.stderr));
+    assert!(
+        err.contains("warning: QEMUGuest1: the spec's hugepages (1 GiB pages) differ from its domain_xml's (2 MiB pages for cell 1, 1 GiB pages for cells 0,2-3)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("QEMUGuest1.xml: huge pages: the domain's 2 MiB pages for cell 1, 1 GiB pages for cells 0,2-3 become 1 GiB pages for cells 0-3, as planned"),
+        "{err}"
+    );
+    let written = out.join("QEMUGuest1.xml");
+    validate_domain(&written).unwrap_or_else(|e| panic!("{e}"));
+    let xml = define(&written, "QEMUGuest1").unwrap_or_else(|e| panic!("{e}"));
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let sizes: BTreeSet<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("page"))
+        .map(|p| p.attribute("size").unwrap())
+        .collect();
+    assert_eq!(sizes, BTreeSet::from(["1048576"]), "{xml}");
+
+    // One size, as planned: <hugepages> is the input's, byte for byte.
+    let two_mib = fixture("libvirt-domains/qemu-hugepages-numa-default-2M.xml");
+    let spec = tmp.write(
+        "two.toml",
+        format!(
+            "[host]\nreserved_cores = 1\n\n[[vm]]\nname = \"fedora\"\nvcpus = 2\ndomain_xml = \"{}\"\n",
+            s(&two_mib)
+        ),
+    );
+    let out = tmp.path("two");
+    let args = ["plan", s(&spec), "--source", HOST, "--out", s(&out)];
+    let run = pinplan(args);
+    assert_eq!(run.status.code(), Some(0), "{}", describe(&args, &run));
+    assert!(
+        !text(&run.stderr).contains("huge pages:"),
+        "{}",
+        describe(&args, &run)
+    );
+    let input = std::fs::read_to_string(&two_mib).unwrap();
+    let output = std::fs::read_to_string(out.join("fedora.xml")).unwrap();
+    let block = |x: &str| {
+        x[x.find("<memoryBacking>").unwrap()..x.find("</memoryBacking>").unwrap()].to_owned()
+    };
+    assert_eq!(block(&output), block(&input));
+}

@@ -19,6 +19,7 @@ mod apply_live;
 mod cli_shell;
 mod demand_cli;
 mod doctor_cli;
+mod domain_corpus;
 mod fleet_cli;
 mod guest_cpu_cli;
 mod isolate_cli;

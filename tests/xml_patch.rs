@@ -36,10 +36,10 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// 2 packages x 16 cores x 2 threads, one NUMA node; CPU n's sibling is n + 32.
-const BIG_HOST: &str = "synthetic:package:2 core:16 pu:2(indexes=2*32:1*2)";
+pub(crate) const BIG_HOST: &str = "synthetic:package:2 core:16 pu:2(indexes=2*32:1*2)";
 
 /// `xml --plan PLAN --patch DOMAIN MORE…`.
-fn patch<'a>(plan: &'a Path, domain: &'a Path, more: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn patch<'a>(plan: &'a Path, domain: &'a Path, more: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["xml", "--plan", s(plan), "--patch", s(domain)];
     args.extend_from_slice(more);
     args
@@ -408,13 +408,13 @@ fn same_outside_pins(input: &str, output: &str) -> Result<(), String> {
 // ---------------------------------------------------------------------------
 // Plans.
 
-fn toml_str(v: &str) -> String {
+pub(crate) fn toml_str(v: &str) -> String {
     format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 /// Writes SPEC in `dir`, runs `pinplan plan SPEC --source SOURCE --out DIR/out`;
 /// Ok((plan.json, the VM)) when exit 0, Err(output) otherwise.
-fn make_plan(dir: &Path, source: &str, spec: &str) -> Result<(PathBuf, Value), String> {
+pub(crate) fn make_plan(dir: &Path, source: &str, spec: &str) -> Result<(PathBuf, Value), String> {
     std::fs::create_dir_all(dir).unwrap();
     let spec_path = dir.join("spec.toml");
     std::fs::write(&spec_path, spec).unwrap();
@@ -490,7 +490,14 @@ fn check_fixture(
     }
     let args = patch(&plan_path, fixture, &["--vm", &name]);
     let out = pinplan(&args);
-    if out.status.code() != Some(0) || !out.stderr.is_empty() {
+    // A note (an element naming an I/O thread the domain lacks, removed) is
+    // only for an input libvirt itself refuses.
+    let refused_input = crate::libvirt_reads::define(fixture, &name).err();
+    let only_notes = text(&out.stderr).lines().all(|l| l.starts_with("note: "));
+    if out.status.code() != Some(0)
+        || !only_notes
+        || (!out.stderr.is_empty() && refused_input.is_none())
+    {
         return Err(describe(&args, &out));
     }
     let output = text(&out.stdout);
@@ -519,14 +526,19 @@ fn check_fixture(
                 problems.push(format!("(b) {d}"));
             }
             if !vm["guest_cells"].as_array().unwrap().is_empty() {
-                let total = domain_memory_kib(&input)
-                    .unwrap_or_else(|| input_pins.cell_memory_kib.iter().sum());
+                // libvirt counts the cells' memory when a domain has cells
+                // (`<memory>` adds memory devices, or is recomputed).
+                let cells: u64 = input_pins.cell_memory_kib.iter().sum();
+                let total = match cells {
+                    0 => domain_memory_kib(&input).unwrap_or(0),
+                    _ => cells,
+                };
                 let sum: u64 = got.cell_memory_kib.iter().sum();
                 let n = got.cell_memory_kib.len() as u64;
                 if got.cell_memory_kib.contains(&0) || sum > total || sum + n < total {
                     problems.push(format!(
                         "(b) guest NUMA cells' memory {:?} KiB (sum {sum}) but the domain has {total} KiB \
-                         (<memory> or, without it, the input's cells)",
+                         (the input's cells or, without them, <memory>)",
                         got.cell_memory_kib
                     ));
                 }
@@ -534,9 +546,12 @@ fn check_fixture(
         }
         Err(e) => problems.push(format!("(b) cannot read the output: {e}")),
     }
-    // (c)
-    if let Err(e) = same_outside_pins(&input, &output) {
-        problems.push(format!("(c) {e}"));
+    // (c) Every byte outside the pins is the input's, unless the patch
+    // said it removed an element (of an input libvirt refuses).
+    if out.stderr.is_empty() {
+        if let Err(e) = same_outside_pins(&input, &output) {
+            problems.push(format!("(c) {e}"));
+        }
     }
     if problems.is_empty() {
         Ok(Outcome::Checked)
@@ -549,7 +564,7 @@ fn check_fixture(
     }
 }
 
-fn fixtures() -> Vec<PathBuf> {
+pub(crate) fn fixtures() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(fixture("libvirt-domains"))
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -133,7 +133,7 @@ proptest! {
         let plan: crate::plan::Plan = serde_json::from_str(&seed("tests/fixtures/inputs/tab-vm-plan.json"))
             .unwrap_or_else(|e| panic!("{e}"));
         let options = crate::libvirt::patch::PatchOptions { set_vcpus: true, name_given: true };
-        if let Ok(out) = crate::libvirt::patch::patch("vm1.xml", &text, &plan.vms[0], &options) {
+        if let Ok(out) = crate::libvirt::patch::patch("vm1.xml", &text, &plan.vms[0], &options).map(|p| p.text) {
             prop_assert!(crate::xmldoc::parse(&out).is_ok(), "malformed output from:\n{text}");
         }
     }

@@ -151,6 +151,19 @@ pub struct PlanFiles {
     /// VMs whose `domain_xml` has another vCPU count than the plan's (and
     /// `set_vcpus` is not given): their file is left out of the set.
     pub not_written: Vec<NotWritten>,
+    /// What patching a VM's domain changed beyond its pins
+    /// ([`patch::Patched::notes`]), with the file written.
+    pub notes: Vec<(PathBuf, String)>,
+}
+
+impl PlanFiles {
+    /// The notes as lines to print: `note: FILE: WHAT`.
+    pub fn notes_text(&self) -> String {
+        self.notes
+            .iter()
+            .map(|(path, note)| format!("note: {}: {note}\n", path.display()))
+            .collect()
+    }
 }
 
 /// One file to write.
@@ -181,6 +194,7 @@ pub fn plan_files(
         text: json.to_owned(),
     }];
     let mut not_written = Vec::new();
+    let mut notes = Vec::new();
     // A kept VM runs as it is: no file would change it.
     for vm in plan.vms.iter().filter(|v| !v.kept) {
         if let Some(reason) = crate::spec::bad_vm_name(&vm.name) {
@@ -204,7 +218,13 @@ pub fn plan_files(
                     },
                 );
                 match patched {
-                    Ok(text) => OutputFile { path: target, text },
+                    Ok(patched) => {
+                        notes.extend(patched.notes.into_iter().map(|n| (target.clone(), n)));
+                        OutputFile {
+                            path: target,
+                            text: patched.text,
+                        }
+                    }
                     Err(error) if error.vcpu_counts.is_some() => {
                         not_written.push(NotWritten {
                             path: target,
@@ -226,7 +246,11 @@ pub fn plan_files(
             text: crate::guest::GuestMap::of(vm).to_text(),
         });
     }
-    Ok(PlanFiles { files, not_written })
+    Ok(PlanFiles {
+        files,
+        not_written,
+        notes,
+    })
 }
 
 /// What [`write_files`] did.
@@ -344,7 +368,7 @@ pub fn xml_text(
     name: &str,
     domain: Option<&patch::Domain<'_>>,
     options: &patch::PatchOptions,
-) -> Result<String, OutputError> {
+) -> Result<patch::Patched, OutputError> {
     let vm = plan.vm(name, plan_path)?;
     if vm.kept {
         return Err(OutputError::Kept {
@@ -352,7 +376,10 @@ pub fn xml_text(
         });
     }
     Ok(match domain {
-        None => emit::fragment(vm),
+        None => patch::Patched {
+            text: emit::fragment(vm),
+            notes: Vec::new(),
+        },
         Some(d) => d.patch(vm, options)?,
     })
 }

@@ -163,6 +163,7 @@ pub fn run(args: &PlanArgs) -> Result<ExitCode, Failure> {
         let set = output::plan_files(&plan, &json, &spec, dir, args.set_vcpus)?;
         let written = output::write_files(dir, &set.files)?;
         crate::ui::note(&written.to_text());
+        crate::ui::note(&set.notes_text());
         not_written = set.not_written;
     }
     print(&match args.format {

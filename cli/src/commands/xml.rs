@@ -74,7 +74,14 @@ pub fn run(args: &XmlArgs) -> Result<ExitCode, Failure> {
         set_vcpus: args.set_vcpus,
         name_given: args.vm.is_some(),
     };
-    let text = output::xml_text(&plan, &args.plan, &name, domain.as_ref(), &options)?;
+    let patched = output::xml_text(&plan, &args.plan, &name, domain.as_ref(), &options)?;
+    let source = input
+        .as_ref()
+        .map_or("", |(source_name, _)| source_name.as_str());
+    for note in &patched.notes {
+        crate::ui::note(&format!("note: {source}: {note}\n"));
+    }
+    let text = patched.text;
     if !plan.unplaced.is_empty() {
         crate::ui::note(&format!(
             "note: the plan does not place {} (see its explanations); this XML is {name}'s\n",

@@ -4,6 +4,7 @@
 //! its host nodes, and the pages a plan needs beyond what each node has
 //! free, are [`placement`]'s: they read the plan, which holds these values.
 
+pub mod pages;
 pub mod placement;
 
 use crate::ids::NodeId;

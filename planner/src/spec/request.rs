@@ -6,6 +6,7 @@ use super::{Sizing, Spec, SpecError, VmSpec};
 use crate::cpuset::CpuSet;
 use crate::demand::{self, DemandOptions};
 use crate::ids::{CpuId, NodeId};
+use crate::memory::pages::PageRule;
 use crate::model::request::{EmulatorPolicy, FixedTenant, PlanRequest, VmRequest};
 use crate::model::{Warning, WarningKind};
 use crate::plan::PlannedDemand;
@@ -187,17 +188,10 @@ impl Spec {
                 ));
             }
         }
-        if let (Some(spec), Some(dom)) = (vm.page_kib, domain_page) {
-            if spec != dom {
-                warnings.push(Warning::vm(
-                    &vm.name,
-                    WarningKind::Sizing,
-                    format!(
-                        "hugepages of {spec} KiB in the spec, {dom} KiB in {whence}: the spec's is planned"
-                    ),
-                ));
-            }
-        }
+        let domain_page = match (&domain_page, vm.page_kib) {
+            (Some(pages), spec) => self.domain_page(vm, pages, spec, whence, warnings)?,
+            (None, _) => None,
+        };
         Ok(vm
             .memory
             .or(domain_bytes)
@@ -208,6 +202,46 @@ impl Spec {
                     .or(domain_page)
                     .unwrap_or(crate::memory::NORMAL_PAGE_KIB),
             }))
+    }
+
+    /// The page size a VM's domain gives its memory, when the spec's
+    /// `hugepages` (`spec`, KiB) does not say. One size per VM is planned: a
+    /// spec size that differs from the domain's is a warning naming the cells
+    /// that change; a domain whose cells are on different sizes needs the
+    /// spec to choose, rather than the plan moving memory between page sizes
+    /// unsaid.
+    fn domain_page(
+        &self,
+        vm: &VmSpec,
+        pages: &DomainPages,
+        spec: Option<u64>,
+        whence: &str,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<Option<u64>, SpecError> {
+        let described = crate::memory::pages::describe(&pages.0);
+        match (spec, pages.single()) {
+            (Some(spec), Some(dom)) if spec == dom => Ok(None),
+            (Some(spec), _) => {
+                warnings.push(Warning::vm(
+                    &vm.name,
+                    WarningKind::Sizing,
+                    format!(
+                        "the spec's hugepages ({}) differ from {whence}'s ({described}): the spec's are planned for all of its memory, and its <hugepages> is rewritten",
+                        crate::memory::pages::size_words(spec)
+                    ),
+                ));
+                Ok(None)
+            }
+            (None, Some(dom)) => Ok(Some(dom)),
+            (None, None) => Err(self.error(
+                vm.line,
+                "vm.hugepages",
+                format!(
+                    "{}: {whence} has {described}; pinplan plans one page size per VM: set hugepages (e.g. hugepages = \"1G\") for {} in the spec to choose the size of all its memory, and its <hugepages> is rewritten for it",
+                    vm.name, vm.name
+                ),
+            )),
+        }
     }
 
     /// The host's CPUs: `reserved_cpus` widened to whole cores, or the first
@@ -553,13 +587,13 @@ impl Spec {
     }
 }
 
-/// A domain XML's `<memory>` in bytes and its huge page size in KiB
-/// (`<memoryBacking><hugepages>` with a `<page size>`, else 2048 — the
-/// kernel's default huge page on x86; 4 without `<hugepages>`).
+/// A domain XML's `<memory>` in bytes and the page size of each of its
+/// guest cells (`<memoryBacking><hugepages>`, by libvirt's rule in
+/// [`crate::memory::pages`]; `None` without `<memoryBacking>`).
 fn domain_memory(
     origin: &str,
     text: &str,
-) -> Result<(Option<u64>, Option<u64>), DomainMemoryError> {
+) -> Result<(Option<u64>, Option<DomainPages>), DomainMemoryError> {
     use crate::xmldoc::NodeExt as _;
     let doc = crate::xmldoc::parse(text).map_err(|e| DomainMemoryError::Xml {
         origin: origin.to_owned(),
@@ -573,19 +607,46 @@ fn domain_memory(
         let n: u64 = m.inner_text().trim().parse().ok()?;
         n.checked_mul(scale(m.attribute("unit"))?)
     });
-    let page = root.child("memoryBacking").map(|backing| {
-        backing
-            .child("hugepages")
-            .map_or(crate::memory::NORMAL_PAGE_KIB, |huge| {
-                huge.child("page")
-                    .and_then(|p| {
-                        let n: u64 = p.attribute("size")?.trim().parse().ok()?;
-                        Some(n.saturating_mul(scale(p.attribute("unit"))?) / 1024)
-                    })
-                    .unwrap_or(2048)
+    let Some(backing) = root.child("memoryBacking") else {
+        return Ok((bytes, None));
+    };
+    let rules: Option<Vec<PageRule>> = backing.child("hugepages").map(|huge| {
+        huge.children_named("page")
+            .filter_map(|p| {
+                let n: u64 = p.attribute("size")?.trim().parse().ok()?;
+                Some(PageRule {
+                    kib: n.saturating_mul(scale(p.attribute("unit"))?) / 1024,
+                    cells: p.attribute("nodeset").and_then(|s| s.parse().ok()),
+                })
             })
+            .collect()
     });
-    Ok((bytes, page))
+    let cells: Vec<u32> = root
+        .path(&["cpu", "numa"])
+        .into_iter()
+        .flat_map(|n| n.children_named("cell"))
+        .enumerate()
+        .map(|(i, c)| {
+            c.attribute("id")
+                .and_then(|id| id.trim().parse().ok())
+                .unwrap_or_else(|| u32::try_from(i).unwrap_or(u32::MAX))
+        })
+        .collect();
+    let layout = crate::memory::pages::layout(rules.as_deref(), &cells);
+    Ok((bytes, Some(DomainPages(layout))))
+}
+
+/// The page size of each guest cell of a domain (KiB → cells).
+struct DomainPages(std::collections::BTreeMap<u64, crate::cpuset::CpuSet>);
+
+impl DomainPages {
+    /// The one page size of all its memory, if it has one.
+    fn single(&self) -> Option<u64> {
+        match self.0.len() {
+            1 => self.0.keys().next().copied(),
+            _ => None,
+        }
+    }
 }
 
 /// Why a VM's domain XML could not give its memory.

@@ -396,7 +396,7 @@ impl Session {
                 || t.memory.as_ref().is_none_or(|vm| {
                     crate::libvirt::patch::Domain::read(&vm.name, &j.config_xml)
                         .and_then(|d| d.patch_memory(vm))
-                        .is_ok_and(|patched| patched == j.config_xml)
+                        .is_ok_and(|patched| patched.text == j.config_xml)
                 });
             live_ok && config_ok && memory_ok
         })
@@ -618,7 +618,7 @@ impl Session {
             .map_err(|e| StepError::Patch(e.to_string()))?;
         *calls += 1;
         self.conn
-            .define_domain_xml(&patched)
+            .define_domain_xml(&patched.text)
             .map_err(failed("redefining its config with the plan's memory"))?;
         self.verify(domain, &Pins::planned(vm), AFFECT_CONFIG, "the plan")
     }

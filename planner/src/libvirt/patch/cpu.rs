@@ -14,21 +14,24 @@ pub(super) fn kib(amount: &str, unit: Option<&str>) -> u64 {
     amount.saturating_mul(bytes) / 1024
 }
 
-/// Guest memory to share among NUMA cells: `<memory>`, else what the old
-/// cells held.
+/// Guest memory to share among NUMA cells: what the old cells held, else
+/// `<memory>`.
 fn memory_kib(doc: &Doc, root: usize, old_cells: &[usize]) -> u64 {
+    // The old cells hold the guest's boot memory; <memory> also counts
+    // memory devices (DIMMs), which keep their own.
+    let cells: u64 = old_cells
+        .iter()
+        .map(|&c| {
+            let memory = doc.attr(c, "memory");
+            kib(
+                memory.as_deref().unwrap_or("0"),
+                doc.attr(c, "unit").as_deref(),
+            )
+        })
+        .sum();
     match doc.child(root, "memory") {
-        Some(m) => kib(doc.inner_text(m), doc.attr(m, "unit").as_deref()),
-        None => old_cells
-            .iter()
-            .map(|&c| {
-                let memory = doc.attr(c, "memory");
-                kib(
-                    memory.as_deref().unwrap_or("0"),
-                    doc.attr(c, "unit").as_deref(),
-                )
-            })
-            .sum(),
+        Some(m) if cells == 0 => kib(doc.inner_text(m), doc.attr(m, "unit").as_deref()),
+        _ => cells,
     }
 }
 
@@ -121,7 +124,7 @@ pub(super) fn rewrite(
     }
     splices.push(topology_in(doc, cpu, topology, &after_topology));
     if let Some(lines) = cells {
-        splices.extend(cells_in(doc, cpu, &old_cells, vm, &lines));
+        splices.extend(cells_in(doc, cpu, &old_cells, vm, &lines)?);
     }
     Ok(splices)
 }
@@ -186,11 +189,11 @@ fn cells_in(
     old_cells: &[usize],
     vm: &VmPlan,
     lines: &[String],
-) -> Vec<Splice> {
+) -> Result<Vec<Splice>, PatchError> {
     let indent = doc.indent_of(cpu);
     let child_indent = format!("{indent}{}", doc.unit);
     let numa = lines.join(&format!("\n{child_indent}"));
-    match doc.child(cpu, "numa") {
+    Ok(match doc.child(cpu, "numa") {
         Some(_) if old_cells.len() == vm.guest_cells.len() => old_cells
             .iter()
             .zip(&vm.guest_cells)
@@ -203,12 +206,84 @@ fn cells_in(
                 kept_cell(doc, cell, &set, &emit::distances_of_cell(vm, i))
             })
             .collect(),
-        Some(old) => vec![doc.replace(old, numa)],
+        Some(old) => {
+            let carried = carried(doc, old, old_cells, vm)?;
+            let lines: Vec<String> = lines.iter().map(|l| with_attrs(l, &carried)).collect();
+            vec![doc.replace(old, lines.join(&format!("\n{child_indent}")))]
+        }
         None => vec![doc.insert_lines(
             doc.nodes[cpu].end_tag_start,
             format!("{child_indent}{numa}\n"),
             &indent,
         )],
+    })
+}
+
+/// The cell attributes that carry over when the plan's cells replace the
+/// domain's (another count of cells): `memAccess` and `discard` when every
+/// old cell has the same (vhost-user needs `memAccess='shared'` on all).
+/// Settings of one cell only, per-cell caches and `<interconnects>` have no
+/// planned cell to go to: refused with the reason.
+fn carried(doc: &Doc, numa: usize, old_cells: &[usize], vm: &VmPlan) -> Result<String, PatchError> {
+    let refuse = |node: usize, what: String| {
+        Err(doc.error(
+            doc.nodes[node].start,
+            &doc.nodes[node].name,
+            format!(
+                "{what}, and the plan gives {} {} guest NUMA cells where the domain has {}: remove it, or plan so that the VM keeps {} cells",
+                vm.name,
+                vm.guest_cells.len(),
+                old_cells.len(),
+                old_cells.len()
+            ),
+        ))
+    };
+    if let Some(ic) = doc.child(numa, "interconnects") {
+        return refuse(
+            ic,
+            "the domain's <numa> has <interconnects> between its cells".to_owned(),
+        );
+    }
+    if let Some(cache) = old_cells.iter().find_map(|&c| doc.child(c, "cache")) {
+        return refuse(cache, "a guest NUMA cell has its own <cache>".to_owned());
+    }
+    let mut out = String::new();
+    for name in ["memAccess", "discard"] {
+        let values: std::collections::BTreeSet<Option<String>> =
+            old_cells.iter().map(|&c| doc.attr(c, name)).collect();
+        match values.len() {
+            1 => {
+                if let Some(Some(v)) = values.into_iter().next() {
+                    out.push_str(&format!(" {name}='{}'", emit::attr(&v)));
+                }
+            }
+            _ => {
+                let cell = old_cells
+                    .iter()
+                    .copied()
+                    .find(|&c| doc.attr(c, name).is_some())
+                    .unwrap_or(numa);
+                return refuse(
+                    cell,
+                    format!("the domain's guest NUMA cells differ in {name}"),
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A planned `<cell …>` line with `attrs` added at the end of its start tag.
+fn with_attrs(line: &str, attrs: &str) -> String {
+    if attrs.is_empty() || !line.trim_start().starts_with("<cell ") {
+        return line.to_owned();
+    }
+    match line.strip_suffix("/>") {
+        Some(open) => format!("{open}{attrs}/>"),
+        None => match line.strip_suffix('>') {
+            Some(open) => format!("{open}{attrs}>"),
+            None => line.to_owned(),
+        },
     }
 }
 

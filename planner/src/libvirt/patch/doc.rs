@@ -153,6 +153,15 @@ impl<'a> Doc<'a> {
             .map(|(_, v)| v)
     }
 
+    /// The names of `node`'s attributes, in their order.
+    pub fn attr_names(&self, node: usize) -> Vec<String> {
+        let n = &self.nodes[node];
+        attributes(&self.text[n.start..n.start_tag_end])
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
+    }
+
     /// The start tag of an empty element without its `/>`, to be reopened
     /// with `>`.
     pub fn reopened(&self, node: usize) -> &str {

@@ -6,16 +6,83 @@
 
 use super::doc::{Doc, Splice};
 use crate::libvirt::emit;
+use crate::memory::pages::{self, PageRule};
 use crate::plan::VmPlan;
 
 /// The plan's `<hugepages>` in `<memoryBacking>` (replaced, or added; a new
 /// `<memoryBacking>` after `<currentMemory>` or `<memory>`), or the old
 /// `<hugepages>` removed for normal pages; nothing when the plan has no
 /// memory for the VM.
-pub(super) fn rewrite(doc: &Doc, root: usize, anchor: usize, vm: &VmPlan) -> Vec<Splice> {
+/// A change of page sizes is said in `notes`; `<hugepages>` that already
+/// gives each cell the planned size stays as it is.
+pub(super) fn rewrite(
+    doc: &Doc,
+    root: usize,
+    anchor: usize,
+    vm: &VmPlan,
+    notes: &mut Vec<String>,
+) -> Vec<Splice> {
     let mut splices = size(doc, root, vm);
-    splices.extend(backing(doc, root, anchor, vm));
+    splices.extend(backing(doc, root, anchor, vm, notes));
     splices
+}
+
+/// The `<page>`s of a `<hugepages>`, as libvirt reads them.
+fn rules(doc: &Doc, hugepages: usize) -> Vec<PageRule> {
+    doc.children_named(hugepages, "page")
+        .map(|p| PageRule {
+            kib: super::cpu::kib(
+                &doc.attr(p, "size").unwrap_or_default(),
+                doc.attr(p, "unit").as_deref(),
+            ),
+            cells: doc.attr(p, "nodeset").and_then(|s| s.parse().ok()),
+        })
+        .collect()
+}
+
+/// The page size of each guest cell (the plan's, else the domain's own, or
+/// the VM without cells) under the domain's `<hugepages>` (`old`) and under
+/// the plan's, in words when they differ.
+fn page_change(
+    doc: &Doc,
+    root: usize,
+    old: Option<usize>,
+    vm: &VmPlan,
+    planned_kib: u64,
+) -> Option<String> {
+    let cells: Vec<u32> = if vm.guest_cells.is_empty() {
+        doc.child(root, "cpu")
+            .and_then(|c| doc.child(c, "numa"))
+            .into_iter()
+            .flat_map(|n| doc.children_named(n, "cell").collect::<Vec<_>>())
+            .enumerate()
+            .map(|(i, c)| {
+                doc.attr(c, "id")
+                    .and_then(|id| id.trim().parse().ok())
+                    .unwrap_or_else(|| u32::try_from(i).unwrap_or(u32::MAX))
+            })
+            .collect()
+    } else {
+        vm.guest_cells.iter().map(|c| c.id).collect()
+    };
+    let old_rules = old.map(|h| rules(doc, h));
+    let was = pages::layout(old_rules.as_deref(), &cells);
+    let planned = [PageRule {
+        kib: planned_kib,
+        cells: None,
+    }];
+    let now = if planned_kib <= crate::memory::NORMAL_PAGE_KIB {
+        pages::layout(None, &cells)
+    } else {
+        pages::layout(Some(&planned), &cells)
+    };
+    (was != now).then(|| {
+        format!(
+            "huge pages: the domain's {} become {}, as planned",
+            pages::describe(&was),
+            pages::describe(&now)
+        )
+    })
 }
 
 /// `<memory>` set to the plan's memory when it differs (in KiB), and
@@ -43,13 +110,25 @@ fn size(doc: &Doc, root: usize, vm: &VmPlan) -> Vec<Splice> {
     splices
 }
 
-fn backing(doc: &Doc, root: usize, anchor: usize, vm: &VmPlan) -> Vec<Splice> {
+fn backing(
+    doc: &Doc,
+    root: usize,
+    anchor: usize,
+    vm: &VmPlan,
+    notes: &mut Vec<String>,
+) -> Vec<Splice> {
     let backing = doc.child(root, "memoryBacking");
     let old = backing.and_then(|b| doc.child(b, "hugepages"));
+    let change = vm
+        .memory
+        .and_then(|m| page_change(doc, root, old, vm, m.page_kib));
+    // The domain's pages already as planned: kept, byte for byte.
+    let keep = vm.memory.is_some() && change.is_none() && old.is_some();
+    notes.extend(change);
     // A real-time VM's memory is locked: `<locked/>` added when missing.
     let add_locked =
         vm.realtime_vcpus.is_some() && backing.and_then(|b| doc.child(b, "locked")).is_none();
-    let want = emit::hugepages(vm);
+    let want = if keep { None } else { emit::hugepages(vm) };
     let mut splices = Vec::new();
     // The new <hugepages> element's lines (open, children, close), when one
     // is to be written.

@@ -19,6 +19,7 @@ mod doc;
 mod iothreads;
 mod memory;
 mod numatune;
+mod refs;
 mod vcpu;
 
 use crate::plan::VmPlan;
@@ -43,6 +44,18 @@ pub struct PatchError {
 }
 
 impl crate::error::Diagnostic for PatchError {}
+
+/// A patched domain, and what the patch changed beyond the pins that the
+/// user should know: elements trimmed or removed with the vCPUs or I/O
+/// threads they named, huge pages that change size (one line each, without
+/// the file's name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Patched {
+    /// The domain XML.
+    pub text: String,
+    /// What else changed, in words.
+    pub notes: Vec<String>,
+}
 
 /// Options for [`patch`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -137,43 +150,53 @@ impl<'a> Domain<'a> {
         Ok((doc.inner_text(name).trim().to_owned(), doc.line(name)))
     }
 
-    /// The domain with the pins of `vm`.
-    pub fn patch(&self, vm: &VmPlan, options: &PatchOptions) -> Result<String, PatchError> {
+    /// The domain with the pins of `vm`; every element that names a vCPU,
+    /// guest cell or I/O thread kept valid (`refs.rs`), or refused.
+    pub fn patch(&self, vm: &VmPlan, options: &PatchOptions) -> Result<Patched, PatchError> {
         let (doc, root) = (&self.doc, self.root);
         check_name(doc, root, vm, options)?;
         // The plan's I/O threads under the domain's own ids.
         let vm = &*iothreads::renumbered(doc, root, vm)?;
+        let mut notes = Vec::new();
         let (vcpu, mut splices) = vcpu::rewrite(doc, root, vm, options)?;
+        splices.extend(refs::vcpus(doc, root, vm, &mut notes)?);
+        splices.extend(refs::iothreads(doc, root, vm, &mut notes)?);
+        let old_cells = doc
+            .child(root, "cpu")
+            .and_then(|c| doc.child(c, "numa"))
+            .map_or(0, |n| doc.children_named(n, "cell").count());
+        refs::cells(doc, root, vm, old_cells)?;
         // Where a new <cputune> goes, and what comes after it when it is new.
         let anchor = vcpu::cputune_anchor(doc, root, vcpu);
         // In this order: of two insertions at one offset, the first goes first.
         splices.extend(vcpu::iothreads(doc, root, vcpu, vm));
         splices.extend(cputune::rewrite(doc, root, anchor, vm));
         splices.extend(numatune::rewrite(doc, root, anchor, vm));
-        splices.extend(memory::rewrite(doc, root, anchor, vm));
+        splices.extend(memory::rewrite(doc, root, anchor, vm, &mut notes));
         splices.extend(cpu::rewrite(doc, root, anchor, vm)?);
-        let patched = doc.apply(splices)?;
+        let text = doc.apply(splices)?;
         // Never hand out XML that does not parse, whatever went wrong.
-        well_formed(doc.source_name, &patched).map_err(|e| PatchError {
+        well_formed(doc.source_name, &text).map_err(|e| PatchError {
             message: format!("the patched domain would not be well-formed XML ({}): please report this with the input", e.message),
             ..e
         })?;
-        Ok(patched)
+        Ok(Patched { text, notes })
     }
 
     /// The domain with only the plan's memory placement (`<numatune>`,
     /// `<memoryBacking><hugepages>`, `<memory>`): what `apply` writes to a
     /// config, whose pins it sets through libvirt's calls.
-    pub fn patch_memory(&self, vm: &VmPlan) -> Result<String, PatchError> {
+    pub fn patch_memory(&self, vm: &VmPlan) -> Result<Patched, PatchError> {
         let (doc, root) = (&self.doc, self.root);
         let anchor = vcpu::cputune_anchor(doc, root, vcpu::place(doc, root)?);
+        let mut notes = Vec::new();
         let mut splices = numatune::rewrite(doc, root, anchor, vm)
             .into_iter()
             .collect::<Vec<_>>();
-        splices.extend(memory::rewrite(doc, root, anchor, vm));
-        let patched = doc.apply(splices)?;
-        well_formed(doc.source_name, &patched)?;
-        Ok(patched)
+        splices.extend(memory::rewrite(doc, root, anchor, vm, &mut notes));
+        let text = doc.apply(splices)?;
+        well_formed(doc.source_name, &text)?;
+        Ok(Patched { text, notes })
     }
 }
 
@@ -207,7 +230,7 @@ pub fn patch(
     domain_xml: &str,
     vm: &VmPlan,
     options: &PatchOptions,
-) -> Result<String, PatchError> {
+) -> Result<Patched, PatchError> {
     Domain::read(source_name, domain_xml)?.patch(vm, options)
 }
 
@@ -254,7 +277,7 @@ mod tests {
             set_vcpus,
             name_given: false,
         };
-        patch("d.xml", domain, vm, &options)
+        patch("d.xml", domain, vm, &options).map(|p| p.text)
     }
 
     #[test]
