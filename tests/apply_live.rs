@@ -798,3 +798,97 @@ fn issue_27_signals_mid_apply_restore_and_unfinished_journals_refuse() {
     assert_eq!(code(&out), Some(0), "{}", text(&out));
     assert_eq!(journal_status(&journal_of(&out)), "applied");
 }
+
+/// `virsh iothreadinfo NAME [--config]`: I/O thread id → CPUs.
+fn iothreadinfo(uri: &str, name: &str, config: bool) -> BTreeMap<u32, String> {
+    let mut args = vec!["iothreadinfo", name];
+    if config {
+        args.push("--config");
+    }
+    virsh(uri, &args)
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            Some((words.next()?.parse().ok()?, words.next()?.to_owned()))
+        })
+        .collect()
+}
+
+/// Issue 31: a plan numbers its I/O threads 1…n; apply pins the domain's
+/// own ids (here 8), live and in the config, and refuses a plan whose count
+/// of I/O threads is not the domain's (apply does not add or remove them).
+#[test]
+fn issue_31_apply_pins_the_domains_own_iothread_ids() {
+    let Some(uri) = util::libvirt_uri("apply of a domain's own I/O thread ids") else {
+        return;
+    };
+    let _turn = crate::util::live_guests_turn();
+    let name = format!("apl-io-{}", std::process::id());
+    let guests = Guests {
+        uri: uri.clone(),
+        names: vec![name.clone()],
+    };
+    let dir = TempDir::new();
+    let io =
+        "  <iothreads>1</iothreads>\n  <iothreadids>\n    <iothread id='8'/>\n  </iothreadids>\n";
+    let domain = dir.write(
+        "d.xml",
+        util::guest_xml(util::guest_type(&uri), &name, 1, io),
+    );
+    virsh(&uri, &["define", arg(&domain)]);
+    virsh(&uri, &["start", &name]);
+    let plan = |iothreads: u32| {
+        let spec = dir.write(
+            &format!("io{iothreads}.toml"),
+            format!("[host]\nreserved_cores = 1\n\n[[vm]]\nname = \"{name}\"\nvcpus = 1\niothreads = {iothreads}\n"),
+        );
+        let out_dir = dir.path(&format!("io{iothreads}"));
+        let out = util::pinplan([
+            "plan",
+            arg(&spec),
+            "--connect",
+            &uri,
+            "--out",
+            arg(&out_dir),
+        ]);
+        assert_eq!(code(&out), Some(0), "{}", text(&out));
+        out_dir.join("plan.json")
+    };
+    // Both planned before the first apply: once pinned, the VM is kept
+    // where it runs.
+    let (one, two) = (plan(1), plan(2));
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&one).unwrap()).unwrap();
+    assert_eq!(json["vms"][0]["iothreads"][0]["iothread"], 1, "{json}");
+    let cpus = json["vms"][0]["iothreads"][0]["cpus"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let journal = dir.path("j.json");
+    let out = util::pinplan(["apply", arg(&one), "--journal", arg(&journal)]);
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    let want = BTreeMap::from([(8, cpus)]);
+    assert_eq!(iothreadinfo(&uri, &name, false), want, "live");
+    assert_eq!(iothreadinfo(&uri, &name, true), want, "config");
+
+    // Two planned, one in the domain: refused, nothing changed.
+    let before = (
+        iothreadinfo(&uri, &name, false),
+        iothreadinfo(&uri, &name, true),
+    );
+    let out = util::pinplan(["apply", arg(&two), "--journal", arg(&dir.path("j2.json"))]);
+    assert_eq!(code(&out), Some(2), "{}", text(&out));
+    assert!(
+        text(&out)
+            .contains("it has 1 I/O thread (id 8) and the plan pins 2: plan with iothreads = 1"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        (
+            iothreadinfo(&uri, &name, false),
+            iothreadinfo(&uri, &name, true)
+        ),
+        before
+    );
+    drop(guests);
+}

@@ -302,6 +302,39 @@ fn issue_31_d3_the_plan_pins_the_domains_own_iothread() {
     assert_eq!(got.iothreadpin, want);
 }
 
+/// `report --plan` names the domain's own I/O thread as apply pins it: the
+/// move of I/O thread 8 from the VM's CPUs, not a new I/O thread 1.
+#[test]
+fn issue_31_d3_report_plan_moves_the_domains_own_iothread() {
+    let tmp = TempDir::new();
+    let domain = fixture("domains/iothread-id-8.xml");
+    let (plan_json, vm) = plan(&tmp, "iothread-id-8", 1, 1, "");
+    let cpus = planned_iothread_cpus(&vm);
+    let args = [
+        "report",
+        "--domains",
+        s(&domain),
+        "--plan",
+        s(&plan_json),
+        "--source",
+        HOST,
+        "--format",
+        "json",
+    ];
+    let report = pinplan_json(&args);
+    let io: Vec<&Value> = report["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["thread"] == "iothread")
+        .collect();
+    assert_eq!(io.len(), 1, "{report}");
+    assert_eq!(io[0]["id"], 8, "{report}");
+    // Unpinned now: on all 8 CPUs of the host.
+    assert_eq!(io[0]["from"], "0-7", "{report}");
+    assert_eq!(cpuset(io[0]["to"].as_str().unwrap()), cpus);
+}
+
 /// A domain naming more I/O threads than the plan has is refused: libvirt
 /// would keep them all, and the ones the plan does not pin would float.
 #[test]

@@ -71,6 +71,33 @@ pub struct IothreadPin {
     pub cpus: CpuSet,
 }
 
+impl IothreadPin {
+    /// A plan's I/O threads (numbered 1…n) on a domain whose own I/O thread
+    /// ids are `ids`: in the plan's order, the lowest id first — how the
+    /// patch, `apply` and `report --plan` all name them. `None` when the
+    /// domain has another number of I/O threads.
+    pub fn on_ids(
+        planned: &[IothreadPin],
+        ids: &std::collections::BTreeSet<u32>,
+    ) -> Option<Vec<IothreadPin>> {
+        if planned.len() != ids.len() {
+            return None;
+        }
+        let mut ordered = planned.to_vec();
+        ordered.sort_by_key(|t| t.iothread);
+        Some(
+            ordered
+                .into_iter()
+                .zip(ids)
+                .map(|(t, &iothread)| IothreadPin {
+                    iothread,
+                    cpus: t.cpus,
+                })
+                .collect(),
+        )
+    }
+}
+
 /// The CPU topology the guest should see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GuestTopology {
@@ -444,5 +471,33 @@ impl Plan {
             cpus = cpus.union(&f.cpus);
         }
         (cpus, nodes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IothreadPin;
+    use std::collections::BTreeSet;
+
+    fn pins(list: &[(u32, &str)]) -> Vec<IothreadPin> {
+        list.iter()
+            .map(|&(iothread, cpus)| IothreadPin {
+                iothread,
+                cpus: cpus.parse().unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_plans_iothreads_take_the_domains_ids_in_order() {
+        // Planned 1 → CPU 0 and 2 → CPU 1 (listed out of order); the
+        // domain's ids 5 and 8: 5 gets the first, 8 the second.
+        let planned = pins(&[(2, "1"), (1, "0")]);
+        assert_eq!(
+            IothreadPin::on_ids(&planned, &BTreeSet::from([8, 5])),
+            Some(pins(&[(5, "0"), (8, "1")]))
+        );
+        assert_eq!(IothreadPin::on_ids(&planned, &BTreeSet::from([8])), None);
+        assert_eq!(IothreadPin::on_ids(&planned, &BTreeSet::new()), None);
     }
 }

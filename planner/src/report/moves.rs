@@ -3,7 +3,7 @@
 
 use crate::cpuset::CpuSet;
 use crate::ids::CpuId;
-use crate::plan::{Plan, VmPlan};
+use crate::plan::{IothreadPin, Plan, VmPlan};
 use crate::tenant::{host_tenant, IothreadCpus, MemoryTune, Tenant, TenantKind, VcpuCpus};
 use serde::Serialize;
 
@@ -46,6 +46,14 @@ pub struct Move {
     pub to: CpuSet,
 }
 
+/// The plan's I/O threads of `vm` under the ids the domain has now (`now`'s,
+/// in order, as `apply` pins them), or the plan's own numbers.
+fn iothreads_on(vm: &VmPlan, now: Option<&Tenant>) -> Vec<IothreadPin> {
+    now.map(|t| t.iothreads.iter().map(|i| i.iothread).collect())
+        .and_then(|ids| IothreadPin::on_ids(&vm.iothreads, &ids))
+        .unwrap_or_else(|| vm.iothreads.clone())
+}
+
 /// A planned VM as a tenant (its NICs and memory mode from `now`, if known).
 fn planned_tenant(vm: &VmPlan, now: Option<&Tenant>) -> Tenant {
     let vcpus: Vec<VcpuCpus> = vm
@@ -64,12 +72,11 @@ fn planned_tenant(vm: &VmPlan, now: Option<&Tenant>) -> Tenant {
         cpus: vcpus.iter().fold(CpuSet::new(), |a, v| a.union(&v.cpus)),
         vcpus,
         emulator_cpus: vm.emulator_cpus.clone(),
-        iothreads: vm
-            .iothreads
-            .iter()
+        iothreads: iothreads_on(vm, now)
+            .into_iter()
             .map(|t| IothreadCpus {
                 iothread: t.iothread,
-                cpus: t.cpus.clone(),
+                cpus: t.cpus,
             })
             .collect(),
         nics: now.map(|t| t.nics.clone()).unwrap_or_default(),
@@ -151,7 +158,7 @@ pub fn moves(now: &[Tenant], plan: &Plan) -> Vec<Move> {
             current.map(|t| t.emulator_cpus.clone()),
             vm.emulator_cpus.clone(),
         );
-        for io in &vm.iothreads {
+        for io in &iothreads_on(vm, current) {
             let from = current.and_then(|t| {
                 t.iothreads
                     .iter()

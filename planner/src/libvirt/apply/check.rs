@@ -7,7 +7,7 @@
 
 use super::{ffi, lv, Pins, Problem, Session, Target, AFFECT_CONFIG, VCPU_CONFIG, VCPU_LIVE};
 use crate::cpuset::CpuSet;
-use crate::plan::{Plan, VmPlan};
+use crate::plan::{IothreadPin, Plan, VmPlan};
 use crate::tenant::{Tenant, TenantState};
 use crate::topology::HostTopology;
 
@@ -86,7 +86,7 @@ impl Session {
         others: &[Tenant],
         bad: &mut Vec<String>,
     ) -> Option<Target> {
-        let planned = Pins::planned(vm);
+        let mut planned = Pins::planned(vm);
         if let Some(i) = planned.vcpus.iter().position(|s| s.len() != 1) {
             bad.push(format!("the plan gives vCPU {i} no CPU or several"));
             return None;
@@ -117,14 +117,16 @@ impl Session {
         let before = bad.len();
         check_vcpus(&domain, running, vm.vcpus.len(), bad);
         if !planned.iothreads.is_empty() {
-            let have = ffi::iothread_info(&domain, AFFECT_CONFIG).unwrap_or_default();
-            for t in &planned.iothreads {
-                if !have.iter().any(|(id, _)| *id == t.iothread) {
-                    bad.push(format!(
-                        "it has no I/O thread {} (the plan pins it)",
-                        t.iothread
-                    ));
-                }
+            // The plan numbers its I/O threads 1…n; the domain's own ids
+            // (`<iothreadids>`, e.g. 8) are the ones pinned, in order.
+            let have: std::collections::BTreeSet<u32> = ffi::iothread_info(&domain, AFFECT_CONFIG)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect();
+            match IothreadPin::on_ids(&planned.iothreads, &have) {
+                Some(pins) => planned.iothreads = pins,
+                None => bad.push(iothread_count(&have, planned.iothreads.len())),
             }
         }
         (bad.len() == before).then(|| Target {
@@ -247,6 +249,22 @@ fn check_vcpus(domain: &virt::domain::Domain, running: bool, want: usize, bad: &
             Err(e) => bad.push(format!("cannot read its vCPU count ({scope}): {}", lv(&e))),
         }
     }
+}
+
+/// Why a domain's I/O threads (`have`, ids) cannot take a plan's `planned`:
+/// apply pins, it does not add or remove I/O threads, and one left unpinned
+/// would run on any CPU.
+fn iothread_count(have: &std::collections::BTreeSet<u32>, planned: usize) -> String {
+    let ids: Vec<String> = have.iter().map(u32::to_string).collect();
+    let has = match have.len() {
+        0 => "no I/O thread".to_owned(),
+        1 => format!("1 I/O thread (id {})", ids.join(", ")),
+        n => format!("{n} I/O threads (ids {})", ids.join(", ")),
+    };
+    format!(
+        "it has {has} and the plan pins {planned}: plan with iothreads = {}, or change the domain's <iothreads> (virsh edit) and apply again",
+        have.len()
+    )
 }
 
 #[cfg(test)]

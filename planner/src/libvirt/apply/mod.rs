@@ -565,7 +565,7 @@ impl Session {
                             scope: "config",
                         })
                     }
-                    None => self.define_memory(&t.domain, vm, &mut calls),
+                    None => self.define_memory(&t.domain, vm, &t.planned, &mut calls),
                 };
             }
             if let Err(error) = result {
@@ -597,11 +597,13 @@ impl Session {
     /// (`<numatune>`, `<memoryBacking><hugepages>`, `<memory>`), patched
     /// losslessly into its persistent definition; it takes effect at the next
     /// start (memory does not move under a running guest). The config pins
-    /// are read back afterwards.
+    /// are read back afterwards (`planned`: the plan's, under the domain's
+    /// own I/O thread ids).
     fn define_memory(
         &self,
         domain: &Domain,
         vm: &crate::plan::VmPlan,
+        planned: &Pins,
         calls: &mut u32,
     ) -> Result<(), StepError> {
         let failed = |what: &'static str| {
@@ -620,7 +622,7 @@ impl Session {
         self.conn
             .define_domain_xml(&patched.text)
             .map_err(failed("redefining its config with the plan's memory"))?;
-        self.verify(domain, &Pins::planned(vm), AFFECT_CONFIG, "the plan")
+        self.verify(domain, planned, AFFECT_CONFIG, "the plan")
     }
 }
 

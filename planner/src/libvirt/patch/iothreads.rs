@@ -43,20 +43,14 @@ pub(super) fn renumbered<'v>(
     }
     let count = u32::try_from(planned).unwrap_or(u32::MAX);
     let ids = iothread_ids(count, &listed);
-    let mut threads = vm.iothreads.clone();
-    threads.sort_by_key(|t| t.iothread);
-    if threads.iter().map(|t| t.iothread).eq(ids.iter().copied()) {
+    let Some(threads) = IothreadPin::on_ids(&vm.iothreads, &ids) else {
+        return Ok(Cow::Borrowed(vm));
+    };
+    if threads == vm.iothreads {
         return Ok(Cow::Borrowed(vm));
     }
     let mut renumbered = vm.clone();
-    renumbered.iothreads = threads
-        .into_iter()
-        .zip(ids)
-        .map(|(t, iothread)| IothreadPin {
-            iothread,
-            cpus: t.cpus,
-        })
-        .collect();
+    renumbered.iothreads = threads;
     Ok(Cow::Owned(renumbered))
 }
 
