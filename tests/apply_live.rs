@@ -892,3 +892,56 @@ fn issue_31_apply_pins_the_domains_own_iothread_ids() {
     );
     drop(guests);
 }
+
+/// Issue 31, D6 through apply: writing the plan's memory into a config whose
+/// huge pages are of another size says so before anything changes.
+#[test]
+fn issue_31_apply_says_when_a_configs_huge_pages_change_size() {
+    let Some(uri) = util::libvirt_uri("apply's note on huge pages") else {
+        return;
+    };
+    let _turn = crate::util::live_guests_turn();
+    let name = format!("apl-hp-{}", std::process::id());
+    let _guests = Guests {
+        uri: uri.clone(),
+        names: vec![name.clone()],
+    };
+    let dir = TempDir::new();
+    let xml = util::guest_xml(util::guest_type(&uri), &name, 1, "").replace(
+        "  <vcpu",
+        "  <memoryBacking>\n    <hugepages>\n      <page size='2048' unit='KiB'/>\n    </hugepages>\n  </memoryBacking>\n  <vcpu",
+    );
+    virsh(&uri, &["define", arg(&dir.write("d.xml", xml))]);
+    let spec = dir.write(
+        "hp.toml",
+        format!("[host]\nreserved_cores = 1\n\n[[vm]]\nname = \"{name}\"\nvcpus = 1\nhugepages = \"none\"\n"),
+    );
+    let out_dir = dir.path("hp");
+    let out = util::pinplan([
+        "plan",
+        arg(&spec),
+        "--connect",
+        &uri,
+        "--out",
+        arg(&out_dir),
+    ]);
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    let plan = out_dir.join("plan.json");
+    let out = util::pinplan([
+        "apply",
+        arg(&plan),
+        "--config",
+        "--journal",
+        arg(&dir.path("j.json")),
+    ]);
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "warning: {name}: huge pages: the domain's 2 MiB pages become normal pages, as planned"
+        )),
+        "{}",
+        text(&out)
+    );
+    let config = virsh(&uri, &["dumpxml", "--inactive", &name]);
+    assert!(!config.contains("<hugepages"), "{config}");
+}

@@ -63,6 +63,16 @@ impl Session {
             }
             let domains = others.as_deref().unwrap_or_default();
             let target = self.check_vm(vm, &online, domains, &mut bad);
+            // What writing the plan's memory into the config changes beyond
+            // it (huge pages of another size) is said before anything changes.
+            if let Some(vm) = target.as_ref().and_then(|t| t.memory.as_ref()) {
+                warnings.extend(memory_notes(target.as_ref(), vm).into_iter().map(|reason| {
+                    Problem {
+                        vm: vm.name.clone(),
+                        reason,
+                    }
+                }));
+            }
             problems.extend(bad.into_iter().map(|reason| Problem {
                 vm: vm.name.clone(),
                 reason,
@@ -249,6 +259,25 @@ fn check_vcpus(domain: &virt::domain::Domain, running: bool, want: usize, bad: &
             Err(e) => bad.push(format!("cannot read its vCPU count ({scope}): {}", lv(&e))),
         }
     }
+}
+
+/// The notes of patching `vm`'s memory placement into `target`'s config
+/// (none when its config cannot be read: the apply step says why).
+fn memory_notes(target: Option<&Target>, vm: &VmPlan) -> Vec<String> {
+    let Some(target) = target else {
+        return Vec::new();
+    };
+    target
+        .domain
+        .xml_desc(super::XML_INACTIVE | super::XML_SECURE)
+        .ok()
+        .and_then(|xml| {
+            crate::libvirt::patch::Domain::read(&vm.name, &xml)
+                .and_then(|d| d.patch_memory(vm))
+                .ok()
+        })
+        .map(|p| p.notes)
+        .unwrap_or_default()
 }
 
 /// Why a domain's I/O threads (`have`, ids) cannot take a plan's `planned`:
