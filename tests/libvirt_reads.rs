@@ -695,3 +695,47 @@ fn issue_31_d6_huge_pages_are_kept_per_cell_or_the_change_is_said() {
     };
     assert_eq!(block(&output), block(&input));
 }
+
+/// What `apply` writes to a config with the plan's memory
+/// (`Domain::patch_memory`) names guest cells in `<memnode>`: a domain
+/// without cells gets the plan's cells too, or libvirt refuses it (`Argument
+/// 'cellid' in memnode element must correspond to existing guest's NUMA
+/// cell`, as it did before).
+#[test]
+fn issue_31_apply_memory_writes_the_cells_its_memnodes_name() {
+    let tmp = TempDir::new();
+    let name = "QEMUGuest1";
+    let spec = tmp.write(
+        "cells.toml",
+        format!("[host]\nreserved_cores = 1\n\n[[vm]]\nname = \"{name}\"\nvcpus = 4\nnuma = \"spread\"\nmemory = \"1GiB\"\n"),
+    );
+    let out = tmp.path("cells");
+    let args = ["plan", s(&spec), "--source", THREE_NODES, "--out", s(&out)];
+    let run = pinplan(args);
+    assert_eq!(run.status.code(), Some(0), "{}", describe(&args, &run));
+    let plan = pinplan::plan::Plan::load(&out.join("plan.json")).unwrap();
+    let vm = &plan.vms[0];
+    assert_eq!(vm.guest_cells.len(), 2);
+    // A domain of 4 vCPUs without guest cells.
+    let input = std::fs::read_to_string(fixture("libvirt-domains/qemu-cputune.xml")).unwrap();
+    assert!(!input.contains("<numa>") && input.contains(">4</vcpu>"));
+    let domain = pinplan::libvirt::patch::Domain::read("qemu-cputune.xml", &input).unwrap();
+    let patched = domain.patch_memory(vm).unwrap();
+    let path = tmp.write("memory.xml", &patched.text);
+    validate_domain(&path).unwrap_or_else(|e| panic!("{e}"));
+    let xml = define(&path, name).unwrap_or_else(|e| panic!("{e}\n{}", patched.text));
+    let got = cells(&xml);
+    let want: BTreeMap<u32, BTreeSet<u32>> = vm
+        .guest_cells
+        .iter()
+        .map(|c| (c.id, c.vcpus.iter().map(|v| v.0).collect()))
+        .collect();
+    assert_eq!(
+        got.into_iter()
+            .map(|(id, (v, _))| (id, v))
+            .collect::<BTreeMap<_, _>>(),
+        want,
+        "{xml}"
+    );
+    assert_eq!(xml.matches("<memnode ").count(), 2, "{xml}");
+}

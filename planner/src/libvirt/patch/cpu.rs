@@ -129,6 +129,36 @@ pub(super) fn rewrite(
     Ok(splices)
 }
 
+/// Only the plan's guest NUMA cells, which `<numatune><memnode>` names (what
+/// `apply` writes with the memory placement): in the domain's `<cpu>`, or in
+/// a new `<cpu>` holding just them; nothing when the plan has none.
+pub(super) fn cells_only(
+    doc: &Doc,
+    root: usize,
+    anchor: usize,
+    vm: &VmPlan,
+) -> Result<Vec<Splice>, PatchError> {
+    let cpu = doc.child(root, "cpu");
+    let old_cells: Vec<usize> = cpu
+        .and_then(|cpu| doc.child(cpu, "numa"))
+        .map(|numa| doc.children_named(numa, "cell").collect())
+        .unwrap_or_default();
+    let Some(lines) = emit::guest_numa(vm, memory_kib(doc, root, &old_cells)) else {
+        return Ok(Vec::new());
+    };
+    match cpu {
+        None => Ok(vec![new_cpu(doc, root, anchor, "<cpu>", &lines)]),
+        Some(cpu) if doc.nodes[cpu].empty => {
+            let open = format!("{}>", doc.reopened(cpu));
+            let indent = doc.indent_of(cpu);
+            Ok(vec![
+                doc.replace(cpu, doc.block(&open, &lines, "</cpu>", &indent))
+            ])
+        }
+        Some(cpu) => cells_in(doc, cpu, &old_cells, vm, &lines),
+    }
+}
+
 /// A `<cpu>` opened by `open` with `children`, before the first element libvirt
 /// puts after `<cpu>`, else after the domain's last child.
 fn new_cpu(doc: &Doc, root: usize, anchor: usize, open: &str, children: &[String]) -> Splice {

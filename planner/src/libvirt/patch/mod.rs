@@ -184,16 +184,23 @@ impl<'a> Domain<'a> {
     }
 
     /// The domain with only the plan's memory placement (`<numatune>`,
-    /// `<memoryBacking><hugepages>`, `<memory>`): what `apply` writes to a
-    /// config, whose pins it sets through libvirt's calls.
+    /// `<memoryBacking><hugepages>`, `<memory>`, and the guest NUMA cells
+    /// its `<memnode>`s name): what `apply` writes to a config, whose pins it
+    /// sets through libvirt's calls.
     pub fn patch_memory(&self, vm: &VmPlan) -> Result<Patched, PatchError> {
         let (doc, root) = (&self.doc, self.root);
         let anchor = vcpu::cputune_anchor(doc, root, vcpu::place(doc, root)?);
+        let old_cells = doc
+            .child(root, "cpu")
+            .and_then(|c| doc.child(c, "numa"))
+            .map_or(0, |n| doc.children_named(n, "cell").count());
+        refs::cells(doc, root, vm, old_cells)?;
         let mut notes = Vec::new();
         let mut splices = numatune::rewrite(doc, root, anchor, vm)
             .into_iter()
             .collect::<Vec<_>>();
         splices.extend(memory::rewrite(doc, root, anchor, vm, &mut notes));
+        splices.extend(cpu::cells_only(doc, root, anchor, vm)?);
         let text = doc.apply(splices)?;
         well_formed(doc.source_name, &text)?;
         Ok(Patched { text, notes })
