@@ -59,7 +59,8 @@ pub struct IsolateArgs {
     /// The hook's call when VM NAME has stopped (`release end`).
     #[arg(long, value_name = "NAME")]
     vm_stop: Option<String>,
-    /// Use a plan made for another host topology (its CPUs must exist).
+    /// Use a plan made for another host topology anyway (the CPUs and NUMA
+    /// nodes it uses must still exist).
     #[arg(long)]
     force: bool,
     /// Output format.
