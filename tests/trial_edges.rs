@@ -142,3 +142,65 @@ fn issue_31_a_spec_vm_no_domain_has_gets_a_did_you_mean() {
         describe(&args, &out)
     );
 }
+
+/// Regression for issue 31: isolate said "moved 82 threads" and its undo
+/// "moved 72 back (0 had ended)": a moved task that ended meanwhile, or
+/// that another program moved on, was skipped without a word. Now the undo
+/// counts the isolation's moves, each one back, ended or left elsewhere,
+/// and names the tasks started in pinplan's cgroup since, which go out with
+/// it. On a cgroup v2 tree: init (1), sshd (500) and cron (501) move;
+/// then 500 ends, 501 is moved elsewhere, and 600 starts inside.
+#[test]
+fn issue_31_the_undo_accounts_for_every_task_the_isolation_moved() {
+    use crate::isolate_cli::{isolate, ok, plan, read, stat, v2_tree};
+    let dir = TempDir::new();
+    let (plan, _) = plan(&dir, &["vm1"]);
+    let root = v2_tree(&dir);
+    let put = |rel: &str, text: &str| dir.write(&format!("root/{rel}"), text);
+    put("proc/501/comm", "cron\n");
+    put("proc/501/stat", &stat(501, "cron", 0x0040_0140, 950));
+    put("proc/501/status", "Name:\tcron\nCpus_allowed_list:\t0-3\n");
+    put("sys/fs/cgroup/cgroup.procs", "1\n2\n500\n501\n");
+    let (root_arg, state) = (arg(&root).to_owned(), dir.path("state"));
+    let journal = dir.path("j.json");
+    let common = ["--root", &root_arg, "--state", arg(&state)];
+    let out = ok(&isolate(
+        &[
+            &["--plan", arg(&plan), "--journal", arg(&journal)][..],
+            &common[..],
+        ]
+        .concat(),
+    ));
+    assert!(
+        out.contains(
+            "moved 3 threads or processes to the housekeeping cgroup (0 refused by the kernel, 0 ended)\n"
+        ),
+        "{out}"
+    );
+    let ours = "sys/fs/cgroup/pinplan.housekeeping/cgroup.procs";
+    assert_eq!(read(&root, ours), "1\n500\n501\n");
+
+    // 500 ends; 501 is moved elsewhere; 600 starts in pinplan's cgroup.
+    std::fs::remove_dir_all(root.join("proc/500")).unwrap();
+    put(ours, "1\n600\n");
+    put("proc/600/comm", "sh\n");
+    put("proc/600/stat", &stat(600, "sh", 0x0040_0140, 2000));
+
+    let out = ok(&isolate(
+        &[&["--undo", arg(&journal)][..], &common[..]].concat(),
+    ));
+    assert!(
+        out.contains(
+            "moved back 1 of the 3 threads or processes the isolation moved (1 had ended, \
+             1 were no longer in pinplan's cgroup: left where they are)\n\
+             moved out with pinplan's cgroup: 1 threads or processes started in it since\n"
+        ),
+        "{out}"
+    );
+    // Init back (the one move made), then the cgroup's remaining tasks
+    // (init again, and 600) as it is removed.
+    assert_eq!(
+        read(&root, "sys/fs/cgroup/cgroup.procs"),
+        "1\n2\n500\n501\n1\n1\n600\n"
+    );
+}
