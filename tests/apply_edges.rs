@@ -95,7 +95,8 @@ fn without_fingerprints(text: &str) -> String {
 
 /// Regression for issue 31: another host's plan (a 4-CPU synthetic host's,
 /// applied to the test driver's 16-CPU host) is one error naming the plan,
-/// both hosts, this host's size and the fix, and nothing else: not one line
+/// both hosts, the CPUs the plan uses (by hand: the reserved core's CPU 0,
+/// the VM's two vCPUs on 1 and 2), this host's size and the fix, and nothing else: not one line
 /// per VM of what follows from it. `--force` uses it, as in `report`, `xml`,
 /// `doctor` and `isolate` (its CPUs 0-3 exist there), and says so.
 #[test]
@@ -122,7 +123,7 @@ fn issue_31_another_hosts_plan_is_one_error_and_force_says_what_it_lets_through(
     assert_eq!(
         without_fingerprints(&stderr),
         format!(
-            "error: {p}: this plan was made for synthetic:package:1 core:4 pu:1 (fingerprint FP); \
+            "error: {p}: this plan was made for synthetic:package:1 core:4 pu:1 (fingerprint FP; it uses CPUs 0-2); \
              this host is test:///default (fingerprint FP: 16 CPUs (16 online) in 16 cores, 2 NUMA nodes)\n\n\
              hint: make the plan for this host: `pinplan plan SPEC --connect test:///default`; \
              if it is the same machine read another way (an old libvirt lists each CPU as a core \
@@ -131,7 +132,7 @@ fn issue_31_another_hosts_plan_is_one_error_and_force_says_what_it_lets_through(
         )
     );
     assert!(
-        stderr.contains(&format!("(fingerprint {fingerprint})")),
+        stderr.contains(&format!("(fingerprint {fingerprint};")),
         "{stderr}"
     );
 

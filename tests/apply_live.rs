@@ -85,6 +85,11 @@ fn this_host(out: &Output, base: &Value) -> String {
     }
     // This host's size, after its fingerprint: `[THIS HOST]: 4 CPUs (4
     // online) in 4 cores, 1 NUMA node)`.
+    // The CPUs the plan uses: the two VMs' 0-1 and this host's reserved.
+    if let Some((head, tail)) = stderr.split_once("; it uses ") {
+        let rest = tail.split_once(')').map_or("", |(_, rest)| rest);
+        stderr = format!("{head}; it uses [CPUS]){rest}");
+    }
     if let Some((head, tail)) = stderr.split_once("[THIS HOST]: ") {
         let rest = ["NUMA nodes)", "NUMA node)"]
             .iter()

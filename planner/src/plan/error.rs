@@ -39,7 +39,7 @@ pub enum PlanError {
         placed: Vec<String>,
     },
     /// The plan was made for another host topology.
-    #[error("{}: this plan was made for {} (fingerprint {}); this host is {} (fingerprint {}: {}){}", path.display(), hosts.plan_source, hosts.plan_fingerprint, hosts.host_source, hosts.host_fingerprint, hosts.host_size, if hosts.plan_source == hosts.host_source { ", whose cores or online CPUs are not what they were when the plan was made" } else { "" })]
+    #[error("{}: this plan was made for {} (fingerprint {}; it uses {}); this host is {} (fingerprint {}: {}){}", path.display(), hosts.plan_source, hosts.plan_fingerprint, cpus(&hosts.plan_cpus), hosts.host_source, hosts.host_fingerprint, hosts.host_size, if hosts.plan_source == hosts.host_source { ", whose cores or online CPUs are not what they were when the plan was made" } else { "" })]
     OtherHost {
         /// The plan file.
         path: PathBuf,
@@ -69,6 +69,8 @@ pub struct HostMismatch {
     pub plan_source: String,
     /// The plan's fingerprint.
     pub plan_fingerprint: String,
+    /// The CPUs the plan uses (its VMs', reserved, fixed).
+    pub plan_cpus: crate::cpuset::CpuSet,
     /// This host's topology source.
     pub host_source: String,
     /// This host's fingerprint.
@@ -106,6 +108,11 @@ impl Diagnostic for PlanError {
             PlanError::NotOnHost { host_source, .. } => Some(plan_it_for(host_source)),
         }
     }
+}
+
+/// `CPU 3`, `CPUs 0-2,8`.
+fn cpus(set: &crate::cpuset::CpuSet) -> String {
+    format!("{} {set}", if set.len() == 1 { "CPU" } else { "CPUs" })
 }
 
 /// How to make the plan for the host read from `source`: through its URI

@@ -30,6 +30,7 @@ impl Plan {
                 hosts: Box::new(HostMismatch {
                     plan_source: self.host.source.clone(),
                     plan_fingerprint: self.host.fingerprint.clone(),
+                    plan_cpus: self.used().0,
                     host_source: host.source.clone(),
                     host_fingerprint: fingerprint,
                     host_size: size(host),
