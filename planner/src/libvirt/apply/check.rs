@@ -358,6 +358,47 @@ mod tests {
         }
     }
 
+    /// Issue 31: "planned CPUs 8-10,18-19" mixed the emulator's CPU 10 into
+    /// the vCPUs' (the lab's vm2 on a host with CPUs 0-1 online). Each set
+    /// is named by role, a CPU in two roles by the first (vCPU, emulator,
+    /// I/O thread), and one of the VM's cores that runs none of its threads
+    /// as an idle sibling.
+    #[test]
+    fn issue_31_cpus_are_named_by_role() {
+        let set = |s: &str| s.parse::<CpuSet>().unwrap_or_else(|e| panic!("{e}"));
+        // vm2 of the lab: vCPUs 8,18,9,19; emulator on the reserved 0,10.
+        let mut p = plan("0,10", &[Vm::new("vm2", "8-9,18-19", "require", 2)]);
+        let lab = p.vms[0].clone();
+        p.vms[0].iothreads = vec![crate::plan::IothreadPin {
+            iothread: 1,
+            cpus: set("9,20"),
+        }];
+        p.vms[0].cpus = set("8-9,18-20");
+        let with_io = &p.vms[0];
+        for (vm, cpus, expected) in [
+            (
+                &lab,
+                "8-10,18-19",
+                "this VM's vCPU CPUs 8-9,18-19 and emulator CPU 10",
+            ),
+            (&lab, "10", "this VM's emulator CPU 10"),
+            (&lab, "19", "this VM's vCPU CPU 19"),
+            (
+                with_io,
+                "8-10,18-20",
+                "this VM's vCPU CPUs 8-9,18-19, emulator CPU 10 and I/O thread CPU 20",
+            ),
+        ] {
+            assert_eq!(roles(vm, &set(cpus)), expected, "{cpus}");
+        }
+        let mut idle = lab.clone();
+        idle.cpus = set("8-9,18-19,7,17");
+        assert_eq!(
+            roles(&idle, &set("7,17")),
+            "this VM's idle sibling CPUs 7,17 of its cores"
+        );
+    }
+
     /// Issue 31: the CPUs in the way are named by what the plan runs there,
     /// not as one "planned CPUs" set. The test host pairs CPU N with N+4;
     /// w owns cores 1 (1,5) and 2 (2,6): its vCPUs on 1 and 5, its
