@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs pinplan under PREFIX: the binary (cargo install), its man pages,
-# its bash, zsh and fish completions, and the example files its help runs
-# on (PREFIX/share/pinplan/examples). PREFIX defaults to /usr/local as
+# its bash, zsh and fish completions, the example files its help runs on
+# (PREFIX/share/pinplan/examples) and its docs (PREFIX/share/doc/pinplan). PREFIX defaults to /usr/local as
 # root and to ~/.local otherwise. Installs the build packages that are
 # missing, as scripts/run-example.sh does. Safe to run again: every file is
 # replaced by the new one.
@@ -44,23 +44,32 @@ install_output "$bash_file" "$pinplan" completions bash
 install_output "$zsh_file" "$pinplan" completions zsh
 install_output "$fish_file" "$pinplan" completions fish
 
-# The example files every help example runs on (pinplan help examples),
-# replaced as a whole: copied beside, then swapped in.
+# install_tree SRC DEST: the directory SRC as DEST, replaced as a whole:
+# copied beside, then swapped in.
+install_tree() {
+  local src=$1 dest=$2
+  mkdir -p "$(dirname "$dest")"
+  rm -rf "$dest.new.$$"
+  cp -R "$src" "$dest.new.$$"
+  chmod -R u=rwX,go=rX "$dest.new.$$"
+  rm -rf "$dest.old.$$"
+  if [ -e "$dest" ]; then mv "$dest" "$dest.old.$$"; fi
+  mv "$dest.new.$$" "$dest"
+  rm -rf "$dest.old.$$"
+}
+# The example files every help example runs on (pinplan help examples), and
+# the docs `pinplan help formats` and `policies` name by file.
 share="$PREFIX/share/pinplan"
-mkdir -p "$share"
-rm -rf "$share/examples.new.$$"
-cp -R examples "$share/examples.new.$$"
-chmod -R u=rwX,go=rX "$share/examples.new.$$"
-rm -rf "$share/examples.old.$$"
-[ -e "$share/examples" ] && mv "$share/examples" "$share/examples.old.$$"
-mv "$share/examples.new.$$" "$share/examples"
-rm -rf "$share/examples.old.$$"
+docs="$PREFIX/share/doc/pinplan"
+install_tree examples "$share/examples"
+install_tree docs "$docs"
 
 echo "installed $("$pinplan" --version)" >&2
 echo "  binary:      $pinplan" >&2
 echo "  man pages:   $PREFIX/share/man/man1/pinplan*.1" >&2
 echo "  completions: $bash_file, $zsh_file, $fish_file" >&2
 echo "  examples:    $share/examples (pinplan help examples)" >&2
+echo "  docs:        $docs" >&2
 case ":$PATH:" in
   *":$PREFIX/bin:"*) ;;
   *) echo "note: $PREFIX/bin is not on PATH; add it to use pinplan (and its man pages) by name" >&2 ;;

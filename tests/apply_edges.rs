@@ -77,3 +77,79 @@ fn issue_31_apply_without_connect_names_a_plan_without_uri() {
     );
     assert_eq!(text(&run.stdout), "");
 }
+
+/// `text` with every `fnv1a64:` fingerprint replaced by `FP`.
+fn without_fingerprints(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("fnv1a64:") {
+        out.push_str(&rest[..at]);
+        out.push_str("FP");
+        let tail = &rest[at + "fnv1a64:".len()..];
+        let hex = tail.chars().take_while(char::is_ascii_hexdigit).count();
+        rest = &tail[hex..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Regression for issue 31: another host's plan (a 4-CPU synthetic host's,
+/// applied to the test driver's 16-CPU host) is one error naming the plan,
+/// both hosts, the CPUs the plan uses (by hand: the reserved core's CPU 0,
+/// the VM's two vCPUs on 1 and 2), this host's size and the fix, and nothing else: not one line
+/// per VM of what follows from it. `--force` uses it, as in `report`, `xml`,
+/// `doctor` and `isolate` (its CPUs 0-3 exist there), and says so.
+#[test]
+fn issue_31_another_hosts_plan_is_one_error_and_force_says_what_it_lets_through() {
+    let dir = TempDir::new();
+    let plan = planned(&dir, &["--source", "synthetic:package:1 core:4 pu:1"]);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let fingerprint = json["host"]["fingerprint"].as_str().unwrap();
+    let p = plan.display();
+    let args = [
+        "apply",
+        arg(&plan),
+        "--dry-run",
+        "--connect",
+        "test:///default",
+    ];
+    let run = util::pinplan(args);
+    assert_eq!(run.status.code(), Some(2), "{}", describe(&args, &run));
+    assert_eq!(text(&run.stdout), "");
+    let stderr = text(&run.stderr);
+    // test:///default: 2 nodes of 8 CPUs, each CPU a core of its own in the
+    // capabilities libvirt's test driver builds.
+    assert_eq!(
+        without_fingerprints(&stderr),
+        format!(
+            "error: {p}: this plan was made for synthetic:package:1 core:4 pu:1 (fingerprint FP; it uses CPUs 0-2); \
+             this host is test:///default (fingerprint FP: 16 CPUs (16 online) in 16 cores, 2 NUMA nodes)\n\n\
+             hint: make the plan for this host: `pinplan plan SPEC --connect test:///default`; \
+             if it is the same machine read another way (an old libvirt lists each CPU as a core \
+             of its own), --force uses this plan anyway (a plan that uses CPUs or NUMA nodes this \
+             host lacks is refused all the same)\n"
+        )
+    );
+    assert!(
+        stderr.contains(&format!("(fingerprint {fingerprint};")),
+        "{stderr}"
+    );
+
+    let forced = [&args[..], &["--force"]].concat();
+    let run = util::pinplan(&forced);
+    assert_eq!(run.status.code(), Some(0), "{}", describe(&forced, &run));
+    assert_eq!(
+        without_fingerprints(&text(&run.stderr)),
+        format!(
+            "warning: {p}: made for synthetic:package:1 core:4 pu:1 (fingerprint FP), not for \
+             this host (test:///default, fingerprint FP): used all the same (--force)\n"
+        )
+    );
+    assert!(
+        text(&run.stdout)
+            .ends_with("dry run: the preconditions hold for test; nothing was changed\n"),
+        "{}",
+        describe(&forced, &run)
+    );
+}

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 /// The subcommands `pinplan --help` lists.
-fn subcommands() -> Vec<String> {
+pub(crate) fn subcommands() -> Vec<String> {
     let help = util::pinplan_ok(&["--help"]);
     let list = help
         .split_once("Commands:\n")
@@ -461,7 +461,7 @@ fn sh(dir: &Path, script: &str) -> Output {
 
 /// Copies the directory `from` into `to`, recursively, links as links
 /// (the fleet example's doctor trees hold sysfs links).
-fn copy_dir(from: &Path, to: &Path) {
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();

@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 
 /// A plan on a 4-CPU host (no SMT), core 0 reserved, one single-core VM per
 /// name; returns its path and each VM's CPUs as the plan gives them.
-fn plan(dir: &TempDir, vms: &[&str]) -> (PathBuf, BTreeMap<String, String>) {
+pub(crate) fn plan(dir: &TempDir, vms: &[&str]) -> (PathBuf, BTreeMap<String, String>) {
     let mut spec = String::from("[host]\nreserved_cores = 1\n");
     for vm in vms {
         spec.push_str(&format!("[[vm]]\nname = \"{vm}\"\nvcpus = 1\n"));
@@ -47,7 +47,7 @@ fn plan(dir: &TempDir, vms: &[&str]) -> (PathBuf, BTreeMap<String, String>) {
 }
 
 /// `/proc/PID/stat` with `flags` (field 9) and start time (field 22).
-fn stat(pid: u32, name: &str, flags: u64, start: u64) -> String {
+pub(crate) fn stat(pid: u32, name: &str, flags: u64, start: u64) -> String {
     let mut fields = vec!["0".to_owned(); 20];
     fields[0] = "S".to_owned();
     fields[6] = flags.to_string();
@@ -87,7 +87,7 @@ fn host_tree(dir: &TempDir) -> PathBuf {
     root
 }
 
-fn read(root: &Path, rel: &str) -> String {
+pub(crate) fn read(root: &Path, rel: &str) -> String {
     std::fs::read_to_string(root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
@@ -115,14 +115,14 @@ fn snapshot(root: &Path) -> BTreeMap<String, String> {
     out
 }
 
-fn isolate(args: &[&str]) -> Output {
+pub(crate) fn isolate(args: &[&str]) -> Output {
     let out = pinplan(std::iter::once("isolate").chain(args.iter().copied()));
     let stderr = text(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     out
 }
 
-fn ok(out: &Output) -> String {
+pub(crate) fn ok(out: &Output) -> String {
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -135,7 +135,7 @@ fn ok(out: &Output) -> String {
 
 /// A cgroup v2 host without systemd under `dir/root`: three processes in
 /// the root cgroup (kthreadd among them), four top-level cgroups.
-fn v2_tree(dir: &TempDir) -> PathBuf {
+pub(crate) fn v2_tree(dir: &TempDir) -> PathBuf {
     let root = host_tree(dir);
     let put = |rel: &str, text: &str| dir.write(&format!("root/{rel}"), text);
     put(

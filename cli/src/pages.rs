@@ -1,7 +1,10 @@
 //! What `--help`, `pinplan help TOPIC` and the man pages say beyond the clap
 //! definitions: every subcommand's examples and exit status (added to its
-//! help by [`decorate`]), and the reference topics, embedded from `docs/`
-//! so that an installed binary carries them.
+//! help by [`decorate`]), and the reference topics, embedded from the
+//! repository's docs folder so that an installed binary carries them; the
+//! other docs they link to are named by file, in the folder where
+//! scripts/install.sh installs them (`PREFIX/share/doc/pinplan`), which the
+//! topic names.
 //!
 //! The examples run on the bundled examples (`examples/`) from the folder
 //! that holds them: the repository's root, or `PREFIX/share/pinplan` where
@@ -475,7 +478,7 @@ fn wrap(prefix: &str, text: &str, width: usize) -> String {
 /// The text of topic `name`, or `None` when there is no such topic.
 pub fn topic(name: &str) -> Option<String> {
     match name {
-        "formats" => Some(markdown(FORMATS)),
+        "formats" => Some(markdown(FORMATS) + &docs_footer()),
         "policies" => Some(policies()),
         "exit-codes" => Some(exit_codes()),
         "examples" => Some(examples()),
@@ -529,12 +532,12 @@ fn examples() -> String {
     out
 }
 
-/// `pinplan help policies`: the placement sections of docs/plan.md.
+/// `pinplan help policies`: the placement sections of the docs' plan.md.
 fn policies() -> String {
     let mut md = String::from(
         "# Placement policies\n\n\
-         How `pinplan plan` places VMs (from docs/plan.md). Every spec key, its\n\
-         values and its default: `pinplan help formats` (Plan spec).\n",
+         How `pinplan plan` places VMs (from plan.md of pinplan's docs). Every spec\n\
+         key, its values and its default: `pinplan help formats` (Plan spec).\n",
     );
     for heading in POLICY_SECTIONS {
         if !md.ends_with("\n\n") {
@@ -543,7 +546,42 @@ fn policies() -> String {
         // Unit-tested to be there; a renamed heading fails the tests.
         md.push_str(section(PLAN, heading).unwrap_or(heading));
     }
-    markdown(&md)
+    markdown(&md) + &docs_footer()
+}
+
+/// Where the docs are that `pinplan help formats` and `policies` name by
+/// file: `PREFIX/bin/pinplan` has them in `PREFIX/share/doc/pinplan`
+/// (scripts/install.sh).
+fn installed_docs() -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let prefix = exe.parent()?.parent()?;
+    Some(prefix.join("share/doc/pinplan"))
+}
+
+/// The topic's last lines: where the docs it names (`topology.md in
+/// pinplan's docs`) are.
+fn docs_footer() -> String {
+    let place = match installed_docs() {
+        Some(dir) if dir.join("formats.md").is_file() => {
+            format!("installed with this binary in {}.", dir.display())
+        }
+        Some(dir) => format!(
+            "not installed beside this binary (looked in {}): scripts/install.sh installs \
+             them there; a clone of the repository has them in its docs folder.",
+            dir.display()
+        ),
+        None => "scripts/install.sh installs them in PREFIX/share/doc/pinplan; a clone of \
+                 the repository has them in its docs folder."
+            .to_owned(),
+    };
+    format!(
+        "\n{}",
+        wrap(
+            "",
+            &format!("pinplan's docs, named here by file (topology.md), are {place}"),
+            80
+        )
+    )
 }
 
 /// `pinplan help exit-codes`: the convention, then every command's.
@@ -604,8 +642,9 @@ fn section<'a>(md: &'a str, heading: &str) -> Option<&'a str> {
 
 /// Markdown as a terminal shows it well: code blocks indented by four
 /// spaces without their fences (their `#` lines are comments, not
-/// headings), and links to the repository's docs named by the command that
-/// prints them (`pinplan help formats`) or by their path (`docs/xml.md`).
+/// headings), and links to the other docs named by the command that prints
+/// them (`pinplan help formats`) or by their file in pinplan's docs
+/// (`xml.md in pinplan's docs`): an installed binary has no repository.
 fn markdown(md: &str) -> String {
     let mut out = String::new();
     let mut fenced = false;
@@ -676,7 +715,7 @@ fn doc_ref(target: &str) -> (&str, String) {
     } else if file == "plan.md" && policies {
         "`pinplan help policies`".to_owned()
     } else {
-        format!("docs/{target}")
+        format!("{target} in pinplan's docs")
     };
     (file, place)
 }
@@ -711,20 +750,23 @@ mod tests {
     }
 
     #[test]
-    fn links_name_the_help_topic_or_the_docs_path() {
+    fn links_name_the_help_topic_or_the_docs_file() {
         for (line, expected) in [
-            ("see [topology.md](topology.md)", "see docs/topology.md"),
+            (
+                "see [topology.md](topology.md)",
+                "see topology.md in pinplan's docs",
+            ),
             (
                 "see [formats.md](formats.md#plan-spec-toml)",
                 "see `pinplan help formats`",
             ),
             (
                 "as [`pinplan demand`](demand-model.md) does",
-                "as `pinplan demand` (docs/demand-model.md) does",
+                "as `pinplan demand` (demand-model.md in pinplan's docs) does",
             ),
             (
                 "see [benchmarks](benchmarks.md#apply).",
-                "see benchmarks (docs/benchmarks.md#apply).",
+                "see benchmarks (benchmarks.md#apply in pinplan's docs).",
             ),
             (
                 "[placement](plan.md#what-a-placement-is)",
@@ -747,7 +789,7 @@ mod tests {
         let md = "text\n```toml\n# comment\n\nkey = 1\n```\nafter [x](xml.md)\n";
         assert_eq!(
             markdown(md),
-            "text\n    # comment\n\n    key = 1\nafter x (docs/xml.md)\n"
+            "text\n    # comment\n\n    key = 1\nafter x (xml.md in pinplan's docs)\n"
         );
     }
 

@@ -59,9 +59,12 @@ pub struct ApplyArgs {
     /// NAME-HOST.json).
     #[arg(long, value_name = "FILE")]
     journal: Option<PathBuf>,
-    /// Apply even if domains outside the plan may run on the planned CPUs
-    /// (pinned there, or not pinned at all), or an earlier apply on the host
-    /// did not finish (its journal is not rolled back).
+    /// Apply despite these three refusals, each then a warning: a domain
+    /// outside the plan that may run on the planned CPUs (pinned there, or
+    /// not pinned at all); an earlier apply on the host that did not finish
+    /// (its journal is not rolled back); a plan made for another host
+    /// topology, as in report, xml, doctor and isolate (the CPUs and NUMA
+    /// nodes it uses must still exist).
     #[arg(long)]
     force: bool,
     /// Restore every VM of a journal (e.g. after an interrupted apply).

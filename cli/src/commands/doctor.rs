@@ -26,7 +26,8 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "ADDR", num_args = 1.., value_parser = parse_address)]
     nic: Vec<PciAddress>,
     /// Check against a plan made for another host topology anyway (the CPUs
-    /// and NUMA nodes it uses must still exist under --root).
+    /// and NUMA nodes it uses must still exist under --root); with --fleet,
+    /// each host's plan.
     #[arg(long, requires = "plan")]
     force: bool,
     /// Check a host reached through libvirt (`qemu+ssh://root@b1/system`)

@@ -59,7 +59,8 @@ pub struct IsolateArgs {
     /// The hook's call when VM NAME has stopped (`release end`).
     #[arg(long, value_name = "NAME")]
     vm_stop: Option<String>,
-    /// Use a plan made for another host topology (its CPUs must exist).
+    /// Use a plan made for another host topology anyway (the CPUs and NUMA
+    /// nodes it uses must still exist).
     #[arg(long)]
     force: bool,
     /// Output format.
@@ -328,10 +329,7 @@ fn undo(
         }
         .into());
     }
-    let mut text = format!(
-        "restored {} values, moved {} threads or processes back ({} had ended), removed {} cgroups\n",
-        done.restored, done.moved_back, done.gone, done.removed
-    );
+    let mut text = undone_text(&done);
     for f in &done.failed {
         text.push_str(&format!("not restored: {f}\n"));
     }
@@ -342,6 +340,30 @@ fn undo(
         return Ok(ExitCode::from(signal.exit_code()));
     }
     Ok(crate::error::verdict(ok))
+}
+
+/// What an undo did, its moves counted against the isolation's own count
+/// (`moved N threads or processes`): every one moved back, ended, or
+/// left elsewhere.
+fn undone_text(done: &Undone) -> String {
+    let mut text = format!(
+        "restored {} values, removed {} cgroups\n",
+        done.restored, done.removed
+    );
+    if done.to_move > 0 {
+        text.push_str(&format!(
+            "moved back {} of the {} threads or processes the isolation moved ({} had ended, \
+             {} were no longer in pinplan's cgroup: left where they are)\n",
+            done.moved_back, done.to_move, done.gone, done.elsewhere
+        ));
+    }
+    if done.swept > 0 {
+        text.push_str(&format!(
+            "moved out with pinplan's cgroup: {} threads or processes started in it since\n",
+            done.swept
+        ));
+    }
+    text
 }
 
 fn emit(

@@ -49,7 +49,8 @@ pub struct ReportArgs {
     #[arg(long, value_name = "PLAN.json")]
     plan: Option<PathBuf>,
     /// Compare with a plan made for another host topology anyway (the CPUs
-    /// and NUMA nodes it uses must still exist).
+    /// and NUMA nodes it uses must still exist); with --fleet, each host's
+    /// plan.
     #[arg(long, requires = "plan")]
     force: bool,
     /// Output format.

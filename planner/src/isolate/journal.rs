@@ -9,6 +9,7 @@ use crate::host::fs::{read, write};
 use crate::host::journal::{self as envelope, Body, Tool, Write};
 use crate::interrupt::{Interrupt, Signal};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
 /// One change.
@@ -438,10 +439,21 @@ fn make(change: &Change) -> (Status, Option<String>) {
 pub struct Undone {
     /// Values written back (files, units).
     pub restored: usize,
-    /// Threads and processes moved back.
+    /// The threads and processes the journal records as moved (or, for an
+    /// isolation stopped part-way, about to be): what the next three count.
+    pub to_move: usize,
+    /// Of those, moved back.
     pub moved_back: usize,
-    /// Threads that had ended.
+    /// Of those, ended meanwhile (or their id now another task's).
     pub gone: usize,
+    /// Of those, alive but no longer in pinplan's cgroup (moved since by
+    /// another program, as libvirt moves a QEMU it starts; or never moved):
+    /// left where they are.
+    pub elsewhere: usize,
+    /// Threads and processes the journal does not name that were in
+    /// pinplan's cgroup when it was removed (started there since): moved to
+    /// its parent with it.
+    pub swept: usize,
     /// Cgroups removed.
     pub removed: usize,
     /// What could not be restored, one line each: a value that reads back
@@ -468,6 +480,14 @@ pub fn undo(
         .root
         .canonicalize()
         .is_ok_and(|r| r == Path::new("/"));
+    let journalled: BTreeSet<u32> = journal
+        .changes
+        .iter()
+        .filter_map(|e| match e.change {
+            Change::Move { tid, .. } => Some(tid),
+            _ => None,
+        })
+        .collect();
     for entry in journal.changes.iter().rev() {
         if matches!(entry.status, Status::Refused | Status::Gone) {
             continue;
@@ -476,7 +496,13 @@ pub fn undo(
             done.interrupted = interrupt.last();
             return Ok(done);
         }
-        undo_change(&entry.change, &journal.root, this_machine, &mut done);
+        undo_change(
+            &entry.change,
+            &journal.root,
+            this_machine,
+            &journalled,
+            &mut done,
+        );
     }
     read_back(journal, &mut done);
     journal.state = "undone".to_owned();
@@ -484,8 +510,15 @@ pub fn undo(
     Ok(done)
 }
 
-/// Restores one change, counting it in `done`.
-fn undo_change(change: &Change, root: &Path, this_machine: bool, done: &mut Undone) {
+/// Restores one change, counting it in `done`; `journalled` are the
+/// tasks the journal moves (a cgroup removed takes the others with it).
+fn undo_change(
+    change: &Change,
+    root: &Path,
+    this_machine: bool,
+    journalled: &BTreeSet<u32>,
+    done: &mut Undone,
+) {
     match change {
         Change::Write {
             what, path, before, ..
@@ -523,7 +556,7 @@ fn undo_change(change: &Change, root: &Path, this_machine: bool, done: &mut Undo
             };
             move_back(&task, root, this_machine, done);
         }
-        Change::Create { path: dir, .. } => match remove_cgroup(dir) {
+        Change::Create { path: dir, .. } => match remove_cgroup(dir, journalled, &mut done.swept) {
             Ok(true) => done.removed += 1,
             Ok(false) => {}
             Err(e) => done.failed.push(format!("{}: {e}", dir.display())),
@@ -550,18 +583,21 @@ struct MovedTask<'a> {
 /// Moves `task` back where it was, with its affinity on this machine.
 fn move_back(task: &MovedTask<'_>, root: &Path, this_machine: bool, done: &mut Undone) {
     let tid = task.tid;
+    done.to_move += 1;
+    // The same thread: alive, and started when the journal says. One that
+    // ended is no longer listed anywhere: it is counted, not skipped.
+    let now = crate::host::task::task(root, tid).start;
+    if now.is_none() || (task.start.is_some() && now != task.start) {
+        done.gone += 1;
+        return;
+    }
     // Only a task still in pinplan's cgroup goes back: one never moved (a
     // kill came first) or moved on since (libvirt puts a new QEMU into its
     // own cgroup) stays where it is.
     let listed = read(&task.to.join(task.file))
         .is_some_and(|t| t.lines().any(|l| l.trim().parse::<u32>().ok() == Some(tid)));
     if !listed {
-        return;
-    }
-    // The same thread: alive, and started when the journal says.
-    let now = crate::host::task::task(root, tid).start;
-    if now.is_none() || (task.start.is_some() && now != task.start) {
-        done.gone += 1;
+        done.elsewhere += 1;
         return;
     }
     match add_task(&task.from.join(task.file), tid) {
@@ -605,7 +641,11 @@ fn read_back(journal: &Journal, done: &mut Undone) {
 
 /// Moves what is left in a cgroup pinplan created (threads forked after the
 /// move) into its parent and removes it; `false` when it does not exist.
-fn remove_cgroup(dir: &Path) -> std::io::Result<bool> {
+fn remove_cgroup(
+    dir: &Path,
+    journalled: &BTreeSet<u32>,
+    swept: &mut usize,
+) -> std::io::Result<bool> {
     if !dir.is_dir() {
         return Ok(false);
     }
@@ -613,6 +653,7 @@ fn remove_cgroup(dir: &Path) -> std::io::Result<bool> {
     // A thread forked inside between the move and the rmdir keeps it busy
     // (EBUSY): move again, a few times.
     let mut tries = 0;
+    let mut moved = BTreeSet::new();
     loop {
         for file in ["tasks", "cgroup.procs"] {
             let Some(text) = read(&dir.join(file)) else {
@@ -620,9 +661,12 @@ fn remove_cgroup(dir: &Path) -> std::io::Result<bool> {
             };
             for tid in text.lines().filter_map(|l| l.trim().parse::<u32>().ok()) {
                 // A task that ends meanwhile is no longer in the way.
-                let _ = add_task(&parent.join(file), tid);
+                if add_task(&parent.join(file), tid).is_ok() && !journalled.contains(&tid) {
+                    moved.insert(tid);
+                }
             }
         }
+        *swept = moved.len();
         match std::fs::remove_dir(dir) {
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 50 => {
                 tries += 1;

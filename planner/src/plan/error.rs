@@ -39,7 +39,7 @@ pub enum PlanError {
         placed: Vec<String>,
     },
     /// The plan was made for another host topology.
-    #[error("{}: this plan was made for {} (fingerprint {}); this host is {} (fingerprint {})", path.display(), hosts.plan_source, hosts.plan_fingerprint, hosts.host_source, hosts.host_fingerprint)]
+    #[error("{}: this plan was made for {} (fingerprint {}; it uses {}); this host is {} (fingerprint {}: {}){}", path.display(), hosts.plan_source, hosts.plan_fingerprint, cpus(&hosts.plan_cpus), hosts.host_source, hosts.host_fingerprint, hosts.host_size, if hosts.plan_source == hosts.host_source { ", whose cores or online CPUs are not what they were when the plan was made" } else { "" })]
     OtherHost {
         /// The plan file.
         path: PathBuf,
@@ -69,10 +69,14 @@ pub struct HostMismatch {
     pub plan_source: String,
     /// The plan's fingerprint.
     pub plan_fingerprint: String,
+    /// The CPUs the plan uses (its VMs', reserved, fixed).
+    pub plan_cpus: crate::cpuset::CpuSet,
     /// This host's topology source.
     pub host_source: String,
     /// This host's fingerprint.
     pub host_fingerprint: String,
+    /// This host's size: `16 CPUs (16 online) in 16 cores, 2 NUMA nodes`.
+    pub host_size: String,
 }
 
 impl Diagnostic for PlanError {
@@ -88,21 +92,37 @@ impl Diagnostic for PlanError {
             PlanError::NoVm { placed, .. } => {
                 Some(format!("VMs in the plan: {}", placed.join(", ")))
             }
-            PlanError::OtherHost { forcible, .. } => Some(format!(
-                "make the plan on this host (`pinplan plan SPEC`, with --connect URI or \
-                 --source for this host){}",
+            PlanError::OtherHost {
+                hosts, forcible, ..
+            } => Some(format!(
+                "{}{}",
+                plan_it_for(&hosts.host_source),
                 if *forcible {
                     "; if it is the same machine read another way (an old libvirt lists \
-                     each CPU as a core of its own), --force uses the plan anyway"
+                         each CPU as a core of its own), --force uses this plan anyway (a plan \
+                         that uses CPUs or NUMA nodes this host lacks is refused all the same)"
                 } else {
                     ""
                 }
             )),
-            PlanError::NotOnHost { .. } => Some(
-                "make the plan on this host (`pinplan plan SPEC`, with --connect URI or \
-                 --source for this host)"
-                    .to_owned(),
-            ),
+            PlanError::NotOnHost { host_source, .. } => Some(plan_it_for(host_source)),
         }
+    }
+}
+
+/// `CPU 3`, `CPUs 0-2,8`.
+fn cpus(set: &crate::cpuset::CpuSet) -> String {
+    format!("{} {set}", if set.len() == 1 { "CPU" } else { "CPUs" })
+}
+
+/// How to make the plan for the host read from `source`: through its URI
+/// when it has one.
+fn plan_it_for(source: &str) -> String {
+    if source.contains("://") {
+        format!("make the plan for this host: `pinplan plan SPEC --connect {source}`")
+    } else {
+        "make the plan for this host: `pinplan plan SPEC`, with --connect URI or --source for \
+         this host"
+            .to_owned()
     }
 }

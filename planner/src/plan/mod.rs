@@ -30,8 +30,10 @@ impl Plan {
                 hosts: Box::new(HostMismatch {
                     plan_source: self.host.source.clone(),
                     plan_fingerprint: self.host.fingerprint.clone(),
+                    plan_cpus: self.used().0,
                     host_source: host.source.clone(),
                     host_fingerprint: fingerprint,
+                    host_size: size(host),
                 }),
                 forcible: true,
             });
@@ -115,4 +117,17 @@ impl Plan {
     pub fn names(&self) -> Vec<String> {
         self.vms.iter().map(|v| v.name.clone()).collect()
     }
+}
+
+/// `host`'s size, for a refusal that compares it with a plan's:
+/// `16 CPUs (16 online) in 16 cores, 2 NUMA nodes`.
+fn size(host: &crate::topology::HostTopology) -> String {
+    use crate::text::plural;
+    format!(
+        "{} ({} online) in {}, {}",
+        plural(host.pus.len(), "CPU", "CPUs"),
+        host.online_cpus().len(),
+        plural(host.cores.len(), "core", "cores"),
+        plural(host.numa_nodes.len(), "NUMA node", "NUMA nodes")
+    )
 }

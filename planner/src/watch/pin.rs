@@ -97,7 +97,15 @@ impl super::Watcher {
         what: &str,
     ) -> Result<Option<PathBuf>, WatchError> {
         let _lock = apply::lock::lock(&self.frame.uri, &mut |_| {})?;
-        let checked = host::check(Path::new(what), plan, &self.frame.uri, names, scope, true)?;
+        // The watcher's own plans: no earlier apply to wait for, no domain
+        // in the way it did not place; but a host changed under it is not
+        // planned for.
+        let force = host::Overrides {
+            other_host: false,
+            ..host::Overrides::all(true)
+        };
+        let checked =
+            host::check_with(Path::new(what), plan, &self.frame.uri, names, scope, force)?;
         let prepared = checked.prepare(scope)?;
         if prepared.in_effect {
             return Ok(None);

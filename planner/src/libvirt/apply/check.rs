@@ -1,5 +1,5 @@
 //! The preconditions of `apply`, checked for every VM before anything
-//! changes: the plan is this host's, each domain exists with the planned
+//! changes (once the plan is known to be this host's): each domain exists with the planned
 //! vCPU count and I/O threads, the planned CPUs are online, and no running
 //! domain outside the plan may run on the planned cores (pinned onto them,
 //! or not pinned at all); a shut-off domain whose config pins it there is a
@@ -16,9 +16,9 @@ impl Session {
     /// `names` is empty) before anything changes: the domain exists, its vCPU
     /// count (live and config) is the plan's, its planned I/O threads exist,
     /// every planned CPU exists and is online on `host` (the connected host's
-    /// topology), the plan was made for this host (fingerprint), and no
-    /// running domain outside the plan may run on the planned cores (unless
-    /// `force`). Returns every problem found, not only the first; with the
+    /// topology), and no running domain outside the plan may run on the
+    /// planned cores (unless `force`). That the plan is this host's is
+    /// checked before ([`super::host::check_with`]). Returns every problem found, not only the first; with the
     /// targets, the warnings (shut-off domains pinned onto planned cores).
     pub fn check(
         &self,
@@ -29,16 +29,6 @@ impl Session {
     ) -> Result<(Vec<Target>, Vec<Problem>), Vec<Problem>> {
         let mut problems = Vec::new();
         let mut warnings = Vec::new();
-        let fingerprint = host.fingerprint();
-        if plan.host.fingerprint != fingerprint {
-            problems.push(Problem {
-                vm: "(plan)".to_owned(),
-                reason: format!(
-                    "the plan was made for another host topology ({}, fingerprint {}); {} has {fingerprint}: make the plan with `pinplan plan SPEC --connect {}`",
-                    plan.host.source, plan.host.fingerprint, self.uri, self.uri
-                ),
-            });
-        }
         let selected = select(plan, names, &mut problems);
         let online = host.online_cpus();
         let others = self.others(&selected, host);
@@ -50,10 +40,8 @@ impl Session {
                 // it, and said what it shares.
                 Ok(_) if vm.kept => {}
                 Ok(others) => {
-                    let (refused, warned) = strangers(vm, plan, others);
-                    if !force {
-                        bad.extend(refused);
-                    }
+                    let (refused, warned) = strangers(vm, plan, others, force);
+                    bad.extend(refused);
                     warnings.extend(warned.into_iter().map(|reason| Problem {
                         vm: vm.name.clone(),
                         reason,
@@ -103,8 +91,14 @@ impl Session {
         }
         let missing = planned_cpus(vm).difference(online);
         if !missing.is_empty() {
+            let verb = if missing.len() == 1 {
+                "does not exist or is offline"
+            } else {
+                "do not exist or are offline"
+            };
             bad.push(format!(
-                "planned CPUs {missing} do not exist or are offline on {} (online: {online})",
+                "{} {verb} on {} (online: {online})",
+                roles(vm, &missing),
                 self.uri
             ));
         }
@@ -165,7 +159,8 @@ impl Session {
 /// What the domains outside the plan (`others`) mean for `vm`'s planned
 /// cores: the reasons to refuse, and warnings. Compared by core: `vm.cpus`
 /// holds every CPU of the cores the VM owns, siblings included, and every
-/// thread of the other domain counts (vCPUs, emulator, I/O threads).
+/// thread of the other domain counts (vCPUs, emulator, I/O threads). The
+/// CPUs in the way are named by what the plan runs there ([`roles`]).
 ///
 /// - a running domain pinned onto them is refused;
 /// - a running domain that is not pinned (it floats: no pins, or pins to
@@ -175,7 +170,14 @@ impl Session {
 ///   that floats is not worth one.
 ///
 /// A domain the plan lists as unplaced is named so, not as "not in the plan".
-fn strangers(vm: &VmPlan, plan: &Plan, others: &[Tenant]) -> (Vec<String>, Vec<String>) {
+/// With `force` (`--force`), what would be refused is a warning that says
+/// it was let through.
+fn strangers(
+    vm: &VmPlan,
+    plan: &Plan,
+    others: &[Tenant],
+    force: bool,
+) -> (Vec<String>, Vec<String>) {
     let mut refused = Vec::new();
     let mut warned = Vec::new();
     for t in others {
@@ -190,23 +192,64 @@ fn strangers(vm: &VmPlan, plan: &Plan, others: &[Tenant]) -> (Vec<String>, Vec<S
         } else {
             "not in the plan"
         };
-        match (t.state, t.pinned) {
-            (TenantState::Running, true) => refused.push(format!(
-                "domain {} ({who}) is pinned onto its planned CPUs {overlap}: move it first or pass --force",
-                t.name
-            )),
-            (TenantState::Running, false) => refused.push(format!(
-                "domain {} ({who}) is not pinned and may run on the planned CPUs {overlap}: pin it, name it in the spec, or stop it; --force applies anyway",
-                t.name
-            )),
-            (TenantState::ShutOff, true) => warned.push(format!(
-                "domain {} (shut off) is pinned in its config onto the planned CPUs {overlap}: it would share them when it starts",
-                t.name
-            )),
-            (TenantState::ShutOff, false) => {}
+        let place = roles(vm, &overlap);
+        let (what, fix, forced) = match (t.state, t.pinned) {
+            (TenantState::Running, true) => (
+                format!("domain {} ({who}) is pinned onto {place}", t.name),
+                "move it first, or --force applies anyway (the two then share them)",
+                "applied all the same (--force): the two share them",
+            ),
+            (TenantState::Running, false) => (
+                format!("domain {} ({who}) is not pinned and may run on {place}", t.name),
+                "pin it, name it in the spec, or stop it; or --force applies anyway (the two may then share them)",
+                "applied all the same (--force): the two may share them",
+            ),
+            (TenantState::ShutOff, true) => {
+                warned.push(format!(
+                    "domain {} (shut off) is pinned in its config onto {place}: it would share them when it starts",
+                    t.name
+                ));
+                continue;
+            }
+            (TenantState::ShutOff, false) => continue,
+        };
+        if force {
+            warned.push(format!("{what}: {forced}"));
+        } else {
+            refused.push(format!("{what}: {fix}"));
         }
     }
     (refused, warned)
+}
+
+/// `cpus` (CPUs of `vm`'s cores) by what the plan runs on them: "this VM's
+/// vCPU CPUs 8-10 and emulator CPUs 18-19"; a CPU of its cores that runs
+/// none of its threads is an idle sibling.
+fn roles(vm: &VmPlan, cpus: &CpuSet) -> String {
+    let vcpus: CpuSet = vm.vcpus.iter().map(|p| p.cpu).collect();
+    let iothreads = vm
+        .iothreads
+        .iter()
+        .fold(CpuSet::new(), |all, t| all.union(&t.cpus));
+    let mut rest = cpus.clone();
+    let mut parts = Vec::new();
+    for (role, set) in [
+        ("vCPU", &vcpus),
+        ("emulator", &vm.emulator_cpus),
+        ("I/O thread", &iothreads),
+    ] {
+        let mine = rest.intersection(set);
+        if !mine.is_empty() {
+            let word = if mine.len() == 1 { "CPU" } else { "CPUs" };
+            parts.push(format!("{role} {word} {mine}"));
+            rest = rest.difference(&mine);
+        }
+    }
+    if !rest.is_empty() {
+        let word = if rest.len() == 1 { "CPU" } else { "CPUs" };
+        parts.push(format!("idle sibling {word} {rest} of its cores"));
+    }
+    format!("this VM's {}", crate::text::and_list(&parts))
 }
 
 /// The plan's VMs named (all when `names` is empty); a name the plan does
@@ -328,23 +371,23 @@ mod tests {
         for (tenant, refused, warned) in [
             (
                 domain("a", "5", "0", Running, true),
-                Some("domain a (unplaced in this plan) is pinned onto its planned CPUs 5: move it first or pass --force"),
+                Some("domain a (unplaced in this plan) is pinned onto this VM's vCPU CPU 5: move it first, or --force applies anyway (the two then share them)"),
                 None,
             ),
             (
                 domain("b", "0-7", "0-7", Running, false),
-                Some("domain b (not in the plan) is not pinned and may run on the planned CPUs 1,5: pin it, name it in the spec, or stop it; --force applies anyway"),
+                Some("domain b (not in the plan) is not pinned and may run on this VM's vCPU CPUs 1,5: pin it, name it in the spec, or stop it; or --force applies anyway (the two may then share them)"),
                 None,
             ),
             (
                 domain("a", "0-7", "0-7", Running, false),
-                Some("domain a (unplaced in this plan) is not pinned and may run on the planned CPUs 1,5: pin it, name it in the spec, or stop it; --force applies anyway"),
+                Some("domain a (unplaced in this plan) is not pinned and may run on this VM's vCPU CPUs 1,5: pin it, name it in the spec, or stop it; or --force applies anyway (the two may then share them)"),
                 None,
             ),
             (
                 domain("c", "1", "0", ShutOff, true),
                 None,
-                Some("domain c (shut off) is pinned in its config onto the planned CPUs 1: it would share them when it starts"),
+                Some("domain c (shut off) is pinned in its config onto this VM's vCPU CPU 1: it would share them when it starts"),
             ),
             // Elsewhere, or shut off and floating: nothing to say.
             (domain("d", "2,6", "0", Running, true), None, None),
@@ -352,13 +395,94 @@ mod tests {
             // Its emulator on the VM's core counts as much as a vCPU.
             (
                 domain("f", "2", "5", Running, true),
-                Some("domain f (not in the plan) is pinned onto its planned CPUs 5: move it first or pass --force"),
+                Some("domain f (not in the plan) is pinned onto this VM's vCPU CPU 5: move it first, or --force applies anyway (the two then share them)"),
                 None,
             ),
         ] {
-            let (r, w) = strangers(vm, &p, std::slice::from_ref(&tenant));
+            let (r, w) = strangers(vm, &p, std::slice::from_ref(&tenant), false);
             assert_eq!(r, refused.map(str::to_owned).into_iter().collect::<Vec<_>>(), "{}", tenant.name);
             assert_eq!(w, warned.map(str::to_owned).into_iter().collect::<Vec<_>>(), "{}", tenant.name);
         }
+    }
+
+    /// Issue 31: "planned CPUs 8-10,18-19" mixed the emulator's CPU 10 into
+    /// the vCPUs' (the lab's vm2 on a host with CPUs 0-1 online). Each set
+    /// is named by role, a CPU in two roles by the first (vCPU, emulator,
+    /// I/O thread), and one of the VM's cores that runs none of its threads
+    /// as an idle sibling.
+    #[test]
+    fn issue_31_cpus_are_named_by_role() {
+        let set = |s: &str| s.parse::<CpuSet>().unwrap_or_else(|e| panic!("{e}"));
+        // vm2 of the lab: vCPUs 8,18,9,19; emulator on the reserved 0,10.
+        let mut p = plan("0,10", &[Vm::new("vm2", "8-9,18-19", "require", 2)]);
+        let lab = p.vms[0].clone();
+        p.vms[0].iothreads = vec![crate::plan::IothreadPin {
+            iothread: 1,
+            cpus: set("9,20"),
+        }];
+        p.vms[0].cpus = set("8-9,18-20");
+        let with_io = &p.vms[0];
+        for (vm, cpus, expected) in [
+            (
+                &lab,
+                "8-10,18-19",
+                "this VM's vCPU CPUs 8-9,18-19 and emulator CPU 10",
+            ),
+            (&lab, "10", "this VM's emulator CPU 10"),
+            (&lab, "19", "this VM's vCPU CPU 19"),
+            (
+                with_io,
+                "8-10,18-20",
+                "this VM's vCPU CPUs 8-9,18-19, emulator CPU 10 and I/O thread CPU 20",
+            ),
+        ] {
+            assert_eq!(roles(vm, &set(cpus)), expected, "{cpus}");
+        }
+        let mut idle = lab.clone();
+        idle.cpus = set("8-9,18-19,7,17");
+        assert_eq!(
+            roles(&idle, &set("7,17")),
+            "this VM's idle sibling CPUs 7,17 of its cores"
+        );
+    }
+
+    /// Issue 31: the CPUs in the way are named by what the plan runs there,
+    /// not as one "planned CPUs" set. The test host pairs CPU N with N+4;
+    /// w owns cores 1 (1,5) and 2 (2,6): its vCPUs on 1 and 5, its
+    /// emulator on 2, and 6 idle.
+    #[test]
+    fn issue_31_the_cpus_in_the_way_are_named_by_role() {
+        let mut p = plan("0,4", &[Vm::new("w", "1-2,5-6", "require", 2)]);
+        let w = &mut p.vms[0];
+        let keep: CpuSet = "1,5".parse().unwrap_or_else(|e| panic!("{e}"));
+        w.vcpus.retain(|v| keep.contains(v.cpu));
+        w.emulator_cpus = "2".parse().unwrap_or_else(|e| panic!("{e}"));
+        let vm = &p.vms[0];
+        for (tenant, expected) in [
+            (
+                domain("g", "1-2,5-6", "0", TenantState::Running, true),
+                "domain g (not in the plan) is pinned onto this VM's vCPU CPUs 1,5, emulator CPU 2 and idle sibling CPU 6 of its cores: move it first, or --force applies anyway (the two then share them)",
+            ),
+            (
+                domain("h", "3", "6", TenantState::Running, true),
+                "domain h (not in the plan) is pinned onto this VM's idle sibling CPU 6 of its cores: move it first, or --force applies anyway (the two then share them)",
+            ),
+            (
+                domain("i", "2", "0", TenantState::Running, true),
+                "domain i (not in the plan) is pinned onto this VM's emulator CPU 2: move it first, or --force applies anyway (the two then share them)",
+            ),
+        ] {
+            let (r, w) = strangers(vm, &p, std::slice::from_ref(&tenant), false);
+            assert_eq!(r, vec![expected.to_owned()], "{}", tenant.name);
+            assert!(w.is_empty(), "{w:?}");
+        }
+        // --force lets it through, and says so.
+        let floating = domain("j", "0-7", "0-7", TenantState::Running, false);
+        let (r, w) = strangers(vm, &p, std::slice::from_ref(&floating), true);
+        assert!(r.is_empty(), "{r:?}");
+        assert_eq!(
+            w,
+            vec!["domain j (not in the plan) is not pinned and may run on this VM's vCPU CPUs 1,5, emulator CPU 2 and idle sibling CPU 6 of its cores: applied all the same (--force): the two may share them".to_owned()]
+        );
     }
 }

@@ -265,7 +265,9 @@ impl Diagnostic for ApplyError {
             ),
             ApplyError::Unfinished { .. } => Some(
                 "see what it would restore with --rollback J --dry-run; --force applies anyway \
-                 (then the new journal records the VMs as they are now)"
+                 (the new journal records the VMs as they are now) and lets apply's other \
+                 refusals through too: another host's plan, domains on the planned cores (each \
+                 said as a warning)"
                     .to_owned(),
             ),
             ApplyError::StateDir(e) => e.hint(),

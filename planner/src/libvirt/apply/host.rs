@@ -7,7 +7,7 @@
 use super::{ApplyError, Journal, Problem, Scope, Session, Target};
 use crate::error::LibvirtError;
 use crate::libvirt::tenants::{self, Domains, TenantsError};
-use crate::plan::Plan;
+use crate::plan::{Plan, PlanError};
 use crate::topology::{self, HostTopology, Source, TopologyError};
 use std::path::Path;
 
@@ -53,15 +53,41 @@ crate::error::transparent_error! {
         Apply(ApplyError),
         /// A dry run could not read the domains there now.
         Tenants(TenantsError),
+        /// The plan is another host's, or uses CPUs or NUMA nodes this
+        /// host lacks.
+        Plan(PlanError),
     }
 }
 
-/// Checks `plan` (read from `plan_path`) against the host at `uri` for the
-/// VMs `names` (all when empty); changes nothing. `--live` alone on a domain
-/// that is not running is refused here too: there is nothing to pin, and all
-/// or nothing means before any change. Unless `force`, an unfinished
-/// journal of an earlier apply on the host refuses it first
-/// ([`refuse_unfinished`]).
+/// What `--force` overrides in [`check_with`]; each refusal it lifts says
+/// so in its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overrides {
+    /// A plan made for another host topology (its fingerprint differs) is
+    /// used all the same; one that uses CPUs or NUMA nodes the host lacks is
+    /// refused still ([`Plan::check_host`]).
+    pub other_host: bool,
+    /// Running domains outside the plan that may run on the planned cores
+    /// are left there.
+    pub in_the_way: bool,
+    /// An unfinished journal of an earlier apply on the host is left as it
+    /// is ([`refuse_unfinished`]).
+    pub unfinished: bool,
+}
+
+impl Overrides {
+    /// `apply --force`: all of them, or none.
+    pub fn all(force: bool) -> Overrides {
+        Overrides {
+            other_host: force,
+            in_the_way: force,
+            unfinished: force,
+        }
+    }
+}
+
+/// [`check_with`] where `force` overrides every refusal it can
+/// ([`Overrides::all`]): `apply --force`.
 pub fn check(
     plan_path: &Path,
     plan: &Plan,
@@ -70,6 +96,26 @@ pub fn check(
     scope: Scope,
     force: bool,
 ) -> Result<Checked, PrepareError> {
+    check_with(plan_path, plan, uri, names, scope, Overrides::all(force))
+}
+
+/// Checks `plan` (read from `plan_path`) against the host at `uri` for the
+/// VMs `names` (all when empty); changes nothing. `--live` alone on a domain
+/// that is not running is refused here too: there is nothing to pin, and all
+/// or nothing means before any change. Each refusal `force` names is lifted:
+/// an unfinished journal of an earlier apply on the host, checked first
+/// ([`refuse_unfinished`]); a plan made for another host, checked as every
+/// command checks it ([`Plan::check_host`]) and alone (the per-VM reasons
+/// of another host's plan are its consequences, not news); domains in the
+/// way.
+pub fn check_with(
+    plan_path: &Path,
+    plan: &Plan,
+    uri: &str,
+    names: &[String],
+    scope: Scope,
+    force: Overrides,
+) -> Result<Checked, PrepareError> {
     if plan.vms.is_empty() {
         return Err(ApplyError::NothingToApply {
             plan: plan_path.to_owned(),
@@ -77,17 +123,45 @@ pub fn check(
         }
         .into());
     }
-    if !force {
-        refuse_unfinished(uri)?;
+    // What --force lets through is said, as a warning each.
+    let mut forced = Vec::new();
+    match refuse_unfinished(uri) {
+        Err(ApplyError::Unfinished { journals, .. }) if force.unfinished => {
+            forced.extend(journals.iter().map(|j| Problem {
+                vm: uri.to_owned(),
+                reason: format!(
+                    "an earlier apply did not finish (journal {}): applied all the same \
+                     (--force); the new journal records the VMs as they are now",
+                    j.path.display()
+                ),
+            }));
+        }
+        other => other?,
     }
     let host = topology::load(&Source::Libvirt(uri.to_owned()))?;
+    plan.check_host(plan_path, &host, force.other_host)?;
+    let fingerprint = host.fingerprint();
+    if !plan.host.fingerprint.is_empty() && plan.host.fingerprint != fingerprint {
+        forced.push(Problem {
+            vm: plan_path.display().to_string(),
+            reason: format!(
+                "made for {} (fingerprint {}), not for this host ({uri}, fingerprint \
+                 {fingerprint}): used all the same (--force)",
+                plan.host.source, plan.host.fingerprint
+            ),
+        });
+    }
     let session = Session::open(uri)?;
     let refused = |problems| ApplyError::Refused {
         plan: plan_path.to_owned(),
         uri: uri.to_owned(),
         problems,
     };
-    let (targets, warnings) = session.check(plan, names, &host, force).map_err(refused)?;
+    let (targets, mut warnings) = session
+        .check(plan, names, &host, force.in_the_way)
+        .map_err(refused)?;
+    forced.append(&mut warnings);
+    let warnings = forced;
     if scope.live && !scope.config {
         let problems: Vec<Problem> = targets
             .iter()
