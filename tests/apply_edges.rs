@@ -34,7 +34,7 @@ fn issue_31_apply_takes_the_uri_the_plan_was_made_for() {
     assert_eq!(
         text(&run.stderr),
         format!(
-            "applying to test:///default, the URI {} was made for\n",
+            "applying to test:///default, where {} was planned (plan --connect): --connect URI for another host\n",
             plan.display()
         )
     );

@@ -322,7 +322,7 @@ fn host_uri(args: &ApplyArgs, plan_path: &Path, plan: &Plan) -> Result<String, F
     match apply::recorded_uri(plan) {
         Some(uri) => {
             crate::ui::note(&format!(
-                "applying to {uri}, the URI {} was made for",
+                "applying to {uri}, where {} was planned (plan --connect): --connect URI for another host",
                 plan_path.display()
             ));
             Ok(uri.to_owned())

@@ -13,6 +13,7 @@ use crate::plan::VmPlan;
 /// `<memoryBacking>` after `<currentMemory>` or `<memory>`), or the old
 /// `<hugepages>` removed for normal pages; nothing when the plan has no
 /// memory for the VM.
+///
 /// A change of page sizes is said in `notes`; `<hugepages>` that already
 /// gives each cell the planned size stays as it is.
 pub(super) fn rewrite(
