@@ -21,7 +21,10 @@ fn issue_31_a_table_not_separated_by_commas_names_its_separator() {
         "tabs.csv",
         "# lab\nprofile\tpacket_bytes\ttx_cores\trx_cores\tgbps\np\t64\t2\t1\t40\n",
     );
-    for (table, line, name, tr) in [(&semi, 1, "';'", ";"), (&tabs, 2, "tabs", "\\t")] {
+    for (table, line, name, convert) in [
+        (&semi, 1, "';'", "sed 's/,/./g; s/;/,/g'"),
+        (&tabs, 2, "tabs", "tr '\\t' ','"),
+    ] {
         let file = arg(table);
         let args = [
             "demand",
@@ -36,13 +39,35 @@ fn issue_31_a_table_not_separated_by_commas_names_its_separator() {
         assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
         let want = format!(
             "error: {file}:{line}: the header is separated by {name}: pinplan reads \
-             comma-separated tables (save it as CSV with commas, or: tr '{tr}' ',' < {file})\n"
+             comma-separated tables with decimal points (save it as CSV with commas, or: \
+             {convert} < {file})\n"
         );
         assert!(
             text(&out.stderr).starts_with(&want),
             "{want:?} does not start:\n{}",
             describe(&args, &out)
         );
+        // The advice works: the converted table is read, its decimal comma
+        // (40,5) as 40.5 Gbit/s.
+        let fixed = dir.path(&format!("fixed-{line}.csv"));
+        let run = std::process::Command::new("sh")
+            .args(["-c", &format!("{convert} < '{file}' > '{}'", arg(&fixed))])
+            .status()
+            .unwrap();
+        assert!(run.success());
+        let json = crate::util::pinplan_json(&[
+            "demand",
+            "--table",
+            arg(&fixed),
+            "--profile",
+            "p",
+            "--target",
+            "10",
+            "--format",
+            "json",
+        ]);
+        let rate = if line == 1 { 40.5 } else { 40.0 };
+        assert!(json.to_string().contains(&format!("{rate}")), "{json}");
     }
     let spec = dir.write(
         "spec.toml",

@@ -186,14 +186,19 @@ fn parse_gbps(text: &str) -> Option<f64> {
 /// comma, or a copy from a terminal), with the way to convert it.
 fn separator_problem(file: &Path, header: &str) -> Option<String> {
     let commas = header.matches(',').count();
-    let (_, name, tr) = [(';', "';'", ";"), ('\t', "tabs", "\\t")]
-        .into_iter()
-        .map(|(sep, name, tr)| (header.matches(sep).count(), name, tr))
-        .filter(|(count, _, _)| *count > commas)
-        .max_by_key(|(count, _, _)| *count)?;
+    // A ';' table comes from a locale whose decimal mark is a comma: its
+    // commas become points first, then its separators commas.
+    let (_, name, convert) = [
+        (';', "';'", "sed 's/,/./g; s/;/,/g'"),
+        ('\t', "tabs", "tr '\\t' ','"),
+    ]
+    .into_iter()
+    .map(|(sep, name, convert)| (header.matches(sep).count(), name, convert))
+    .filter(|(count, _, _)| *count > commas)
+    .max_by_key(|(count, _, _)| *count)?;
     Some(format!(
-        "the header is separated by {name}: pinplan reads comma-separated tables (save it as \
-         CSV with commas, or: tr '{tr}' ',' < {})",
+        "the header is separated by {name}: pinplan reads comma-separated tables with decimal \
+         points (save it as CSV with commas, or: {convert} < {})",
         file.display()
     ))
 }
@@ -553,15 +558,15 @@ mod tests {
             (&format!("{head}\n# c\np,64,2,1\n"), "t.csv:4: 4 fields, but the header has 5 columns (profile,packet_bytes,tx_cores,rx_cores,gbps)".to_owned()),
             (
                 "profile;packet_bytes;tx_cores;rx_cores;gbps\np;64;1;0;10\n",
-                "t.csv:1: the header is separated by ';': pinplan reads comma-separated tables (save it as CSV with commas, or: tr ';' ',' < t.csv)".to_owned(),
+                "t.csv:1: the header is separated by ';': pinplan reads comma-separated tables with decimal points (save it as CSV with commas, or: sed 's/,/./g; s/;/,/g' < t.csv)".to_owned(),
             ),
             (
                 "# lab\nprofile\tpacket_bytes\ttx_cores\trx_cores\tgbps\n",
-                "t.csv:2: the header is separated by tabs: pinplan reads comma-separated tables (save it as CSV with commas, or: tr '\\t' ',' < t.csv)".to_owned(),
+                "t.csv:2: the header is separated by tabs: pinplan reads comma-separated tables with decimal points (save it as CSV with commas, or: tr '\\t' ',' < t.csv)".to_owned(),
             ),
             (
                 "profile;packet_bytes;tx_cores;rx_cores,gbps\n",
-                "t.csv:1: the header is separated by ';': pinplan reads comma-separated tables (save it as CSV with commas, or: tr ';' ',' < t.csv)".to_owned(),
+                "t.csv:1: the header is separated by ';': pinplan reads comma-separated tables with decimal points (save it as CSV with commas, or: sed 's/,/./g; s/;/,/g' < t.csv)".to_owned(),
             ),
             (
                 "profile,packet_bytes,tx_cores,gbps;x\n",
