@@ -465,6 +465,11 @@ fn issue_31_d4_set_vcpus_keeps_every_vcpu_reference_valid() {
                     notes.contains("<vcpus> (line 7): the entries of vCPUs 3 and up removed"),
                     "{notes}"
                 );
+                // vCPUs 1 and 3 were online; 3 goes: one online, in the
+                // patched file as in libvirt's reading of it.
+                let written = std::fs::read_to_string(&path).unwrap();
+                assert!(written.contains("current='1'>3</vcpu>"), "{written}");
+                assert!(xml.contains("current='1'>3</vcpu>"), "{xml}");
             }
             ("generic-vcpus-individual.xml", 5) => {
                 // The new vCPU is online: libvirt's current count is 3 (the
@@ -474,6 +479,8 @@ fn issue_31_d4_set_vcpus_keeps_every_vcpu_reference_valid() {
                     "{xml}"
                 );
                 assert!(xml.contains("current='3'>5</vcpu>"), "{xml}");
+                let written = std::fs::read_to_string(&path).unwrap();
+                assert!(written.contains("current='3'>5</vcpu>"), "{written}");
             }
             ("qemu-cputune.xml", 2) => {
                 assert_eq!(tune_sets(&xml, "vcpusched").len(), 2, "{xml}");
@@ -511,6 +518,16 @@ fn issue_31_d4_set_vcpus_keeps_every_vcpu_reference_valid() {
             _ => unreachable!(),
         }
     }
+    // One vCPU of a domain whose vCPU 0 is offline: none would be online.
+    let domain = fixture("libvirt-domains/generic-vcpus-individual.xml");
+    let (plan1, _) = plan(&tmp, "foobar", 1, 0, "");
+    let refused = patched_with_notes(&tmp, "offline.xml", &plan1, &domain, "foobar").err();
+    assert!(
+        refused.as_deref().is_some_and(|e| e.contains(
+            "generic-vcpus-individual.xml:7: <vcpus> has none of the vCPUs that a plan of 1 vCPU keeps (0) enabled: no vCPU would be online"
+        )),
+        "{refused:?}"
+    );
     // A cell that would be left without a vCPU is refused, with the fix.
     let domain = fixture("libvirt-domains/qemu-hugepages-numa-default-2M.xml");
     let (plan, _) = plan(&tmp, "fedora", 1, 0, "");

@@ -87,7 +87,7 @@ pub(super) fn vcpus(
         }
     }
     if let Some(list) = doc.child(root, "vcpus") {
-        splices.extend(vcpu_list(doc, list, old, planned, notes)?);
+        splices.extend(vcpu_list(doc, root, list, old, planned, notes)?);
     }
     if vm.guest_cells.is_empty() {
         splices.extend(kept_cells(doc, root, old, planned, notes)?);
@@ -159,6 +159,7 @@ fn attr_set(doc: &Doc, node: usize, name: &str, value: String) -> Splice {
 /// vCPUs get an online entry each (libvirt would add them offline).
 fn vcpu_list(
     doc: &Doc,
+    root: usize,
     list: usize,
     old: usize,
     planned: usize,
@@ -167,6 +168,17 @@ fn vcpu_list(
     let entries: Vec<usize> = doc.children_named(list, "vcpu").collect();
     let line = doc.line(list);
     if planned < old {
+        if online_after(doc, root, old, planned) == Some(0) {
+            return Err(doc.error(
+                doc.nodes[list].start,
+                "vcpus",
+                format!(
+                    "<vcpus> has none of the vCPUs that a plan of {} keeps ({}) enabled: no vCPU would be online; enable one (enabled='yes') or plan more vCPUs",
+                    plural(planned, "vCPU"),
+                    first(planned)
+                ),
+            ));
+        }
         let mut splices = Vec::new();
         for &entry in &entries {
             let id = doc.attr(entry, "id").unwrap_or_default();
@@ -206,6 +218,24 @@ fn vcpu_list(
     Ok(vec![
         doc.insert_after(last, &added.join(&format!("\n{indent}")))
     ])
+}
+
+/// How many vCPUs a domain with a `<vcpus>` list has online once its count
+/// goes from `old` to `planned`: its enabled entries below `planned`, and
+/// every vCPU the patch adds (online); `None` without a list.
+pub(super) fn online_after(doc: &Doc, root: usize, old: usize, planned: usize) -> Option<usize> {
+    let list = doc.child(root, "vcpus")?;
+    let kept = doc
+        .children_named(list, "vcpu")
+        .filter(|&e| {
+            let enabled = doc.attr(e, "enabled").is_none_or(|v| v.trim() == "yes");
+            let id = doc
+                .attr(e, "id")
+                .and_then(|i| i.trim().parse::<usize>().ok());
+            enabled && id.is_some_and(|id| id < planned)
+        })
+        .count();
+    Some(kept + planned.saturating_sub(old))
 }
 
 /// The domain's own guest NUMA cells, kept when the plan writes none: their

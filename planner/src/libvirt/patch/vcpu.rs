@@ -76,11 +76,15 @@ pub(super) fn rewrite(
         ("placement", "static".to_owned()),
         ("cpuset", vm.cpus.to_string()),
     ];
-    if doc
-        .attr(vcpu, "current")
-        .is_some_and(|c| c.trim().parse::<usize>().is_ok_and(|c| c > planned))
-    {
-        set.push(("current", planned.to_string()));
+    // With a <vcpus> list libvirt counts the enabled entries as online
+    // (those the patch keeps, and the new vCPUs it adds online).
+    let listed = super::refs::online_after(doc, root, count, planned);
+    match (doc.attr(vcpu, "current"), listed) {
+        (Some(_), Some(online)) => set.push(("current", online.to_string())),
+        (Some(c), None) if c.trim().parse::<usize>().is_ok_and(|c| c > planned) => {
+            set.push(("current", planned.to_string()));
+        }
+        _ => {}
     }
     // A count parsed, so <vcpu> is not empty: its start tag and text are
     // edited apart, and the text only when it changes.
