@@ -307,7 +307,7 @@ fn cgroup_v2_tree_gets_exact_writes_and_the_undo_restores_them() {
     let out = ok(&isolate(
         &[&["--undo", util::arg(&journal)][..], &common[..]].concat(),
     ));
-    assert!(out.contains("removed 1 cgroups"), "{out}");
+    assert!(out.contains("removed 1 cgroup\n"), "{out}");
     let after = snapshot(&root);
     // Every value written is back; the controller is switched off again
     // (a write of -cpuset), and the two processes were written back into
@@ -673,7 +673,7 @@ fn issue_29_a_journal_of_before_the_envelope_undoes() {
     let out = ok(&isolate(
         &[&["--undo", util::arg(&old)][..], &common[..]].concat(),
     ));
-    assert!(out.contains("removed 1 cgroups"), "{out}");
+    assert!(out.contains("removed 1 cgroup\n"), "{out}");
     let after = snapshot(&root);
     for (file, text) in &before {
         match file.as_str() {

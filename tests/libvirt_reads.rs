@@ -614,6 +614,30 @@ fn issue_31_d5_guest_cell_changes_keep_devices_and_cell_settings_valid() {
         );
     }
     assert!(xml.contains("<node>1</node>"), "{xml}");
+    // Huge pages per cell (as pinplan writes them), cells 0-3 of 2 MiB: the
+    // plan's two cells get theirs, and no page names a cell that went.
+    let per_cell = shared.replace(
+        "<page size='2048' unit='KiB' nodeset='1'/>\n      <page size='1048576' unit='KiB' nodeset='0,2-3'/>",
+        "<page size='2048' unit='KiB' nodeset='0'/>\n      <page size='2048' unit='KiB' nodeset='1'/>\n      \
+         <page size='2048' unit='KiB' nodeset='2'/>\n      <page size='2048' unit='KiB' nodeset='3'/>",
+    );
+    assert_eq!(
+        per_cell.matches("<page size='2048'").count(),
+        4,
+        "{per_cell}"
+    );
+    let domain = tmp.write("per-cell.xml", &per_cell);
+    define(&domain, "QEMUGuest1").unwrap_or_else(|e| panic!("{e}"));
+    let (path, _) = patched_with_notes(&tmp, "d.xml", &plan, &domain, "QEMUGuest1")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let xml = define(&path, "QEMUGuest1").unwrap_or_else(|e| panic!("{e}"));
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let page_cells: BTreeSet<u32> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("page"))
+        .flat_map(|p| cpuset(p.attribute("nodeset").unwrap_or("")))
+        .collect();
+    assert_eq!(page_cells, BTreeSet::from([0, 1]), "{xml}");
     // The DIMM on cell 3, which the plan drops: refused, naming it.
     let far = tmp.write(
         "far.xml",

@@ -19,7 +19,7 @@ fn issue_31_a_table_not_separated_by_commas_names_its_separator() {
     );
     let tabs = dir.write(
         "tabs.csv",
-        "# lab\nprofile\tpacket_bytes\ttx_cores\trx_cores\tgbps\np\t64\t2\t1\t40\n",
+        "# lab\nprofile\tpacket_bytes\ttx_cores\trx_cores\tgbps\np\t64\t2\t1\t40.25\n",
     );
     for (table, line, name, convert) in [
         (&semi, 1, "';'", "sed 's/,/./g; s/;/,/g'"),
@@ -66,7 +66,7 @@ fn issue_31_a_table_not_separated_by_commas_names_its_separator() {
             "--format",
             "json",
         ]);
-        let rate = if line == 1 { 40.5 } else { 40.0 };
+        let rate = if line == 1 { 40.5 } else { 40.25 };
         assert!(json.to_string().contains(&format!("{rate}")), "{json}");
     }
     let spec = dir.write(
@@ -217,8 +217,8 @@ fn issue_31_the_undo_accounts_for_every_task_the_isolation_moved() {
     assert!(
         out.contains(
             "moved back 1 of the 3 threads or processes the isolation moved (1 had ended, \
-             1 were no longer in pinplan's cgroup: left where they are)\n\
-             moved out with pinplan's cgroup: 1 threads or processes started in it since\n"
+             1 was no longer in pinplan's cgroup: left in place)\n\
+             moved out with pinplan's cgroup: 1 thread or process started in it since\n"
         ),
         "{out}"
     );

@@ -346,21 +346,28 @@ fn undo(
 /// (`moved N threads or processes`): every one moved back, ended, or
 /// left elsewhere.
 fn undone_text(done: &Undone) -> String {
+    use pinplan::text::plural;
+    let tasks = |n: usize| plural(n, "thread or process", "threads or processes");
     let mut text = format!(
-        "restored {} values, removed {} cgroups\n",
-        done.restored, done.removed
+        "restored {}, removed {}\n",
+        plural(done.restored, "value", "values"),
+        plural(done.removed, "cgroup", "cgroups")
     );
     if done.to_move > 0 {
+        let were = if done.elsewhere == 1 { "was" } else { "were" };
         text.push_str(&format!(
-            "moved back {} of the {} threads or processes the isolation moved ({} had ended, \
-             {} were no longer in pinplan's cgroup: left where they are)\n",
-            done.moved_back, done.to_move, done.gone, done.elsewhere
+            "moved back {} of the {} the isolation moved ({} had ended, {} {were} no longer in \
+             pinplan's cgroup: left in place)\n",
+            done.moved_back,
+            tasks(done.to_move),
+            done.gone,
+            done.elsewhere
         ));
     }
     if done.swept > 0 {
         text.push_str(&format!(
-            "moved out with pinplan's cgroup: {} threads or processes started in it since\n",
-            done.swept
+            "moved out with pinplan's cgroup: {} started in it since\n",
+            tasks(done.swept)
         ));
     }
     text

@@ -51,16 +51,23 @@ impl Session {
             }
             let domains = others.as_deref().unwrap_or_default();
             let target = self.check_vm(vm, &online, domains, &mut bad);
-            // What writing the plan's memory into the config changes beyond
-            // it (huge pages of another size) is said before anything changes.
-            if let Some(vm) = target.as_ref().and_then(|t| t.memory.as_ref()) {
-                warnings.extend(memory_notes(target.as_ref(), vm).into_iter().map(|reason| {
-                    Problem {
+            // Writing the plan's memory into the config must work (a
+            // refusal is found now, before anything changes), and what it
+            // changes beyond the plan (huge pages of another size) is said.
+            let target = match target.as_ref().map(memory_notes) {
+                Some(Err(reason)) => {
+                    bad.push(reason);
+                    None
+                }
+                Some(Ok(notes)) => {
+                    warnings.extend(notes.into_iter().map(|reason| Problem {
                         vm: vm.name.clone(),
                         reason,
-                    }
-                }));
-            }
+                    }));
+                    target
+                }
+                None => None,
+            };
             problems.extend(bad.into_iter().map(|reason| Problem {
                 vm: vm.name.clone(),
                 reason,
@@ -304,23 +311,24 @@ fn check_vcpus(domain: &virt::domain::Domain, running: bool, want: usize, bad: &
     }
 }
 
-/// The notes of patching `vm`'s memory placement into `target`'s config
-/// (none when its config cannot be read: the apply step says why).
-fn memory_notes(target: Option<&Target>, vm: &VmPlan) -> Vec<String> {
-    let Some(target) = target else {
-        return Vec::new();
+/// The notes of patching the plan's memory placement into `target`'s config
+/// (none when the plan has no memory for it), or why it cannot be patched;
+/// a config that cannot be read now is left to the apply step, which says
+/// why.
+fn memory_notes(target: &Target) -> Result<Vec<String>, String> {
+    let Some(vm) = target.memory.as_ref() else {
+        return Ok(Vec::new());
     };
-    target
+    let Ok(xml) = target
         .domain
         .xml_desc(super::XML_INACTIVE | super::XML_SECURE)
-        .ok()
-        .and_then(|xml| {
-            crate::libvirt::patch::Domain::read(&vm.name, &xml)
-                .and_then(|d| d.patch_memory(vm))
-                .ok()
-        })
+    else {
+        return Ok(Vec::new());
+    };
+    crate::libvirt::patch::Domain::read(&vm.name, &xml)
+        .and_then(|d| d.patch_memory(vm))
         .map(|p| p.notes)
-        .unwrap_or_default()
+        .map_err(|e| format!("its config cannot take the plan's memory placement: {e}"))
 }
 
 /// Why a domain's I/O threads (`have`, ids) cannot take a plan's `planned`:

@@ -266,8 +266,8 @@ impl Diagnostic for ApplyError {
             ApplyError::Unfinished { .. } => Some(
                 "see what it would restore with --rollback J --dry-run; --force applies anyway \
                  (the new journal records the VMs as they are now) and lets apply's other \
-                 refusals through too: another host's plan, domains on the planned cores (each \
-                 said as a warning)"
+                 refusals through too: another host's plan whose CPUs and NUMA nodes this host \
+                 has, domains on the planned cores (each said as a warning)"
                     .to_owned(),
             ),
             ApplyError::StateDir(e) => e.hint(),

@@ -255,12 +255,12 @@ fn cells_in(
 /// Settings of one cell only, per-cell caches and `<interconnects>` have no
 /// planned cell to go to: refused with the reason.
 fn carried(doc: &Doc, numa: usize, old_cells: &[usize], vm: &VmPlan) -> Result<String, PatchError> {
-    let refuse = |node: usize, what: String| {
+    let refuse = |node: usize, what: String, fix: &str| {
         Err(doc.error(
             doc.nodes[node].start,
             &doc.nodes[node].name,
             format!(
-                "{what}, and the plan gives {} {} guest NUMA cells where the domain has {}: remove it, or plan so that the VM keeps {} cells",
+                "{what}, and the plan gives {} {} guest NUMA cells where the domain has {}: {fix}, or plan so that the VM keeps {} cells",
                 vm.name,
                 vm.guest_cells.len(),
                 old_cells.len(),
@@ -272,10 +272,15 @@ fn carried(doc: &Doc, numa: usize, old_cells: &[usize], vm: &VmPlan) -> Result<S
         return refuse(
             ic,
             "the domain's <numa> has <interconnects> between its cells".to_owned(),
+            "remove them",
         );
     }
     if let Some(cache) = old_cells.iter().find_map(|&c| doc.child(c, "cache")) {
-        return refuse(cache, "a guest NUMA cell has its own <cache>".to_owned());
+        return refuse(
+            cache,
+            "a guest NUMA cell has its own <cache>".to_owned(),
+            "remove the cells' <cache>",
+        );
     }
     let mut out = String::new();
     for name in ["memAccess", "discard"] {
@@ -296,6 +301,7 @@ fn carried(doc: &Doc, numa: usize, old_cells: &[usize], vm: &VmPlan) -> Result<S
                 return refuse(
                     cell,
                     format!("the domain's guest NUMA cells differ in {name}"),
+                    &format!("give every cell the same {name}"),
                 );
             }
         }

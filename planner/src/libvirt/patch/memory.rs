@@ -41,6 +41,39 @@ fn rules(doc: &Doc, hugepages: usize) -> Vec<PageRule> {
         .collect()
 }
 
+/// The guest cell ids of the patched domain: the plan's, else the domain's
+/// own (kept when the plan has none).
+fn domain_cells(doc: &Doc, root: usize, vm: &VmPlan) -> Vec<u32> {
+    if !vm.guest_cells.is_empty() {
+        return vm.guest_cells.iter().map(|c| c.id).collect();
+    }
+    doc.child(root, "cpu")
+        .and_then(|c| doc.child(c, "numa"))
+        .into_iter()
+        .flat_map(|n| doc.children_named(n, "cell").collect::<Vec<_>>())
+        .enumerate()
+        .map(|(i, c)| {
+            doc.attr(c, "id")
+                .and_then(|id| id.trim().parse().ok())
+                .unwrap_or_else(|| u32::try_from(i).unwrap_or(u32::MAX))
+        })
+        .collect()
+}
+
+/// Whether every `<page nodeset>` of `hugepages` names only cells the
+/// patched domain has (the plan's, else the domain's own that stay): a page
+/// for a cell that goes makes libvirt refuse the domain (`hugepages: node 2
+/// not found`).
+fn names_only_planned_cells(doc: &Doc, root: usize, hugepages: usize, vm: &VmPlan) -> bool {
+    let cells: crate::cpuset::CpuSet = domain_cells(doc, root, vm)
+        .into_iter()
+        .map(crate::ids::CpuId)
+        .collect();
+    rules(doc, hugepages)
+        .iter()
+        .all(|r| r.cells.as_ref().is_none_or(|c| c.is_subset(&cells)))
+}
+
 /// The page size of each guest cell (the plan's, else the domain's own, or
 /// the VM without cells) under the domain's `<hugepages>` (`old`) and under
 /// the plan's, in words when they differ.
@@ -51,21 +84,7 @@ fn page_change(
     vm: &VmPlan,
     planned_kib: u64,
 ) -> Option<String> {
-    let cells: Vec<u32> = if vm.guest_cells.is_empty() {
-        doc.child(root, "cpu")
-            .and_then(|c| doc.child(c, "numa"))
-            .into_iter()
-            .flat_map(|n| doc.children_named(n, "cell").collect::<Vec<_>>())
-            .enumerate()
-            .map(|(i, c)| {
-                doc.attr(c, "id")
-                    .and_then(|id| id.trim().parse().ok())
-                    .unwrap_or_else(|| u32::try_from(i).unwrap_or(u32::MAX))
-            })
-            .collect()
-    } else {
-        vm.guest_cells.iter().map(|c| c.id).collect()
-    };
+    let cells = domain_cells(doc, root, vm);
     let old_rules = old.map(|h| rules(doc, h));
     let was = pages::layout(old_rules.as_deref(), &cells);
     let planned = [PageRule {
@@ -123,8 +142,11 @@ fn backing(
     let change = vm
         .memory
         .and_then(|m| page_change(doc, root, old, vm, m.page_kib));
-    // The domain's pages already as planned: kept, byte for byte.
-    let keep = vm.memory.is_some() && change.is_none() && old.is_some();
+    // The domain's pages already as planned, naming only cells that stay:
+    // kept, byte for byte.
+    let keep = vm.memory.is_some()
+        && change.is_none()
+        && old.is_some_and(|h| names_only_planned_cells(doc, root, h, vm));
     notes.extend(change);
     // A real-time VM's memory is locked: `<locked/>` added when missing.
     let add_locked =

@@ -125,7 +125,26 @@ fn trimmed(
         ));
         splices.push(attr_set(doc, node, "vcpus", kept.to_string()));
     }
+    // libvirt refuses two monitors of one set ("Identical vcpus found in
+    // same type monitors"): one that trims to a kept one's set goes.
+    let mut kept_sets: Vec<CpuSet> = Vec::new();
     for monitor in doc.children_named(node, "monitor") {
+        let Some(set) = set_attr(doc, monitor, "vcpus")? else {
+            continue;
+        };
+        let after = set.intersection(&first(planned));
+        if !after.is_empty() && kept_sets.contains(&after) {
+            notes.push(format!(
+                "<monitor vcpus='{set}'> (line {}) removed: trimmed for a plan of {}, it would name vCPUs {after} as another monitor does",
+                doc.line(monitor),
+                plural(planned, "vCPU")
+            ));
+            splices.push(doc.replace_lines(monitor, String::new()));
+            continue;
+        }
+        if !after.is_empty() {
+            kept_sets.push(after);
+        }
         splices.extend(trimmed(doc, monitor, planned, notes)?);
     }
     Ok(splices)
@@ -258,7 +277,7 @@ fn kept_cells(
     };
     let keep = first(planned);
     let mut splices = Vec::new();
-    for &cell in &cells {
+    for (position, &cell) in cells.iter().enumerate() {
         let Some(set) = set_attr(doc, cell, "cpus")? else {
             continue;
         };
@@ -269,7 +288,8 @@ fn kept_cells(
         if want == set {
             continue;
         }
-        let id = doc.attr(cell, "id").unwrap_or_default();
+        // A cell without an id is numbered by its place, as libvirt does.
+        let id = doc.attr(cell, "id").unwrap_or_else(|| position.to_string());
         if want.is_empty() {
             return Err(doc.error(
                 doc.nodes[cell].start,
@@ -353,16 +373,21 @@ pub(super) fn cells(
         .and_then(|b| doc.child(b, "hugepages"))
         .into_iter()
         .flat_map(|h| doc.children_named(h, "page").collect::<Vec<_>>());
+    let staying: CpuSet = kept.iter().map(|&c| CpuId(c)).collect();
     for page in pages {
-        if doc.attr(page, "nodeset").is_some() {
-            return Err(doc.error(
-                doc.nodes[page].start,
-                "page",
-                format!(
-                    "the domain's huge pages are set per guest NUMA cell (<page nodeset>), and {has} where it had {old_cells}: give the VM memory and hugepages in the spec so that pinplan writes the pages of each planned cell, or drop the page's nodeset"
-                ),
-            ));
+        let Some(nodeset) = set_attr(doc, page, "nodeset")? else {
+            continue;
+        };
+        if nodeset.is_subset(&staying) {
+            continue;
         }
+        return Err(doc.error(
+            doc.nodes[page].start,
+            "page",
+            format!(
+                "the domain's <page nodeset='{nodeset}'> sets huge pages for guest NUMA cells that go: {has} where it had {old_cells}; give the VM memory and hugepages in the spec so that pinplan writes the pages of each planned cell, or change the page's nodeset"
+            ),
+        ));
     }
     Ok(())
 }
@@ -389,19 +414,25 @@ pub(super) fn iothreads(
         let Some(driver) = doc.child(device, "driver") else {
             continue;
         };
-        let Some(text) = doc.attr(driver, "iothread") else {
+        // `<driver iothread='N'>`, or per queue `<driver><iothreads>
+        // <iothread id='N'>` (libvirt 10).
+        let per_queue = doc
+            .child(driver, "iothreads")
+            .into_iter()
+            .flat_map(|t| doc.children_named(t, "iothread").collect::<Vec<_>>())
+            .filter_map(|t| doc.attr(t, "id").map(|id| (t, id)));
+        let named = doc.attr(driver, "iothread").map(|id| (driver, id));
+        let Some((at, text)) = named.into_iter().chain(per_queue).find(|(_, text)| {
+            !text
+                .trim()
+                .parse::<u32>()
+                .is_ok_and(|n| ids.contains(CpuId(n)))
+        }) else {
             continue;
         };
-        if text
-            .trim()
-            .parse::<u32>()
-            .is_ok_and(|n| ids.contains(CpuId(n)))
-        {
-            continue;
-        }
         return Err(doc.error(
-            doc.nodes[driver].start,
-            "driver",
+            doc.nodes[at].start,
+            &doc.nodes[at].name,
             format!(
                 "the <{}> at line {} runs on I/O thread {text}, which the patched domain does not have (a plan of {}: ids {ids}): plan more iothreads, or move the device to one of those",
                 doc.nodes[device].name,
