@@ -541,7 +541,11 @@ fn leave_one_out_prints_a_table_and_a_summary() {
     let stdout = text(&out.stdout);
     assert!(!stdout.contains('\t'), "{stdout}");
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 6, "{stdout}");
+    // The linear model's table and summary, then the model families' block
+    // (issue 32): a heading, three families, the chosen one, the intervals.
+    assert_eq!(lines.len(), 12, "{stdout}");
+    assert!(lines[6].starts_with("by model family"), "{stdout}");
+    assert!(lines[7].trim_start().starts_with("linear"), "{stdout}");
     // Columns line up: "error" ends where every row's error ends.
     let end = lines[0].len();
     assert!(lines[1..5].iter().all(|l| l.len() == end), "{stdout}");

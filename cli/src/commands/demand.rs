@@ -27,7 +27,10 @@ pub struct DemandArgs {
     #[arg(long, value_name = "GBPS", required_unless_present = "leave_one_out")]
     target: Option<f64>,
     /// Instead of a demand, check the packet-rate model on the table: predict
-    /// each row not at line rate from the others and print the errors.
+    /// each row not at line rate from the others and print the linear
+    /// model's errors, then each model family's (linear, ceiling, contention),
+    /// the family chosen per profile without the row checked, and how many
+    /// rows fell inside their interval.
     #[arg(long, conflicts_with_all = ["profile", "target", "basis", "packet_bytes", "min_fraction", "allow_extrapolation"])]
     leave_one_out: bool,
     /// Share of the target that is good enough (0.97 accepts 97 G for 100 G).
@@ -46,6 +49,12 @@ pub struct DemandArgs {
     /// Give the model's answer beyond line rate or 1.5x the measured core counts.
     #[arg(long)]
     allow_extrapolation: bool,
+    /// Level of a model answer's interval, from the profile's leave-one-out
+    /// errors (0.9: the 5 % and 95 % quantiles); the vCPU count follows its
+    /// conservative end (more cores). With --leave-one-out, the level whose
+    /// coverage is checked.
+    #[arg(long, value_name = "P", default_value_t = 0.9)]
+    confidence: f64,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
@@ -55,10 +64,18 @@ pub fn run(args: &DemandArgs) -> Result<ExitCode, Failure> {
     let table = Table::load_all(&args.table)?;
     super::verbose_tables(&args.table, &table);
     let (Some(profile), Some(target)) = (&args.profile, args.target) else {
+        if !(args.confidence > 0.0 && args.confidence < 1.0) {
+            return Err(demand::DemandError::BadOption(format!(
+                "--confidence must be above 0 and below 1 (0.9 for 90 %), not {}",
+                args.confidence
+            ))
+            .into());
+        }
         let checks = demand::leave_one_out(&table, args.line_rate);
+        let families = demand::families(&table, args.line_rate, args.confidence);
         print(&match args.format {
-            Format::Json => checks.to_json(),
-            Format::Text => checks.to_text(),
+            Format::Json => checks.to_json_with(&families),
+            Format::Text => checks.to_text() + &families.to_text(args.confidence),
         })?;
         return Ok(ExitCode::SUCCESS);
     };
@@ -72,6 +89,7 @@ pub fn run(args: &DemandArgs) -> Result<ExitCode, Failure> {
         }),
         allow_extrapolation: args.allow_extrapolation,
         in_spec: false,
+        confidence: args.confidence,
     };
     let result = demand::demand(&table, profile, target, &options)?;
     super::warn_json(args.format, &result.warnings);

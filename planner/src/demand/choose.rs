@@ -3,9 +3,17 @@
 //! ([`Evidence`]), then answer from the measured row that reaches the goal or
 //! from the model. The types it returns are the parent module's.
 
+use super::family::{self, Curve, Family};
+use super::select::{self, ProfileModel};
 use super::table::{fmt_gbps, Row, Table};
-use super::{compress_refs, model, Basis, Demand, DemandError, DemandOptions};
+use super::{
+    compress_refs, model, Alternative, Basis, Demand, DemandError, DemandOptions, Interval,
+    ModelChoice,
+};
 use std::collections::BTreeMap;
+
+/// The most cores a model answer searches up to.
+const CORE_SEARCH_LIMIT: u32 = 1 << 16;
 
 /// The most common value (ties: the smallest); `default` when there is none.
 fn most_common(values: impl Iterator<Item = u32>, default: u32) -> u32 {
@@ -31,7 +39,7 @@ pub fn demand(
     let all = known_profile_rows(table, profile)?;
     let packet_bytes = packet_size(profile, &all, options.packet_bytes)?;
     let warnings = table.check(Some(profile), options.line_rate_gbps);
-    let evidence = Evidence::gather(profile, packet_bytes, target_gbps, options, &all);
+    let evidence = Evidence::gather(profile, packet_bytes, target_gbps, options, &all, table);
     let use_model = match options.basis {
         Some(Basis::Model) => true,
         Some(Basis::Measured) => false,
@@ -61,6 +69,12 @@ fn check_request(target_gbps: f64, options: &DemandOptions) -> Result<(), Demand
         return Err(DemandError::BadOption(format!(
             "--line-rate must be a rate above 0 Gb/s, not {}",
             options.line_rate_gbps
+        )));
+    }
+    if !(options.confidence > 0.0 && options.confidence < 1.0) {
+        return Err(DemandError::BadOption(format!(
+            "--confidence must be above 0 and below 1 (0.9 for 90 %), not {}",
+            options.confidence
         )));
     }
     if options.packet_bytes == Some(0) {
@@ -148,8 +162,8 @@ struct Evidence<'a, 't> {
     measured: Option<&'t Row>,
     /// `the table tops out at …`, for refusals.
     tops_out: String,
-    /// The model's tx cores for `goal`, and the model.
-    model: Option<(u32, model::RateModel<'t>)>,
+    /// The model's answer for `goal`.
+    model: Option<ModelAnswer<'t>>,
     /// The rx cores and extra guest vCPUs the model's answer adds.
     rx_cores: u32,
     extra: u32,
@@ -164,8 +178,8 @@ impl<'a, 't> Evidence<'a, 't> {
         target_gbps: f64,
         options: &'a DemandOptions,
         all: &[&'t Row],
+        table: &Table,
     ) -> Self {
-        let line_rate = options.line_rate_gbps;
         let goal = target_gbps * options.min_fraction;
         let same_size = lowest_per_config(all, packet_bytes);
 
@@ -200,17 +214,12 @@ impl<'a, 't> Evidence<'a, 't> {
         } else {
             same_size.clone()
         };
-        let fitted = model::fit(&model_rows, line_rate);
         let rx_cores = most_common(model_rows.iter().map(|r| r.rx_cores), 1);
         let extra = most_common(
             model_rows.iter().map(|r| r.vcpus - r.tx_cores - r.rx_cores),
             1,
         );
-        let model = fitted.map(|m| {
-            let raw = m.tx_cores_for(goal, packet_bytes);
-            let tx = model::respect_measurements(raw, &same_size, goal);
-            (tx, m)
-        });
+        let model = ModelAnswer::find(&model_rows, all, &same_size, goal, packet_bytes, options, table);
         let largest_measured = model_rows.iter().map(|r| r.tx_cores).max().unwrap_or(1);
         Evidence {
             profile,
@@ -248,16 +257,24 @@ impl<'a, 't> Evidence<'a, 't> {
             )));
         };
         let mut hints = Vec::new();
-        if let Some((tx, m)) = &self.model {
-            if *tx < row.tx_cores {
+        if let Some(answer) = &self.model {
+            let tx = answer.tx.unwrap_or(u32::MAX);
+            if tx < row.tx_cores {
+                let fitted = if answer.curve.family() == Family::Linear {
+                    format!(
+                        "{} Mpps per tx core, from {}",
+                        fmt_mpps(answer.linear.per_core_pps),
+                        answer.linear.best.describe()
+                    )
+                } else {
+                    format!("{} model: {}", answer.curve.family().name(), answer.curve.describe())
+                };
                 hints.push(format!(
                     "the packet-rate model predicts {tx} tx cores ({} vCPUs) would reach {} G \
-                     ({} Mpps per tx core, from {}); measure {profile} at {packet_bytes} B with \
+                     ({fitted}); measure {profile} at {packet_bytes} B with \
                      {tx} tx + {rx_cores} rx cores to confirm, or use --basis model",
                     tx + rx_cores + extra,
                     fmt_gbps(goal),
-                    fmt_mpps(m.per_core_pps),
-                    m.best.describe()
                 ));
             }
         }
@@ -274,6 +291,8 @@ impl<'a, 't> Evidence<'a, 't> {
             warnings,
             hints,
             rows: vec![row.at()],
+            model: None,
+            interval: None,
         })
     }
 
@@ -287,62 +306,37 @@ impl<'a, 't> Evidence<'a, 't> {
             options,
             rx_cores,
             extra,
-            largest_measured,
             ..
         } = self;
         let line_rate = options.line_rate_gbps;
-        let Some((tx, m)) = &self.model else {
+        let Some(answer) = &self.model else {
             return Err(DemandError::Unreachable(format!(
                 "{profile} has no row to fit the model on"
             )));
         };
-        let tx = *tx;
-        let beyond_line = target_gbps > line_rate * (1.0 + 1e-9);
-        let too_many = f64::from(tx) > 1.5 * f64::from(largest_measured);
-        if (beyond_line || too_many) && !options.allow_extrapolation {
-            let mut why = Vec::new();
-            if beyond_line {
-                why.push(format!(
-                    "{} G is beyond the {} G line rate ({})",
-                    fmt_gbps(target_gbps),
-                    fmt_gbps(line_rate),
-                    if options.in_spec {
-                        "[host] line_rate_gbps"
-                    } else {
-                        "--line-rate"
-                    }
-                ));
-            }
-            if too_many {
-                why.push(format!(
-                    "the model would need {tx} tx cores, more than 1.5 × the {largest_measured} \
-                     measured"
-                ));
-            }
+        let Some(tx) = answer.tx else {
             return Err(DemandError::Unreachable(format!(
-                "cannot give a demand for {profile} at {} G ({packet_bytes} B): {}; {}. \
-                 Lower the target, measure more cores, or {} to get the model's guess",
-                fmt_gbps(target_gbps),
-                why.join(", and "),
-                self.tops_out,
-                if options.in_spec {
-                    "set allow_extrapolation = true for the VM (or in [defaults])"
-                } else {
-                    "pass --allow-extrapolation"
-                }
+                "cannot give a demand for {profile} at {} G ({packet_bytes} B): the {} model \
+                 ({}) levels off at {} G, below it, however many cores; {}",
+                fmt_gbps(self.goal),
+                answer.curve.family().name(),
+                answer.curve.describe(),
+                fmt_gbps(answer.curve.predict_gbps(CORE_SEARCH_LIMIT, packet_bytes, line_rate)),
+                self.tops_out
             )));
+        };
+        let beyond_line = target_gbps > line_rate * (1.0 + 1e-9);
+        let too_many = f64::from(tx) > 1.5 * f64::from(self.largest_measured);
+        if (beyond_line || too_many) && !options.allow_extrapolation {
+            return Err(self.refuse_extrapolation(tx, beyond_line, too_many));
         }
-        let predicted = m.predict_gbps(tx, packet_bytes, line_rate, beyond_line);
-        let used: Vec<String> = m.rows.iter().map(|r| r.at()).collect();
+        let mut predicted = family::gbps_at(&answer.curve, tx, packet_bytes);
+        if !beyond_line {
+            predicted = predicted.min(line_rate);
+        }
         let same_size_measured = !self.same_size.is_empty();
-        warnings.push(model_note(
-            m,
-            profile,
-            packet_bytes,
-            same_size_measured,
-            tx,
-            rx_cores,
-        ));
+        warnings.push(answer.note(profile, packet_bytes, same_size_measured, tx, rx_cores));
+        warnings.extend(answer.interval_note(profile, packet_bytes, options.confidence));
         if options.allow_extrapolation && (beyond_line || too_many) {
             warnings.push(format!(
                 "extrapolated beyond what was measured ({}): treat {} vCPUs as a guess",
@@ -366,7 +360,266 @@ impl<'a, 't> Evidence<'a, 't> {
             basis: Basis::Model,
             warnings,
             hints: Vec::new(),
-            rows: used,
+            rows: answer.linear.rows.iter().map(|r| r.at()).collect(),
+            model: Some(answer.choice()),
+            interval: answer.interval(tx, packet_bytes, options),
+        })
+    }
+
+    /// Why a model answer beyond line rate or 1.5× the measured cores is
+    /// refused.
+    fn refuse_extrapolation(&self, tx: u32, beyond_line: bool, too_many: bool) -> DemandError {
+        let options = self.options;
+        let mut why = Vec::new();
+        if beyond_line {
+            why.push(format!(
+                "{} G is beyond the {} G line rate ({})",
+                fmt_gbps(self.target_gbps),
+                fmt_gbps(options.line_rate_gbps),
+                if options.in_spec {
+                    "[host] line_rate_gbps"
+                } else {
+                    "--line-rate"
+                }
+            ));
+        }
+        if too_many {
+            why.push(format!(
+                "the model would need {tx} tx cores, more than 1.5 × the {} measured",
+                self.largest_measured
+            ));
+        }
+        DemandError::Unreachable(format!(
+            "cannot give a demand for {} at {} G ({} B): {}; {}. \
+             Lower the target, measure more cores, or {} to get the model's guess",
+            self.profile,
+            fmt_gbps(self.target_gbps),
+            self.packet_bytes,
+            why.join(", and "),
+            self.tops_out,
+            if options.in_spec {
+                "set allow_extrapolation = true for the VM (or in [defaults])"
+            } else {
+                "pass --allow-extrapolation"
+            }
+        ))
+    }
+}
+
+/// Where a model answer's residuals come from.
+#[derive(Debug, Clone, PartialEq)]
+struct Residuals {
+    errors: Vec<f64>,
+    /// `profile` or `tables`.
+    from: &'static str,
+}
+
+/// The model's answer for a goal: the family chosen for the profile, its
+/// curve, the tx cores (at the interval's conservative end when there is
+/// one), and what the interval rests on.
+struct ModelAnswer<'t> {
+    /// The linear model on the same rows: its best row names where the rate
+    /// came from, and its rows are the ones the answer rests on.
+    linear: model::RateModel<'t>,
+    /// The profile's leave-one-out evidence and choice.
+    evidence: ProfileModel<'t>,
+    /// The chosen family's curve on the model's rows.
+    curve: Curve,
+    /// Tx cores of the point estimate; `None` when the curve levels off
+    /// below the goal.
+    point: Option<u32>,
+    /// Tx cores at the optimistic and conservative ends of the interval
+    /// (the point estimate's without one); `None` where no count reaches.
+    low: Option<u32>,
+    high: Option<u32>,
+    /// The answer's tx cores: the conservative end, else the point.
+    tx: Option<u32>,
+    /// The error range at the requested level, and its residuals.
+    bounds: Option<((f64, f64), Residuals)>,
+    /// How many residuals there were when too few for an interval.
+    too_few: (usize, usize),
+    /// Tx cores measured at the packet size, for naming what to measure.
+    measured_counts: Vec<u32>,
+}
+
+impl<'t> ModelAnswer<'t> {
+    /// Fits and chooses on `all` (the profile's rows), answers for `goal`
+    /// Gb/s on `model_rows`, and keeps counts that `same_size` rows
+    /// contradict out.
+    fn find(
+        model_rows: &[&'t Row],
+        all: &[&'t Row],
+        same_size: &[&'t Row],
+        goal: f64,
+        packet_bytes: u32,
+        options: &DemandOptions,
+        table: &Table,
+    ) -> Option<ModelAnswer<'t>> {
+        let line_rate = options.line_rate_gbps;
+        let linear = model::fit(model_rows, line_rate)?;
+        let evidence = ProfileModel::of(all, line_rate);
+        let curve = family::fit(evidence.choice.family, model_rows, line_rate)?;
+        let goal_pps = model::pps(goal, packet_bytes);
+        let point = if evidence.choice.family == Family::Linear {
+            // As before the model family: the exact same arithmetic.
+            Some(linear.tx_cores_for(goal, packet_bytes))
+        } else {
+            curve.cores_for(goal_pps, 0.0, CORE_SEARCH_LIMIT)
+        };
+        let own = evidence.errors();
+        let (residuals, too_few) = if own.len() >= select::MIN_RESIDUALS {
+            (Some(Residuals { errors: own, from: "profile" }), (0, 0))
+        } else {
+            let pooled: Vec<f64> = select::by_profile(&table.rows, line_rate)
+                .values()
+                .flat_map(ProfileModel::errors)
+                .collect();
+            if pooled.len() >= select::MIN_RESIDUALS {
+                (Some(Residuals { errors: pooled, from: "tables" }), (0, 0))
+            } else {
+                (None, (own.len(), pooled.len()))
+            }
+        };
+        let bounds = residuals.and_then(|r| {
+            select::error_bounds(&r.errors, options.confidence).map(|b| (b, r))
+        });
+        // The ends: a measured rate is the prediction / (1 + error).
+        let end = |margin: f64| {
+            point.and_then(|_| curve.cores_for(goal_pps, margin, CORE_SEARCH_LIMIT))
+        };
+        let (low, high) = match &bounds {
+            Some(((lo, hi), _)) => (end(*lo), end(*hi)),
+            None => (point, point),
+        };
+        let low = low.zip(point).map(|(l, p)| l.min(p));
+        let high = high.zip(point).map(|(h, p)| h.max(p));
+        // The vCPUs follow the conservative end when it is reached at all.
+        let tx = high
+            .or(point)
+            .map(|n| model::respect_measurements(n, same_size, goal));
+        Some(ModelAnswer {
+            linear,
+            evidence,
+            curve,
+            point,
+            low,
+            high,
+            tx,
+            bounds,
+            too_few,
+            measured_counts: same_size.iter().map(|r| r.tx_cores).collect(),
+        })
+    }
+
+    /// The warning that says the demand is the model's (see [`model_note`]).
+    fn note(
+        &self,
+        profile: &str,
+        packet_bytes: u32,
+        same_size_measured: bool,
+        tx: u32,
+        rx_cores: u32,
+    ) -> String {
+        if self.curve.family() == Family::Linear {
+            return model_note(
+                &self.linear,
+                profile,
+                packet_bytes,
+                same_size_measured,
+                tx,
+                rx_cores,
+            );
+        }
+        let sizes_note = if same_size_measured {
+            String::new()
+        } else {
+            format!(
+                "no {packet_bytes} B row was measured, so the curve of other sizes (in packets \
+                 per second) is assumed to hold; "
+            )
+        };
+        format!(
+            "basis model: {sizes_note}{} model, {}, fitted on rows {}; measure {profile} at \
+             {packet_bytes} B with {tx} tx + {rx_cores} rx cores to confirm",
+            self.curve.family().name(),
+            self.curve.describe(),
+            row_list(&self.linear.rows)
+        )
+    }
+
+    /// A warning when the answer has no interval (too few residuals, with
+    /// the measurements that would give some) or its conservative end is
+    /// out of reach.
+    fn interval_note(&self, profile: &str, packet_bytes: u32, confidence: f64) -> Option<String> {
+        let point = self.point?;
+        let level = fmt_percent(confidence);
+        if self.bounds.is_none() {
+            let (own, pooled) = self.too_few;
+            let mut counts: Vec<u32> = Vec::new();
+            for n in [point.saturating_sub(1), point + 1, point + 2, point.saturating_sub(2)] {
+                if n >= 1 && !self.measured_counts.contains(&n) && !counts.contains(&n) && counts.len() < 2 {
+                    counts.push(n);
+                }
+            }
+            counts.sort_unstable();
+            let counts: Vec<String> = counts.iter().map(u32::to_string).collect();
+            return Some(format!(
+                "no interval at {level} %: only {own} of {profile}'s rows ({pooled} in the \
+                 tables) could be predicted from the others, {} needed; measure {profile} at \
+                 {packet_bytes} B with {} tx cores to settle it",
+                select::MIN_RESIDUALS,
+                counts.join(" and ")
+            ));
+        }
+        if self.high.is_none() {
+            return Some(format!(
+                "at the conservative end of the {level} % interval no core count reaches the \
+                 goal (the {} model levels off): the answer is the model's point estimate, \
+                 {point} tx cores",
+                self.curve.family().name()
+            ));
+        }
+        None
+    }
+
+    /// The family, its curve and the scores it was chosen by.
+    fn choice(&self) -> ModelChoice {
+        let c = &self.evidence.choice;
+        let own = c.scores.iter().find(|s| s.family == c.family);
+        ModelChoice {
+            family: c.family,
+            curve: self.curve.describe(),
+            loo_mean_error: own.and_then(|s| s.loo_mean_error),
+            checked: c.checked,
+            alternatives: c
+                .scores
+                .iter()
+                .filter(|s| s.family != c.family)
+                .map(|s| Alternative {
+                    family: s.family,
+                    loo_mean_error: s.loo_mean_error,
+                    eligible: s.eligible,
+                })
+                .collect(),
+        }
+    }
+
+    /// The interval of an answer of `tx` cores, when there are residuals
+    /// enough.
+    fn interval(&self, tx: u32, packet_bytes: u32, options: &DemandOptions) -> Option<Interval> {
+        let ((lo, hi), residuals) = self.bounds.as_ref()?;
+        let point = self.point?;
+        let line = options.line_rate_gbps;
+        let predicted = family::gbps_at(&self.curve, tx, packet_bytes).min(line);
+        Some(Interval {
+            confidence: options.confidence,
+            point_tx_cores: point,
+            tx_cores_low: self.low.unwrap_or(point),
+            tx_cores_high: self.high.map(|_| tx),
+            gbps_low: (predicted / (1.0 + hi)).min(line),
+            gbps_high: (predicted / (1.0 + lo)).min(line),
+            residuals: residuals.errors.len(),
+            residuals_from: residuals.from.to_owned(),
         })
     }
 }
@@ -406,6 +659,11 @@ fn model_note(
 /// `a.csv:5,6,7 b.csv:2`: row references, grouped by file, for messages.
 fn row_list(rows: &[&Row]) -> String {
     compress_refs(&rows.iter().map(|r| r.at()).collect::<Vec<_>>())
+}
+
+/// `90`, `95`, `97.5`: a level in percent.
+pub(crate) fn fmt_percent(share: f64) -> String {
+    fmt_gbps(share * 100.0)
 }
 
 fn fmt_mpps(pps: f64) -> String {

@@ -1,8 +1,10 @@
 //! Checking the packet-rate model on a table (`pinplan demand
 //! --leave-one-out`): predict each row not at line rate from the others.
 
-use super::{model, Row, Table};
+use super::family::Family;
+use super::{model, select, Row, Table};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// One leave-one-out check of the model (see `docs/demand-model.md`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -46,7 +48,6 @@ impl LooCheck {
 /// ([`model::fit`]), so a group less one row is fitted by its best row, or
 /// by its second best when the row left out is the best.
 pub fn leave_one_out(table: &Table, line_rate_gbps: f64) -> LooChecks {
-    use std::collections::BTreeMap;
     let mut by_profile: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     let mut by_size: BTreeMap<(&str, u32), Vec<usize>> = BTreeMap::new();
     for (i, row) in table.rows.iter().enumerate() {
@@ -213,12 +214,175 @@ impl LooChecks {
         )
     }
 
+    /// The JSON array, each check with the families' fields of `families`
+    /// for the same row (`errors`, `chosen`, `chosen_error`, `interval`,
+    /// `inside`) added.
+    pub fn to_json_with(&self, families: &FamilyChecks) -> String {
+        let by_row: BTreeMap<&str, &FamilyCheck> =
+            families.0.iter().map(|f| (f.row.as_str(), f)).collect();
+        let items: Vec<serde_json::Value> = self
+            .0
+            .iter()
+            .map(|c| {
+                let mut v = serde_json::to_value(c).unwrap_or_default();
+                let extra = by_row
+                    .get(c.row.as_str())
+                    .and_then(|f| serde_json::to_value(f).ok());
+                if let (Some(obj), Some(serde_json::Value::Object(extra))) =
+                    (v.as_object_mut(), extra)
+                {
+                    for (k, x) in extra {
+                        obj.entry(k).or_insert(x);
+                    }
+                }
+                v
+            })
+            .collect();
+        let mut text = serde_json::to_string_pretty(&items).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
     /// The JSON array.
     pub fn to_json(&self) -> String {
         let mut text = serde_json::to_string_pretty(&self.0).unwrap_or_default();
         text.push('\n');
         text
     }
+}
+
+/// One held-out row checked by every model family (`pinplan demand
+/// --leave-one-out`, after the linear table): the linear model's check,
+/// each family's error, the family chosen for the profile without this row
+/// and its error, and whether the row fell inside the interval the other
+/// rows' errors give.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FamilyCheck {
+    /// `file:line` of the row left out.
+    pub row: String,
+    /// Its profile.
+    pub profile: String,
+    /// (predicted − measured) / measured, per family (`linear`, `ceiling`, `usl`).
+    pub errors: BTreeMap<&'static str, f64>,
+    /// The family the profile's other rows choose.
+    pub chosen: Family,
+    /// Its error on this row.
+    pub chosen_error: f64,
+    /// The range of errors the interval allows, from the other rows' errors
+    /// only; `None` with too few.
+    pub interval: Option<(f64, f64)>,
+    /// Whether `chosen_error` is inside it.
+    pub inside: Option<bool>,
+}
+
+/// Every [`FamilyCheck`] of a table, in table order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct FamilyChecks(pub Vec<FamilyCheck>);
+
+/// Checks every family on every row not at line rate (see [`FamilyCheck`]);
+/// `confidence` is the interval's level.
+pub fn families(table: &Table, line_rate_gbps: f64, confidence: f64) -> FamilyChecks {
+    let profiles = select::by_profile(&table.rows, line_rate_gbps);
+    // Every residual of the tables, keyed by row, for rows of profiles with
+    // too few of their own.
+    let all: Vec<(String, f64)> = profiles
+        .values()
+        .flat_map(|pm| {
+            pm.held
+                .iter()
+                .zip(&pm.residuals)
+                .map(|(h, (_, e))| (h.row.at(), *e))
+        })
+        .collect();
+    let mut by_row: BTreeMap<String, FamilyCheck> = BTreeMap::new();
+    for (profile, pm) in &profiles {
+        for (i, (h, (chosen, error))) in pm.held.iter().zip(&pm.residuals).enumerate() {
+            let at = h.row.at();
+            let own: Vec<f64> = pm
+                .residuals
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, (_, e))| *e)
+                .collect();
+            let pool: Vec<f64> = if own.len() >= select::MIN_RESIDUALS {
+                own
+            } else {
+                all.iter().filter(|(r, _)| *r != at).map(|(_, e)| *e).collect()
+            };
+            let interval = select::error_bounds(&pool, confidence);
+            by_row.insert(
+                at.clone(),
+                FamilyCheck {
+                    row: at,
+                    profile: (*profile).to_owned(),
+                    errors: h.errors.iter().map(|(f, e)| (f.key(), *e)).collect(),
+                    chosen: *chosen,
+                    chosen_error: *error,
+                    interval,
+                    inside: interval.map(|(lo, hi)| *error >= lo - 1e-12 && *error <= hi + 1e-12),
+                },
+            );
+        }
+    }
+    FamilyChecks(
+        table
+            .rows
+            .iter()
+            .filter_map(|r| by_row.remove(&r.at()))
+            .collect(),
+    )
+}
+
+impl FamilyChecks {
+    /// Per family, then the chosen family and the intervals: the lines
+    /// `--leave-one-out` prints after the linear model's table.
+    pub fn to_text(&self, confidence: f64) -> String {
+        let n = self.0.len();
+        if n == 0 {
+            return String::new();
+        }
+        let mut text = "by model family, on the same rows (mean |error|, worst):\n".to_owned();
+        for f in Family::ALL {
+            let errors: Vec<f64> = self.0.iter().filter_map(|c| c.errors.get(f.key()).copied()).collect();
+            text.push_str(&format!("  {:<17} {}\n", f.name(), mean_and_worst(&errors)));
+        }
+        let chosen: Vec<f64> = self.0.iter().map(|c| c.chosen_error).collect();
+        let mut counts: BTreeMap<Family, usize> = BTreeMap::new();
+        for c in &self.0 {
+            *counts.entry(c.chosen).or_default() += 1;
+        }
+        let counts: Vec<String> = counts.iter().map(|(f, k)| format!("{} {k}", f.name())).collect();
+        text.push_str(&format!(
+            "  {:<17} {} (chosen without the row checked: {})\n",
+            "chosen",
+            mean_and_worst(&chosen),
+            counts.join(", ")
+        ));
+        let with: Vec<bool> = self.0.iter().filter_map(|c| c.inside).collect();
+        let inside = with.iter().filter(|b| **b).count();
+        text.push_str(&format!(
+            "{} % intervals from the other rows' errors: {inside} of {} rows inside ({:.1} %); {} without enough errors\n",
+            super::choose::fmt_percent(confidence),
+            with.len(),
+            if with.is_empty() { 0.0 } else { inside as f64 * 100.0 / with.len() as f64 },
+            crate::text::plural(n - with.len(), "row", "rows"),
+        ));
+        text
+    }
+}
+
+/// `1.5 %, +2.0 %`.
+fn mean_and_worst(errors: &[f64]) -> String {
+    let Some(worst) = errors.iter().copied().fold(None::<f64>, |w, e| match w {
+        Some(w) if w.abs() >= e.abs() => Some(w),
+        _ => Some(e),
+    }) else {
+        return "no row".to_owned();
+    };
+    let mean = errors.iter().map(|e| e.abs()).sum::<f64>() / errors.len() as f64;
+    format!("{:.1} %, {:+.1} %", mean * 100.0, worst * 100.0)
 }
 
 #[cfg(test)]

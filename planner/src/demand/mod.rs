@@ -19,12 +19,15 @@
 //! ```
 
 mod choose;
+pub mod family;
 mod loo;
 pub mod model;
+pub mod select;
 pub mod table;
 
 pub use choose::demand;
-pub use loo::{leave_one_out, LooCheck, LooChecks};
+pub use family::{Curve, Family};
+pub use loo::{families, leave_one_out, FamilyCheck, FamilyChecks, LooCheck, LooChecks};
 pub use table::{Row, Table, TableError};
 
 use serde::{Deserialize, Serialize};
@@ -57,6 +60,8 @@ pub struct DemandOptions {
     /// The demand is for a VM of a plan spec: refusals name the spec's keys
     /// (`line_rate_gbps`, `allow_extrapolation`), not `demand`'s flags.
     pub in_spec: bool,
+    /// Level of a model answer's interval (0 < c < 1; default 0.9).
+    pub confidence: f64,
 }
 
 impl Default for DemandOptions {
@@ -68,6 +73,7 @@ impl Default for DemandOptions {
             basis: None,
             allow_extrapolation: false,
             in_spec: false,
+            confidence: 0.9,
         }
     }
 }
@@ -100,6 +106,135 @@ pub struct Demand {
     pub hints: Vec<String>,
     /// `file:line` of the rows the answer rests on.
     pub rows: Vec<String>,
+    /// A model answer: which family answered and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelChoice>,
+    /// A model answer: the range its held-out errors give.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Interval>,
+}
+
+/// Which model family answered, and the leave-one-out errors it was chosen
+/// by (`docs/demand-model.md`, "Choosing the model").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelChoice {
+    /// The family.
+    pub family: Family,
+    /// Its fitted curve, in words.
+    pub curve: String,
+    /// Mean |relative error| of its held-out predictions on the profile;
+    /// `None` when no row could be predicted from the others.
+    pub loo_mean_error: Option<f64>,
+    /// How many of the profile's rows were predicted from the others.
+    pub checked: usize,
+    /// The other families' scores.
+    pub alternatives: Vec<Alternative>,
+}
+
+/// A family that was not chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alternative {
+    /// The family.
+    pub family: Family,
+    /// Its mean |relative error| held out.
+    pub loo_mean_error: Option<f64>,
+    /// Whether the profile had enough core counts for it to be chosen.
+    pub eligible: bool,
+}
+
+/// The range a model answer's held-out errors give (`docs/demand-model.md`,
+/// "Intervals").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Its level (0.9: 90 %).
+    pub confidence: f64,
+    /// Tx cores the model's point estimate needs.
+    pub point_tx_cores: u32,
+    /// Tx cores at the optimistic end.
+    pub tx_cores_low: u32,
+    /// Tx cores at the conservative end (the answer's); `None` when no
+    /// core count reaches the goal there.
+    pub tx_cores_high: Option<u32>,
+    /// The rate the answer's tx cores are expected to reach, low end.
+    pub gbps_low: f64,
+    /// High end.
+    pub gbps_high: f64,
+    /// How many held-out errors it comes from.
+    pub residuals: usize,
+    /// `profile` (its own rows) or `tables` (every profile's, when the
+    /// profile has too few).
+    pub residuals_from: String,
+}
+
+/// `12.3 %`, or `no row to check`.
+fn fmt_error(e: Option<f64>) -> String {
+    e.map_or_else(|| "no row to check".to_owned(), |e| format!("{:.1} %", e * 100.0))
+}
+
+impl ModelChoice {
+    /// `ceiling (λ …), chosen by leave-one-out over 9 rows: 4.1 % vs linear
+    /// 22.0 %, contention (USL) 6.0 % (not a candidate: needs 4 core counts
+    /// at one packet size)`.
+    pub fn to_text(&self) -> String {
+        let others: Vec<String> = self
+            .alternatives
+            .iter()
+            .map(|a| {
+                let why = if a.eligible {
+                    String::new()
+                } else {
+                    format!(
+                        " (not a candidate: needs {} core counts at one packet size)",
+                        a.family.parameters() + 1
+                    )
+                };
+                format!("{} {}{why}", a.family.name(), fmt_error(a.loo_mean_error))
+            })
+            .collect();
+        if self.checked == 0 {
+            return format!(
+                "{} ({}), by default: no row could be predicted from the others to compare \
+                 the families",
+                self.family.name(),
+                self.curve
+            );
+        }
+        format!(
+            "{} ({}), chosen by leave-one-out over {}: {} vs {}",
+            self.family.name(),
+            self.curve,
+            crate::text::plural(self.checked, "row", "rows"),
+            fmt_error(self.loo_mean_error),
+            others.join(", ")
+        )
+    }
+}
+
+impl Interval {
+    /// `11 tx cores (9–13 at 90 %), 88–97 G expected with 13, from 12
+    /// held-out errors of the profile; the vCPUs follow the conservative
+    /// end`.
+    pub fn to_text(&self, tx_cores: u32) -> String {
+        let level = choose::fmt_percent(self.confidence);
+        let high = self
+            .tx_cores_high
+            .map_or_else(|| "out of reach".to_owned(), |h| h.to_string());
+        let from = if self.residuals_from == "profile" {
+            "the profile"
+        } else {
+            "every profile of the tables (the profile has too few)"
+        };
+        format!(
+            "{} tx cores ({}–{high} at {level} %), {}–{} G expected with {tx_cores}, from {} \
+             held-out errors of {from}; the vCPU count follows the conservative end{}",
+            self.point_tx_cores,
+            self.tx_cores_low,
+            fmt_gbps(self.gbps_low),
+            fmt_gbps(self.gbps_high),
+            self.residuals,
+            if self.tx_cores_high.is_some() { "" } else { " where it can: here the point estimate" }
+        )
+    }
 }
 
 /// Why no demand was given.
@@ -205,6 +340,12 @@ impl Demand {
             fmt_gbps(self.predicted_gbps),
             compress_refs(&self.rows)
         ));
+        if let Some(m) = &self.model {
+            out.push_str(&format!("  model: {}\n", m.to_text()));
+        }
+        if let Some(i) = &self.interval {
+            out.push_str(&format!("  interval: {}\n", i.to_text(self.tx_cores)));
+        }
         for w in &self.warnings {
             out.push_str(&format!("warning: {w}\n"));
         }

@@ -167,6 +167,13 @@ pub struct PlannedDemand {
     pub target_gbps: f64,
     /// Share of the target accepted.
     pub min_fraction: f64,
+    /// A model answer: the family that answered (absent in plans made
+    /// before the model family, and for measured answers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<crate::demand::Family>,
+    /// A model answer: its interval, beside the rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<crate::demand::Interval>,
 }
 
 /// A guest NUMA cell, when a VM spans host nodes (`numa = "spread"`).

@@ -519,6 +519,7 @@ impl Spec {
             basis: None,
             allow_extrapolation: vm.allow_extrapolation,
             in_spec: true,
+            ..DemandOptions::default()
         };
         let d = demand::demand(&self.table, profile, *target_gbps, &options)
             .map_err(|e| self.error(vm.sizing_line, "vm.profile", format!("{}: {e}", vm.name)))?;
@@ -534,6 +535,8 @@ impl Spec {
             profile: profile.clone(),
             target_gbps: *target_gbps,
             min_fraction: vm.min_fraction,
+            model: d.model.as_ref().map(|m| m.family),
+            interval: d.interval.clone(),
         };
         // The table's configuration: tx + rx cores, the rest housekeeping.
         let housekeeping = d.vcpus.saturating_sub(d.tx_cores + d.rx_cores);

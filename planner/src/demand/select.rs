@@ -1,0 +1,297 @@
+//! Which model family answers for a profile, and how far to trust it
+//! (`docs/demand-model.md`, "Choosing the model" and "Intervals").
+//!
+//! Every row not at line rate is predicted by each family fitted on the
+//! profile's other rows (same packet size when any remain), as
+//! `--leave-one-out` does for the linear model. The family with the least
+//! mean |relative error| over those held-out rows answers, among the
+//! families the profile has enough core counts for (k parameters need k + 1
+//! distinct core counts at one packet size); a simpler family within one
+//! percentage point of the best is preferred. The fit itself never chooses.
+//!
+//! The held-out errors of the chosen family are also what the answer's
+//! interval comes from: their empirical quantiles.
+
+use super::family::{self, Family};
+use super::model::censored;
+use super::table::Row;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A simpler family within this much mean |error| of the best is preferred.
+pub const TIE: f64 = 0.01;
+
+/// Fewer held-out errors than this give no interval.
+pub const MIN_RESIDUALS: usize = 5;
+
+/// One row predicted from the others of its profile by every family.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held<'t> {
+    /// The row left out.
+    pub row: &'t Row,
+    /// (predicted − measured) / measured, per family.
+    pub errors: BTreeMap<Family, f64>,
+}
+
+/// For each of `rows` (one profile's) not at line rate that has another row
+/// to fit on: every family's error predicting it from the others.
+pub fn held_out<'t>(rows: &[&'t Row], line_rate_gbps: f64) -> Vec<Held<'t>> {
+    let mut held = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        if censored(row, line_rate_gbps) {
+            continue;
+        }
+        let others: Vec<&Row> = rows
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, r)| *r)
+            .collect();
+        let same: Vec<&Row> = others
+            .iter()
+            .copied()
+            .filter(|r| r.packet_bytes == row.packet_bytes)
+            .collect();
+        let fit_rows = if same.is_empty() { others } else { same };
+        let mut errors = BTreeMap::new();
+        for f in Family::ALL {
+            if let Some(curve) = family::fit(f, &fit_rows, line_rate_gbps) {
+                let predicted = curve.predict_gbps(row.tx_cores, row.packet_bytes, line_rate_gbps);
+                errors.insert(f, (predicted - row.gbps) / row.gbps);
+            }
+        }
+        if errors.len() == Family::ALL.len() {
+            held.push(Held { row, errors });
+        }
+    }
+    held
+}
+
+/// Whether the profile has enough core counts for `family`: k parameters
+/// need k + 1 distinct tx core counts at one packet size (the linear model
+/// is always a candidate: it is the default).
+pub fn eligible(rows: &[&Row], family: Family) -> bool {
+    if family == Family::Linear {
+        return true;
+    }
+    let mut counts: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+    for r in rows {
+        counts.entry(r.packet_bytes).or_default().insert(r.tx_cores);
+    }
+    counts.values().map(BTreeSet::len).max().unwrap_or(0) > family.parameters()
+}
+
+/// One family's leave-one-out score on a profile.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Score {
+    /// The family.
+    pub family: Family,
+    /// Mean |relative error| of its held-out predictions; `None` without any.
+    pub loo_mean_error: Option<f64>,
+    /// Whether the profile has enough core counts for it.
+    pub eligible: bool,
+}
+
+/// The chosen family and every family's score, for one profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    /// The family that answers.
+    pub family: Family,
+    /// Every family's score, simplest first.
+    pub scores: Vec<Score>,
+    /// How many held-out rows the scores are over.
+    pub checked: usize,
+}
+
+/// Chooses among the eligible families by mean |error| over `held` less the
+/// row at `skip` (for nested checks); the linear model when there is nothing
+/// to compare on.
+pub fn choose(held: &[Held], skip: Option<usize>, eligible: &[bool; 3]) -> Choice {
+    let kept: Vec<&Held> = held
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != skip)
+        .map(|(_, h)| h)
+        .collect();
+    let scores: Vec<Score> = Family::ALL
+        .iter()
+        .zip(eligible)
+        .map(|(&f, &ok)| Score {
+            family: f,
+            loo_mean_error: mean_abs(kept.iter().filter_map(|h| h.errors.get(&f).copied())),
+            eligible: ok,
+        })
+        .collect();
+    let best = scores
+        .iter()
+        .filter(|s| s.eligible)
+        .filter_map(|s| s.loo_mean_error)
+        .min_by(f64::total_cmp);
+    let family = best
+        .and_then(|b| {
+            scores
+                .iter()
+                .find(|s| s.eligible && s.loo_mean_error.is_some_and(|e| e <= b + TIE))
+        })
+        .map_or(Family::Linear, |s| s.family);
+    Choice {
+        family,
+        scores,
+        checked: kept.len(),
+    }
+}
+
+fn mean_abs(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v.abs(), n + 1));
+    (n > 0).then(|| sum / n as f64)
+}
+
+/// A profile's leave-one-out evidence: the held-out rows, the family chosen
+/// on all of them, and for each row the family chosen without it and that
+/// family's error on it (the row's *residual*: honest, since the row played
+/// no part in choosing or fitting what predicted it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfileModel<'t> {
+    /// The held-out rows.
+    pub held: Vec<Held<'t>>,
+    /// The choice on all held-out rows: the family that answers.
+    pub choice: Choice,
+    /// Per held-out row: the family chosen without it, and its error.
+    pub residuals: Vec<(Family, f64)>,
+}
+
+impl<'t> ProfileModel<'t> {
+    /// The evidence for one profile's rows.
+    pub fn of(rows: &[&'t Row], line_rate_gbps: f64) -> ProfileModel<'t> {
+        let held = held_out(rows, line_rate_gbps);
+        let ok = Family::ALL.map(|f| eligible(rows, f));
+        let choice = choose(&held, None, &ok);
+        let residuals = (0..held.len())
+            .map(|i| {
+                let f = choose(&held, Some(i), &ok).family;
+                (f, held[i].errors.get(&f).copied().unwrap_or(0.0))
+            })
+            .collect();
+        ProfileModel {
+            held,
+            choice,
+            residuals,
+        }
+    }
+
+    /// The residuals alone.
+    pub fn errors(&self) -> Vec<f64> {
+        self.residuals.iter().map(|(_, e)| *e).collect()
+    }
+}
+
+/// The held-out evidence of every profile of `rows`, by profile name.
+pub fn by_profile<'t>(rows: &'t [Row], line_rate_gbps: f64) -> BTreeMap<&'t str, ProfileModel<'t>> {
+    let mut groups: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
+    for r in rows {
+        groups.entry(r.profile.as_str()).or_default().push(r);
+    }
+    groups
+        .into_iter()
+        .map(|(p, g)| (p, ProfileModel::of(&g, line_rate_gbps)))
+        .collect()
+}
+
+/// The `p`-quantile of sorted values, interpolating between order
+/// statistics (the "type 7" of R and NumPy's default).
+pub fn quantile(sorted: &[f64], p: f64) -> Option<f64> {
+    let last = sorted.len().checked_sub(1)?;
+    let h = last as f64 * p.clamp(0.0, 1.0);
+    let lo = h.floor() as usize;
+    let hi = (lo + 1).min(last);
+    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
+}
+
+/// The central `confidence` range of relative errors `residuals`: the
+/// (1 − c)/2 and (1 + c)/2 quantiles; `None` with fewer than
+/// [`MIN_RESIDUALS`].
+pub fn error_bounds(residuals: &[f64], confidence: f64) -> Option<(f64, f64)> {
+    if residuals.len() < MIN_RESIDUALS {
+        return None;
+    }
+    let mut sorted = residuals.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let lo = quantile(&sorted, (1.0 - confidence) / 2.0)?;
+    let hi = quantile(&sorted, (1.0 + confidence) / 2.0)?;
+    Some((lo, hi))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demand::Table;
+    use std::path::Path;
+
+    fn table(text: &str) -> Table {
+        Table::parse(
+            Path::new("t.csv"),
+            &format!("profile,packet_bytes,tx_cores,rx_cores,gbps\n{text}"),
+        )
+        .unwrap_or_default()
+    }
+
+    fn chosen(t: &Table, line: f64) -> Family {
+        let rows: Vec<&Row> = t.rows.iter().collect();
+        ProfileModel::of(&rows, line).choice.family
+    }
+
+    #[test]
+    fn quantiles_of_a_hand_made_residual_set() {
+        // Ten errors −0.09, −0.07, …, +0.09 (step 0.02). Type 7, 90 %:
+        // h = 9 × 0.05 = 0.45 → −0.09 + 0.45 × 0.02 = −0.081; h = 9 × 0.95
+        // = 8.55 → 0.07 + 0.55 × 0.02 = 0.081.
+        let r: Vec<f64> = (0..10).map(|i| -0.09 + 0.02 * f64::from(i)).collect();
+        let (lo, hi) = error_bounds(&r, 0.9).unwrap_or((0.0, 0.0));
+        assert!((lo + 0.081).abs() < 1e-12, "{lo}");
+        assert!((hi - 0.081).abs() < 1e-12, "{hi}");
+        // 50 %: h = 2.25 → −0.045; h = 6.75 → 0.045.
+        let (lo, hi) = error_bounds(&r, 0.5).unwrap_or((0.0, 0.0));
+        assert!((lo + 0.045).abs() < 1e-12 && (hi - 0.045).abs() < 1e-12);
+        assert_eq!(error_bounds(&r[..4], 0.9), None);
+    }
+
+    #[test]
+    fn a_linear_table_keeps_the_linear_model() {
+        // 10 G per core exactly: every family predicts every row; the
+        // simplest wins the tie.
+        let t = table("p,64,1,1,10\np,64,2,1,20\np,64,3,1,30\np,64,4,1,40\np,64,5,1,50\n");
+        assert_eq!(chosen(&t, 100.0), Family::Linear);
+    }
+
+    #[test]
+    fn a_flat_table_takes_the_ceiling() {
+        // 12 G per core up to 30 G (a NIC limit): the linear model predicts
+        // 4 cores at 48 G (+60 %), the ceiling 30 G. USL needs 4 core counts
+        // at one size plus one: not eligible with these 4... it is (4 > 3),
+        // but cannot beat an exact fit by more than a point.
+        let t = table("p,64,1,1,12\np,64,2,1,24\np,64,4,1,30\np,64,8,1,30\np,64,16,1,30\n");
+        assert_eq!(chosen(&t, 100.0), Family::Ceiling);
+    }
+
+    #[test]
+    fn a_curve_that_falls_takes_the_usl() {
+        // λ = 10 G, σ = 0.05, κ = 0.02 by hand: n / (1 + 0.05 (n−1) + 0.02
+        // n (n−1)): 1 → 10, 2 → 18.018, 3 → 22.901, 4 → 25.316, 6 → 26.316,
+        // 8 → 25.478 G.
+        let t = table(
+            "p,64,1,1,10\np,64,2,1,18.018018\np,64,3,1,22.900763\np,64,4,1,25.316456\n\
+             p,64,6,1,26.315789\np,64,8,1,25.477707\n",
+        );
+        assert_eq!(chosen(&t, 100.0), Family::Usl);
+    }
+
+    #[test]
+    fn too_few_core_counts_keep_the_simple_model() {
+        // Two core counts: only the linear model is a candidate.
+        let t = table("p,64,1,1,10\np,64,2,1,15\n");
+        let rows: Vec<&Row> = t.rows.iter().collect();
+        assert!(eligible(&rows, Family::Linear));
+        assert!(!eligible(&rows, Family::Ceiling));
+        assert!(!eligible(&rows, Family::Usl));
+        assert_eq!(chosen(&t, 100.0), Family::Linear);
+    }
+}
