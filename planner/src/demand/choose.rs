@@ -467,7 +467,7 @@ impl<'t> ModelAnswer<'t> {
             curve.cores_for(goal_pps, 0.0, CORE_SEARCH_LIMIT)
         };
         let own = evidence.errors();
-        let (residuals, too_few) = if own.len() >= select::MIN_RESIDUALS {
+        let (residuals, too_few) = if own.len() >= select::OWN_RESIDUALS {
             (Some(Residuals { errors: own, from: "profile" }), (0, 0))
         } else {
             let pooled: Vec<f64> = select::by_profile(&table.rows, line_rate)

@@ -306,7 +306,7 @@ pub fn families(table: &Table, line_rate_gbps: f64, confidence: f64) -> FamilyCh
                 .filter(|(j, _)| *j != i)
                 .map(|(_, (_, e))| *e)
                 .collect();
-            let pool: Vec<f64> = if own.len() >= select::MIN_RESIDUALS {
+            let pool: Vec<f64> = if own.len() >= select::OWN_RESIDUALS {
                 own
             } else {
                 all.iter().filter(|(r, _)| *r != at).map(|(_, e)| *e).collect()

@@ -23,6 +23,11 @@ pub const TIE: f64 = 0.01;
 /// Fewer held-out errors than this give no interval.
 pub const MIN_RESIDUALS: usize = 5;
 
+/// A profile's own held-out errors give its interval when it has at least
+/// this many; with fewer, the 5 % and 95 % quantiles are little more than
+/// its extremes and cover too little, so every profile's errors are pooled.
+pub const OWN_RESIDUALS: usize = 20;
+
 /// One row predicted from the others of its profile by every family.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Held<'t> {
