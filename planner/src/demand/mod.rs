@@ -19,13 +19,14 @@
 //! ```
 
 mod choose;
+mod header;
 mod loo;
 pub mod model;
 pub mod table;
 
 pub use choose::demand;
 pub use loo::{leave_one_out, LooCheck, LooChecks};
-pub use table::{Row, Table, TableError};
+pub use table::{Direction, Row, Table, TableError};
 
 use serde::{Deserialize, Serialize};
 use table::fmt_gbps;

@@ -167,6 +167,13 @@ pub struct PlannedDemand {
     pub target_gbps: f64,
     /// Share of the target accepted.
     pub min_fraction: f64,
+    /// How the rows it rests on ran their forwarding threads: 1 (one per
+    /// core) or 2 (both SMT siblings); absent when the table does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_per_core: Option<u32>,
+    /// The `source` of the table rows it rests on (a report, a file@commit).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
 }
 
 /// A guest NUMA cell, when a VM spans host nodes (`numa = "spread"`).
