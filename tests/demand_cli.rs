@@ -563,3 +563,105 @@ fn same_command_twice_gives_identical_output() {
         assert_eq!(first.stderr, second.stderr, "{args:?}");
     }
 }
+
+// ------------------------------------------------- issue 32: published columns
+
+/// Forwarding cores and threads per core, Mpps, direction, source, as
+/// published tables give them. Worked by hand: a 64 B packet is 84 B on the
+/// wire, so 20 Mpps is 20 × 84 × 8 / 1000 = 13.44 Gb/s; one core of two SMT
+/// threads is two forwarding threads; `both` halves a two-way sum.
+const PUBLISHED: &str = "profile,packet_bytes,cores,threads_per_core,mpps,direction,source\n\
+    smt,64,1,2,10,one,lab-smt\n\
+    smt,64,2,2,20,one,lab-smt\n\
+    whole,64,2,1,20,both,lab-whole\n\
+    whole,64,4,1,40,both,lab-whole\n";
+
+#[test]
+fn issue_32_a_table_of_cores_mpps_and_threads_per_core() {
+    let dir = TempDir::new();
+    let t = table(&dir, "published.csv", PUBLISHED);
+    // 13 G: the second smt row, 2 cores × 2 threads = 4 tx cores at 13.44 G;
+    // 4 forwarding threads + 1 housekeeping vCPU.
+    let smt = ok_json(&[&t], "--profile smt --target 13");
+    assert_eq!(
+        (
+            smt["tx_cores"].as_u64(),
+            smt["rx_cores"].as_u64(),
+            smt["vcpus"].as_u64()
+        ),
+        (Some(4), Some(0), Some(5)),
+        "{smt}"
+    );
+    assert!(approx(&smt["predicted_gbps"], 13.44), "{smt}");
+    assert_eq!(smt["basis"], "measured", "{smt}");
+    // 40 Mpps both ways is 20 one way: 13.44 G on 4 whole cores.
+    let whole = ok_json(&[&t], "--profile whole --target 13");
+    assert_eq!(
+        (whole["tx_cores"].as_u64(), whole["vcpus"].as_u64()),
+        (Some(4), Some(5)),
+        "{whole}"
+    );
+    assert!(approx(&whole["predicted_gbps"], 13.44), "{whole}");
+    // 6.72 G: the first row of each.
+    let first = ok_json(&[&t], "--profile whole --target 6.72");
+    assert_eq!(first["tx_cores"].as_u64(), Some(2), "{first}");
+}
+
+/// A VM sized from rows measured on SMT siblings is placed under
+/// `threads = "require"` (its vCPUs on siblings, as measured), and the plan
+/// says how the rows ran and where they come from; one sized from rows of
+/// one thread per core is refused under `require` (the rate was not
+/// measured on siblings: the user chooses `isolate`, or measures), and
+/// placed under `isolate`.
+#[test]
+fn issue_32_smt_rows_under_require_and_whole_core_rows_refused() {
+    let dir = TempDir::new();
+    table(&dir, "published.csv", PUBLISHED);
+    let spec = |name: &str, profile: &str, threads: &str| {
+        arg(&dir.write(
+            name,
+            format!(
+                "[host]\nreserved_cores = 1\ntables = [\"published.csv\"]\n\n[[vm]]\nname = \"vm1\"\nprofile = \"{profile}\"\ntarget_gbps = 13\nthreads = \"{threads}\"\n"
+            ),
+        ))
+        .to_owned()
+    };
+    let host = "synthetic:package:1 core:8 pu:2";
+    let smt = spec("smt.toml", "smt", "require");
+    let plan = util::plan_json(0, &[&smt, "--source", host]);
+    let vm = &plan["vms"][0];
+    assert_eq!(vm["vcpus"].as_array().map(Vec::len), Some(5), "{vm}");
+    assert_eq!(vm["demand"]["threads_per_core"], 2, "{vm}");
+    assert_eq!(
+        vm["demand"]["sources"],
+        serde_json::json!(["lab-smt"]),
+        "{vm}"
+    );
+
+    let whole = spec("whole.toml", "whole", "require");
+    let args = ["plan", whole.as_str(), "--source", host];
+    let out = pinplan(args);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        util::describe(&args, &out)
+    );
+    assert!(
+        text(&out.stderr).contains(
+            "vm1: profile whole was measured with one forwarding thread per core (threads_per_core = 1; "
+        ) && text(&out.stderr).contains(
+            "but threads = \"require\" puts two of its vCPUs on each core's SMT siblings, where the 13.44 G it reached is not to be had: set threads = \"isolate\""
+        ),
+        "{}",
+        util::describe(&args, &out)
+    );
+    let isolate = spec("isolate.toml", "whole", "isolate");
+    let plan = util::plan_json(0, &[&isolate, "--source", host]);
+    assert_eq!(plan["vms"][0]["demand"]["threads_per_core"], 1, "{plan}");
+    assert_eq!(
+        plan["vms"][0]["demand"]["sources"],
+        serde_json::json!(["lab-whole"]),
+        "{plan}"
+    );
+}

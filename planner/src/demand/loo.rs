@@ -439,6 +439,9 @@ mod tests {
                         rx_cores: 1,
                         gbps: f64::from(gbps),
                         vcpus: tx + 2,
+                        threads_per_core: None,
+                        direction: crate::demand::Direction::One,
+                        source: None,
                         note: None,
                     })
                     .collect(),

@@ -20,6 +20,7 @@
 
 mod choose;
 pub mod family;
+mod header;
 mod loo;
 pub mod model;
 pub mod select;
@@ -28,7 +29,7 @@ pub mod table;
 pub use choose::demand;
 pub use family::{Curve, Family};
 pub use loo::{families, leave_one_out, FamilyCheck, FamilyChecks, LooCheck, LooChecks};
-pub use table::{Row, Table, TableError};
+pub use table::{Direction, Row, Table, TableError};
 
 use serde::{Deserialize, Serialize};
 use table::fmt_gbps;

@@ -124,6 +124,9 @@ mod tests {
             rx_cores: 1,
             gbps,
             vcpus: tx + 2,
+            threads_per_core: None,
+            direction: crate::demand::Direction::One,
+            source: None,
             note: None,
         }
     }

@@ -1,6 +1,6 @@
 //! Throughput tables: CSV files of measurements, one row per measurement
-//! (`profile,packet_bytes,tx_cores,rx_cores,gbps[,vcpus][,note]`), and the
-//! checks on a table itself (non-monotonic rows, rows above line rate,
+//! (`profile,packet_bytes,tx_cores,rx_cores,gbps[,vcpus][,note]`, or a
+//! published table's columns: `header.rs`), and the checks on a table itself (non-monotonic rows, rows above line rate,
 //! duplicates that disagree). Choosing a demand from a table is in
 //! [`super::demand`]; the packet-rate model in [`super::model`].
 
@@ -28,8 +28,37 @@ pub struct Row {
     pub gbps: f64,
     /// The guest's vCPU count; `tx_cores + rx_cores + 1` when the table does not say.
     pub vcpus: u32,
+    /// Forwarding threads per physical core when measured: 1 (one per core)
+    /// or 2 (both SMT siblings of each core); `None` when the table does not
+    /// say.
+    pub threads_per_core: Option<u32>,
+    /// What the table's rate was of: one direction, or the sum of both
+    /// (`gbps` is then half of it, the rate of one direction).
+    pub direction: Direction,
+    /// Where the measurement comes from (a report, a file@commit).
+    pub source: Option<String>,
     /// Free text.
     pub note: Option<String>,
+}
+
+/// What a table's rate was of.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Direction {
+    /// One direction (what a port's line rate is of).
+    #[default]
+    One,
+    /// The sum of both directions (a bidirectional test's aggregate).
+    Both,
+}
+
+impl Direction {
+    /// How many directions the table's rate adds up.
+    pub fn ways(self) -> f64 {
+        match self {
+            Direction::One => 1.0,
+            Direction::Both => 2.0,
+        }
+    }
 }
 
 impl Row {
@@ -119,245 +148,9 @@ impl crate::error::Diagnostic for TableError {
     }
 }
 
-const REQUIRED: [&str; 5] = ["profile", "packet_bytes", "tx_cores", "rx_cores", "gbps"];
-
-/// Splits one CSV line into fields: commas separate, double quotes enclose
-/// fields that hold commas (`""` is a quote inside them), spaces around
-/// fields are trimmed.
-fn split_csv(line: &str) -> Result<Vec<String>, UnclosedQuote> {
-    let mut fields = Vec::new();
-    let mut field = String::new();
-    let mut chars = line.chars().peekable();
-    let mut quoted = false;
-    let mut was_quoted = false;
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                field.push('"');
-                chars.next();
-            }
-            (true, '"') => quoted = false,
-            (true, c) => field.push(c),
-            (false, '"') if field.trim().is_empty() => {
-                field.clear();
-                quoted = true;
-                was_quoted = true;
-            }
-            (false, ',') => {
-                fields.push(if was_quoted {
-                    field.clone()
-                } else {
-                    field.trim().to_owned()
-                });
-                field.clear();
-                was_quoted = false;
-            }
-            (false, c) => field.push(c),
-        }
-    }
-    if quoted {
-        return Err(UnclosedQuote);
-    }
-    fields.push(if was_quoted {
-        field
-    } else {
-        field.trim().to_owned()
-    });
-    Ok(fields)
-}
-
-/// A CSV line whose quoted field does not end.
-#[derive(Debug, thiserror::Error)]
-#[error("a quoted field is not closed: add the closing \"")]
-struct UnclosedQuote;
-
-fn parse_gbps(text: &str) -> Option<f64> {
-    let t = text.trim();
-    let t = t
-        .strip_suffix('G')
-        .or_else(|| t.strip_suffix('g'))
-        .unwrap_or(t)
-        .trim_end();
-    t.parse::<f64>().ok().filter(|v| v.is_finite())
-}
-
-/// Why a header that lacks columns does: it is separated by `;` or tabs,
-/// not commas (a spreadsheet's export in a locale whose decimal mark is a
-/// comma, or a copy from a terminal), with the way to convert it.
-fn separator_problem(file: &Path, header: &str) -> Option<String> {
-    let commas = header.matches(',').count();
-    // A ';' table comes from a locale whose decimal mark is a comma: its
-    // commas become points first, then its separators commas.
-    let (_, name, convert) = [
-        (';', "';'", "sed 's/,/./g; s/;/,/g'"),
-        ('\t', "tabs", "tr '\\t' ','"),
-    ]
-    .into_iter()
-    .map(|(sep, name, convert)| (header.matches(sep).count(), name, convert))
-    .filter(|(count, _, _)| *count > commas)
-    .max_by_key(|(count, _, _)| *count)?;
-    Some(format!(
-        "the header is separated by {name}: pinplan reads comma-separated tables with decimal \
-         points (save it as CSV with commas, or: {convert} < {})",
-        file.display()
-    ))
-}
-
-/// A [`TableError::At`] for `file`.
-fn error_at(file: &Path, line: usize, problem: String) -> TableError {
-    TableError::At {
-        file: file.to_owned(),
-        line,
-        problem,
-    }
-}
-
-/// A table's header line: its column names and where each known one is.
-struct Header {
-    /// Every column, lowercased, in file order.
-    names: Vec<String>,
-    /// Position of each [`REQUIRED`] column.
-    index: BTreeMap<&'static str, usize>,
-    vcpus: Option<usize>,
-    note: Option<usize>,
-}
-
-impl Header {
-    /// Reads the header at `line`; every [`REQUIRED`] column must be there.
-    fn parse(file: &Path, line: usize, text: &str) -> Result<Header, TableError> {
-        let names: Vec<String> = split_csv(text)
-            .map_err(|e| error_at(file, line, e.to_string()))?
-            .into_iter()
-            .map(|n| n.to_ascii_lowercase())
-            .collect();
-        let missing: Vec<&str> = REQUIRED
-            .iter()
-            .copied()
-            .filter(|r| !names.iter().any(|n| n == r))
-            .collect();
-        if !missing.is_empty() {
-            if let Some(problem) = separator_problem(file, text) {
-                return Err(error_at(file, line, problem));
-            }
-            let looks_like_data = names.iter().any(|n| n.parse::<f64>().is_ok());
-            let problem = if looks_like_data || names.len() < 3 {
-                format!(
-                    "this is not a throughput table: the first line must be a header naming the \
-                     columns profile,packet_bytes,tx_cores,rx_cores,gbps (optional: vcpus,note); \
-                     it lacks {}",
-                    missing.join(", ")
-                )
-            } else {
-                format!(
-                    "the header lacks column{} {}: it must name profile,packet_bytes,tx_cores,\
-                     rx_cores,gbps (optional: vcpus,note)",
-                    if missing.len() == 1 { "" } else { "s" },
-                    missing.join(", ")
-                )
-            };
-            return Err(error_at(file, line, problem));
-        }
-        let column = |name: &str| names.iter().position(|n| n == name);
-        let index = REQUIRED
-            .iter()
-            .filter_map(|&n| column(n).map(|i| (n, i)))
-            .collect();
-        let vcpus = column("vcpus");
-        let note = column("note");
-        Ok(Header {
-            names,
-            index,
-            vcpus,
-            note,
-        })
-    }
-
-    /// Reads the measurement at `line` under this header.
-    fn row(&self, file: &Path, line: usize, text: &str) -> Result<Row, TableError> {
-        let at = |problem: String| error_at(file, line, problem);
-        let fields = split_csv(text).map_err(|e| at(e.to_string()))?;
-        if fields.len() != self.names.len() {
-            return Err(at(format!(
-                "{} fields, but the header has {} columns ({})",
-                fields.len(),
-                self.names.len(),
-                self.names.join(",")
-            )));
-        }
-        let get = |name: &str| {
-            self.index
-                .get(name)
-                .and_then(|&i| fields.get(i))
-                .map(String::as_str)
-                .unwrap_or("")
-        };
-        let count = |name: &str, min: u32| -> Result<u32, TableError> {
-            let value = get(name);
-            let n: i64 = value
-                .parse()
-                .map_err(|_| at(format!("{name} {value:?} is not a whole number")))?;
-            if n < i64::from(min) {
-                let need = if min == 0 { "0 or more" } else { "at least 1" };
-                return Err(at(format!("{name} is {n}: it must be {need}")));
-            }
-            u32::try_from(n).map_err(|_| at(format!("{name} {n} is too large")))
-        };
-        let profile = get("profile").to_owned();
-        if profile.is_empty() {
-            return Err(at(
-                "the profile is empty: name the VM configuration measured".to_owned(),
-            ));
-        }
-        let packet_bytes = count("packet_bytes", 1)?;
-        let tx_cores = count("tx_cores", 1)?;
-        let rx_cores = count("rx_cores", 0)?;
-        let gbps_text = get("gbps");
-        let gbps = parse_gbps(gbps_text).ok_or_else(|| {
-            at(format!(
-                "gbps {gbps_text:?} is not a number (write 88, 88G or 97.5)"
-            ))
-        })?;
-        if gbps <= 0.0 {
-            return Err(at(format!(
-                "gbps is {gbps_text}: a measured rate must be above 0"
-            )));
-        }
-        let vcpus = match self
-            .vcpus
-            .and_then(|i| fields.get(i))
-            .filter(|v| !v.is_empty())
-        {
-            None => tx_cores + rx_cores + 1,
-            Some(v) => {
-                let n: u32 = v
-                    .parse()
-                    .map_err(|_| at(format!("vcpus {v:?} is not a whole number")))?;
-                if n < tx_cores + rx_cores {
-                    return Err(at(format!(
-                        "vcpus {n} is fewer than tx_cores + rx_cores = {}",
-                        tx_cores + rx_cores
-                    )));
-                }
-                n
-            }
-        };
-        let note = self
-            .note
-            .and_then(|i| fields.get(i))
-            .filter(|n| !n.is_empty())
-            .cloned();
-        Ok(Row {
-            file: file.to_owned(),
-            line,
-            profile,
-            packet_bytes,
-            tx_cores,
-            rx_cores,
-            gbps,
-            vcpus,
-            note,
-        })
-    }
+/// A row's `threads_per_core` in a message (rows that say it).
+fn words(threads_per_core: Option<u32>) -> String {
+    threads_per_core.map_or_else(String::new, |t| t.to_string())
 }
 
 impl Table {
@@ -384,7 +177,35 @@ impl Table {
         for path in paths {
             table.rows.extend(Table::load(path)?.rows);
         }
+        table.one_threading_per_profile()?;
         Ok(table)
+    }
+
+    /// Refuses a profile measured both with one thread per core and on SMT
+    /// siblings: its rows are two configurations, whose per-thread rates the
+    /// model must not mix.
+    fn one_threading_per_profile(&self) -> Result<(), TableError> {
+        let mut first: BTreeMap<&str, &Row> = BTreeMap::new();
+        for row in self.rows.iter().filter(|r| r.threads_per_core.is_some()) {
+            let seen = *first.entry(row.profile.as_str()).or_insert(row);
+            if seen.threads_per_core != row.threads_per_core {
+                return Err(TableError::At {
+                    file: row.file.clone(),
+                    line: row.line,
+                    problem: format!(
+                        "profile {} was measured with threads_per_core {} ({}) and {} here: the \
+                         rates per thread differ; give the rows of each a profile of their own \
+                         (e.g. {}-smt)",
+                        row.profile,
+                        words(seen.threads_per_core),
+                        seen.at(),
+                        words(row.threads_per_core),
+                        row.profile
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Parses CSV text; `file` names it in errors.
@@ -400,7 +221,7 @@ impl Table {
                 file: file.to_owned(),
             });
         };
-        let header = Header::parse(file, header_line, header)?;
+        let header = super::header::Header::parse(file, header_line, header)?;
         let rows = lines
             .map(|(line, text)| header.row(file, line, text))
             .collect::<Result<Vec<Row>, TableError>>()?;
@@ -409,7 +230,9 @@ impl Table {
                 file: file.to_owned(),
             });
         }
-        Ok(Table { rows })
+        let table = Table { rows };
+        table.one_threading_per_profile()?;
+        Ok(table)
     }
 
     /// Profile names, sorted, each once.
@@ -544,11 +367,11 @@ mod tests {
             (head, "t.csv: the table has no measurement rows (only a header, comments or blank lines)".to_owned()),
             (
                 "profile,packet_bytes,tx_cores,gbps\np,64,1,10\n",
-                "t.csv:1: the header lacks column rx_cores: it must name profile,packet_bytes,tx_cores,rx_cores,gbps (optional: vcpus,note)".to_owned(),
+                "t.csv:1: the header lacks column rx_cores: it must name profile,packet_bytes,tx_cores,rx_cores,gbps (or cores instead of tx_cores,rx_cores and mpps instead of gbps; optional: vcpus,threads_per_core,direction,source,note)".to_owned(),
             ),
             (
                 "vm,64,11,1,88\n",
-                "t.csv:1: this is not a throughput table: the first line must be a header naming the columns profile,packet_bytes,tx_cores,rx_cores,gbps (optional: vcpus,note); it lacks profile, packet_bytes, tx_cores, rx_cores, gbps".to_owned(),
+                "t.csv:1: this is not a throughput table: the first line must be a header naming the columns profile,packet_bytes,tx_cores,rx_cores,gbps (or cores instead of tx_cores,rx_cores and mpps instead of gbps; optional: vcpus,threads_per_core,direction,source,note); it lacks profile, packet_bytes, tx_cores, rx_cores, gbps".to_owned(),
             ),
             (&format!("{head}p,64,x,1,10\n"), "t.csv:2: tx_cores \"x\" is not a whole number".to_owned()),
             (&format!("{head}p,64,0,1,10\n"), "t.csv:2: tx_cores is 0: it must be at least 1".to_owned()),
@@ -570,12 +393,71 @@ mod tests {
             ),
             (
                 "profile,packet_bytes,tx_cores,gbps;x\n",
-                "t.csv:1: the header lacks columns rx_cores, gbps: it must name profile,packet_bytes,tx_cores,rx_cores,gbps (optional: vcpus,note)".to_owned(),
+                "t.csv:1: the header lacks columns rx_cores, gbps: it must name profile,packet_bytes,tx_cores,rx_cores,gbps (or cores instead of tx_cores,rx_cores and mpps instead of gbps; optional: vcpus,threads_per_core,direction,source,note)".to_owned(),
             ),
             (&format!("{head}p,64,2,1,\"10\n"), "t.csv:2: a quoted field is not closed: add the closing \"".to_owned()),
         ] {
             assert_eq!(parse(text), Err(expected), "{text:?}");
         }
+    }
+
+    /// A published table's columns (issue 32): forwarding cores and threads
+    /// per core, packets per second, a two-way aggregate, a source. Worked by
+    /// hand: a 64 B packet is 84 B on the wire, so 29.76 Mpps both ways is
+    /// 29.76 × 84 × 8 / 1000 = 19.99872 Gb/s, 9.99936 one way; 1 core of 2
+    /// SMT threads is 2 forwarding threads (tx cores).
+    #[test]
+    fn reads_published_columns() -> Result<(), String> {
+        let table = parse(
+            "profile,packet_bytes,cores,threads_per_core,mpps,direction,source\n\
+             whole,64,2,1,29.76,both,csit@abc\n\
+             smt,64,1,2,10,one,\n\
+             big,1518,4,1,1.625486,Both,r\n\
+             plain,64,3,,10,,\n",
+        )?;
+        let got: Vec<(u32, u32, u32, Option<u32>, Direction)> = table
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.tx_cores,
+                    r.rx_cores,
+                    r.vcpus,
+                    r.threads_per_core,
+                    r.direction,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (2, 0, 3, Some(1), Direction::Both),
+                (2, 0, 3, Some(2), Direction::One),
+                (4, 0, 5, Some(1), Direction::Both),
+                (3, 0, 4, None, Direction::One),
+            ]
+        );
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        // 10 × 84 × 8 / 1000 = 6.72; 1.625486 × 1538 × 8 / 1000 / 2 = 9.99998947…
+        for (row, want) in table.rows.iter().zip([9.99936, 6.72, 9.999_989_47, 6.72]) {
+            assert!((row.gbps - want).abs() < 1e-6, "{} vs {want}", row.gbps);
+        }
+        assert!(close(table.rows[1].gbps, 6.72));
+        assert_eq!(table.rows[0].source.as_deref(), Some("csit@abc"));
+        assert_eq!(table.rows[1].source, None);
+        let head = "profile,packet_bytes,cores,threads_per_core,mpps,direction\n";
+        for (text, expected) in [
+            (format!("{head}p,64,1,3,10,one\n"), "t.csv:2: threads_per_core \"3\": write 1 (one forwarding thread per core) or 2 (both SMT siblings of each core)"),
+            (format!("{head}p,64,1,1,10,up\n"), "t.csv:2: direction \"up\": write one (the rate of one direction) or both (the sum of both directions)"),
+            (format!("{head}p,64,1,1,x,one\n"), "t.csv:2: mpps \"x\" is not a number (write 14.88 or 0.8)"),
+            (format!("{head}p,64,0,1,10,one\n"), "t.csv:2: cores is 0: it must be at least 1"),
+            ("profile,packet_bytes,cores,tx_cores,gbps\np,64,1,1,10\n".to_owned(), "t.csv:1: the header names cores and tx_cores/rx_cores: give one or the other"),
+            ("profile,packet_bytes,cores,gbps,mpps\np,64,1,1,10\n".to_owned(), "t.csv:1: the header names gbps and mpps: give one rate per row"),
+            (format!("{head}p,64,1,1,10,one\np,64,1,2,12,one\n"), "t.csv:3: profile p was measured with threads_per_core 1 (t.csv:2) and 2 here: the rates per thread differ; give the rows of each a profile of their own (e.g. p-smt)"),
+        ] {
+            assert_eq!(parse(&text), Err(expected.to_owned()), "{text:?}");
+        }
+        Ok(())
     }
 
     #[test]

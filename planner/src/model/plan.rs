@@ -174,6 +174,13 @@ pub struct PlannedDemand {
     /// A model answer: its interval, beside the rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<crate::demand::Interval>,
+    /// How the rows it rests on ran their forwarding threads: 1 (one per
+    /// core) or 2 (both SMT siblings); absent when the table does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_per_core: Option<u32>,
+    /// The `source` of the table rows it rests on (a report, a file@commit).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
 }
 
 /// A guest NUMA cell, when a VM spans host nodes (`numa = "spread"`).

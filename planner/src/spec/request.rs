@@ -8,7 +8,7 @@ use crate::demand::{self, DemandOptions};
 use crate::ids::{CpuId, NodeId};
 use crate::memory::pages::PageRule;
 use crate::model::request::{EmulatorPolicy, FixedTenant, PlanRequest, VmRequest};
-use crate::model::{Warning, WarningKind};
+use crate::model::{ThreadPolicy, Warning, WarningKind};
 use crate::plan::PlannedDemand;
 use crate::topology::HostTopology;
 use std::collections::BTreeSet;
@@ -429,7 +429,6 @@ impl Spec {
         table: Option<(u32, u32)>,
         host: &HostTopology,
     ) -> Result<crate::model::request::Roles, SpecError> {
-        use crate::model::ThreadPolicy;
         let name = &vm.name;
         let (housekeeping, rx) = match (table, vm.housekeeping_vcpus) {
             (Some((table_h, _)), Some((_, line))) => {
@@ -503,6 +502,58 @@ impl Spec {
         })
     }
 
+    /// How the profile's rows ran their forwarding threads
+    /// (`threads_per_core`), held against where the VM's vCPUs go: a rate
+    /// measured one thread per core is not promised to a VM whose vCPUs fill
+    /// both SMT siblings of each core (`threads = "require"`: refused, the
+    /// user chooses), and may not hold under `prefer` (a warning); rows
+    /// measured on siblings under `isolate` are a floor.
+    fn threading(
+        &self,
+        vm: &VmSpec,
+        profile: &str,
+        d: &demand::Demand,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<Option<u32>, SpecError> {
+        let measured_on = self
+            .table
+            .profile_rows(profile)
+            .find_map(|r| r.threads_per_core);
+        if measured_on != Some(1) {
+            return Ok(measured_on);
+        }
+        let rows = d.rows.join(", ");
+        let rate = crate::demand::table::fmt_gbps(d.predicted_gbps);
+        match vm.threads {
+            ThreadPolicy::Require => Err(self.error(
+                vm.sizing_line,
+                "vm.threads",
+                format!(
+                    "{}: profile {profile} was measured with one forwarding thread per core \
+                     (threads_per_core = 1; {rows}), but threads = \"require\" puts two of its \
+                     vCPUs on each core's SMT siblings, where the {rate} G it reached is not to be \
+                     had: set threads = \"isolate\" to place it as measured, or size it from rows \
+                     measured on siblings (threads_per_core = 2)",
+                    vm.name
+                ),
+            )),
+            ThreadPolicy::Prefer => {
+                warnings.push(Warning::vm(
+                    &vm.name,
+                    WarningKind::Sizing,
+                    format!(
+                        "profile {profile} was measured with one forwarding thread per core \
+                         (threads_per_core = 1; {rows}); threads = \"prefer\" may put two of its \
+                         vCPUs on one core's SMT siblings, and then the {rate} G is not promised: \
+                         threads = \"isolate\" places it as measured"
+                    ),
+                ));
+                Ok(measured_on)
+            }
+            ThreadPolicy::Isolate => Ok(measured_on),
+        }
+    }
+
     /// The VM's vCPU count: as given, or the demand from the tables.
     fn vcpus(&self, vm: &VmSpec, warnings: &mut Vec<Warning>) -> Result<Sized, SpecError> {
         let (profile, target_gbps) = match &vm.sizing {
@@ -528,6 +579,7 @@ impl Spec {
                 .iter()
                 .map(|w| Warning::vm(&vm.name, WarningKind::Sizing, w.as_str())),
         );
+        let measured_on = self.threading(vm, profile, &d, warnings)?;
         let alternatives = self.alternatives(vm, profile, *target_gbps, &d);
         let planned = PlannedDemand {
             basis: d.basis,
@@ -537,6 +589,8 @@ impl Spec {
             min_fraction: vm.min_fraction,
             model: d.model.as_ref().map(|m| m.family),
             interval: d.interval.clone(),
+            threads_per_core: measured_on,
+            sources: sources(&self.table, &d),
         };
         // The table's configuration: tx + rx cores, the rest housekeeping.
         let housekeeping = d.vcpus.saturating_sub(d.tx_cores + d.rx_cores);
@@ -588,6 +642,23 @@ impl Spec {
         }
         alternatives
     }
+}
+
+/// The `source` of each table row a demand rests on (`file:line` in
+/// [`demand::Demand::rows`]), each once, in order.
+fn sources(table: &demand::Table, d: &demand::Demand) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for at in &d.rows {
+        let source = table
+            .rows
+            .iter()
+            .find(|r| &r.at() == at)
+            .and_then(|r| r.source.clone());
+        if let Some(source) = source.filter(|s| !out.contains(s)) {
+            out.push(source);
+        }
+    }
+    out
 }
 
 /// A domain XML's `<memory>` in bytes and the page size of each of its
