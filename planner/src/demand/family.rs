@@ -283,14 +283,27 @@ pub fn fit(family: Family, rows: &[&Row], line_rate_gbps: f64) -> Option<Curve> 
     }
 }
 
-/// min(λn, C): for each split of the core counts into a rising part and a
-/// flat part, λ and C in closed form (geometric means); the split with the
-/// least loss, "no ceiling" first on ties.
+/// min(λn, C): flat from one core, then for each split of the core counts
+/// into a rising part and a flat part, λ and C in closed form (geometric
+/// means); the candidate with the least loss, the earlier on ties.
 fn fit_ceiling(points: &[Point]) -> Option<Curve> {
     let mut counts: Vec<f64> = points.iter().map(|p| p.cores).collect();
     counts.sort_by(f64::total_cmp);
     counts.dedup();
     let mut best: Option<(f64, Curve)> = None;
+    // Flat from one core on (the knee at 1), when rows below line rate at two
+    // core counts or more can say so: equal rates for different core counts
+    // say the limit is not the cores. Tried first, so
+    // it wins a tie with a knee between the rows.
+    let all: Vec<&Point> = points.iter().filter(|p| !p.censored).collect();
+    let spread = all.iter().any(|p| all.first().is_some_and(|q| q.cores != p.cores));
+    if let Some(level) = scale(&all, |_| 1.0).filter(|_| spread) {
+        let curve = Curve::Ceiling {
+            per_core_pps: level,
+            ceiling_pps: level,
+        };
+        best = Some((loss(&curve, points), curve));
+    }
     for &knee in counts.iter().rev() {
         let rising: Vec<&Point> = points.iter().filter(|p| p.cores <= knee).collect();
         let flat: Vec<&Point> = points
