@@ -486,6 +486,74 @@ mod tests {
         Ok(())
     }
 
+    /// Issue 32: a model answer carries an interval from the held-out
+    /// errors, and the vCPUs follow its conservative end.
+    #[test]
+    fn model_answers_carry_an_interval() -> Result<(), Box<dyn std::error::Error>> {
+        // 10 G per core up to 5 cores, 54 G at 6. Held out, the linear model
+        // predicts rows 1–5 exactly (10 G per core from the others) and row
+        // 6 at 60 G: +11.1 %. The ceiling model errs alike (a tie: the
+        // linear model stays). Six errors, fewer than 20: pooled over the
+        // table, which is this profile. Type-7 quantiles of [0 ×5, 1/9]:
+        // 5 %: 0; 95 %: h = 4.75 → 0.75 × 1/9 = 1/12.
+        let t = Table::parse(
+            Path::new("t.csv"),
+            "profile,packet_bytes,tx_cores,rx_cores,gbps
+\
+             p,64,1,1,10\np,64,2,1,20\np,64,3,1,30\np,64,4,1,40\np,64,5,1,50\np,64,6,1,54\n",
+        )?;
+        let model = with(|o| o.basis = Some(Basis::Model));
+        let d = demand(&t, "p", 70.0, &model)?;
+        // Point: 70 / 10 = 7 tx. Conservative: 10 n / (1 + 1/12) ≥ 70 → n ≥
+        // 7.58 → 8 tx, 10 vCPUs with 1 rx and 1 for the guest.
+        assert_eq!((d.tx_cores, d.vcpus), (8, 10));
+        let m = d.model.as_ref().ok_or("no model")?;
+        assert_eq!(m.family, Family::Linear);
+        let i = d.interval.as_ref().ok_or("no interval")?;
+        assert_eq!(
+            (i.point_tx_cores, i.tx_cores_low, i.tx_cores_high),
+            (7, 7, Some(8))
+        );
+        assert_eq!((i.residuals, i.residuals_from.as_str()), (6, "tables"));
+        // At 8 tx the model says 80 G: 80 / (1 + 1/12) = 73.85 to 80 G.
+        assert!((i.gbps_low - 73.846).abs() < 0.001, "{i:?}");
+        assert!((i.gbps_high - 80.0).abs() < 1e-9, "{i:?}");
+        let text = d.to_text();
+        assert!(text.contains("7 tx cores (7–8 at 90 %)"), "{text}");
+        assert!(text.contains("follows the conservative end"), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&d.to_json())?;
+        assert_eq!(v["model"]["family"], "linear");
+        assert_eq!(v["interval"]["tx_cores_high"], 8);
+        // At 50 %: h = 3.75 → 0 both ends: the point estimate.
+        let d = demand(&t, "p", 70.0, &with(|o| {
+            o.basis = Some(Basis::Model);
+            o.confidence = 0.5;
+        }))?;
+        assert_eq!(d.tx_cores, 7);
+        Ok(())
+    }
+
+    /// Issue 32: with too few rows to say anything the answer says so and
+    /// names the measurements that would settle it; the lab's documented
+    /// answer (7 tx) does not move.
+    #[test]
+    fn too_few_rows_for_an_interval_say_what_to_measure() -> Result<(), Box<dyn std::error::Error>> {
+        let d = demand(&lab()?, "vm-64b", 50.0, &with(|o| o.basis = Some(Basis::Model)))?;
+        assert_eq!((d.tx_cores, d.vcpus), (7, 9));
+        assert_eq!(d.interval, None);
+        // 3 of vm-64b's rows (4 in the table) could be predicted from the others.
+        assert!(
+            d.warnings.iter().any(|w| w.contains("no interval at 90 %: only 3 of vm-64b's rows (4 in")
+                && w.contains("with 6 and 8 tx cores to settle it")),
+            "{:?}",
+            d.warnings
+        );
+        let m = d.model.as_ref().ok_or("no model")?;
+        assert_eq!(m.family, Family::Linear);
+        assert!(m.to_text().contains("chosen by leave-one-out over 3 rows"), "{}", m.to_text());
+        Ok(())
+    }
+
     #[test]
     fn leave_one_out_on_the_lab_table_stays_within_five_percent() -> Result<(), TableError> {
         let checks = leave_one_out(&lab()?, 100.0).0;

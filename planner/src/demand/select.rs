@@ -269,10 +269,10 @@ mod tests {
 
     #[test]
     fn a_flat_table_takes_the_ceiling() {
-        // 12 G per core up to 30 G (a NIC limit): the linear model predicts
-        // 4 cores at 48 G (+60 %), the ceiling 30 G. USL needs 4 core counts
-        // at one size plus one: not eligible with these 4... it is (4 > 3),
-        // but cannot beat an exact fit by more than a point.
+        // 12 G per core up to 30 G (a NIC limit): held out, the linear model
+        // predicts 4 cores at 48 G (+60 %); the ceiling fits every row
+        // exactly from the others (knee at 2 cores, 30 G); the USL (eligible:
+        // 5 core counts) cannot bend that sharply.
         let t = table("p,64,1,1,12\np,64,2,1,24\np,64,4,1,30\np,64,8,1,30\np,64,16,1,30\n");
         assert_eq!(chosen(&t, 100.0), Family::Ceiling);
     }

@@ -502,6 +502,19 @@ mod tests {
             .collect()
     }
 
+    /// Issue 32: a plan written before the model family (no `model`, no
+    /// `interval`) still loads, and a measured answer writes neither.
+    #[test]
+    fn planned_demands_without_an_interval_still_load() -> Result<(), serde_json::Error> {
+        let old = r#"{"basis": "measured", "predicted_gbps": 97.0, "profile": "vm-64b",
+                      "target_gbps": 100.0, "min_fraction": 0.97}"#;
+        let d: super::PlannedDemand = serde_json::from_str(old)?;
+        assert_eq!((&d.model, &d.interval), (&None, &None));
+        let text = serde_json::to_string(&d)?;
+        assert!(!text.contains("model") && !text.contains("interval"), "{text}");
+        Ok(())
+    }
+
     #[test]
     fn a_plans_iothreads_take_the_domains_ids_in_order() {
         // Planned 1 → CPU 0 and 2 → CPU 1 (listed out of order); the
