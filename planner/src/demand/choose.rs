@@ -219,7 +219,15 @@ impl<'a, 't> Evidence<'a, 't> {
             model_rows.iter().map(|r| r.vcpus - r.tx_cores - r.rx_cores),
             1,
         );
-        let model = ModelAnswer::find(&model_rows, all, &same_size, goal, packet_bytes, options, table);
+        let model = ModelAnswer::find(
+            &model_rows,
+            all,
+            &same_size,
+            goal,
+            packet_bytes,
+            options,
+            table,
+        );
         let largest_measured = model_rows.iter().map(|r| r.tx_cores).max().unwrap_or(1);
         Evidence {
             profile,
@@ -267,7 +275,11 @@ impl<'a, 't> Evidence<'a, 't> {
                         answer.linear.best.describe()
                     )
                 } else {
-                    format!("{} model: {}", answer.curve.family().name(), answer.curve.describe())
+                    format!(
+                        "{} model: {}",
+                        answer.curve.family().name(),
+                        answer.curve.describe()
+                    )
                 };
                 hints.push(format!(
                     "the packet-rate model predicts {tx} tx cores ({} vCPUs) would reach {} G \
@@ -321,7 +333,11 @@ impl<'a, 't> Evidence<'a, 't> {
                 fmt_gbps(self.goal),
                 answer.curve.family().name(),
                 answer.curve.describe(),
-                fmt_gbps(answer.curve.predict_gbps(CORE_SEARCH_LIMIT, packet_bytes, line_rate)),
+                fmt_gbps(
+                    answer
+                        .curve
+                        .predict_gbps(CORE_SEARCH_LIMIT, packet_bytes, line_rate)
+                ),
                 self.tops_out
             )));
         };
@@ -468,25 +484,35 @@ impl<'t> ModelAnswer<'t> {
         };
         let own = evidence.errors();
         let (residuals, too_few) = if own.len() >= select::OWN_RESIDUALS {
-            (Some(Residuals { errors: own, from: "profile" }), (0, 0))
+            (
+                Some(Residuals {
+                    errors: own,
+                    from: "profile",
+                }),
+                (0, 0),
+            )
         } else {
             let pooled: Vec<f64> = select::by_profile(&table.rows, line_rate)
                 .values()
                 .flat_map(ProfileModel::errors)
                 .collect();
             if pooled.len() >= select::MIN_RESIDUALS {
-                (Some(Residuals { errors: pooled, from: "tables" }), (0, 0))
+                (
+                    Some(Residuals {
+                        errors: pooled,
+                        from: "tables",
+                    }),
+                    (0, 0),
+                )
             } else {
                 (None, (own.len(), pooled.len()))
             }
         };
-        let bounds = residuals.and_then(|r| {
-            select::error_bounds(&r.errors, options.confidence).map(|b| (b, r))
-        });
+        let bounds = residuals
+            .and_then(|r| select::error_bounds(&r.errors, options.confidence).map(|b| (b, r)));
         // The ends: a measured rate is the prediction / (1 + error).
-        let end = |margin: f64| {
-            point.and_then(|_| curve.cores_for(goal_pps, margin, CORE_SEARCH_LIMIT))
-        };
+        let end =
+            |margin: f64| point.and_then(|_| curve.cores_for(goal_pps, margin, CORE_SEARCH_LIMIT));
         let (low, high) = match &bounds {
             Some(((lo, hi), _)) => (end(*lo), end(*hi)),
             None => (point, point),
@@ -556,8 +582,17 @@ impl<'t> ModelAnswer<'t> {
         if self.bounds.is_none() {
             let (own, pooled) = self.too_few;
             let mut counts: Vec<u32> = Vec::new();
-            for n in [point.saturating_sub(1), point + 1, point + 2, point.saturating_sub(2)] {
-                if n >= 1 && !self.measured_counts.contains(&n) && !counts.contains(&n) && counts.len() < 2 {
+            for n in [
+                point.saturating_sub(1),
+                point + 1,
+                point + 2,
+                point.saturating_sub(2),
+            ] {
+                if n >= 1
+                    && !self.measured_counts.contains(&n)
+                    && !counts.contains(&n)
+                    && counts.len() < 2
+                {
                     counts.push(n);
                 }
             }

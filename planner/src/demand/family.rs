@@ -155,7 +155,8 @@ impl Curve {
     /// is the point estimate; a positive one the pessimistic end. A ratio
     /// within 10⁻⁹ of the goal counts as reaching it.
     pub fn cores_for(&self, goal_pps: f64, margin: f64, limit: u32) -> Option<u32> {
-        let reaches = |n: u32| self.pps_at(f64::from(n)) / (1.0 + margin) >= goal_pps * (1.0 - 1e-9);
+        let reaches =
+            |n: u32| self.pps_at(f64::from(n)) / (1.0 + margin) >= goal_pps * (1.0 - 1e-9);
         if !reaches(limit) {
             return None;
         }
@@ -187,7 +188,10 @@ impl Curve {
                 mpps(ceiling_pps)
             ),
             Curve::Ceiling { per_core_pps, .. } => {
-                format!("{} per core, no ceiling below line rate", mpps(per_core_pps))
+                format!(
+                    "{} per core, no ceiling below line rate",
+                    mpps(per_core_pps)
+                )
             }
             Curve::Usl {
                 lambda,
@@ -296,7 +300,9 @@ fn fit_ceiling(points: &[Point]) -> Option<Curve> {
     // say the limit is not the cores. Tried first, so
     // it wins a tie with a knee between the rows.
     let all: Vec<&Point> = points.iter().filter(|p| !p.censored).collect();
-    let spread = all.iter().any(|p| all.first().is_some_and(|q| q.cores != p.cores));
+    let spread = all
+        .iter()
+        .any(|p| all.first().is_some_and(|q| q.cores != p.cores));
     if let Some(level) = scale(&all, |_| 1.0).filter(|_| spread) {
         let curve = Curve::Ceiling {
             per_core_pps: level,

@@ -309,7 +309,10 @@ pub fn families(table: &Table, line_rate_gbps: f64, confidence: f64) -> FamilyCh
             let pool: Vec<f64> = if own.len() >= select::OWN_RESIDUALS {
                 own
             } else {
-                all.iter().filter(|(r, _)| *r != at).map(|(_, e)| *e).collect()
+                all.iter()
+                    .filter(|(r, _)| *r != at)
+                    .map(|(_, e)| *e)
+                    .collect()
             };
             let interval = select::error_bounds(&pool, confidence);
             by_row.insert(
@@ -345,7 +348,11 @@ impl FamilyChecks {
         }
         let mut text = "by model family, on the same rows (mean |error|, worst):\n".to_owned();
         for f in Family::ALL {
-            let errors: Vec<f64> = self.0.iter().filter_map(|c| c.errors.get(f.key()).copied()).collect();
+            let errors: Vec<f64> = self
+                .0
+                .iter()
+                .filter_map(|c| c.errors.get(f.key()).copied())
+                .collect();
             text.push_str(&format!("  {:<17} {}\n", f.name(), mean_and_worst(&errors)));
         }
         let chosen: Vec<f64> = self.0.iter().map(|c| c.chosen_error).collect();
@@ -353,7 +360,10 @@ impl FamilyChecks {
         for c in &self.0 {
             *counts.entry(c.chosen).or_default() += 1;
         }
-        let counts: Vec<String> = counts.iter().map(|(f, k)| format!("{} {k}", f.name())).collect();
+        let counts: Vec<String> = counts
+            .iter()
+            .map(|(f, k)| format!("{} {k}", f.name()))
+            .collect();
         text.push_str(&format!(
             "  {:<17} {} (chosen without the row checked: {})\n",
             "chosen",

@@ -169,7 +169,10 @@ pub struct Interval {
 
 /// `12.3 %`, or `no row to check`.
 fn fmt_error(e: Option<f64>) -> String {
-    e.map_or_else(|| "no row to check".to_owned(), |e| format!("{:.1} %", e * 100.0))
+    e.map_or_else(
+        || "no row to check".to_owned(),
+        |e| format!("{:.1} %", e * 100.0),
+    )
 }
 
 impl ModelChoice {
@@ -217,23 +220,31 @@ impl Interval {
     /// end`.
     pub fn to_text(&self, tx_cores: u32) -> String {
         let level = choose::fmt_percent(self.confidence);
-        let high = self
-            .tx_cores_high
-            .map_or_else(|| "out of reach".to_owned(), |h| h.to_string());
         let from = if self.residuals_from == "profile" {
             "the profile"
         } else {
             "every profile of the tables (the profile has too few)"
         };
+        let (range, follows) = match self.tx_cores_high {
+            Some(high) => (
+                format!("{}–{high} at {level} %", self.tx_cores_low),
+                "the vCPU count follows the conservative end",
+            ),
+            None => (
+                format!(
+                    "from {} at {level} %, no count at the conservative end",
+                    self.tx_cores_low
+                ),
+                "the vCPU count is the point estimate's",
+            ),
+        };
         format!(
-            "{} tx cores ({}–{high} at {level} %), {}–{} G expected with {tx_cores}, from {} \
-             held-out errors of {from}; the vCPU count follows the conservative end{}",
-            self.point_tx_cores,
-            self.tx_cores_low,
+            "{} ({range}), {}–{} G expected with {tx_cores}, from {} held-out errors of \
+             {from}; {follows}",
+            crate::text::plural(self.point_tx_cores as usize, "tx core", "tx cores"),
             fmt_gbps(self.gbps_low),
             fmt_gbps(self.gbps_high),
             self.residuals,
-            if self.tx_cores_high.is_some() { "" } else { " where it can: here the point estimate" }
         )
     }
 }
@@ -525,10 +536,15 @@ mod tests {
         assert_eq!(v["model"]["family"], "linear");
         assert_eq!(v["interval"]["tx_cores_high"], 8);
         // At 50 %: h = 3.75 → 0 both ends: the point estimate.
-        let d = demand(&t, "p", 70.0, &with(|o| {
-            o.basis = Some(Basis::Model);
-            o.confidence = 0.5;
-        }))?;
+        let d = demand(
+            &t,
+            "p",
+            70.0,
+            &with(|o| {
+                o.basis = Some(Basis::Model);
+                o.confidence = 0.5;
+            }),
+        )?;
         assert_eq!(d.tx_cores, 7);
         Ok(())
     }
@@ -537,20 +553,31 @@ mod tests {
     /// names the measurements that would settle it; the lab's documented
     /// answer (7 tx) does not move.
     #[test]
-    fn too_few_rows_for_an_interval_say_what_to_measure() -> Result<(), Box<dyn std::error::Error>> {
-        let d = demand(&lab()?, "vm-64b", 50.0, &with(|o| o.basis = Some(Basis::Model)))?;
+    fn too_few_rows_for_an_interval_say_what_to_measure() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let d = demand(
+            &lab()?,
+            "vm-64b",
+            50.0,
+            &with(|o| o.basis = Some(Basis::Model)),
+        )?;
         assert_eq!((d.tx_cores, d.vcpus), (7, 9));
         assert_eq!(d.interval, None);
         // 3 of vm-64b's rows (4 in the table) could be predicted from the others.
         assert!(
-            d.warnings.iter().any(|w| w.contains("no interval at 90 %: only 3 of vm-64b's rows (4 in")
+            d.warnings.iter().any(|w| w
+                .contains("no interval at 90 %: only 3 of vm-64b's rows (4 in")
                 && w.contains("with 6 and 8 tx cores to settle it")),
             "{:?}",
             d.warnings
         );
         let m = d.model.as_ref().ok_or("no model")?;
         assert_eq!(m.family, Family::Linear);
-        assert!(m.to_text().contains("chosen by leave-one-out over 3 rows"), "{}", m.to_text());
+        assert!(
+            m.to_text().contains("chosen by leave-one-out over 3 rows"),
+            "{}",
+            m.to_text()
+        );
         Ok(())
     }
 

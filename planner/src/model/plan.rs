@@ -511,7 +511,10 @@ mod tests {
         let d: super::PlannedDemand = serde_json::from_str(old)?;
         assert_eq!((&d.model, &d.interval), (&None, &None));
         let text = serde_json::to_string(&d)?;
-        assert!(!text.contains("model") && !text.contains("interval"), "{text}");
+        assert!(
+            !text.contains("model") && !text.contains("interval"),
+            "{text}"
+        );
         Ok(())
     }
 
