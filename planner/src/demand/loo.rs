@@ -341,12 +341,30 @@ pub fn families(table: &Table, line_rate_gbps: f64, confidence: f64) -> FamilyCh
 impl FamilyChecks {
     /// Per family, then the chosen family and the intervals: the lines
     /// `--leave-one-out` prints after the linear model's table.
+    /// With several tables read, one block per table, then the block of
+    /// all of them.
     pub fn to_text(&self, confidence: f64) -> String {
+        let mut by_file: BTreeMap<&str, Vec<FamilyCheck>> = BTreeMap::new();
+        for c in &self.0 {
+            let file = c.row.rsplit_once(':').map_or(c.row.as_str(), |(f, _)| f);
+            by_file.entry(file).or_default().push(c.clone());
+        }
+        if by_file.len() < 2 {
+            return self.block(confidence, "");
+        }
+        let mut text = String::new();
+        for (file, checks) in by_file {
+            text.push_str(&FamilyChecks(checks).block(confidence, &format!(" of {file}")));
+        }
+        text + &self.block(confidence, " of all tables")
+    }
+
+    fn block(&self, confidence: f64, of: &str) -> String {
         let n = self.0.len();
         if n == 0 {
             return String::new();
         }
-        let mut text = "by model family, on the same rows (mean |error|, worst):\n".to_owned();
+        let mut text = format!("by model family, on the same rows{of} (mean |error|, worst):\n");
         for f in Family::ALL {
             let errors: Vec<f64> = self
                 .0
