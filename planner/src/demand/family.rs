@@ -1,4 +1,4 @@
-//! The model family: three ways packet rates can scale with cores, each
+//! The model family: four ways packet rates can scale with cores, each
 //! fitted on a profile's rows in packets per second (`docs/demand-model.md`,
 //! "The model family"). Which one answers for a profile is chosen by
 //! leave-one-out in [`super::select`], not here.
@@ -7,6 +7,7 @@
 //!   the best per-core rate the rows show or imply);
 //! - **ceiling**: the same with a per-profile ceiling below line rate (a NIC,
 //!   PCIe or memory limit): min(λn, C);
+//! - **power**: sub-linear scaling without a knee, λ·n^b with 0 ≤ b ≤ 1;
 //! - **contention**: the universal scalability law, λn / (1 + σ(n−1) +
 //!   κn(n−1)) with σ, κ ≥ 0, capped at its peak so more cores never predict
 //!   less.
@@ -27,19 +28,21 @@ pub enum Family {
     Linear,
     /// Linear up to a ceiling below line rate.
     Ceiling,
+    /// Sub-linear: λ·n^b with 0 ≤ b ≤ 1.
+    Power,
     /// The universal scalability law (contention and coherency).
     Usl,
 }
 
 impl Family {
     /// Simplest first: the order ties are broken in.
-    pub const ALL: [Family; 3] = [Family::Linear, Family::Ceiling, Family::Usl];
+    pub const ALL: [Family; 4] = [Family::Linear, Family::Ceiling, Family::Power, Family::Usl];
 
     /// Free parameters: λ; λ and C; λ, σ and κ.
     pub fn parameters(self) -> usize {
         match self {
             Family::Linear => 1,
-            Family::Ceiling => 2,
+            Family::Ceiling | Family::Power => 2,
             Family::Usl => 3,
         }
     }
@@ -49,6 +52,7 @@ impl Family {
         match self {
             Family::Linear => "linear",
             Family::Ceiling => "ceiling",
+            Family::Power => "power",
             Family::Usl => "contention (USL)",
         }
     }
@@ -58,6 +62,7 @@ impl Family {
         match self {
             Family::Linear => "linear",
             Family::Ceiling => "ceiling",
+            Family::Power => "power",
             Family::Usl => "usl",
         }
     }
@@ -79,6 +84,13 @@ pub enum Curve {
         /// The ceiling.
         ceiling_pps: f64,
     },
+    /// `λ·n^b`: each doubling of the cores multiplies the rate by 2^b.
+    Power {
+        /// λ: the one-core rate.
+        lambda: f64,
+        /// b, between 0 (flat) and 1 (linear).
+        exponent: f64,
+    },
     /// `λn / (1 + σ(n−1) + κn(n−1))`, flat after its peak.
     Usl {
         /// λ: the one-core rate.
@@ -96,6 +108,7 @@ impl Curve {
         match self {
             Curve::Linear { .. } => Family::Linear,
             Curve::Ceiling { .. } => Family::Ceiling,
+            Curve::Power { .. } => Family::Power,
             Curve::Usl { .. } => Family::Usl,
         }
     }
@@ -134,6 +147,7 @@ impl Curve {
                 per_core_pps,
                 ceiling_pps,
             } => (per_core_pps * n).min(ceiling_pps),
+            Curve::Power { lambda, exponent } => lambda * n.powf(exponent),
             Curve::Usl {
                 lambda,
                 sigma,
@@ -192,6 +206,9 @@ impl Curve {
                     "{} per core, no ceiling below line rate",
                     mpps(per_core_pps)
                 )
+            }
+            Curve::Power { lambda, exponent } => {
+                format!("{} at one core × cores^{exponent:.3}", mpps(lambda))
             }
             Curve::Usl {
                 lambda,
@@ -283,6 +300,7 @@ pub fn fit(family: Family, rows: &[&Row], line_rate_gbps: f64) -> Option<Curve> 
             per_core_pps: m.per_core_pps,
         }),
         Family::Ceiling => fit_ceiling(&points(rows, line_rate_gbps)),
+        Family::Power => fit_power(&points(rows, line_rate_gbps)),
         Family::Usl => fit_usl(&points(rows, line_rate_gbps)),
     }
 }
@@ -324,6 +342,25 @@ fn fit_ceiling(points: &[Point]) -> Option<Curve> {
             per_core_pps,
             ceiling_pps,
         };
+        let l = loss(&curve, points);
+        if best.as_ref().is_none_or(|(b, _)| l < b - 1e-12) {
+            best = Some((l, curve));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+/// λ·n^b: b from 1 down to 0 in steps of 0.005, λ in closed form; the
+/// first of the least losses (the most linear).
+fn fit_power(points: &[Point]) -> Option<Curve> {
+    let all: Vec<&Point> = points.iter().collect();
+    let mut best: Option<(f64, Curve)> = None;
+    for step in (0..=200).rev() {
+        let exponent = f64::from(step) / 200.0;
+        let Some(lambda) = scale(&all, |n| n.powf(exponent)) else {
+            continue;
+        };
+        let curve = Curve::Power { lambda, exponent };
         let l = loss(&curve, points);
         if best.as_ref().is_none_or(|(b, _)| l < b - 1e-12) {
             best = Some((l, curve));
@@ -456,6 +493,19 @@ mod tests {
     }
 
     #[test]
+    fn power_recovers_its_exponent() {
+        // 10 G × n^0.5: 1 → 10, 4 → 20, 9 → 30 G; 16 cores: 40 G.
+        let c = fitted(Family::Power, &[(1, 10.0), (4, 20.0), (9, 30.0)], 100.0);
+        let Some(Curve::Power { lambda, exponent }) = c else {
+            panic!("{c:?}");
+        };
+        assert!((exponent - 0.5).abs() < 1e-9, "{exponent}");
+        assert!((gbps(lambda, 64) - 10.0).abs() < 1e-6);
+        let c = fitted(Family::Power, &[(1, 10.0), (4, 20.0), (9, 30.0)], 100.0);
+        assert!(c.is_some_and(|c| (c.predict_gbps(16, 64, 100.0) - 40.0).abs() < 1e-6));
+    }
+
+    #[test]
     fn ceiling_finds_the_flat_part() {
         // 1 → 12.4, 2 → 24.8, 4 → 30, 8 → 30 G: λ 12.4 G per core, C 30 G.
         let rows = [(1, 12.4), (2, 24.8), (4, 30.0), (8, 30.0)];
@@ -509,7 +559,7 @@ mod tests {
         #[test]
         fn predictions_never_fall_with_more_cores(
             rates in proptest::collection::vec(1u32..100, 2..6),
-            family in 0usize..3,
+            family in 0usize..4,
         ) {
             let rows: Vec<(u32, f64)> = rates
                 .iter()

@@ -110,7 +110,7 @@ pub struct Choice {
 /// Chooses among the eligible families by mean |error| over `held` less the
 /// row at `skip` (for nested checks); the linear model when there is nothing
 /// to compare on.
-pub fn choose(held: &[Held], skip: Option<usize>, eligible: &[bool; 3]) -> Choice {
+pub fn choose(held: &[Held], skip: Option<usize>, eligible: &[bool; 4]) -> Choice {
     let kept: Vec<&Held> = held
         .iter()
         .enumerate()
@@ -290,12 +290,25 @@ mod tests {
     }
 
     #[test]
+    fn a_square_root_curve_takes_the_power_family() {
+        // 10 G × √n at 1, 2, 4, 8, 16 cores: 10, 14.142, 20, 28.284, 40 G.
+        // Held out, the power family predicts every row exactly; the linear
+        // model (the best per-core rate) overshoots, the ceiling cannot bend
+        // gradually.
+        let t = table(
+            "p,64,1,1,10\np,64,2,1,14.142136\np,64,4,1,20\np,64,8,1,28.284271\np,64,16,1,40\n",
+        );
+        assert_eq!(chosen(&t, 100.0), Family::Power);
+    }
+
+    #[test]
     fn too_few_core_counts_keep_the_simple_model() {
         // Two core counts: only the linear model is a candidate.
         let t = table("p,64,1,1,10\np,64,2,1,15\n");
         let rows: Vec<&Row> = t.rows.iter().collect();
         assert!(eligible(&rows, Family::Linear));
         assert!(!eligible(&rows, Family::Ceiling));
+        assert!(!eligible(&rows, Family::Power));
         assert!(!eligible(&rows, Family::Usl));
         assert_eq!(chosen(&t, 100.0), Family::Linear);
     }
