@@ -517,12 +517,13 @@ impl<'t> ModelAnswer<'t> {
             Some(((lo, hi), _)) => (end(*lo), end(*hi)),
             None => (point, point),
         };
-        let low = low.zip(point).map(|(l, p)| l.min(p));
-        let high = high.zip(point).map(|(h, p)| h.max(p));
+        // Every end is raised past counts the measurements contradict.
+        let respect = |n: u32| model::respect_measurements(n, same_size, goal);
+        let low = low.zip(point).map(|(l, p)| respect(l.min(p)));
+        let high = high.zip(point).map(|(h, p)| respect(h.max(p)));
+        let point = point.map(respect);
         // The vCPUs follow the conservative end when it is reached at all.
-        let tx = high
-            .or(point)
-            .map(|n| model::respect_measurements(n, same_size, goal));
+        let tx = high.or(point);
         Some(ModelAnswer {
             linear,
             evidence,
