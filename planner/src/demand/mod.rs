@@ -22,6 +22,7 @@ mod choose;
 mod header;
 mod loo;
 pub mod model;
+mod row;
 pub mod table;
 
 pub use choose::demand;
