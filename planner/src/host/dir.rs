@@ -119,7 +119,9 @@ pub fn write_tree(
     // Opened before anything is written: syncfs reports the write-back
     // errors of the filesystem since the descriptor was opened.
     let staged = File::open(staging.path()).map_err(failed(dir))?;
+    let clock = std::time::Instant::now();
     let files = write_staged(staging.path(), tree, durability)?;
+    let wrote = clock.elapsed();
     let old = Earlier::sort_out(dir, staging.path(), tree, ours)?;
     set_modes(staging.path(), tree, &old.modes).map_err(failed(dir))?;
     // What else the directory holds moves to the new one; back on failure.
@@ -134,7 +136,29 @@ pub fn write_tree(
             source: e,
         });
     }
-    swap_in(staging.keep(), dir, parent, &old.carried)?;
+    let synced = clock.elapsed();
+    let old_set = swap_in(staging.keep(), dir, parent, &old.carried)?;
+    // The rename is durable once the directory that holds `dir` is synced.
+    let swap_synced = File::open(parent).and_then(|p| p.sync_all());
+    let swapped = clock.elapsed();
+    if let Some(old_set) = old_set {
+        remove_set(&old_set);
+    }
+    tracing::debug!(
+        target: "pinplan::output",
+        "{}: {} files written in {:.3} s, made durable ({durability:?}) in {:.3} s, \
+         swapped in in {:.3} s, the earlier set removed in {:.3} s",
+        dir.display(),
+        tree.files.len() + tree.dirs.iter().map(|(_, f)| f.len()).sum::<usize>(),
+        wrote.as_secs_f64(),
+        (synced - wrote).as_secs_f64(),
+        (swapped - synced).as_secs_f64(),
+        (clock.elapsed() - swapped).as_secs_f64(),
+    );
+    swap_synced.map_err(|source| DirError::Sync {
+        path: dir.to_owned(),
+        source,
+    })?;
     written.removed = old.removed;
     Ok(written)
 }
@@ -148,32 +172,88 @@ fn failed(path: &Path) -> impl Fn(std::io::Error) -> DirError {
     }
 }
 
+/// Threads that write a tree's directories (and remove an earlier one's):
+/// file creation waits on the filesystem's journal more than on the CPU, so
+/// a few at once overlap the waits (measured in `docs/benchmarks.md`).
+const WRITERS: usize = 4;
+
+/// Runs `work` on each of `items`, [`WRITERS`] at a time; the results in
+/// the order of `items`.
+fn in_parallel<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..WRITERS.min(items.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else {
+                            return mine;
+                        };
+                        mine.push((i, work(item)));
+                    }
+                })
+            })
+            .collect();
+        // A worker that panicked loses its results: the caller sees fewer.
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
 /// Writes every file of `tree` into `staging` (fresh, private: nobody else
-/// can have put a name there), created exclusively, 0644 (less the umask).
-/// The files are kept open to be fsynced under [`Durability::EachFile`].
+/// can have put a name there), created exclusively, 0644 (less the umask);
+/// the tree's directories [`WRITERS`] at a time. The files are kept open
+/// to be fsynced under [`Durability::EachFile`].
 fn write_staged(
     staging: &Path,
     tree: &SetTree<'_>,
     durability: Durability,
 ) -> Result<Vec<File>, DirError> {
+    let keep = durability == Durability::EachFile;
+    let mut open = write_level(staging, &tree.files, keep)?;
+    let per_dir = in_parallel(&tree.dirs, |(name, files)| {
+        let at = staging.join(name);
+        std::fs::create_dir(&at).map_err(failed(&at))?;
+        write_level(&at, files, keep)
+    });
+    if per_dir.len() != tree.dirs.len() {
+        return Err(failed(staging)(std::io::Error::other(
+            "a thread writing the set stopped",
+        )));
+    }
+    for files in per_dir {
+        open.extend(files?);
+    }
+    Ok(open)
+}
+
+/// Writes `files` into `at`; the files, if `keep`.
+fn write_level(at: &Path, files: &[SetFile<'_>], keep: bool) -> Result<Vec<File>, DirError> {
     let mut open = Vec::new();
-    let levels = std::iter::once((staging.to_owned(), &tree.files)).chain(
-        tree.dirs
-            .iter()
-            .map(|(name, files)| (staging.join(name), files)),
-    );
-    for (at, files) in levels {
-        if at != staging {
-            std::fs::create_dir(&at).map_err(failed(&at))?;
-        }
-        for (name, text) in files {
-            let file = write_new_file(&at.join(name), text)?;
-            if durability == Durability::EachFile {
-                open.push(file);
-            }
+    for (name, text) in files {
+        let file = write_new_file(&at.join(name), text)?;
+        if keep {
+            open.push(file);
         }
     }
     Ok(open)
+}
+
+/// Removes an earlier set swapped out of the way: its directories
+/// [`WRITERS`] at a time, then the rest.
+fn remove_set(old: &Path) {
+    let dirs: Vec<PathBuf> = entries_of(old)
+        .into_iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .collect();
+    in_parallel(&dirs, |d| std::fs::remove_dir_all(d));
+    let _ = std::fs::remove_dir_all(old);
 }
 
 fn write_new_file(path: &Path, text: &str) -> Result<File, WriteError> {
@@ -347,37 +427,29 @@ fn move_back(moves: &[(PathBuf, PathBuf)]) {
     }
 }
 
-/// Swaps the new set in. When `dir` exists, one `renameat2(2)` exchanges
-/// the two directories: at every instant `dir` is the old set or the new
-/// one. The old set, now at the staging name, is removed. Where the
-/// filesystem cannot exchange, the old directory moves aside first, the new
-/// one takes its name, and the old is removed (a crash between the two
-/// renames leaves `dir` absent and the old set whole at
-/// `.pinplan-old-…`). The rename is made durable by an fsync of `parent`.
-/// On failure the old set is put back, with what was `carried` over.
+/// Swaps the new set in and returns where the old set now is (to be
+/// removed). When `dir` exists, one `renameat2(2)` exchanges the two
+/// directories: at every instant `dir` is the old set or the new one, and
+/// the old set takes the staging name. Where the filesystem cannot
+/// exchange, the old directory moves aside first (`.pinplan-old-…`) and the
+/// new one takes its name: a crash between the two renames leaves `dir`
+/// absent and the old set whole beside it. On failure the old set is put
+/// back, with what was `carried` over.
 fn swap_in(
     new: PathBuf,
     dir: &Path,
     parent: &Path,
     carried: &[(PathBuf, PathBuf)],
-) -> Result<(), DirError> {
+) -> Result<Option<PathBuf>, DirError> {
     use rustix::fs::{renameat_with, RenameFlags, CWD};
-    let old = match renameat_with(CWD, &new, CWD, dir, RenameFlags::EXCHANGE) {
-        Ok(()) => Some(new.clone()),
+    match renameat_with(CWD, &new, CWD, dir, RenameFlags::EXCHANGE) {
+        Ok(()) => Ok(Some(new)),
         Err(e) if e == rustix::io::Errno::NOENT && !dir.exists() => {
             std::fs::rename(&new, dir).map_err(|e| give_up(&new, dir, carried, e))?;
-            None
+            Ok(None)
         }
-        Err(_) => Some(swap_by_renames(&new, dir, parent, carried)?),
-    };
-    let synced = File::open(parent).and_then(|p| p.sync_all());
-    if let Some(old) = old {
-        let _ = std::fs::remove_dir_all(old);
+        Err(_) => swap_by_renames(&new, dir, parent, carried).map(Some),
     }
-    synced.map_err(|source| DirError::Sync {
-        path: dir.to_owned(),
-        source,
-    })
 }
 
 /// [`swap_in`] without an exchange: the old directory aside, the new one
