@@ -125,12 +125,17 @@ pub fn write_tree(
     let old = Earlier::sort_out(dir, staging.path(), tree, ours)?;
     set_modes(staging.path(), tree, &old.modes).map_err(failed(dir))?;
     // What else the directory holds moves to the new one; back on failure.
+    // A user's file that cannot be moved back keeps the staging directory.
     if let Err(e) = move_all(&old.carried) {
-        move_back(&old.carried);
+        if !move_back(&old.carried) {
+            let _ = staging.keep();
+        }
         return Err(failed(dir)(e));
     }
     if let Err(e) = make_durable(durability, &staged, staging.path(), tree, files) {
-        move_back(&old.carried);
+        if !move_back(&old.carried) {
+            let _ = staging.keep();
+        }
         return Err(DirError::Sync {
             path: dir.to_owned(),
             source: e,
@@ -421,10 +426,17 @@ fn move_all(moves: &[(PathBuf, PathBuf)]) -> std::io::Result<()> {
 }
 
 /// Moves back what [`move_all`] moved (on a failure after it).
-fn move_back(moves: &[(PathBuf, PathBuf)]) {
+/// Whether everything is back (an entry never moved is); where not, the
+/// staging directory holding it must be kept, never removed with it.
+fn move_back(moves: &[(PathBuf, PathBuf)]) -> bool {
+    let mut all = true;
     for (from, to) in moves {
-        let _ = std::fs::rename(to, from);
+        match std::fs::rename(to, from) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => all = false,
+            _ => {}
+        }
     }
+    all
 }
 
 /// Swaps the new set in and returns where the old set now is (to be
@@ -472,11 +484,13 @@ fn swap_by_renames(
     Ok(old)
 }
 
-/// The new set is not swapped in: what was carried over goes back, the
-/// staging directory is removed.
+/// The new set is not swapped in: what was carried over goes back, and the
+/// staging directory is removed (kept if something of the user's is still
+/// in it).
 fn give_up(new: &Path, dir: &Path, carried: &[(PathBuf, PathBuf)], e: std::io::Error) -> DirError {
-    move_back(carried);
-    let _ = std::fs::remove_dir_all(new);
+    if move_back(carried) {
+        let _ = std::fs::remove_dir_all(new);
+    }
     failed(dir)(e)
 }
 
