@@ -181,6 +181,7 @@ pub fn plan_files(
         text: json.to_owned(),
     }];
     let mut not_written = Vec::new();
+    let domains = spec.domain_xmls();
     // A kept VM runs as it is: no file would change it.
     for vm in plan.vms.iter().filter(|v| !v.kept) {
         if let Some(reason) = crate::spec::bad_vm_name(&vm.name) {
@@ -190,16 +191,16 @@ pub fn plan_files(
                 dir: dir.to_owned(),
             });
         }
-        let file = match spec.domain_xml(&vm.name) {
-            Some(path) => {
-                let xml = read_domain(&spec.file.display().to_string(), &path)?;
+        let file = match domains.get(vm.name.as_str()) {
+            Some(&(path, vm_set_vcpus)) => {
+                let xml = read_domain(&spec.file.display().to_string(), path)?;
                 let target = dir.join(format!("{}.xml", vm.name));
                 let patched = patch::patch(
                     &path.display().to_string(),
                     &xml,
                     vm,
                     &patch::PatchOptions {
-                        set_vcpus: set_vcpus || spec.set_vcpus(&vm.name),
+                        set_vcpus: set_vcpus || vm_set_vcpus,
                         name_given: true,
                     },
                 );
