@@ -247,7 +247,6 @@ fn run_fleet(args: &PlanArgs, fleet: &FleetSpec, deadline: Deadline) -> Result<E
             text: json.clone(),
         });
         let written = output::write_fleet(dir, &files)?;
-
         crate::ui::note(&written.to_text());
     }
     print(&match args.format {
