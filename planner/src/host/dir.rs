@@ -581,3 +581,41 @@ fn remove_ours(dir: &Path, ours: fn(&str) -> bool) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(path: &Path) -> String {
+        std::fs::read_to_string(path).unwrap_or_default()
+    }
+
+    /// Where a filesystem cannot exchange two directories, the old one goes
+    /// aside and the new one takes its name; on failure the old one is back
+    /// with what was carried over, and the staging directory is gone.
+    #[test]
+    fn without_an_exchange_the_old_set_moves_aside() {
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (dir, new) = (root.path().join("out"), root.path().join(".pinplan-out-N"));
+        for (d, text) in [(&dir, "old"), (&new, "new")] {
+            std::fs::create_dir(d).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(d.join("plan.json"), text).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let old = swap_by_renames(&new, &dir, root.path(), &[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(old, root.path().join(".pinplan-old-.pinplan-out-N"));
+        assert_eq!(read(&dir.join("plan.json")), "new");
+        assert_eq!(read(&old.join("plan.json")), "old");
+
+        // The new one cannot take the name (it is not there): the old one is
+        // put back, and a user's file carried over returns to it.
+        let staged = root.path().join(".pinplan-out-M");
+        std::fs::create_dir(&staged).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(staged.join("notes.txt"), "mine").unwrap_or_else(|e| panic!("{e}"));
+        let carried = [(dir.join("notes.txt"), staged.join("notes.txt"))];
+        let missing = root.path().join(".pinplan-out-X");
+        assert!(swap_by_renames(&missing, &dir, root.path(), &carried).is_err());
+        assert_eq!(read(&dir.join("plan.json")), "new");
+        assert!(!root.path().join(".pinplan-old-.pinplan-out-X").exists());
+        assert_eq!(read(&dir.join("notes.txt")), "mine");
+    }
+}
