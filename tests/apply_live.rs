@@ -840,6 +840,17 @@ fn iothreadinfo(uri: &str, name: &str, config: bool) -> BTreeMap<u32, String> {
         .collect()
 }
 
+/// One guest `PREFIX-PID` to define (undefined when dropped), its name and
+/// a scratch directory.
+fn one_guest(uri: &str, prefix: &str) -> (Guests, String, TempDir) {
+    let name = format!("{prefix}-{}", std::process::id());
+    let guests = Guests {
+        uri: uri.to_owned(),
+        names: vec![name.clone()],
+    };
+    (guests, name, TempDir::new())
+}
+
 /// Issue 31: a plan numbers its I/O threads 1…n; apply pins the domain's
 /// own ids (here 8), live and in the config, and refuses a plan whose count
 /// of I/O threads is not the domain's (apply does not add or remove them).
@@ -849,12 +860,7 @@ fn issue_31_apply_pins_the_domains_own_iothread_ids() {
         return;
     };
     let _turn = crate::util::live_guests_turn();
-    let name = format!("apl-io-{}", std::process::id());
-    let guests = Guests {
-        uri: uri.clone(),
-        names: vec![name.clone()],
-    };
-    let dir = TempDir::new();
+    let (guests, name, dir) = one_guest(&uri, "apl-io");
     let io =
         "  <iothreads>1</iothreads>\n  <iothreadids>\n    <iothread id='8'/>\n  </iothreadids>\n";
     let domain = dir.write(
@@ -927,12 +933,7 @@ fn issue_31_apply_says_when_a_configs_huge_pages_change_size() {
         return;
     };
     let _turn = crate::util::live_guests_turn();
-    let name = format!("apl-hp-{}", std::process::id());
-    let _guests = Guests {
-        uri: uri.clone(),
-        names: vec![name.clone()],
-    };
-    let dir = TempDir::new();
+    let (_guests, name, dir) = one_guest(&uri, "apl-hp");
     let xml = util::guest_xml(util::guest_type(&uri), &name, 1, "").replace(
         "  <vcpu",
         "  <memoryBacking>\n    <hugepages>\n      <page size='2048' unit='KiB'/>\n    </hugepages>\n  </memoryBacking>\n  <vcpu",

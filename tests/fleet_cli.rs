@@ -910,3 +910,181 @@ fn nic_names_resolve_per_host() {
         reason("plain")
     );
 }
+
+/// The files under `root` (two levels, as a fleet's set has them), by path
+/// relative to it, with their bytes; `fleet.json`'s `solve_seconds` (the
+/// solve's time, different every run) left out.
+fn fleet_set(root: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut set = std::collections::BTreeMap::new();
+    let mut dirs = vec![(root.to_owned(), String::new())];
+    while let Some((dir, rel)) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let name = format!("{rel}{}", entry.file_name().to_string_lossy());
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                dirs.push((entry.path(), format!("{name}/")));
+                continue;
+            }
+            if kind.is_symlink() {
+                set.insert(name, b"(a link)".to_vec());
+                continue;
+            }
+            let mut bytes = std::fs::read(entry.path()).unwrap();
+            if name == "fleet.json" {
+                let text = String::from_utf8(bytes).unwrap();
+                let kept: Vec<&str> = text
+                    .split_inclusive('\n')
+                    .filter(|l| !l.trim_start().starts_with("\"solve_seconds\""))
+                    .collect();
+                bytes = kept.concat().into_bytes();
+            }
+            set.insert(name, bytes);
+        }
+    }
+    set
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// Issue 31: a fleet's set, now written in one pass (one staging directory,
+/// one sync, one rename), is the same files with the same bytes as the set
+/// the per-host writes made (`tests/fixtures/fleet-out/golden`, checked by
+/// hand: see its README), with the same modes, listed in the same order.
+#[test]
+fn issue_31_a_fleet_set_in_one_pass_is_the_same_files_and_bytes() {
+    let dir = TempDir::new();
+    let spec = util::fixture("fleet-out/fleet.toml");
+    let out = pinplan_in(&dir, &["plan", util::arg(&spec), "--out", "out"], &[]);
+    // huge1 fits no host: "the answer is no", the set written all the same.
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let written = fleet_set(&dir.path("out"));
+    let golden = fleet_set(&util::fixture("fleet-out/golden"));
+    assert_eq!(written.len(), 14);
+    assert_eq!(
+        written.keys().collect::<Vec<_>>(),
+        golden.keys().collect::<Vec<_>>()
+    );
+    for (name, bytes) in &golden {
+        assert!(written[name] == *bytes, "{name} differs");
+    }
+    for d in ["out", "out/h0", "out/h1", "out/h2"] {
+        assert_eq!(mode(&dir.path(d)), 0o755, "{d}");
+    }
+    assert_eq!(mode(&dir.path("out/h1/vm1.xml")), 0o644);
+    let said = text(&out.stderr);
+    let wrote: Vec<&str> = said.lines().filter(|l| l.starts_with("wrote ")).collect();
+    assert_eq!(wrote.len(), 14, "{said}");
+    assert_eq!(wrote[0], "wrote out/h0/plan.json");
+    assert_eq!(wrote[13], "wrote out/fleet.json");
+    let left: Vec<String> = std::fs::read_dir(dir.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".pinplan-"))
+        .collect();
+    assert!(left.is_empty(), "staging left behind: {left:?}");
+}
+
+/// Issue 31: run again into the same directory, the fleet's set replaces
+/// the earlier one as a whole: our files the new set lacks go (and are
+/// listed), a user's files stay where they were, at the top and in a host's
+/// directory, and a directory the new set does not name is kept.
+#[test]
+fn issue_31_a_fleet_set_replaces_the_earlier_one_and_keeps_yours() {
+    let dir = TempDir::new();
+    let spec = util::fixture("fleet-out/fleet.toml");
+    let args = ["plan", util::arg(&spec), "--out", "out"];
+    assert_eq!(pinplan_in(&dir, &args, &[]).status.code(), Some(1));
+    dir.write("out/notes.txt", "mine");
+    dir.write("out/h1/mine.txt", "mine too");
+    dir.write("out/h1/gone.fragment.xml", "an earlier run's");
+    dir.write("out/h9/plan.json", "a host no longer in the fleet");
+    let out = pinplan_in(&dir, &args, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains("removed out/h1/gone.fragment.xml (of an earlier run)"),
+        "{said}"
+    );
+    let mut expected = fleet_set(&util::fixture("fleet-out/golden"));
+    for (name, text) in [
+        ("notes.txt", "mine"),
+        ("h1/mine.txt", "mine too"),
+        ("h9/plan.json", "a host no longer in the fleet"),
+    ] {
+        expected.insert(name.to_owned(), text.as_bytes().to_vec());
+    }
+    assert_eq!(fleet_set(&dir.path("out")), expected);
+}
+
+/// Issue 31: a host's directory that is a link is refused, not written
+/// through, and the earlier set stays whole.
+#[test]
+fn issue_31_a_host_directory_that_is_a_link_is_refused() {
+    let dir = TempDir::new();
+    let spec = util::fixture("fleet-out/fleet.toml");
+    let args = ["plan", util::arg(&spec), "--out", "out"];
+    assert_eq!(pinplan_in(&dir, &args, &[]).status.code(), Some(1));
+    let before = fleet_set(&dir.path("out"));
+    let elsewhere = dir.write("elsewhere/keep.txt", "keep");
+    std::fs::remove_dir_all(dir.path("out/h2")).unwrap();
+    std::os::unix::fs::symlink(dir.path("elsewhere"), dir.path("out/h2")).unwrap();
+    let out = pinplan_in(&dir, &args, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let said = text(&out.stderr);
+    assert!(said.contains("it exists and is not a directory"), "{said}");
+    assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "keep");
+    assert_eq!(
+        std::fs::read_dir(dir.path("elsewhere")).unwrap().count(),
+        1,
+        "written through the link"
+    );
+    let mut after = fleet_set(&dir.path("out"));
+    assert_eq!(after.remove("h2").as_deref(), Some(&b"(a link)"[..]));
+    // The rest is the earlier set (h2's plan.json went with its directory).
+    let mut before = before;
+    assert!(before.remove("h2/plan.json").is_some());
+    assert_eq!(after, before);
+}
+
+/// Issue 31: what patching a host's domain changes beyond the pins is said
+/// for a fleet as for one host (`note: DIR/HOST/VM.xml: …`).
+#[test]
+fn a_fleets_patch_notes_are_printed() {
+    let dir = TempDir::new();
+    let host = util::fixture("hwloc-xml/24em64t-2n6c2t-pci.xml");
+    let domain = util::fixture("libvirt-domains/qemu-hugepages-numa-default-2M.xml");
+    let spec = dir.write(
+        "fleet.toml",
+        format!(
+            "[[host]]\nname = \"h1\"\nsource = \"{}\"\nreserved_cores = 1\n\n[[vm]]\nname = \"fedora\"\nvcpus = 2\nhugepages = \"none\"\ndomain_xml = \"{}\"\n",
+            util::arg(&host),
+            util::arg(&domain)
+        ),
+    );
+    let out = dir.path("out");
+    let args = ["plan", util::arg(&spec), "--out", util::arg(&out)];
+    let run = pinplan(args);
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        util::describe(&args, &run)
+    );
+    let want = format!(
+        "note: {}: huge pages: the domain's 2 MiB pages for cells 0-1 become normal pages for cells 0-1, as planned\n",
+        out.join("h1/fedora.xml").display()
+    );
+    assert!(
+        text(&run.stderr).contains(&want),
+        "{}",
+        util::describe(&args, &run)
+    );
+}

@@ -3,7 +3,7 @@
 //! How files are written (atomically, a set as one) is [`crate::host`]'s.
 
 use crate::error::{Diagnostic, WriteError};
-use crate::host::dir::{write_set, DirError, SetFile};
+use crate::host::dir::{write_set, write_tree, DirError, Durability, SetFile, SetTree};
 /// The atomic writes, for the files the commands write (`xml --out`, `man`).
 pub use crate::host::write::{write_atomically, write_new};
 use crate::libvirt::{emit, patch};
@@ -117,7 +117,7 @@ impl Diagnostic for OutputError {
             OutputError::NothingPlaced { .. } => Some(
                 "see the plan's explanations (`pinplan plan SPEC`) for why no VM fits".to_owned(),
             ),
-            OutputError::Dir(DirError::Dir { .. })
+            OutputError::Dir(DirError::Dir { .. } | DirError::Sync { .. })
             | OutputError::ReadDomain { .. }
             | OutputError::BadName { .. } => None,
         }
@@ -195,6 +195,7 @@ pub fn plan_files(
     }];
     let mut not_written = Vec::new();
     let mut notes = Vec::new();
+    let domains = spec.domain_xmls();
     // A kept VM runs as it is: no file would change it.
     for vm in plan.vms.iter().filter(|v| !v.kept) {
         if let Some(reason) = crate::spec::bad_vm_name(&vm.name) {
@@ -204,16 +205,16 @@ pub fn plan_files(
                 dir: dir.to_owned(),
             });
         }
-        let file = match spec.domain_xml(&vm.name) {
-            Some(path) => {
-                let xml = read_domain(&spec.file.display().to_string(), &path)?;
+        let file = match domains.get(vm.name.as_str()) {
+            Some(&(path, vm_set_vcpus)) => {
+                let xml = read_domain(&spec.file.display().to_string(), path)?;
                 let target = dir.join(format!("{}.xml", vm.name));
                 let patched = patch::patch(
                     &path.display().to_string(),
                     &xml,
                     vm,
                     &patch::PatchOptions {
-                        set_vcpus: set_vcpus || spec.set_vcpus(&vm.name),
+                        set_vcpus: set_vcpus || vm_set_vcpus,
                         name_given: true,
                     },
                 );
@@ -289,7 +290,10 @@ impl Written {
 
 /// Whether a file name is one `plan --out` writes.
 fn ours(name: &str) -> bool {
-    name == "plan.json" || name.ends_with(".xml") || name.ends_with(".guest.txt")
+    name == "plan.json"
+        || name == "fleet.json"
+        || name.ends_with(".xml")
+        || name.ends_with(".guest.txt")
 }
 
 /// Writes the set of `files` (all directly in `dir`) as one: into a fresh
@@ -307,6 +311,62 @@ pub fn write_files(dir: &Path, files: &[OutputFile]) -> Result<Written, OutputEr
         files: files.iter().map(|f| f.path.clone()).collect(),
         removed: done.removed,
         interrupted: done.interrupted,
+    })
+}
+
+/// Writes a fleet's set as one: `files` are `DIR/fleet.json` and each
+/// host's `DIR/HOST/NAME` (in the order given, which is the order listed).
+/// The whole tree is written into one staging directory beside `dir`, made
+/// durable with one `syncfs(2)` and swapped in with one rename, so that
+/// `dir` holds the old fleet's set or the new one. At each level, files of
+/// an earlier run the new set lacks are removed (and listed), anything
+/// else is carried over, as [`write_files`] does for one host.
+pub fn write_fleet(dir: &Path, files: &[OutputFile]) -> Result<Written, OutputError> {
+    let mut tree = SetTree::default();
+    // Each host's place in `tree.dirs`.
+    let mut index = std::collections::BTreeMap::new();
+    for f in files {
+        let (name, parent) = (f.path.file_name(), f.path.parent());
+        let Some(name) = name else {
+            return Err(outside(dir, &f.path));
+        };
+        let file = (name, f.text.as_str());
+        if parent == Some(dir) {
+            tree.files.push(file);
+            continue;
+        }
+        let Some(host) = parent
+            .filter(|p| p.parent() == Some(dir))
+            .and_then(Path::file_name)
+        else {
+            return Err(outside(dir, &f.path));
+        };
+        let at = *index.entry(host).or_insert(tree.dirs.len());
+        match tree.dirs.get_mut(at) {
+            Some((_, set)) => set.push(file),
+            None => tree.dirs.push((host, vec![file])),
+        }
+    }
+    let done = write_tree(dir, &tree, ours, Durability::Filesystem)?;
+    Ok(Written {
+        files: files.iter().map(|f| f.path.clone()).collect(),
+        removed: done.removed,
+        interrupted: done.interrupted,
+    })
+}
+
+/// A file of a fleet's set that is neither in `dir` nor in a directory of
+/// it (the caller's mistake: host names are checked when the spec is read).
+fn outside(dir: &Path, path: &Path) -> OutputError {
+    OutputError::Dir(DirError::Dir {
+        path: dir.to_owned(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} is neither in it nor in a host's directory in it",
+                path.display()
+            ),
+        ),
     })
 }
 
@@ -583,5 +643,109 @@ mod tests {
             fresh.exists(),
             "a fresh temporary file (another run's) was removed"
         );
+    }
+
+    /// Issue 31: a fleet's set is one tree; one that fails on a host's file
+    /// leaves the earlier set whole, and no staging directory behind.
+    #[test]
+    fn a_fleet_set_that_fails_leaves_the_earlier_one() {
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = root.path().join("out");
+        let set = |text: &str, last: &str| {
+            vec![
+                file(&dir.join("h1"), "plan.json", text),
+                file(&dir.join("h2"), last, text),
+                file(&dir, "fleet.json", text),
+            ]
+        };
+        let written = write_fleet(&dir, &set("old", "plan.json")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(written.files.len(), 3);
+        assert_eq!(listing(&dir), ["fleet.json", "h1", "h2"]);
+        let long = "v".repeat(300) + ".xml";
+        assert!(write_fleet(&dir, &set("new", &long)).is_err());
+        for f in ["fleet.json", "h1/plan.json", "h2/plan.json"] {
+            let text = std::fs::read_to_string(dir.join(f)).ok();
+            assert_eq!(text.as_deref(), Some("old"), "{f}");
+        }
+        assert_eq!(listing(root.path()), ["out"], "staging left behind");
+        // A file outside the fleet's directory and its hosts' is refused.
+        let deep = [file(&dir.join("h1").join("x"), "plan.json", "new")];
+        assert!(write_fleet(&dir, &deep).is_err());
+        assert_eq!(listing(root.path()), ["out"]);
+    }
+
+    /// The output directory (and, for a fleet, a host's) must be a real
+    /// directory: a link or a file there is refused, never written through.
+    #[test]
+    fn a_directory_that_is_a_link_or_a_file_is_refused() {
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let target = root.path().join("target");
+        std::fs::create_dir(&target).unwrap_or_else(|e| panic!("{e}"));
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap_or_else(|e| panic!("{e}"));
+        let plain = root.path().join("plain");
+        std::fs::write(&plain, "mine").unwrap_or_else(|e| panic!("{e}"));
+        for dir in [&link, &plain] {
+            let one = write_files(dir, &[file(dir, "plan.json", "x")]);
+            let fleet = write_fleet(dir, &[file(dir, "fleet.json", "x")]);
+            for result in [one.err(), fleet.err()] {
+                let said = result.map(|e| format!("{:?}", e)).unwrap_or_default();
+                assert!(
+                    said.contains("not a directory"),
+                    "{}: {said}",
+                    dir.display()
+                );
+            }
+        }
+        let fleet = root.path().join("fleet");
+        std::fs::create_dir(&fleet).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(&target, fleet.join("h1")).unwrap_or_else(|e| panic!("{e}"));
+        let set = [file(&fleet.join("h1"), "plan.json", "x")];
+        assert!(write_fleet(&fleet, &set).is_err());
+        assert_eq!(listing(&target), Vec::<String>::new(), "written through");
+        assert_eq!(
+            std::fs::read_to_string(&plain).ok().as_deref(),
+            Some("mine")
+        );
+        assert_eq!(listing(root.path()), ["fleet", "link", "plain", "target"]);
+    }
+
+    /// Issue 31: a killed fleet run's staging directory holds a directory
+    /// per host; once stale it is cleared with them (our files only).
+    #[test]
+    fn a_killed_fleet_runs_staging_is_cleared() {
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mk = |name: &str, files: &[&str]| {
+            let dir = root.path().join(name);
+            for f in files {
+                let path = dir.join(f);
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+                }
+                std::fs::write(path, "x").unwrap_or_else(|e| panic!("{e}"));
+            }
+            age(&dir);
+            dir
+        };
+        let stale = mk(
+            ".pinplan-out-F1",
+            &[
+                "fleet.json",
+                "h1/plan.json",
+                "h1/vm1.guest.txt",
+                "h2/plan.json",
+            ],
+        );
+        let carrying = mk(
+            ".pinplan-out-F2",
+            &["fleet.json", "h1/plan.json", "h1/notes.txt"],
+        );
+        let out = root.path().join("out");
+        let written =
+            write_fleet(&out, &[file(&out, "fleet.json", "{}")]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!stale.exists(), "a stale fleet staging was left");
+        assert_eq!(written.interrupted, std::slice::from_ref(&carrying));
+        assert_eq!(listing(&carrying.join("h1")), ["notes.txt"]);
+        assert_eq!(listing(&carrying), ["h1"]);
     }
 }

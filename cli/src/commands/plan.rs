@@ -196,7 +196,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// `plan` of a fleet spec: read every host (in parallel, with a progress
 /// count on a terminal), assign and plan, print the per-host summary (or
 /// fleet.json), and with `--out DIR` write DIR/HOST/plan.json (and each
-/// VM's files) for every host with a plan, and DIR/fleet.json.
+/// VM's files) for every host with a plan, and DIR/fleet.json, as one set.
 fn run_fleet(args: &PlanArgs, fleet: &FleetSpec, deadline: Deadline) -> Result<ExitCode, Failure> {
     if args.connect.is_some() || args.source.is_some() || args.count_shut_off {
         return Err(Usage::new(
@@ -226,30 +226,33 @@ fn run_fleet(args: &PlanArgs, fleet: &FleetSpec, deadline: Deadline) -> Result<E
     let json = plan.to_json();
     let mut not_written = Vec::new();
     if let Some(dir) = &args.out {
-        // Each host's directory as `plan --out` writes one host's, then
-        // fleet.json, which names them, last.
+        // Each host's directory as `plan --out` writes one host's, and
+        // fleet.json, which names them, last: one set, swapped in at once.
+        let mut files = Vec::new();
+        let mut notes = String::new();
         for (host, outcome) in fleet.hosts.iter().zip(&plan.hosts) {
             let Some(host_plan) = &outcome.plan else {
                 continue;
             };
-            let host_dir = dir.join(&host.name);
             let set = output::plan_files(
                 host_plan,
                 &host_plan.to_json(),
                 &host.spec,
-                &host_dir,
+                &dir.join(&host.name),
                 args.set_vcpus,
             )?;
-            let written = output::write_files(&host_dir, &set.files)?;
-            crate::ui::note(&written.to_text());
+            notes.push_str(&set.notes_text());
+            files.extend(set.files);
             not_written.extend(set.not_written);
         }
-        let fleet_file = vec![output::OutputFile {
+        files.push(output::OutputFile {
             path: dir.join("fleet.json"),
             text: json.clone(),
-        }];
-        let written = output::write_files(dir, &fleet_file)?;
+        });
+        let written = output::write_fleet(dir, &files)?;
         crate::ui::note(&written.to_text());
+        // What patching the hosts' domains changed beyond the pins.
+        crate::ui::note(&notes);
     }
     print(&match args.format {
         Format::Text => plan.to_text(),

@@ -17,7 +17,7 @@
 //! curve falls below it.
 
 use super::model::{self, censored, gbps, pps};
-use super::table::Row;
+use super::row::Row;
 use serde::{Deserialize, Serialize};
 
 /// A model family.

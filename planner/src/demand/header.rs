@@ -6,7 +6,7 @@
 //! direction, the rate every target and line rate in pinplan is of.
 
 use super::model;
-use super::table::{Direction, Row, TableError};
+use super::row::{Direction, Row, TableError};
 use std::path::Path;
 
 /// The columns every table names.

@@ -23,6 +23,7 @@ pub mod family;
 mod header;
 mod loo;
 pub mod model;
+mod row;
 pub mod select;
 pub mod table;
 

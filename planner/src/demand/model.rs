@@ -8,7 +8,7 @@
 //! model takes the best per-core rate the rows show or imply and assumes tx
 //! cores add up linearly, capped at line rate.
 
-use super::table::Row;
+use super::row::Row;
 
 /// Share of line rate at or above which a row is taken as NIC-limited.
 pub const LINE_RATE_SHARE: f64 = 0.995;

@@ -14,7 +14,7 @@
 
 use super::family::{self, Family};
 use super::model::censored;
-use super::table::Row;
+use super::row::Row;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A simpler family within this much mean |error| of the best is preferred.

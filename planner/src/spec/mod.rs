@@ -188,6 +188,21 @@ impl Spec {
             .and_then(|v| v.domain_xml.clone())
     }
 
+    /// The VMs that name a `domain_xml`, by name: that file (resolved
+    /// against the spec's directory) and the VM's `set_vcpus`. One look-up
+    /// for a whole plan: a fleet's host spec holds every VM of the fleet,
+    /// and [`Spec::domain_xml`] per planned VM made `plan --out` of 12,000
+    /// VMs spend 0.5 s comparing names.
+    pub fn domain_xmls(&self) -> std::collections::BTreeMap<&str, (&Path, bool)> {
+        self.vms
+            .iter()
+            .filter_map(|v| {
+                let path = v.domain_xml.as_deref()?;
+                Some((v.name.as_str(), (path, v.set_vcpus)))
+            })
+            .collect()
+    }
+
     /// The VMs without a `domain_xml`, by name (their defined domains may
     /// give their memory: `plan --connect`).
     pub fn vms_without_domain_xml(&self) -> Vec<&str> {
