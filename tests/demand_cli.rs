@@ -665,3 +665,49 @@ fn issue_32_smt_rows_under_require_and_whole_core_rows_refused() {
         "{plan}"
     );
 }
+
+/// The spec's `confidence` (issue 32) sets the level of a model answer's
+/// interval, kept in the plan; out of range is refused at its line. Two
+/// straight-line profiles (5 and 4 G per core) give 8 held-out errors of
+/// 0: 30 G of `a` is 6 tx cores by the linear model, 6 at every level.
+#[test]
+fn issue_32_the_specs_confidence_sets_the_intervals_level() {
+    let dir = TempDir::new();
+    table(
+        &dir,
+        "lin.csv",
+        "profile,packet_bytes,tx_cores,rx_cores,gbps\na,64,1,0,5\na,64,2,0,10\na,64,3,0,15\na,64,4,0,20\n\
+         b,64,1,0,4\nb,64,2,0,8\nb,64,3,0,12\nb,64,4,0,16\n",
+    );
+    let spec = |name: &str, level: &str| {
+        arg(&dir.write(
+            name,
+            format!("[host]\nreserved_cores = 1\ntables = [\"lin.csv\"]\n\n[defaults]\nconfidence = {level}\n\n[[vm]]\nname = \"vm1\"\nprofile = \"a\"\ntarget_gbps = 30\n"),
+        ))
+        .to_owned()
+    };
+    let host = "synthetic:package:1 core:8 pu:2";
+    let half = spec("half.toml", "0.5");
+    let plan = util::plan_json(0, &[&half, "--source", host]);
+    let demand = &plan["vms"][0]["demand"];
+    assert_eq!(demand["basis"], "model", "{demand}");
+    assert!(approx(&demand["interval"]["confidence"], 0.5), "{demand}");
+    assert_eq!(demand["interval"]["tx_cores_high"], 6, "{demand}");
+    assert_eq!(demand["interval"]["residuals"], 8, "{demand}");
+    let bad = spec("bad.toml", "1.5");
+    let args = ["plan", bad.as_str(), "--source", host];
+    let out = pinplan(args);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        util::describe(&args, &out)
+    );
+    assert!(
+        text(&out.stderr).contains(
+            "bad.toml:6: confidence is 1.5: it must be above 0 and below 1 (0.9 for a 90 % interval)"
+        ),
+        "{}",
+        util::describe(&args, &out)
+    );
+}

@@ -84,6 +84,8 @@ struct VmSpec {
     emulator: EmulatorPolicy,
     numa: NumaPolicy,
     min_fraction: f64,
+    /// The level of a model answer's interval (`confidence`, 0.9).
+    confidence: f64,
     iothreads: u32,
     priority: i64,
     packet_bytes: Option<u32>,

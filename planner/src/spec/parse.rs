@@ -463,6 +463,25 @@ impl Spec {
             Some(f) => self.fraction(f, "vm.min_fraction", lines)?,
             None => default_fraction,
         };
+        let confidence = match vm.confidence.as_ref().or(defaults.confidence.as_ref()) {
+            Some(c) if *c.get_ref() > 0.0 && *c.get_ref() < 1.0 => *c.get_ref(),
+            Some(c) => {
+                let key = if vm.confidence.is_some() {
+                    "vm.confidence"
+                } else {
+                    "defaults.confidence"
+                };
+                return Err(self.error(
+                    lines.of(c),
+                    key,
+                    format!(
+                        "confidence is {}: it must be above 0 and below 1 (0.9 for a 90 % interval)",
+                        c.get_ref()
+                    ),
+                ));
+            }
+            None => 0.9,
+        };
         let realtime_vcpus = match &vm.realtime_vcpus {
             Some(list) => Some(self.realtime_vcpus(&name, list, lines)?),
             None => None,
@@ -483,6 +502,7 @@ impl Spec {
                 .unwrap_or(EmulatorPolicy::Host),
             numa: vm.numa.or(defaults.numa).unwrap_or(NumaPolicy::Strict),
             min_fraction,
+            confidence,
             iothreads: vm.iothreads.or(defaults.iothreads).unwrap_or(0),
             priority: vm.priority.or(defaults.priority).unwrap_or(0),
             packet_bytes: vm.packet_bytes.or(defaults.packet_bytes),

@@ -570,7 +570,7 @@ impl Spec {
             basis: None,
             allow_extrapolation: vm.allow_extrapolation,
             in_spec: true,
-            ..DemandOptions::default()
+            confidence: vm.confidence,
         };
         let d = demand::demand(&self.table, profile, *target_gbps, &options)
             .map_err(|e| self.error(vm.sizing_line, "vm.profile", format!("{}: {e}", vm.name)))?;

@@ -79,6 +79,9 @@ macro_rules! policy_table {
             pub(super) numa: Option<NumaPolicy>,
             pub(super) nic_affinity: Option<NicLocality>,
             pub(super) min_fraction: Option<Spanned<f64>>,
+            /// The level of a model answer's interval, whose conservative
+            /// end gives the vCPUs (0 < c < 1; 0.9).
+            pub(super) confidence: Option<Spanned<f64>>,
             pub(super) iothreads: Option<u32>,
             pub(super) priority: Option<i64>,
             pub(super) packet_bytes: Option<u32>,
@@ -324,6 +327,7 @@ mod tests {
                 "numa",
                 "nic_affinity",
                 "min_fraction",
+                "confidence",
                 "iothreads",
                 "priority",
                 "packet_bytes",
@@ -352,6 +356,7 @@ mod tests {
                 "numa",
                 "nic_affinity",
                 "min_fraction",
+                "confidence",
                 "iothreads",
                 "priority",
                 "packet_bytes",
