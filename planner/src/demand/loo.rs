@@ -433,12 +433,7 @@ mod tests {
                 .filter(|(j, r)| *j != i && r.profile == row.profile)
                 .map(|(_, r)| r)
                 .collect();
-            let same: Vec<&Row> = others
-                .iter()
-                .copied()
-                .filter(|r| r.packet_bytes == row.packet_bytes)
-                .collect();
-            let fit_rows = if same.is_empty() { others } else { same };
+            let fit_rows = select::fit_rows(others, row.packet_bytes);
             let Some(m) = model::fit(&fit_rows, line_rate_gbps) else {
                 continue;
             };

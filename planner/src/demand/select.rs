@@ -37,6 +37,21 @@ pub struct Held<'t> {
     pub errors: BTreeMap<Family, f64>,
 }
 
+/// The rows a model predicting `packet_bytes` is fitted on: those of that
+/// size among `rows`, else all of them (a size never measured).
+pub fn fit_rows(rows: Vec<&Row>, packet_bytes: u32) -> Vec<&Row> {
+    let same: Vec<&Row> = rows
+        .iter()
+        .copied()
+        .filter(|r| r.packet_bytes == packet_bytes)
+        .collect();
+    if same.is_empty() {
+        rows
+    } else {
+        same
+    }
+}
+
 /// For each of `rows` (one profile's) not at line rate that has another row
 /// to fit on: every family's error predicting it from the others.
 pub fn held_out<'t>(rows: &[&'t Row], line_rate_gbps: f64) -> Vec<Held<'t>> {
@@ -51,12 +66,7 @@ pub fn held_out<'t>(rows: &[&'t Row], line_rate_gbps: f64) -> Vec<Held<'t>> {
             .filter(|(j, _)| *j != i)
             .map(|(_, r)| *r)
             .collect();
-        let same: Vec<&Row> = others
-            .iter()
-            .copied()
-            .filter(|r| r.packet_bytes == row.packet_bytes)
-            .collect();
-        let fit_rows = if same.is_empty() { others } else { same };
+        let fit_rows = fit_rows(others, row.packet_bytes);
         let mut errors = BTreeMap::new();
         for f in Family::ALL {
             if let Some(curve) = family::fit(f, &fit_rows, line_rate_gbps) {
