@@ -425,7 +425,7 @@ impl<'a, 't> Evidence<'a, 't> {
 /// Where a model answer's residuals come from.
 #[derive(Debug, Clone, PartialEq)]
 struct Residuals {
-    errors: Vec<f64>,
+    errors: std::sync::Arc<Vec<f64>>,
     /// `profile` or `tables`.
     from: &'static str,
 }
@@ -486,16 +486,13 @@ impl<'t> ModelAnswer<'t> {
         let (residuals, too_few) = if own.len() >= select::OWN_RESIDUALS {
             (
                 Some(Residuals {
-                    errors: own,
+                    errors: std::sync::Arc::new(own),
                     from: "profile",
                 }),
                 (0, 0),
             )
         } else {
-            let pooled: Vec<f64> = select::by_profile(&table.rows, line_rate)
-                .values()
-                .flat_map(ProfileModel::errors)
-                .collect();
+            let pooled = table.pooled_residuals(line_rate);
             if pooled.len() >= select::MIN_RESIDUALS {
                 (
                     Some(Residuals {

@@ -449,8 +449,8 @@ mod tests {
         fn leave_one_out_is_linear_and_the_same(
             rows in prop::collection::vec((0..3usize, prop::sample::select(vec![64u32, 512, 1500]), 1..6u32, 1..120u32), 0..40),
         ) {
-            let table = Table {
-                rows: rows
+            let table = Table::new(
+                rows
                     .iter()
                     .enumerate()
                     .map(|(line, &(p, bytes, tx, gbps))| Row {
@@ -468,7 +468,7 @@ mod tests {
                         note: None,
                     })
                     .collect(),
-            };
+            );
             prop_assert_eq!(leave_one_out(&table, 100.0).0, by_definition(&table, 100.0));
         }
     }

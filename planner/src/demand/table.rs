@@ -17,6 +17,34 @@ pub use super::row::{Direction, Row, TableError};
 pub struct Table {
     /// Rows in file order.
     pub rows: Vec<Row>,
+    /// Every profile's held-out errors, pooled, by line rate: what a model
+    /// answer falls back to, the same for every VM a spec sizes from the
+    /// table, so worked out once ([`Table::pooled_residuals`]).
+    pooled: PooledResiduals,
+}
+
+/// [`Table::pooled_residuals`]' results so far, by line rate (its bits).
+/// Derived from the rows: clones start empty, and it plays no part in
+/// equality.
+#[derive(Default)]
+struct PooledResiduals(std::sync::Mutex<BTreeMap<u64, Arc<Vec<f64>>>>);
+
+impl Clone for PooledResiduals {
+    fn clone(&self) -> Self {
+        PooledResiduals::default()
+    }
+}
+
+impl PartialEq for PooledResiduals {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for PooledResiduals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PooledResiduals")
+    }
 }
 
 /// A row's `threads_per_core` in a message (rows that say it).
@@ -25,6 +53,33 @@ fn words(threads_per_core: Option<u32>) -> String {
 }
 
 impl Table {
+    /// A table of `rows`.
+    pub fn new(rows: Vec<Row>) -> Table {
+        Table {
+            rows,
+            pooled: PooledResiduals::default(),
+        }
+    }
+
+    /// Every profile's held-out errors at `line_rate_gbps`, pooled
+    /// ([`super::select::by_profile`]); computed on the first call for a
+    /// line rate, then kept.
+    pub(crate) fn pooled_residuals(&self, line_rate_gbps: f64) -> Arc<Vec<f64>> {
+        let mut cache = self
+            .pooled
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(cache.entry(line_rate_gbps.to_bits()).or_insert_with(|| {
+            Arc::new(
+                super::select::by_profile(&self.rows, line_rate_gbps)
+                    .values()
+                    .flat_map(super::select::ProfileModel::errors)
+                    .collect(),
+            )
+        }))
+    }
+
     /// Reads and parses one file.
     pub fn load(path: &Path) -> Result<Table, TableError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
@@ -101,7 +156,7 @@ impl Table {
                 file: file.to_owned(),
             });
         }
-        let table = Table { rows };
+        let table = Table::new(rows);
         table.one_threading_per_profile()?;
         Ok(table)
     }
@@ -270,6 +325,31 @@ mod tests {
         ] {
             assert_eq!(parse(text), Err(expected), "{text:?}");
         }
+    }
+
+    /// The pooled held-out errors are worked out once per line rate and
+    /// kept (a spec sizing many VMs from one table asks for them per VM),
+    /// the same as computed afresh; a clone starts without them.
+    #[test]
+    fn pooled_residuals_are_kept_per_line_rate() -> Result<(), String> {
+        let table = parse(
+            "profile,packet_bytes,tx_cores,rx_cores,gbps\n\
+             a,64,1,0,5\na,64,2,0,10\na,64,3,0,14\nb,64,1,0,4\nb,64,2,0,8\nb,64,4,0,13\n",
+        )?;
+        let first = table.pooled_residuals(100.0);
+        assert!(Arc::ptr_eq(&first, &table.pooled_residuals(100.0)));
+        let fresh: Vec<f64> = super::super::select::by_profile(&table.rows, 100.0)
+            .values()
+            .flat_map(super::super::select::ProfileModel::errors)
+            .collect();
+        assert_eq!(*first, fresh);
+        assert!(!first.is_empty());
+        let other = table.pooled_residuals(10.0);
+        assert!(!Arc::ptr_eq(&first, &other));
+        let copy = table.clone();
+        assert_eq!(copy, table);
+        assert!(!Arc::ptr_eq(&first, &copy.pooled_residuals(100.0)));
+        Ok(())
     }
 
     /// A published table's columns (issue 32): forwarding cores and threads
