@@ -182,19 +182,11 @@ impl Spec {
         )
     }
 
-    /// The `domain_xml` a VM's `[[vm]]` names, resolved against the spec's directory.
-    pub fn domain_xml(&self, vm: &str) -> Option<PathBuf> {
-        self.vms
-            .iter()
-            .find(|v| v.name == vm)
-            .and_then(|v| v.domain_xml.clone())
-    }
-
     /// The VMs that name a `domain_xml`, by name: that file (resolved
     /// against the spec's directory) and the VM's `set_vcpus`. One look-up
     /// for a whole plan: a fleet's host spec holds every VM of the fleet,
-    /// and [`Spec::domain_xml`] per planned VM made `plan --out` of 12,000
-    /// VMs spend 0.5 s comparing names.
+    /// and a search per planned VM made `plan --out` of 12,000 VMs spend
+    /// 0.5 s comparing names.
     pub fn domain_xmls(&self) -> std::collections::BTreeMap<&str, (&Path, bool)> {
         self.vms
             .iter()
@@ -270,11 +262,6 @@ impl Spec {
             vms: Arc::new(vms),
             ..self.clone()
         }
-    }
-
-    /// Whether `set_vcpus = true` holds for a VM (its own key, else `[defaults]`).
-    pub fn set_vcpus(&self, vm: &str) -> bool {
-        self.vms.iter().any(|v| v.name == vm && v.set_vcpus)
     }
 
     /// The error `message` about `key` at `line`: of the spec file, or of a
