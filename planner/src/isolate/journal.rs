@@ -352,14 +352,7 @@ fn late_moves(journal: &Journal) -> Vec<Change> {
     }) else {
         return Vec::new();
     };
-    let known: std::collections::BTreeSet<u32> = journal
-        .changes
-        .iter()
-        .filter_map(|e| match e.change {
-            Change::Move { tid, .. } => Some(tid),
-            _ => None,
-        })
-        .collect();
+    let known = moved_tids(journal);
     let now: Vec<u32> = read(&from.join(&file))
         .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
         .unwrap_or_default();
@@ -480,14 +473,7 @@ pub fn undo(
         .root
         .canonicalize()
         .is_ok_and(|r| r == Path::new("/"));
-    let journalled: BTreeSet<u32> = journal
-        .changes
-        .iter()
-        .filter_map(|e| match e.change {
-            Change::Move { tid, .. } => Some(tid),
-            _ => None,
-        })
-        .collect();
+    let journalled = moved_tids(journal);
     for entry in journal.changes.iter().rev() {
         if matches!(entry.status, Status::Refused | Status::Gone) {
             continue;
@@ -712,6 +698,19 @@ fn write_in_new_cgroup(path: &Path, value: &str) -> std::io::Result<()> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
     file.write_all(value.as_bytes())
+}
+
+/// The threads and processes a journal records as moved (whatever became
+/// of each).
+fn moved_tids(journal: &Journal) -> BTreeSet<u32> {
+    journal
+        .changes
+        .iter()
+        .filter_map(|e| match e.change {
+            Change::Move { tid, .. } => Some(tid),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]
