@@ -49,10 +49,7 @@ pub(super) fn rewrite(
     let extras = emit::cpu_extras(vm);
     let needs_mode = vm.guest_topology.needs_cpu_mode();
     let cpu = doc.child(root, "cpu");
-    let old_cells: Vec<usize> = cpu
-        .and_then(|cpu| doc.child(cpu, "numa"))
-        .map(|numa| doc.children_named(numa, "cell").collect())
-        .unwrap_or_default();
+    let old_cells = doc.guest_cells(root);
     let cells = emit::guest_numa(vm, memory_kib(doc, root, &old_cells));
     let Some(cpu) = cpu else {
         let open = if needs_mode {
@@ -139,10 +136,7 @@ pub(super) fn cells_only(
     vm: &VmPlan,
 ) -> Result<Vec<Splice>, PatchError> {
     let cpu = doc.child(root, "cpu");
-    let old_cells: Vec<usize> = cpu
-        .and_then(|cpu| doc.child(cpu, "numa"))
-        .map(|numa| doc.children_named(numa, "cell").collect())
-        .unwrap_or_default();
+    let old_cells = doc.guest_cells(root);
     let Some(lines) = emit::guest_numa(vm, memory_kib(doc, root, &old_cells)) else {
         return Ok(Vec::new());
     };

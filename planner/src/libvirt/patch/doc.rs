@@ -153,6 +153,14 @@ impl<'a> Doc<'a> {
             .map(|(_, v)| v)
     }
 
+    /// The domain's guest NUMA cells (`<cpu><numa><cell>`), in order.
+    pub fn guest_cells(&self, root: usize) -> Vec<usize> {
+        self.child(root, "cpu")
+            .and_then(|cpu| self.child(cpu, "numa"))
+            .map(|numa| self.children_named(numa, "cell").collect())
+            .unwrap_or_default()
+    }
+
     /// The names of `node`'s attributes, in their order.
     pub fn attr_names(&self, node: usize) -> Vec<String> {
         let n = &self.nodes[node];

@@ -47,10 +47,8 @@ fn domain_cells(doc: &Doc, root: usize, vm: &VmPlan) -> Vec<u32> {
     if !vm.guest_cells.is_empty() {
         return vm.guest_cells.iter().map(|c| c.id).collect();
     }
-    doc.child(root, "cpu")
-        .and_then(|c| doc.child(c, "numa"))
+    doc.guest_cells(root)
         .into_iter()
-        .flat_map(|n| doc.children_named(n, "cell").collect::<Vec<_>>())
         .enumerate()
         .map(|(i, c)| {
             doc.attr(c, "id")

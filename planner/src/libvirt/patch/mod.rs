@@ -161,11 +161,7 @@ impl<'a> Domain<'a> {
         let (vcpu, mut splices) = vcpu::rewrite(doc, root, vm, options)?;
         splices.extend(refs::vcpus(doc, root, vm, &mut notes)?);
         splices.extend(refs::iothreads(doc, root, vm, &mut notes)?);
-        let old_cells = doc
-            .child(root, "cpu")
-            .and_then(|c| doc.child(c, "numa"))
-            .map_or(0, |n| doc.children_named(n, "cell").count());
-        refs::cells(doc, root, vm, old_cells)?;
+        refs::cells(doc, root, vm)?;
         // Where a new <cputune> goes, and what comes after it when it is new.
         let anchor = vcpu::cputune_anchor(doc, root, vcpu);
         // In this order: of two insertions at one offset, the first goes first.
@@ -190,11 +186,7 @@ impl<'a> Domain<'a> {
     pub fn patch_memory(&self, vm: &VmPlan) -> Result<Patched, PatchError> {
         let (doc, root) = (&self.doc, self.root);
         let anchor = vcpu::cputune_anchor(doc, root, vcpu::place(doc, root)?);
-        let old_cells = doc
-            .child(root, "cpu")
-            .and_then(|c| doc.child(c, "numa"))
-            .map_or(0, |n| doc.children_named(n, "cell").count());
-        refs::cells(doc, root, vm, old_cells)?;
+        refs::cells(doc, root, vm)?;
         let mut notes = Vec::new();
         let mut splices = numatune::rewrite(doc, root, anchor, vm)
             .into_iter()

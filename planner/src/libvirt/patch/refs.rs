@@ -267,11 +267,7 @@ fn kept_cells(
     planned: usize,
     notes: &mut Vec<String>,
 ) -> Result<Vec<Splice>, PatchError> {
-    let cells: Vec<usize> = doc
-        .child(root, "cpu")
-        .and_then(|cpu| doc.child(cpu, "numa"))
-        .map(|numa| doc.children_named(numa, "cell").collect())
-        .unwrap_or_default();
+    let cells = doc.guest_cells(root);
     let Some(&last) = cells.last() else {
         return Ok(Vec::new());
     };
@@ -316,12 +312,8 @@ fn kept_cells(
 /// ids from 0, where the domain had `old_cells`): a memory device or a PCI
 /// expander bus that targets a cell that is gone, and a huge page size set
 /// for one (when the plan leaves `<hugepages>` as it is), are refused.
-pub(super) fn cells(
-    doc: &Doc,
-    root: usize,
-    vm: &VmPlan,
-    old_cells: usize,
-) -> Result<(), PatchError> {
+pub(super) fn cells(doc: &Doc, root: usize, vm: &VmPlan) -> Result<(), PatchError> {
+    let old_cells = doc.guest_cells(root).len();
     let new_cells = vm.guest_cells.len();
     if new_cells == 0 || new_cells == old_cells {
         return Ok(());
