@@ -28,7 +28,8 @@ pub struct DemandArgs {
     target: Option<f64>,
     /// Instead of a demand, check the packet-rate model on the table: predict
     /// each row not at line rate from the others and print the linear
-    /// model's errors, then each model family's (linear, ceiling, power, USL),
+    /// model's errors, then each model family's (linear, ceiling, power, USL,
+    /// similar profile),
     /// the family chosen per profile without the row checked, and how many
     /// rows fell inside their interval.
     #[arg(long, conflicts_with_all = ["profile", "target", "basis", "packet_bytes", "min_fraction", "allow_extrapolation"])]

@@ -4,7 +4,8 @@
 //! from the model. The types it returns are the parent module's.
 
 use super::family::{self, Curve, Family};
-use super::select::{self, ProfileModel};
+use super::peers::Peers;
+use super::select::{self, Choice, ProfileModel};
 use super::table::{fmt_gbps, Row, Table};
 use super::{
     compress_refs, model, Alternative, Basis, Demand, DemandError, DemandOptions, Interval,
@@ -376,7 +377,7 @@ impl<'a, 't> Evidence<'a, 't> {
             basis: Basis::Model,
             warnings,
             hints: Vec::new(),
-            rows: answer.linear.rows.iter().map(|r| r.at()).collect(),
+            rows: answer.rows(),
             model: Some(answer.choice()),
             interval: answer.interval(tx, packet_bytes, options),
         })
@@ -437,8 +438,10 @@ struct ModelAnswer<'t> {
     /// The linear model on the same rows: its best row names where the rate
     /// came from, and its rows are the ones the answer rests on.
     linear: model::RateModel<'t>,
-    /// The profile's leave-one-out evidence and choice.
-    evidence: ProfileModel<'t>,
+    /// The family that answers and the scores it was chosen by.
+    choice: Choice,
+    /// Why it is not the family leave-one-out chose, when it is not.
+    instead: Option<String>,
     /// The chosen family's curve on the model's rows.
     curve: Curve,
     /// Tx cores of the point estimate; `None` when the curve levels off
@@ -473,10 +476,12 @@ impl<'t> ModelAnswer<'t> {
     ) -> Option<ModelAnswer<'t>> {
         let line_rate = options.line_rate_gbps;
         let linear = model::fit(model_rows, line_rate)?;
-        let evidence = ProfileModel::of(all, line_rate);
-        let curve = family::fit(evidence.choice.family, model_rows, line_rate)?;
+        let peers = Peers::of(&table.rows, line_rate);
+        let evidence = ProfileModel::of(all, line_rate, &peers);
         let goal_pps = model::pps(goal, packet_bytes);
-        let point = if evidence.choice.family == Family::Linear {
+        let (choice, curve, instead) =
+            Self::curve(&evidence, &peers, model_rows, line_rate, goal_pps)?;
+        let point = if choice.family == Family::Linear {
             // As before the model family: the exact same arithmetic.
             Some(linear.tx_cores_for(goal, packet_bytes))
         } else {
@@ -523,7 +528,8 @@ impl<'t> ModelAnswer<'t> {
         let tx = high.or(point);
         Some(ModelAnswer {
             linear,
-            evidence,
+            choice,
+            instead,
             curve,
             point,
             low,
@@ -533,6 +539,42 @@ impl<'t> ModelAnswer<'t> {
             too_few,
             measured_counts: same_size.iter().map(|r| r.tx_cores).collect(),
         })
+    }
+
+    /// The family that answers and its curve on `model_rows`: the one
+    /// leave-one-out chose, unless that is the similar profile and its
+    /// lender (which sets how far it reaches) was not measured at core counts
+    /// that reach the goal, or at this packet size at all; then the best of
+    /// the others, and why.
+    fn curve(
+        evidence: &ProfileModel<'t>,
+        peers: &Peers,
+        model_rows: &[&'t Row],
+        line_rate: f64,
+        goal_pps: f64,
+    ) -> Option<(Choice, Curve, Option<String>)> {
+        let chosen = &evidence.choice;
+        if chosen.family != Family::Similar {
+            let curve = family::fit(chosen.family, model_rows, line_rate)?;
+            return Some((chosen.clone(), curve, None));
+        }
+        let borrowed = peers.fit(model_rows, line_rate, None);
+        let why = match &borrowed {
+            Some(c) if c.cores_for(goal_pps, 0.0, CORE_SEARCH_LIMIT).is_some() => {
+                return Some((chosen.clone(), c.clone(), None));
+            }
+            Some(Curve::Similar { peer, points, .. }) => format!(
+                "the similar profile {peer} was measured up to {} tx cores, which do not reach \
+                 the goal by its growth, so the best of the other families answers",
+                points.last().map_or(0, |p| p.0)
+            ),
+            _ => "no other profile lends a curve at this packet size, so the best of the other \
+                  families answers"
+                .to_owned(),
+        };
+        let choice = evidence.choice_without(Family::Similar);
+        let curve = family::fit(choice.family, model_rows, line_rate)?;
+        Some((choice, curve, Some(why)))
     }
 
     /// The warning that says the demand is the model's (see [`model_note`]).
@@ -562,8 +604,16 @@ impl<'t> ModelAnswer<'t> {
                  per second) is assumed to hold; "
             )
         };
+        let lent = match &self.curve {
+            Curve::Similar {
+                peer, peer_rows, ..
+            } => {
+                format!(" and {peer}'s rows {}", compress_refs(peer_rows))
+            }
+            _ => String::new(),
+        };
         format!(
-            "basis model: {sizes_note}{} model, {}, fitted on rows {}; measure {profile} at \
+            "basis model: {sizes_note}{} model, {}, fitted on rows {}{lent}; measure {profile} at \
              {packet_bytes} B with {tx} tx + {rx_cores} rx cores to confirm",
             self.curve.family().name(),
             self.curve.describe(),
@@ -615,9 +665,19 @@ impl<'t> ModelAnswer<'t> {
         None
     }
 
+    /// The rows the answer rests on: the profile's, then those of the
+    /// similar profile it grows as.
+    fn rows(&self) -> Vec<String> {
+        let mut rows: Vec<String> = self.linear.rows.iter().map(|r| r.at()).collect();
+        if let Curve::Similar { peer_rows, .. } = &self.curve {
+            rows.extend(peer_rows.iter().cloned());
+        }
+        rows
+    }
+
     /// The family, its curve and the scores it was chosen by.
     fn choice(&self) -> ModelChoice {
-        let c = &self.evidence.choice;
+        let c = &self.choice;
         let own = c.scores.iter().find(|s| s.family == c.family);
         ModelChoice {
             family: c.family,
@@ -634,6 +694,7 @@ impl<'t> ModelAnswer<'t> {
                     eligible: s.eligible,
                 })
                 .collect(),
+            instead: self.instead.clone(),
         }
     }
 

@@ -10,7 +10,10 @@
 //! - **power**: sub-linear scaling without a knee, λ·n^b with 0 ≤ b ≤ 1;
 //! - **contention**: the universal scalability law, λn / (1 + σ(n−1) +
 //!   κn(n−1)) with σ, κ ≥ 0, capped at its peak so more cores never predict
-//!   less.
+//!   less;
+//! - **similar**: the profile's own rate times the growth of the nearest
+//!   other profile of the tables ([`super::peers`]): a shape borrowed, not
+//!   fitted, so it is fitted by [`super::peers::Peers::fit`], not [`fit`].
 //!
 //! Every fit is deterministic (closed forms and fixed grids, no randomness)
 //! and treats a row at line rate as a lower bound: it only costs when the
@@ -32,15 +35,37 @@ pub enum Family {
     Power,
     /// The universal scalability law (contention and coherency).
     Usl,
+    /// The growth of the nearest other profile of the tables, from the
+    /// profile's own rate ([`super::peers`]).
+    Similar,
 }
 
 impl Family {
-    /// Simplest first: the order ties are broken in.
-    pub const ALL: [Family; 4] = [Family::Linear, Family::Ceiling, Family::Power, Family::Usl];
+    /// Every family, in the order they are printed.
+    pub const ALL: [Family; 5] = [
+        Family::Linear,
+        Family::Ceiling,
+        Family::Power,
+        Family::Usl,
+        Family::Similar,
+    ];
 
-    /// Free parameters: λ; λ and C; λ, σ and κ.
+    /// The order ties are broken in: fewest parameters fitted on the
+    /// profile's own rows first (the similar profile's shape is borrowed,
+    /// none fitted), then the simplest.
+    pub const PREFERENCE: [Family; 5] = [
+        Family::Similar,
+        Family::Linear,
+        Family::Ceiling,
+        Family::Power,
+        Family::Usl,
+    ];
+
+    /// Parameters fitted on the profile's own rows: none (a borrowed
+    /// shape); λ; λ and C; λ, σ and κ.
     pub fn parameters(self) -> usize {
         match self {
+            Family::Similar => 0,
             Family::Linear => 1,
             Family::Ceiling | Family::Power => 2,
             Family::Usl => 3,
@@ -54,16 +79,18 @@ impl Family {
             Family::Ceiling => "ceiling",
             Family::Power => "power",
             Family::Usl => "contention (USL)",
+            Family::Similar => "similar profile",
         }
     }
 
-    /// The JSON key (`linear`, `ceiling`, `usl`).
+    /// The JSON key (`linear`, `ceiling`, `usl`, `similar`).
     pub fn key(self) -> &'static str {
         match self {
             Family::Linear => "linear",
             Family::Ceiling => "ceiling",
             Family::Power => "power",
             Family::Usl => "usl",
+            Family::Similar => "similar",
         }
     }
 }
@@ -100,6 +127,22 @@ pub enum Curve {
         /// κ: coherency (makes the curve fall after its peak).
         kappa: f64,
     },
+    /// The profile's rates at the peer's core counts: its own rate at the
+    /// nearest count both measured × the peer's growth from there, never
+    /// falling; between counts a straight line, beyond the last held there
+    /// (nothing was measured beyond), below the first proportional.
+    Similar {
+        /// The profile whose growth is borrowed.
+        peer: String,
+        /// Its rows at the packet size, `file:line`.
+        peer_rows: Vec<String>,
+        /// The tx core counts both measured.
+        shared: Vec<u32>,
+        /// RMS of the log ratios of the two profiles' rates at those counts.
+        distance: f64,
+        /// (tx cores, packets per second), at the peer's counts, ascending.
+        points: Vec<(u32, f64)>,
+    },
 }
 
 impl Curve {
@@ -110,6 +153,7 @@ impl Curve {
             Curve::Ceiling { .. } => Family::Ceiling,
             Curve::Power { .. } => Family::Power,
             Curve::Usl { .. } => Family::Usl,
+            Curve::Similar { .. } => Family::Similar,
         }
     }
 
@@ -156,6 +200,7 @@ impl Curve {
                 let n = self.peak_cores().map_or(n, |p| n.min(p));
                 lambda * usl_shape(n, sigma, kappa)
             }
+            Curve::Similar { ref points, .. } => similar_pps_at(points, n),
         }
     }
 
@@ -221,6 +266,24 @@ impl Curve {
                     .unwrap_or_default();
                 format!("λ {}, σ {sigma:.3}, κ {kappa:.4}{peak}", mpps(lambda))
             }
+            Curve::Similar {
+                ref peer,
+                ref shared,
+                distance,
+                ref points,
+                ..
+            } => {
+                let list = |v: Vec<String>| v.join(", ");
+                let last = points.last().map_or(0, |p| p.0);
+                format!(
+                    "grows as {peer} did, the nearest profile at {} tx cores ({:.1} % apart): \
+                     {} Mpps at {} tx cores, held beyond {last}",
+                    list(shared.iter().map(u32::to_string).collect()),
+                    (distance.exp() - 1.0) * 100.0,
+                    list(points.iter().map(|p| format!("{:.2}", p.1 / 1e6)).collect()),
+                    list(points.iter().map(|p| p.0.to_string()).collect()),
+                )
+            }
         }
     }
 }
@@ -228,6 +291,25 @@ impl Curve {
 /// What `cores` reach at `packet_bytes` by `curve`, not capped at line rate.
 pub fn gbps_at(curve: &Curve, cores: u32, packet_bytes: u32) -> f64 {
     gbps(curve.pps_at(f64::from(cores)), packet_bytes)
+}
+
+/// A similar profile's curve at `n` cores: proportional below the first
+/// point, a straight line between points, held beyond the last.
+fn similar_pps_at(points: &[(u32, f64)], n: f64) -> f64 {
+    let Some(&(first_n, first)) = points.first() else {
+        return 0.0;
+    };
+    if n <= f64::from(first_n) {
+        return first * n / f64::from(first_n);
+    }
+    for w in points.windows(2) {
+        let ((a, ra), (b, rb)) = (w[0], w[1]);
+        let (a, b) = (f64::from(a), f64::from(b));
+        if n <= b {
+            return ra + (rb - ra) * (n - a) / (b - a);
+        }
+    }
+    points.last().map_or(first, |p| p.1)
 }
 
 fn usl_shape(n: f64, sigma: f64, kappa: f64) -> f64 {
@@ -293,9 +375,11 @@ fn scale(points: &[&Point], shape: impl Fn(f64) -> f64) -> Option<f64> {
 }
 
 /// Fits `family` on `rows` (any packet sizes: the fit is in packets per
-/// second); `None` when there is no row.
+/// second); `None` when there is no row, and for [`Family::Similar`], which
+/// borrows from other profiles ([`super::peers::Peers::fit`]).
 pub fn fit(family: Family, rows: &[&Row], line_rate_gbps: f64) -> Option<Curve> {
     match family {
+        Family::Similar => None,
         Family::Linear => model::fit(rows, line_rate_gbps).map(|m| Curve::Linear {
             per_core_pps: m.per_core_pps,
         }),

@@ -23,6 +23,7 @@ pub mod family;
 mod header;
 mod loo;
 pub mod model;
+pub mod peers;
 mod row;
 pub mod select;
 pub mod table;
@@ -131,6 +132,10 @@ pub struct ModelChoice {
     pub checked: usize,
     /// The other families' scores.
     pub alternatives: Vec<Alternative>,
+    /// Why the family leave-one-out chose does not answer, when it does not
+    /// (the similar profile's lender was not measured far enough).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instead: Option<String>,
 }
 
 /// A family that was not chosen.
@@ -185,7 +190,11 @@ impl ModelChoice {
             .alternatives
             .iter()
             .map(|a| {
-                let why = if a.eligible {
+                let why = if a.family == Family::Similar && a.loo_mean_error.is_none() {
+                    " (no other profile of the tables was measured at the packet size and core counts \
+                     checked)"
+                        .to_owned()
+                } else if a.eligible {
                     String::new()
                 } else {
                     format!(
@@ -204,8 +213,13 @@ impl ModelChoice {
                 self.curve
             );
         }
+        let instead = self
+            .instead
+            .as_ref()
+            .map(|why| format!("; {why}"))
+            .unwrap_or_default();
         format!(
-            "{} ({}), chosen by leave-one-out over {}: {} vs {}",
+            "{} ({}), chosen by leave-one-out over {}: {} vs {}{instead}",
             self.family.name(),
             self.curve,
             crate::text::plural(self.checked, "row", "rows"),

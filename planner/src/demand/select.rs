@@ -6,14 +6,17 @@
 //! `--leave-one-out` does for the linear model. The family with the least
 //! mean |relative error| over those held-out rows answers, among the
 //! families the profile has enough core counts for (k parameters need k + 1
-//! distinct core counts at one packet size); a simpler family within one
-//! percentage point of the best is preferred. The fit itself never chooses.
+//! distinct core counts at one packet size; the similar profile, which
+//! fits none, whenever another profile lends it a curve); a family within
+//! one percentage point of the best is preferred in [`Family::PREFERENCE`]'s
+//! order. The fit itself never chooses.
 //!
 //! The held-out errors of the chosen family are also what the answer's
 //! interval comes from: their empirical quantiles.
 
 use super::family::{self, Family};
 use super::model::censored;
+use super::peers::Peers;
 use super::row::Row;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,7 +36,8 @@ pub const OWN_RESIDUALS: usize = 20;
 pub struct Held<'t> {
     /// The row left out.
     pub row: &'t Row,
-    /// (predicted − measured) / measured, per family.
+    /// (predicted − measured) / measured, per family (the similar profile's
+    /// only when another profile measured the row's core count).
     pub errors: BTreeMap<Family, f64>,
 }
 
@@ -53,8 +57,9 @@ pub fn fit_rows(rows: Vec<&Row>, packet_bytes: u32) -> Vec<&Row> {
 }
 
 /// For each of `rows` (one profile's) not at line rate that has another row
-/// to fit on: every family's error predicting it from the others.
-pub fn held_out<'t>(rows: &[&'t Row], line_rate_gbps: f64) -> Vec<Held<'t>> {
+/// to fit on: every family's error predicting it from the others (the
+/// similar profile's from `peers`, the tables' other profiles).
+pub fn held_out<'t>(rows: &[&'t Row], line_rate_gbps: f64, peers: &Peers) -> Vec<Held<'t>> {
     let mut held = Vec::new();
     for (i, row) in rows.iter().enumerate() {
         if censored(row, line_rate_gbps) {
@@ -68,24 +73,43 @@ pub fn held_out<'t>(rows: &[&'t Row], line_rate_gbps: f64) -> Vec<Held<'t>> {
             .collect();
         let fit_rows = fit_rows(others, row.packet_bytes);
         let mut errors = BTreeMap::new();
+        let similar = || {
+            let same: Vec<&Row> = fit_rows
+                .iter()
+                .copied()
+                .filter(|r| r.packet_bytes == row.packet_bytes)
+                .collect();
+            peers.fit(&same, line_rate_gbps, Some(row.tx_cores))
+        };
         for f in Family::ALL {
-            if let Some(curve) = family::fit(f, &fit_rows, line_rate_gbps) {
+            let curve = if f == Family::Similar {
+                similar()
+            } else {
+                family::fit(f, &fit_rows, line_rate_gbps)
+            };
+            if let Some(curve) = curve {
                 let predicted = curve.predict_gbps(row.tx_cores, row.packet_bytes, line_rate_gbps);
                 errors.insert(f, (predicted - row.gbps) / row.gbps);
             }
         }
-        if errors.len() == Family::ALL.len() {
+        if OWN.iter().all(|f| errors.contains_key(f)) {
             held.push(Held { row, errors });
         }
     }
     held
 }
 
+/// The families fitted on the profile's own rows alone: every held-out row
+/// has their errors.
+const OWN: [Family; 4] = [Family::Linear, Family::Ceiling, Family::Power, Family::Usl];
+
 /// Whether the profile has enough core counts for `family`: k parameters
 /// need k + 1 distinct tx core counts at one packet size (the linear model
-/// is always a candidate: it is the default).
+/// is always a candidate: it is the default; the similar profile fits no
+/// parameter, and is scored only on rows another profile lends it a curve
+/// for).
 pub fn eligible(rows: &[&Row], family: Family) -> bool {
-    if family == Family::Linear {
+    if matches!(family, Family::Linear | Family::Similar) {
         return true;
     }
     let mut counts: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
@@ -119,8 +143,9 @@ pub struct Choice {
 
 /// Chooses among the eligible families by mean |error| over `held` less the
 /// row at `skip` (for nested checks); the linear model when there is nothing
-/// to compare on.
-pub fn choose(held: &[Held], skip: Option<usize>, eligible: &[bool; 4]) -> Choice {
+/// to compare on. A family is scored only when it predicted every one of
+/// those rows (the similar profile may lack a lender for some).
+pub fn choose(held: &[Held], skip: Option<usize>, eligible: &[bool; 5]) -> Choice {
     let kept: Vec<&Held> = held
         .iter()
         .enumerate()
@@ -132,7 +157,11 @@ pub fn choose(held: &[Held], skip: Option<usize>, eligible: &[bool; 4]) -> Choic
         .zip(eligible)
         .map(|(&f, &ok)| Score {
             family: f,
-            loo_mean_error: mean_abs(kept.iter().filter_map(|h| h.errors.get(&f).copied())),
+            loo_mean_error: if kept.iter().all(|h| h.errors.contains_key(&f)) {
+                mean_abs(kept.iter().filter_map(|h| h.errors.get(&f).copied()))
+            } else {
+                None
+            },
             eligible: ok,
         })
         .collect();
@@ -143,11 +172,13 @@ pub fn choose(held: &[Held], skip: Option<usize>, eligible: &[bool; 4]) -> Choic
         .min_by(f64::total_cmp);
     let family = best
         .and_then(|b| {
-            scores
-                .iter()
-                .find(|s| s.eligible && s.loo_mean_error.is_some_and(|e| e <= b + TIE))
+            Family::PREFERENCE.into_iter().find(|f| {
+                scores.iter().any(|s| {
+                    s.family == *f && s.eligible && s.loo_mean_error.is_some_and(|e| e <= b + TIE)
+                })
+            })
         })
-        .map_or(Family::Linear, |s| s.family);
+        .unwrap_or(Family::Linear);
     Choice {
         family,
         scores,
@@ -172,12 +203,15 @@ pub struct ProfileModel<'t> {
     pub choice: Choice,
     /// Per held-out row: the family chosen without it, and its error.
     pub residuals: Vec<(Family, f64)>,
+    /// Which families the profile has core counts enough for.
+    pub eligible: [bool; 5],
 }
 
 impl<'t> ProfileModel<'t> {
-    /// The evidence for one profile's rows.
-    pub fn of(rows: &[&'t Row], line_rate_gbps: f64) -> ProfileModel<'t> {
-        let held = held_out(rows, line_rate_gbps);
+    /// The evidence for one profile's rows (`peers`: the tables' profiles,
+    /// for the similar profile).
+    pub fn of(rows: &[&'t Row], line_rate_gbps: f64, peers: &Peers) -> ProfileModel<'t> {
+        let held = held_out(rows, line_rate_gbps, peers);
         let ok = Family::ALL.map(|f| eligible(rows, f));
         let choice = choose(&held, None, &ok);
         let residuals = (0..held.len())
@@ -190,7 +224,29 @@ impl<'t> ProfileModel<'t> {
             held,
             choice,
             residuals,
+            eligible: ok,
         }
+    }
+
+    /// The choice among the families other than `family` (what answers
+    /// when `family` cannot: the similar profile's lender measured too few
+    /// cores for the goal).
+    pub fn choice_without(&self, family: Family) -> Choice {
+        let mut ok = self.eligible;
+        for (i, f) in Family::ALL.iter().enumerate() {
+            if *f == family {
+                ok[i] = false;
+            }
+        }
+        let mut choice = choose(&self.held, None, &ok);
+        // Set aside, not for want of core counts.
+        for s in &mut choice.scores {
+            if s.family == family {
+                s.eligible =
+                    self.eligible[Family::ALL.iter().position(|f| *f == family).unwrap_or(0)];
+            }
+        }
+        choice
     }
 
     /// The residuals alone.
@@ -201,13 +257,14 @@ impl<'t> ProfileModel<'t> {
 
 /// The held-out evidence of every profile of `rows`, by profile name.
 pub fn by_profile<'t>(rows: &'t [Row], line_rate_gbps: f64) -> BTreeMap<&'t str, ProfileModel<'t>> {
+    let peers = Peers::of(rows, line_rate_gbps);
     let mut groups: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
     for r in rows {
         groups.entry(r.profile.as_str()).or_default().push(r);
     }
     groups
         .into_iter()
-        .map(|(p, g)| (p, ProfileModel::of(&g, line_rate_gbps)))
+        .map(|(p, g)| (p, ProfileModel::of(&g, line_rate_gbps, &peers)))
         .collect()
 }
 
@@ -251,7 +308,9 @@ mod tests {
 
     fn chosen(t: &Table, line: f64) -> Family {
         let rows: Vec<&Row> = t.rows.iter().collect();
-        ProfileModel::of(&rows, line).choice.family
+        ProfileModel::of(&rows, line, &Peers::default())
+            .choice
+            .family
     }
 
     #[test]
