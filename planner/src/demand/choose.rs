@@ -487,7 +487,13 @@ impl<'t> ModelAnswer<'t> {
         } else {
             curve.cores_for(goal_pps, 0.0, CORE_SEARCH_LIMIT)
         };
-        let own = evidence.errors();
+        // An answer that fell back is as sure as choosing without the
+        // similar profile.
+        let own = if instead.is_some() {
+            evidence.errors_without(Family::Similar)
+        } else {
+            evidence.errors()
+        };
         let (residuals, too_few) = if own.len() >= select::OWN_RESIDUALS {
             (
                 Some(Residuals {
@@ -568,6 +574,14 @@ impl<'t> ModelAnswer<'t> {
                  the goal by its growth, so the best of the other families answers",
                 points.last().map_or(0, |p| p.0)
             ),
+            _ if model_rows
+                .windows(2)
+                .any(|w| w[0].packet_bytes != w[1].packet_bytes) =>
+            {
+                "the profile was not measured at this packet size, and another profile lends \
+                 a curve only at a size measured, so the best of the other families answers"
+                    .to_owned()
+            }
             _ => "no other profile lends a curve at this packet size, so the best of the other \
                   families answers"
                 .to_owned(),

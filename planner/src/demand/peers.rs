@@ -79,8 +79,10 @@ impl Peers {
     /// borrowed from the nearest other profile at that size that measured
     /// a core count `rows` did, and `at` when given (the count a held-out
     /// check predicts). Nearest: the most counts in common, then the least
-    /// RMS log ratio over them, then the name. `None` without such a
-    /// profile.
+    /// RMS log ratio over them, then the name. Without `at` (an answer, not a
+    /// check), a profile measured beyond the largest count `rows` measured
+    /// comes first: only it says how the rate grows past them. `None`
+    /// without such a profile.
     pub fn fit(&self, rows: &[&Row], line_rate_gbps: f64, at: Option<u32>) -> Option<Curve> {
         let first = rows.first()?;
         let size = first.packet_bytes;
@@ -91,6 +93,7 @@ impl Peers {
             return None;
         }
         let own = rates(rows.iter().copied(), line_rate_gbps);
+        let largest = own.keys().next_back().copied().unwrap_or(0);
         // Rows below line rate anchor better than lower bounds.
         let free: Vec<u32> = rows
             .iter()
@@ -115,8 +118,10 @@ impl Peers {
                 })
             })
             .min_by(|a, b| {
-                b.1.len()
-                    .cmp(&a.1.len())
+                let beyond = |s: &Series| at.is_none() && s.rates.keys().any(|n| *n > largest);
+                beyond(b.0)
+                    .cmp(&beyond(a.0))
+                    .then(b.1.len().cmp(&a.1.len()))
                     .then(a.2.total_cmp(&b.2))
                     .then(a.0.profile.cmp(&b.0.profile))
             })?;
@@ -162,14 +167,9 @@ impl Peers {
 mod tests {
     use super::*;
     use crate::demand::Table;
-    use std::path::Path;
 
     fn table(text: &str) -> Table {
-        Table::parse(
-            Path::new("t.csv"),
-            &format!("profile,packet_bytes,tx_cores,rx_cores,gbps\n{text}"),
-        )
-        .unwrap_or_default()
+        Table::of_lines(text)
     }
 
     fn rows_of<'t>(t: &'t Table, profile: &str) -> Vec<&'t Row> {
@@ -277,6 +277,62 @@ mod tests {
                 last = g;
             }
         }
+    }
+
+    #[test]
+    fn an_answer_borrows_from_a_profile_measured_beyond_its_own() {
+        // t ran a's rates exactly but only at 1 and 2 cores; f, 10 % off,
+        // also at 4. A check of a's 2-core row may use either; an answer
+        // must grow past 2 cores, which only f can say: a's 2-core rate ×
+        // f's growth from 2 to 4 cores, 6 × 6.6 / 5.5 = 7.2 G.
+        let t = table(
+            "a,64,1,1,3\na,64,2,1,6\nt,64,1,1,3\nt,64,2,1,6\n\
+             f,64,1,1,3.3\nf,64,2,1,5.5\nf,64,4,1,6.6\n",
+        );
+        let peers = Peers::of(&t.rows, 100.0);
+        let c = peers.fit(&rows_of(&t, "a"), 100.0, None);
+        let Some(c @ Curve::Similar { .. }) = c else {
+            panic!("no curve: {c:?}");
+        };
+        assert!(
+            matches!(&c, Curve::Similar { peer, .. } if peer == "f"),
+            "{c:?}"
+        );
+        assert!((c.predict_gbps(4, 64, 100.0) - 6.0 * 6.6 / 5.5).abs() < 1e-9);
+        // The check of the 1-core row takes the nearest, t.
+        let one: Vec<&Row> = rows_of(&t, "a")
+            .into_iter()
+            .filter(|r| r.tx_cores == 2)
+            .collect();
+        let c = peers.fit(&one, 100.0, Some(1));
+        assert!(
+            matches!(&c, Some(Curve::Similar { peer, .. }) if peer == "t"),
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn a_row_the_chosen_similar_profile_cannot_predict_is_the_fallbacks_residual() {
+        // a: 10, 20, 30, 32 G at 1–4 cores; b: 10, 20, 30 at 1–3. Held out,
+        // rows 1–3 are predicted exactly by b's growth and by the linear
+        // model (10 G per core): a tie the similar profile wins. Row 4 has
+        // no peer measured at 4 cores, so choosing on rows 1–3 picks the
+        // similar profile, which cannot answer there; the linear model would
+        // (the tie's next), and its error is the residual: 40 vs 32, +25 %,
+        // not 0.
+        let t = table(
+            "a,64,1,1,10\na,64,2,1,20\na,64,3,1,30\na,64,4,1,32\n\
+             b,64,1,1,10\nb,64,2,1,20\nb,64,3,1,30\n",
+        );
+        let peers = Peers::of(&t.rows, 100.0);
+        let pm = crate::demand::select::ProfileModel::of(&rows_of(&t, "a"), 100.0, &peers);
+        assert_eq!(pm.held.len(), 4);
+        assert!(!pm.held[3]
+            .errors
+            .contains_key(&crate::demand::Family::Similar));
+        let (family, error) = pm.residuals[3];
+        assert_eq!(family, crate::demand::Family::Linear);
+        assert!((error - 0.25).abs() < 1e-9, "{error}");
     }
 
     #[test]

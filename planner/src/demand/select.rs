@@ -214,12 +214,7 @@ impl<'t> ProfileModel<'t> {
         let held = held_out(rows, line_rate_gbps, peers);
         let ok = Family::ALL.map(|f| eligible(rows, f));
         let choice = choose(&held, None, &ok);
-        let residuals = (0..held.len())
-            .map(|i| {
-                let f = choose(&held, Some(i), &ok).family;
-                (f, held[i].errors.get(&f).copied().unwrap_or(0.0))
-            })
-            .collect();
+        let residuals = nested(&held, &ok);
         ProfileModel {
             held,
             choice,
@@ -228,31 +223,68 @@ impl<'t> ProfileModel<'t> {
         }
     }
 
-    /// The choice among the families other than `family` (what answers
-    /// when `family` cannot: the similar profile's lender measured too few
-    /// cores for the goal).
-    pub fn choice_without(&self, family: Family) -> Choice {
+    /// The eligibility with `family` set aside.
+    fn without(&self, family: Family) -> [bool; 5] {
         let mut ok = self.eligible;
         for (i, f) in Family::ALL.iter().enumerate() {
             if *f == family {
                 ok[i] = false;
             }
         }
-        let mut choice = choose(&self.held, None, &ok);
+        ok
+    }
+
+    /// The choice among the families other than `family` (what answers
+    /// when `family` cannot: the similar profile's lender measured too few
+    /// cores for the goal).
+    pub fn choice_without(&self, family: Family) -> Choice {
+        let mut choice = choose(&self.held, None, &self.without(family));
         // Set aside, not for want of core counts.
-        for s in &mut choice.scores {
+        for (s, ok) in choice.scores.iter_mut().zip(self.eligible) {
             if s.family == family {
-                s.eligible =
-                    self.eligible[Family::ALL.iter().position(|f| *f == family).unwrap_or(0)];
+                s.eligible = ok;
             }
         }
         choice
+    }
+
+    /// The residuals of choosing among the families other than `family`:
+    /// what an answer that fell back to them is as sure as.
+    pub fn errors_without(&self, family: Family) -> Vec<f64> {
+        nested(&self.held, &self.without(family))
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect()
     }
 
     /// The residuals alone.
     pub fn errors(&self) -> Vec<f64> {
         self.residuals.iter().map(|(_, e)| *e).collect()
     }
+}
+
+/// Per held-out row: the family chosen on the others, and its error on the
+/// row. When that family could not predict the row (the similar profile
+/// without a peer measured at its core count), the answer would fall back
+/// to the others, so the residual is theirs.
+fn nested(held: &[Held], ok: &[bool; 5]) -> Vec<(Family, f64)> {
+    (0..held.len())
+        .map(|i| {
+            let f = choose(held, Some(i), ok).family;
+            if let Some(e) = held[i].errors.get(&f) {
+                return (f, *e);
+            }
+            let mut others = *ok;
+            for (k, g) in Family::ALL.iter().enumerate() {
+                if *g == f {
+                    others[k] = false;
+                }
+            }
+            let g = choose(held, Some(i), &others).family;
+            // The own-row families predict every held-out row.
+            (g, held[i].errors.get(&g).copied().unwrap_or(0.0))
+        })
+        .collect()
 }
 
 /// The held-out evidence of every profile of `rows`, by profile name.
@@ -296,14 +328,9 @@ pub fn error_bounds(residuals: &[f64], confidence: f64) -> Option<(f64, f64)> {
 mod tests {
     use super::*;
     use crate::demand::Table;
-    use std::path::Path;
 
     fn table(text: &str) -> Table {
-        Table::parse(
-            Path::new("t.csv"),
-            &format!("profile,packet_bytes,tx_cores,rx_cores,gbps\n{text}"),
-        )
-        .unwrap_or_default()
+        Table::of_lines(text)
     }
 
     fn chosen(t: &Table, line: f64) -> Family {

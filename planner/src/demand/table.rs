@@ -53,6 +53,17 @@ fn words(threads_per_core: Option<u32>) -> String {
 }
 
 impl Table {
+    /// A test table of `profile,packet_bytes,tx_cores,rx_cores,gbps` lines
+    /// (file `t.csv`); empty when they do not parse.
+    #[cfg(test)]
+    pub(crate) fn of_lines(text: &str) -> Table {
+        Table::parse(
+            Path::new("t.csv"),
+            &format!("profile,packet_bytes,tx_cores,rx_cores,gbps\n{text}"),
+        )
+        .unwrap_or_default()
+    }
+
     /// A table of `rows`.
     pub fn new(rows: Vec<Row>) -> Table {
         Table {
