@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """The leave-one-out figures of docs/demand-model.md on the published tables.
 
-    python3 scripts/demand-loo.py [PINPLAN]   (default: pinplan on PATH)
+    python3 scripts/demand-loo.py [PINPLAN [DIR]]
+
+PINPLAN defaults to pinplan on PATH, DIR to tests/fixtures/tables (the
+development tables); tests/fixtures/tables/held-out holds the tables kept
+aside to check the result.
 
 Each file of tests/fixtures/tables/ is read per port speed (the `note`
 column starts with 10GE or 40GE) at that line rate, as `pinplan demand
@@ -58,14 +62,15 @@ def mean(values):
 
 def main():
     pinplan = sys.argv[1] if len(sys.argv) > 1 else "pinplan"
+    tables = sys.argv[2] if len(sys.argv) > 2 else TABLES
     total_in = total_with = 0
     print("| table | rows checked | " + " | ".join(FAMILIES)
           + " | chosen | inside 90 % | strict: chosen | strict: inside |")
     print("|---" * (len(FAMILIES) + 6) + "|")
-    for name in sorted(os.listdir(TABLES)):
+    for name in sorted(os.listdir(tables)):
         if not name.endswith(".csv"):
             continue
-        text = open(os.path.join(TABLES, name)).read()
+        text = open(os.path.join(tables, name)).read()
         lines = [l for l in text.splitlines() if not l.startswith("#")]
         reader = csv.reader(io.StringIO("\n".join(lines)))
         header = next(reader)
