@@ -10,9 +10,9 @@
 //! from m to n.
 
 use super::family::Curve;
-use super::model::{censored, pps};
+use super::model::{censored, pps, LINE_RATE_SHARE};
 use super::row::Row;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One profile's rates at one packet size, in packets per second per tx
 /// core count (the lower of repeated measurements; a row at line rate
@@ -21,6 +21,8 @@ use std::collections::BTreeMap;
 struct Series {
     profile: String,
     rates: BTreeMap<u32, f64>,
+    /// The counts whose rate is at line rate: a lower bound only.
+    at_line: BTreeSet<u32>,
     /// Its rows, `file:line`.
     rows: Vec<String>,
 }
@@ -66,10 +68,17 @@ impl Peers {
         }
         let mut by_size: BTreeMap<u32, Vec<Series>> = BTreeMap::new();
         for ((size, profile), group) in groups {
+            let rates = rates(group.iter().copied(), line_rate_gbps);
+            let line = pps(line_rate_gbps, size);
             by_size.entry(size).or_default().push(Series {
                 profile: profile.to_owned(),
                 rows: group.iter().map(|r| r.at()).collect(),
-                rates: rates(group.into_iter(), line_rate_gbps),
+                at_line: rates
+                    .iter()
+                    .filter(|(_, p)| **p >= line * LINE_RATE_SHARE)
+                    .map(|(n, _)| *n)
+                    .collect(),
+                rates,
             });
         }
         Peers { by_size }
@@ -126,18 +135,24 @@ impl Peers {
                     .then(a.0.profile.cmp(&b.0.profile))
             })?;
         // Each of the peer's counts, from the nearest shared count (in
-        // ratio; below line rate first, then the smaller), then held from
-        // falling.
+        // ratio; first where neither rate is only a lower bound, then
+        // where the profile's is not, then the smaller count), then held
+        // from falling.
+        let both_free: Vec<u32> = shared
+            .iter()
+            .copied()
+            .filter(|m| free.contains(m) && !peer.at_line.contains(m))
+            .collect();
+        let own_free: Vec<u32> = shared
+            .iter()
+            .copied()
+            .filter(|m| free.contains(m))
+            .collect();
         let anchor = |n: u32| -> u32 {
-            let pool: Vec<u32> = if shared.iter().any(|m| free.contains(m)) {
-                shared
-                    .iter()
-                    .copied()
-                    .filter(|m| free.contains(m))
-                    .collect()
-            } else {
-                shared.clone()
-            };
+            let pool = [&both_free, &own_free, &shared]
+                .into_iter()
+                .find(|p| !p.is_empty())
+                .map_or_else(Vec::new, |p| p.clone());
             pool.into_iter()
                 .min_by(|a, b| {
                     let da = (f64::from(*a) / f64::from(n)).ln().abs();
@@ -333,6 +348,20 @@ mod tests {
         let (family, error) = pm.residuals[3];
         assert_eq!(family, crate::demand::Family::Linear);
         assert!((error - 0.25).abs() < 1e-9, "{error}");
+    }
+
+    #[test]
+    fn a_peer_at_line_rate_is_not_an_anchor() {
+        // Line rate 10 G. a: 3, 6 G at 1, 2 cores; b: 3 G at 1, line rate
+        // at 2 and 4 (so its growth from 2 to 4 is unknown: both are lower
+        // bounds). a at 4 cores grows from 1 core, where b's rate is
+        // measured: 3 × 10 / 3 = 10 G; from 2 cores it would be 6 × 10 / 10
+        // = 6 G, below a's own 2-core rate's growth.
+        let t = table("a,64,1,1,3\na,64,2,1,6\nb,64,1,1,3\nb,64,2,1,10\nb,64,4,1,10\n");
+        let peers = Peers::of(&t.rows, 10.0);
+        let c = peers.fit(&rows_of(&t, "a"), 10.0, Some(4));
+        let c = c.unwrap_or(Curve::Linear { per_core_pps: 0.0 });
+        assert!((c.predict_gbps(4, 64, 10.0) - 10.0).abs() < 1e-9, "{c:?}");
     }
 
     #[test]
