@@ -127,7 +127,7 @@ impl Kinds {
 
 /// The hosts VM `v` may be given, when not all: where it runs when it may
 /// not move, else its `hosts` list.
-fn hosts_allowed(fleet: &Fleet<'_>, v: VmIx) -> Option<Vec<HostIx>> {
+pub(super) fn hosts_allowed(fleet: &Fleet<'_>, v: VmIx) -> Option<Vec<HostIx>> {
     let vm = fleet.vm(v);
     match (fleet.running_on.get(&v), vm.movable, &vm.hosts) {
         (Some(&r), false, _) => Some(vec![r]),

@@ -134,6 +134,70 @@ fn vm_outcomes(
     out
 }
 
+/// How long the plan of one VM alone on a host may take: it is proven in
+/// milliseconds (one VM), so this only bounds a pathological host.
+const ALONE_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// For each VM left out with no host refusing it (`no room on the hosts it
+/// may use`), the hosts where it would not fit even alone, and why: per
+/// class of the hosts it may use, the plan of that VM alone on one of them
+/// (as read: its running domains kept) leaves it out, and its explanation
+/// says why (`it needs 1.0 GiB of memory on one node; node 0 has 768.0 MiB
+/// free`). A VM that fits some host alone keeps the others' refusals: the
+/// hosts it fits were full.
+pub(super) fn why_alone(fleet: &Fleet<'_>, classes: &Classes, plan: &mut FleetPlan) {
+    for (v, out) in fleet.vms().zip(plan.vms.iter_mut()) {
+        if out.host.is_some() || !out.refused.is_empty() {
+            continue;
+        }
+        let vm = fleet.vm(v);
+        let allowed = super::kinds::hosts_allowed(fleet, v);
+        for class in &classes.all {
+            let hosts: Vec<HostIx> = class
+                .hosts
+                .iter()
+                .copied()
+                .filter(|h| allowed.as_ref().is_none_or(|a| a.contains(h)))
+                .collect();
+            let Some(request_vm) = class.vm(&vm.name) else {
+                continue;
+            };
+            if hosts.is_empty() {
+                continue;
+            }
+            let request = solve::PlanRequest {
+                vms: vec![request_vm.clone()],
+                ..class.request.clone()
+            };
+            let options = solve::SolveOptions::default();
+            let alone = solve::solve(
+                &request,
+                &options,
+                crate::deadline::Deadline::after(ALONE_LIMIT),
+            );
+            if alone.vms.iter().any(|p| p.name == vm.name) {
+                continue;
+            }
+            let reason = alone
+                .explanations
+                .iter()
+                .find(|e| e.vm == vm.name)
+                .map_or_else(
+                    || "it does not fit even alone on this host".to_owned(),
+                    |e| format!("even alone on this host: {}", e.message),
+                );
+            for h in hosts {
+                out.refused.push(Refusal {
+                    host: fleet.host(h).name.clone(),
+                    reason: reason.clone(),
+                });
+            }
+        }
+        out.refused
+            .sort_by_key(|r| fleet.host_index.get(r.host.as_str()).copied());
+    }
+}
+
 /// The running VMs that may not move kept on their host; a warning for each
 /// that could not be.
 fn running_kept(
