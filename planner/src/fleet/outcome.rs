@@ -7,6 +7,7 @@ use super::classes::Classes;
 use super::hosts::HostPlans;
 use super::index::{HostIx, Per, VmIx};
 use super::{Fleet, FleetHostOutcome, FleetObjective, FleetPlan, FleetVmOutcome, Gap, Refusal};
+use crate::model::Message;
 use crate::solve;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -146,13 +147,16 @@ const ALONE_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// free`). A VM that fits some host alone keeps the others' refusals: the
 /// hosts it fits were full.
 pub(super) fn why_alone(fleet: &Fleet<'_>, classes: &Classes, plan: &mut FleetPlan) {
+    // VMs alike get the same answer on a class: solved once, with the VM
+    // under a placeholder name, then said with each VM's own.
+    let mut memo: BTreeMap<(usize, String), Option<Message>> = BTreeMap::new();
     for (v, out) in fleet.vms().zip(plan.vms.iter_mut()) {
         if out.host.is_some() || !out.refused.is_empty() {
             continue;
         }
         let vm = fleet.vm(v);
         let allowed = super::kinds::hosts_allowed(fleet, v);
-        for class in &classes.all {
+        for (c, class) in classes.all.iter().enumerate() {
             let hosts: Vec<HostIx> = class
                 .hosts
                 .iter()
@@ -165,27 +169,25 @@ pub(super) fn why_alone(fleet: &Fleet<'_>, classes: &Classes, plan: &mut FleetPl
             if hosts.is_empty() {
                 continue;
             }
-            let request = solve::PlanRequest {
-                vms: vec![request_vm.clone()],
-                ..class.request.clone()
-            };
-            let options = solve::SolveOptions::default();
-            let alone = solve::solve(
-                &request,
-                &options,
-                crate::deadline::Deadline::after(ALONE_LIMIT),
-            );
-            if alone.vms.iter().any(|p| p.name == vm.name) {
+            let mut anonymous = request_vm.clone();
+            anonymous.name = PLACEHOLDER.to_owned();
+            let key = (c, format!("{anonymous:?}"));
+            let why = memo
+                .entry(key)
+                .or_insert_with(|| alone(class, anonymous))
+                .clone();
+            let Some(why) = why else {
                 continue;
-            }
-            let reason = alone
-                .explanations
-                .iter()
-                .find(|e| e.vm == vm.name)
-                .map_or_else(
-                    || "it does not fit even alone on this host".to_owned(),
-                    |e| format!("even alone on this host: {}", e.message),
-                );
+            };
+            let mut why = why;
+            why.rename(&|n| {
+                if n == PLACEHOLDER {
+                    vm.name.clone()
+                } else {
+                    n.to_owned()
+                }
+            });
+            let reason = format!("even alone on this host: {why}");
             for h in hosts {
                 out.refused.push(Refusal {
                     host: fleet.host(h).name.clone(),
@@ -196,6 +198,33 @@ pub(super) fn why_alone(fleet: &Fleet<'_>, classes: &Classes, plan: &mut FleetPl
         out.refused
             .sort_by_key(|r| fleet.host_index.get(r.host.as_str()).copied());
     }
+}
+
+/// The name a VM is planned alone under: no VM of a spec can have it (a
+/// control character: [`crate::spec::bad_vm_name`]).
+const PLACEHOLDER: &str = "\u{1}alone";
+
+/// Why `vm` does not fit a host of `class` even alone: the one-host plan's
+/// explanation; `None` when it fits.
+fn alone(class: &super::classes::HostClass, vm: solve::VmRequest) -> Option<Message> {
+    let request = solve::PlanRequest {
+        vms: vec![vm],
+        ..class.request.clone()
+    };
+    let plan = solve::solve(
+        &request,
+        &solve::SolveOptions::default(),
+        crate::deadline::Deadline::after(ALONE_LIMIT),
+    );
+    if !plan.unplaced.iter().any(|n| n == PLACEHOLDER) {
+        return None;
+    }
+    Some(
+        plan.explanations
+            .into_iter()
+            .find(|e| e.vm == PLACEHOLDER)
+            .map_or_else(|| Message::from("it does not fit"), |e| e.message),
+    )
 }
 
 /// The running VMs that may not move kept on their host; a warning for each
