@@ -149,6 +149,10 @@ impl Peers {
             .filter(|m| free.contains(m))
             .collect();
         let anchor = |n: u32| -> u32 {
+            // A count the profile measured below line rate is its own rate.
+            if own_free.contains(&n) {
+                return n;
+            }
             let pool = [&both_free, &own_free, &shared]
                 .into_iter()
                 .find(|p| !p.is_empty())
@@ -362,6 +366,8 @@ mod tests {
         let c = peers.fit(&rows_of(&t, "a"), 10.0, Some(4));
         let c = c.unwrap_or(Curve::Linear { per_core_pps: 0.0 });
         assert!((c.predict_gbps(4, 64, 10.0) - 10.0).abs() < 1e-9, "{c:?}");
+        // At 2 cores, where b ran at line rate, a keeps its own 6 G.
+        assert!((c.predict_gbps(2, 64, 10.0) - 6.0).abs() < 1e-9, "{c:?}");
     }
 
     #[test]

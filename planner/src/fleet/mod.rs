@@ -210,11 +210,15 @@ pub fn plan_fleet(
         ));
     }
     trace(started, "repaired");
-    let mut plan = outcome::fleet_plan(
-        &fleet, &classes, refused, planned, assignment, warnings, started,
-    );
-    outcome::why_alone(&fleet, &classes, &mut plan);
-    Ok(plan)
+    Ok(outcome::fleet_plan(
+        &fleet,
+        &classes,
+        refused,
+        planned,
+        assignment,
+        warnings,
+        outcome::Clock { started, deadline },
+    ))
 }
 
 /// The fleet as every step sees it: the spec, what was read of each host,
@@ -375,9 +379,9 @@ mod tests {
 
     /// A VM left out that no host refuses says, per host it may use, why it
     /// does not fit there even alone: the one-host plan's reason (h0's node
-    /// has 1 GiB, 256 MiB kept for the host: 768 MiB for a 1 GiB VM; h1 has
-    /// one free core for a 2-core VM). It was `refused: []` and "no room on
-    /// the hosts it may use".
+    /// has 1 GiB, 256 MiB kept for the host: 768 MiB for a 1 GiB VM; h1 and
+    /// h2, alike, one free core each for a 2-core VM). It was `refused: []`
+    /// and "no room on the hosts it may use".
     #[test]
     fn a_vm_that_fits_no_host_even_alone_says_why_per_host() {
         let text = "[[host]]\nname = \"h0\"\n\
@@ -386,9 +390,12 @@ mod tests {
                     [[host]]\nname = \"h1\"\n\
                     source = \"synthetic:package:1 numa:1(memory=4294967296) core:2 pu:1\"\n\
                     reserved_cores = 1\nreserved_memory = 256\n\
+                    [[host]]\nname = \"h2\"\n\
+                    source = \"synthetic:package:1 numa:1(memory=4294967296) core:2 pu:1\"\n\
+                    reserved_cores = 1\nreserved_memory = 256\n\
                     [[vm]]\nname = \"big\"\nvcpus = 2\nmemory = \"1GiB\"\nhugepages = \"none\"\n\
                     [[vm]]\nname = \"a\"\nvcpus = 3\n[[vm]]\nname = \"b\"\nvcpus = 1\n\
-                    [[vm]]\nname = \"c\"\nvcpus = 1\n";
+                    [[vm]]\nname = \"c\"\nvcpus = 2\n";
         let spec = fleet_spec(text);
         let inputs = spec
             .hosts
@@ -412,20 +419,21 @@ mod tests {
                 .contains("it needs 1.0 GiB of memory on one node; node 0 has 768.0 MiB free"),
             "{big:?}"
         );
+        // h1 and h2 are alike: one refusal, on h1, naming h2.
         assert!(
-            big.refused[1]
-                .reason
-                .starts_with("even alone on this host: big needs 2 cores")
-                && big.refused[1].reason.contains("1 core free"),
+            big.refused[1].reason.starts_with(
+                "even alone on this host (and on 1 other host alike: h2): big needs 2 cores"
+            ) && big.refused[1].reason.contains("1 core free"),
             "{big:?}"
         );
-        // a, b and c need 5 cores of the 4 free: one is left out, though it
-        // fits some host alone, so no host refuses it (the text says "no
-        // room on the hosts it may use").
+        // a, b and c need 6 cores of the 5 free: one is left out (a or c,
+        // each more than one core). It fits h0 alone, so h0 does not refuse
+        // it (h0 was full); h1 and h2, of one free core, do.
         let left: Vec<&FleetVmOutcome> =
             plan.vms[1..].iter().filter(|v| v.host.is_none()).collect();
         assert_eq!(left.len(), 1, "{:?}", plan.vms);
-        assert!(left[0].refused.is_empty(), "{:?}", left[0]);
+        let hosts: Vec<&str> = left[0].refused.iter().map(|r| r.host.as_str()).collect();
+        assert_eq!(hosts, ["h1"], "{:?}", left[0]);
     }
 
     /// A plan shared by hosts alike says the host's own VM names, the

@@ -7,10 +7,18 @@ use super::classes::Classes;
 use super::hosts::HostPlans;
 use super::index::{HostIx, Per, VmIx};
 use super::{Fleet, FleetHostOutcome, FleetObjective, FleetPlan, FleetVmOutcome, Gap, Refusal};
+use crate::deadline::Deadline;
 use crate::model::Message;
 use crate::solve;
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// When planning began, and when it must end.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Clock {
+    pub(super) started: Instant,
+    pub(super) deadline: Deadline,
+}
 
 /// The fleet plan: outcomes, objective, gap and warnings (`warnings` so far
 /// first, then each host's, then the running VMs that could not be kept).
@@ -21,12 +29,14 @@ pub(super) fn fleet_plan(
     mut planned: HostPlans<'_>,
     assignment: Assignment,
     mut warnings: Vec<String>,
-    started: Instant,
+    clock: Clock,
 ) -> FleetPlan {
+    let Clock { started, deadline } = clock;
     let host_of = std::mem::take(&mut planned.host_of);
     let mut objective = FleetObjective::default();
     let hosts = host_outcomes(fleet, classes, planned.plans, &mut objective, &mut warnings);
-    let vms = vm_outcomes(fleet, classes, refused, &host_of, &hosts, &mut objective);
+    let mut vms = vm_outcomes(fleet, classes, refused, &host_of, &hosts, &mut objective);
+    why_alone(fleet, classes, &mut vms, deadline);
     let kept = running_kept(fleet, &host_of, &mut warnings);
     let gap = first_gap(&assignment, &objective, kept);
     // Every host's own plan must be proven too (its L3 and SMT objectives).
@@ -137,49 +147,66 @@ fn vm_outcomes(
 
 /// How long the plan of one VM alone on a host may take: it is proven in
 /// milliseconds (one VM), so this only bounds a pathological host.
-const ALONE_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
+const ALONE_LIMIT: Duration = Duration::from_secs(1);
 
-/// For each VM left out with no host refusing it (`no room on the hosts it
-/// may use`), the hosts where it would not fit even alone, and why: per
-/// class of the hosts it may use, the plan of that VM alone on one of them
-/// (as read: its running domains kept) leaves it out, and its explanation
-/// says why (`it needs 1.0 GiB of memory on one node; node 0 has 768.0 MiB
-/// free`). A VM that fits some host alone keeps the others' refusals: the
-/// hosts it fits were full.
-pub(super) fn why_alone(fleet: &Fleet<'_>, classes: &Classes, plan: &mut FleetPlan) {
+/// Hosts named in one refusal for a class of hosts alike.
+const ALONE_NAMED: usize = 5;
+
+/// For each VM left out, the classes of hosts it may use where it would
+/// not fit even alone, and why: the plan of that VM alone on one of the
+/// class's hosts (as read: the domains running there that the spec does not
+/// name kept) leaves it out, proven, and its explanation says why (`it
+/// needs 1.0 GiB of memory on one node; node 0 has 768.0 MiB free`). One
+/// refusal per class, on its first such host, naming the others alike:
+/// fleet.json stays as small as the classes however many hosts there are.
+/// Hosts that refused the VM already are left as they were; a VM that fits
+/// a host alone gets no refusal there (those hosts were full). Within the
+/// fleet's deadline: what is not checked by then keeps no refusal.
+pub(super) fn why_alone(
+    fleet: &Fleet<'_>,
+    classes: &Classes,
+    vms: &mut [FleetVmOutcome],
+    deadline: Deadline,
+) {
     // VMs alike get the same answer on a class: solved once, with the VM
     // under a placeholder name, then said with each VM's own.
     let mut memo: BTreeMap<(usize, String), Option<Message>> = BTreeMap::new();
-    for (v, out) in fleet.vms().zip(plan.vms.iter_mut()) {
-        if out.host.is_some() || !out.refused.is_empty() {
+    for (v, out) in fleet.vms().zip(vms.iter_mut()) {
+        if out.host.is_some() {
             continue;
         }
         let vm = fleet.vm(v);
         let allowed = super::kinds::hosts_allowed(fleet, v);
+        let mut found: Vec<(HostIx, Refusal)> = Vec::new();
         for (c, class) in classes.all.iter().enumerate() {
+            let Some(request_vm) = class.vm(&vm.name) else {
+                continue;
+            };
             let hosts: Vec<HostIx> = class
                 .hosts
                 .iter()
                 .copied()
                 .filter(|h| allowed.as_ref().is_none_or(|a| a.contains(h)))
+                .filter(|h| out.refused.iter().all(|r| r.host != fleet.host(*h).name))
                 .collect();
-            let Some(request_vm) = class.vm(&vm.name) else {
+            let Some(&first) = hosts.first() else {
                 continue;
             };
-            if hosts.is_empty() {
-                continue;
-            }
             let mut anonymous = request_vm.clone();
             anonymous.name = PLACEHOLDER.to_owned();
             let key = (c, format!("{anonymous:?}"));
-            let why = memo
-                .entry(key)
-                .or_insert_with(|| alone(class, anonymous))
-                .clone();
-            let Some(why) = why else {
+            let why = match memo.get(&key) {
+                Some(why) => why.clone(),
+                None if deadline.is_past() => continue,
+                None => {
+                    let why = alone(class, anonymous, deadline);
+                    memo.insert(key, why.clone());
+                    why
+                }
+            };
+            let Some(mut why) = why else {
                 continue;
             };
-            let mut why = why;
             why.rename(&|n| {
                 if n == PLACEHOLDER {
                     vm.name.clone()
@@ -187,16 +214,44 @@ pub(super) fn why_alone(fleet: &Fleet<'_>, classes: &Classes, plan: &mut FleetPl
                     n.to_owned()
                 }
             });
-            let reason = format!("even alone on this host: {why}");
-            for h in hosts {
-                out.refused.push(Refusal {
-                    host: fleet.host(h).name.clone(),
-                    reason: reason.clone(),
-                });
-            }
+            let alike = match hosts.len() - 1 {
+                0 => String::new(),
+                n => {
+                    let named: Vec<&str> = hosts[1..]
+                        .iter()
+                        .take(ALONE_NAMED)
+                        .map(|&h| fleet.host(h).name.as_str())
+                        .collect();
+                    let more = if n > ALONE_NAMED {
+                        format!(" and {} more", n - ALONE_NAMED)
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        " (and on {} alike: {}{more})",
+                        crate::text::plural(n, "other host", "other hosts"),
+                        named.join(", ")
+                    )
+                }
+            };
+            found.push((
+                first,
+                Refusal {
+                    host: fleet.host(first).name.clone(),
+                    reason: format!("even alone on this host{alike}: {why}"),
+                },
+            ));
         }
-        out.refused
-            .sort_by_key(|r| fleet.host_index.get(r.host.as_str()).copied());
+        if found.is_empty() {
+            continue;
+        }
+        let mut all: Vec<(Option<HostIx>, Refusal)> = std::mem::take(&mut out.refused)
+            .into_iter()
+            .map(|r| (fleet.host_index.get(r.host.as_str()).copied(), r))
+            .collect();
+        all.extend(found.into_iter().map(|(h, r)| (Some(h), r)));
+        all.sort_by_key(|(h, _)| *h);
+        out.refused = all.into_iter().map(|(_, r)| r).collect();
     }
 }
 
@@ -205,18 +260,36 @@ pub(super) fn why_alone(fleet: &Fleet<'_>, classes: &Classes, plan: &mut FleetPl
 const PLACEHOLDER: &str = "\u{1}alone";
 
 /// Why `vm` does not fit a host of `class` even alone: the one-host plan's
-/// explanation; `None` when it fits.
-fn alone(class: &super::classes::HostClass, vm: solve::VmRequest) -> Option<Message> {
+/// explanation; `None` when it fits, or when that is not proven by
+/// `deadline` (at most [`ALONE_LIMIT`]). A greedy first fit answers first:
+/// a VM it places fits.
+fn alone(
+    class: &super::classes::HostClass,
+    vm: solve::VmRequest,
+    deadline: Deadline,
+) -> Option<Message> {
     let request = solve::PlanRequest {
         vms: vec![vm],
         ..class.request.clone()
     };
+    let greedy = solve::SolveOptions {
+        solver: solve::SolverKind::Greedy,
+        explain: false,
+        ..solve::SolveOptions::default()
+    };
+    if solve::solve(&request, &greedy, Deadline::after(Duration::ZERO))
+        .unplaced
+        .is_empty()
+    {
+        return None;
+    }
+    let limit = deadline.remaining().min(ALONE_LIMIT);
     let plan = solve::solve(
         &request,
         &solve::SolveOptions::default(),
-        crate::deadline::Deadline::after(ALONE_LIMIT),
+        Deadline::after(limit),
     );
-    if !plan.unplaced.iter().any(|n| n == PLACEHOLDER) {
+    if !plan.proven || !plan.unplaced.iter().any(|n| n == PLACEHOLDER) {
         return None;
     }
     Some(
