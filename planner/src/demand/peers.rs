@@ -149,7 +149,9 @@ impl Peers {
             .filter(|m| free.contains(m))
             .collect();
         let anchor = |n: u32| -> u32 {
-            // A count the profile measured below line rate is its own rate.
+            // A count the profile measured below line rate anchors itself
+            // (its own rate, unless an earlier point is higher: the curve
+            // never falls).
             if own_free.contains(&n) {
                 return n;
             }

@@ -426,9 +426,10 @@ mod tests {
             ) && big.refused[1].reason.contains("1 core free"),
             "{big:?}"
         );
-        // a, b and c need 6 cores of the 5 free: one is left out (a or c,
-        // each more than one core). It fits h0 alone, so h0 does not refuse
-        // it (h0 was full); h1 and h2, of one free core, do.
+        // a, b and c need 6 cores of the 5 free: c is left out (a on h0
+        // and b on h1 place 4 vCPUs, c and b only 3). c fits h0 alone, so
+        // h0 does not refuse it (h0 was full); h1 and h2, of one free core
+        // each, do.
         let left: Vec<&FleetVmOutcome> =
             plan.vms[1..].iter().filter(|v| v.host.is_none()).collect();
         assert_eq!(left.len(), 1, "{:?}", plan.vms);

@@ -176,7 +176,10 @@ pub(super) fn why_alone(
             continue;
         }
         let vm = fleet.vm(v);
-        let allowed = super::kinds::hosts_allowed(fleet, v);
+        let allowed: Option<std::collections::BTreeSet<HostIx>> =
+            super::kinds::hosts_allowed(fleet, v).map(|a| a.into_iter().collect());
+        let refused: std::collections::BTreeSet<&str> =
+            out.refused.iter().map(|r| r.host.as_str()).collect();
         let mut found: Vec<(HostIx, Refusal)> = Vec::new();
         for (c, class) in classes.all.iter().enumerate() {
             let Some(request_vm) = class.vm(&vm.name) else {
@@ -187,7 +190,7 @@ pub(super) fn why_alone(
                 .iter()
                 .copied()
                 .filter(|h| allowed.as_ref().is_none_or(|a| a.contains(h)))
-                .filter(|h| out.refused.iter().all(|r| r.host != fleet.host(*h).name))
+                .filter(|h| !refused.contains(fleet.host(*h).name.as_str()))
                 .collect();
             let Some(&first) = hosts.first() else {
                 continue;
@@ -197,12 +200,13 @@ pub(super) fn why_alone(
             let key = (c, format!("{anonymous:?}"));
             let why = match memo.get(&key) {
                 Some(why) => why.clone(),
-                None if deadline.is_past() => continue,
-                None => {
-                    let why = alone(class, anonymous, deadline);
-                    memo.insert(key, why.clone());
-                    why
-                }
+                None => match alone(class, anonymous, deadline) {
+                    Checked::Done(why) => {
+                        memo.insert(key, why.clone());
+                        why
+                    }
+                    Checked::NoTime => continue,
+                },
             };
             let Some(mut why) = why else {
                 continue;
@@ -234,17 +238,20 @@ pub(super) fn why_alone(
                     )
                 }
             };
+            let reason = format!("even alone on this host{alike}: {why}");
+            debug_assert!(!reason.contains(PLACEHOLDER), "{reason}");
             found.push((
                 first,
                 Refusal {
                     host: fleet.host(first).name.clone(),
-                    reason: format!("even alone on this host{alike}: {why}"),
+                    reason,
                 },
             ));
         }
         if found.is_empty() {
             continue;
         }
+        // Every refusal names a host of the fleet; in the fleet's order.
         let mut all: Vec<(Option<HostIx>, Refusal)> = std::mem::take(&mut out.refused)
             .into_iter()
             .map(|r| (fleet.host_index.get(r.host.as_str()).copied(), r))
@@ -255,49 +262,55 @@ pub(super) fn why_alone(
     }
 }
 
+/// What the alone check of one VM on one class found.
+enum Checked {
+    /// Why it does not fit even alone; `None` when it fits, or when that
+    /// is not proven.
+    Done(Option<Message>),
+    /// Too little of the fleet's time was left to check.
+    NoTime,
+}
+
 /// The name a VM is planned alone under: no VM of a spec can have it (a
 /// control character: [`crate::spec::bad_vm_name`]).
 const PLACEHOLDER: &str = "\u{1}alone";
 
 /// Why `vm` does not fit a host of `class` even alone: the one-host plan's
-/// explanation; `None` when it fits, or when that is not proven by
-/// `deadline` (at most [`ALONE_LIMIT`]). A greedy first fit answers first:
-/// a VM it places fits.
-fn alone(
-    class: &super::classes::HostClass,
-    vm: solve::VmRequest,
-    deadline: Deadline,
-) -> Option<Message> {
+/// explanation, when it proves the VM left out. A greedy first fit answers
+/// first (a VM it places fits); the exact plan gets at most
+/// [`ALONE_LIMIT`], and no more than leaves its grace
+/// ([`crate::deadline::grace`]) inside `deadline`.
+fn alone(class: &super::classes::HostClass, vm: solve::VmRequest, deadline: Deadline) -> Checked {
     let request = solve::PlanRequest {
         vms: vec![vm],
         ..class.request.clone()
     };
-    let greedy = solve::SolveOptions {
-        solver: solve::SolverKind::Greedy,
-        explain: false,
-        ..solve::SolveOptions::default()
-    };
-    if solve::solve(&request, &greedy, Deadline::after(Duration::ZERO))
-        .unplaced
-        .is_empty()
-    {
-        return None;
+    if solve::greedy::place(&request).cores.contains_key(&0) {
+        return Checked::Done(None);
     }
-    let limit = deadline.remaining().min(ALONE_LIMIT);
+    // The solve may run its limit plus a grace of a tenth, at least
+    // GRACE_FLOOR.
+    let left = deadline
+        .remaining()
+        .saturating_sub(crate::deadline::GRACE_FLOOR)
+        .div_f64(1.0 + crate::deadline::GRACE_SHARE);
+    if left.is_zero() {
+        return Checked::NoTime;
+    }
     let plan = solve::solve(
         &request,
         &solve::SolveOptions::default(),
-        Deadline::after(limit),
+        Deadline::after(left.min(ALONE_LIMIT)),
     );
     if !plan.proven || !plan.unplaced.iter().any(|n| n == PLACEHOLDER) {
-        return None;
+        return Checked::Done(None);
     }
-    Some(
+    Checked::Done(Some(
         plan.explanations
             .into_iter()
             .find(|e| e.vm == PLACEHOLDER)
             .map_or_else(|| Message::from("it does not fit"), |e| e.message),
-    )
+    ))
 }
 
 /// The running VMs that may not move kept on their host; a warning for each
