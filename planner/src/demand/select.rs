@@ -223,22 +223,11 @@ impl<'t> ProfileModel<'t> {
         }
     }
 
-    /// The eligibility with `family` set aside.
-    fn without(&self, family: Family) -> [bool; 5] {
-        let mut ok = self.eligible;
-        for (i, f) in Family::ALL.iter().enumerate() {
-            if *f == family {
-                ok[i] = false;
-            }
-        }
-        ok
-    }
-
     /// The choice among the families other than `family` (what answers
     /// when `family` cannot: the similar profile's lender measured too few
     /// cores for the goal).
     pub fn choice_without(&self, family: Family) -> Choice {
-        let mut choice = choose(&self.held, None, &self.without(family));
+        let mut choice = choose(&self.held, None, &set_aside(self.eligible, family));
         // Set aside, not for want of core counts.
         for (s, ok) in choice.scores.iter_mut().zip(self.eligible) {
             if s.family == family {
@@ -251,7 +240,7 @@ impl<'t> ProfileModel<'t> {
     /// The residuals of choosing among the families other than `family`:
     /// what an answer that fell back to them is as sure as.
     pub fn errors_without(&self, family: Family) -> Vec<f64> {
-        nested(&self.held, &self.without(family))
+        nested(&self.held, &set_aside(self.eligible, family))
             .into_iter()
             .map(|(_, e)| e)
             .collect()
@@ -274,17 +263,21 @@ fn nested(held: &[Held], ok: &[bool; 5]) -> Vec<(Family, f64)> {
             if let Some(e) = held[i].errors.get(&f) {
                 return (f, *e);
             }
-            let mut others = *ok;
-            for (k, g) in Family::ALL.iter().enumerate() {
-                if *g == f {
-                    others[k] = false;
-                }
-            }
-            let g = choose(held, Some(i), &others).family;
+            let g = choose(held, Some(i), &set_aside(*ok, f)).family;
             // The own-row families predict every held-out row.
             (g, held[i].errors.get(&g).copied().unwrap_or(0.0))
         })
         .collect()
+}
+
+/// Eligibility `ok` (in [`Family::ALL`]'s order) with `family` set aside.
+fn set_aside(mut ok: [bool; 5], family: Family) -> [bool; 5] {
+    for (flag, f) in ok.iter_mut().zip(Family::ALL) {
+        if f == family {
+            *flag = false;
+        }
+    }
+    ok
 }
 
 /// The held-out evidence of every profile of `rows`, by profile name.
