@@ -13,6 +13,7 @@
 
 mod compact;
 mod domains;
+mod full_host;
 mod moves;
 mod regressions;
 mod safety;

@@ -435,3 +435,36 @@ fn a_preferred_vm_over_nodes_of_several_domains_matches_the_oracle() {
         );
     }
 }
+
+/// Issue 28: a full chiplet host (the benchmark's `s256-l3x8-100`: 2
+/// packages × 2 nodes × 4 L3 domains × 8 cores, one core of each package
+/// reserved, so two domains of 7 free cores). Ten VMs use all 126 free
+/// cores; the one with `numa = "preferred"` (3 cores) must span two nodes.
+/// The pattern model stopped at 23 domains over the VMs after 8 s, not
+/// proven; the search over what fills each node proves 21 at once. 21 by
+/// hand: node pieces 23 | 4 + 4 on the node of a 7-core domain (23 over
+/// 7 + 8 + 8, both 4s in the last 8), 29 + 3 on a node of four 8s (one
+/// part: 2 + 4 − 1 = 5 domains touched), 23 | 7 + 1 on the other node of a
+/// 7-core domain, 18 + 12 + 2 on the last (one part: 3 + 4 − 1 = 6):
+/// 4 + 5 + 5 + 6 + 1 (the 1) = 21 — ten VMs, one extra piece, 16 domains,
+/// 6 parts.
+#[test]
+fn a_full_chiplet_host_is_proven_by_the_search() {
+    let mut specs = prefer_strict(&[46, 8, 8, 58, 6, 36, 24, 6, 14, 46]);
+    specs[7].3 = NumaPolicy::Preferred;
+    let req = regression_request(
+        "package:2 numa:2 l3:4 core:8 pu:2(indexes=256*128:1*2)",
+        &[],
+        &specs,
+        "0-1,128-129",
+        [("a", ""), ("b", "")],
+    );
+    let (_, stats) = crate::solve::ilp::agg::place(&req, by_limit(), &Default::default());
+    assert!(stats.full_host, "{stats:?}");
+    let plan = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
+    check_plan(&req, &plan).unwrap_or_else(|e| panic!("{e}"));
+    assert!(plan.proven, "{:?}", plan.warnings);
+    let o = &plan.objective;
+    assert_eq!((o.placed, o.cores_used, o.extra_numa_nodes), (10, 126, 1));
+    assert_eq!((o.vm_l3_domains, o.partial_l3_domains), (21, 0));
+}

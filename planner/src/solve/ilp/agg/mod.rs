@@ -24,6 +24,8 @@
 
 mod cell_patterns;
 mod cells;
+mod components;
+mod full_host;
 mod host;
 mod layout;
 mod lexicographic;
@@ -56,6 +58,8 @@ pub struct Stats {
     pub tiers: Vec<TierRun>,
     /// The first failure of the backend's process, if one stopped a tier.
     pub fault: Option<SolveError>,
+    /// Objectives 6–7 were ended by the search over a full host's nodes.
+    pub full_host: bool,
 }
 
 /// Whether this model applies: every free core has the same usable threads.
@@ -149,6 +153,29 @@ fn stages(request: &PlanRequest, deadline: Deadline, progress: &Progress) -> (Pl
     (placement, stats)
 }
 
+/// Objectives 6 (at `value`) and 7 (0: every core used) as the full-host
+/// search ended them, for the stats.
+fn full_host_runs(value: f64, started: std::time::Instant) -> [TierRun; 2] {
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    tracing::debug!(target: TRACE, "agg: L3 domains per VM (full-host search): {ms:.1} ms, optimal {value}");
+    [
+        TierRun {
+            tier: Tier::L3PerVm,
+            value,
+            ms,
+            proven: true,
+            by_bound: false,
+        },
+        TierRun {
+            tier: Tier::PartialL3,
+            value: 0.0,
+            ms: 0.0,
+            proven: true,
+            by_bound: true,
+        },
+    ]
+}
+
 /// Whether every VM of `placement` keeps to its nodes: one with `numa =
 /// "strict"`, its required NICs' nodes only, and each node it must touch.
 fn keeps_nodes(request: &PlanRequest, placement: &Placement) -> bool {
@@ -214,8 +241,13 @@ impl Held<'_> {
                 .filter(|(t, _)| matches!(t, Tier::Placed(_)))
                 .map(|(_, v)| v)
                 .sum::<f64>();
-            let bounds = stage2_bounds(request, host, vms, &self.values, self.all_placed);
-            let start = self.best_start(laid_out.clone(), starts);
+            let mut bounds = stage2_bounds(request, host, vms, &self.values, self.all_placed);
+            let mut start = self.best_start(laid_out.clone(), starts);
+            // A full host: the search over what fills each node, where it
+            // applies, ends both objectives or gives a bound and a start.
+            if let Some(placement) = self.full_host(&mut start, &mut bounds, &mut stats) {
+                return (placement, stats);
+            }
             // With a known layout of L pieces for P placed VMs, no better
             // layout gives a VM more than L − P + 1.
             let most_parts =
@@ -283,6 +315,64 @@ impl Held<'_> {
             }
         }
         cells::cells_stage(self, &laid_out, start_units, stats)
+    }
+
+    /// Objectives 6–7 by the search over a full host's nodes
+    /// ([`full_host`]), where it applies: the placement when it ends them;
+    /// else its optimum as objective 6's bound, or a better `start`.
+    fn full_host(
+        &self,
+        start: &mut Units,
+        bounds: &mut BTreeMap<Tier, f64>,
+        stats: &mut Stats,
+    ) -> Option<Placement> {
+        let started = std::time::Instant::now();
+        let found = full_host::search(
+            self.request,
+            (self.host, self.vms),
+            &self.values,
+            pieces_of(start),
+            self.deadline,
+        )?;
+        match found {
+            full_host::Found::Optimum(value, better) => {
+                let units = better.unwrap_or_else(|| start.clone());
+                if let Some(placement) = self.usable(&units, true) {
+                    if pieces_of(&units) <= value {
+                        stats.full_host = true;
+                        stats.tiers.extend(full_host_runs(value, started));
+                        return Some(placement);
+                    }
+                }
+                // Its layout breaks a rule it does not know (objective 5):
+                // its optimum is still a lower bound.
+                let six = bounds.entry(Tier::L3PerVm).or_insert(value);
+                *six = six.max(value);
+            }
+            full_host::Found::Stopped(Some(units)) => {
+                if self.usable(&units, false).is_some() && pieces_of(&units) < pieces_of(start) {
+                    *start = units;
+                }
+            }
+            full_host::Found::Stopped(None) => {}
+        }
+        None
+    }
+
+    /// `units` as a placement, if it holds objectives 1–5 and keeps every
+    /// VM's cores and nodes.
+    fn usable(&self, units: &Units, proven: bool) -> Option<Placement> {
+        let whole = self.vms.each().all(|(i, c)| {
+            units
+                .get(&i)
+                .is_some_and(|cells| cells.values().sum::<u32>() == c)
+        });
+        let placement = cores_of(self.request, self.host, units, proven);
+        (whole
+            && units.len() == self.vms.placeable()
+            && holds(self.request, &placement, &self.values)
+            && keeps_nodes(self.request, &placement))
+        .then_some(placement)
     }
 
     /// The best start that holds objectives 1–5: the node model's layout,

@@ -1,0 +1,522 @@
+//! Objectives 6–7 on a full host, by a search over what fills each node.
+//!
+//! When every VM is placed and objective 3 uses every free core, every node
+//! is full and no domain is partly used (objective 7 is 0). Objective 6 is
+//! then, node by node, its pieces plus its domains less its components
+//! ([`super::components`]); summed, the VMs plus the extra nodes of
+//! objective 4 (held) plus the host's domains, less the components. So the
+//! best layout is the one whose nodes' contents make the most components:
+//! a search over which VMs fill each node exactly, each node's components
+//! counted exactly, pruned by what the nodes left could still add.
+//!
+//! The pattern model's relaxation does not see components (it stopped 2–9
+//! domains above this optimum on the benchmark's full chiplet hosts). The
+//! search covers VMs with `numa = "strict"` or `"preferred"` and at most one
+//! extra node (one preferred VM in two pieces: the first node it is on
+//! takes what that node lacks); it declines — and the models decide — with
+//! `numa = "spread"` VMs, more extra nodes, memory that can bind, VMs that
+//! must touch given nodes, more pieces on a node than
+//! [`super::components::MOST_PIECES`], or when it runs out of its budget.
+//! It drops no rule the models keep but memory (declined) and objective 5
+//! (checked on its answer): its optimum is a lower bound in any case, and
+//! its layout the answer when it holds objectives 1–5.
+
+use super::components::{Caps, Groups, MOST_PIECES};
+use super::host::{Host, Vms};
+use super::layout::Units;
+use crate::deadline::Deadline;
+use crate::ids::NodeId;
+use crate::solve::{NumaPolicy, PlanRequest, Tier};
+use std::collections::{BTreeMap, HashMap};
+
+/// Node contents the search may try before it gives up.
+const BUDGET: u64 = 2_000_000;
+
+/// What the search found.
+pub(super) enum Found {
+    /// The search ended: objective 6's optimum, and a layout that has it
+    /// (`None` when the start has it already).
+    Optimum(f64, Option<Units>),
+    /// It stopped early; a layout better than the start, if it found one.
+    Stopped(Option<Units>),
+}
+
+/// VMs that the search tells apart only by size, whether they may be split
+/// and where they may go.
+struct Kind {
+    cores: u32,
+    preferred: bool,
+    /// Per node (in [`Search::nodes`] order).
+    allowed: Vec<bool>,
+    /// The VMs, in spec order.
+    members: Vec<usize>,
+}
+
+struct Node {
+    key: Option<NodeId>,
+    cells: Vec<usize>,
+    caps: Caps,
+    cores: u32,
+}
+
+/// What one node holds.
+#[derive(Clone, Debug, PartialEq)]
+struct Fill {
+    /// Whole VMs: how many of each kind.
+    whole: Vec<u32>,
+    /// The rest of the VM split before (its kind, cores).
+    rest: Option<(usize, u32)>,
+    /// The first piece of a VM split here (kind, cores here).
+    first: Option<(usize, u32)>,
+    components: u32,
+}
+
+impl Fill {
+    fn sizes(&self, kinds: &[Kind]) -> Vec<u32> {
+        let mut sizes: Vec<u32> = Vec::new();
+        for (k, &n) in self.whole.iter().enumerate() {
+            sizes.extend(std::iter::repeat_n(kinds[k].cores, n as usize));
+        }
+        sizes.extend(self.rest.map(|(_, c)| c));
+        sizes.extend(self.first.map(|(_, c)| c));
+        sizes
+    }
+
+    fn whole_only(&self) -> bool {
+        self.rest.is_none() && self.first.is_none()
+    }
+}
+
+struct Search {
+    nodes: Vec<Node>,
+    kinds: Vec<Kind>,
+    left: Vec<u32>,
+    /// The second piece of the split VM, not yet on a node.
+    pending: Option<(usize, u32)>,
+    splits: u32,
+    fills: Vec<Fill>,
+    /// The most components known (the start's), and a better answer's fills.
+    best: u32,
+    better: Option<Vec<Fill>>,
+    /// Components counted, by node domains and sorted pieces.
+    counted: HashMap<(Caps, Vec<u32>), u32>,
+    /// Node contents tried.
+    work: u64,
+    deadline: Deadline,
+    stopped: bool,
+}
+
+/// Objectives 6–7 by the search, where it applies: `start` (holding
+/// objectives 1–5) has `start_pieces` domains over the VMs; `held` the optima
+/// of 1–5. `None` where it does not apply.
+pub(super) fn search(
+    request: &PlanRequest,
+    (host, vms): (&Host, &Vms),
+    held: &BTreeMap<Tier, f64>,
+    start_pieces: f64,
+    deadline: Deadline,
+) -> Option<Found> {
+    let total: u32 = host.cells.iter().map(super::host::Cell::cap).sum();
+    let extra = held.get(&Tier::ExtraNodes).copied().unwrap_or(0.0);
+    let full = held
+        .get(&Tier::Cores)
+        .is_some_and(|&c| c == f64::from(total));
+    let applies = full
+        && host.one_cell_per_domain()
+        && vms.placeable() == request.vms.len()
+        && (0.0..=1.0).contains(&extra)
+        && !crate::solve::memory::active(request)
+        && request
+            .vms
+            .iter()
+            .all(|v| v.numa != NumaPolicy::Spread && v.cell_nodes.is_empty());
+    if !applies {
+        return None;
+    }
+    let mut s = Search::new(host, vms, request, extra as u32, deadline);
+    let domains = host.cells.len() as f64;
+    let pieces = request.vms.len() as f64 + extra;
+    // The start's components (at least: its layout may be worse than its
+    // nodes' contents allow).
+    s.best = (pieces + domains - start_pieces).max(0.0) as u32;
+    s.go(0, 0);
+    let units = s.better.take().map(|fills| s.units(host, &fills));
+    if s.stopped {
+        return Some(Found::Stopped(units));
+    }
+    Some(Found::Optimum(pieces + domains - f64::from(s.best), units))
+}
+
+impl Search {
+    fn new(
+        host: &Host,
+        vms: &Vms,
+        request: &PlanRequest,
+        splits: u32,
+        deadline: Deadline,
+    ) -> Search {
+        let mut nodes: Vec<Node> = host
+            .nodes
+            .iter()
+            .map(|(&key, cells)| {
+                let mut by_cap: BTreeMap<std::cmp::Reverse<u32>, u32> = BTreeMap::new();
+                for &e in cells {
+                    *by_cap
+                        .entry(std::cmp::Reverse(host.cells[e].cap()))
+                        .or_default() += 1;
+                }
+                Node {
+                    key,
+                    cells: cells.clone(),
+                    caps: by_cap.into_iter().map(|(c, n)| (c.0, n)).collect(),
+                    cores: cells.iter().map(|&e| host.cells[e].cap()).sum(),
+                }
+            })
+            .collect();
+        let mut by_kind: BTreeMap<(u32, bool, Vec<bool>), Vec<usize>> = BTreeMap::new();
+        for (i, c) in vms.each() {
+            let vm = &request.vms[i];
+            let allowed = nodes.iter().map(|n| host.allows(vm, n.key)).collect();
+            by_kind
+                .entry((c, vm.numa == NumaPolicy::Preferred, allowed))
+                .or_default()
+                .push(i);
+        }
+        let mut kinds: Vec<Kind> = by_kind
+            .into_iter()
+            .map(|((cores, preferred, allowed), mut members)| {
+                members.sort_unstable();
+                Kind {
+                    cores,
+                    preferred,
+                    allowed,
+                    members,
+                }
+            })
+            .collect();
+        // Largest first: the contents of a node are found sooner.
+        kinds.sort_by_key(|k| (std::cmp::Reverse(k.cores), k.members.first().copied()));
+        // Nodes alike (same domains, same VMs allowed) next to each other,
+        // so that their contents can be taken in one order only.
+        let column =
+            |n: usize, kinds: &[Kind]| kinds.iter().map(|k| k.allowed[n]).collect::<Vec<_>>();
+        let mut order: Vec<usize> = (0..nodes.len()).collect();
+        order.sort_by_key(|&n| (nodes[n].caps.clone(), column(n, &kinds), n));
+        for k in &mut kinds {
+            k.allowed = order.iter().map(|&n| k.allowed[n]).collect();
+        }
+        let mut sorted = Vec::with_capacity(nodes.len());
+        for &n in &order {
+            sorted.push(std::mem::replace(
+                &mut nodes[n],
+                Node {
+                    key: None,
+                    cells: Vec::new(),
+                    caps: Vec::new(),
+                    cores: 0,
+                },
+            ));
+        }
+        let left = kinds.iter().map(|k| k.members.len() as u32).collect();
+        Search {
+            nodes: sorted,
+            kinds,
+            left,
+            pending: None,
+            splits,
+            fills: Vec::new(),
+            best: 0,
+            better: None,
+            counted: HashMap::new(),
+            work: 0,
+            deadline,
+            stopped: false,
+        }
+    }
+
+    /// Whether nodes `a` and `b` are alike.
+    fn alike(&self, a: usize, b: usize) -> bool {
+        self.nodes[a].caps == self.nodes[b].caps
+            && self.kinds.iter().all(|k| k.allowed[a] == k.allowed[b])
+    }
+
+    /// Fills node `n` on, with `so_far` components on the nodes before.
+    fn go(&mut self, n: usize, so_far: u32) {
+        if self.stopped {
+            return;
+        }
+        if n == self.nodes.len() {
+            // Every VM placed, and the extra node objective 4 holds used.
+            let done =
+                self.pending.is_none() && self.splits == 0 && self.left.iter().all(|&l| l == 0);
+            if done && so_far > self.best {
+                self.best = so_far;
+                self.better = Some(self.fills.clone());
+            }
+            return;
+        }
+        if self.upper(n, so_far) <= self.best {
+            return;
+        }
+        let mut fills = self.fills_of(n);
+        if self.stopped {
+            return;
+        }
+        for f in &mut fills {
+            f.components = self.components(n, &f.sizes(&self.kinds));
+        }
+        fills.sort_by_key(|f| std::cmp::Reverse(f.components));
+        for f in fills {
+            if self.stopped {
+                return;
+            }
+            self.apply(&f, true);
+            self.fills.push(f.clone());
+            if self.upper(n + 1, so_far + f.components) > self.best {
+                self.go(n + 1, so_far + f.components);
+            }
+            self.fills.pop();
+            self.apply(&f, false);
+        }
+    }
+
+    /// The most components nodes `n` on can add to `so_far`: one per domain
+    /// at most, one per piece left, and what the pieces' cores allow: with
+    /// `d` the free cores of most domains left, a component on none of the
+    /// `s` others has cores a multiple of `d`, so it holds a piece of a
+    /// multiple of `d` cores (`z` such pieces) or two pieces whose rests
+    /// add up to `d` (`pairs` at most) or three other pieces at least.
+    /// A split adds a piece of unknown cores: one more.
+    fn upper(&self, n: usize, so_far: u32) -> u32 {
+        let mut caps: BTreeMap<u32, u32> = BTreeMap::new();
+        for node in &self.nodes[n..] {
+            for &(v, c) in &node.caps {
+                *caps.entry(v).or_default() += c;
+            }
+        }
+        let domains: u32 = caps.values().sum();
+        let mut sizes: Vec<u32> = Vec::new();
+        for (k, &l) in self.left.iter().enumerate() {
+            sizes.extend(std::iter::repeat_n(self.kinds[k].cores, l as usize));
+        }
+        sizes.extend(self.pending.map(|(_, c)| c));
+        let pieces = sizes.len() as u32 + self.splits;
+        let Some((&d, _)) = caps.iter().max_by_key(|&(&v, &c)| (c, v)) else {
+            return so_far;
+        };
+        let s: u32 = caps
+            .iter()
+            .filter(|&(&v, _)| v % d != 0)
+            .map(|(_, &c)| c)
+            .sum();
+        let mut rests = vec![0u32; d as usize];
+        for &c in &sizes {
+            rests[(c % d) as usize] += 1;
+        }
+        let z = rests[0];
+        let m: u32 = rests[1..].iter().sum();
+        let mut pairs = 0;
+        for r in 1..d as usize {
+            let other = d as usize - r;
+            match r.cmp(&other) {
+                std::cmp::Ordering::Less => pairs += rests[r].min(rests[other]),
+                std::cmp::Ordering::Equal => pairs += rests[r] / 2,
+                std::cmp::Ordering::Greater => {}
+            }
+        }
+        let by_cores = s + z + pairs + (m - 2 * pairs) / 3 + self.splits;
+        so_far + domains.min(pieces).min(by_cores)
+    }
+
+    fn apply(&mut self, f: &Fill, on: bool) {
+        for (k, &w) in f.whole.iter().enumerate() {
+            if on {
+                self.left[k] -= w;
+            } else {
+                self.left[k] += w;
+            }
+        }
+        if f.rest.is_some() {
+            self.pending = if on { None } else { f.rest };
+        }
+        if let Some((k, here)) = f.first {
+            if on {
+                self.left[k] -= 1;
+                self.splits -= 1;
+                self.pending = Some((k, self.kinds[k].cores - here));
+            } else {
+                self.left[k] += 1;
+                self.splits += 1;
+                self.pending = None;
+            }
+        }
+    }
+
+    /// Every content of node `n` that fills it exactly; alike nodes in a row
+    /// holding whole VMs only take them in one order.
+    fn fills_of(&mut self, n: usize) -> Vec<Fill> {
+        let cap = self.nodes[n].cores;
+        let before = (n > 0 && self.alike(n - 1, n))
+            .then(|| {
+                self.fills
+                    .last()
+                    .filter(|f| f.whole_only())
+                    .map(|f| f.whole.clone())
+            })
+            .flatten();
+        let last = n + 1 == self.nodes.len();
+        let mut out = Vec::new();
+        let rests: Vec<Option<(usize, u32)>> = match self.pending {
+            Some((k, c)) if self.kinds[k].allowed[n] && c <= cap => {
+                if last {
+                    vec![Some((k, c))]
+                } else {
+                    vec![Some((k, c)), None]
+                }
+            }
+            Some(_) if last => return out,
+            _ => vec![None],
+        };
+        for rest in rests {
+            let room = cap - rest.map_or(0, |(_, c)| c);
+            let mut whole = vec![0u32; self.kinds.len()];
+            self.whole_fills(n, 0, room, &mut whole, &mut |search, whole, free| {
+                let fill = |first| Fill {
+                    whole: whole.to_vec(),
+                    rest,
+                    first,
+                    components: 0,
+                };
+                if free == 0 {
+                    let in_order = before
+                        .as_ref()
+                        .is_none_or(|b| rest.is_some() || whole <= &b[..]);
+                    if in_order {
+                        out.push(fill(None));
+                    }
+                } else if search.splits > 0 && search.pending.is_none() && rest.is_none() && !last {
+                    for (k, kind) in search.kinds.iter().enumerate() {
+                        if kind.preferred
+                            && kind.allowed[n]
+                            && search.left[k] > whole[k]
+                            && free < kind.cores
+                        {
+                            out.push(fill(Some((k, free))));
+                        }
+                    }
+                }
+            });
+        }
+        out
+    }
+
+    /// Whole VMs of kinds `k` on for node `n` within `room` cores; `found`
+    /// gets each choice with the cores it leaves free.
+    fn whole_fills(
+        &mut self,
+        n: usize,
+        k: usize,
+        room: u32,
+        whole: &mut Vec<u32>,
+        found: &mut dyn FnMut(&Search, &[u32], u32),
+    ) {
+        self.work += 1;
+        if (self.work.is_multiple_of(4096) && self.deadline.is_past()) || self.work > BUDGET {
+            self.stopped = true;
+        }
+        if self.stopped {
+            return;
+        }
+        if k == self.kinds.len() {
+            found(self, whole, room);
+            return;
+        }
+        let kind = &self.kinds[k];
+        let most = if kind.allowed[n] {
+            self.left[k].min(room / kind.cores.max(1))
+        } else {
+            0
+        };
+        for w in (0..=most).rev() {
+            whole[k] = w;
+            let cores = self.kinds[k].cores;
+            self.whole_fills(n, k + 1, room - w * cores, whole, found);
+        }
+        whole[k] = 0;
+    }
+
+    /// Components of node `n` holding pieces `sizes`.
+    fn components(&mut self, n: usize, sizes: &[u32]) -> u32 {
+        let mut sorted = sizes.to_vec();
+        sorted.sort_unstable();
+        if sorted.len() > MOST_PIECES {
+            // Too many to group exactly: stop rather than guess.
+            self.stopped = true;
+            return 0;
+        }
+        let key = (self.nodes[n].caps.clone(), sorted);
+        if let Some(&c) = self.counted.get(&key) {
+            return c;
+        }
+        let c = super::components::most(&key.1, &key.0);
+        self.counted.insert(key, c);
+        c
+    }
+
+    /// The layout of `fills`: each node's pieces grouped and laid out over
+    /// its domains; the kinds' members in spec order.
+    fn units(&self, host: &Host, fills: &[Fill]) -> Units {
+        let mut next = vec![0usize; self.kinds.len()];
+        let mut split: Option<usize> = None;
+        let mut units = Units::new();
+        for (n, f) in fills.iter().enumerate() {
+            let node = &self.nodes[n];
+            let mut owners: Vec<usize> = Vec::new();
+            let mut sizes: Vec<u32> = Vec::new();
+            for (k, &w) in f.whole.iter().enumerate() {
+                for _ in 0..w {
+                    owners.push(self.kinds[k].members[next[k]]);
+                    next[k] += 1;
+                    sizes.push(self.kinds[k].cores);
+                }
+            }
+            if let (Some((_, c)), Some(vm)) = (f.rest, split) {
+                owners.push(vm);
+                sizes.push(c);
+            }
+            if let Some((k, c)) = f.first {
+                let vm = self.kinds[k].members[next[k]];
+                next[k] += 1;
+                split = Some(vm);
+                owners.push(vm);
+                sizes.push(c);
+            }
+            // The node's cells by free cores, as the caps list them.
+            let mut cells_of: Vec<Vec<usize>> = node
+                .caps
+                .iter()
+                .map(|&(v, _)| {
+                    node.cells
+                        .iter()
+                        .copied()
+                        .filter(|&e| host.cells[e].cap() == v)
+                        .collect()
+                })
+                .collect();
+            for cells in &mut cells_of {
+                cells.sort_unstable();
+            }
+            let mut groups = Groups::new(&sizes, &node.caps);
+            let (_, laid) = groups.lay_out();
+            for (p, pieces) in laid.into_iter().enumerate() {
+                let entry = units.entry(owners[p]).or_default();
+                for ((v, d), cores) in pieces {
+                    if let Some(&e) = cells_of.get(v).and_then(|c| c.get(d as usize)) {
+                        *entry.entry(e).or_default() += cores;
+                    }
+                }
+            }
+        }
+        units
+    }
+}
