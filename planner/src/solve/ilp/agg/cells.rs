@@ -433,12 +433,7 @@ pub(super) fn cells_stage(
 
     // 7. Partly used L3 domains.
     let started = Instant::now();
-    let best_start = std::iter::once(&l3_values)
-        .chain(candidates.iter())
-        .filter(|v| cm.model.feasible(v))
-        .min_by(|a, b| partial_terms.value(a).total_cmp(&partial_terms.value(b)))
-        .cloned()
-        .unwrap_or_else(|| l3_values.clone());
+    let best_start = seven_start(&cm, (host, vms), &l3_values, &candidates, partial_terms);
     let start_value = partial_terms.value(&best_start).round();
     let bound = bounds.get(&Tier::PartialL3).copied().unwrap_or(0.0);
     if start_value <= bound + 1e-6 {
@@ -468,6 +463,28 @@ pub(super) fn cells_stage(
         _ => cores_of(request, host, &l3_units, false),
     };
     (placement, stats)
+}
+
+/// Objective 7's start: the best of objective 6's answer and `candidates`
+/// by `partial`. Objective 6's answer leaves the binaries of objective 7 as
+/// the solver happened to set them (a full domain may read "not full"), so
+/// its layout read back is a candidate too: there they are as the layout
+/// has them.
+fn seven_start(
+    cm: &CellModel,
+    (host, vms): (&Host, &Vms),
+    l3_values: &[f64],
+    candidates: &[Vec<f64>],
+    partial: &Expr,
+) -> Vec<f64> {
+    let read_back = cm.start(host, vms, &cm.units(vms, l3_values));
+    std::iter::once(l3_values)
+        .chain(read_back.as_deref())
+        .chain(candidates.iter().map(Vec::as_slice))
+        .filter(|v| cm.model.feasible(v))
+        .min_by(|a, b| partial.value(a).total_cmp(&partial.value(b)))
+        .unwrap_or(l3_values)
+        .to_vec()
 }
 
 impl CellModel {
@@ -501,5 +518,59 @@ impl CellModel {
             }
         }
         (l3, partial, bounds)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::solve::{ThreadPolicy, VmRequest};
+    use crate::topology::{load, Source};
+
+    /// Issue 28 (`spr-snc4-100` of the benchmark stopped objective 7 at 2 on
+    /// a full host, where it is 0): an answer of objective 6 whose "domain
+    /// full" binaries read 0 is not objective 7's start; its layout read
+    /// back, with both domains full, is. L3 domains over 2 nodes each (sub-
+    /// NUMA clustering), VMs of 3, 3, 2, 2, 1, 1 cores on the 12 free.
+    #[test]
+    fn objective_sevens_start_reads_the_layout_back() {
+        let vms: Vec<VmRequest> = [3, 3, 2, 2, 1, 1]
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| VmRequest {
+                threads: ThreadPolicy::Prefer,
+                ..VmRequest::new(&format!("vm{i}"), 2 * c)
+            })
+            .collect();
+        let request = PlanRequest {
+            host: load(&Source::Synthetic(
+                "package:2 l3:1 numa:2 core:3 pu:2(indexes=2*12:1*2)".to_owned(),
+            ))
+            .unwrap(),
+            reserved: crate::cpuset::CpuSet::new(),
+            fixed: Vec::new(),
+            vms,
+            order: Default::default(),
+            max_moves: None,
+        };
+        let host = Host::new(&request);
+        let vms = Vms::new(&request, &host);
+        assert!(!host.one_cell_per_domain());
+        let mut cm = CellModel::new(&request, &host, &vms);
+        let greedy = crate::solve::greedy::place(&request);
+        let units = super::super::layout::units_of(&host, &greedy).unwrap();
+        assert_eq!(units.len(), 6, "greedy places every VM");
+        let mut values = cm.start(&host, &vms, &units).unwrap();
+        let (_, seven, _) = cm.hold(&host, &BTreeMap::new());
+        let partial = &seven[0].1;
+        assert_eq!(partial.value(&values), 0.0);
+        // As a solver may leave them: touched, not full.
+        for &(_, full) in cm.domains.values() {
+            values[full.index()] = 0.0;
+        }
+        assert_eq!(partial.value(&values), 2.0);
+        let start = seven_start(&cm, (&host, &vms), &values, &[], partial);
+        assert_eq!(partial.value(&start), 0.0);
     }
 }
