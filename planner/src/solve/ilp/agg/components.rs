@@ -1,40 +1,56 @@
-//! One full NUMA node: the most *components* its pieces can form, and the
-//! layout that has them.
+//! One NUMA node: how few L3 domains its pieces can touch, and how few
+//! partly used, and the layout that has it.
 //!
-//! Every free core of the node is used. Draw the pieces (a VM's cores on
-//! this node) and the node's L3 domains as a graph, a piece joined to each
-//! domain it has cores in: its edges are objective 6's count on this node.
-//! A connected part of `p` pieces and `d` domains has at least `p + d − 1`
-//! edges, and its pieces fill its domains exactly (the node is full), so the
-//! node has at least `pieces + domains − components` edges. Laying a part's
-//! pieces one after the other over its domains reaches that: the fewest
-//! edges are the pieces and domains less the most groups the pieces can be
-//! cut into, each filling a set of domains exactly. That is what [`most`]
-//! counts, and [`Groups::lay_out`] lays out.
+//! Draw the pieces on the node (a VM's cores there) and its L3 domains as a
+//! graph, a piece joined to each domain it has cores in: its edges are
+//! objective 6's count on this node. A connected part of `p` pieces and `d`
+//! domains has at least `p + d − 1` edges and holds its pieces' cores; where
+//! it has free cores, one of its domains at least is partly used
+//! (objective 7). Laying a part's pieces one after the other over its
+//! domains, largest first, reaches both: `p + d − 1` edges, and only its last
+//! domain partly used. So the best layout of a node cuts its pieces into
+//! groups, each over a set of domains that holds it and has none to spare
+//! (without its smallest, too few cores); it costs per group its domains
+//! less one, then the groups with free cores. [`cost`] finds the least, and
+//! [`Groups::lay_out`] lays it out. On a full node every group fills its
+//! domains exactly, and the cost is the domains less the most groups.
 
 use std::collections::HashMap;
 
-/// Pieces this many or fewer on one node are grouped exactly; more, and the
-/// search declines (2^n subsets).
+/// Pieces this many or fewer on a node of several domains are grouped
+/// exactly; more, and the search declines (3^n pairs of a set and a part).
 pub(super) const MOST_PIECES: usize = 14;
 
 /// A node's domains: (free cores, how many domains have that many), largest
 /// first.
 pub(super) type Caps = Vec<(u32, u32)>;
 
+/// Objective 6's count on a node beyond one per piece (domains less groups)
+/// and objective 7's (groups with free cores): compared in that order.
+pub(super) type Cost = (u32, u32);
+
 /// The best grouping of a set of pieces (a bit mask) with the domains left:
-/// how many groups, and the first group with the domains it takes.
-type Memo = HashMap<(u32, Vec<u32>), (u32, u32, Vec<u32>)>;
+/// its cost, and the first group with the domains it takes (`None` where
+/// the domains cannot hold the pieces).
+type Memo = HashMap<(u32, Vec<u32>), Option<(Cost, u32, Vec<u32>)>>;
 
 /// Per piece, its cores in each domain: ((which value of the caps, which
 /// domain of that value), cores).
 pub(super) type Laid = Vec<Vec<((usize, u32), u32)>>;
 
-/// The most groups of `sizes` (pieces of one full node, at most
-/// [`MOST_PIECES`]) that fill sets of the domains `caps` exactly.
-pub(super) fn most(sizes: &[u32], caps: &Caps) -> u32 {
+/// The least cost of `sizes` (pieces of one node, at most [`MOST_PIECES`])
+/// over the domains `caps`; `None` when they do not hold the pieces.
+pub(super) fn cost(sizes: &[u32], caps: &Caps) -> Option<Cost> {
     let mut g = Groups::new(sizes, caps);
+    if one_domain(caps) {
+        return g.lay_out().map(|(c, _)| c);
+    }
     g.best(g.all(), &g.counts())
+}
+
+/// Whether `caps` is one domain.
+pub(super) fn one_domain(caps: &Caps) -> bool {
+    matches!(caps[..], [(_, 1)])
 }
 
 /// The grouping of one node's pieces.
@@ -44,21 +60,30 @@ pub(super) struct Groups<'a> {
     counts: Vec<u32>,
     /// Cores of each subset of the pieces.
     sums: Vec<u32>,
+    /// The pieces use every core: groups fill their domains exactly.
+    full: bool,
     memo: Memo,
 }
 
 impl<'a> Groups<'a> {
     pub(super) fn new(sizes: &'a [u32], caps: &Caps) -> Groups<'a> {
-        let n = sizes.len().min(MOST_PIECES);
+        // One domain takes any number of pieces, as one group.
+        let n = if one_domain(caps) {
+            0
+        } else {
+            sizes.len().min(MOST_PIECES)
+        };
         let mut sums = vec![0u32; 1 << n];
         for mask in 1..sums.len() {
             let low = mask.trailing_zeros() as usize;
             sums[mask] = sums[mask & (mask - 1)] + sizes[low];
         }
+        let cores: u32 = caps.iter().map(|&(v, c)| v * c).sum();
         Groups {
-            sizes: &sizes[..n],
+            sizes: if n == 0 { sizes } else { &sizes[..n] },
             values: caps.iter().map(|&(v, _)| v).collect(),
             counts: caps.iter().map(|&(_, c)| c).collect(),
+            full: sums.last() == Some(&cores),
             sums,
             memo: Memo::new(),
         }
@@ -72,56 +97,60 @@ impl<'a> Groups<'a> {
         self.counts.clone()
     }
 
-    /// The most groups of the pieces in `mask` over the domains `left`
-    /// (whose cores are the pieces' cores).
-    fn best(&mut self, mask: u32, left: &[u32]) -> u32 {
+    /// The least cost of the pieces in `mask` over the domains `left`.
+    fn best(&mut self, mask: u32, left: &[u32]) -> Option<Cost> {
         if mask == 0 {
-            return 0;
+            return Some((0, 0));
         }
-        if let Some(&(g, _, _)) = self.memo.get(&(mask, left.to_vec())) {
-            return g;
+        if let Some(known) = self.memo.get(&(mask, left.to_vec())) {
+            return known.as_ref().map(|&(c, _, _)| c);
         }
-        // Every group has a piece and a domain.
-        let most = mask.count_ones().min(left.iter().sum());
         let low = mask & mask.wrapping_neg();
         let rest = mask ^ low;
-        // The pieces in `mask` as one group, over every domain left.
-        let mut best = (1, mask, left.to_vec());
+        let mut best: Option<(Cost, u32, Vec<u32>)> = None;
         let mut sub = rest;
         loop {
             let group = sub | low;
-            if group != mask && best.0 < most {
-                let sum = self.sums[group as usize];
-                for take in takes(&self.values, left, sum) {
-                    let after: Vec<u32> = left.iter().zip(&take).map(|(l, t)| l - t).collect();
-                    let g = 1 + self.best(mask ^ group, &after);
-                    if g > best.0 {
-                        best = (g, group, take);
-                    }
+            let sum = self.sums[group as usize];
+            for take in takes(&self.values, left, sum, self.full) {
+                let after: Vec<u32> = left.iter().zip(&take).map(|(l, t)| l - t).collect();
+                let Some((domains, spare)) = self.best(mask ^ group, &after) else {
+                    continue;
+                };
+                let held: u32 = take.iter().zip(&self.values).map(|(t, v)| t * v).sum();
+                let n: u32 = take.iter().sum();
+                let cost = (domains + n - 1, spare + u32::from(held > sum));
+                if best.as_ref().is_none_or(|b| cost < b.0) {
+                    best = Some((cost, group, take));
                 }
             }
-            if sub == 0 {
+            if sub == 0 || best.as_ref().is_some_and(|b| b.0 == (0, 0)) {
                 break;
             }
             sub = (sub - 1) & rest;
         }
-        let g = best.0;
+        let cost = best.as_ref().map(|&(c, _, _)| c);
         self.memo.insert((mask, left.to_vec()), best);
-        g
+        cost
     }
 
     /// The pieces laid out: per piece, (domain slot, cores) where a domain
     /// slot is (which value of `caps`, which domain of that value), each
-    /// group's pieces one after the other over its domains. Returns the
-    /// number of groups too.
-    pub(super) fn lay_out(&mut self) -> (u32, Laid) {
+    /// group's pieces one after the other over its domains, largest first.
+    /// Returns the cost too (`None`: the domains do not hold the pieces).
+    pub(super) fn lay_out(&mut self) -> Option<(Cost, Laid)> {
+        if let ([cap], [1]) = (&self.values[..], &self.counts[..]) {
+            let sum: u32 = self.sizes.iter().sum();
+            let laid = self.sizes.iter().map(|&c| vec![((0, 0), c)]).collect();
+            return (sum <= *cap).then_some(((0, u32::from(sum < *cap)), laid));
+        }
         let mut left = self.counts();
-        let groups = self.best(self.all(), &left);
+        let cost = self.best(self.all(), &left)?;
         let mut next = vec![0u32; left.len()];
         let mut out = vec![Vec::new(); self.sizes.len()];
         let mut mask = self.all();
         while mask != 0 {
-            let Some((_, group, take)) = self.memo.get(&(mask, left.clone())).cloned() else {
+            let Some(Some((_, group, take))) = self.memo.get(&(mask, left.clone())).cloned() else {
                 break;
             };
             // The group's domains, in order.
@@ -159,71 +188,117 @@ impl<'a> Groups<'a> {
             }
             mask ^= group;
         }
-        (groups, out)
+        Some((cost, out))
     }
 }
 
-/// Every way to take domains from `left` (counts of each value in `values`)
-/// whose cores add up to `sum`.
-fn takes(values: &[u32], left: &[u32], sum: u32) -> Vec<Vec<u32>> {
-    fn go(
-        values: &[u32],
-        left: &[u32],
-        k: usize,
+/// The sets of domains from `left` (counts of each value in `values`,
+/// largest first) that a group of `sum` cores may take: those of exactly
+/// `sum` cores when `exact`, else those that hold it and have none to spare
+/// (without a smallest of theirs, fewer than `sum`).
+fn takes(values: &[u32], left: &[u32], sum: u32, exact: bool) -> Vec<Vec<u32>> {
+    struct Walk<'v> {
+        values: &'v [u32],
+        left: &'v [u32],
         sum: u32,
-        now: &mut Vec<u32>,
-        out: &mut Vec<Vec<u32>>,
-    ) {
-        if k == values.len() {
-            if sum == 0 {
-                out.push(now.clone());
+        exact: bool,
+        now: Vec<u32>,
+        out: Vec<Vec<u32>>,
+    }
+    impl Walk<'_> {
+        fn go(&mut self, k: usize, held: u32, smallest: u32) {
+            let enough = if self.exact {
+                held == self.sum
+            } else {
+                held >= self.sum
+            };
+            if enough {
+                // Nothing more: more domains would be to spare.
+                let minimal = self.exact || held - smallest < self.sum;
+                if minimal && held > 0 {
+                    let mut take = self.now.clone();
+                    take.resize(self.values.len(), 0);
+                    self.out.push(take);
+                }
+                return;
             }
-            return;
-        }
-        let v = values[k].max(1);
-        for t in 0..=left[k].min(sum / v) {
-            now.push(t);
-            go(values, left, k + 1, sum - t * v, now, out);
-            now.pop();
+            if k == self.values.len() {
+                return;
+            }
+            let v = self.values[k].max(1);
+            for t in 0..=self.left[k] {
+                if self.exact && held + t * v > self.sum {
+                    break;
+                }
+                self.now.push(t);
+                let smallest = if t > 0 { v } else { smallest };
+                self.go(k + 1, held + t * v, smallest);
+                self.now.pop();
+                if !self.exact && held + t * v >= self.sum {
+                    break;
+                }
+            }
         }
     }
-    let mut out = Vec::new();
-    go(values, left, 0, sum, &mut Vec::new(), &mut out);
-    out
+    let mut walk = Walk {
+        values,
+        left,
+        sum,
+        exact,
+        now: Vec::new(),
+        out: Vec::new(),
+    };
+    walk.go(0, 0, 0);
+    walk.out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Checked by hand. Domains of 7, 8, 8, 8 with pieces 23, 4, 4: {23} on
-    /// 7 + 8 + 8 and {4, 4} on 8 (2 groups); with pieces 18, 12, 1 on the
-    /// same domains no piece set but all fills a set of domains (1).
+    /// Checked by hand. Full nodes: domains of 7, 8, 8, 8 with pieces 23,
+    /// 4, 4: {23} on 7 + 8 + 8 and {4, 4} on 8, 4 domains less 2 groups;
+    /// with pieces 18, 12, 1 no set of pieces but all fills a set of domains
+    /// (4 − 1). Nodes with free cores: 5 and 5 over two 8s each alone (no
+    /// domain more, two partly used) before together (one more, one partly
+    /// used); 7 + 1 fill an 8, 3 alone leaves one partly used.
     #[test]
-    fn the_most_groups_of_a_full_node() {
-        for (sizes, caps, groups) in [
-            (vec![23, 4, 4], vec![(8, 3), (7, 1)], 2),
-            (vec![18, 12, 1], vec![(8, 3), (7, 1)], 1),
-            (vec![4, 4, 4, 4], vec![(4, 4)], 4),
-            (vec![2, 2, 4, 3, 5], vec![(4, 4)], 3),
-            (vec![3, 5, 3, 5], vec![(8, 2)], 2),
-            (vec![6], vec![(4, 1), (2, 1)], 1),
+    fn the_least_cost_of_a_node() {
+        for (sizes, caps, least) in [
+            (vec![23, 4, 4], vec![(8, 3), (7, 1)], (2, 0)),
+            (vec![18, 12, 1], vec![(8, 3), (7, 1)], (3, 0)),
+            (vec![4, 4, 4, 4], vec![(4, 4)], (0, 0)),
+            (vec![2, 2, 4, 3, 5], vec![(4, 4)], (1, 0)),
+            (vec![3, 5, 3, 5], vec![(8, 2)], (0, 0)),
+            (vec![6], vec![(4, 1), (2, 1)], (1, 0)),
+            (vec![3], vec![(8, 2)], (0, 1)),
+            (vec![5, 5], vec![(8, 2)], (0, 2)),
+            (vec![4, 4], vec![(8, 2)], (0, 0)),
+            (vec![9], vec![(8, 2)], (1, 1)),
+            (vec![7, 1, 3], vec![(8, 2)], (0, 1)),
+            (vec![6], vec![(8, 1), (7, 1)], (0, 1)),
         ] {
-            assert_eq!(most(&sizes, &caps), groups, "{sizes:?} on {caps:?}");
+            assert_eq!(cost(&sizes, &caps), Some(least), "{sizes:?} on {caps:?}");
         }
+        assert_eq!(cost(&[9, 9], &vec![(8, 2)]), None);
     }
 
-    /// The layout has as many groups as counted, fills every domain and
-    /// gives each piece its cores: edges = pieces + domains − groups.
+    /// The layout has the cost counted: each piece gets its cores, the
+    /// domains touched over the pieces are the pieces plus the first count,
+    /// and the partly used domains are the second; on a full node every
+    /// domain is filled.
     #[test]
-    fn the_layout_reaches_the_count() {
+    fn the_layout_has_the_cost() {
         for (sizes, caps) in [
             (vec![23u32, 4, 4], vec![(8u32, 3u32), (7, 1)]),
             (vec![2, 2, 4, 3, 5], vec![(4, 4)]),
             (vec![5, 3, 1, 7], vec![(4, 4)]),
+            (vec![5, 5], vec![(8, 2)]),
+            (vec![9, 2, 3], vec![(8, 3), (7, 1)]),
+            (vec![10, 10, 1], vec![(8, 2), (6, 2)]),
         ] {
             let mut g = Groups::new(&sizes, &caps);
-            let (groups, laid) = g.lay_out();
+            let ((domains, spare), laid) = g.lay_out().unwrap();
             let mut used: HashMap<(usize, u32), u32> = HashMap::new();
             let mut edges = 0;
             for (p, pieces) in laid.iter().enumerate() {
@@ -233,12 +308,13 @@ mod tests {
                     *used.entry(d).or_default() += n;
                 }
             }
-            let domains: u32 = caps.iter().map(|&(_, c)| c).sum();
-            assert_eq!(used.len() as u32, domains);
-            for (&(v, _), &n) in &used {
-                assert_eq!(n, caps[v].0);
+            assert_eq!(edges, sizes.len() as u32 + domains, "{sizes:?}");
+            let partly = used.iter().filter(|(&(v, _), &n)| n < caps[v].0).count();
+            assert_eq!(partly as u32, spare, "{sizes:?}");
+            let all: u32 = caps.iter().map(|&(v, c)| v * c).sum();
+            if sizes.iter().sum::<u32>() == all {
+                assert_eq!(used.len() as u32, caps.iter().map(|&(_, c)| c).sum::<u32>());
             }
-            assert_eq!(edges, sizes.len() as u32 + domains - groups, "{sizes:?}");
         }
     }
 }

@@ -25,7 +25,7 @@
 mod cell_patterns;
 mod cells;
 mod components;
-mod full_host;
+mod fills;
 mod host;
 mod layout;
 mod lexicographic;
@@ -58,8 +58,8 @@ pub struct Stats {
     pub tiers: Vec<TierRun>,
     /// The first failure of the backend's process, if one stopped a tier.
     pub fault: Option<SolveError>,
-    /// Objectives 6–7 were ended by the search over a full host's nodes.
-    pub full_host: bool,
+    /// Objectives 6–7 were ended by the search over what each node holds.
+    pub searched: bool,
 }
 
 /// Whether this model applies: every free core has the same usable threads.
@@ -153,27 +153,24 @@ fn stages(request: &PlanRequest, deadline: Deadline, progress: &Progress) -> (Pl
     (placement, stats)
 }
 
-/// Objectives 6 (at `value`) and 7 (0: every core used) as the full-host
-/// search ended them, for the stats.
-fn full_host_runs(value: f64, started: std::time::Instant) -> [TierRun; 2] {
+/// Objectives 6–7 at `value` as the search ended them, for the stats.
+fn searched_runs(value: fills::Value, started: std::time::Instant) -> [TierRun; 2] {
     let ms = started.elapsed().as_secs_f64() * 1e3;
-    tracing::debug!(target: TRACE, "agg: L3 domains per VM (full-host search): {ms:.1} ms, optimal {value}");
+    tracing::debug!(
+        target: TRACE,
+        "agg: L3 domains per VM and partially used (search over the nodes' contents): {ms:.1} ms, optimal {value:?}"
+    );
     [
-        TierRun {
-            tier: Tier::L3PerVm,
-            value,
-            ms,
-            proven: true,
-            by_bound: false,
-        },
-        TierRun {
-            tier: Tier::PartialL3,
-            value: 0.0,
-            ms: 0.0,
-            proven: true,
-            by_bound: true,
-        },
+        (Tier::L3PerVm, value.0, ms),
+        (Tier::PartialL3, value.1, 0.0),
     ]
+    .map(|(tier, v, ms)| TierRun {
+        tier,
+        value: f64::from(v),
+        ms,
+        proven: true,
+        by_bound: false,
+    })
 }
 
 /// Whether every VM of `placement` keeps to its nodes: one with `numa =
@@ -243,9 +240,9 @@ impl Held<'_> {
                 .sum::<f64>();
             let mut bounds = stage2_bounds(request, host, vms, &self.values, self.all_placed);
             let mut start = self.best_start(laid_out.clone(), starts);
-            // A full host: the search over what fills each node, where it
-            // applies, ends both objectives or gives a bound and a start.
-            if let Some(placement) = self.full_host(&mut start, &mut bounds, &mut stats) {
+            // The search over what each node holds, where it applies, ends
+            // both objectives or gives a bound and a start.
+            if let Some(placement) = self.searched(&mut start, &mut bounds, &mut stats) {
                 return (placement, stats);
             }
             // With a known layout of L pieces for P placed VMs, no better
@@ -317,44 +314,58 @@ impl Held<'_> {
         cells::cells_stage(self, &laid_out, start_units, stats)
     }
 
-    /// Objectives 6–7 by the search over a full host's nodes
-    /// ([`full_host`]), where it applies: the placement when it ends them;
+    /// Objectives 6–7 by the search over what each node holds
+    /// ([`fills`]), where it applies: the placement when it ends them;
     /// else its optimum as objective 6's bound, or a better `start`.
-    fn full_host(
+    fn searched(
         &self,
         start: &mut Units,
         bounds: &mut BTreeMap<Tier, f64>,
         stats: &mut Stats,
     ) -> Option<Placement> {
         let started = std::time::Instant::now();
-        let found = full_host::search(
+        let value_of = |units: &Units| -> fills::Value {
+            let whole = |x: f64| u32::try_from(x.round() as u64).unwrap_or(u32::MAX);
+            (whole(pieces_of(units)), whole(partial_of(self.host, units)))
+        };
+        // A start at the bounds is optimal already: the models say so at once.
+        let bound = |tier| bounds.get(&tier).map_or(0, |&b: &f64| b.max(0.0) as u32);
+        if value_of(start) <= (bound(Tier::L3PerVm), bound(Tier::PartialL3)) {
+            return None;
+        }
+        // A quarter of the time: where it stops, the models get the rest.
+        let deadline = self.deadline.within(
+            self.deadline
+                .share(0.25, std::time::Duration::from_millis(50)),
+        );
+        let found = fills::search(
             self.request,
             (self.host, self.vms),
             &self.values,
-            pieces_of(start),
-            self.deadline,
+            value_of(start),
+            deadline,
         )?;
         match found {
-            full_host::Found::Optimum(value, better) => {
+            fills::Found::Optimum(value, better) => {
                 let units = better.unwrap_or_else(|| start.clone());
                 if let Some(placement) = self.usable(&units, true) {
-                    if pieces_of(&units) <= value {
-                        stats.full_host = true;
-                        stats.tiers.extend(full_host_runs(value, started));
+                    if value_of(&units) == value {
+                        stats.searched = true;
+                        stats.tiers.extend(searched_runs(value, started));
                         return Some(placement);
                     }
                 }
                 // Its layout breaks a rule it does not know (objective 5):
                 // its optimum is still a lower bound.
-                let six = bounds.entry(Tier::L3PerVm).or_insert(value);
-                *six = six.max(value);
+                let six = bounds.entry(Tier::L3PerVm).or_insert(0.0);
+                *six = six.max(f64::from(value.0));
             }
-            full_host::Found::Stopped(Some(units)) => {
-                if self.usable(&units, false).is_some() && pieces_of(&units) < pieces_of(start) {
+            fills::Found::Stopped(Some(units)) => {
+                if self.usable(&units, false).is_some() && value_of(&units) < value_of(start) {
                     *start = units;
                 }
             }
-            full_host::Found::Stopped(None) => {}
+            fills::Found::Stopped(None) => {}
         }
         None
     }

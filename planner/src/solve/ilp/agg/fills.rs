@@ -1,27 +1,28 @@
-//! Objectives 6–7 on a full host, by a search over what fills each node.
+//! Objectives 6–7 by a search over what each NUMA node holds.
 //!
-//! When every VM is placed and objective 3 uses every free core, every node
-//! is full and no domain is partly used (objective 7 is 0). Objective 6 is
-//! then, node by node, its pieces plus its domains less its components
-//! ([`super::components`]); summed, the VMs plus the extra nodes of
-//! objective 4 (held) plus the host's domains, less the components. So the
-//! best layout is the one whose nodes' contents make the most components:
-//! a search over which VMs fill each node exactly, each node's components
-//! counted exactly, pruned by what the nodes left could still add.
+//! With every VM placed, a layout is, node by node, the pieces there (a
+//! VM's cores on that node) and how they lie over the node's L3 domains.
+//! How they best lie is [`super::components`]: the pieces plus a cost per
+//! node. So objectives 6–7 are the least, over which pieces each node
+//! holds, of the pieces (the VMs plus the extra nodes of objective 4, held)
+//! plus the nodes' costs. The search fills node after node, best content
+//! first, and prunes by what the nodes left cannot do better than: each
+//! piece left touches a domain per largest domain's cores, and on a full
+//! host ([`Search::upper_components`]) the components the pieces' cores
+//! allow.
 //!
-//! The pattern model's relaxation does not see components (it stopped 2–9
-//! domains above this optimum on the benchmark's full chiplet hosts). The
-//! search covers VMs with `numa = "strict"` or `"preferred"` and at most one
-//! extra node (one preferred VM in two pieces: the first node it is on
-//! takes what that node lacks); it declines — and the models decide — with
-//! `numa = "spread"` VMs, more extra nodes, memory that can bind, VMs that
-//! must touch given nodes, more pieces on a node than
-//! [`super::components::MOST_PIECES`], or when it runs out of its budget.
-//! It drops no rule the models keep but memory (declined) and objective 5
-//! (checked on its answer): its optimum is a lower bound in any case, and
-//! its layout the answer when it holds objectives 1–5.
+//! The pattern model's relaxation does not see components: on full chiplet
+//! hosts it stopped 1–2 domains above this optimum after 8 s. The search
+//! covers VMs with `numa = "strict"` or `"preferred"` and at most one extra
+//! node (one preferred VM in two pieces, the first on the earlier node); it
+//! declines — and the models decide — with `numa = "spread"` VMs, more extra
+//! nodes, memory that can bind, VMs that must touch given nodes, a VM left
+//! out, more pieces on a node than [`super::components::MOST_PIECES`], or
+//! when it runs out of its budget. It keeps every rule the models keep but
+//! objective 5 (its answer is checked): its optimum is a lower bound in any
+//! case, and its layout the answer when it holds objectives 1–5.
 
-use super::components::{Caps, Groups, MOST_PIECES};
+use super::components::{one_domain, Caps, Cost, Groups, MOST_PIECES};
 use super::host::{Host, Vms};
 use super::layout::Units;
 use crate::deadline::Deadline;
@@ -32,16 +33,19 @@ use std::collections::{BTreeMap, HashMap};
 /// Node contents the search may try before it gives up.
 const BUDGET: u64 = 2_000_000;
 
+/// Objectives 6 and 7 of a layout, compared in that order.
+pub(super) type Value = (u32, u32);
+
 /// What the search found.
 pub(super) enum Found {
-    /// The search ended: objective 6's optimum, and a layout that has it
+    /// The search ended: objectives 6–7's optimum, and a layout that has it
     /// (`None` when the start has it already).
-    Optimum(f64, Option<Units>),
+    Optimum(Value, Option<Units>),
     /// It stopped early; a layout better than the start, if it found one.
     Stopped(Option<Units>),
 }
 
-/// VMs that the search tells apart only by size, whether they may be split
+/// VMs that the search tells apart only by cores, whether they may be split
 /// and where they may go.
 struct Kind {
     cores: u32,
@@ -53,10 +57,10 @@ struct Kind {
 }
 
 struct Node {
-    key: Option<NodeId>,
     cells: Vec<usize>,
     caps: Caps,
     cores: u32,
+    domains: u32,
 }
 
 /// What one node holds.
@@ -68,7 +72,9 @@ struct Fill {
     rest: Option<(usize, u32)>,
     /// The first piece of a VM split here (kind, cores here).
     first: Option<(usize, u32)>,
-    components: u32,
+    /// Its pieces, and their cost on the node.
+    pieces: u32,
+    cost: Cost,
 }
 
 impl Fill {
@@ -85,6 +91,11 @@ impl Fill {
     fn whole_only(&self) -> bool {
         self.rest.is_none() && self.first.is_none()
     }
+
+    /// Its objectives 6 and 7 on its node.
+    fn value(&self) -> Value {
+        (self.pieces + self.cost.0, self.cost.1)
+    }
 }
 
 struct Search {
@@ -94,12 +105,14 @@ struct Search {
     /// The second piece of the split VM, not yet on a node.
     pending: Option<(usize, u32)>,
     splits: u32,
+    /// Every free core is used: nodes are filled exactly.
+    full: bool,
     fills: Vec<Fill>,
-    /// The most components known (the start's), and a better answer's fills.
-    best: u32,
+    /// The best value known (the start's), and a better answer's fills.
+    best: Value,
     better: Option<Vec<Fill>>,
-    /// Components counted, by node domains and sorted pieces.
-    counted: HashMap<(Caps, Vec<u32>), u32>,
+    /// Costs known, by node domains and sorted pieces.
+    costs: HashMap<(Caps, Vec<u32>), Option<Cost>>,
     /// Node contents tried.
     work: u64,
     deadline: Deadline,
@@ -107,23 +120,21 @@ struct Search {
 }
 
 /// Objectives 6–7 by the search, where it applies: `start` (holding
-/// objectives 1–5) has `start_pieces` domains over the VMs; `held` the optima
-/// of 1–5. `None` where it does not apply.
+/// objectives 1–5) has the value `start`; `held` the optima of 1–5.
+/// `None` where it does not apply.
 pub(super) fn search(
     request: &PlanRequest,
     (host, vms): (&Host, &Vms),
     held: &BTreeMap<Tier, f64>,
-    start_pieces: f64,
+    start: Value,
     deadline: Deadline,
 ) -> Option<Found> {
     let total: u32 = host.cells.iter().map(super::host::Cell::cap).sum();
     let extra = held.get(&Tier::ExtraNodes).copied().unwrap_or(0.0);
-    let full = held
-        .get(&Tier::Cores)
-        .is_some_and(|&c| c == f64::from(total));
-    let applies = full
-        && host.one_cell_per_domain()
+    let cores: u32 = vms.each().map(|(_, c)| c).sum();
+    let applies = host.one_cell_per_domain()
         && vms.placeable() == request.vms.len()
+        && held.get(&Tier::Cores) == Some(&f64::from(cores))
         && (0.0..=1.0).contains(&extra)
         && !crate::solve::memory::active(request)
         && request
@@ -134,17 +145,14 @@ pub(super) fn search(
         return None;
     }
     let mut s = Search::new(host, vms, request, extra as u32, deadline);
-    let domains = host.cells.len() as f64;
-    let pieces = request.vms.len() as f64 + extra;
-    // The start's components (at least: its layout may be worse than its
-    // nodes' contents allow).
-    s.best = (pieces + domains - start_pieces).max(0.0) as u32;
-    s.go(0, 0);
+    s.full = cores == total;
+    s.best = start;
+    s.go(0, (0, 0));
     let units = s.better.take().map(|fills| s.units(host, &fills));
     if s.stopped {
         return Some(Found::Stopped(units));
     }
-    Some(Found::Optimum(pieces + domains - f64::from(s.best), units))
+    Some(Found::Optimum(s.best, units))
 }
 
 impl Search {
@@ -155,7 +163,7 @@ impl Search {
         splits: u32,
         deadline: Deadline,
     ) -> Search {
-        let mut nodes: Vec<Node> = host
+        let mut nodes: Vec<(Option<NodeId>, Node)> = host
             .nodes
             .iter()
             .map(|(&key, cells)| {
@@ -165,18 +173,19 @@ impl Search {
                         .entry(std::cmp::Reverse(host.cells[e].cap()))
                         .or_default() += 1;
                 }
-                Node {
-                    key,
+                let node = Node {
                     cells: cells.clone(),
                     caps: by_cap.into_iter().map(|(c, n)| (c.0, n)).collect(),
                     cores: cells.iter().map(|&e| host.cells[e].cap()).sum(),
-                }
+                    domains: u32::try_from(cells.len()).unwrap_or(u32::MAX),
+                };
+                (key, node)
             })
             .collect();
         let mut by_kind: BTreeMap<(u32, bool, Vec<bool>), Vec<usize>> = BTreeMap::new();
         for (i, c) in vms.each() {
             let vm = &request.vms[i];
-            let allowed = nodes.iter().map(|n| host.allows(vm, n.key)).collect();
+            let allowed = nodes.iter().map(|(key, _)| host.allows(vm, *key)).collect();
             by_kind
                 .entry((c, vm.numa == NumaPolicy::Preferred, allowed))
                 .or_default()
@@ -194,40 +203,33 @@ impl Search {
                 }
             })
             .collect();
-        // Largest first: the contents of a node are found sooner.
+        // Largest first: a node's contents are found sooner.
         kinds.sort_by_key(|k| (std::cmp::Reverse(k.cores), k.members.first().copied()));
         // Nodes alike (same domains, same VMs allowed) next to each other,
         // so that their contents can be taken in one order only.
-        let column =
-            |n: usize, kinds: &[Kind]| kinds.iter().map(|k| k.allowed[n]).collect::<Vec<_>>();
+        let column = |n: usize| kinds.iter().map(|k| k.allowed[n]).collect::<Vec<_>>();
         let mut order: Vec<usize> = (0..nodes.len()).collect();
-        order.sort_by_key(|&n| (nodes[n].caps.clone(), column(n, &kinds), n));
+        order.sort_by_key(|&n| (nodes[n].1.caps.clone(), column(n), n));
         for k in &mut kinds {
             k.allowed = order.iter().map(|&n| k.allowed[n]).collect();
         }
-        let mut sorted = Vec::with_capacity(nodes.len());
-        for &n in &order {
-            sorted.push(std::mem::replace(
-                &mut nodes[n],
-                Node {
-                    key: None,
-                    cells: Vec::new(),
-                    caps: Vec::new(),
-                    cores: 0,
-                },
-            ));
-        }
-        let left = kinds.iter().map(|k| k.members.len() as u32).collect();
+        let mut by_order: Vec<Option<Node>> = nodes.drain(..).map(|(_, n)| Some(n)).collect();
+        let nodes: Vec<Node> = order.iter().filter_map(|&n| by_order[n].take()).collect();
+        let left = kinds
+            .iter()
+            .map(|k| u32::try_from(k.members.len()).unwrap_or(u32::MAX))
+            .collect();
         Search {
-            nodes: sorted,
+            nodes,
             kinds,
             left,
             pending: None,
             splits,
+            full: false,
             fills: Vec::new(),
-            best: 0,
+            best: (u32::MAX, u32::MAX),
             better: None,
-            counted: HashMap::new(),
+            costs: HashMap::new(),
             work: 0,
             deadline,
             stopped: false,
@@ -240,8 +242,8 @@ impl Search {
             && self.kinds.iter().all(|k| k.allowed[a] == k.allowed[b])
     }
 
-    /// Fills node `n` on, with `so_far` components on the nodes before.
-    fn go(&mut self, n: usize, so_far: u32) {
+    /// Fills node `n` on; `so_far` is the nodes' before.
+    fn go(&mut self, n: usize, so_far: Value) {
         if self.stopped {
             return;
         }
@@ -249,45 +251,77 @@ impl Search {
             // Every VM placed, and the extra node objective 4 holds used.
             let done =
                 self.pending.is_none() && self.splits == 0 && self.left.iter().all(|&l| l == 0);
-            if done && so_far > self.best {
+            if done && so_far < self.best {
                 self.best = so_far;
                 self.better = Some(self.fills.clone());
             }
-            return;
-        }
-        if self.upper(n, so_far) <= self.best {
             return;
         }
         let mut fills = self.fills_of(n);
         if self.stopped {
             return;
         }
-        for f in &mut fills {
-            f.components = self.components(n, &f.sizes(&self.kinds));
-        }
-        fills.sort_by_key(|f| std::cmp::Reverse(f.components));
+        fills.sort_by_key(Fill::value);
         for f in fills {
             if self.stopped {
                 return;
             }
+            let v = f.value();
+            let at = (so_far.0 + v.0, so_far.1 + v.1);
             self.apply(&f, true);
-            self.fills.push(f.clone());
-            if self.upper(n + 1, so_far + f.components) > self.best {
-                self.go(n + 1, so_far + f.components);
+            if self.least(n + 1, at) < self.best {
+                self.fills.push(f.clone());
+                self.go(n + 1, at);
+                self.fills.pop();
             }
-            self.fills.pop();
             self.apply(&f, false);
         }
     }
 
-    /// The most components nodes `n` on can add to `so_far`: one per domain
-    /// at most, one per piece left, and what the pieces' cores allow: with
-    /// `d` the free cores of most domains left, a component on none of the
-    /// `s` others has cores a multiple of `d`, so it holds a piece of a
-    /// multiple of `d` cores (`z` such pieces) or two pieces whose rests
-    /// add up to `d` (`pairs` at most) or three other pieces at least.
-    /// A split adds a piece of unknown cores: one more.
-    fn upper(&self, n: usize, so_far: u32) -> u32 {
+    /// The least value a layout can reach from nodes `n` on, with `so_far`
+    /// on the nodes before (`u32::MAX` when the cores left do not fit).
+    fn least(&self, n: usize, so_far: Value) -> Value {
+        let room: u32 = self.nodes[n..].iter().map(|node| node.cores).sum();
+        let sizes = self.sizes_left();
+        if sizes.iter().sum::<u32>() > room {
+            return (u32::MAX, u32::MAX);
+        }
+        let largest = self.nodes[n..]
+            .iter()
+            .filter_map(|node| node.caps.first().map(|&(v, _)| v))
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let pieces = u32::try_from(sizes.len()).unwrap_or(u32::MAX) + self.splits;
+        // Each piece touches a domain per `largest` cores (a VM's two
+        // pieces, as many as the VM whole at least).
+        let mut domains: u32 = sizes.iter().map(|&c| c.div_ceil(largest)).sum();
+        if self.full {
+            // Pieces plus domains less components.
+            let all: u32 = self.nodes[n..].iter().map(|node| node.domains).sum();
+            domains = domains.max((pieces + all).saturating_sub(self.upper_components(n, &sizes)));
+        }
+        (so_far.0.saturating_add(domains), so_far.1)
+    }
+
+    /// Cores of the pieces left: whole VMs and the split VM's rest.
+    fn sizes_left(&self) -> Vec<u32> {
+        let mut sizes: Vec<u32> = Vec::new();
+        for (k, &l) in self.left.iter().enumerate() {
+            sizes.extend(std::iter::repeat_n(self.kinds[k].cores, l as usize));
+        }
+        sizes.extend(self.pending.map(|(_, c)| c));
+        sizes
+    }
+
+    /// The most components the pieces `sizes` can make on full nodes `n`
+    /// on: one per domain at most, one per piece, and what their cores
+    /// allow. With `d` the free cores of most domains left, a component on
+    /// none of the `s` others has cores a multiple of `d`, so it holds a
+    /// piece of a multiple of `d` cores (`z` such pieces), or two pieces
+    /// whose rests add up to `d` (`pairs` at most), or three other pieces at
+    /// least. A split adds a piece of unknown cores: one more.
+    fn upper_components(&self, n: usize, sizes: &[u32]) -> u32 {
         let mut caps: BTreeMap<u32, u32> = BTreeMap::new();
         for node in &self.nodes[n..] {
             for &(v, c) in &node.caps {
@@ -295,22 +329,17 @@ impl Search {
             }
         }
         let domains: u32 = caps.values().sum();
-        let mut sizes: Vec<u32> = Vec::new();
-        for (k, &l) in self.left.iter().enumerate() {
-            sizes.extend(std::iter::repeat_n(self.kinds[k].cores, l as usize));
-        }
-        sizes.extend(self.pending.map(|(_, c)| c));
-        let pieces = sizes.len() as u32 + self.splits;
+        let pieces = u32::try_from(sizes.len()).unwrap_or(u32::MAX) + self.splits;
         let Some((&d, _)) = caps.iter().max_by_key(|&(&v, &c)| (c, v)) else {
-            return so_far;
+            return 0;
         };
         let s: u32 = caps
             .iter()
-            .filter(|&(&v, _)| v % d != 0)
+            .filter(|&(&v, _)| !v.is_multiple_of(d))
             .map(|(_, &c)| c)
             .sum();
         let mut rests = vec![0u32; d as usize];
-        for &c in &sizes {
+        for &c in sizes {
             rests[(c % d) as usize] += 1;
         }
         let z = rests[0];
@@ -325,7 +354,7 @@ impl Search {
             }
         }
         let by_cores = s + z + pairs + (m - 2 * pairs) / 3 + self.splits;
-        so_far + domains.min(pieces).min(by_cores)
+        domains.min(pieces).min(by_cores)
     }
 
     fn apply(&mut self, f: &Fill, on: bool) {
@@ -352,8 +381,9 @@ impl Search {
         }
     }
 
-    /// Every content of node `n` that fills it exactly; alike nodes in a row
-    /// holding whole VMs only take them in one order.
+    /// Every content of node `n` (exactly its cores on a full host) with
+    /// its cost; alike nodes in a row holding whole VMs only take them in
+    /// one order.
     fn fills_of(&mut self, n: usize) -> Vec<Fill> {
         let cap = self.nodes[n].cores;
         let before = (n > 0 && self.alike(n - 1, n))
@@ -365,7 +395,6 @@ impl Search {
             })
             .flatten();
         let last = n + 1 == self.nodes.len();
-        let mut out = Vec::new();
         let rests: Vec<Option<(usize, u32)>> = match self.pending {
             Some((k, c)) if self.kinds[k].allowed[n] && c <= cap => {
                 if last {
@@ -374,9 +403,11 @@ impl Search {
                     vec![Some((k, c)), None]
                 }
             }
-            Some(_) if last => return out,
+            Some(_) if last => return Vec::new(),
             _ => vec![None],
         };
+        let full = self.full;
+        let mut out = Vec::new();
         for rest in rests {
             let room = cap - rest.map_or(0, |(_, c)| c);
             let mut whole = vec![0u32; self.kinds.len()];
@@ -385,29 +416,45 @@ impl Search {
                     whole: whole.to_vec(),
                     rest,
                     first,
-                    components: 0,
+                    pieces: 0,
+                    cost: (0, 0),
                 };
-                if free == 0 {
-                    let in_order = before
-                        .as_ref()
-                        .is_none_or(|b| rest.is_some() || whole <= &b[..]);
-                    if in_order {
-                        out.push(fill(None));
+                let in_order = before
+                    .as_ref()
+                    .is_none_or(|b| rest.is_some() || whole <= &b[..]);
+                if in_order && (free == 0 || !full) {
+                    out.push(fill(None));
+                }
+                if free == 0
+                    || search.splits == 0
+                    || search.pending.is_some()
+                    || rest.is_some()
+                    || last
+                {
+                    return;
+                }
+                for (k, kind) in search.kinds.iter().enumerate() {
+                    if !(kind.preferred && kind.allowed[n] && search.left[k] > whole[k]) {
+                        continue;
                     }
-                } else if search.splits > 0 && search.pending.is_none() && rest.is_none() && !last {
-                    for (k, kind) in search.kinds.iter().enumerate() {
-                        if kind.preferred
-                            && kind.allowed[n]
-                            && search.left[k] > whole[k]
-                            && free < kind.cores
-                        {
-                            out.push(fill(Some((k, free))));
-                        }
+                    // On a full host the piece is what the node lacks.
+                    let sizes = if full { free..=free } else { 1..=free };
+                    for here in sizes.filter(|&here| here < kind.cores) {
+                        out.push(fill(Some((k, here))));
                     }
                 }
             });
         }
-        out
+        let mut costed = Vec::with_capacity(out.len());
+        for mut f in out {
+            let sizes = f.sizes(&self.kinds);
+            if let Some(cost) = self.cost(n, &sizes) {
+                f.pieces = u32::try_from(sizes.len()).unwrap_or(u32::MAX);
+                f.cost = cost;
+                costed.push(f);
+            }
+        }
+        costed
     }
 
     /// Whole VMs of kinds `k` on for node `n` within `room` cores; `found`
@@ -445,21 +492,21 @@ impl Search {
         whole[k] = 0;
     }
 
-    /// Components of node `n` holding pieces `sizes`.
-    fn components(&mut self, n: usize, sizes: &[u32]) -> u32 {
+    /// The cost of node `n` holding pieces `sizes`.
+    fn cost(&mut self, n: usize, sizes: &[u32]) -> Option<Cost> {
         let mut sorted = sizes.to_vec();
         sorted.sort_unstable();
-        if sorted.len() > MOST_PIECES {
+        if sorted.len() > MOST_PIECES && !one_domain(&self.nodes[n].caps) {
             // Too many to group exactly: stop rather than guess.
             self.stopped = true;
-            return 0;
+            return None;
         }
         let key = (self.nodes[n].caps.clone(), sorted);
-        if let Some(&c) = self.counted.get(&key) {
+        if let Some(&c) = self.costs.get(&key) {
             return c;
         }
-        let c = super::components::most(&key.1, &key.0);
-        self.counted.insert(key, c);
+        let c = super::components::cost(&key.1, &key.0);
+        self.costs.insert(key, c);
         c
     }
 
@@ -492,22 +539,24 @@ impl Search {
                 sizes.push(c);
             }
             // The node's cells by free cores, as the caps list them.
-            let mut cells_of: Vec<Vec<usize>> = node
+            let cells_of: Vec<Vec<usize>> = node
                 .caps
                 .iter()
                 .map(|&(v, _)| {
-                    node.cells
+                    let mut cells: Vec<usize> = node
+                        .cells
                         .iter()
                         .copied()
                         .filter(|&e| host.cells[e].cap() == v)
-                        .collect()
+                        .collect();
+                    cells.sort_unstable();
+                    cells
                 })
                 .collect();
-            for cells in &mut cells_of {
-                cells.sort_unstable();
-            }
             let mut groups = Groups::new(&sizes, &node.caps);
-            let (_, laid) = groups.lay_out();
+            let Some((_, laid)) = groups.lay_out() else {
+                continue;
+            };
             for (p, pieces) in laid.into_iter().enumerate() {
                 let entry = units.entry(owners[p]).or_default();
                 for ((v, d), cores) in pieces {
