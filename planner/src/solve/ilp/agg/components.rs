@@ -38,14 +38,37 @@ type Memo = HashMap<(u32, Vec<u32>), Option<(Cost, u32, Vec<u32>)>>;
 /// domain of that value), cores).
 pub(super) type Laid = Vec<Vec<((usize, u32), u32)>>;
 
-/// The least cost of `sizes` (pieces of one node, at most [`MOST_PIECES`])
-/// over the domains `caps`; `None` when they do not hold the pieces.
-pub(super) fn cost(sizes: &[u32], caps: &Caps) -> Option<Cost> {
+/// Steps (a set of pieces with a set of domains for it) one node's grouping
+/// may take: past it, the grouping gives up rather than hold the search.
+const MOST_STEPS: u64 = 1 << 20;
+
+/// What grouping one node's pieces found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Costed {
+    /// The least cost.
+    Least(Cost),
+    /// The domains do not hold the pieces.
+    Unheld,
+    /// More pieces than [`MOST_PIECES`] on several domains, or more steps
+    /// than [`MOST_STEPS`]: not known.
+    GaveUp,
+}
+
+/// The least cost of `sizes` (pieces of one node) over the domains `caps`.
+pub(super) fn cost(sizes: &[u32], caps: &Caps) -> Costed {
     let mut g = Groups::new(sizes, caps);
-    if one_domain(caps) {
-        return g.lay_out().map(|(c, _)| c);
+    let least = if one_domain(caps) {
+        g.lay_out().map(|(c, _)| c)
+    } else if g.too_many {
+        None
+    } else {
+        g.best(g.all(), &g.counts())
+    };
+    match least {
+        _ if g.too_many || g.steps > MOST_STEPS => Costed::GaveUp,
+        Some(c) => Costed::Least(c),
+        None => Costed::Unheld,
     }
-    g.best(g.all(), &g.counts())
 }
 
 /// Whether `caps` is one domain.
@@ -62,16 +85,23 @@ pub(super) struct Groups<'a> {
     sums: Vec<u32>,
     /// The pieces use every core: groups fill their domains exactly.
     full: bool,
+    /// Which core counts some set of the domains has (for `full`).
+    sums_of_domains: Vec<bool>,
     memo: Memo,
+    /// More pieces than [`MOST_PIECES`] on several domains: nothing known.
+    too_many: bool,
+    steps: u64,
 }
 
 impl<'a> Groups<'a> {
     pub(super) fn new(sizes: &'a [u32], caps: &Caps) -> Groups<'a> {
-        // One domain takes any number of pieces, as one group.
-        let n = if one_domain(caps) {
+        // One domain takes any number of pieces, as one group; on several,
+        // the subsets of more than MOST_PIECES are too many.
+        let too_many = !one_domain(caps) && sizes.len() > MOST_PIECES;
+        let n = if one_domain(caps) || too_many {
             0
         } else {
-            sizes.len().min(MOST_PIECES)
+            sizes.len()
         };
         let mut sums = vec![0u32; 1 << n];
         for mask in 1..sums.len() {
@@ -79,18 +109,37 @@ impl<'a> Groups<'a> {
             sums[mask] = sums[mask & (mask - 1)] + sizes[low];
         }
         let cores: u32 = caps.iter().map(|&(v, c)| v * c).sum();
+        let full = sums.last() == Some(&cores);
+        let mut sums_of_domains = vec![!full; if full { cores as usize + 1 } else { 0 }];
+        if let Some(zero) = sums_of_domains.first_mut() {
+            *zero = true;
+        }
+        for &(v, c) in caps.iter().filter(|_| full) {
+            for _ in 0..c {
+                for t in (v as usize..sums_of_domains.len()).rev() {
+                    if sums_of_domains[t - v as usize] {
+                        sums_of_domains[t] = true;
+                    }
+                }
+            }
+        }
         Groups {
             sizes: if n == 0 { sizes } else { &sizes[..n] },
             values: caps.iter().map(|&(v, _)| v).collect(),
             counts: caps.iter().map(|&(_, c)| c).collect(),
-            full: sums.last() == Some(&cores),
+            full,
             sums,
+            sums_of_domains,
             memo: Memo::new(),
+            too_many,
+            steps: 0,
         }
     }
 
+    /// Every piece, as a mask (at most [`MOST_PIECES`]).
     fn all(&self) -> u32 {
-        (1u32 << self.sizes.len()) - 1
+        debug_assert!(self.sizes.len() <= MOST_PIECES);
+        (1u32 << self.sizes.len().min(MOST_PIECES)) - 1
     }
 
     fn counts(&self) -> Vec<u32> {
@@ -102,6 +151,10 @@ impl<'a> Groups<'a> {
         if mask == 0 {
             return Some((0, 0));
         }
+        self.steps += 1;
+        if self.steps > MOST_STEPS {
+            return None;
+        }
         if let Some(known) = self.memo.get(&(mask, left.to_vec())) {
             return known.as_ref().map(|&(c, _, _)| c);
         }
@@ -112,7 +165,15 @@ impl<'a> Groups<'a> {
         loop {
             let group = sub | low;
             let sum = self.sums[group as usize];
-            for take in takes(&self.values, left, sum, self.full) {
+            // On a full node most sets of pieces fill no set of domains.
+            let possible = !self.full || self.sums_of_domains.get(sum as usize) == Some(&true);
+            let takes = if possible {
+                takes(&self.values, left, sum, self.full)
+            } else {
+                Vec::new()
+            };
+            for take in takes {
+                self.steps += 1;
                 let after: Vec<u32> = left.iter().zip(&take).map(|(l, t)| l - t).collect();
                 let Some((domains, spare)) = self.best(mask ^ group, &after) else {
                     continue;
@@ -136,16 +197,23 @@ impl<'a> Groups<'a> {
 
     /// The pieces laid out: per piece, (domain slot, cores) where a domain
     /// slot is (which value of `caps`, which domain of that value), each
-    /// group's pieces one after the other over its domains, largest first.
+    /// group's pieces one after the other over its domains (largest first).
     /// Returns the cost too (`None`: the domains do not hold the pieces).
     pub(super) fn lay_out(&mut self) -> Option<(Cost, Laid)> {
+        if self.too_many {
+            return None;
+        }
         if let ([cap], [1]) = (&self.values[..], &self.counts[..]) {
             let sum: u32 = self.sizes.iter().sum();
             let laid = self.sizes.iter().map(|&c| vec![((0, 0), c)]).collect();
-            return (sum <= *cap).then_some(((0, u32::from(sum < *cap)), laid));
+            // An empty domain is not partly used.
+            return (sum <= *cap).then_some(((0, u32::from(sum > 0 && sum < *cap)), laid));
         }
         let mut left = self.counts();
         let cost = self.best(self.all(), &left)?;
+        if self.steps > MOST_STEPS {
+            return None;
+        }
         let mut next = vec![0u32; left.len()];
         let mut out = vec![Vec::new(); self.sizes.len()];
         let mut mask = self.all();
@@ -153,7 +221,8 @@ impl<'a> Groups<'a> {
             let Some(Some((_, group, take))) = self.memo.get(&(mask, left.clone())).cloned() else {
                 break;
             };
-            // The group's domains, in order.
+            // Its domains largest first: the last, the smallest, is the one
+            // left partly used.
             let mut domains: Vec<(usize, u32)> = Vec::new();
             for (v, &t) in take.iter().enumerate() {
                 for _ in 0..t {
@@ -278,9 +347,18 @@ mod tests {
             (vec![7, 1, 3], vec![(8, 2)], (0, 1)),
             (vec![6], vec![(8, 1), (7, 1)], (0, 1)),
         ] {
-            assert_eq!(cost(&sizes, &caps), Some(least), "{sizes:?} on {caps:?}");
+            assert_eq!(
+                cost(&sizes, &caps),
+                Costed::Least(least),
+                "{sizes:?} on {caps:?}"
+            );
         }
-        assert_eq!(cost(&[9, 9], &vec![(8, 2)]), None);
+        assert_eq!(cost(&[9, 9], &vec![(8, 2)]), Costed::Unheld);
+        // An empty node, of one domain or more, has no partly used domain.
+        assert_eq!(cost(&[], &vec![(6, 1)]), Costed::Least((0, 0)));
+        assert_eq!(cost(&[], &vec![(4, 2)]), Costed::Least((0, 0)));
+        assert_eq!(cost(&[1; 15], &vec![(8, 2)]), Costed::GaveUp);
+        assert_eq!(cost(&[1; 15], &vec![(16, 1)]), Costed::Least((0, 1)));
     }
 
     /// The layout has the cost counted: each piece gets its cores, the

@@ -17,12 +17,12 @@
 //! node (one preferred VM in two pieces, the first on the earlier node); it
 //! declines — and the models decide — with `numa = "spread"` VMs, more extra
 //! nodes, memory that can bind, VMs that must touch given nodes, a VM left
-//! out, more pieces on a node than [`super::components::MOST_PIECES`], or
+//! out, a node whose grouping gives up ([`super::components::Costed`]), or
 //! when it runs out of its budget. It keeps every rule the models keep but
 //! objective 5 (its answer is checked): its optimum is a lower bound in any
 //! case, and its layout the answer when it holds objectives 1–5.
 
-use super::components::{one_domain, Caps, Cost, Groups, MOST_PIECES};
+use super::components::{Caps, Cost, Costed, Groups};
 use super::host::{Host, Vms};
 use super::layout::Units;
 use crate::deadline::Deadline;
@@ -32,6 +32,9 @@ use std::collections::{BTreeMap, HashMap};
 
 /// Node contents the search may try before it gives up.
 const BUDGET: u64 = 2_000_000;
+
+/// Contents of one node the search lists at most; more, and it gives up.
+const MOST_FILLS: usize = 100_000;
 
 /// Objectives 6 and 7 of a layout, compared in that order.
 pub(super) type Value = (u32, u32);
@@ -112,7 +115,7 @@ struct Search {
     best: Value,
     better: Option<Vec<Fill>>,
     /// Costs known, by node domains and sorted pieces.
-    costs: HashMap<(Caps, Vec<u32>), Option<Cost>>,
+    costs: HashMap<(Caps, Vec<u32>), Costed>,
     /// Node contents tried.
     work: u64,
     deadline: Deadline,
@@ -412,6 +415,9 @@ impl Search {
             let room = cap - rest.map_or(0, |(_, c)| c);
             let mut whole = vec![0u32; self.kinds.len()];
             self.whole_fills(n, 0, room, &mut whole, &mut |search, whole, free| {
+                if out.len() > MOST_FILLS {
+                    return;
+                }
                 let fill = |first| Fill {
                     whole: whole.to_vec(),
                     rest,
@@ -445,8 +451,19 @@ impl Search {
                 }
             });
         }
+        if out.len() > MOST_FILLS {
+            self.stopped = true;
+            return Vec::new();
+        }
         let mut costed = Vec::with_capacity(out.len());
         for mut f in out {
+            self.work += 1;
+            if (self.work.is_multiple_of(256) && self.deadline.is_past()) || self.work > BUDGET {
+                self.stopped = true;
+            }
+            if self.stopped {
+                return Vec::new();
+            }
             let sizes = f.sizes(&self.kinds);
             if let Some(cost) = self.cost(n, &sizes) {
                 f.pieces = u32::try_from(sizes.len()).unwrap_or(u32::MAX);
@@ -492,22 +509,28 @@ impl Search {
         whole[k] = 0;
     }
 
-    /// The cost of node `n` holding pieces `sizes`.
+    /// The cost of node `n` holding pieces `sizes` (`None`: the node does
+    /// not hold them, or the grouping gave up, which stops the search).
     fn cost(&mut self, n: usize, sizes: &[u32]) -> Option<Cost> {
         let mut sorted = sizes.to_vec();
         sorted.sort_unstable();
-        if sorted.len() > MOST_PIECES && !one_domain(&self.nodes[n].caps) {
-            // Too many to group exactly: stop rather than guess.
-            self.stopped = true;
-            return None;
-        }
         let key = (self.nodes[n].caps.clone(), sorted);
-        if let Some(&c) = self.costs.get(&key) {
-            return c;
+        let costed = match self.costs.get(&key) {
+            Some(&c) => c,
+            None => {
+                let c = super::components::cost(&key.1, &key.0);
+                self.costs.insert(key, c);
+                c
+            }
+        };
+        match costed {
+            Costed::Least(c) => Some(c),
+            Costed::Unheld => None,
+            Costed::GaveUp => {
+                self.stopped = true;
+                None
+            }
         }
-        let c = super::components::cost(&key.1, &key.0);
-        self.costs.insert(key, c);
-        c
     }
 
     /// The layout of `fills`: each node's pieces grouped and laid out over
@@ -538,7 +561,8 @@ impl Search {
                 owners.push(vm);
                 sizes.push(c);
             }
-            // The node's cells by free cores, as the caps list them.
+            // Domain slots of `lay_out` are by free cores, as the caps list
+            // them: the cells of each count, in order.
             let cells_of: Vec<Vec<usize>> = node
                 .caps
                 .iter()
@@ -567,5 +591,65 @@ impl Search {
             }
         }
         units
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::solve::{ThreadPolicy, VmRequest};
+    use crate::topology::{load, Source};
+
+    fn request(desc: &str, reserved: &str, cores: &[u32]) -> PlanRequest {
+        PlanRequest {
+            host: load(&Source::Synthetic(desc.to_owned())).unwrap(),
+            reserved: reserved.parse().unwrap(),
+            fixed: Vec::new(),
+            vms: cores
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| VmRequest {
+                    threads: ThreadPolicy::Prefer,
+                    ..VmRequest::new(&format!("vm{i}"), c)
+                })
+                .collect(),
+            order: Default::default(),
+            max_moves: None,
+        }
+    }
+
+    /// Found in review: a node left empty has no partly used domain, even
+    /// one of a single domain. Node 0 has one domain of 6 free cores (its
+    /// other reserved), node 1 two of 4; two strict VMs of 4 cores. From a
+    /// start of one VM per node (2 domains, 1 partly used), the search finds
+    /// both on node 1 by hand: 2 domains, none partly used. Counting node 0
+    /// empty as partly used, it found nothing better and called the start
+    /// optimal.
+    #[test]
+    fn an_empty_node_of_one_domain_is_not_partly_used() {
+        let req = request(
+            "package:1 numa:2 l3:2 core:6 pu:1",
+            "6-11,12-13,18-19",
+            &[4, 4],
+        );
+        let host = Host::new(&req);
+        let vms = Vms::new(&req, &host);
+        let held = BTreeMap::from([(Tier::Cores, 8.0), (Tier::ExtraNodes, 0.0)]);
+        let far = Deadline::after(std::time::Duration::from_secs(10));
+        let Some(Found::Optimum(value, Some(units))) =
+            search(&req, (&host, &vms), &held, (2, 1), far)
+        else {
+            panic!("the search ends with a better layout");
+        };
+        assert_eq!(value, (2, 0));
+        let node_one: Vec<usize> = host.nodes[&Some(NodeId(1))].clone();
+        for (vm, cells) in &units {
+            assert_eq!(cells.len(), 1, "vm{vm}: {cells:?}");
+            assert!(
+                cells.keys().all(|e| node_one.contains(e)),
+                "vm{vm}: {cells:?}"
+            );
+        }
     }
 }

@@ -355,8 +355,9 @@ impl Held<'_> {
                         return Some(placement);
                     }
                 }
-                // Its layout breaks a rule it does not know (objective 5):
-                // its optimum is still a lower bound.
+                // Its layout breaks a rule it does not know (objective 5), or
+                // was not laid out as counted: its optimum is still a lower
+                // bound.
                 let six = bounds.entry(Tier::L3PerVm).or_insert(0.0);
                 *six = six.max(f64::from(value.0));
             }
@@ -379,7 +380,15 @@ impl Held<'_> {
                 .is_some_and(|cells| cells.values().sum::<u32>() == c)
         });
         let placement = cores_of(self.request, self.host, units, proven);
+        // `cores_of` stops at the end of a cell: every VM has its cores.
+        let given = self.vms.each().all(|(i, c)| {
+            placement
+                .cores
+                .get(&i)
+                .is_some_and(|cores| cores.len() == c as usize)
+        });
         (whole
+            && given
             && units.len() == self.vms.placeable()
             && holds(self.request, &placement, &self.values)
             && keeps_nodes(self.request, &placement))
