@@ -1,5 +1,5 @@
-//! Issue 28: VMs that use every free core or fewer, strict and preferred,
-//! over nodes of several L3 domains — where objectives 6–7 are ended by the
+//! Issue 28: VMs that use every free core or fewer, strict, preferred and
+//! spread, over nodes of several L3 domains — where objectives 6–7 are ended by the
 //! search over what each node holds (`ilp::agg::fills`): the ILP's
 //! objective equals the per-core oracle's, every plan is safe, and the
 //! search decides most cases on full hosts and on the others (or it proves
@@ -52,8 +52,8 @@ fn host() -> impl Strategy<Value = HostSpec> {
 
 /// VMs of `wants` cores within the host's `free` cores (with `full`, the
 /// last takes what is left: every free core used), `threads = "prefer"`;
-/// `preferred[i]`: VM `i` has `numa = "preferred"`, else strict.
-fn filling(free: u32, wants: &[u32], preferred: &[bool], smt: u32, full: bool) -> Vec<VmSpec> {
+/// `numa[i]`: VM `i`'s NUMA policy (strict where it has none).
+fn filling(free: u32, wants: &[u32], numa: &[NumaPolicy], smt: u32, full: bool) -> Vec<VmSpec> {
     let mut sizes = Vec::new();
     let mut left = free;
     for &w in wants {
@@ -72,16 +72,12 @@ fn filling(free: u32, wants: &[u32], preferred: &[bool], smt: u32, full: bool) -
     }
     sizes
         .iter()
-        .zip(preferred.iter().chain(std::iter::repeat(&false)))
-        .map(|(&s, &p)| VmSpec {
+        .zip(numa.iter().chain(std::iter::repeat(&NumaPolicy::Strict)))
+        .map(|(&s, &numa)| VmSpec {
             vcpus: s * smt,
             threads: ThreadPolicy::Prefer,
             emulator: EmulatorPolicy::Host,
-            numa: if p {
-                NumaPolicy::Preferred
-            } else {
-                NumaPolicy::Strict
-            },
+            numa,
             nic_affinity: NicAffinity::Ignore,
             nic_node: None,
             second_nic: None,
@@ -96,7 +92,7 @@ fn filling(free: u32, wants: &[u32], preferred: &[bool], smt: u32, full: bool) -
 fn one(
     host: &HostSpec,
     wants: &[u32],
-    preferred: &[bool],
+    numa: &[NumaPolicy],
     full: bool,
 ) -> Result<Option<bool>, TestCaseError> {
     let empty = request(host, &[]);
@@ -104,7 +100,7 @@ fn one(
     if free == 0 {
         return Ok(None);
     }
-    let req = request(host, &filling(free, wants, preferred, host.smt, full));
+    let req = request(host, &filling(free, wants, numa, host.smt, full));
     prop_assert!(agg::supported(&req), "{}", host.description());
     let Some(ilp) = check_solvers(&req)? else {
         return Ok(None);
@@ -146,11 +142,18 @@ fn hosts_full_or_not_match_the_oracle() {
     let strategy = (
         host(),
         prop::collection::vec(1u32..=7, 2..=5),
-        prop::collection::vec(prop::bool::weighted(0.2), 5),
+        prop::collection::vec(
+            prop_oneof![
+                14 => Just(NumaPolicy::Strict),
+                3 => Just(NumaPolicy::Preferred),
+                3 => Just(NumaPolicy::Spread),
+            ],
+            5,
+        ),
         any::<bool>(),
     );
-    let result = runner.run(&strategy, |(host, wants, preferred, full)| {
-        if let Some(by_search) = one(&host, &wants, &preferred, full)? {
+    let result = runner.run(&strategy, |(host, wants, numa, full)| {
+        if let Some(by_search) = one(&host, &wants, &numa, full)? {
             compared.fetch_add(1, Relaxed);
             cases[usize::from(full)].fetch_add(1, Relaxed);
             searched[usize::from(full)].fetch_add(usize::from(by_search), Relaxed);

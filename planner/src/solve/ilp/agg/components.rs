@@ -39,8 +39,9 @@ type Memo = HashMap<(u32, Vec<u32>), Option<(Cost, u32, Vec<u32>)>>;
 pub(super) type Laid = Vec<Vec<((usize, u32), u32)>>;
 
 /// Steps (a set of pieces with a set of domains for it) one node's grouping
-/// may take: past it, the grouping gives up rather than hold the search.
-const MOST_STEPS: u64 = 1 << 20;
+/// may take: past it, the grouping gives up rather than hold the search
+/// (whose budget counts them too).
+const MOST_STEPS: u64 = 1 << 18;
 
 /// What grouping one node's pieces found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,8 +55,9 @@ pub(super) enum Costed {
     GaveUp,
 }
 
-/// The least cost of `sizes` (pieces of one node) over the domains `caps`.
-pub(super) fn cost(sizes: &[u32], caps: &Caps) -> Costed {
+/// The least cost of `sizes` (pieces of one node) over the domains `caps`,
+/// and the steps it took.
+pub(super) fn cost(sizes: &[u32], caps: &Caps) -> (Costed, u64) {
     let mut g = Groups::new(sizes, caps);
     let least = if one_domain(caps) {
         g.lay_out().map(|(c, _)| c)
@@ -64,11 +66,12 @@ pub(super) fn cost(sizes: &[u32], caps: &Caps) -> Costed {
     } else {
         g.best(g.all(), &g.counts())
     };
-    match least {
+    let costed = match least {
         _ if g.too_many || g.steps > MOST_STEPS => Costed::GaveUp,
         Some(c) => Costed::Least(c),
         None => Costed::Unheld,
-    }
+    };
+    (costed, g.steps)
 }
 
 /// Whether `caps` is one domain.
@@ -348,17 +351,17 @@ mod tests {
             (vec![6], vec![(8, 1), (7, 1)], (0, 1)),
         ] {
             assert_eq!(
-                cost(&sizes, &caps),
+                cost(&sizes, &caps).0,
                 Costed::Least(least),
                 "{sizes:?} on {caps:?}"
             );
         }
-        assert_eq!(cost(&[9, 9], &vec![(8, 2)]), Costed::Unheld);
+        assert_eq!(cost(&[9, 9], &vec![(8, 2)]).0, Costed::Unheld);
         // An empty node, of one domain or more, has no partly used domain.
-        assert_eq!(cost(&[], &vec![(6, 1)]), Costed::Least((0, 0)));
-        assert_eq!(cost(&[], &vec![(4, 2)]), Costed::Least((0, 0)));
-        assert_eq!(cost(&[1; 15], &vec![(8, 2)]), Costed::GaveUp);
-        assert_eq!(cost(&[1; 15], &vec![(16, 1)]), Costed::Least((0, 1)));
+        assert_eq!(cost(&[], &vec![(6, 1)]).0, Costed::Least((0, 0)));
+        assert_eq!(cost(&[], &vec![(4, 2)]).0, Costed::Least((0, 0)));
+        assert_eq!(cost(&[1; 15], &vec![(8, 2)]).0, Costed::GaveUp);
+        assert_eq!(cost(&[1; 15], &vec![(16, 1)]).0, Costed::Least((0, 1)));
     }
 
     /// The layout has the cost counted: each piece gets its cores, the
