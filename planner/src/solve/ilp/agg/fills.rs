@@ -19,9 +19,9 @@
 //! models decide — with more extra nodes, memory that can bind, VMs that
 //! must touch given nodes, a VM left out, a node whose grouping gives up
 //! ([`super::components::Costed`]), or when it runs out of its budget. It
-//! keeps every rule the models keep but objective 5 (its answer is
-//! checked): its optimum is a lower bound in any case, and its layout the
-//! answer when it holds objectives 1–5.
+//! keeps every rule the models keep, objective 5 only where its optimum is
+//! 0 (no core off a NIC's node): its layout is the answer when it holds
+//! objectives 1–5 (checked), else the models decide.
 
 use super::components::{Caps, Cost, Costed, Groups};
 use super::host::{Host, Vms};
@@ -166,7 +166,10 @@ pub(super) fn search(
     if !applies {
         return None;
     }
-    let mut s = Search::new(host, vms, request, extra as u32, deadline);
+    // Objective 5 held at 0: no VM has a core off its NIC's node, which
+    // the search keeps as a rule of where VMs may go.
+    let near_nic = held.get(&Tier::NicRemote).is_some_and(|&r| r < 0.5);
+    let mut s = Search::new(host, vms, (request, near_nic), extra as u32, deadline);
     s.full = cores == total;
     s.best = start;
     s.go(0, (0, 0));
@@ -187,7 +190,7 @@ impl Search {
     fn new(
         host: &Host,
         vms: &Vms,
-        request: &PlanRequest,
+        (request, near_nic): (&PlanRequest, bool),
         splits: u32,
         deadline: Deadline,
     ) -> Search {
@@ -214,7 +217,10 @@ impl Search {
         let mut spread = Vec::new();
         for (i, c) in vms.each() {
             let vm = &request.vms[i];
-            let allowed = nodes.iter().map(|(key, _)| host.allows(vm, *key)).collect();
+            let allowed = nodes
+                .iter()
+                .map(|(key, _)| host.allows(vm, *key) && !(near_nic && vm.nic_remote(*key)))
+                .collect();
             if vm.numa == NumaPolicy::Spread {
                 spread.push(Spread {
                     vm: i,
@@ -360,7 +366,8 @@ impl Search {
         (so_far.0.saturating_add(domains), so_far.1)
     }
 
-    /// Cores of the pieces left: whole VMs and the split VM's rest.
+    /// Cores of the pieces left: whole VMs, the split VM's rest, and each
+    /// spread VM's cores not on a node yet.
     fn sizes_left(&self) -> Vec<u32> {
         let mut sizes: Vec<u32> = Vec::new();
         for (k, &l) in self.left.iter().enumerate() {
@@ -478,7 +485,10 @@ impl Search {
             let room = cap - rest.map_or(0, |(_, c)| c);
             let mut whole = vec![0u32; self.kinds.len()];
             self.whole_fills(n, 0, room, &mut whole, &mut |search, whole, free| {
-                for spread in search.spread_pieces(n, free) {
+                let Some(ways) = search.spread_pieces(n, free) else {
+                    return;
+                };
+                for spread in ways {
                     if out.len() > MOST_FILLS {
                         return;
                     }
@@ -545,26 +555,53 @@ impl Search {
 
     /// The cores on node `n` of each spread VM, every way within `free` (a
     /// split VM's piece may take the rest; on a full host the fill checks
-    /// that the node is full).
-    fn spread_pieces(&self, n: usize, free: u32) -> Vec<Vec<u32>> {
-        fn go(spread: &[Spread], n: usize, free: u32, now: &mut Vec<u32>, out: &mut Vec<Vec<u32>>) {
-            if out.len() > MOST_FILLS {
-                return;
-            }
-            let Some(v) = spread.get(now.len()) else {
-                out.push(now.clone());
-                return;
-            };
-            let most = if v.allowed[n] { v.left.min(free) } else { 0 };
-            for c in (0..=most).rev() {
-                now.push(c);
-                go(spread, n, free - c, now, out);
-                now.pop();
+    /// that the node is full). Each way counts as a content tried; `None`,
+    /// and the search stops, past the budget, the deadline or
+    /// [`MOST_FILLS`] ways: a list cut short would not be every way.
+    fn spread_pieces(&mut self, n: usize, free: u32) -> Option<Vec<Vec<u32>>> {
+        struct Walk<'s> {
+            spread: &'s [Spread],
+            n: usize,
+            now: Vec<u32>,
+            out: Vec<Vec<u32>>,
+            cut: bool,
+        }
+        impl Walk<'_> {
+            fn go(&mut self, free: u32) {
+                if self.cut {
+                    return;
+                }
+                let Some(v) = self.spread.get(self.now.len()) else {
+                    self.out.push(self.now.clone());
+                    self.cut = self.out.len() > MOST_FILLS;
+                    return;
+                };
+                let most = if v.allowed[self.n] {
+                    v.left.min(free)
+                } else {
+                    0
+                };
+                for c in (0..=most).rev() {
+                    self.now.push(c);
+                    self.go(free - c);
+                    self.now.pop();
+                }
             }
         }
-        let mut out = Vec::new();
-        go(&self.spread, n, free, &mut Vec::new(), &mut out);
-        out
+        let mut walk = Walk {
+            spread: &self.spread,
+            n,
+            now: Vec::new(),
+            out: Vec::new(),
+            cut: false,
+        };
+        walk.go(free);
+        self.work += walk.out.len() as u64;
+        if walk.cut || self.work > self.budget || self.deadline.is_past() {
+            self.stopped = true;
+            return None;
+        }
+        Some(walk.out)
     }
 
     /// Whole VMs of kinds `k` on for node `n` within `room` cores; `found`
@@ -575,7 +612,7 @@ impl Search {
         k: usize,
         room: u32,
         whole: &mut Vec<u32>,
-        found: &mut dyn FnMut(&Search, &[u32], u32),
+        found: &mut dyn FnMut(&mut Search, &[u32], u32),
     ) {
         self.work += 1;
         if (self.work.is_multiple_of(4096) && self.deadline.is_past()) || self.work > self.budget {
