@@ -155,11 +155,14 @@ pub(super) fn search(
     deadline: Deadline,
 ) -> Option<Found> {
     let total: u32 = host.cells.iter().map(super::host::Cell::cap).sum();
-    let extra = held.get(&Tier::ExtraNodes).copied().unwrap_or(0.0);
+    // Held optima are integers; a backend's 0.9999 is 1 (as 0 it would
+    // leave out every layout with the extra node objective 4 needs).
+    let held_at = |tier| held.get(&tier).map(|v: &f64| v.round());
+    let extra = held_at(Tier::ExtraNodes).unwrap_or(0.0);
     let cores: u32 = vms.each().map(|(_, c)| c).sum();
     let applies = host.one_cell_per_domain()
         && vms.placeable() == request.vms.len()
-        && held.get(&Tier::Cores) == Some(&f64::from(cores))
+        && held_at(Tier::Cores) == Some(f64::from(cores))
         && (0.0..=1.0).contains(&extra)
         && !crate::solve::memory::active(request)
         && request.vms.iter().all(|v| v.cell_nodes.is_empty());
@@ -168,7 +171,7 @@ pub(super) fn search(
     }
     // Objective 5 held at 0: no VM has a core off its NIC's node, which
     // the search keeps as a rule of where VMs may go.
-    let near_nic = held.get(&Tier::NicRemote).is_some_and(|&r| r < 0.5);
+    let near_nic = held_at(Tier::NicRemote).is_some_and(|r| r == 0.0);
     let mut s = Search::new(host, vms, (request, near_nic), extra as u32, deadline);
     s.full = cores == total;
     s.best = start;
