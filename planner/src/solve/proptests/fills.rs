@@ -7,6 +7,7 @@
 
 use super::*;
 use crate::solve::ilp::agg;
+use crate::solve::Tier;
 
 /// A host of 1–3 nodes of 2–3 L3 domains of 2–3 cores; on hosts of one
 /// thread per core some CPUs reserved or given to a tenant (domains of fewer
@@ -189,4 +190,78 @@ fn hosts_full_or_not_match_the_oracle() {
             "full = {full}: the search decided only {searched} of {cases} cases"
         );
     }
+}
+
+/// The search alone, from no start and with no bound to stop at, on the
+/// cases of [`hosts_full_or_not_match_the_oracle`]: with objectives 1–5
+/// held at the oracle's optima, where it ends it finds a layout, and its
+/// objectives 6–7 are the oracle's. (Through the models it decides few
+/// cases: their first layouts are often at the bounds.) Left out: a VM off
+/// its NIC's node at the oracle's optimum, which the search does not count.
+/// 256 cases; at least 128 must be decided by it (185 were).
+#[test]
+fn the_search_alone_matches_the_oracle() {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    let decided = AtomicUsize::new(0);
+    let mut runner = proptest::test_runner::TestRunner::new(config(256));
+    let strategy = (
+        host(),
+        prop::collection::vec(1u32..=7, 2..=5),
+        prop::collection::vec(
+            (
+                prop_oneof![
+                    14 => Just(NumaPolicy::Strict),
+                    3 => Just(NumaPolicy::Preferred),
+                    3 => Just(NumaPolicy::Spread),
+                ],
+                prop::option::weighted(0.2, 0usize..3),
+            ),
+            5,
+        ),
+        any::<bool>(),
+    );
+    let result = runner.run(&strategy, |(host, wants, numa, full)| {
+        let empty = request(&host, &[]);
+        let free = u32::try_from(crate::solve::classes::free_cores(&empty).len()).unwrap_or(0);
+        if free == 0 {
+            return Ok(());
+        }
+        let req = request(&host, &filling(free, &wants, &numa, host.smt, full));
+        let Some(placement) = oracle::place_within(&req, ORACLE_LIMIT) else {
+            return Ok(());
+        };
+        let o = objective(&req, &placement);
+        if o.nic_remote_cores > 0 {
+            return Ok(());
+        }
+        let held = std::collections::BTreeMap::from([
+            (Tier::Cores, f64::from(o.cores_used)),
+            (Tier::ExtraNodes, f64::from(o.extra_numa_nodes)),
+            (Tier::NicRemote, 0.0),
+        ]);
+        let Some(found) = agg::search_alone(&req, &held) else {
+            return Ok(());
+        };
+        prop_assert_eq!(
+            found,
+            Some((o.vm_l3_domains, o.partial_l3_domains)),
+            "search vs oracle on {} with VMs of {:?} cores: oracle {:?}",
+            host.description(),
+            req.vms
+                .iter()
+                .map(|v| (v.vcpus / host.smt, v.numa))
+                .collect::<Vec<_>>(),
+            placement.cores
+        );
+        decided.fetch_add(1, Relaxed);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let decided = decided.into_inner();
+    assert!(
+        decided >= 128,
+        "the search decided only {decided} of 256 cases"
+    );
 }

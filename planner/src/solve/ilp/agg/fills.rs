@@ -7,9 +7,13 @@
 //! holds, of the pieces (the VMs plus the extra nodes of objective 4, held)
 //! plus the nodes' costs. The search fills node after node, best content
 //! first, and prunes by what the nodes left cannot do better than: each
-//! piece left touches a domain per largest domain's cores, and on a full
-//! host ([`Search::upper_components`]) the components the pieces' cores
-//! allow.
+//! piece left touches a domain per largest domain's cores, on a full host
+//! ([`Search::upper_components`]) the components the pieces' cores allow,
+//! and free cores that no set of the domains left holds whole leave one
+//! partly used ([`Search::empty_domains_hold`]). It ends as soon as a
+//! layout is at the models' lower bounds of objectives 6–7 (`floor`). On a
+//! full host the spread VMs' cores fill a node exactly unless a VM is split
+//! there, and on the last node each spread VM puts all it has left.
 //!
 //! The pattern model's relaxation does not see components: on full chiplet
 //! hosts it stopped 1–2 domains above this optimum after 8 s. The search
@@ -36,9 +40,11 @@ use std::collections::{BTreeMap, HashMap};
 const BUDGET: u64 = 2_000_000;
 
 /// The same with spread VMs, whose cores per node multiply the contents:
-/// where the search ends with them it did within 40,000 on the benchmark's
-/// hosts, and where it did not, this keeps its cost to some 50 ms.
-const BUDGET_SPREAD: u64 = 200_000;
+/// on the big-VM benchmark's `s512-l3x32-90` the search reaches the bound
+/// after 3.8 million (0.8 s) and the models did not in 8 s; where it does
+/// not end it costs up to some 0.5 s more than with 200,000 (the set's p90
+/// fell, docs/benchmarks.md).
+const BUDGET_SPREAD: u64 = 4_000_000;
 
 /// Contents of one node the search lists at most; more, and it gives up.
 const MOST_FILLS: usize = 100_000;
@@ -111,6 +117,15 @@ impl Fill {
     }
 }
 
+/// Which ways of spread VMs' cores a node may take.
+#[derive(Clone, Copy)]
+struct Ways {
+    /// They fill the node's free cores exactly.
+    exact: bool,
+    /// It is the last node: each puts all its cores left.
+    last: bool,
+}
+
 /// A VM with `numa = "spread"`: any cores on any node it may use, each
 /// node's a piece.
 struct Spread {
@@ -135,6 +150,9 @@ struct Search {
     /// The best value known (the start's), and a better answer's fills.
     best: Value,
     better: Option<Vec<Fill>>,
+    /// The models' lower bounds of objectives 6–7: a layout there is
+    /// optimal, and the search ends.
+    floor: Value,
     /// Costs known, by node domains and sorted pieces.
     costs: HashMap<(Caps, Vec<u32>), Costed>,
     /// Node contents tried, and how many it may.
@@ -145,13 +163,13 @@ struct Search {
 }
 
 /// Objectives 6–7 by the search, where it applies: `start` (holding
-/// objectives 1–5) has the value `start`; `held` the optima of 1–5.
-/// `None` where it does not apply.
+/// objectives 1–5) has the value `start`, `floor` is the models' lower
+/// bound of them; `held` the optima of 1–5. `None` where it does not apply.
 pub(super) fn search(
     request: &PlanRequest,
     (host, vms): (&Host, &Vms),
     held: &BTreeMap<Tier, f64>,
-    start: Value,
+    (start, floor): (Value, Value),
     deadline: Deadline,
 ) -> Option<Found> {
     let total: u32 = host.cells.iter().map(super::host::Cell::cap).sum();
@@ -175,6 +193,7 @@ pub(super) fn search(
     let mut s = Search::new(host, vms, (request, near_nic), extra as u32, deadline);
     s.full = cores == total;
     s.best = start;
+    s.floor = floor;
     s.go(0, (0, 0));
     let units = s.better.take().map(|fills| s.units(host, &fills));
     tracing::debug!(
@@ -183,7 +202,7 @@ pub(super) fn search(
         s.work,
         if s.stopped { "stopped" } else { "ended" }
     );
-    if s.stopped {
+    if s.stopped && !s.at_floor() {
         return Some(Found::Stopped(units));
     }
     Some(Found::Optimum(s.best, units))
@@ -290,12 +309,18 @@ impl Search {
             fills: Vec::new(),
             best: (u32::MAX, u32::MAX),
             better: None,
+            floor: (0, 0),
             costs: HashMap::new(),
             work: 0,
             budget,
             deadline,
             stopped: false,
         }
+    }
+
+    /// Whether the best layout found is at the models' lower bounds.
+    fn at_floor(&self) -> bool {
+        self.best <= self.floor
     }
 
     /// Whether nodes `a` and `b` are alike.
@@ -307,7 +332,7 @@ impl Search {
 
     /// Fills node `n` on; `so_far` is the nodes' before.
     fn go(&mut self, n: usize, so_far: Value) {
-        if self.stopped {
+        if self.stopped || self.at_floor() {
             return;
         }
         if n == self.nodes.len() {
@@ -328,7 +353,7 @@ impl Search {
         }
         fills.sort_by_key(Fill::value);
         for f in fills {
-            if self.stopped {
+            if self.stopped || self.at_floor() {
                 return;
             }
             let v = f.value();
@@ -348,7 +373,8 @@ impl Search {
     fn least(&self, n: usize, so_far: Value) -> Value {
         let room: u32 = self.nodes[n..].iter().map(|node| node.cores).sum();
         let sizes = self.sizes_left();
-        if sizes.iter().sum::<u32>() > room {
+        let used: u32 = sizes.iter().sum();
+        if used > room {
             return (u32::MAX, u32::MAX);
         }
         let largest = self.nodes[n..]
@@ -366,7 +392,41 @@ impl Search {
             let all: u32 = self.nodes[n..].iter().map(|node| node.domains).sum();
             domains = domains.max((pieces + all).saturating_sub(self.upper_components(n, &sizes)));
         }
-        (so_far.0.saturating_add(domains), so_far.1)
+        // Free cores that no set of the domains left holds whole leave a
+        // used domain partly used.
+        let partial = u32::from(!self.empty_domains_hold(n, room - used));
+        (so_far.0.saturating_add(domains), so_far.1 + partial)
+    }
+
+    /// Whether `free` cores are the free cores of some of the domains of
+    /// nodes `n` on, whole (those domains left empty).
+    fn empty_domains_hold(&self, n: usize, free: u32) -> bool {
+        let mut caps: BTreeMap<u32, u32> = BTreeMap::new();
+        for node in &self.nodes[n..] {
+            for &(v, c) in &node.caps {
+                *caps.entry(v).or_default() += c;
+            }
+        }
+        if let [(&d, &count)] = caps.iter().collect::<Vec<_>>()[..] {
+            return d > 0 && free.is_multiple_of(d) && free / d <= count;
+        }
+        // Sums of whole domains up to `free`, as a bounded knapsack.
+        let mut can = vec![false; free as usize + 1];
+        can[0] = true;
+        for (&d, &count) in &caps {
+            if d == 0 {
+                continue;
+            }
+            for _ in 0..count {
+                for x in (d as usize..=free as usize).rev() {
+                    can[x] |= can[x - d as usize];
+                }
+                if can[free as usize] {
+                    return true;
+                }
+            }
+        }
+        can[free as usize]
     }
 
     /// Cores of the pieces left: whole VMs, the split VM's rest, and each
@@ -488,7 +548,15 @@ impl Search {
             let room = cap - rest.map_or(0, |(_, c)| c);
             let mut whole = vec![0u32; self.kinds.len()];
             self.whole_fills(n, 0, room, &mut whole, &mut |search, whole, free| {
-                let Some(ways) = search.spread_pieces(n, free) else {
+                // On a full host a node takes no piece after the spread
+                // VMs' unless a VM is split here: theirs fill it exactly.
+                let split_here =
+                    search.splits > 0 && search.pending.is_none() && rest.is_none() && !last;
+                let rule = Ways {
+                    exact: full && !split_here,
+                    last,
+                };
+                let Some(ways) = search.spread_pieces(n, free, rule) else {
                     return;
                 };
                 for spread in ways {
@@ -557,14 +625,15 @@ impl Search {
     }
 
     /// The cores on node `n` of each spread VM, every way within `free` (a
-    /// split VM's piece may take the rest; on a full host the fill checks
-    /// that the node is full). Each way counts as a content tried; `None`,
-    /// and the search stops, past the budget, the deadline or
-    /// [`MOST_FILLS`] ways: a list cut short would not be every way.
-    fn spread_pieces(&mut self, n: usize, free: u32) -> Option<Vec<Vec<u32>>> {
+    /// split VM's piece may take the rest) that `rule` allows. Each way
+    /// counts as a content tried; `None`, and the search stops, past the
+    /// budget, the deadline or [`MOST_FILLS`] ways: a list cut short would
+    /// not be every way.
+    fn spread_pieces(&mut self, n: usize, free: u32, rule: Ways) -> Option<Vec<Vec<u32>>> {
         struct Walk<'s> {
             spread: &'s [Spread],
             n: usize,
+            rule: Ways,
             now: Vec<u32>,
             out: Vec<Vec<u32>>,
             cut: bool,
@@ -575,8 +644,10 @@ impl Search {
                     return;
                 }
                 let Some(v) = self.spread.get(self.now.len()) else {
-                    self.out.push(self.now.clone());
-                    self.cut = self.out.len() > MOST_FILLS;
+                    if !self.rule.exact || free == 0 {
+                        self.out.push(self.now.clone());
+                        self.cut = self.out.len() > MOST_FILLS;
+                    }
                     return;
                 };
                 let most = if v.allowed[self.n] {
@@ -584,7 +655,16 @@ impl Search {
                 } else {
                     0
                 };
-                for c in (0..=most).rev() {
+                // On the last node a VM puts all it has left; the last
+                // spread VM of an exact way takes what is free.
+                let mut least = if self.rule.last { v.left } else { 0 };
+                if self.rule.exact && self.now.len() + 1 == self.spread.len() {
+                    least = least.max(free);
+                }
+                if least > most {
+                    return;
+                }
+                for c in (least..=most).rev() {
                     self.now.push(c);
                     self.go(free - c);
                     self.now.pop();
@@ -594,6 +674,7 @@ impl Search {
         let mut walk = Walk {
             spread: &self.spread,
             n,
+            rule,
             now: Vec::new(),
             out: Vec::new(),
             cut: false,
@@ -745,7 +826,12 @@ mod tests {
     fn request(desc: &str, reserved: &str, cores: &[u32]) -> PlanRequest {
         PlanRequest {
             host: load(&Source::Synthetic(desc.to_owned())).unwrap(),
-            reserved: reserved.parse().unwrap(),
+            // None reserved: "" (which a spec would not parse).
+            reserved: if reserved.is_empty() {
+                Default::default()
+            } else {
+                reserved.parse().unwrap()
+            },
             fixed: Vec::new(),
             vms: cores
                 .iter()
@@ -757,6 +843,30 @@ mod tests {
                 .collect(),
             order: Default::default(),
             max_moves: None,
+        }
+    }
+
+    /// The bound on objective 7 from free cores: on one node of domains of
+    /// 4, 3 and 3 free cores (CPUs 4 and 8 reserved), the sums of whole
+    /// domains are 0, 3, 4, 6, 7 and 10 (by hand); on two domains of 4, the
+    /// multiples of 4 up to 8.
+    #[test]
+    fn whole_empty_domains_hold_their_sums() {
+        let far = Deadline::after(std::time::Duration::from_secs(10));
+        for (desc, reserved, sums) in [
+            (
+                "package:1 numa:1 l3:3 core:4 pu:1",
+                "4,8",
+                &[0, 3, 4, 6, 7, 10][..],
+            ),
+            ("package:1 numa:1 l3:2 core:4 pu:1", "", &[0, 4, 8][..]),
+        ] {
+            let req = request(desc, reserved, &[1]);
+            let host = Host::new(&req);
+            let vms = Vms::new(&req, &host);
+            let s = Search::new(&host, &vms, (&req, false), 0, far);
+            let holds: Vec<u32> = (0..=12).filter(|&f| s.empty_domains_hold(0, f)).collect();
+            assert_eq!(holds, sums, "{desc}");
         }
     }
 
@@ -779,7 +889,7 @@ mod tests {
         let held = BTreeMap::from([(Tier::Cores, 8.0), (Tier::ExtraNodes, 0.0)]);
         let far = Deadline::after(std::time::Duration::from_secs(10));
         let Some(Found::Optimum(value, Some(units))) =
-            search(&req, (&host, &vms), &held, (2, 1), far)
+            search(&req, (&host, &vms), &held, ((2, 1), (0, 0)), far)
         else {
             panic!("the search ends with a better layout");
         };

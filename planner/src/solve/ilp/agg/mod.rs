@@ -62,6 +62,25 @@ pub struct Stats {
     pub searched: bool,
 }
 
+/// The search over what each node holds alone, from no start and with no
+/// bound to stop at (for tests): objectives 1–5 held at `held`. `None`
+/// where it declines or stops; else its optimum of objectives 6–7, `None`
+/// inside when it found no layout.
+#[cfg(test)]
+pub(crate) fn search_alone(
+    request: &PlanRequest,
+    held: &BTreeMap<Tier, f64>,
+) -> Option<Option<(u32, u32)>> {
+    let host = Host::new(request);
+    let vms = Vms::new(request, &host);
+    let far = Deadline::after(std::time::Duration::from_secs(30));
+    let none = (u32::MAX, u32::MAX);
+    match fills::search(request, (&host, &vms), held, (none, (0, 0)), far)? {
+        fills::Found::Optimum(value, units) => Some(units.map(|_| value)),
+        fills::Found::Stopped(_) => None,
+    }
+}
+
 /// Whether this model applies: every free core has the same usable threads.
 pub fn supported(request: &PlanRequest) -> bool {
     let free = classes::free_cores(request);
@@ -330,7 +349,8 @@ impl Held<'_> {
         };
         // A start at the bounds is optimal already: the models say so at once.
         let bound = |tier| bounds.get(&tier).map_or(0, |&b: &f64| b.max(0.0) as u32);
-        if value_of(start) <= (bound(Tier::L3PerVm), bound(Tier::PartialL3)) {
+        let floor = (bound(Tier::L3PerVm), bound(Tier::PartialL3));
+        if value_of(start) <= floor {
             return None;
         }
         // A quarter of the time: where it stops, the models get the rest.
@@ -342,7 +362,7 @@ impl Held<'_> {
             self.request,
             (self.host, self.vms),
             &self.values,
-            value_of(start),
+            (value_of(start), floor),
             deadline,
         )?;
         match found {
