@@ -436,6 +436,42 @@ fn a_preferred_vm_over_nodes_of_several_domains_matches_the_oracle() {
     }
 }
 
+/// Found in review (issue 28): objective 6's lower bound took a
+/// `preferred` VM at its fewest domains on one node, but a VM over two nodes
+/// can touch fewer. Two nodes of domains of 6, 1, 1 and 1 free cores (5
+/// cores of three domains reserved on each); a preferred VM of 12 cores
+/// fits on neither node (9 free), and six strict VMs of 1 core fill the
+/// host. By hand: 6 + 6 on the two 6-core domains (2 domains) and a 1-core
+/// domain per small VM (6): 8 domains over the VMs, none partly used. The
+/// bound said 4 + 6 = 10, at which the models and the search would stop as
+/// proven.
+#[test]
+fn a_preferred_vm_over_two_nodes_may_touch_fewer_domains_than_on_one() {
+    let mut specs = prefer_strict(&[12, 1, 1, 1, 1, 1, 1]);
+    specs[0].3 = NumaPolicy::Preferred;
+    let req = regression_request(
+        "package:1 numa:2 l3:4 core:6 pu:1",
+        &[],
+        &specs,
+        "7-11,13-17,19-23,31-35,37-41,43-47",
+        [("a", ""), ("b", "")],
+    );
+    let plan = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
+    check_plan(&req, &plan).unwrap_or_else(|e| panic!("{e}"));
+    assert!(plan.proven, "{:?}", plan.warnings);
+    let o = &plan.objective;
+    assert_eq!((o.placed, o.cores_used, o.extra_numa_nodes), (7, 18, 1));
+    assert_eq!((o.vm_l3_domains, o.partial_l3_domains), (8, 0));
+    use crate::solve::Tier;
+    let held = std::collections::BTreeMap::from([
+        (Tier::Cores, 18.0),
+        (Tier::ExtraNodes, 1.0),
+        (Tier::NicRemote, 0.0),
+    ]);
+    let bounds = crate::solve::ilp::agg::bounds_for_tests(&req, &held);
+    assert_eq!(bounds.get(&Tier::L3PerVm).copied(), Some(8.0));
+}
+
 /// Issue 28: a full chiplet host (the benchmark's `s256-l3x8-100`: 2
 /// packages × 2 nodes × 4 L3 domains × 8 cores, one core of each package
 /// reserved, so two domains of 7 free cores). Ten VMs use all 126 free

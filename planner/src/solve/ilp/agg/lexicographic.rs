@@ -139,14 +139,29 @@ pub(super) fn stage2_bounds(
         for (members, c) in &vms.types {
             total += f64::from(fewest_of(&request.vms[members[0]], *c)) * members.len() as f64;
         }
+        // Where objective 4 has a VM over nodes, a `preferred` VM may be
+        // that VM: its pieces may touch fewer domains than it would on any
+        // one node (6 + 6 over two nodes of domains of 6, 1, 1 and 1 free
+        // cores: 2 domains, against 4 on either node alone).
+        let may_span = held.get(&Tier::ExtraNodes).is_some_and(|&e| e >= 0.5);
         for &(i, c) in &vms.loose {
             let vm = &request.vms[i];
             // A VM that may span nodes can join cells of several nodes.
-            total += f64::from(if vm.numa == NumaPolicy::Spread {
-                let caps: Vec<u32> = host.cells.iter().map(Cell::cap).collect();
-                fewest_or_all(&caps, c)
-            } else {
-                fewest_of(vm, c)
+            total += f64::from(match vm.numa {
+                NumaPolicy::Spread => {
+                    let caps: Vec<u32> = host.cells.iter().map(Cell::cap).collect();
+                    fewest_or_all(&caps, c)
+                }
+                NumaPolicy::Preferred if may_span => {
+                    let caps: Vec<u32> = host
+                        .nodes
+                        .iter()
+                        .filter(|&(&k, _)| host.allows(vm, k))
+                        .flat_map(|(_, cells)| cells.iter().map(|&e| host.cells[e].cap()))
+                        .collect();
+                    fewest_or_all(&caps, c)
+                }
+                _ => fewest_of(vm, c),
             });
         }
         bounds.insert(Tier::L3PerVm, total);

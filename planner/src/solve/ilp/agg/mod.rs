@@ -62,23 +62,44 @@ pub struct Stats {
     pub searched: bool,
 }
 
-/// The search over what each node holds alone, from no start and with no
-/// bound to stop at (for tests): objectives 1–5 held at `held`. `None`
+/// The search over what each node holds alone, from no start (for tests):
+/// objectives 1–5 held at `held`; with `floor`, it stops at the models'
+/// lower bounds of objectives 6–7 (every VM placed), else at none. `None`
 /// where it declines or stops; else its optimum of objectives 6–7, `None`
 /// inside when it found no layout.
 #[cfg(test)]
 pub(crate) fn search_alone(
     request: &PlanRequest,
     held: &BTreeMap<Tier, f64>,
+    floor: bool,
 ) -> Option<Option<(u32, u32)>> {
     let host = Host::new(request);
     let vms = Vms::new(request, &host);
     let far = Deadline::after(std::time::Duration::from_secs(30));
     let none = (u32::MAX, u32::MAX);
-    match fills::search(request, (&host, &vms), held, (none, (0, 0)), far)? {
+    let bounds = stage2_bounds(request, &host, &vms, held, true);
+    let bound = |tier| bounds.get(&tier).map_or(0, |&b: &f64| b.max(0.0) as u32);
+    let floor = if floor {
+        (bound(Tier::L3PerVm), bound(Tier::PartialL3))
+    } else {
+        (0, 0)
+    };
+    match fills::search(request, (&host, &vms), held, (none, floor), far)? {
         fills::Found::Optimum(value, units) => Some(units.map(|_| value)),
         fills::Found::Stopped(_) => None,
     }
+}
+
+/// The lower bounds of objectives 6–7 with objectives 1–5 at `held` and
+/// every VM placed (for tests).
+#[cfg(test)]
+pub(crate) fn bounds_for_tests(
+    request: &PlanRequest,
+    held: &BTreeMap<Tier, f64>,
+) -> BTreeMap<Tier, f64> {
+    let host = Host::new(request);
+    let vms = Vms::new(request, &host);
+    stage2_bounds(request, &host, &vms, held, true)
 }
 
 /// Whether this model applies: every free core has the same usable threads.
