@@ -136,7 +136,49 @@ struct Spread {
     left: u32,
 }
 
+/// The domains of the nodes from each on (the bounds read them at every
+/// content tried).
+struct After {
+    /// Domains by free cores: how many.
+    caps: BTreeMap<u32, u32>,
+    /// Per number of free cores, whether some of the domains hold exactly
+    /// that many whole.
+    sums: Vec<bool>,
+}
+
+impl After {
+    /// Per node `n` (and one past the last), the domains of nodes `n..`.
+    fn of(nodes: &[Node]) -> Vec<After> {
+        let mut out = vec![After {
+            caps: BTreeMap::new(),
+            sums: vec![true],
+        }];
+        for node in nodes.iter().rev() {
+            let next = out.last().map_or_else(Vec::new, |a| a.sums.clone());
+            let mut caps = out.last().map(|a| a.caps.clone()).unwrap_or_default();
+            let mut sums = next;
+            for &(v, c) in &node.caps {
+                *caps.entry(v).or_default() += c;
+                // Each domain of `v` free cores, taken or not.
+                for _ in 0..c {
+                    let mut more = vec![false; sums.len() + v as usize];
+                    for (x, &can) in sums.iter().enumerate() {
+                        more[x] |= can;
+                        more[x + v as usize] |= can;
+                    }
+                    sums = more;
+                }
+            }
+            out.push(After { caps, sums });
+        }
+        out.reverse();
+        out
+    }
+}
+
 struct Search {
+    /// Per node, its domains and the later nodes' ([`After::of`]).
+    after: Vec<After>,
     nodes: Vec<Node>,
     kinds: Vec<Kind>,
     spread: Vec<Spread>,
@@ -298,7 +340,9 @@ impl Search {
             .iter()
             .map(|k| u32::try_from(k.members.len()).unwrap_or(u32::MAX))
             .collect();
+        let after = After::of(&nodes);
         Search {
+            after,
             nodes,
             kinds,
             spread,
@@ -401,32 +445,11 @@ impl Search {
     /// Whether `free` cores are the free cores of some of the domains of
     /// nodes `n` on, whole (those domains left empty).
     fn empty_domains_hold(&self, n: usize, free: u32) -> bool {
-        let mut caps: BTreeMap<u32, u32> = BTreeMap::new();
-        for node in &self.nodes[n..] {
-            for &(v, c) in &node.caps {
-                *caps.entry(v).or_default() += c;
-            }
-        }
-        if let [(&d, &count)] = caps.iter().collect::<Vec<_>>()[..] {
-            return d > 0 && free.is_multiple_of(d) && free / d <= count;
-        }
-        // Sums of whole domains up to `free`, as a bounded knapsack.
-        let mut can = vec![false; free as usize + 1];
-        can[0] = true;
-        for (&d, &count) in &caps {
-            if d == 0 {
-                continue;
-            }
-            for _ in 0..count {
-                for x in (d as usize..=free as usize).rev() {
-                    can[x] |= can[x - d as usize];
-                }
-                if can[free as usize] {
-                    return true;
-                }
-            }
-        }
-        can[free as usize]
+        self.after[n]
+            .sums
+            .get(free as usize)
+            .copied()
+            .unwrap_or(false)
     }
 
     /// Cores of the pieces left: whole VMs, the split VM's rest, and each
@@ -451,12 +474,7 @@ impl Search {
     /// whose rests add up to `d` (`pairs` at most), or three other pieces at
     /// least. A split adds a piece of unknown cores: one more.
     fn upper_components(&self, n: usize, sizes: &[u32]) -> u32 {
-        let mut caps: BTreeMap<u32, u32> = BTreeMap::new();
-        for node in &self.nodes[n..] {
-            for &(v, c) in &node.caps {
-                *caps.entry(v).or_default() += c;
-            }
-        }
+        let caps = &self.after[n].caps;
         let domains: u32 = caps.values().sum();
         let pieces = u32::try_from(sizes.len()).unwrap_or(u32::MAX) + self.splits;
         let Some((&d, _)) = caps.iter().max_by_key(|&(&v, &c)| (c, v)) else {
