@@ -102,6 +102,30 @@ fn filling(
         .collect()
 }
 
+/// A VM's NUMA policy and the node of the NIC it prefers, if any.
+type Numa = (NumaPolicy, Option<usize>);
+
+/// A case: a host, the cores each VM wants, each VM's NUMA policy and NIC
+/// node (see [`filling`]), and whether the VMs use every free core.
+fn a_case() -> impl Strategy<Value = (HostSpec, Vec<u32>, Vec<Numa>, bool)> {
+    (
+        host(),
+        prop::collection::vec(1u32..=7, 2..=5),
+        prop::collection::vec(
+            (
+                prop_oneof![
+                    14 => Just(NumaPolicy::Strict),
+                    3 => Just(NumaPolicy::Preferred),
+                    3 => Just(NumaPolicy::Spread),
+                ],
+                prop::option::weighted(0.2, 0usize..3),
+            ),
+            5,
+        ),
+        any::<bool>(),
+    )
+}
+
 /// What one case did: not compared (a solver stopped, or the oracle), or
 /// whether the search decided it.
 fn one(
@@ -154,22 +178,7 @@ fn hosts_full_or_not_match_the_oracle() {
     let searched = [AtomicUsize::new(0), AtomicUsize::new(0)];
     let cases = [AtomicUsize::new(0), AtomicUsize::new(0)];
     let mut runner = proptest::test_runner::TestRunner::new(config(256));
-    let strategy = (
-        host(),
-        prop::collection::vec(1u32..=7, 2..=5),
-        prop::collection::vec(
-            (
-                prop_oneof![
-                    14 => Just(NumaPolicy::Strict),
-                    3 => Just(NumaPolicy::Preferred),
-                    3 => Just(NumaPolicy::Spread),
-                ],
-                prop::option::weighted(0.2, 0usize..3),
-            ),
-            5,
-        ),
-        any::<bool>(),
-    );
+    let strategy = a_case();
     let result = runner.run(&strategy, |(host, wants, numa, full)| {
         if let Some(by_search) = one(&host, &wants, &numa, full)? {
             compared.fetch_add(1, Relaxed);
@@ -205,22 +214,7 @@ fn the_search_alone_matches_the_oracle() {
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     let decided = AtomicUsize::new(0);
     let mut runner = proptest::test_runner::TestRunner::new(config(256));
-    let strategy = (
-        host(),
-        prop::collection::vec(1u32..=7, 2..=5),
-        prop::collection::vec(
-            (
-                prop_oneof![
-                    14 => Just(NumaPolicy::Strict),
-                    3 => Just(NumaPolicy::Preferred),
-                    3 => Just(NumaPolicy::Spread),
-                ],
-                prop::option::weighted(0.2, 0usize..3),
-            ),
-            5,
-        ),
-        any::<bool>(),
-    );
+    let strategy = a_case();
     let result = runner.run(&strategy, |(host, wants, numa, full)| {
         let empty = request(&host, &[]);
         let free = u32::try_from(crate::solve::classes::free_cores(&empty).len()).unwrap_or(0);
