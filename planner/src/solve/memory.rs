@@ -16,45 +16,60 @@ use std::collections::BTreeMap;
 /// solves badly).
 pub(crate) type Caps = BTreeMap<(Option<NodeId>, u64), f64>;
 
-/// Bytes in the models' unit.
-const MIB: f64 = 1_048_576.0;
-
 /// Whether memory can bind at all: some node offers less of a page size
 /// than the VMs that may use that node would take together. When it cannot,
 /// its constraints are redundant and the models leave them out (and keep
 /// their faster pattern forms).
 pub(crate) fn active(request: &PlanRequest) -> bool {
-    let caps = caps(request);
-    caps.iter().any(|(&(node, page), &cap)| {
-        cap.is_finite()
-            && request
-                .vms
-                .iter()
-                .filter(|vm| vm.memory.is_some_and(|m| m.page_kib == page))
-                .filter(|vm| {
-                    super::classes::allowed(vm, node, 2) || super::classes::allowed(vm, node, 1)
-                })
-                .filter_map(need)
-                .map(|(_, bytes)| bytes)
-                .sum::<f64>()
-                > cap + 1e-6
-    })
+    !binding(request).is_empty()
+}
+
+/// The pools (node, page size) that can bind: those that offer less than
+/// the VMs that may use that node would take together.
+pub(crate) fn binding(request: &PlanRequest) -> std::collections::BTreeSet<(Option<NodeId>, u64)> {
+    caps(request)
+        .into_iter()
+        .filter(|&((node, page), cap)| {
+            cap.is_finite()
+                && request
+                    .vms
+                    .iter()
+                    .filter(|vm| vm.memory.is_some_and(|m| m.page_kib == page))
+                    .filter(|vm| {
+                        super::classes::allowed(vm, node, 2) || super::classes::allowed(vm, node, 1)
+                    })
+                    .filter_map(need)
+                    .map(|(_, bytes)| bytes)
+                    .sum::<f64>()
+                    > cap + 1e-6
+        })
+        .map(|(key, _)| key)
+        .collect()
 }
 
 /// What each node offers per page size the VMs use.
 pub(crate) fn caps(request: &PlanRequest) -> Caps {
+    caps_kib(request)
+        .into_iter()
+        .map(|(key, kib)| (key, kib.map_or(f64::INFINITY, |k| k as f64 / 1024.0)))
+        .collect()
+}
+
+/// [`caps`] in whole KiB (`None`: unbounded), for models that count memory
+/// exactly in integers.
+pub(crate) fn caps_kib(request: &PlanRequest) -> BTreeMap<(Option<NodeId>, u64), Option<u64>> {
     let sizes: std::collections::BTreeSet<u64> = request
         .vms
         .iter()
         .filter_map(|v| v.memory.map(|m| m.page_kib))
         .collect();
-    let mut caps = Caps::new();
+    let mut caps = BTreeMap::new();
     for node in &request.host.numa_nodes {
         for &size in &sizes {
-            let bytes = if size <= NORMAL_PAGE_KIB {
+            let kib = if size <= NORMAL_PAGE_KIB {
                 node.memory_free_bytes
                     .or(node.memory_bytes)
-                    .map_or(f64::INFINITY, |b| b as f64 / MIB)
+                    .map(|b| b / 1024)
             } else {
                 // A pool the source does not list is unknown, not empty (an
                 // `lstopo` capture lists only the pools it saw): unbounded,
@@ -62,11 +77,9 @@ pub(crate) fn caps(request: &PlanRequest) -> Caps {
                 node.hugepages
                     .iter()
                     .find(|p| p.size_kib == size)
-                    .map_or(f64::INFINITY, |p| {
-                        p.free.unwrap_or(p.total) as f64 * (size * 1024) as f64 / MIB
-                    })
+                    .map(|p| p.free.unwrap_or(p.total).saturating_mul(size))
             };
-            caps.insert((Some(node.id), size), bytes);
+            caps.insert((Some(node.id), size), kib);
         }
     }
     caps
@@ -75,11 +88,16 @@ pub(crate) fn caps(request: &PlanRequest) -> Caps {
 /// What a VM takes from its pool (page size in KiB, MiB): its memory in
 /// whole pages.
 pub(crate) fn need(vm: &VmRequest) -> Option<(u64, f64)> {
+    need_kib(vm).map(|(page, kib)| (page, kib as f64 / 1024.0))
+}
+
+/// [`need`] in KiB, exactly (whole pages are whole KiB).
+pub(crate) fn need_kib(vm: &VmRequest) -> Option<(u64, u64)> {
     vm.memory.map(|m| {
         let page = m.page_kib.saturating_mul(1024).max(1);
         (
             m.page_kib,
-            m.bytes.div_ceil(page).saturating_mul(page) as f64 / MIB,
+            m.bytes.div_ceil(page).saturating_mul(page).div_ceil(1024),
         )
     })
 }

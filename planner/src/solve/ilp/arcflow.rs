@@ -1,110 +1,275 @@
-//! Arc-flow graphs for packing VM pieces into L3 domains (objectives 6–7).
+//! Arc-flow graphs for packing VM pieces into bins: the L3 domains of a node
+//! (objectives 6–7), or NUMA nodes (objectives 1–5 on hosts of small nodes).
 //!
-//! Each L3 domain's free cores (a *cell*) is a bin. Cells of one group (same
-//! NUMA node, same free cores) are interchangeable, so a group is one flow
-//! graph over the vertices `0..=cap`: an arc `i → i+s` per piece size s, a
-//! *loss* arc `i → cap` that ends a partly used cell, an *empty* arc
-//! `0 → cap`, and as many units of flow as the group has cells. Each unit is
-//! one cell's pattern; the flow on arcs of size s is how many pieces of that
-//! size the group holds. The LP relaxation of this model is the strong
-//! (Gilmore–Gomory) bound of bin packing, which a per-cell model lacks: there
-//! the relaxation fills every domain exactly with fractions of VMs.
+//! Each bin's free cores is its capacity. Bins of one group (same free
+//! cores, same memory) are interchangeable, so a group is one flow graph
+//! over the loads `0..=cap`: an arc `i → i+s` per piece *item* s, a *loss*
+//! arc `i → cap` that ends a partly used bin, an *empty* arc `0 → cap`, and
+//! as many units of flow as the group has bins. Each unit is one bin's
+//! pattern; the flow on arcs of item s is how many pieces of s the group
+//! holds. The LP relaxation of this model is the strong (Gilmore–Gomory)
+//! bound of bin packing, which a per-bin model lacks: there the relaxation
+//! fills every bin exactly with fractions of VMs.
 //!
-//! Along a path, sizes never increase (an arc of size s starts only at 0 or at
-//! a vertex reached by arcs of size ≥ s): one path per pattern, not one per
-//! ordering of it.
+//! An item is a piece's cores and, where a group's memory can bind, its
+//! memory: a load is then (cores, memory), a vertex per load reached within
+//! both capacities, and every load of `cap` cores is the end (vector
+//! packing; its LP is Gilmore–Gomory's bound of that too). Where memory
+//! cannot bind (or is not counted), loads are cores only and items of equal
+//! cores share their vertices.
+//!
+//! Along a path, items never increase (an arc of item s starts only at 0 or
+//! at a load reached by arcs of items ≥ s): one path per pattern, not one
+//! per ordering of it.
 
 use super::backend::Model;
 use super::expr::{Expr, Var};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// Arcs one graph may have; a graph that would need more is not built (its
+/// model steps aside for one that does not enumerate loads).
+const MOST_ARCS: usize = 60_000;
+
+/// What a piece takes from its bin: cores, and memory in the model's units
+/// (0 where memory is not counted). Ordered by cores first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Item {
+    pub(crate) cores: u32,
+    pub(crate) memory: u64,
+}
+
+#[cfg(test)]
+impl Item {
+    /// A piece of `cores` cores and no memory counted.
+    pub(crate) fn cores(cores: u32) -> Item {
+        Item { cores, memory: 0 }
+    }
+}
+
+/// A bin's load: cores, and memory where the group counts it.
+type Load = (u32, u64);
+
+/// Steps the memory sums of [`Lift`] may take (about a millisecond each
+/// 100,000); beyond, loads are not lifted (and the graph, bigger, may be too
+/// big to build).
+const MOST_SUM_STEPS: usize = 2_000_000;
+
+/// Graph compression for memory: a load's memory is raised to the highest
+/// value that still admits every way of filling the bin's other cores.
+///
+/// With `S[k]` the memory sums of the multisets of items of at most k cores
+/// (within the bin's memory M), a bin at (c, m) can still take any multiset
+/// whose sum r ∈ S[cap − c] has r ≤ M − m; raising m to M − max{r ∈ S[cap −
+/// c] : r ≤ M − m} keeps every one of them. By induction along a path, the
+/// raised memory admits every completion the true memory does, and it is
+/// never below the true memory: the patterns the graph holds are exactly the
+/// feasible ones, over far fewer loads (many memories share one raised
+/// value).
+struct Lift {
+    memory: u64,
+    sums: Option<Vec<BTreeSet<u64>>>,
+}
+
+impl Lift {
+    fn new(cap: u32, memory: Option<u64>, items: &BTreeSet<Item>) -> Lift {
+        let Some(most) = memory else {
+            return Lift {
+                memory: 0,
+                sums: None,
+            };
+        };
+        let mut sums: Vec<BTreeSet<u64>> = vec![BTreeSet::from([0])];
+        let mut steps = 0;
+        for k in 1..=cap {
+            let mut here = sums[(k - 1) as usize].clone();
+            for item in items.iter().filter(|i| i.cores >= 1 && i.cores <= k) {
+                let from = &sums[(k - item.cores) as usize];
+                steps += from.len();
+                if steps > MOST_SUM_STEPS {
+                    return Lift {
+                        memory: most,
+                        sums: None,
+                    };
+                }
+                for &r in from {
+                    if let Some(t) = r.checked_add(item.memory).filter(|&t| t <= most) {
+                        here.insert(t);
+                    }
+                }
+            }
+            sums.push(here);
+        }
+        Lift {
+            memory: most,
+            sums: Some(sums),
+        }
+    }
+
+    /// The raised memory of a bin of `cap` cores at (c, m).
+    fn raise(&self, cap: u32, (c, m): Load) -> Load {
+        let Some(sums) = &self.sums else {
+            return (c, m);
+        };
+        let room = self.memory.saturating_sub(m);
+        let fits = sums
+            .get((cap.saturating_sub(c)) as usize)
+            .and_then(|s| s.range(..=room).next_back())
+            .copied()
+            .unwrap_or(0);
+        (c, self.memory - fits)
+    }
+}
 
 /// One group's flow graph in a model.
 #[derive(Debug, Clone)]
 pub(crate) struct Flow {
     cells: u32,
     cap: u32,
-    /// (from, size, variable).
-    arcs: Vec<(u32, u32, Var)>,
+    /// (from, to, item, variable); a load of `cap` cores is the end.
+    arcs: Vec<(Load, Load, Item, Var)>,
     /// (from, variable).
-    losses: Vec<(u32, Var)>,
+    losses: Vec<(Load, Var)>,
     empty: Var,
+    full: Var,
 }
 
 impl Flow {
-    /// Adds the graph of `cells` cells of `cap` free cores, for pieces of
-    /// `sizes` (those above `cap` are left out), to `m`.
-    pub(crate) fn add(m: &mut Model, cells: u32, cap: u32, sizes: &BTreeSet<u32>) -> Flow {
-        let mut reach: BTreeSet<u32> = BTreeSet::from([0]);
-        let mut arcs = Vec::new();
-        for &s in sizes.iter().rev().filter(|&&s| s >= 1 && s <= cap) {
-            let mut queue: Vec<u32> = reach.iter().copied().collect();
-            while let Some(i) = queue.pop() {
-                if i + s <= cap && reach.insert(i + s) {
-                    queue.push(i + s);
+    /// Adds the graph of `cells` bins of `cap` free cores (and `memory`,
+    /// where it can bind), for pieces of `items` (those that do not fit a
+    /// bin are left out), to `m`; `None` when it would have more than
+    /// [`MOST_ARCS`] arcs.
+    pub(crate) fn add(
+        m: &mut Model,
+        (cells, cap, memory): (u32, u32, Option<u64>),
+        items: &BTreeSet<Item>,
+    ) -> Option<Flow> {
+        let lift = Lift::new(cap, memory, items);
+        let step = |(c, mem): Load, item: &Item| -> Option<Load> {
+            let c = c.checked_add(item.cores).filter(|&c| c <= cap)?;
+            let mem = match memory {
+                Some(most) => mem.checked_add(item.memory).filter(|&m| m <= most)?,
+                None => 0,
+            };
+            Some(lift.raise(cap, (c, mem)))
+        };
+        let mut reach: BTreeSet<Load> = BTreeSet::from([(0, 0)]);
+        let mut found: Vec<(Load, Load, Item)> = Vec::new();
+        for item in items.iter().rev().filter(|s| s.cores >= 1) {
+            let mut queue: Vec<Load> = reach.iter().copied().filter(|l| l.0 < cap).collect();
+            while let Some(load) = queue.pop() {
+                if let Some(next) = step(load, item) {
+                    if next.0 < cap && reach.insert(next) {
+                        queue.push(next);
+                    }
                 }
             }
-            for &i in reach.iter().filter(|&&i| i + s <= cap) {
-                arcs.push((i, s, m.int(f64::from(cells))));
+            for &load in reach.iter().filter(|l| l.0 < cap) {
+                if let Some(to) = step(load, item) {
+                    found.push((load, to, *item));
+                }
+            }
+            if found.len() > MOST_ARCS {
+                return None;
             }
         }
-        let losses: Vec<(u32, Var)> = reach
+        let arcs: Vec<(Load, Load, Item, Var)> = found
+            .into_iter()
+            .map(|(from, to, item)| (from, to, item, m.int(f64::from(cells))))
+            .collect();
+        let losses: Vec<(Load, Var)> = reach
             .iter()
-            .filter(|&&i| i > 0 && i < cap)
-            .map(|&i| (i, m.int(f64::from(cells))))
+            .filter(|l| l.0 > 0 && l.0 < cap)
+            .map(|&l| (l, m.int(f64::from(cells))))
             .collect();
         let empty = m.int(f64::from(cells));
-        // Full cells, as a variable of its own: cores = cap · full + what the
-        // partly used cells hold, which gives the backend's rounding (MIR)
+        // Full bins, as a variable of its own: cores = cap · full + what the
+        // partly used bins hold, which gives the backend's rounding (MIR)
         // cuts something to work on.
         let full = m.int(f64::from(cells));
         let ends: Expr = arcs
             .iter()
-            .filter(|&&(from, s, _)| from + s == cap)
-            .map(|&(_, _, v)| v)
+            .filter(|(_, to, _, _)| to.0 == cap)
+            .map(|&(_, _, _, v)| v)
             .sum();
         m.eq(ends, full);
-        let split: Expr = arcs.iter().map(|&(_, size, v)| f64::from(size) * v).sum();
-        let losses_held: Expr = losses.iter().map(|&(from, v)| f64::from(from) * v).sum();
+        let split: Expr = arcs
+            .iter()
+            .map(|&(_, _, item, v)| f64::from(item.cores) * v)
+            .sum();
+        let losses_held: Expr = losses.iter().map(|&(from, v)| f64::from(from.0) * v).sum();
         m.eq(split, f64::from(cap) * full + losses_held);
-        // Flow conservation at every vertex but the last; `cells` units leave 0.
-        for &i in reach.iter().filter(|&&i| i < cap) {
-            let out: Expr = arcs
-                .iter()
-                .filter(|&&(from, _, _)| from == i)
-                .map(|&(_, _, v)| v)
-                .chain(
-                    losses
-                        .iter()
-                        .filter(|&&(from, _)| from == i)
-                        .map(|&(_, v)| v),
-                )
-                .sum();
-            let into: Expr = arcs
-                .iter()
-                .filter(|&&(from, s, _)| from + s == i)
-                .map(|&(_, _, v)| v)
-                .sum();
-            if i == 0 {
-                m.eq(out + empty - into, f64::from(cells));
-            } else {
-                m.eq(out, into);
+        // Flow conservation at every load below `cap` cores; `cells` units
+        // leave 0.
+        let mut out: BTreeMap<Load, Expr> = BTreeMap::new();
+        let mut into: BTreeMap<Load, Expr> = BTreeMap::new();
+        for &(from, to, _, v) in &arcs {
+            *out.entry(from).or_default() += v;
+            if to.0 < cap {
+                *into.entry(to).or_default() += v;
             }
         }
-        Flow {
+        for &(from, v) in &losses {
+            *out.entry(from).or_default() += v;
+        }
+        for &load in reach.iter().filter(|l| l.0 < cap) {
+            let leaving = out.remove(&load).unwrap_or_default();
+            let arriving = into.remove(&load).unwrap_or_default();
+            if load == (0, 0) {
+                m.eq(leaving + empty - arriving, f64::from(cells));
+            } else {
+                m.eq(leaving, arriving);
+            }
+        }
+        Some(Flow {
             cells,
             cap,
             arcs,
             losses,
             empty,
-        }
+            full,
+        })
     }
 
-    /// The flow on arcs of size `s`: pieces of that size in the group.
-    pub(crate) fn pieces(&self, s: u32) -> Expr {
+    /// Adds to `values` the flow of bins holding `bins` (each bin's items,
+    /// in any order; one entry per bin, empty bins included): the start
+    /// point of a layout. `None` when a bin's items do not fit it or a
+    /// path is not in the graph.
+    pub(crate) fn add_start(&self, bins: &[Vec<Item>], values: &mut [f64]) -> Option<()> {
+        if bins.len() != self.cells as usize {
+            return None;
+        }
+        for bin in bins {
+            let mut items = bin.clone();
+            items.sort_unstable_by(|a, b| b.cmp(a));
+            if items.is_empty() {
+                values[self.empty.index()] += 1.0;
+                continue;
+            }
+            let mut at: Load = (0, 0);
+            for item in items {
+                let &(_, to, _, v) = self
+                    .arcs
+                    .iter()
+                    .find(|&&(from, _, it, _)| from == at && it == item)?;
+                values[v.index()] += 1.0;
+                at = to;
+            }
+            if at.0 == self.cap {
+                values[self.full.index()] += 1.0;
+            } else {
+                let &(_, v) = self.losses.iter().find(|&&(from, _)| from == at)?;
+                values[v.index()] += 1.0;
+            }
+        }
+        Some(())
+    }
+
+    /// The flow on arcs of `item`: pieces of it in the group.
+    pub(crate) fn pieces(&self, item: Item) -> Expr {
         self.arcs
             .iter()
-            .filter(|&&(_, size, _)| size == s)
-            .map(|&(_, _, v)| v)
+            .filter(|&&(_, _, it, _)| it == item)
+            .map(|&(_, _, _, v)| v)
             .sum()
     }
 
@@ -112,38 +277,38 @@ impl Flow {
     pub(crate) fn cores(&self) -> Expr {
         self.arcs
             .iter()
-            .map(|&(_, size, v)| f64::from(size) * v)
+            .map(|&(_, _, item, v)| f64::from(item.cores) * v)
             .sum()
     }
 
-    /// Partly used cells of the group.
+    /// Partly used bins of the group.
     pub(crate) fn partial(&self) -> Expr {
         self.losses.iter().map(|&(_, v)| v).sum()
     }
 
-    /// Splits the flow at `values` into one path per cell: the piece sizes of
-    /// each cell, largest first (empty cells last).
-    pub(crate) fn patterns(&self, values: &[f64]) -> Vec<Vec<u32>> {
+    /// Splits the flow at `values` into one path per bin: the items of each
+    /// bin, largest first (empty bins last).
+    pub(crate) fn patterns(&self, values: &[f64]) -> Vec<Vec<Item>> {
         let mut left: BTreeMap<Var, u32> = self
             .arcs
             .iter()
-            .map(|&(_, _, v)| v)
+            .map(|&(_, _, _, v)| v)
             .chain(self.losses.iter().map(|&(_, v)| v))
             .map(|v| (v, v.count(values)))
             .collect();
         let empty = self.empty.count(values) as usize;
         let mut out = Vec::new();
         while out.len() + empty < self.cells as usize {
-            let mut at = 0;
+            let mut at: Load = (0, 0);
             let mut path = Vec::new();
-            while at < self.cap {
+            while at.0 < self.cap {
                 let next = self
                     .arcs
                     .iter()
-                    .filter(|&&(from, _, v)| from == at && left.get(&v).is_some_and(|&n| n > 0))
-                    .max_by_key(|&&(_, s, _)| s)
+                    .filter(|&&(from, _, _, v)| from == at && left.get(&v).is_some_and(|&n| n > 0))
+                    .max_by_key(|&&(_, _, item, _)| item)
                     .copied();
-                let Some((_, s, v)) = next else {
+                let Some((_, to, item, v)) = next else {
                     // A loss arc ends the path (or, were the flow broken,
                     // nothing does: the path ends here all the same).
                     let loss = self
@@ -159,8 +324,8 @@ impl Flow {
                 if let Some(n) = left.get_mut(&v) {
                     *n -= 1;
                 }
-                path.push(s);
-                at += s;
+                path.push(item);
+                at = to;
             }
             if path.is_empty() {
                 break;
@@ -324,10 +489,10 @@ mod tests {
     fn a_flow_is_one_pattern_per_cell() {
         // Two cells of 4: pieces 3, 1, 2 → patterns [3, 1] and [2] (partial).
         let mut m = Model::default();
-        let sizes = BTreeSet::from([1, 2, 3]);
-        let flow = Flow::add(&mut m, 2, 4, &sizes);
+        let sizes = BTreeSet::from([Item::cores(1), Item::cores(2), Item::cores(3)]);
+        let flow = Flow::add(&mut m, (2, 4, None), &sizes).expect("small");
         for (s, n) in [(1, 1.0), (2, 1.0), (3, 1.0)] {
-            m.eq(flow.pieces(s), n);
+            m.eq(flow.pieces(Item::cores(s)), n);
         }
         let (values, proven) = super::super::backend::run(
             &m,
@@ -338,8 +503,137 @@ mod tests {
         .expect("solves");
         assert!(proven);
         assert_eq!(flow.partial().value(&values), 1.0);
-        let mut patterns = flow.patterns(&values);
+        let mut patterns: Vec<Vec<u32>> = flow
+            .patterns(&values)
+            .into_iter()
+            .map(|p| p.into_iter().map(|item| item.cores).collect())
+            .collect();
         patterns.sort();
         assert_eq!(patterns, vec![vec![2], vec![3, 1]]);
+    }
+
+    #[test]
+    fn memory_keeps_two_big_pieces_apart() {
+        // Two bins of 4 cores and 4 units of memory; pieces of 2 cores with
+        // 3 units (A) and with 1 unit (B), two of each: A + A would take 6
+        // units, so each bin holds A + B. Without memory, cores alone allow
+        // A + A.
+        let (a, b) = (
+            Item {
+                cores: 2,
+                memory: 3,
+            },
+            Item {
+                cores: 2,
+                memory: 1,
+            },
+        );
+        let items = BTreeSet::from([a, b]);
+        let mut m = Model::default();
+        let flow = Flow::add(&mut m, (2, 4, Some(4)), &items).expect("small");
+        m.eq(flow.pieces(a), 2.0);
+        m.eq(flow.pieces(b), 2.0);
+        let (values, proven) = super::super::backend::run(
+            &m,
+            &flow.partial(),
+            std::time::Duration::from_secs(5),
+            None,
+        )
+        .expect("solves");
+        assert!(proven);
+        assert_eq!(flow.patterns(&values), vec![vec![a, b], vec![a, b]]);
+        // One bin cannot hold both A pieces whatever else it holds.
+        let mut m = Model::default();
+        let flow = Flow::add(&mut m, (1, 4, Some(4)), &items).expect("small");
+        m.eq(flow.pieces(a), 2.0);
+        let solved = super::super::backend::run(
+            &m,
+            &flow.partial(),
+            std::time::Duration::from_secs(5),
+            None,
+        );
+        assert!(solved.is_err(), "{solved:?}");
+    }
+
+    /// The multisets of `items` (largest first) of at most `cap` cores and
+    /// `memory`: every pattern a bin may hold, by brute force.
+    fn feasible(items: &[Item], cap: u32, memory: u64) -> BTreeSet<Vec<Item>> {
+        fn go(
+            items: &[Item],
+            (cap, memory): (u32, u64),
+            current: &mut Vec<Item>,
+            out: &mut BTreeSet<Vec<Item>>,
+        ) {
+            if !current.is_empty() {
+                out.insert(current.clone());
+            }
+            for (at, item) in items.iter().enumerate() {
+                if item.cores <= cap && item.memory <= memory {
+                    current.push(*item);
+                    go(
+                        &items[at..],
+                        (cap - item.cores, memory - item.memory),
+                        current,
+                        out,
+                    );
+                    current.pop();
+                }
+            }
+        }
+        let mut sorted: Vec<Item> = items.to_vec();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        sorted.dedup();
+        let mut out = BTreeSet::new();
+        go(&sorted, (cap, memory), &mut Vec::new(), &mut out);
+        out
+    }
+
+    /// Every path of `flow` from the empty load to its end (a full bin, or
+    /// a loss arc), as a multiset: the patterns its graph holds.
+    fn paths(flow: &Flow) -> BTreeSet<Vec<Item>> {
+        fn go(flow: &Flow, at: Load, current: &mut Vec<Item>, out: &mut BTreeSet<Vec<Item>>) {
+            if at.0 == flow.cap || flow.losses.iter().any(|&(from, _)| from == at) {
+                let mut pattern = current.clone();
+                pattern.sort_unstable_by(|a, b| b.cmp(a));
+                out.insert(pattern);
+            }
+            for &(from, to, item, _) in &flow.arcs {
+                if from == at {
+                    current.push(item);
+                    go(flow, to, current, out);
+                    current.pop();
+                }
+            }
+        }
+        let mut out = BTreeSet::new();
+        go(flow, (0, 0), &mut Vec::new(), &mut out);
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            cases: 256,
+            failure_persistence: None,
+            ..proptest::test_runner::Config::default()
+        })]
+
+        /// Lifting loads' memory keeps exactly the feasible patterns: the
+        /// graph's paths equal a brute-force enumeration of the multisets
+        /// that fit both capacities.
+        #[test]
+        fn lifted_graphs_hold_exactly_the_feasible_patterns(
+            cap in 1u32..=7,
+            memory in 0u64..=14,
+            items in proptest::collection::vec((1u32..=4, 0u64..=7), 1..=5),
+        ) {
+            let items: BTreeSet<Item> = items
+                .into_iter()
+                .map(|(cores, memory)| Item { cores, memory })
+                .collect();
+            let mut m = Model::default();
+            let flow = Flow::add(&mut m, (1, cap, Some(memory)), &items).expect("small");
+            let list: Vec<Item> = items.iter().copied().collect();
+            proptest::prop_assert_eq!(paths(&flow), feasible(&list, cap, memory));
+        }
     }
 }

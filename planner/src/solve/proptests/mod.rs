@@ -550,6 +550,56 @@ proptest! {
     }
 }
 
+/// [`with_memory`], but VM `j` keeps its NUMA policy: a VM over several
+/// nodes puts its memory on them in proportion to its cores there.
+fn with_split_memory(mut req: PlanRequest, pools: &[u64], pages: &[Option<u64>]) -> PlanRequest {
+    let policies: Vec<NumaPolicy> = req.vms.iter().map(|v| v.numa).collect();
+    let cells: Vec<_> = req.vms.iter().map(|v| v.cell_nodes.clone()).collect();
+    req = with_memory(req, pools, pages);
+    for ((vm, numa), cell_nodes) in req.vms.iter_mut().zip(policies).zip(cells) {
+        vm.numa = numa;
+        if numa != NumaPolicy::Strict {
+            vm.cell_nodes = cell_nodes;
+        }
+    }
+    req
+}
+
+proptest! {
+    #![proptest_config(config(48))]
+
+    /// Issue 28: memory counted in the node pattern model's flows, with VMs
+    /// that may be split over nodes (their pieces take fractions of their
+    /// memory): the ILP's objective equals the per-core oracle's, whose
+    /// rule per core is the same.
+    #[test]
+    fn split_memory_matches_the_oracle(
+        host in host_spec(8),
+        groups in prop::collection::vec((vm_spec(6), 1..=2usize), 1..=3),
+        pools in prop::collection::vec(0u64..=8, 1..=4),
+        pages in prop::collection::vec(prop::option::weighted(0.8, 1u64..=6), 6),
+    ) {
+        let vms: Vec<VmSpec> = repeated(&groups).into_iter().take(5).collect();
+        let req = with_split_memory(request(&host, &vms), &pools, &pages);
+        prop_assume!(super::ilp::agg::supported(&req));
+        let Some(ilp) = check_solvers(&req)? else {
+            return Ok(());
+        };
+        let Some(placement) = oracle::place_within(&req, ORACLE_LIMIT) else {
+            return Ok(());
+        };
+        let expected = objective(&req, &placement);
+        prop_assert_eq!(
+            &ilp.objective,
+            &expected,
+            "ILP vs oracle with split memory on {}: ILP {:?}, oracle {:?}",
+            host.description(),
+            ilp.vms.iter().map(|v| (&v.name, &v.cores)).collect::<Vec<_>>(),
+            placement.cores
+        );
+    }
+}
+
 /// Found by `memory_matches_the_oracle`: nodes alike in cores but not in
 /// pages were ordered as interchangeable, which cut off the placement of
 /// both VMs (3 and 2 pages; pools of 1 and 4 pages on alternate nodes).

@@ -504,3 +504,54 @@ fn a_full_chiplet_host_is_proven_by_the_search() {
     assert_eq!((o.placed, o.cores_used, o.extra_numa_nodes), (10, 126, 1));
     assert_eq!((o.vm_l3_domains, o.partial_l3_domains), (21, 0));
 }
+
+/// Issue 28: memory counted in the node pattern model's flows, where only a
+/// split VM makes room. Two nodes of 4 cores with 5 and 7 free 2 MiB pages;
+/// A (`numa = "preferred"`, 4 cores, 8 pages: 2 per core) and B (strict, 3
+/// cores, 3 pages). A whole needs 8 pages, more than either node has; split
+/// 1 + 3 with B beside its 1 core, node 0 holds 2 + 3 = 5 pages and node 1
+/// 6 of 7 — both placed, and only so (B beside A's 3 cores: 4 + 3 cores; A
+/// 2 + 2: B finds 2 cores at most).
+#[test]
+fn a_split_vm_makes_room_in_the_nodes_memory() {
+    let mut specs = prefer_strict(&[4, 3]);
+    specs[0].3 = NumaPolicy::Preferred;
+    let mut req = regression_request(
+        "package:1 numa:2 core:4 pu:1",
+        &[],
+        &specs,
+        "",
+        [("a", ""), ("b", "")],
+    );
+    for (node, free) in req.host.numa_nodes.iter_mut().zip([5, 7]) {
+        node.hugepages = vec![crate::topology::PagePool {
+            size_kib: 2048,
+            total: free,
+            free: Some(free),
+        }];
+    }
+    for (vm, pages) in req.vms.iter_mut().zip([8u64, 3]) {
+        vm.memory = Some(crate::memory::VmMemory {
+            bytes: pages * 2048 * 1024,
+            page_kib: 2048,
+        });
+    }
+    let plan = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
+    check_plan(&req, &plan).unwrap_or_else(|e| panic!("{e}"));
+    assert!(plan.proven, "{:?}", plan.warnings);
+    assert_eq!(plan.vms.len(), 2, "{:?}", plan.vms);
+    assert_eq!(plan.objective.extra_numa_nodes, 1);
+    let a = plan.vms.iter().find(|v| v.name == "vm0").expect("A placed");
+    let per_node = |node: u32| {
+        a.cores
+            .iter()
+            .filter(|c| {
+                req.host
+                    .cores
+                    .iter()
+                    .any(|h| h.id == **c && h.numa_node == Some(NodeId(node)))
+            })
+            .count()
+    };
+    assert_eq!((per_node(0), per_node(1)), (1, 3), "{:?}", a.cores);
+}

@@ -16,7 +16,7 @@
 //! are merged by the layout, which only lowers objective 6 — so the model's
 //! optimum is a layout's.
 
-use super::super::arcflow::{partitions_within, whole_and_rest, Flow};
+use super::super::arcflow::{partitions_within, whole_and_rest, Flow, Item};
 use super::super::backend::{run, Model};
 use super::super::expr::{Expr, Var};
 use super::super::tiers::priority_levels;
@@ -57,7 +57,7 @@ pub(super) struct PatternModel {
     /// Per kind: (node for kinds kept to one, pattern, `σ`).
     sigma: Vec<Vec<PatternVar>>,
     /// Per kind: (group, piece size) → `ρ`.
-    rho: Vec<BTreeMap<(usize, u32), Var>>,
+    rho: Vec<BTreeMap<(usize, Item), Var>>,
     flows: Vec<Flow>,
     /// Objective 6: pieces (L3 domains touched), summed.
     pieces: Expr,
@@ -141,7 +141,7 @@ impl PatternModel {
             .iter()
             .map(|(_, cells)| u32::try_from(cells.len()).unwrap_or(u32::MAX))
             .collect();
-        let flows = p.flows(&bins);
+        let flows = p.flows(&bins)?;
         let partial: Expr = flows.iter().map(Flow::partial).sum();
         let mut used: BTreeMap<Option<NodeId>, Expr> = BTreeMap::new();
         for (((node, _), _), flow) in groups.iter().zip(&flows) {
@@ -419,8 +419,8 @@ fn add_memory(p: &Patterns, memory: &mut MemoryRows, groups: &[CellGroup], kind:
         }
         return;
     }
-    for (&(g, size), &rho) in p.rho.last().into_iter().flatten() {
-        let share = f64::from(size) / f64::from(kind.cores.max(1));
+    for (&(g, item), &rho) in p.rho.last().into_iter().flatten() {
+        let share = f64::from(item.cores) / f64::from(kind.cores.max(1));
         memory.add(first, groups[g].0 .0, share, rho);
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! 1. **Objectives 1–5 over NUMA nodes.** On hosts of small nodes, a pattern
 //!    and arc-flow model over nodes (`node_patterns`; it does 6–7 too where
-//!    every node is one L3 domain); else the counting node model
+//!    every node is one L3 domain; memory, where it binds, is a second
+//!    resource of its flows, `memory_axis`); else the counting node model
 //!    (`node_model`): VMs with `numa = "strict"` that agree on everything
 //!    that matters to placement (vCPUs, policies, NIC node, priority) form one
 //!    *type*, counted per node; other VMs keep their own variables (`loose`).
@@ -30,6 +31,7 @@ mod host;
 mod layout;
 mod lexicographic;
 mod loose;
+mod memory_axis;
 mod node_model;
 mod node_patterns;
 mod patterns;
@@ -144,6 +146,7 @@ fn stages(request: &PlanRequest, deadline: Deadline, progress: &Progress) -> (Pl
     let (laid_out, proven, complete) = match node_patterns::node_patterns(
         request,
         (&host, &vms),
+        &start_units,
         deadline,
         progress.placing_only(),
         &mut stats,

@@ -9,14 +9,19 @@
 //! = pieces − 1 for `numa = "preferred"`). Pieces of one VM that the flow puts
 //! on one node are merged by the layout, which only lowers objective 4, so
 //! the model's optima are layouts'.
+//!
+//! Where memory can bind, each node's load is its cores and its memory
+//! (`memory_axis`): nodes of one group also hold the same memory, and a
+//! piece takes its share of its VM's memory.
 
-use super::super::arcflow::{partitions_within, Flow};
+use super::super::arcflow::{partitions_within, Flow, Item};
 use super::super::tiers::Tiers;
 use super::host::{Host, Vms};
 use super::layout::{lay_out, Units};
 use super::lexicographic::{
     fewest_or_all, lexicographic, placed_everything, placing_tiers, stage2_bounds,
 };
+use super::memory_axis::Axis;
 use super::patterns::{deal, fill_pool, kinds_of, Kind, Patterns, Piece, Pool, Scope};
 use super::Stats;
 use crate::deadline::Deadline;
@@ -27,8 +32,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Nodes of at most this many free cores are packed by [`node_patterns`].
 const SMALL_NODE: u32 = 32;
 
-/// Nodes of one arc-flow group: (a NIC's node alone, free cores) and the nodes.
-type NodeGroup = ((Scope, u32), Vec<Option<NodeId>>);
+/// Nodes of one arc-flow group: (a NIC's node alone, free cores, memory
+/// where it binds) and the nodes.
+type NodeGroup = ((Scope, u32, Option<u64>), Vec<Option<NodeId>>);
 
 /// The model, and what its solution is read with.
 struct NodePatterns {
@@ -52,6 +58,7 @@ struct NodePatterns {
 pub(super) fn node_patterns(
     request: &PlanRequest,
     (host, vms): (&Host, &Vms),
+    start_units: &[Units],
     deadline: Deadline,
     placing_only: bool,
     stats: &mut Stats,
@@ -62,13 +69,6 @@ pub(super) fn node_patterns(
     if host.nodes.keys().any(|&k| host.node_cap(k) > SMALL_NODE) {
         return None;
     }
-    // Its arc flows pack cores only: memory per node needs the counting
-    // model. (Every node a group of its own, with memory rows, was tried: on
-    // the 24-node fixture with tight pools it placed fewer VMs in the time
-    // than the counting model, docs/benchmarks.md.)
-    if crate::solve::memory::active(request) {
-        return None;
-    }
     // Patterns count pieces, not whose piece is where: a VM that must have
     // cores on given nodes (several required NICs) needs its own columns.
     if request.vms.iter().any(|v| !v.cell_nodes.is_empty()) {
@@ -76,12 +76,16 @@ pub(super) fn node_patterns(
     }
     let mut np = NodePatterns::build(request, host, vms)?;
     stats.variables.0 = np.p.m.vars();
+    let starts: Vec<Vec<f64>> = start_units
+        .iter()
+        .filter_map(|units| np.start(host, units))
+        .collect();
     let tiers = placing_tiers(std::mem::take(&mut np.tiers), placing_only);
     let (values, mut proven) = lexicographic(
         &mut np.p.m,
         &tiers,
         &np.bounds,
-        &[],
+        &starts,
         deadline,
         vms.placeable() == request.vms.len(),
         stats,
@@ -124,12 +128,17 @@ pub(super) fn node_patterns(
 }
 
 impl NodePatterns {
-    /// The model; `None` when it would have too many patterns.
+    /// The model; `None` when it would have too many patterns, or memory
+    /// cannot be counted in its flows.
     fn build(request: &PlanRequest, host: &Host, vms: &Vms) -> Option<NodePatterns> {
-        let groups = node_groups(request, host);
         // Kinds: strict types (one piece), the others any partition over nodes.
         let kinds = kinds_of(request, vms, |_| false);
+        let axis = Axis::of(request, &kinds).ok()?;
+        let groups = node_groups(request, host, axis.as_ref());
         let mut p = Patterns::new(groups.iter().map(|(key, _)| key.1).collect());
+        if axis.is_some() {
+            p.count_memory(groups.iter().map(|(key, _)| key.2).collect());
+        }
         let mut bounds: BTreeMap<Tier, f64> = BTreeMap::new();
         let (mut all_vcpus, mut all_cores, mut least_extra, mut least_pieces) =
             (0.0, 0.0, 0.0, 0.0);
@@ -169,7 +178,7 @@ impl NodePatterns {
             if extra_nodes {
                 least_extra += (least - 1.0) * count;
             }
-            p.next_kind();
+            p.next_kind_with_memory(axis.as_ref().map_or(0, |a| a.of_vm(vm)), c);
             if p.too_many(patterns.len()) {
                 return None;
             }
@@ -196,7 +205,7 @@ impl NodePatterns {
             .iter()
             .map(|(_, nodes)| u32::try_from(nodes.len()).unwrap_or(u32::MAX))
             .collect();
-        let flows = p.flows(&bins);
+        let flows = p.flows(&bins)?;
         bounds.insert(Tier::Vcpus, -all_vcpus);
         bounds.insert(Tier::Cores, all_cores);
         bounds.insert(Tier::ExtraNodes, least_extra);
@@ -211,6 +220,52 @@ impl NodePatterns {
             bounds,
             least_pieces,
         })
+    }
+
+    /// The model's values for the layout `units` (a start point): each
+    /// VM's cores per node as one of its kind's patterns, the pieces per
+    /// group, and each node's path in its group's flow. `None` where the
+    /// layout is not one of the model's (a VM in more pieces than its
+    /// patterns have, a node over its memory).
+    fn start(&self, host: &Host, units: &Units) -> Option<Vec<f64>> {
+        let mut values = self.p.m.zeros();
+        let group_of: BTreeMap<Option<NodeId>, usize> = self
+            .groups
+            .iter()
+            .enumerate()
+            .flat_map(|(g, (_, nodes))| nodes.iter().map(move |&k| (k, g)))
+            .collect();
+        let mut bins: BTreeMap<Option<NodeId>, Vec<Item>> = BTreeMap::new();
+        for (t, kind) in self.kinds.iter().enumerate() {
+            for i in &kind.members {
+                let Some(cells) = units.get(i) else { continue };
+                let mut per_node: BTreeMap<Option<NodeId>, u32> = BTreeMap::new();
+                for (&e, &c) in cells {
+                    *per_node.entry(host.cells[e].node).or_default() += c;
+                }
+                let mut sizes: Vec<u32> = per_node.values().copied().collect();
+                sizes.sort_unstable_by(|a, b| b.cmp(a));
+                let &(_, sigma) = self.p.sigma[t].iter().find(|(pattern, _)| {
+                    pattern.iter().map(|&(_, c)| c).eq(sizes.iter().copied())
+                })?;
+                values[sigma.index()] += 1.0;
+                for (k, c) in per_node {
+                    let g = *group_of.get(&k)?;
+                    let item = self.p.item_of(t, c);
+                    let &rho = self.p.rho[t].get(&(g, item))?;
+                    values[rho.index()] += 1.0;
+                    bins.entry(k).or_default().push(item);
+                }
+            }
+        }
+        for ((_, nodes), flow) in self.groups.iter().zip(&self.flows) {
+            let held: Vec<Vec<Item>> = nodes
+                .iter()
+                .map(|k| bins.remove(k).unwrap_or_default())
+                .collect();
+            flow.add_start(&held, &mut values)?;
+        }
+        Some(values)
     }
 
     /// The layout at `values`: flows → nodes → pieces per kind → VMs →
@@ -236,21 +291,25 @@ impl NodePatterns {
     }
 }
 
-/// Groups of nodes: (key, free cores) → nodes; a NIC's node or the node of
-/// unknown id alone; nodes without free cores left out.
-fn node_groups(request: &PlanRequest, host: &Host) -> Vec<NodeGroup> {
+/// Groups of nodes: (key, free cores, memory) → nodes; a NIC's node or the
+/// node of unknown id alone; nodes without free cores left out.
+fn node_groups(request: &PlanRequest, host: &Host, axis: Option<&Axis>) -> Vec<NodeGroup> {
     let named: BTreeSet<Option<NodeId>> = request
         .vms
         .iter()
         .flat_map(|v| v.nic_nodes.iter().map(|&n| Some(n)))
         .collect();
-    let mut by_group: BTreeMap<(Scope, u32), Vec<Option<NodeId>>> = BTreeMap::new();
+    let mut by_group: BTreeMap<(Scope, u32, Option<u64>), Vec<Option<NodeId>>> = BTreeMap::new();
     for &k in host.nodes.keys() {
         let own = (named.contains(&k) || k.is_none()).then_some(k);
-        by_group.entry((own, host.node_cap(k))).or_default().push(k);
+        let memory = axis.and_then(|a| a.cap(k));
+        by_group
+            .entry((own, host.node_cap(k), memory))
+            .or_default()
+            .push(k);
     }
     by_group
         .into_iter()
-        .filter(|((_, cap), _)| *cap > 0)
+        .filter(|((_, cap, _), _)| *cap > 0)
         .collect()
 }

@@ -4,7 +4,7 @@
 //! Both models have one arc-flow graph per group of like bins (NUMA nodes, or
 //! the cells of a node).
 
-use super::super::arcflow::Flow;
+use super::super::arcflow::{Flow, Item};
 use super::super::backend::Model;
 use super::super::expr::{Expr, Var};
 use super::host::Vms;
@@ -104,11 +104,16 @@ pub(super) struct Patterns {
     pub(super) m: Model,
     /// Free cores of each group's bins.
     caps: Vec<u32>,
-    sizes_of_group: Vec<BTreeSet<u32>>,
+    /// Memory each group's bins hold, where it can bind (see [`Self::count_memory`]).
+    memory_caps: Vec<Option<u64>>,
+    items_of_group: Vec<BTreeSet<Item>>,
     /// Per kind: its patterns' counts.
     pub(super) sigma: Vec<Vec<PatternVar>>,
-    /// Per kind: (group, piece size) → `ρ`.
-    pub(super) rho: Vec<BTreeMap<(usize, u32), Var>>,
+    /// Per kind: (group, piece) → `ρ`.
+    pub(super) rho: Vec<BTreeMap<(usize, Item), Var>>,
+    /// Per kind: its VMs' memory in the model's units, and their cores (a
+    /// piece of s cores takes s / cores of the memory).
+    memory: Vec<(u64, u32)>,
     pub(super) objectives: Objectives,
     /// Objective 6: pieces (L3 domains or nodes touched), summed.
     pub(super) pieces: Expr,
@@ -119,19 +124,51 @@ impl Patterns {
     pub(super) fn new(caps: Vec<u32>) -> Patterns {
         Patterns {
             m: Model::default(),
-            sizes_of_group: vec![BTreeSet::new(); caps.len()],
+            items_of_group: vec![BTreeSet::new(); caps.len()],
+            memory_caps: vec![None; caps.len()],
             caps,
             sigma: Vec::new(),
             rho: Vec::new(),
+            memory: Vec::new(),
             objectives: Objectives::default(),
             pieces: Expr::default(),
         }
     }
 
+    /// Counts memory in the flows: each group's bins hold `caps` (in the
+    /// model's units; `None` where memory cannot bind there).
+    pub(super) fn count_memory(&mut self, caps: Vec<Option<u64>>) {
+        self.memory_caps = caps;
+    }
+
     /// Starts the next kind's `σ` and `ρ`.
     pub(super) fn next_kind(&mut self) {
+        self.next_kind_with_memory(0, 1);
+    }
+
+    /// Starts the next kind, whose VMs of `cores` cores take `memory` each
+    /// (in the units of [`Self::count_memory`]).
+    pub(super) fn next_kind_with_memory(&mut self, memory: u64, cores: u32) {
         self.sigma.push(Vec::new());
         self.rho.push(BTreeMap::new());
+        self.memory.push((memory, cores.max(1)));
+    }
+
+    /// The current kind's piece of `cores` cores (see [`Self::item_of`]).
+    fn item(&self, cores: u32) -> Item {
+        self.item_of(self.memory.len().saturating_sub(1), cores)
+    }
+
+    /// Kind `t`'s piece of `cores` cores, with its share of the VM's memory
+    /// (rounded up, never down: the units are chosen so that it divides
+    /// exactly).
+    pub(super) fn item_of(&self, t: usize, cores: u32) -> Item {
+        let (memory, of) = self.memory.get(t).copied().unwrap_or((0, 1));
+        let memory = u128::from(memory) * u128::from(cores);
+        Item {
+            cores,
+            memory: u64::try_from(memory.div_ceil(u128::from(of))).unwrap_or(u64::MAX),
+        }
     }
 
     /// Whether `more` patterns on top of the earlier kinds' would make the
@@ -196,18 +233,20 @@ impl Patterns {
         remote: impl Fn(usize) -> bool,
     ) {
         for ((scope, p), from_patterns) in per_size {
+            let item = self.item(p);
             let mut pieces = Expr::default();
             for g in in_scope(scope) {
-                if p > self.caps[g] {
+                let fits = self.memory_caps[g].is_none_or(|most| item.memory <= most);
+                if p > self.caps[g] || !fits {
                     continue;
                 }
                 let bound = f64::from(kind.cores) * kind.members.len() as f64;
                 let r = self.m.int(bound);
                 if let Some(rh) = self.rho.last_mut() {
-                    rh.insert((g, p), r);
+                    rh.insert((g, item), r);
                 }
                 pieces += r;
-                self.sizes_of_group[g].insert(p);
+                self.items_of_group[g].insert(item);
                 if remote(g) {
                     self.objectives.remote += f64::from(p) * r;
                 }
@@ -217,23 +256,28 @@ impl Patterns {
     }
 
     /// One arc-flow graph per group of `bins` bins, its arcs of each piece
-    /// size tied to the kinds' pieces of that size in the group (`ρ`).
-    pub(super) fn flows(&mut self, bins: &[u32]) -> Vec<Flow> {
+    /// tied to the kinds' pieces of that item in the group (`ρ`); `None`
+    /// when a graph would be too big (memory counted in fine units).
+    pub(super) fn flows(&mut self, bins: &[u32]) -> Option<Vec<Flow>> {
         let mut flows = Vec::new();
         for (g, (&cells, &cap)) in bins.iter().zip(&self.caps).enumerate() {
-            let flow = Flow::add(&mut self.m, cells, cap, &self.sizes_of_group[g]);
-            for &p in &self.sizes_of_group[g] {
+            let flow = Flow::add(
+                &mut self.m,
+                (cells, cap, self.memory_caps[g]),
+                &self.items_of_group[g],
+            )?;
+            for &item in &self.items_of_group[g] {
                 let rho: Expr = self
                     .rho
                     .iter()
-                    .filter_map(|rh| rh.get(&(g, p)))
+                    .filter_map(|rh| rh.get(&(g, item)))
                     .copied()
                     .sum();
-                self.m.eq(flow.pieces(p), rho);
+                self.m.eq(flow.pieces(item), rho);
             }
             flows.push(flow);
         }
-        flows
+        Some(flows)
     }
 }
 
@@ -248,22 +292,27 @@ pub(super) fn fill_pool<P: Copy>(
     g: usize,
     places: &[P],
     flow: &Flow,
-    rho: &[BTreeMap<(usize, u32), Var>],
+    rho: &[BTreeMap<(usize, Item), Var>],
     scope: impl Fn(usize) -> Scope,
     values: &[f64],
 ) -> Option<()> {
-    let mut positions: BTreeMap<u32, Vec<P>> = BTreeMap::new();
+    let mut positions: BTreeMap<Item, Vec<P>> = BTreeMap::new();
     for (&place, pattern) in places.iter().zip(flow.patterns(values)) {
-        for p in pattern {
-            positions.entry(p).or_default().push(place);
+        for item in pattern {
+            positions.entry(item).or_default().push(place);
         }
     }
-    for (p, of_size) in positions {
-        let mut next = of_size.into_iter();
+    for (item, of_item) in positions {
+        let mut next = of_item.into_iter();
         for (t, rh) in rho.iter().enumerate() {
-            let Some(&r) = rh.get(&(g, p)) else { continue };
+            let Some(&r) = rh.get(&(g, item)) else {
+                continue;
+            };
             for _ in 0..r.count(values) {
-                pool[t].entry((scope(t), p)).or_default().push(next.next()?);
+                pool[t]
+                    .entry((scope(t), item.cores))
+                    .or_default()
+                    .push(next.next()?);
             }
         }
     }
