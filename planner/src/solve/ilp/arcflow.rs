@@ -26,9 +26,9 @@ use super::backend::Model;
 use super::expr::{Expr, Var};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Arcs one graph may have; a graph that would need more is not built (its
-/// model steps aside for one that does not enumerate loads).
-const MOST_ARCS: usize = 60_000;
+/// Arcs (and loads) one graph may have; a graph that would need more is not
+/// built (its model steps aside for one that does not enumerate loads).
+pub(crate) const MOST_ARCS: usize = 60_000;
 
 /// What a piece takes from its bin: cores, and memory in the model's units
 /// (0 where memory is not counted). Ordered by cores first.
@@ -82,6 +82,7 @@ impl Lift {
         let mut steps = 0;
         for k in 1..=cap {
             let mut here = sums[(k - 1) as usize].clone();
+            steps += here.len();
             for item in items.iter().filter(|i| i.cores >= 1 && i.cores <= k) {
                 let from = &sums[(k - item.cores) as usize];
                 steps += from.len();
@@ -161,6 +162,9 @@ impl Flow {
                     if next.0 < cap && reach.insert(next) {
                         queue.push(next);
                     }
+                }
+                if reach.len() > MOST_ARCS {
+                    return None;
                 }
             }
             for &load in reach.iter().filter(|l| l.0 < cap) {
@@ -279,6 +283,11 @@ impl Flow {
             .iter()
             .map(|&(_, _, item, v)| f64::from(item.cores) * v)
             .sum()
+    }
+
+    /// Its arcs.
+    pub(crate) fn arcs(&self) -> usize {
+        self.arcs.len()
     }
 
     /// Partly used bins of the group.

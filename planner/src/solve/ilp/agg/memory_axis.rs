@@ -38,7 +38,10 @@ impl Axis {
         let Some(page) = pages.next() else {
             return Ok(None);
         };
-        if pages.any(|p| p != page) {
+        // Cores of no known node have no pool the models agree on (the
+        // counting and cell models allow no memory there).
+        let unknown = request.host.cores.iter().any(|c| c.numa_node.is_none());
+        if unknown || pages.any(|p| p != page) {
             return Err(());
         }
         let mut scale: u64 = 1;
@@ -61,11 +64,12 @@ impl Axis {
         Ok(Some(Axis { page, scale, caps }))
     }
 
-    /// The memory `vm` takes in units (0 where it is in another pool).
-    pub(super) fn of_vm(&self, vm: &VmRequest) -> u64 {
+    /// The memory `vm` takes in units (0 where it is in another pool);
+    /// `None` beyond what the units count.
+    pub(super) fn of_vm(&self, vm: &VmRequest) -> Option<u64> {
         match memory::need_kib(vm) {
-            Some((page, kib)) if page == self.page => kib.saturating_mul(self.scale),
-            _ => 0,
+            Some((page, kib)) if page == self.page => kib.checked_mul(self.scale),
+            _ => Some(0),
         }
     }
 

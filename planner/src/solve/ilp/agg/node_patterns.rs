@@ -178,7 +178,11 @@ impl NodePatterns {
             if extra_nodes {
                 least_extra += (least - 1.0) * count;
             }
-            p.next_kind_with_memory(axis.as_ref().map_or(0, |a| a.of_vm(vm)), c);
+            let memory = match &axis {
+                Some(a) => a.of_vm(vm)?,
+                None => 0,
+            };
+            p.next_kind_with_memory(memory, c);
             if p.too_many(patterns.len()) {
                 return None;
             }
@@ -251,7 +255,7 @@ impl NodePatterns {
                 values[sigma.index()] += 1.0;
                 for (k, c) in per_node {
                     let g = *group_of.get(&k)?;
-                    let item = self.p.item_of(t, c);
+                    let item = self.p.item_in(g, t, c);
                     let &rho = self.p.rho[t].get(&(g, item))?;
                     values[rho.index()] += 1.0;
                     bins.entry(k).or_default().push(item);
@@ -312,4 +316,78 @@ fn node_groups(request: &PlanRequest, host: &Host, axis: Option<&Axis>) -> Vec<N
         .into_iter()
         .filter(|((_, cap, _), _)| *cap > 0)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::solve::{ThreadPolicy, VmRequest};
+    use crate::topology::{load, Source};
+
+    /// A first-fit layout is a start point of the model, memory counted:
+    /// its values satisfy every row, and they count the layout's VMs. Four
+    /// nodes of 4 cores with 6 free 2 MiB pages each; VMs of 3, 2, 2 and 1
+    /// cores (strict, preferred, strict, preferred) of 2 pages per core,
+    /// so memory binds (32 pages asked, 24 free).
+    #[test]
+    fn a_first_fit_layout_is_a_start_of_the_model() {
+        let mut request = PlanRequest {
+            host: load(&Source::Synthetic(
+                "package:1 numa:4 core:4 pu:1".to_owned(),
+            ))
+            .unwrap(),
+            reserved: crate::cpuset::CpuSet::new(),
+            fixed: Vec::new(),
+            vms: [
+                (3, true),
+                (2, false),
+                (2, true),
+                (1, false),
+                (3, true),
+                (2, true),
+            ]
+            .iter()
+            .enumerate()
+            .map(|(i, &(c, strict))| VmRequest {
+                threads: ThreadPolicy::Prefer,
+                numa: if strict {
+                    NumaPolicy::Strict
+                } else {
+                    NumaPolicy::Preferred
+                },
+                memory: Some(crate::memory::VmMemory {
+                    bytes: u64::from(c) * 2 * 2048 * 1024,
+                    page_kib: 2048,
+                }),
+                ..VmRequest::new(&format!("vm{i}"), c)
+            })
+            .collect(),
+            order: Default::default(),
+            max_moves: None,
+        };
+        for node in &mut request.host.numa_nodes {
+            node.hugepages = vec![crate::topology::PagePool {
+                size_kib: 2048,
+                total: 6,
+                free: Some(6),
+            }];
+        }
+        assert!(crate::solve::memory::active(&request));
+        let host = Host::new(&request);
+        let vms = Vms::new(&request, &host);
+        let np = NodePatterns::build(&request, &host, &vms).unwrap();
+        let greedy = crate::solve::greedy::place(&request);
+        assert!(greedy.cores.len() >= 4, "{:?}", greedy.cores);
+        let units = super::super::layout::units_of(&host, &greedy).unwrap();
+        let values = np.start(&host, &units).unwrap();
+        assert!(np.p.m.feasible(&values));
+        let placed: f64 =
+            np.p.sigma
+                .iter()
+                .flatten()
+                .map(|&(_, v)| values[v.index()])
+                .sum();
+        assert_eq!(placed, greedy.cores.len() as f64);
+    }
 }

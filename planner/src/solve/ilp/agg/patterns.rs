@@ -4,7 +4,7 @@
 //! Both models have one arc-flow graph per group of like bins (NUMA nodes, or
 //! the cells of a node).
 
-use super::super::arcflow::{Flow, Item};
+use super::super::arcflow::{Flow, Item, MOST_ARCS};
 use super::super::backend::Model;
 use super::super::expr::{Expr, Var};
 use super::host::Vms;
@@ -154,15 +154,26 @@ impl Patterns {
         self.memory.push((memory, cores.max(1)));
     }
 
-    /// The current kind's piece of `cores` cores (see [`Self::item_of`]).
-    fn item(&self, cores: u32) -> Item {
-        self.item_of(self.memory.len().saturating_sub(1), cores)
+    /// The current kind's piece of `cores` cores in group `g` (see
+    /// [`Self::item_in`]).
+    fn item(&self, g: usize, cores: u32) -> Item {
+        self.item_in(g, self.memory.len().saturating_sub(1), cores)
+    }
+
+    /// Kind `t`'s piece of `cores` cores as group `g`'s flow sees it: with
+    /// its memory where the group counts memory, else cores alone (so that
+    /// pieces of equal cores share their arcs there).
+    pub(super) fn item_in(&self, g: usize, t: usize, cores: u32) -> Item {
+        match self.memory_caps.get(g) {
+            Some(Some(_)) => self.item_of(t, cores),
+            _ => Item { cores, memory: 0 },
+        }
     }
 
     /// Kind `t`'s piece of `cores` cores, with its share of the VM's memory
     /// (rounded up, never down: the units are chosen so that it divides
     /// exactly).
-    pub(super) fn item_of(&self, t: usize, cores: u32) -> Item {
+    fn item_of(&self, t: usize, cores: u32) -> Item {
         let (memory, of) = self.memory.get(t).copied().unwrap_or((0, 1));
         let memory = u128::from(memory) * u128::from(cores);
         Item {
@@ -233,9 +244,9 @@ impl Patterns {
         remote: impl Fn(usize) -> bool,
     ) {
         for ((scope, p), from_patterns) in per_size {
-            let item = self.item(p);
             let mut pieces = Expr::default();
             for g in in_scope(scope) {
+                let item = self.item(g, p);
                 let fits = self.memory_caps[g].is_none_or(|most| item.memory <= most);
                 if p > self.caps[g] || !fits {
                     continue;
@@ -259,7 +270,7 @@ impl Patterns {
     /// tied to the kinds' pieces of that item in the group (`ρ`); `None`
     /// when a graph would be too big (memory counted in fine units).
     pub(super) fn flows(&mut self, bins: &[u32]) -> Option<Vec<Flow>> {
-        let mut flows = Vec::new();
+        let mut flows: Vec<Flow> = Vec::new();
         for (g, (&cells, &cap)) in bins.iter().zip(&self.caps).enumerate() {
             let flow = Flow::add(
                 &mut self.m,
@@ -276,6 +287,9 @@ impl Patterns {
                 self.m.eq(flow.pieces(item), rho);
             }
             flows.push(flow);
+            if flows.iter().map(Flow::arcs).sum::<usize>() > 2 * MOST_ARCS {
+                return None;
+            }
         }
         Some(flows)
     }
