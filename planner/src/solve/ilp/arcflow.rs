@@ -494,6 +494,14 @@ mod tests {
         assert_eq!(whole_and_rest(3, &[(8, 2), (3, 1)], 4), vec![vec![3]]);
     }
 
+    /// `m` solved for the fewest partly used bins of `flow`.
+    fn fewest_partial(
+        m: &Model,
+        flow: &Flow,
+    ) -> Result<(Vec<f64>, bool), super::super::backend::SolveError> {
+        super::super::backend::run(m, &flow.partial(), std::time::Duration::from_secs(5), None)
+    }
+
     #[test]
     fn a_flow_is_one_pattern_per_cell() {
         // Two cells of 4: pieces 3, 1, 2 → patterns [3, 1] and [2] (partial).
@@ -503,13 +511,7 @@ mod tests {
         for (s, n) in [(1, 1.0), (2, 1.0), (3, 1.0)] {
             m.eq(flow.pieces(Item::cores(s)), n);
         }
-        let (values, proven) = super::super::backend::run(
-            &m,
-            &flow.partial(),
-            std::time::Duration::from_secs(5),
-            None,
-        )
-        .expect("solves");
+        let (values, proven) = fewest_partial(&m, &flow).expect("solves");
         assert!(proven);
         assert_eq!(flow.partial().value(&values), 1.0);
         let mut patterns: Vec<Vec<u32>> = flow
@@ -542,25 +544,14 @@ mod tests {
         let flow = Flow::add(&mut m, (2, 4, Some(4)), &items).expect("small");
         m.eq(flow.pieces(a), 2.0);
         m.eq(flow.pieces(b), 2.0);
-        let (values, proven) = super::super::backend::run(
-            &m,
-            &flow.partial(),
-            std::time::Duration::from_secs(5),
-            None,
-        )
-        .expect("solves");
+        let (values, proven) = fewest_partial(&m, &flow).expect("solves");
         assert!(proven);
         assert_eq!(flow.patterns(&values), vec![vec![a, b], vec![a, b]]);
         // One bin cannot hold both A pieces whatever else it holds.
         let mut m = Model::default();
         let flow = Flow::add(&mut m, (1, 4, Some(4)), &items).expect("small");
         m.eq(flow.pieces(a), 2.0);
-        let solved = super::super::backend::run(
-            &m,
-            &flow.partial(),
-            std::time::Duration::from_secs(5),
-            None,
-        );
+        let solved = fewest_partial(&m, &flow);
         assert!(solved.is_err(), "{solved:?}");
     }
 

@@ -535,19 +535,33 @@ proptest! {
         memory_holds(&req, &ilp)?;
         let greedy = crate::solve::solve(&req, &options(SolverKind::Greedy), by_limit());
         memory_holds(&req, &greedy)?;
-        let Some(placement) = oracle::place_within(&req, ORACLE_LIMIT) else {
-            return Ok(());
-        };
-        let expected = objective(&req, &placement);
-        prop_assert_eq!(
-            &ilp.objective,
-            &expected,
-            "ILP vs oracle with memory on {}: ILP {:?}, oracle {:?}",
-            host.description(),
-            ilp.vms.iter().map(|v| (&v.name, &v.cores)).collect::<Vec<_>>(),
-            placement.cores
-        );
+        agrees_with_the_oracle(&req, &ilp, &host.description())?;
     }
+}
+
+/// The per-core oracle's objective on `req` (where it finishes in time)
+/// equals the ILP plan's, on the host `described`.
+fn agrees_with_the_oracle(
+    req: &PlanRequest,
+    ilp: &Plan,
+    described: &str,
+) -> Result<(), TestCaseError> {
+    let Some(placement) = oracle::place_within(req, ORACLE_LIMIT) else {
+        return Ok(());
+    };
+    let expected = objective(req, &placement);
+    prop_assert_eq!(
+        &ilp.objective,
+        &expected,
+        "ILP vs oracle with memory on {}: ILP {:?}, oracle {:?}",
+        described,
+        ilp.vms
+            .iter()
+            .map(|v| (&v.name, &v.cores))
+            .collect::<Vec<_>>(),
+        placement.cores
+    );
+    Ok(())
 }
 
 /// [`with_memory`], but VM `j` keeps its NUMA policy: a VM over several
@@ -585,18 +599,7 @@ proptest! {
         let Some(ilp) = check_solvers(&req)? else {
             return Ok(());
         };
-        let Some(placement) = oracle::place_within(&req, ORACLE_LIMIT) else {
-            return Ok(());
-        };
-        let expected = objective(&req, &placement);
-        prop_assert_eq!(
-            &ilp.objective,
-            &expected,
-            "ILP vs oracle with split memory on {}: ILP {:?}, oracle {:?}",
-            host.description(),
-            ilp.vms.iter().map(|v| (&v.name, &v.cores)).collect::<Vec<_>>(),
-            placement.cores
-        );
+        agrees_with_the_oracle(&req, &ilp, &host.description())?;
     }
 }
 
