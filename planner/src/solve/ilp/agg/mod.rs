@@ -166,11 +166,13 @@ fn stages(request: &PlanRequest, deadline: Deadline, progress: &Progress) -> (Pl
         return (cores_of(request, &host, &laid_out, proven), stats);
     }
     if !proven {
-        // Stopped early: the best of the starts and this, objective by objective.
+        // Stopped early: the best of the starts and this, objective by
+        // objective, with the VMs it leaves out placed first-fit where they
+        // still fit (a run stopped at "VMs placed" holds only what it had).
         let best = progress
             .best()
             .unwrap_or_else(|| cores_of(request, &host, &laid_out, false));
-        return (best, stats);
+        return (crate::solve::greedy::fill(request, best), stats);
     }
     progress.stage(
         "objectives 6-7 (L3 domains) within each node",
