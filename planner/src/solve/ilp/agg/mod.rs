@@ -172,7 +172,10 @@ fn stages(request: &PlanRequest, deadline: Deadline, progress: &Progress) -> (Pl
         let best = progress
             .best()
             .unwrap_or_else(|| cores_of(request, &host, &laid_out, false));
-        return (crate::solve::greedy::fill(request, best), stats);
+        let filled = crate::solve::greedy::fill(request, best);
+        // The watchdog, should it stop waiting, takes this too.
+        progress.offer(request, &filled);
+        return (filled, stats);
     }
     progress.stage(
         "objectives 6-7 (L3 domains) within each node",
