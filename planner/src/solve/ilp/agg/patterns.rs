@@ -154,12 +154,6 @@ impl Patterns {
         self.memory.push((memory, cores.max(1)));
     }
 
-    /// The current kind's piece of `cores` cores in group `g` (see
-    /// [`Self::item_in`]).
-    fn item(&self, g: usize, cores: u32) -> Item {
-        self.item_in(g, self.memory.len().saturating_sub(1), cores)
-    }
-
     /// Kind `t`'s piece of `cores` cores as group `g`'s flow sees it: with
     /// its memory where the group counts memory, else cores alone (so that
     /// pieces of equal cores share their arcs there).
@@ -245,8 +239,9 @@ impl Patterns {
     ) {
         for ((scope, p), from_patterns) in per_size {
             let mut pieces = Expr::default();
+            let current = self.memory.len().saturating_sub(1);
             for g in in_scope(scope) {
-                let item = self.item(g, p);
+                let item = self.item_in(g, current, p);
                 let fits = self.memory_caps[g].is_none_or(|most| item.memory <= most);
                 if p > self.caps[g] || !fits {
                     continue;
@@ -271,6 +266,7 @@ impl Patterns {
     /// when a graph would be too big (memory counted in fine units).
     pub(super) fn flows(&mut self, bins: &[u32]) -> Option<Vec<Flow>> {
         let mut flows: Vec<Flow> = Vec::new();
+        let mut arcs = 0;
         for (g, (&cells, &cap)) in bins.iter().zip(&self.caps).enumerate() {
             let flow = Flow::add(
                 &mut self.m,
@@ -286,10 +282,11 @@ impl Patterns {
                     .sum();
                 self.m.eq(flow.pieces(item), rho);
             }
-            flows.push(flow);
-            if flows.iter().map(Flow::arcs).sum::<usize>() > 2 * MOST_ARCS {
+            arcs += flow.arcs();
+            if arcs > 2 * MOST_ARCS {
                 return None;
             }
+            flows.push(flow);
         }
         Some(flows)
     }
