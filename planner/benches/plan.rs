@@ -42,6 +42,8 @@
 //! 7. (issue 28) Hosts of mixed thread counts: hybrid P/E fixtures, one with
 //!    offline siblings, synthetic hosts with every 3rd/4th core's sibling
 //!    offline (`PLAN_BENCH_PART=7`; specs for the fixtures only).
+//! 8. (issue 28) Part 7's instances with memory, as part 4: without it,
+//!    with ample and with tight huge page pools (`PLAN_BENCH_PART=8`).
 //!
 //! Results are recorded in docs/benchmarks.md.
 
@@ -1662,8 +1664,6 @@ fn part7(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
     report_set("mixed thread counts", &instances, None)
 }
 
-/// The parts to run: `PLAN_BENCH_PART` (`3`, `1,3`...), else all; a seed
-/// alone means part 2 only, an instance alone part 3 only.
 /// Part 4 (issue 16): the seeded set with memory on — every VM 1 GiB per
 /// vCPU on 2 MiB pages — against memory off: with pools that hold every VM
 /// (memory cannot bind: its constraints are left out) and with tight pools
@@ -1674,6 +1674,23 @@ fn part4(only: Option<&str>) -> BoxResult<()> {
         "== seeded set, memory off / on with ample pools / on with tight pools (1 GiB per vCPU, 2 MiB pages): solve() ILP, {} s ==",
         TIME_LIMIT.as_secs()
     );
+    memory_set(instances3(only)?)
+}
+
+/// Part 8: part 7's hosts of mixed thread counts with memory, as part 4.
+fn part8(only: Option<&str>) -> BoxResult<()> {
+    println!();
+    println!(
+        "== mixed thread counts (part 7's instances), memory off / on with ample pools / on with tight pools (1 GiB per vCPU, 2 MiB pages): solve() ILP, {} s ==",
+        TIME_LIMIT.as_secs()
+    );
+    memory_set(instances7(only)?.into_iter().map(|(i, _)| i).collect())
+}
+
+/// Each of `instances` solved without memory, with ample pools (every
+/// node's pool holds all VMs) and with tight ones (80 % of the VMs' pages
+/// over the nodes): times, VMs placed, proofs.
+fn memory_set(instances: Vec<Instance>) -> BoxResult<()> {
     println!(
         "{:<16} {:>9} {:>9} {:>9} {:>11} {:>9} {:>7}",
         "instance", "off ms", "ample ms", "tight ms", "placed o/a/t", "same obj", "proven"
@@ -1709,7 +1726,7 @@ fn part4(only: Option<&str>) -> BoxResult<()> {
     };
     let mut times: [Vec<f64>; 3] = Default::default();
     let (mut differ, mut unproven) = (0, [0; 3]);
-    for inst in instances3(only)? {
+    for inst in instances {
         let reqs = [
             inst.request.clone(),
             with_pools(&inst.request, 1.0),
@@ -1867,13 +1884,15 @@ fn part5() -> BoxResult<()> {
     Ok(())
 }
 
+/// The parts to run: `PLAN_BENCH_PART` (`3`, `1,3`...), else parts 1–3; a
+/// seed alone means part 2 only, an instance alone part 3 only.
 fn parts(seed: Option<u64>, instance: Option<&str>) -> BoxResult<BTreeSet<u32>> {
     if let Ok(text) = std::env::var("PLAN_BENCH_PART") {
         let mut parts = BTreeSet::new();
         for item in text.split(',') {
             let part: u32 = item.trim().parse()?;
-            if !(1..=7).contains(&part) {
-                return Err(format!("PLAN_BENCH_PART: no part {part} (1 to 7)").into());
+            if !(1..=8).contains(&part) {
+                return Err(format!("PLAN_BENCH_PART: no part {part} (1 to 8)").into());
             }
             parts.insert(part);
         }
@@ -1944,6 +1963,9 @@ fn main() -> BoxResult<()> {
     }
     if parts.contains(&7) {
         part7(instance.as_deref(), specs.as_deref())?;
+    }
+    if parts.contains(&8) {
+        part8(instance.as_deref())?;
     }
     Ok(())
 }

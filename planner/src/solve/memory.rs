@@ -85,6 +85,39 @@ pub(crate) fn caps_kib(request: &PlanRequest) -> BTreeMap<(Option<NodeId>, u64),
     caps
 }
 
+/// How the exact models split `vm`'s memory over nodes, given the usable
+/// threads of the cores it may take: all on its node for a strict VM
+/// ([`Split::Whole`]); else `1 / c` of it per core where its core count `c`
+/// is the same on each of those cores ([`Split::PerCore`]); else not
+/// counted ([`Split::Uncounted`]: on a host of mixed thread counts a VM's
+/// core count depends on the cores it gets, and its share per core with
+/// it). The one rule of the per-class model, the per-core oracle and the
+/// plan's warning.
+pub(crate) fn split(vm: &VmRequest, threads: impl IntoIterator<Item = u32>) -> Split {
+    if vm.numa == super::NumaPolicy::Strict {
+        return Split::Whole;
+    }
+    let counts: std::collections::BTreeSet<u32> = threads
+        .into_iter()
+        .map(|t| super::classes::cores_needed(vm, t))
+        .collect();
+    match (counts.first(), counts.len()) {
+        (Some(&c), 1) => Split::PerCore(c.max(1)),
+        _ => Split::Uncounted,
+    }
+}
+
+/// See [`split`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Split {
+    /// All on the one node of its cores.
+    Whole,
+    /// `1 / c` per core, for `c` cores.
+    PerCore(u32),
+    /// Not counted.
+    Uncounted,
+}
+
 /// What a VM takes from its pool (page size in KiB, MiB): its memory in
 /// whole pages.
 pub(crate) fn need(vm: &VmRequest) -> Option<(u64, f64)> {

@@ -354,18 +354,10 @@ pub fn solve(request: &PlanRequest, options: &SolveOptions, deadline: Deadline) 
             ),
         ));
     }
-    if memory::active(request) && options.solver == SolverKind::Ilp && ilp::per_class_only(request)
-    {
-        warnings.push(Warning::plan(
-            WarningKind::Solver,
-            if ilp::agg::supported(request) {
-                "running VMs may move: the integer program that counts their moves does not \
-                 count memory yet, so check the huge pages listed below"
-            } else {
-                "the free cores of this host have different thread counts: the integer program \
-                 for such hosts does not count memory yet, so check the huge pages listed below"
-            },
-        ));
+    if options.solver == SolverKind::Ilp && ilp::per_class_only(request) {
+        if let Some(message) = uncounted_memory_warning(request) {
+            warnings.push(Warning::plan(WarningKind::Solver, message));
+        }
     }
     let started = Instant::now();
     let mut resolve = true;
@@ -556,4 +548,34 @@ pub fn build_plan(
         warnings,
         objective: objective(request, placement),
     }
+}
+
+/// The warning of a plan whose VMs' memory the per-class integer program
+/// does not count ([`ilp::per_class::uncounted_memory`]), naming them.
+fn uncounted_memory_warning(request: &PlanRequest) -> Option<String> {
+    let uncounted = ilp::per_class::uncounted_memory(request);
+    let names: Vec<&str> = uncounted
+        .iter()
+        .filter_map(|&i| request.vms.get(i))
+        .map(|vm| vm.name.as_str())
+        .collect();
+    let (first, more) = (names.first()?, names.len() - 1);
+    let vms = match more {
+        0 => format!("{first}'s"),
+        1 => format!("{first}'s and 1 other VM's"),
+        _ => format!("{first}'s and {more} other VMs'"),
+    };
+    Some(if request.vms.iter().any(|v| v.running) {
+        format!(
+            "running VMs may move: the integer program that counts their moves does not \
+             count memory yet ({vms}), so check the huge pages listed below"
+        )
+    } else {
+        format!(
+            "the free cores of this host have different thread counts: the integer program \
+             for such hosts counts the memory of VMs kept to one NUMA node (numa = \"strict\") \
+             or of a core count the same on every core they may take, not {vms}, so check \
+             the huge pages listed below"
+        )
+    })
 }

@@ -13,6 +13,7 @@ mod child;
 pub(crate) mod expr;
 mod groups;
 pub(crate) mod lexicographic;
+mod memory_rows;
 mod model;
 #[cfg(test)]
 pub(crate) mod oracle;

@@ -14,6 +14,7 @@
 
 use crate::ids::NodeId;
 use crate::solve::classes::{self, Domain, FreeCore};
+use crate::solve::memory::{self, Split};
 use crate::solve::{
     EmulatorPolicy, NicAffinity, NumaPolicy, Order, Placement, PlanRequest, ThreadPolicy, VmRequest,
 };
@@ -100,6 +101,8 @@ struct Oracle {
     cons: Vec<Constraint>,
     /// `a[v]`: (index into `free`, variable).
     a: Vec<Vec<(usize, Variable)>>,
+    /// `y[v]`: node → 1 when VM `v` has cores there (VMs kept to few nodes).
+    y: Vec<BTreeMap<Option<NodeId>, Variable>>,
     placed: Vec<Variable>,
     /// Per free core: the VMs' variables of it.
     users: Vec<Vec<Variable>>,
@@ -153,6 +156,7 @@ impl Oracle {
             vars: ProblemVariables::new(),
             cons: Vec::new(),
             a: Vec::new(),
+            y: Vec::new(),
             placed: Vec::new(),
             cores_used: Expression::default(),
             extra_nodes: Expression::default(),
@@ -200,9 +204,12 @@ impl Oracle {
             ThreadPolicy::Isolate => self.isolate(vm, p, &xs),
             ThreadPolicy::Require | ThreadPolicy::Prefer => self.fill_threads(vm, p, &xs),
         }
-        if vm.numa != NumaPolicy::Spread {
-            self.numa(vm, p, &xs);
-        }
+        let y = if vm.numa == NumaPolicy::Spread {
+            BTreeMap::new()
+        } else {
+            self.numa(vm, p, &xs)
+        };
+        self.y.push(y);
         if vm.nic_affinity == NicAffinity::Preferred && !vm.nic_nodes.is_empty() {
             for &(k, x) in &xs {
                 if !self.free[k].node.is_some_and(|n| vm.nic_nodes.contains(&n)) {
@@ -297,7 +304,12 @@ impl Oracle {
     }
 
     /// Strict: one node; preferred: nodes beyond the first counted.
-    fn numa(&mut self, vm: &VmRequest, p: Variable, xs: &[(usize, Variable)]) {
+    fn numa(
+        &mut self,
+        vm: &VmRequest,
+        p: Variable,
+        xs: &[(usize, Variable)],
+    ) -> BTreeMap<Option<NodeId>, Variable> {
         let nodes: BTreeSet<Option<NodeId>> = xs.iter().map(|&(k, _)| self.free[k].node).collect();
         let y: BTreeMap<Option<NodeId>, Variable> =
             nodes.iter().map(|&n| (n, self.var())).collect();
@@ -313,22 +325,36 @@ impl Oracle {
             self.cons.push(constraint!(extra.clone() >= 0));
             self.extra_nodes += extra;
         }
+        y
     }
 
-    /// Memory per node and page size, written out again per core: a VM of
-    /// `c` cores puts `bytes / c` on the node of each of its cores (all on
-    /// one node for a strict VM). Exact on hosts of one thread count, where a
-    /// VM's core count is fixed once placed (the hosts memory is modelled on).
+    /// Memory per node and page size, written out again per core: a strict
+    /// VM puts all of it on its node; another VM of `c` cores on every core
+    /// it may take puts `bytes / c` on the node of each of its cores; a VM
+    /// whose core count depends on its cores (mixed thread counts) is not
+    /// counted ([`memory::split`]), nor is any where running VMs may move.
     fn memory(&mut self, request: &PlanRequest) {
-        let threads = self.threads.iter().copied().max().unwrap_or(1);
+        if request.vms.iter().any(|v| v.running) {
+            return;
+        }
         let mut per: BTreeMap<(Option<NodeId>, u64), Expression> = BTreeMap::new();
-        for (vm, xs) in request.vms.iter().zip(&self.a) {
+        for ((vm, xs), y) in request.vms.iter().zip(&self.a).zip(&self.y) {
             let Some(m) = vm.memory else { continue };
             let page = m.page_kib * 1024;
             let bytes = (m.bytes.div_ceil(page) * page) as f64 / 1_048_576.0;
-            let c = f64::from(classes::cores_needed(vm, threads).max(1));
-            for &(k, x) in xs {
-                *per.entry((self.free[k].node, m.page_kib)).or_default() += bytes / c * x;
+            match memory::split(vm, xs.iter().map(|&(k, _)| self.threads[k])) {
+                Split::Whole => {
+                    for (&node, &yk) in y {
+                        *per.entry((node, m.page_kib)).or_default() += bytes * yk;
+                    }
+                }
+                Split::PerCore(c) => {
+                    for &(k, x) in xs {
+                        *per.entry((self.free[k].node, m.page_kib)).or_default() +=
+                            bytes / f64::from(c) * x;
+                    }
+                }
+                Split::Uncounted => {}
             }
         }
         for ((node, page), used) in per {

@@ -603,6 +603,40 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(config(48))]
+
+    /// Issue 28: memory on hosts of mixed thread counts, where the per-class
+    /// model counts it (strict VMs whole on their node; others per core
+    /// where their core count is the same on every core they may take):
+    /// the ILP's objective equals the per-core oracle's, and plans of
+    /// strict VMs never take more pages than a node has.
+    #[test]
+    fn mixed_hosts_count_memory_like_the_oracle(
+        host in host_spec(8),
+        groups in prop::collection::vec((vm_spec(4), 1..=2usize), 1..=3),
+        pools in prop::collection::vec(0u64..=6, 1..=4),
+        pages in prop::collection::vec(prop::option::weighted(0.8, 1u64..=4), 6),
+        split in any::<bool>(),
+    ) {
+        let vms: Vec<VmSpec> = repeated(&groups).into_iter().take(5).collect();
+        let base = request(&host, &vms);
+        let req = if split {
+            with_split_memory(base, &pools, &pages)
+        } else {
+            with_memory(base, &pools, &pages)
+        };
+        prop_assume!(!super::ilp::agg::supported(&req));
+        let Some(ilp) = check_solvers(&req)? else {
+            return Ok(());
+        };
+        if !split {
+            memory_holds(&req, &ilp)?;
+        }
+        agrees_with_the_oracle(&req, &ilp, &host.description())?;
+    }
+}
+
 /// Found by `memory_matches_the_oracle`: nodes alike in cores but not in
 /// pages were ordered as interchangeable, which cut off the placement of
 /// both VMs (3 and 2 pages; pools of 1 and 4 pages on alternate nodes).

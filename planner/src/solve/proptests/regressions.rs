@@ -555,3 +555,91 @@ fn a_split_vm_makes_room_in_the_nodes_memory() {
     };
     assert_eq!((per_node(0), per_node(1)), (1, 3), "{:?}", a.cores);
 }
+
+/// Issue 28: memory on a host of mixed thread counts (the per-class model).
+/// Node 0 has one two-thread core (core 1; core 0 has CPU 1 offline) and 3
+/// pages, node 1 two two-thread cores and 1 page. A (3 pages) and B (1
+/// page, its NIC on node 0), both 2 vCPUs, prefer, strict: at the fewest
+/// cores each takes one two-thread core. Only node 0 holds A's pages, so B
+/// goes to node 1, off its NIC's node (1 core remote) — without the memory
+/// rows B would take node 0's core and A node 1's, 3 pages on a 1-page pool.
+#[test]
+fn strict_memory_counts_on_a_host_of_mixed_thread_counts() {
+    let mut specs = prefer_strict(&[2, 2]);
+    specs[1].4 = NicAffinity::Preferred;
+    specs[1].5 = Some(0);
+    let mut req = regression_request(
+        "package:1 numa:2 core:2 pu:2",
+        &[1],
+        &specs,
+        "",
+        [("a", ""), ("b", "")],
+    );
+    with_pages(&mut req, &[3, 1], &[3, 1]);
+    assert!(!super::super::ilp::agg::supported(&req), "a mixed host");
+    let plan = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
+    check_plan(&req, &plan).unwrap_or_else(|e| panic!("{e}"));
+    super::memory_holds(&req, &plan).unwrap_or_else(|e| panic!("{e}"));
+    assert!(plan.proven, "{:?}", plan.warnings);
+    assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
+    let cores: Vec<(&str, Vec<u32>)> = plan
+        .vms
+        .iter()
+        .map(|v| (v.name.as_str(), v.cores.iter().map(|c| c.0).collect()))
+        .collect();
+    assert_eq!(cores[0], ("vm0", vec![1]), "{cores:?}");
+    assert_eq!(plan.objective.cores_used, 2);
+    assert_eq!(plan.objective.nic_remote_cores, 1, "{cores:?}");
+    let oracle = super::oracle::place(&req);
+    assert_eq!(plan.objective, crate::solve::objective(&req, &oracle));
+}
+
+/// Issue 28: on a host of mixed thread counts, a VM not kept to one node
+/// whose core count depends on its cores (prefer: 1 two-thread core or 2
+/// one-thread ones) is not counted, and the plan names it; one that needs
+/// the same cores on every core it may take (require) is counted.
+#[test]
+fn uncounted_memory_is_named_on_a_host_of_mixed_thread_counts() {
+    let mut specs = prefer_strict(&[2, 2]);
+    specs[0].3 = NumaPolicy::Preferred;
+    specs[1].1 = ThreadPolicy::Require;
+    specs[1].3 = NumaPolicy::Preferred;
+    let mut req = regression_request(
+        "package:1 numa:2 core:2 pu:2",
+        &[1],
+        &specs,
+        "",
+        [("a", ""), ("b", "")],
+    );
+    with_pages(&mut req, &[3, 1], &[3, 1]);
+    assert_eq!(super::super::ilp::per_class::uncounted_memory(&req), [0]);
+    let plan = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
+    check_plan(&req, &plan).unwrap_or_else(|e| panic!("{e}"));
+    let texts: Vec<String> = plan.warnings.iter().map(ToString::to_string).collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("different thread counts") && t.contains("not vm0's,")),
+        "{texts:?}"
+    );
+    // Strict again: every VM counted, no warning.
+    req.vms[0].numa = NumaPolicy::Strict;
+    assert!(super::super::ilp::per_class::uncounted_memory(&req).is_empty());
+}
+
+/// Pools of 2 MiB pages per node (`pools`), and VM `i` needing `pages[i]`.
+fn with_pages(req: &mut PlanRequest, pools: &[u64], pages: &[u64]) {
+    for (node, &free) in req.host.numa_nodes.iter_mut().zip(pools) {
+        node.hugepages = vec![crate::topology::PagePool {
+            size_kib: 2048,
+            total: free,
+            free: Some(free),
+        }];
+    }
+    for (vm, &n) in req.vms.iter_mut().zip(pages) {
+        vm.memory = Some(crate::memory::VmMemory {
+            bytes: n * 2048 * 1024,
+            page_kib: 2048,
+        });
+    }
+}

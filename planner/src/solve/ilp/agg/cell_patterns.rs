@@ -19,8 +19,9 @@
 use super::super::arcflow::{partitions_within, whole_and_rest, Flow, Item};
 use super::super::backend::{run, Model};
 use super::super::expr::{Expr, Var};
+use super::super::memory_rows::MemoryRows;
 use super::super::tiers::priority_levels;
-use super::host::{Host, MemoryRows, Vms};
+use super::host::{Host, Vms};
 use super::layout::{cores_of, partial_of, pieces_of, Units};
 use super::lexicographic::trace_tier;
 use super::patterns::{deal, fill_pool, kinds_of, Kind, PatternVar, Patterns, Piece, Pool, Scope};

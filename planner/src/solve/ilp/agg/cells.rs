@@ -10,8 +10,9 @@
 use super::super::backend::Model;
 use super::super::expr::{Expr, Var};
 use super::super::groups::partly_used_groups;
+use super::super::memory_rows::MemoryRows;
 use super::super::tiers::Tiers;
-use super::host::{Host, MemoryRows, Vms};
+use super::host::{Host, Vms};
 use super::layout::{cores_of, Units};
 use super::lexicographic::{fewest_or_all, lexicographic, some_domain_partly_used, Objectives};
 use super::{loose, Held, Stats, TierRun};

@@ -6,8 +6,9 @@
 
 use super::super::backend::Model;
 use super::super::expr::{Expr, Var};
+use super::super::memory_rows::MemoryRows;
 use super::super::tiers::{priority_levels, Tiers};
-use super::host::{Host, MemoryRows, Vms};
+use super::host::{Host, Vms};
 use super::layout::{lay_out, Units};
 use super::lexicographic::{lexicographic, placing_tiers, Objectives};
 use super::symmetry::{interchangeable_nodes, order_nodes};

@@ -12,6 +12,8 @@
 
 mod program;
 
+pub use program::uncounted_memory;
+
 use super::backend::Model;
 use super::expr::Expr;
 use super::groups::subset_sum;

@@ -6,9 +6,11 @@
 use super::super::backend::Model;
 use super::super::expr::{Expr, Var};
 use super::super::groups::{fewest, partly_used_groups};
+use super::super::memory_rows::MemoryRows;
 use super::super::tiers::{in_order, Tiers};
 use crate::ids::NodeId;
 use crate::solve::classes::{self, Class, Domain};
+use crate::solve::memory::{self, Split};
 use crate::solve::{EmulatorPolicy, NumaPolicy, Order, PlanRequest, ThreadPolicy, Tier, VmRequest};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -104,11 +106,46 @@ struct Builder<'a> {
     classes: &'a [Class],
     m: Model,
     sums: Sums,
+    /// Memory per node and page size; `None` where running VMs may move
+    /// (their memory is already taken from the pools and stays where it is).
+    memory: Option<MemoryRows<'a>>,
+}
+
+/// The VMs whose memory the per-class model does not count (by
+/// [`memory::split`]; all of them where running VMs may move), in spec
+/// order; empty where memory cannot bind.
+pub fn uncounted_memory(request: &PlanRequest) -> Vec<usize> {
+    if !memory::active(request) {
+        return Vec::new();
+    }
+    let running = request.vms.iter().any(|v| v.running);
+    let free = classes::free_cores(request);
+    let classes = classes::classes_with_homes(request, &free);
+    request
+        .vms
+        .iter()
+        .enumerate()
+        .filter(|(_, vm)| vm.memory.is_some())
+        .filter(|&(_, vm)| running || memory_split(vm, &classes) == Split::Uncounted)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// [`memory::split`] of `vm` over the classes it may use.
+fn memory_split(vm: &VmRequest, classes: &[Class]) -> Split {
+    memory::split(
+        vm,
+        classes
+            .iter()
+            .filter(|c| classes::allowed(vm, c.node, c.threads))
+            .map(|c| c.threads),
+    )
 }
 
 pub(super) fn build(request: &PlanRequest) -> Program {
     let free = classes::free_cores(request);
     let classes = classes::classes_with_homes(request, &free);
+    let running = request.vms.iter().any(|v| v.running);
     let mut b = Builder {
         classes: &classes,
         m: Model::default(),
@@ -116,6 +153,7 @@ pub(super) fn build(request: &PlanRequest) -> Program {
             class_users: vec![Expr::default(); classes.len()],
             ..Sums::default()
         },
+        memory: (!running).then(|| MemoryRows::new(request)),
     };
     let vms: Vec<Option<VmVars>> = request
         .vms
@@ -124,6 +162,9 @@ pub(super) fn build(request: &PlanRequest) -> Program {
         .map(|(i, vm)| b.vm(i, vm))
         .collect();
     b.capacity();
+    if let Some(rows) = b.memory.take() {
+        rows.bound(&mut b.m);
+    }
     let (domains, partial) = b.partly_used(|c| c.domain);
     let compact = request.order == Order::Compact;
     let (nodes, partial_nodes) = if compact {
@@ -204,6 +245,7 @@ impl Builder<'_> {
             self.m.ge(there, cols.placed);
         }
         let u = self.l3(&cols);
+        self.memory(i, &cols, &y);
         Some(VmVars {
             placed: cols.placed,
             n: cols.n.iter().map(|&(c, v, _)| (c, v)).collect(),
@@ -211,6 +253,26 @@ impl Builder<'_> {
             u,
             z,
         })
+    }
+
+    /// VM `i`'s memory on the nodes of its cores ([`memory::split`]): all
+    /// on its node (`y`) for a strict VM, else per core where its core
+    /// count is fixed.
+    fn memory(&mut self, i: usize, cols: &Columns, y: &BTreeMap<Option<NodeId>, Var>) {
+        let Some(rows) = &mut self.memory else { return };
+        match memory_split(cols.vm, self.classes) {
+            Split::Whole => {
+                for (&node, &yk) in y {
+                    rows.add(i, node, 1.0, yk);
+                }
+            }
+            Split::PerCore(c) => {
+                for &(k, v, _) in &cols.n {
+                    rows.add(i, self.classes[k].node, 1.0 / f64::from(c), v);
+                }
+            }
+            Split::Uncounted => {}
+        }
     }
 
     /// `placed[v]` and `n[v][c]` for the classes `vm` may use.
