@@ -643,3 +643,39 @@ fn with_pages(req: &mut PlanRequest, pools: &[u64], pages: &[u64]) {
         });
     }
 }
+
+/// Issue 28, found measuring `spr-snc4-100`: with sub-NUMA clustering (one
+/// L3 over both nodes of a package), objective 6's lower bound counted a
+/// spanning VM's cells, not its domains. Two packages of two 4-core nodes
+/// under one L3 each; A (strict, 3 cores) and B (preferred, 6 cores: it
+/// must span two nodes). By hand: B on the two nodes of one package touches
+/// 1 domain, A 1: 2 — the bound said 1 + 2 = 3, at which a start with B
+/// over both packages would have stopped as proven.
+#[test]
+fn a_vm_over_the_nodes_of_one_l3_touches_one_domain() {
+    let mut specs = prefer_strict(&[3, 6]);
+    specs[1].3 = NumaPolicy::Preferred;
+    let req = regression_request(
+        "package:2 l3:1 numa:2 core:4 pu:1",
+        &[],
+        &specs,
+        "",
+        [("a", ""), ("b", "")],
+    );
+    let plan = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
+    check_plan(&req, &plan).unwrap_or_else(|e| panic!("{e}"));
+    assert!(plan.proven, "{:?}", plan.warnings);
+    let o = &plan.objective;
+    assert_eq!((o.placed, o.cores_used, o.extra_numa_nodes), (2, 9, 1));
+    assert_eq!(o.vm_l3_domains, 2, "{:?}", plan.vms);
+    let oracle = super::oracle::place(&req);
+    assert_eq!(plan.objective, crate::solve::objective(&req, &oracle));
+    use crate::solve::Tier;
+    let held = std::collections::BTreeMap::from([
+        (Tier::Cores, 9.0),
+        (Tier::ExtraNodes, 1.0),
+        (Tier::NicRemote, 0.0),
+    ]);
+    let bounds = crate::solve::ilp::agg::bounds_for_tests(&req, &held);
+    assert_eq!(bounds.get(&Tier::L3PerVm).copied(), Some(2.0));
+}

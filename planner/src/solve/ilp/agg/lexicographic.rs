@@ -9,9 +9,10 @@ use super::super::groups::subset_sum;
 use super::super::lexicographic::{lexicographic as one_loop, Rules};
 use super::super::tiers::{in_order, Tiers};
 use super::super::TRACE;
-use super::host::{Cell, Host, Vms};
+use super::host::{Host, Vms};
 use super::Stats;
 use crate::deadline::Deadline;
+use crate::solve::classes::Domain;
 use crate::solve::{NumaPolicy, Placement, PlanRequest, Tier, VmRequest};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -146,22 +147,19 @@ pub(super) fn stage2_bounds(
         let may_span = held.get(&Tier::ExtraNodes).is_some_and(|&e| e >= 0.5);
         for &(i, c) in &vms.loose {
             let vm = &request.vms[i];
-            // A VM that may span nodes can join cells of several nodes.
-            total += f64::from(match vm.numa {
-                NumaPolicy::Spread => {
-                    let caps: Vec<u32> = host.cells.iter().map(Cell::cap).collect();
-                    fewest_or_all(&caps, c)
+            // A VM that may span nodes can join cells of several nodes, and
+            // the cells of one domain over several nodes (sub-NUMA
+            // clustering: one L3 over the nodes of a package) count once.
+            let spanning =
+                vm.numa == NumaPolicy::Spread || (vm.numa == NumaPolicy::Preferred && may_span);
+            total += f64::from(if spanning {
+                let mut caps: BTreeMap<Domain, u32> = BTreeMap::new();
+                for cell in host.cells.iter().filter(|e| host.allows(vm, e.node)) {
+                    *caps.entry(cell.domain).or_default() += cell.cap();
                 }
-                NumaPolicy::Preferred if may_span => {
-                    let caps: Vec<u32> = host
-                        .nodes
-                        .iter()
-                        .filter(|&(&k, _)| host.allows(vm, k))
-                        .flat_map(|(_, cells)| cells.iter().map(|&e| host.cells[e].cap()))
-                        .collect();
-                    fewest_or_all(&caps, c)
-                }
-                _ => fewest_of(vm, c),
+                fewest_or_all(&caps.into_values().collect::<Vec<_>>(), c)
+            } else {
+                fewest_of(vm, c)
             });
         }
         bounds.insert(Tier::L3PerVm, total);
