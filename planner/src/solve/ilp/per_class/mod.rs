@@ -12,7 +12,7 @@
 
 mod program;
 
-pub use program::uncounted_memory;
+pub(crate) use program::uncounted_memory;
 
 use super::backend::Model;
 use super::expr::Expr;

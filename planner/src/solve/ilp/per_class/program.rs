@@ -114,7 +114,7 @@ struct Builder<'a> {
 /// The VMs whose memory the per-class model does not count (by
 /// [`memory::split`]; all of them where running VMs may move), in spec
 /// order; empty where memory cannot bind.
-pub fn uncounted_memory(request: &PlanRequest) -> Vec<usize> {
+pub(crate) fn uncounted_memory(request: &PlanRequest) -> Vec<usize> {
     if !memory::active(request) {
         return Vec::new();
     }
