@@ -85,6 +85,13 @@ pub(crate) fn caps_kib(request: &PlanRequest) -> BTreeMap<(Option<NodeId>, u64),
     caps
 }
 
+/// Whether the exact models count memory at all: not where running VMs
+/// may move (their pages are already taken from the pools and stay where
+/// they are while their vCPUs move; issue 27).
+pub(crate) fn countable(request: &PlanRequest) -> bool {
+    !request.vms.iter().any(|v| v.running)
+}
+
 /// How the exact models split `vm`'s memory over nodes, given the usable
 /// threads of the cores it may take: all on its node for a strict VM
 /// ([`Split::Whole`]); else `1 / c` of it per core where its core count `c`

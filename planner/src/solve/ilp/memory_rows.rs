@@ -9,7 +9,9 @@ use crate::solve::PlanRequest;
 use std::collections::BTreeMap;
 
 /// The memory rows of a model while it is written. Empty when memory cannot
-/// bind (its rows would be redundant).
+/// bind (its rows would be redundant) or is not counted
+/// ([`crate::solve::memory::countable`]). A node the host does not name
+/// offers none: cores of no known node take no VM's memory.
 pub(super) struct MemoryRows<'a> {
     request: &'a PlanRequest,
     terms: Option<BTreeMap<(Option<NodeId>, u64), Expr>>,
@@ -19,7 +21,9 @@ impl<'a> MemoryRows<'a> {
     pub(super) fn new(request: &'a PlanRequest) -> MemoryRows<'a> {
         MemoryRows {
             request,
-            terms: crate::solve::memory::active(request).then(BTreeMap::new),
+            terms: (crate::solve::memory::active(request)
+                && crate::solve::memory::countable(request))
+            .then(BTreeMap::new),
         }
     }
 

@@ -2,8 +2,9 @@
 //! on small hosts (docs/plan.md, "The model").
 //!
 //! One binary `a[v][k]` per (VM, free core): core k is VM v's. It shares no
-//! code with the exact models beyond
-//! the list of free cores: it is written in good_lp's own expressions and
+//! code with the exact models beyond the list of free cores and the rule of
+//! how a VM's memory splits over nodes ([`memory::split`], a rule, not
+//! rows): it is written in good_lp's own expressions and
 //! solved by microlp; the placement rules ([`classes::allowed`],
 //! [`classes::fits_exactly`]) are written out again per core, and the
 //! objective tiers are optimised in the order of docs/plan.md ("Objective"),
@@ -332,9 +333,10 @@ impl Oracle {
     /// VM puts all of it on its node; another VM of `c` cores on every core
     /// it may take puts `bytes / c` on the node of each of its cores; a VM
     /// whose core count depends on its cores (mixed thread counts) is not
-    /// counted ([`memory::split`]), nor is any where running VMs may move.
+    /// counted ([`memory::split`]), nor is any where running VMs may move
+    /// ([`memory::countable`]). Cores of no known node take no VM's memory.
     fn memory(&mut self, request: &PlanRequest) {
-        if request.vms.iter().any(|v| v.running) {
+        if !memory::countable(request) {
             return;
         }
         let mut per: BTreeMap<(Option<NodeId>, u64), Expression> = BTreeMap::new();
@@ -363,7 +365,7 @@ impl Oracle {
                 .numa_nodes
                 .iter()
                 .find(|n| Some(n.id) == node)
-                .map_or(f64::INFINITY, |n| {
+                .map_or(0.0, |n| {
                     if page <= crate::memory::NORMAL_PAGE_KIB {
                         n.memory_free_bytes
                             .or(n.memory_bytes)

@@ -117,8 +117,10 @@ pub(super) fn lexicographic(
     (solved.values, solved.proven)
 }
 
-/// Lower bounds of objectives 6 (when every VM is placed: each VM's fewest
-/// domains) and 7 (1 when no set of whole domains holds the cores used).
+/// Lower bounds of objectives 6 (each placed VM's fewest domains: with
+/// every VM placed their sum; else, per priority level, the sum of the
+/// fewest of as many VMs as the level places) and 7 (1 when no set of whole
+/// domains holds the cores used).
 pub(super) fn stage2_bounds(
     request: &PlanRequest,
     host: &Host,
@@ -127,43 +129,56 @@ pub(super) fn stage2_bounds(
     all_placed: bool,
 ) -> BTreeMap<Tier, f64> {
     let mut bounds = BTreeMap::new();
-    if all_placed {
-        let fewest_of = |vm: &VmRequest, c: u32| -> u32 {
-            host.nodes
-                .keys()
-                .filter(|&&k| host.allows(vm, k))
-                .map(|&k| host.fewest_cells(k, c))
-                .min()
-                .unwrap_or(1)
+    let fewest_of = |vm: &VmRequest, c: u32| -> u32 {
+        host.nodes
+            .keys()
+            .filter(|&&k| host.allows(vm, k))
+            .map(|&k| host.fewest_cells(k, c))
+            .min()
+            .unwrap_or(1)
+    };
+    // Where objective 4 has a VM over nodes, a `preferred` VM may be
+    // that VM: its pieces may touch fewer domains than it would on any
+    // one node (6 + 6 over two nodes of domains of 6, 1, 1 and 1 free
+    // cores: 2 domains, against 4 on either node alone).
+    let may_span = held.get(&Tier::ExtraNodes).is_some_and(|&e| e >= 0.5);
+    // Per priority level, each placeable VM's fewest domains.
+    let mut per_level: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+    for (i, c) in vms.each() {
+        let vm = &request.vms[i];
+        // A VM that may span nodes can join cells of several nodes, and
+        // the cells of one domain over several nodes (sub-NUMA
+        // clustering: one L3 over the nodes of a package) count once.
+        let spanning =
+            vm.numa == NumaPolicy::Spread || (vm.numa == NumaPolicy::Preferred && may_span);
+        let fewest = if spanning {
+            let mut caps: BTreeMap<Domain, u32> = BTreeMap::new();
+            for cell in host.cells.iter().filter(|e| host.allows(vm, e.node)) {
+                *caps.entry(cell.domain).or_default() += cell.cap();
+            }
+            fewest_or_all(&caps.into_values().collect::<Vec<_>>(), c)
+        } else {
+            fewest_of(vm, c)
         };
-        let mut total = 0.0;
-        for (members, c) in &vms.types {
-            total += f64::from(fewest_of(&request.vms[members[0]], *c)) * members.len() as f64;
-        }
-        // Where objective 4 has a VM over nodes, a `preferred` VM may be
-        // that VM: its pieces may touch fewer domains than it would on any
-        // one node (6 + 6 over two nodes of domains of 6, 1, 1 and 1 free
-        // cores: 2 domains, against 4 on either node alone).
-        let may_span = held.get(&Tier::ExtraNodes).is_some_and(|&e| e >= 0.5);
-        for &(i, c) in &vms.loose {
-            let vm = &request.vms[i];
-            // A VM that may span nodes can join cells of several nodes, and
-            // the cells of one domain over several nodes (sub-NUMA
-            // clustering: one L3 over the nodes of a package) count once.
-            let spanning =
-                vm.numa == NumaPolicy::Spread || (vm.numa == NumaPolicy::Preferred && may_span);
-            total += f64::from(if spanning {
-                let mut caps: BTreeMap<Domain, u32> = BTreeMap::new();
-                for cell in host.cells.iter().filter(|e| host.allows(vm, e.node)) {
-                    *caps.entry(cell.domain).or_default() += cell.cap();
-                }
-                fewest_or_all(&caps.into_values().collect::<Vec<_>>(), c)
-            } else {
-                fewest_of(vm, c)
-            });
-        }
-        bounds.insert(Tier::L3PerVm, total);
+        per_level.entry(vm.priority).or_default().push(fewest);
     }
+    let mut total = 0.0;
+    for (level, mut fewest) in per_level {
+        // Held at minus the VMs the level places (none held: no bound).
+        let placed = if all_placed {
+            fewest.len()
+        } else {
+            held.get(&Tier::Placed(level))
+                .map_or(0, |&v| (-v).round().max(0.0) as usize)
+        };
+        fewest.sort_unstable();
+        total += fewest
+            .iter()
+            .take(placed)
+            .map(|&f| f64::from(f))
+            .sum::<f64>();
+    }
+    bounds.insert(Tier::L3PerVm, total);
     let partial = held
         .get(&Tier::Cores)
         .is_some_and(|&cores| some_domain_partly_used(host, cores));

@@ -106,29 +106,38 @@ struct Builder<'a> {
     classes: &'a [Class],
     m: Model,
     sums: Sums,
-    /// Memory per node and page size; `None` where running VMs may move
-    /// (their memory is already taken from the pools and stays where it is).
-    memory: Option<MemoryRows<'a>>,
+    /// Memory per node and page size.
+    memory: MemoryRows<'a>,
 }
 
-/// The VMs whose memory the per-class model does not count (by
-/// [`memory::split`]; all of them where running VMs may move), in spec
-/// order; empty where memory cannot bind.
+/// The VMs with memory that the per-class model may place but does not
+/// count (by [`memory::split`]; all of them where memory is not
+/// [`memory::countable`]), in spec order; empty where memory cannot bind.
 pub(crate) fn uncounted_memory(request: &PlanRequest) -> Vec<usize> {
     if !memory::active(request) {
         return Vec::new();
     }
-    let running = request.vms.iter().any(|v| v.running);
+    let countable = memory::countable(request);
     let free = classes::free_cores(request);
     let classes = classes::classes_with_homes(request, &free);
     request
         .vms
         .iter()
         .enumerate()
-        .filter(|(_, vm)| vm.memory.is_some())
-        .filter(|&(_, vm)| running || memory_split(vm, &classes) == Split::Uncounted)
+        .filter(|(_, vm)| vm.memory.is_some() && placeable(vm, &classes))
+        .filter(|&(_, vm)| !countable || memory_split(vm, &classes) == Split::Uncounted)
         .map(|(i, _)| i)
         .collect()
+}
+
+/// Whether `vm` has columns at all (see `Builder::columns`): some class it
+/// may use, and vCPUs enough for the nodes it must touch.
+fn placeable(vm: &VmRequest, classes: &[Class]) -> bool {
+    vm.vcpus > 0
+        && !classes::too_few_vcpus_for_cells(vm)
+        && classes
+            .iter()
+            .any(|c| classes::allowed(vm, c.node, c.threads))
 }
 
 /// [`memory::split`] of `vm` over the classes it may use.
@@ -145,7 +154,6 @@ fn memory_split(vm: &VmRequest, classes: &[Class]) -> Split {
 pub(super) fn build(request: &PlanRequest) -> Program {
     let free = classes::free_cores(request);
     let classes = classes::classes_with_homes(request, &free);
-    let running = request.vms.iter().any(|v| v.running);
     let mut b = Builder {
         classes: &classes,
         m: Model::default(),
@@ -153,7 +161,7 @@ pub(super) fn build(request: &PlanRequest) -> Program {
             class_users: vec![Expr::default(); classes.len()],
             ..Sums::default()
         },
-        memory: (!running).then(|| MemoryRows::new(request)),
+        memory: MemoryRows::new(request),
     };
     let vms: Vec<Option<VmVars>> = request
         .vms
@@ -162,9 +170,6 @@ pub(super) fn build(request: &PlanRequest) -> Program {
         .map(|(i, vm)| b.vm(i, vm))
         .collect();
     b.capacity();
-    if let Some(rows) = b.memory.take() {
-        rows.bound(&mut b.m);
-    }
     let (domains, partial) = b.partly_used(|c| c.domain);
     let compact = request.order == Order::Compact;
     let (nodes, partial_nodes) = if compact {
@@ -172,7 +177,13 @@ pub(super) fn build(request: &PlanRequest) -> Program {
     } else {
         (BTreeMap::new(), Expr::default())
     };
-    let Builder { mut m, sums, .. } = b;
+    let Builder {
+        mut m,
+        sums,
+        memory,
+        ..
+    } = b;
+    memory.bound(&mut m);
     // The ceiling on moves: a row, whatever the order.
     if let Some(most) = request.max_moves.filter(|_| !sums.moves.is_empty()) {
         m.le(sums.moves.clone(), f64::from(most));
@@ -245,7 +256,7 @@ impl Builder<'_> {
             self.m.ge(there, cols.placed);
         }
         let u = self.l3(&cols);
-        self.memory(i, &cols, &y);
+        self.vm_memory(i, &cols, &y);
         Some(VmVars {
             placed: cols.placed,
             n: cols.n.iter().map(|&(c, v, _)| (c, v)).collect(),
@@ -258,8 +269,8 @@ impl Builder<'_> {
     /// VM `i`'s memory on the nodes of its cores ([`memory::split`]): all
     /// on its node (`y`) for a strict VM, else per core where its core
     /// count is fixed.
-    fn memory(&mut self, i: usize, cols: &Columns, y: &BTreeMap<Option<NodeId>, Var>) {
-        let Some(rows) = &mut self.memory else { return };
+    fn vm_memory(&mut self, i: usize, cols: &Columns, y: &BTreeMap<Option<NodeId>, Var>) {
+        let rows = &mut self.memory;
         match memory_split(cols.vm, self.classes) {
             Split::Whole => {
                 for (&node, &yk) in y {
@@ -285,7 +296,7 @@ impl Builder<'_> {
             .map(|(i, _)| i)
             .collect();
         // Too few vCPUs for one on each node it must touch: nowhere.
-        if usable.is_empty() || vm.vcpus == 0 || classes::too_few_vcpus_for_cells(vm) {
+        if !placeable(vm, classes) {
             return None;
         }
         let placed = self.m.binary();
