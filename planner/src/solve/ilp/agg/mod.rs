@@ -321,7 +321,7 @@ impl Held<'_> {
                     (request, host),
                     pm,
                     (start, tiers, fewest),
-                    &bounds,
+                    (&bounds, self.all_placed),
                     self.deadline,
                     stats,
                 )
