@@ -6,7 +6,7 @@ use crate::ids::NodeId;
 use crate::solve::classes;
 use crate::solve::{
     EmulatorPolicy, FixedTenant, NicAffinity, NumaPolicy, PlanRequest, SolverKind, ThreadPolicy,
-    VmRequest,
+    Tier, VmRequest,
 };
 use crate::topology::{load, Source};
 
@@ -462,14 +462,20 @@ fn a_preferred_vm_over_two_nodes_may_touch_fewer_domains_than_on_one() {
     let o = &plan.objective;
     assert_eq!((o.placed, o.cores_used, o.extra_numa_nodes), (7, 18, 1));
     assert_eq!((o.vm_l3_domains, o.partial_l3_domains), (8, 0));
-    use crate::solve::Tier;
-    let held = std::collections::BTreeMap::from([
+    let held = [
         (Tier::Cores, 18.0),
         (Tier::ExtraNodes, 1.0),
         (Tier::NicRemote, 0.0),
-    ]);
-    let bounds = crate::solve::ilp::agg::bounds_for_tests(&req, &held);
-    assert_eq!(bounds.get(&Tier::L3PerVm).copied(), Some(8.0));
+    ];
+    assert_eq!(l3_bound(&req, &held), Some(8.0));
+}
+
+/// Objective 6's lower bound with objectives 1–5 at `held`.
+fn l3_bound(req: &PlanRequest, held: &[(Tier, f64)]) -> Option<f64> {
+    let held: std::collections::BTreeMap<Tier, f64> = held.iter().copied().collect();
+    crate::solve::ilp::agg::bounds_for_tests(req, &held)
+        .get(&Tier::L3PerVm)
+        .copied()
 }
 
 /// Issue 28: a full chiplet host (the benchmark's `s256-l3x8-100`: 2
@@ -670,14 +676,12 @@ fn a_vm_over_the_nodes_of_one_l3_touches_one_domain() {
     assert_eq!(o.vm_l3_domains, 2, "{:?}", plan.vms);
     let oracle = super::oracle::place(&req);
     assert_eq!(plan.objective, crate::solve::objective(&req, &oracle));
-    use crate::solve::Tier;
-    let held = std::collections::BTreeMap::from([
+    let held = [
         (Tier::Cores, 9.0),
         (Tier::ExtraNodes, 1.0),
         (Tier::NicRemote, 0.0),
-    ]);
-    let bounds = crate::solve::ilp::agg::bounds_for_tests(&req, &held);
-    assert_eq!(bounds.get(&Tier::L3PerVm).copied(), Some(2.0));
+    ];
+    assert_eq!(l3_bound(&req, &held), Some(2.0));
 }
 
 /// Issue 28: objective 6's lower bound where not every VM is placed (tight
@@ -697,13 +701,7 @@ fn objective_six_is_bounded_when_some_vms_are_left_out() {
         "",
         [("a", ""), ("b", "")],
     );
-    use crate::solve::Tier;
-    let bound = |held: &[(Tier, f64)]| {
-        let held: std::collections::BTreeMap<Tier, f64> = held.iter().copied().collect();
-        crate::solve::ilp::agg::bounds_for_tests(&req, &held)
-            .get(&Tier::L3PerVm)
-            .copied()
-    };
+    let bound = |held: &[(Tier, f64)]| l3_bound(&req, held);
     assert_eq!(
         bound(&[(Tier::Placed(1), -1.0), (Tier::Placed(0), -2.0)]),
         Some(3.0)
