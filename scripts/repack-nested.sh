@@ -104,21 +104,40 @@ cp scripts/repack-inner.sh "$SHARE/inner.sh"
 cp scripts/guests.sh "$SHARE/guests.sh"
 chmod +x "$SHARE/inner.sh" "$SHARE/pinplan"
 
+# Boots the nested host, which runs the test and powers off (usually in
+# under 2 minutes); $1 the most seconds it may take. Exits with QEMU's code
+# (124: it did not power off in time).
+boot() {
+  rm -f "$SHARE/out.log" "$SHARE/rc"
+  timeout "$1" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 2048 \
+    -smp 4,sockets=2,cores=2,threads=1 \
+    -object memory-backend-ram,id=m0,size=1024M -object memory-backend-ram,id=m1,size=1024M \
+    -numa node,nodeid=0,cpus=0-1,memdev=m0 -numa node,nodeid=1,cpus=2-3,memdev=m1 \
+    -kernel "$DIR/vmlinuz" -initrd "$DIR/initrd.img" \
+    -append "root=/dev/vda rw console=ttyS0 quiet systemd.show_status=0 nowatchdog tsc=reliable" \
+    -drive "file=$DIR/root.img,if=virtio,format=raw,snapshot=on" \
+    -virtfs "local,path=$SHARE,mount_tag=share,security_model=passthrough,id=share" \
+    -display none -serial "file:$SHARE/console.log" -no-reboot -nic none 2>"$SHARE/qemu.err"
+}
+
 say "booting the nested host: 4 vCPUs on 2 NUMA nodes, 2 GiB"
 started=$(date +%s)
-timeout 900 qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 2048 \
-  -smp 4,sockets=2,cores=2,threads=1 \
-  -object memory-backend-ram,id=m0,size=1024M -object memory-backend-ram,id=m1,size=1024M \
-  -numa node,nodeid=0,cpus=0-1,memdev=m0 -numa node,nodeid=1,cpus=2-3,memdev=m1 \
-  -kernel "$DIR/vmlinuz" -initrd "$DIR/initrd.img" \
-  -append "root=/dev/vda rw console=ttyS0 quiet systemd.show_status=0 nowatchdog tsc=reliable" \
-  -drive "file=$DIR/root.img,if=virtio,format=raw,snapshot=on" \
-  -virtfs "local,path=$SHARE,mount_tag=share,security_model=passthrough,id=share" \
-  -display none -serial "file:$SHARE/console.log" -no-reboot -nic none 2>"$SHARE/qemu.err" || {
-  rc=$?
-  [ "$rc" = 124 ] && fail "the nested host did not power off in 15 minutes (console: $(tail -5 "$SHARE/console.log" 2>/dev/null))"
+rc=0
+boot 600 || rc=$?
+# Seen in one of a session's three CI runs: the nested host hung before
+# the test printed its first line (which comes after the nested libvirtd
+# starts), so pinplan never ran. That is the emulation's hang, not the
+# test's result: boot once more. A hang after the test began is a failure.
+if [ "$rc" = 124 ] && [ ! -s "$SHARE/out.log" ]; then
+  say "the nested host hung before the test began (console: $(tail -3 "$SHARE/console.log" 2>/dev/null | tr -d '\r' | tr '\n' ' ')); booting it again"
+  started=$(date +%s)
+  rc=0
+  boot 600 || rc=$?
+fi
+if [ "$rc" != 0 ]; then
+  [ "$rc" = 124 ] && fail "the nested host did not power off in 10 minutes (test output: $(tail -5 "$SHARE/out.log" 2>/dev/null); console: $(tail -5 "$SHARE/console.log" 2>/dev/null))"
   fail "QEMU exited $rc: $(grep -v warning "$SHARE/qemu.err" | tail -5)"
-}
+fi
 say "the nested host ran for $(( $(date +%s) - started )) s"
 [ -f "$SHARE/out.log" ] || fail "the nested test did not run: console log tail: $(tail -20 "$SHARE/console.log")"
 cat "$SHARE/out.log"
