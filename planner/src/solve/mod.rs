@@ -565,7 +565,7 @@ fn uncounted_memory_warning(request: &PlanRequest) -> Option<String> {
         1 => format!("{first}'s and 1 other VM's"),
         _ => format!("{first}'s and {more} other VMs'"),
     };
-    Some(if request.vms.iter().any(|v| v.running) {
+    Some(if !memory::countable(request) {
         format!(
             "running VMs may move: the integer program that counts their moves does not \
              count memory yet ({vms}), so check the huge pages listed below"

@@ -684,35 +684,6 @@ fn a_vm_over_the_nodes_of_one_l3_touches_one_domain() {
     assert_eq!(l3_bound(&req, &held), Some(2.0));
 }
 
-/// Issue 28: objective 6's lower bound where not every VM is placed (tight
-/// pools leave some out): per priority level, the fewest domains of as
-/// many VMs as the level places, the fewest first. Two domains of 4 cores;
-/// VMs of 6, 2 and 3 cores (2, 1 and 1 domains at least) at priority 0,
-/// one of 4 (1) at priority 1. Placing 2 of priority 0 and 1 of priority
-/// 1: 1 + 1 + 1 = 3 by hand; placing all: 2 + 1 + 1 + 1 = 5.
-#[test]
-fn objective_six_is_bounded_when_some_vms_are_left_out() {
-    let mut specs = prefer_strict(&[6, 2, 3, 4]);
-    specs[3].6 = 1;
-    let req = regression_request(
-        "package:1 numa:1 l3:2 core:4 pu:1",
-        &[],
-        &specs,
-        "",
-        [("a", ""), ("b", "")],
-    );
-    let bound = |held: &[(Tier, f64)]| l3_bound(&req, held);
-    assert_eq!(
-        bound(&[(Tier::Placed(1), -1.0), (Tier::Placed(0), -2.0)]),
-        Some(3.0)
-    );
-    assert_eq!(bound(&[(Tier::Cores, 15.0)]), Some(5.0));
-    assert_eq!(
-        bound(&[(Tier::Placed(1), -1.0), (Tier::Placed(0), -3.0)]),
-        Some(5.0)
-    );
-}
-
 /// Issue 28: where running VMs may move, no VM's memory is counted (their
 /// pages are already taken and stay where they are), and the plan names
 /// every VM with memory; a VM that can be placed nowhere (here: `require`

@@ -453,16 +453,12 @@ fn hold(p: &mut Patterns, request: &PlanRequest, held: &BTreeMap<Tier, f64>) {
 /// `fewest` says that every VM kept to one node touches its fewest L3
 /// domains (known when only 7 is asked; found after 6 otherwise): then the
 /// compact layouts hold an optimum of objective 7. Never returns worse than
-/// `start`; the placement is proven when every tier is. `bounds` end a
-/// tier whose start reaches them, and are rows of the model too — objective
-/// 6's only with `cut` (every VM placed: where VMs are left out, it as a
-/// row cost the 100 random scenarios' `0x5eed003e` its proof, and two
-/// tight-pool plans theirs).
+/// `start`; the placement is proven when every tier is.
 pub(super) fn patterns_stage(
     (request, host): (&PlanRequest, &Host),
     pm: &mut PatternModel,
     (start, tiers, mut fewest): (&Units, &[Tier], bool),
-    (bounds, cut): (&BTreeMap<Tier, f64>, bool),
+    bounds: &BTreeMap<Tier, f64>,
     deadline: Deadline,
     stats: &mut Stats,
 ) -> Placement {
@@ -476,8 +472,7 @@ pub(super) fn patterns_stage(
         let at_bound = bounds.get(&tier).is_some_and(|&b| start_value <= b + 1e-6);
         let left = deadline.remaining();
         let mut outcome = (start_value, at_bound);
-        let row = tier != Tier::L3PerVm || cut;
-        if let Some(&b) = bounds.get(&tier).filter(|&&b| row && b > 0.0) {
+        if let Some(&b) = bounds.get(&tier).filter(|&&b| b > 0.0) {
             // A valid cut: the backend need not find the bound itself.
             pm.model.ge(terms.clone(), b);
         }

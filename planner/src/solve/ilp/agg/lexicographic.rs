@@ -117,10 +117,8 @@ pub(super) fn lexicographic(
     (solved.values, solved.proven)
 }
 
-/// Lower bounds of objectives 6 (each placed VM's fewest domains: with
-/// every VM placed their sum; else, per priority level, the sum of the
-/// fewest of as many VMs as the level places) and 7 (1 when no set of whole
-/// domains holds the cores used).
+/// Lower bounds of objectives 6 (when every VM is placed: each VM's fewest
+/// domains) and 7 (1 when no set of whole domains holds the cores used).
 pub(super) fn stage2_bounds(
     request: &PlanRequest,
     host: &Host,
@@ -129,6 +127,19 @@ pub(super) fn stage2_bounds(
     all_placed: bool,
 ) -> BTreeMap<Tier, f64> {
     let mut bounds = BTreeMap::new();
+    if all_placed {
+        bounds.insert(Tier::L3PerVm, least_domains(request, host, vms, held));
+    }
+    let partial = held
+        .get(&Tier::Cores)
+        .is_some_and(|&cores| some_domain_partly_used(host, cores));
+    bounds.insert(Tier::PartialL3, f64::from(u8::from(partial)));
+    bounds
+}
+
+/// Objective 6's least value with every VM placed: each VM's fewest
+/// domains, summed.
+fn least_domains(request: &PlanRequest, host: &Host, vms: &Vms, held: &BTreeMap<Tier, f64>) -> f64 {
     let fewest_of = |vm: &VmRequest, c: u32| -> u32 {
         host.nodes
             .keys()
@@ -142,8 +153,7 @@ pub(super) fn stage2_bounds(
     // one node (6 + 6 over two nodes of domains of 6, 1, 1 and 1 free
     // cores: 2 domains, against 4 on either node alone).
     let may_span = held.get(&Tier::ExtraNodes).is_some_and(|&e| e >= 0.5);
-    // Per priority level, each placeable VM's fewest domains.
-    let mut per_level: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+    let mut total = 0.0;
     for (i, c) in vms.each() {
         let vm = &request.vms[i];
         // A VM that may span nodes can join cells of several nodes, and
@@ -160,30 +170,9 @@ pub(super) fn stage2_bounds(
         } else {
             fewest_of(vm, c)
         };
-        per_level.entry(vm.priority).or_default().push(fewest);
+        total += f64::from(fewest);
     }
-    let mut total = 0.0;
-    for (level, mut fewest) in per_level {
-        // Held at minus the VMs the level places (none held: no bound).
-        let placed = if all_placed {
-            fewest.len()
-        } else {
-            held.get(&Tier::Placed(level))
-                .map_or(0, |&v| (-v).round().max(0.0) as usize)
-        };
-        fewest.sort_unstable();
-        total += fewest
-            .iter()
-            .take(placed)
-            .map(|&f| f64::from(f))
-            .sum::<f64>();
-    }
-    bounds.insert(Tier::L3PerVm, total);
-    let partial = held
-        .get(&Tier::Cores)
-        .is_some_and(|&cores| some_domain_partly_used(host, cores));
-    bounds.insert(Tier::PartialL3, f64::from(u8::from(partial)));
-    bounds
+    total
 }
 
 /// Whether no set of whole L3 domains has exactly `cores` free cores: then

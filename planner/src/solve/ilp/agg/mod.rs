@@ -92,9 +92,8 @@ pub(crate) fn search_alone(
     }
 }
 
-/// The lower bounds of objectives 6–7 with objectives 1–5 at `held`: every
-/// VM placed, unless `held` says how many VMs each priority level places
-/// (for tests).
+/// The lower bounds of objectives 6–7 with objectives 1–5 at `held` and
+/// every VM placed (for tests).
 #[cfg(test)]
 pub(crate) fn bounds_for_tests(
     request: &PlanRequest,
@@ -102,8 +101,7 @@ pub(crate) fn bounds_for_tests(
 ) -> BTreeMap<Tier, f64> {
     let host = Host::new(request);
     let vms = Vms::new(request, &host);
-    let all_placed = !held.keys().any(|t| matches!(t, Tier::Placed(_)));
-    stage2_bounds(request, &host, &vms, held, all_placed)
+    stage2_bounds(request, &host, &vms, held, true)
 }
 
 /// Whether this model applies: every free core has the same usable threads.
@@ -321,7 +319,7 @@ impl Held<'_> {
                     (request, host),
                     pm,
                     (start, tiers, fewest),
-                    (&bounds, self.all_placed),
+                    &bounds,
                     self.deadline,
                     stats,
                 )
