@@ -2,7 +2,8 @@
 //! in order ([`candidates`]), then fewer vCPUs, then a higher priority. A
 //! change counts only if the VM then fits without pushing out a VM that was
 //! placed: first checked against the cores the plan leaves free
-//! ([`leftover`], cheap), then, while time is left, by re-solving exactly.
+//! ([`leftover`], cheap), then, while time is left, by re-solving exactly
+//! whether the placed VMs and the changed VM all fit ([`with_the_placed`]).
 
 use super::{plural, Explainer};
 use crate::deadline::RESOLVE_MOST;
@@ -24,21 +25,32 @@ impl Explainer<'_> {
         if !resolve || self.deadline.is_past() {
             return None;
         }
-        let mut trial = self.request.clone();
-        trial.vms[vm_index] = changed;
-        let placement = match self.options.solver {
+        let (placement, at) = match self.options.solver {
             SolverKind::Ilp => {
-                crate::solve::exact_placing(&trial, self.deadline.within(RESOLVE_MOST)).ok()?
+                let (trial, keep) =
+                    with_the_placed(self.request, self.placement, vm_index, changed);
+                let placement =
+                    crate::solve::exact_placing(&trial, self.deadline.within(RESOLVE_MOST)).ok()?;
+                // Every VM of the trial placed: the VM and all placed before.
+                if placement.cores.len() < keep.len() {
+                    return None;
+                }
+                (placement, keep.iter().position(|&j| j == vm_index)?)
             }
-            SolverKind::Greedy => crate::solve::greedy::place(&trial),
+            SolverKind::Greedy => {
+                let mut trial = self.request.clone();
+                *trial.vms.get_mut(vm_index)? = changed;
+                let placement = crate::solve::greedy::place(&trial);
+                let keeps_others = self
+                    .placement
+                    .cores
+                    .keys()
+                    .all(|i| placement.cores.contains_key(i));
+                keeps_others.then_some((placement, vm_index))?
+            }
         };
-        let keeps_others = self
-            .placement
-            .cores
-            .keys()
-            .all(|i| placement.cores.contains_key(i));
-        let cores = placement.cores.get(&vm_index)?;
-        keeps_others.then(|| u32::try_from(cores.len()).unwrap_or(u32::MAX))
+        let cores = placement.cores.get(&at)?;
+        Some(u32::try_from(cores.len()).unwrap_or(u32::MAX))
     }
 
     /// The first change that makes the VM fit: a single policy or demand
@@ -157,6 +169,40 @@ pub(super) fn leftover(request: &PlanRequest, placement: &Placement) -> PlanRequ
     rest
 }
 
+/// The question "does VM `vm_index`, changed, fit beside every VM that
+/// `placement` places, wherever they go?" as a request: those VMs alone
+/// (the VMs left out cannot push anyone out), all of one priority, so that
+/// one objective asks for all of them. With the spec indices of its VMs.
+fn with_the_placed(
+    request: &PlanRequest,
+    placement: &Placement,
+    vm_index: usize,
+    changed: VmRequest,
+) -> (PlanRequest, Vec<usize>) {
+    let keep: Vec<usize> = (0..request.vms.len())
+        .filter(|&j| j == vm_index || placement.cores.contains_key(&j))
+        .collect();
+    let mut changed = Some(changed);
+    let vms = keep
+        .iter()
+        .filter_map(|&j| {
+            let vm = if j == vm_index {
+                changed.take()
+            } else {
+                request.vms.get(j).cloned()
+            };
+            vm.map(|vm| VmRequest { priority: 0, ..vm })
+        })
+        .collect();
+    (
+        PlanRequest {
+            vms,
+            ..request.clone()
+        },
+        keep,
+    )
+}
+
 /// Whether `changed` fits in the cores of `rest` ([`leftover`]), every placed
 /// VM staying where it is: its cores if so.
 fn fits_in_leftover(rest: &mut PlanRequest, changed: &VmRequest) -> Option<u32> {
@@ -215,4 +261,75 @@ fn candidates(vm: &VmRequest, request: &PlanRequest) -> Vec<(String, VmRequest)>
         candidates.push((format!("{label} ({v} vCPUs)"), with(&|x| x.vcpus = v)));
     }
     candidates
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::deadline::Deadline;
+    use crate::ids::NodeId;
+    use crate::solve::SolveOptions;
+    use crate::topology::{load, Source};
+    use std::time::Duration;
+
+    fn vm(name: &str, vcpus: u32, priority: i64) -> VmRequest {
+        VmRequest {
+            threads: ThreadPolicy::Isolate,
+            priority,
+            ..VmRequest::new(name, vcpus)
+        }
+    }
+
+    /// Two nodes of 4 two-thread cores. `a` and `c` (2 cores each, one
+    /// vCPU per core) prefer the NICs of nodes 0 and 1 and sit there, 2
+    /// cores free on each node; `b` (5 cores on one node) fits nowhere.
+    /// With `threads = "require"` it needs 3 cores: not in what the plan
+    /// leaves free, but beside `a` and `c` once both share node 0 — which
+    /// only the re-solve sees. Worked out by hand.
+    #[test]
+    fn a_fix_that_moves_the_placed_vms_is_found_by_the_resolve() {
+        let near = |name: &str, node: u32| VmRequest {
+            nic_affinity: NicAffinity::Preferred,
+            nic_nodes: vec![NodeId(node)],
+            ..vm(name, 2, 1)
+        };
+        let request = PlanRequest {
+            host: load(&Source::Synthetic(
+                "package:1 numa:2 core:4 pu:2".to_owned(),
+            ))
+            .unwrap(),
+            reserved: crate::cpuset::CpuSet::new(),
+            fixed: Vec::new(),
+            vms: vec![near("a", 0), vm("b", 5, 0), near("c", 1)],
+            order: Default::default(),
+            max_moves: None,
+        };
+        let deadline = Deadline::after(Duration::from_secs(20));
+        let plan = crate::solve::solve(&request, &SolveOptions::default(), deadline);
+        assert_eq!(plan.unplaced, vec!["b".to_owned()]);
+        let fix = plan.explanations[0].fix.as_ref().unwrap().to_string();
+        assert_eq!(fix, "with threads = \"require\" it needs 3 cores and fits");
+        // The question the re-solve asks: the placed VMs and the changed VM.
+        let placement = crate::solve::exact_placing(&request, deadline).unwrap();
+        let changed = VmRequest {
+            threads: ThreadPolicy::Require,
+            ..request.vms[1].clone()
+        };
+        let (trial, keep) = with_the_placed(&request, &placement, 1, changed);
+        assert_eq!(keep, vec![0, 1, 2]);
+        let names: Vec<(&str, i64, ThreadPolicy)> = trial
+            .vms
+            .iter()
+            .map(|v| (v.name.as_str(), v.priority, v.threads))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("a", 0, ThreadPolicy::Isolate),
+                ("b", 0, ThreadPolicy::Require),
+                ("c", 0, ThreadPolicy::Isolate)
+            ]
+        );
+    }
 }
