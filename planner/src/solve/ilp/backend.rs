@@ -135,6 +135,11 @@ impl SolveError {
         )
     }
 
+    /// Whether the backend proved that no point satisfies the model.
+    pub(crate) fn proves_infeasible(&self) -> bool {
+        matches!(self, SolveError::Backend(Refusal::Infeasible))
+    }
+
     /// Keeps in `first` the first fault a caller meets (a placement carries
     /// one at most: the solve stops trying to prove after it).
     pub(crate) fn keep_fault(&self, first: &mut Option<SolveError>) {
@@ -188,6 +193,22 @@ pub(crate) fn run(
     start: Option<&[f64]>,
 ) -> Result<(Vec<f64>, bool), SolveError> {
     run_with(model, objective, time_limit, start, &Settings::next())
+}
+
+/// [`run`] for points below `cutoff` only (CBC's cutoff: the search prunes
+/// what cannot beat it, the relaxation is not changed); none proves there
+/// is none.
+pub(crate) fn run_below(
+    model: &Model,
+    objective: &Expr,
+    time_limit: Duration,
+    cutoff: f64,
+) -> Result<(Vec<f64>, bool), SolveError> {
+    let mut settings = Settings::next();
+    settings
+        .cbc_params
+        .insert(0, ("cutoff".to_owned(), format!("{cutoff}")));
+    run_with(model, objective, time_limit, None, &settings)
 }
 
 /// [`run`] with `settings` read already.
@@ -383,7 +404,14 @@ fn solve_here(
     #[cfg(not(any(test, feature = "fault-injection")))]
     let _ = settings.fault;
     let started = std::time::Instant::now();
-    let solution = solver.solve().map_err(|e| Refusal(e.to_string()))?;
+    // Infeasible is believed only before the time limit, for the same
+    // reason as optimal below.
+    let solution = solver.solve().map_err(|e| match e {
+        good_lp::ResolutionError::Infeasible if started.elapsed().as_secs_f64() < seconds => {
+            Refusal::Infeasible
+        }
+        e => Refusal::Other(e.to_string()),
+    })?;
     // A solve that used up its time limit is not called proven, whatever the
     // status says: CBC stopped by the clock inside its root node can report a
     // finished search (secondary status unset), which good_lp reads as

@@ -55,6 +55,16 @@ impl Model {
     }
 
     /// How many variables it has.
+    /// Whether `e` takes integer values only: integer coefficients of
+    /// integer variables (then a value below `x` is at most `x - 1`).
+    pub(crate) fn integral(&self, e: &Expr) -> bool {
+        let whole = |x: f64| (x - x.round()).abs() < 1e-9;
+        whole(e.constant())
+            && e.terms().iter().all(|&(v, c)| {
+                whole(c) && self.columns.get(v.index()).is_some_and(|col| col.integer)
+            })
+    }
+
     /// The upper bound of `v`.
     pub(crate) fn upper(&self, v: Var) -> f64 {
         self.columns.get(v.index()).map_or(0.0, |c| c.max)
@@ -129,12 +139,17 @@ pub(super) fn value_of(values: &[f64], terms: &[(Var, f64)]) -> f64 {
         .sum()
 }
 
-/// What the backend said when it stopped without an answer, in its own
-/// words: they cross the worker's socket as text, so no error value of the
-/// backend's survives the trip.
+/// Why the backend stopped without an answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Refusal(pub String);
+pub enum Refusal {
+    /// It proved, before its time limit, that no point satisfies the model.
+    #[error("no point satisfies the model (proven)")]
+    Infeasible,
+    /// Anything else, in the backend's own words: they cross the worker's
+    /// socket as text, so no error value of the backend's survives the trip.
+    #[error("{0}")]
+    Other(String),
+}
 
 /// The backend's answer as it gave it: the values (not rounded) and whether
 /// it proved them optimal.

@@ -195,7 +195,8 @@ pub(super) fn decode_request(bytes: &[u8]) -> Option<Request> {
 pub(super) const UNREADABLE: &[u8] = &[2];
 
 /// The worker's answer as bytes: `0`, proven (0 or 1), then each value as a
-/// little-endian f64; or `1` and the backend's message.
+/// little-endian f64; or `1` and the backend's message; or `3` alone for a
+/// model proven infeasible.
 pub(super) fn encode_answer(raw: &Result<Raw, Refusal>) -> Vec<u8> {
     match raw {
         Ok(raw) => {
@@ -207,11 +208,12 @@ pub(super) fn encode_answer(raw: &Result<Raw, Refusal>) -> Vec<u8> {
             }
             out
         }
-        Err(Refusal(message)) => {
+        Err(Refusal::Other(message)) => {
             let mut out = vec![1];
             out.extend_from_slice(message.as_bytes());
             out
         }
+        Err(Refusal::Infeasible) => vec![3],
     }
 }
 
@@ -234,7 +236,10 @@ pub(super) fn decode_answer(bytes: &[u8], columns: usize) -> Option<Result<Raw, 
                 proven: proven == 1,
             }))
         }
-        (1, message) => Some(Err(Refusal(String::from_utf8_lossy(message).into_owned()))),
+        (1, message) => Some(Err(Refusal::Other(
+            String::from_utf8_lossy(message).into_owned(),
+        ))),
+        (3, []) => Some(Err(Refusal::Infeasible)),
         _ => None,
     }
 }
@@ -316,12 +321,21 @@ mod tests {
                 values: vec![0.5, -3.0, 1e9],
                 proven: true,
             }),
-            Err(Refusal("Infeasible".to_owned())),
+            Err(Refusal::Other("Stopped".to_owned())),
+            Err(Refusal::Infeasible),
         ] {
             let columns = raw.as_ref().map_or(0, |r| r.values.len());
             assert_eq!(decode_answer(&encode_answer(&raw), columns), Some(raw));
         }
-        for bytes in [&[][..], &[0], &[0, 1, 0, 0], &[0, 2], &[7, 1], UNREADABLE] {
+        for bytes in [
+            &[][..],
+            &[0],
+            &[0, 1, 0, 0],
+            &[0, 2],
+            &[7, 1],
+            &[3, 0],
+            UNREADABLE,
+        ] {
             assert_eq!(decode_answer(bytes, 0), None, "{bytes:?}");
         }
     }

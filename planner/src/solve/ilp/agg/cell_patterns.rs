@@ -17,7 +17,7 @@
 //! optimum is a layout's.
 
 use super::super::arcflow::{partitions_within, whole_and_rest, Flow, Item};
-use super::super::backend::{run, Model};
+use super::super::backend::{run, run_below, Model};
 use super::super::expr::{Expr, Var};
 use super::super::memory_rows::MemoryRows;
 use super::super::tiers::priority_levels;
@@ -476,10 +476,21 @@ pub(super) fn patterns_stage(
             // A valid cut: the backend need not find the bound itself.
             pm.model.ge(terms.clone(), b);
         }
+        // Where the model holds an optimum, one with no point better than
+        // the start by a whole unit proves the start optimal.
+        let exact = pm.layouts == Layouts::Every || (tier == Tier::PartialL3 && fewest);
         if !at_bound && !left.is_zero() {
-            let answer = run(&pm.model, &terms, left, None);
+            let integral = pm.model.integral(&terms);
+            let answer = if integral {
+                run_below(&pm.model, &terms, left, start_value.round() - 0.5)
+            } else {
+                run(&pm.model, &terms, left, None)
+            };
             if let Err(e) = &answer {
                 e.keep_fault(&mut stats.fault);
+                if e.proves_infeasible() && integral {
+                    outcome = (start_value, exact);
+                }
             }
             if let Ok((values, proven)) = answer {
                 let value = terms.value(&values).round();
@@ -496,8 +507,6 @@ pub(super) fn patterns_stage(
                         // Optimal if proven so by a model that holds an
                         // optimum, or if at the lower bound.
                         let at = bounds.get(&tier).is_some_and(|&b| real <= b + 1e-6);
-                        let exact =
-                            pm.layouts == Layouts::Every || (tier == Tier::PartialL3 && fewest);
                         outcome = (real, (exact && proven && real <= value + 1e-6) || at);
                     }
                 }

@@ -90,6 +90,12 @@ impl Rules for AggRules<'_> {
         }
         model.le(terms.clone(), best);
     }
+
+    fn below_start(&self) -> bool {
+        // The first-fit starts often meet an optimum the backend then took
+        // seconds to find again (docs/benchmarks.md, seventh pass).
+        true
+    }
 }
 
 /// Runs the tiers of one model in order through the one loop

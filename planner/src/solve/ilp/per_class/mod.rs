@@ -105,6 +105,11 @@ struct ClassRules<'p> {
 }
 
 impl Rules for ClassRules<'_> {
+    fn below_start(&self) -> bool {
+        // As the aggregated models (docs/benchmarks.md, seventh pass).
+        true
+    }
+
     fn bound(&self, tier: Tier, terms: &Expr) -> Option<f64> {
         if tier.places_vms() {
             Some(-(terms.len() as f64))
