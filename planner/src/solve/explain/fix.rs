@@ -283,10 +283,11 @@ mod tests {
 
     /// Two nodes of 4 two-thread cores. `a` and `c` (2 cores each, one
     /// vCPU per core) prefer the NICs of nodes 0 and 1 and sit there, 2
-    /// cores free on each node; `b` (5 cores on one node) fits nowhere.
-    /// With `threads = "require"` it needs 3 cores: not in what the plan
-    /// leaves free, but beside `a` and `c` once both share node 0 — which
-    /// only the re-solve sees. Worked out by hand.
+    /// cores free on each node; `b` (5 cores on one node) fits nowhere, nor
+    /// does `huge` (listed before it: the trial leaves it out, so `b` is its
+    /// second VM). With `threads = "require"` `b` needs 3 cores: not in what
+    /// the plan leaves free, but beside `a` and `c` once both share node 0 —
+    /// which only the re-solve sees. Worked out by hand.
     #[test]
     fn a_fix_that_moves_the_placed_vms_is_found_by_the_resolve() {
         let near = |name: &str, node: u32| VmRequest {
@@ -301,23 +302,24 @@ mod tests {
             .unwrap(),
             reserved: crate::cpuset::CpuSet::new(),
             fixed: Vec::new(),
-            vms: vec![near("a", 0), vm("b", 5, 0), near("c", 1)],
+            vms: vec![near("a", 0), vm("huge", 16, 0), vm("b", 5, 0), near("c", 1)],
             order: Default::default(),
             max_moves: None,
         };
         let deadline = Deadline::after(Duration::from_secs(20));
         let plan = crate::solve::solve(&request, &SolveOptions::default(), deadline);
-        assert_eq!(plan.unplaced, vec!["b".to_owned()]);
-        let fix = plan.explanations[0].fix.as_ref().unwrap().to_string();
+        assert_eq!(plan.unplaced, vec!["huge".to_owned(), "b".to_owned()]);
+        let b = plan.explanations.iter().find(|e| e.vm == "b").unwrap();
+        let fix = b.fix.as_ref().unwrap().to_string();
         assert_eq!(fix, "with threads = \"require\" it needs 3 cores and fits");
         // The question the re-solve asks: the placed VMs and the changed VM.
         let placement = crate::solve::exact_placing(&request, deadline).unwrap();
         let changed = VmRequest {
             threads: ThreadPolicy::Require,
-            ..request.vms[1].clone()
+            ..request.vms[2].clone()
         };
-        let (trial, keep) = with_the_placed(&request, &placement, 1, changed);
-        assert_eq!(keep, vec![0, 1, 2]);
+        let (trial, keep) = with_the_placed(&request, &placement, 2, changed);
+        assert_eq!(keep, vec![0, 2, 3]);
         let names: Vec<(&str, i64, ThreadPolicy)> = trial
             .vms
             .iter()

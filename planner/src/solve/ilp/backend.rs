@@ -195,20 +195,27 @@ pub(crate) fn run(
     run_with(model, objective, time_limit, start, &Settings::next())
 }
 
-/// [`run`] for points below `cutoff` only (CBC's cutoff: the search prunes
-/// what cannot beat it, the relaxation is not changed); none proves there
-/// is none.
+/// [`run`] for points whose objective (its terms, without its constant) is
+/// below `cutoff` only, from `start`: with CBC, its cutoff (the search prunes
+/// what cannot beat it, the relaxation is not changed, and an answer of
+/// [`Refusal::Infeasible`] says there is no such point); other backends
+/// take the start instead and search as [`run`] does.
 pub(crate) fn run_below(
     model: &Model,
     objective: &Expr,
     time_limit: Duration,
-    cutoff: f64,
+    (start, cutoff): (Option<&[f64]>, f64),
 ) -> Result<(Vec<f64>, bool), SolveError> {
     let mut settings = Settings::next();
-    settings
-        .cbc_params
-        .insert(0, ("cutoff".to_owned(), format!("{cutoff}")));
-    run_with(model, objective, time_limit, None, &settings)
+    if cfg!(all(feature = "cbc", not(feature = "highs"))) {
+        // Last, so that no `PINPLAN_CBC_PARAMS` cutoff stands in for it.
+        settings
+            .cbc_params
+            .push(("cutoff".to_owned(), format!("{cutoff}")));
+        run_with(model, objective, time_limit, None, &settings)
+    } else {
+        run_with(model, objective, time_limit, start, &settings)
+    }
 }
 
 /// [`run`] with `settings` read already.

@@ -54,7 +54,6 @@ impl Model {
         self.int(1.0)
     }
 
-    /// How many variables it has.
     /// Whether `e` takes integer values only: integer coefficients of
     /// integer variables (then a value below `x` is at most `x - 1`).
     pub(crate) fn integral(&self, e: &Expr) -> bool {
@@ -70,6 +69,7 @@ impl Model {
         self.columns.get(v.index()).map_or(0.0, |c| c.max)
     }
 
+    /// How many variables it has.
     pub(crate) fn vars(&self) -> usize {
         self.columns.len()
     }

@@ -482,7 +482,9 @@ pub(super) fn patterns_stage(
         if !at_bound && !left.is_zero() {
             let integral = pm.model.integral(&terms);
             let answer = if integral {
-                run_below(&pm.model, &terms, left, start_value.round() - 0.5)
+                // The backend sees the terms, not the constant.
+                let cutoff = (start_value - terms.constant()).round() - 0.5;
+                run_below(&pm.model, &terms, left, (None, cutoff))
             } else {
                 run(&pm.model, &terms, left, None)
             };
