@@ -27,15 +27,14 @@ impl Explainer<'_> {
         }
         let (placement, at) = match self.options.solver {
             SolverKind::Ilp => {
-                let (trial, keep) =
-                    with_the_placed(self.request, self.placement, vm_index, changed);
+                let (trial, at) = with_the_placed(self.request, self.placement, vm_index, changed);
                 let placement =
                     crate::solve::exact_placing(&trial, self.deadline.within(RESOLVE_MOST)).ok()?;
                 // Every VM of the trial placed: the VM and all placed before.
-                if placement.cores.len() < keep.len() {
+                if placement.cores.len() < trial.vms.len() {
                     return None;
                 }
-                (placement, keep.iter().position(|&j| j == vm_index)?)
+                (placement, at)
             }
             SolverKind::Greedy => {
                 let mut trial = self.request.clone();
@@ -172,35 +171,34 @@ pub(super) fn leftover(request: &PlanRequest, placement: &Placement) -> PlanRequ
 /// The question "does VM `vm_index`, changed, fit beside every VM that
 /// `placement` places, wherever they go?" as a request: those VMs alone
 /// (the VMs left out cannot push anyone out), all of one priority, so that
-/// one objective asks for all of them. With the spec indices of its VMs.
+/// one objective asks for all of them. With the changed VM's index in it.
 fn with_the_placed(
     request: &PlanRequest,
     placement: &Placement,
     vm_index: usize,
     changed: VmRequest,
-) -> (PlanRequest, Vec<usize>) {
-    let keep: Vec<usize> = (0..request.vms.len())
-        .filter(|&j| j == vm_index || placement.cores.contains_key(&j))
-        .collect();
-    let mut changed = Some(changed);
-    let vms = keep
-        .iter()
-        .filter_map(|&j| {
-            let vm = if j == vm_index {
-                changed.take()
-            } else {
-                request.vms.get(j).cloned()
-            };
-            vm.map(|vm| VmRequest { priority: 0, ..vm })
-        })
-        .collect();
-    (
-        PlanRequest {
-            vms,
-            ..request.clone()
-        },
-        keep,
-    )
+) -> (PlanRequest, usize) {
+    let mut at = 0;
+    let mut vms = Vec::new();
+    for (j, vm) in request.vms.iter().enumerate() {
+        if j == vm_index {
+            at = vms.len();
+            vms.push(VmRequest {
+                priority: 0,
+                ..changed.clone()
+            });
+        } else if placement.cores.contains_key(&j) {
+            vms.push(VmRequest {
+                priority: 0,
+                ..vm.clone()
+            });
+        }
+    }
+    let trial = PlanRequest {
+        vms,
+        ..request.clone()
+    };
+    (trial, at)
 }
 
 /// Whether `changed` fits in the cores of `rest` ([`leftover`]), every placed
@@ -318,8 +316,8 @@ mod tests {
             threads: ThreadPolicy::Require,
             ..request.vms[2].clone()
         };
-        let (trial, keep) = with_the_placed(&request, &placement, 2, changed);
-        assert_eq!(keep, vec![0, 2, 3]);
+        let (trial, at) = with_the_placed(&request, &placement, 2, changed);
+        assert_eq!(at, 1);
         let names: Vec<(&str, i64, ThreadPolicy)> = trial
             .vms
             .iter()

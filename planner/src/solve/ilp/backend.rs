@@ -135,11 +135,6 @@ impl SolveError {
         )
     }
 
-    /// Whether the backend proved that no point satisfies the model.
-    pub(crate) fn proves_infeasible(&self) -> bool {
-        matches!(self, SolveError::Backend(Refusal::Infeasible))
-    }
-
     /// Keeps in `first` the first fault a caller meets (a placement carries
     /// one at most: the solve stops trying to prove after it).
     pub(crate) fn keep_fault(&self, first: &mut Option<SolveError>) {
@@ -195,26 +190,32 @@ pub(crate) fn run(
     run_with(model, objective, time_limit, start, &Settings::next())
 }
 
-/// [`run`] for points whose objective (its terms, without its constant) is
-/// below `cutoff` only, from `start`: with CBC, its cutoff (the search prunes
-/// what cannot beat it, the relaxation is not changed, and an answer of
-/// [`Refusal::Infeasible`] says there is no such point); other backends
-/// take the start instead and search as [`run`] does.
+/// [`run`] for points better than a start of value `start_value` by a whole
+/// unit, where the objective is integral ([`Model::integral`]): CBC gets its
+/// cutoff (the search prunes what cannot beat the start; the relaxation is
+/// not changed), and `Ok(None)` says it proved there is no such point. Else
+/// (an objective not integral, another backend) it searches as [`run`] does,
+/// from `start` if there is one.
 pub(crate) fn run_below(
     model: &Model,
     objective: &Expr,
     time_limit: Duration,
-    (start, cutoff): (Option<&[f64]>, f64),
-) -> Result<(Vec<f64>, bool), SolveError> {
+    (start, start_value): (Option<&[f64]>, f64),
+) -> Result<Option<(Vec<f64>, bool)>, SolveError> {
+    let cbc = cfg!(all(feature = "cbc", not(feature = "highs")));
+    if !cbc || !model.integral(objective) {
+        return run(model, objective, time_limit, start).map(Some);
+    }
+    // The backend sees the terms, not the constant.
+    let cutoff = (start_value - objective.constant()).round() - 0.5;
     let mut settings = Settings::next();
-    if cfg!(all(feature = "cbc", not(feature = "highs"))) {
-        // Last, so that no `PINPLAN_CBC_PARAMS` cutoff stands in for it.
-        settings
-            .cbc_params
-            .push(("cutoff".to_owned(), format!("{cutoff}")));
-        run_with(model, objective, time_limit, None, &settings)
-    } else {
-        run_with(model, objective, time_limit, start, &settings)
+    // Last, so that no `PINPLAN_CBC_PARAMS` cutoff stands in for it.
+    settings
+        .cbc_params
+        .push(("cutoff".to_owned(), format!("{cutoff}")));
+    match run_with(model, objective, time_limit, None, &settings) {
+        Err(SolveError::Backend(Refusal::Infeasible)) => Ok(None),
+        answer => answer.map(Some),
     }
 }
 

@@ -17,7 +17,7 @@
 //! optimum is a layout's.
 
 use super::super::arcflow::{partitions_within, whole_and_rest, Flow, Item};
-use super::super::backend::{run, run_below, Model};
+use super::super::backend::{run_below, Model};
 use super::super::expr::{Expr, Var};
 use super::super::memory_rows::MemoryRows;
 use super::super::tiers::priority_levels;
@@ -480,21 +480,14 @@ pub(super) fn patterns_stage(
         // the start by a whole unit proves the start optimal.
         let exact = pm.layouts == Layouts::Every || (tier == Tier::PartialL3 && fewest);
         if !at_bound && !left.is_zero() {
-            let integral = pm.model.integral(&terms);
-            let answer = if integral {
-                // The backend sees the terms, not the constant.
-                let cutoff = (start_value - terms.constant()).round() - 0.5;
-                run_below(&pm.model, &terms, left, (None, cutoff))
-            } else {
-                run(&pm.model, &terms, left, None)
-            };
+            let answer = run_below(&pm.model, &terms, left, (None, start_value));
             if let Err(e) = &answer {
                 e.keep_fault(&mut stats.fault);
-                if e.proves_infeasible() && integral {
-                    outcome = (start_value, exact);
-                }
             }
-            if let Ok((values, proven)) = answer {
+            if let Ok(None) = answer {
+                outcome = (start_value, exact);
+            }
+            if let Ok(Some((values, proven))) = answer {
                 let value = terms.value(&values).round();
                 if let Some(units) = pm.layout(&values) {
                     // The layout may merge pieces: count what it is.
