@@ -44,6 +44,8 @@
 //!    offline (`PLAN_BENCH_PART=7`; specs for the fixtures only).
 //! 8. (issue 28) Part 7's instances with memory, as part 4: without it,
 //!    with ample and with tight huge page pools (`PLAN_BENCH_PART=8`).
+//! 9. (issue 28) Part 7's instances on its synthetic hosts with fewer
+//!    siblings offline: every 16th, 64th, 128th core (`PLAN_BENCH_PART=9`).
 //!
 //! Results are recorded in docs/benchmarks.md.
 
@@ -1314,7 +1316,7 @@ fn report_set(label: &str, instances: &[Instance], specs: Option<&Path>) -> BoxR
             Ok(agg::place(req, Deadline::after(limit), &Default::default()))
                 .map(|(p, s)| (p, Some(s)))
         } else {
-            ilp::per_class::place(req, Deadline::after(limit)).map(|p| (p, None))
+            ilp::place(req, Deadline::after(limit), &Default::default()).map(|p| (p, None))
         };
         let exact_ms = ms(start.elapsed());
         let (vars, objectives) = match &exact {
@@ -1335,7 +1337,7 @@ fn report_set(label: &str, instances: &[Instance], specs: Option<&Path>) -> BoxR
             Ok((placement, None)) => (
                 "-".to_owned(),
                 format!(
-                    "per-class model (ilp::per_class::place), {} placed, proven {}",
+                    "per-class model (ilp::place), {} placed, proven {}",
                     placement.cores.len(),
                     placement.proven
                 ),
@@ -1491,6 +1493,21 @@ fn hosts7() -> Vec<(&'static str, Source, u32)> {
     ]
 }
 
+/// Part 9's hosts: part 7's synthetic ones with fewer siblings offline
+/// (every 16th, 64th, 128th core), where the relaxation of a host of mixed
+/// thread counts can be tight.
+fn hosts9() -> Vec<(&'static str, Source, u32)> {
+    let (s256, s512) = (
+        synthetic(2, 2, 4, 8, 2, true),
+        synthetic(2, 2, 8, 8, 2, true),
+    );
+    vec![
+        ("s256-off16", Source::Synthetic(s256.clone()), 16),
+        ("s256-off64", Source::Synthetic(s256), 64),
+        ("s512-off128", Source::Synthetic(s512), 128),
+    ]
+}
+
 /// Takes the second thread of every `nth` core offline.
 fn offline_siblings(host: &mut HostTopology, nth: usize) {
     if nth == 0 {
@@ -1605,10 +1622,18 @@ fn instances6(only: Option<&str>) -> BoxResult<Vec<Instance>> {
 
 /// Part 7's instances: per host, one per load, 4–20 VMs of 2–16 vCPUs.
 fn instances7(only: Option<&str>) -> BoxResult<Vec<(Instance, bool)>> {
+    mixed_instances(only, hosts7())
+}
+
+/// Part 7's instances on `hosts` (seeds from part 7's on).
+fn mixed_instances(
+    only: Option<&str>,
+    hosts: Vec<(&'static str, Source, u32)>,
+) -> BoxResult<Vec<(Instance, bool)>> {
     let sizes: Vec<u32> = (2..=16).collect();
     let mut instances = Vec::new();
     let mut seed = SEED7_BASE;
-    for (host_name, source, offline) in hosts7() {
+    for (host_name, source, offline) in hosts {
         let mut host = topology::load(&source)?;
         offline_siblings(&mut host, offline as usize);
         for &load in &LOADS6 {
@@ -1675,6 +1700,18 @@ fn part4(only: Option<&str>) -> BoxResult<()> {
         TIME_LIMIT.as_secs()
     );
     memory_set(instances3(only)?)
+}
+
+/// Part 9: part 7's instances on hosts with few siblings offline.
+fn part9(only: Option<&str>) -> BoxResult<()> {
+    println!();
+    println!(
+        "== few offline siblings (issue 28): 3 hosts x loads {LOADS6:?} % (seeds {SEED7_BASE:#x}..), 4-20 VMs of 2-16 vCPUs; solve(): ILP, {} s, explain = true ==",
+        TIME_LIMIT.as_secs()
+    );
+    let instances = mixed_instances(only, hosts9())?;
+    let instances: Vec<Instance> = instances.into_iter().map(|(i, _)| i).collect();
+    report_set("few offline siblings", &instances, None)
 }
 
 /// Part 8: part 7's hosts of mixed thread counts with memory, as part 4.
@@ -1891,8 +1928,8 @@ fn parts(seed: Option<u64>, instance: Option<&str>) -> BoxResult<BTreeSet<u32>> 
         let mut parts = BTreeSet::new();
         for item in text.split(',') {
             let part: u32 = item.trim().parse()?;
-            if !(1..=8).contains(&part) {
-                return Err(format!("PLAN_BENCH_PART: no part {part} (1 to 8)").into());
+            if !(1..=9).contains(&part) {
+                return Err(format!("PLAN_BENCH_PART: no part {part} (1 to 9)").into());
             }
             parts.insert(part);
         }
@@ -1966,6 +2003,9 @@ fn main() -> BoxResult<()> {
     }
     if parts.contains(&8) {
         part8(instance.as_deref())?;
+    }
+    if parts.contains(&9) {
+        part9(instance.as_deref())?;
     }
     Ok(())
 }

@@ -348,6 +348,34 @@ pub struct Objective {
     pub cores_used: u32,
 }
 
+impl Objective {
+    /// Its value at `tier` as the models minimise it (counts users want
+    /// most of negated); `None` for a tier it does not hold (running VMs'
+    /// moves, compaction's partly used nodes, the fleet's).
+    pub fn at(&self, tier: super::Tier) -> Option<f64> {
+        use super::Tier;
+        let value = match tier {
+            Tier::Placed(level) => {
+                let placed = self.placed_by_priority.iter().find(|&&(l, _)| l == level);
+                -f64::from(placed.map_or(0, |&(_, n)| n))
+            }
+            Tier::Vcpus => -f64::from(self.vcpus_placed),
+            Tier::Cores => f64::from(self.cores_used),
+            Tier::ExtraNodes => f64::from(self.extra_numa_nodes),
+            Tier::NicRemote => f64::from(self.nic_remote_cores),
+            Tier::L3PerVm => f64::from(self.vm_l3_domains),
+            Tier::PartialL3 => f64::from(self.partial_l3_domains),
+            Tier::RunningPlaced
+            | Tier::RunningKept
+            | Tier::VcpusMoved
+            | Tier::PartialNodes
+            | Tier::HostMoves
+            | Tier::HostsTouched => return None,
+        };
+        Some(value)
+    }
+}
+
 /// The host the plan is for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanHost {

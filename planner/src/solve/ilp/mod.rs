@@ -51,9 +51,31 @@ pub fn place(
     deadline: Deadline,
     progress: &super::Progress,
 ) -> Result<Placement, ExactError> {
-    if per_class_only(request) {
-        per_class::place(request, deadline)
-    } else {
-        Ok(agg::place(request, deadline, progress).0)
+    if !per_class_only(request) {
+        return Ok(agg::place(request, deadline, progress).0);
     }
+    let relaxed = if relaxable(request) {
+        let share = deadline.share(RELAXATION_SHARE, crate::deadline::QUALITY_FLOOR);
+        agg::relaxed(request, deadline.within(share))
+    } else {
+        None
+    };
+    per_class::place_bounded(request, deadline, relaxed.as_ref())
+}
+
+/// The share of the time the relaxation of a host of mixed thread counts
+/// may take ([`relaxable`]).
+const RELAXATION_SHARE: f64 = 0.25;
+
+/// Whether the aggregated model on `request` is a relaxation of the
+/// per-class model's (`agg::relaxed`): only the thread counts keep the
+/// aggregated model away — no running VM, no compaction, no move ceiling —
+/// and the per-class model counts the memory of every VM that has it, as
+/// the aggregated model does.
+pub(crate) fn relaxable(request: &PlanRequest) -> bool {
+    !agg::supported(request)
+        && !request.vms.iter().any(|v| v.running)
+        && request.order != super::Order::Compact
+        && request.max_moves.is_none()
+        && per_class::uncounted_memory(request).is_empty()
 }

@@ -637,6 +637,61 @@ proptest! {
     }
 }
 
+/// An objective's values in the models' order, each minimised: the
+/// priority levels (highest first), then objectives 2–7.
+fn in_order(o: &crate::plan::Objective) -> Vec<f64> {
+    use crate::model::Tier;
+    let levels = o.placed_by_priority.iter().map(|&(l, _)| Tier::Placed(l));
+    let rest = [
+        Tier::Vcpus,
+        Tier::Cores,
+        Tier::ExtraNodes,
+        Tier::NicRemote,
+        Tier::L3PerVm,
+        Tier::PartialL3,
+    ];
+    levels.chain(rest).filter_map(|t| o.at(t)).collect()
+}
+
+proptest! {
+    #![proptest_config(config(64))]
+
+    /// Issue 28: on a host of mixed thread counts, the aggregated model's
+    /// proven optimum (every free core at the most threads) is a
+    /// relaxation: lexicographically no worse than the per-core oracle's
+    /// optimum of the host itself. The per-class model takes its values as
+    /// lower bounds (`per_class::place_bounded`), so a relaxation above the
+    /// optimum would prove a worse plan.
+    #[test]
+    fn the_relaxation_is_below_the_oracle(
+        host in host_spec(10),
+        groups in prop::collection::vec((vm_spec(6), 1..=2usize), 1..=4),
+        pools in prop::collection::vec(0u64..=6, 1..=4),
+        pages in prop::collection::vec(prop::option::weighted(0.5, 1u64..=4), 6),
+    ) {
+        let vms: Vec<VmSpec> = repeated(&groups).into_iter().take(6).collect();
+        let req = with_split_memory(request(&host, &vms), &pools, &pages);
+        prop_assume!(super::ilp::relaxable(&req));
+        let far = crate::deadline::Deadline::after(Duration::from_secs(30));
+        let Some(relaxed) = super::ilp::agg::relaxed(&req, far) else {
+            return Ok(());
+        };
+        let Some(placement) = oracle::place_within(&req, ORACLE_LIMIT) else {
+            return Ok(());
+        };
+        let (bound, optimum) = (objective(&req, &relaxed), objective(&req, &placement));
+        prop_assert!(
+            in_order(&bound) <= in_order(&optimum),
+            "relaxation {:?} above the oracle {:?} on {}: {:?} vs {:?}",
+            in_order(&bound),
+            in_order(&optimum),
+            host.description(),
+            relaxed.cores,
+            placement.cores
+        );
+    }
+}
+
 /// Found by `memory_matches_the_oracle`: nodes alike in cores but not in
 /// pages were ordered as interchangeable, which cut off the placement of
 /// both VMs (3 and 2 pages; pools of 1 and 4 pages on alternate nodes).

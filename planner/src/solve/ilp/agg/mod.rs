@@ -116,22 +116,62 @@ pub fn supported(request: &PlanRequest) -> bool {
 /// and says what it did. A placement not proven because the backend's
 /// process failed carries that fault.
 pub fn place(request: &PlanRequest, deadline: Deadline, progress: &Progress) -> (Placement, Stats) {
-    let (mut placement, stats) = stages(request, deadline, progress);
+    let (mut placement, stats) = stages(request, first_fit(request), deadline, progress);
     if !placement.proven {
         placement.fault.clone_from(&stats.fault);
     }
     (placement, stats)
 }
 
-/// Both stages, one after the other.
-fn stages(request: &PlanRequest, deadline: Deadline, progress: &Progress) -> (Placement, Stats) {
+/// The starts: greedy first fit and the domain-aware packing.
+fn first_fit(request: &PlanRequest) -> Vec<Placement> {
+    vec![
+        crate::solve::greedy::place(request),
+        crate::solve::pack::place(request),
+    ]
+}
+
+/// The relaxation of a host of mixed thread counts: this model on it, which
+/// counts every free core at the host's most usable threads (`Host`), so
+/// that each VM needs its fewest cores wherever it goes. Every placement of
+/// the host, with the cores a VM has beyond its fewest dropped, is one of
+/// the relaxation's and no worse in the lexicographic order (fewer cores is
+/// better at objective 3, before anything those cores could change), so the
+/// relaxation's optimum bounds the host's objective by objective while the
+/// objectives before agree (the per-class model's bounds).
+///
+/// Holds where this model counts what the host's model does: no running VM,
+/// no compaction, no move ceiling, and memory counted for every VM that has
+/// it (the face of `ilp` decides: `relaxable`). The
+/// relaxation's proven optimum, else `None`. Its cores may break a VM's
+/// threads on the host (a VM of an even count of vCPUs on a core of one
+/// thread): the caller lays them out again.
+pub(crate) fn relaxed(request: &PlanRequest, deadline: Deadline) -> Option<Placement> {
+    let host = Host::new(request);
+    // Only starts that are points of the relaxation: each VM on its fewest
+    // cores at the most threads.
+    let fewest = |i: usize, cores: &Vec<crate::ids::CoreId>| {
+        let vm = request.vms.get(i);
+        vm.and_then(|vm| host::cores_per_vm(vm, host.threads)) == u32::try_from(cores.len()).ok()
+    };
+    let starts = first_fit(request)
+        .into_iter()
+        .filter(|p| p.cores.iter().all(|(&i, cores)| fewest(i, cores)))
+        .collect();
+    let (placement, _) = stages(request, starts, deadline, &Progress::default());
+    placement.proven.then_some(placement)
+}
+
+/// Both stages, one after the other, from `starts`.
+fn stages(
+    request: &PlanRequest,
+    starts: Vec<Placement>,
+    deadline: Deadline,
+    progress: &Progress,
+) -> (Placement, Stats) {
     let host = Host::new(request);
     let vms = Vms::new(request, &host);
     let mut stats = Stats::default();
-    let starts: Vec<Placement> = vec![
-        crate::solve::greedy::place(request),
-        crate::solve::pack::place(request),
-    ];
     progress.stage("first-fit starts", request.vms.len());
     for s in &starts {
         progress.offer(request, s);

@@ -10,6 +10,7 @@
 //! keep every objective integral and small, instead of one objective with huge
 //! weights. Every solve gets what is left of the time limit.
 
+mod on_threads;
 mod program;
 
 pub(crate) use program::uncounted_memory;
@@ -20,6 +21,7 @@ use super::groups::subset_sum;
 use super::lexicographic::{lexicographic, Rules};
 use crate::deadline::Deadline;
 use crate::ids::{CoreId, NodeId};
+use crate::plan::Objective;
 use crate::solve::classes::Domain;
 use crate::solve::ExactError;
 use crate::solve::{Placement, PlanRequest, Tier};
@@ -102,6 +104,23 @@ struct ClassRules<'p> {
     /// Whether every priority level so far was placed whole (then every
     /// VM's placed variable is 1 and the tiers' lower bounds hold).
     all_fixed: bool,
+    /// A relaxation's optimum ([`place_bounded`]): its value bounds a tier
+    /// while every tier held so far has the relaxation's value.
+    relaxed: Option<Objective>,
+    /// The tiers held so far, with their optima.
+    held: Vec<(Tier, f64)>,
+}
+
+impl ClassRules<'_> {
+    /// The relaxation's value of `tier`, while the tiers held agree with it.
+    fn relaxed(&self, tier: Tier) -> Option<f64> {
+        let relaxed = self.relaxed.as_ref()?;
+        let agree = self
+            .held
+            .iter()
+            .all(|&(t, v)| relaxed.at(t).is_some_and(|r| (r - v).abs() < 0.5));
+        agree.then(|| relaxed.at(tier)).flatten()
+    }
 }
 
 impl Rules for ClassRules<'_> {
@@ -111,12 +130,16 @@ impl Rules for ClassRules<'_> {
     }
 
     fn bound(&self, tier: Tier, terms: &Expr) -> Option<f64> {
-        if tier.places_vms() {
+        let own = if tier.places_vms() {
             Some(-(terms.len() as f64))
         } else if self.all_fixed {
             self.bounds.get(&tier).copied()
         } else {
             None
+        };
+        match (own, self.relaxed(tier)) {
+            (Some(own), Some(relaxed)) => Some(own.max(relaxed)),
+            (own, relaxed) => own.or(relaxed),
         }
     }
 
@@ -136,6 +159,7 @@ impl Rules for ClassRules<'_> {
     }
 
     fn hold(&mut self, model: &mut Model, tier: Tier, terms: &Expr, best: f64) {
+        self.held.push((tier, best));
         // A priority level placed whole is fixed outright (a sum alone leaves
         // the relaxation free to place VMs fractionally); otherwise the sum is
         // kept, so that later objectives may still choose which VMs of the
@@ -185,6 +209,21 @@ fn some_partly_used<K>(model: &mut Model, groups: &Groups<K>, used: u32) -> bool
 /// Solves lexicographically by `deadline`. A placement not proven because
 /// the backend's process failed carries that fault.
 pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, ExactError> {
+    place_bounded(request, deadline, None)
+}
+
+/// [`place`], with `relaxed`: the proven optimum of a relaxation of the
+/// request (the aggregated model with every free core at the host's most
+/// threads; the face of `ilp` says where it is one). Each objective is at
+/// least the relaxation's while the objectives before it equal the
+/// relaxation's, so a point at that value is optimal without a search; and
+/// its cores, dealt out again on the host's threads (`on_threads`), are one
+/// more start.
+pub fn place_bounded(
+    request: &PlanRequest,
+    deadline: Deadline,
+    relaxed: Option<&Placement>,
+) -> Result<Placement, ExactError> {
     let limit = deadline.remaining();
     let mut program = build(request);
     // Greedy first fit gives the first tier a feasible start: the ILP then
@@ -201,6 +240,10 @@ pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, Exa
     if request.order == crate::solve::Order::Compact {
         starts.push(as_now(request));
     }
+    if let Some(dealt) = relaxed.and_then(|r| on_threads::on_threads(request, &program.classes, r))
+    {
+        starts.push(dealt);
+    }
     let candidates: Vec<Vec<f64>> = starts
         .iter()
         .map(|p| start_from(request, &program, p))
@@ -213,6 +256,8 @@ pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, Exa
         compact: request.order == crate::solve::Order::Compact,
         limit,
         all_fixed: true,
+        relaxed: relaxed.map(|r| crate::solve::objective(request, r)),
+        held: Vec::new(),
     };
     let solved = lexicographic(
         &mut program.model,
