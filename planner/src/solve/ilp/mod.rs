@@ -54,18 +54,19 @@ pub fn place(
     if !per_class_only(request) {
         return Ok(agg::place(request, deadline, progress).0);
     }
-    let relaxed = if relaxable(request) {
-        let share = deadline.share(RELAXATION_SHARE, crate::deadline::QUALITY_FLOOR);
-        agg::relaxed(request, deadline.within(share))
-    } else {
-        None
-    };
-    per_class::place_bounded(request, deadline, relaxed.as_ref())
+    if !relaxable(request) {
+        return per_class::place(request, deadline);
+    }
+    let share = || deadline.share(RELAXATION_SHARE, crate::deadline::QUALITY_FLOOR);
+    let relaxed = agg::relaxed(request, deadline.within(share()));
+    let start = agg::on_most_threads(request, deadline.within(share()));
+    per_class::place_bounded(request, deadline, relaxed.as_ref(), start)
 }
 
-/// The share of the time the relaxation of a host of mixed thread counts
-/// may take ([`relaxable`]).
-const RELAXATION_SHARE: f64 = 0.25;
+/// The share of the time left that the relaxation of a host of mixed
+/// thread counts, and then the start on its cores of the most threads,
+/// may each take ([`relaxable`]).
+const RELAXATION_SHARE: f64 = 0.125;
 
 /// Whether the aggregated model on `request` is a relaxation of the
 /// per-class model's (`agg::relaxed`): only the thread counts keep the

@@ -661,7 +661,9 @@ proptest! {
     /// relaxation: lexicographically no worse than the per-core oracle's
     /// optimum of the host itself. The per-class model takes its values as
     /// lower bounds (`per_class::place_bounded`), so a relaxation above the
-    /// optimum would prove a worse plan.
+    /// optimum would prove a worse plan. The aggregated model's placement
+    /// on the cores of the most threads alone, a start, is a safe plan of
+    /// the host, so no better than the oracle's.
     #[test]
     fn the_relaxation_is_below_the_oracle(
         host in host_spec(10),
@@ -680,6 +682,17 @@ proptest! {
             return Ok(());
         };
         let (bound, optimum) = (objective(&req, &relaxed), objective(&req, &placement));
+        if let Some(start) = super::ilp::agg::on_most_threads(&req, far) {
+            check_plan(&req, &laid_out(&req, &start))?;
+            let value = objective(&req, &start);
+            prop_assert!(
+                in_order(&value) >= in_order(&optimum),
+                "a start {:?} better than the oracle {:?}: {:?}",
+                in_order(&value),
+                in_order(&optimum),
+                start.cores
+            );
+        }
         prop_assert!(
             in_order(&bound) <= in_order(&optimum),
             "relaxation {:?} above the oracle {:?} on {}: {:?} vs {:?}",

@@ -162,6 +162,37 @@ pub(crate) fn relaxed(request: &PlanRequest, deadline: Deadline) -> Option<Place
     placement.proven.then_some(placement)
 }
 
+/// This model on the host's cores of the most usable threads alone (the
+/// others left out, as if not free): a placement of the host itself, every
+/// VM on cores of the most threads, for the per-class model to start from
+/// where the relaxation ([`relaxed`]) puts VMs on cores of fewer threads
+/// that no VM can spare. `None` where no core has fewer threads.
+pub(crate) fn on_most_threads(request: &PlanRequest, deadline: Deadline) -> Option<Placement> {
+    let free = classes::free_cores(request);
+    let most = free.iter().map(FreeCore::threads).max()?;
+    let fewer: crate::cpuset::CpuSet = free
+        .iter()
+        .filter(|c| c.threads() < most)
+        .flat_map(|c| c.pus.iter())
+        .collect();
+    if fewer.is_empty() {
+        return None;
+    }
+    let mut restricted = request.clone();
+    for pu in &mut restricted.host.pus {
+        if fewer.contains(pu.cpu) {
+            pu.usable = false;
+        }
+    }
+    let (placement, _) = stages(
+        &restricted,
+        first_fit(&restricted),
+        deadline,
+        &Progress::default(),
+    );
+    Some(placement)
+}
+
 /// Both stages, one after the other, from `starts`.
 fn stages(
     request: &PlanRequest,

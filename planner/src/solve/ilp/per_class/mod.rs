@@ -209,7 +209,7 @@ fn some_partly_used<K>(model: &mut Model, groups: &Groups<K>, used: u32) -> bool
 /// Solves lexicographically by `deadline`. A placement not proven because
 /// the backend's process failed carries that fault.
 pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, ExactError> {
-    place_bounded(request, deadline, None)
+    place_bounded(request, deadline, None, None)
 }
 
 /// [`place`], with `relaxed`: the proven optimum of a relaxation of the
@@ -218,11 +218,13 @@ pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, Exa
 /// least the relaxation's while the objectives before it equal the
 /// relaxation's, so a point at that value is optimal without a search; and
 /// its cores, dealt out again on the host's threads (`on_threads`), are one
-/// more start.
+/// more start, as is `start` (a placement of the host: the aggregated
+/// model's on its cores of the most threads).
 pub fn place_bounded(
     request: &PlanRequest,
     deadline: Deadline,
     relaxed: Option<&Placement>,
+    start: Option<Placement>,
 ) -> Result<Placement, ExactError> {
     let limit = deadline.remaining();
     let mut program = build(request);
@@ -244,6 +246,7 @@ pub fn place_bounded(
     {
         starts.push(dealt);
     }
+    starts.extend(start);
     let candidates: Vec<Vec<f64>> = starts
         .iter()
         .map(|p| start_from(request, &program, p))
