@@ -1239,18 +1239,10 @@ fn part3(only: Option<&str>, specs: Option<&Path>) -> BoxResult<()> {
 /// line per instance, then the summary of the set `label`. With `specs`,
 /// writes each instance as a plan spec there first.
 fn report_set(label: &str, instances: &[Instance], specs: Option<&Path>) -> BoxResult<()> {
-    let legend: Vec<String> = [
-        Tier::Placed(0),
-        Tier::Vcpus,
-        Tier::Cores,
-        Tier::ExtraNodes,
-        Tier::NicRemote,
-        Tier::L3PerVm,
-        Tier::PartialL3,
-    ]
-    .iter()
-    .map(|&t| format!("{}: {t}", tier_letter(t)))
-    .collect();
+    let legend: Vec<String> = std::iter::once(Tier::Placed(0))
+        .chain(Tier::AFTER_LEVELS)
+        .map(|t| format!("{}: {t}", tier_letter(t)))
+        .collect();
     println!(
         "objectives (value:ms; ! not proven, b proven by a bound): {}",
         legend.join(", ")

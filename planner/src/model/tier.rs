@@ -44,6 +44,18 @@ pub enum Tier {
 }
 
 impl Tier {
+    /// A plan's objectives after its priority levels, in their order (what
+    /// a plan's [`super::plan::Objective`] holds; running VMs' moves and
+    /// compaction's partly used nodes come in where those apply).
+    pub const AFTER_LEVELS: [Tier; 6] = [
+        Tier::Vcpus,
+        Tier::Cores,
+        Tier::ExtraNodes,
+        Tier::NicRemote,
+        Tier::L3PerVm,
+        Tier::PartialL3,
+    ];
+
     /// Whether the best value is the largest (VMs, vCPUs), not the smallest.
     /// Solvers minimise: they take these negated.
     pub fn more_is_better(self) -> bool {

@@ -637,22 +637,6 @@ proptest! {
     }
 }
 
-/// An objective's values in the models' order, each minimised: the
-/// priority levels (highest first), then objectives 2–7.
-fn in_order(o: &crate::plan::Objective) -> Vec<f64> {
-    use crate::model::Tier;
-    let levels = o.placed_by_priority.iter().map(|&(l, _)| Tier::Placed(l));
-    let rest = [
-        Tier::Vcpus,
-        Tier::Cores,
-        Tier::ExtraNodes,
-        Tier::NicRemote,
-        Tier::L3PerVm,
-        Tier::PartialL3,
-    ];
-    levels.chain(rest).filter_map(|t| o.at(t)).collect()
-}
-
 proptest! {
     #![proptest_config(config(64))]
 
@@ -686,18 +670,18 @@ proptest! {
             check_plan(&req, &laid_out(&req, &start))?;
             let value = objective(&req, &start);
             prop_assert!(
-                in_order(&value) >= in_order(&optimum),
+                value.in_order() >= optimum.in_order(),
                 "a start {:?} better than the oracle {:?}: {:?}",
-                in_order(&value),
-                in_order(&optimum),
+                value.in_order(),
+                optimum.in_order(),
                 start.cores
             );
         }
         prop_assert!(
-            in_order(&bound) <= in_order(&optimum),
+            bound.in_order() <= optimum.in_order(),
             "relaxation {:?} above the oracle {:?} on {}: {:?} vs {:?}",
-            in_order(&bound),
-            in_order(&optimum),
+            bound.in_order(),
+            optimum.in_order(),
             host.description(),
             relaxed.cores,
             placement.cores
