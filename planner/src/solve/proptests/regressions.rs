@@ -713,3 +713,107 @@ fn memory_is_not_counted_where_running_vms_may_move() {
         "{texts:?}"
     );
 }
+
+/// Issue 28, found by review of the relaxation of mixed hosts: a priority
+/// level whose VMs fit nowhere on the host has no objective in the
+/// per-class model, while the relaxation (every core at two threads) may
+/// place them. Node 0: two two-thread cores; node 1: two cores of one
+/// thread (CPUs 5 and 7 off). X (priority 10, `require`, 3 vCPUs, its NIC
+/// required on node 1) fits nowhere here; A (5 vCPUs, prefer, preferred
+/// NUMA) and B (2 vCPUs, isolate) at priority 0. By hand: the relaxation
+/// places X (node 1) and B (node 0): 4 cores, 5 vCPUs; the host places A
+/// alone, on 2 + 2 + 1 threads: 3 cores, 5 vCPUs. Level 0 and the vCPUs
+/// agree, and level 10 (0 here, -1 there) does not, so the relaxation's 4
+/// cores bound nothing (the rule: `per_class`'s tests); the plan, given a
+/// start with A on all four cores (6 threads: no whole core to spare), is
+/// the oracle's.
+#[test]
+fn a_level_that_fits_nowhere_keeps_the_relaxation_from_bounding() {
+    use EmulatorPolicy::Host;
+    use NicAffinity::{Ignore, Required};
+    use NumaPolicy::{Preferred, Strict};
+    use ThreadPolicy::{Isolate, Prefer, Require};
+    let specs = [
+        (3, Require, Host, Strict, Required, Some(1), 10),
+        (5, Prefer, Host, Preferred, Ignore, None, 0),
+        (2, Isolate, Host, Strict, Ignore, None, 0),
+    ];
+    let req = regression_request(
+        "package:1 numa:2 core:2 pu:2",
+        &[5, 7],
+        &specs,
+        "",
+        [("a", ""), ("b", "")],
+    );
+    assert!(super::super::ilp::relaxable(&req));
+    let far = crate::deadline::Deadline::after(Duration::from_secs(30));
+    let relaxed = super::super::ilp::agg::relaxed(&req, far).expect("the relaxation is proven");
+    let placed: Vec<usize> = relaxed.cores.keys().copied().collect();
+    assert_eq!(placed, [0, 2], "X and B: {:?}", relaxed.cores);
+    let everywhere = crate::solve::Placement {
+        cores: [(1, (0..4).map(crate::ids::CoreId).collect())]
+            .into_iter()
+            .collect(),
+        proven: false,
+        fault: None,
+    };
+    let placement = super::super::ilp::per_class::place_bounded(
+        &req,
+        by_limit(),
+        Some(&relaxed),
+        Some(everywhere),
+    )
+    .unwrap();
+    let got = crate::solve::objective(&req, &placement);
+    assert!(placement.proven);
+    assert_eq!(
+        (got.placed, got.vcpus_placed, got.cores_used),
+        (1, 5, 3),
+        "{:?}",
+        placement.cores
+    );
+    let oracle = super::oracle::place(&req);
+    assert_eq!(got, crate::solve::objective(&req, &oracle));
+}
+
+/// Issue 28, found by review: a VM whose memory goes to its nodes in
+/// proportion to its cores there, kept by its NICs (required on nodes 1
+/// and 2) to cores of one thread, needs 3 cores there and 2 in the
+/// relaxation, so the relaxation would move its memory between nodes. 6
+/// pages; node 1 has 4, node 2 has 2: on the host 2 pages per core (2
+/// cores on node 1, 1 on node 2) fit; the relaxation's 3 per node do not,
+/// so it leaves the VM out, and its "bound" would have called a plan
+/// without it optimal. No relaxation for such a request; the plan places
+/// the VM, as the oracle does.
+#[test]
+fn a_vm_whose_memory_moves_with_its_cores_is_not_relaxed() {
+    let specs = [(
+        3,
+        ThreadPolicy::Prefer,
+        EmulatorPolicy::Host,
+        NumaPolicy::Preferred,
+        NicAffinity::Required,
+        Some(1),
+        0,
+    )];
+    let mut req = regression_request(
+        "package:1 numa:3 core:2 pu:2",
+        &[5, 7, 9, 11],
+        &specs,
+        "",
+        [("a", ""), ("b", "")],
+    );
+    req.vms[0].nic_nodes = vec![NodeId(1), NodeId(2)];
+    req.vms[0].cell_nodes = vec![NodeId(1), NodeId(2)];
+    with_pages(&mut req, &[0, 4, 2], &[6]);
+    assert!(!super::super::ilp::relaxable(&req));
+    let far = crate::deadline::Deadline::after(Duration::from_secs(30));
+    let relaxed = super::super::ilp::agg::relaxed(&req, far).expect("the relaxation is proven");
+    assert!(relaxed.cores.is_empty(), "{:?}", relaxed.cores);
+    let plan = crate::solve::solve(&req, &options(SolverKind::Ilp), by_limit());
+    check_plan(&req, &plan).unwrap_or_else(|e| panic!("{e}"));
+    assert!(plan.proven, "{:?}", plan.warnings);
+    assert_eq!(plan.vms.len(), 1, "{:?}", plan.warnings);
+    let oracle = super::oracle::place(&req);
+    assert_eq!(plan.objective, crate::solve::objective(&req, &oracle));
+}

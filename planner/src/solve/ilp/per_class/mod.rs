@@ -112,14 +112,34 @@ struct ClassRules<'p> {
 }
 
 impl ClassRules<'_> {
-    /// The relaxation's value of `tier`, while the tiers held agree with it.
+    /// The relaxation's value of `tier`, while every tier before it agrees
+    /// with the relaxation's: each held at that value, or left out of the
+    /// model for want of terms (then 0: a priority level whose VMs fit
+    /// nowhere here, which the relaxation may still place).
     fn relaxed(&self, tier: Tier) -> Option<f64> {
         let relaxed = self.relaxed.as_ref()?;
-        let agree = self
-            .held
+        let held: BTreeMap<Tier, f64> = self.held.iter().copied().collect();
+        let order = relaxed
+            .placed_by_priority
             .iter()
-            .all(|&(t, v)| relaxed.at(t).is_some_and(|r| (r - v).abs() < 0.5));
-        agree.then(|| relaxed.at(tier)).flatten()
+            .map(|&(l, _)| Tier::Placed(l))
+            .chain(Tier::AFTER_LEVELS);
+        let mut before = Vec::new();
+        for t in order {
+            if t == tier {
+                // And nothing held that the relaxation does not count.
+                let known = held.keys().all(|h| before.contains(h));
+                return known.then(|| relaxed.at(tier)).flatten();
+            }
+            let agrees = relaxed
+                .at(t)
+                .is_some_and(|r| (r - held.get(&t).copied().unwrap_or(0.0)).abs() < 0.5);
+            if !agrees {
+                return None;
+            }
+            before.push(t);
+        }
+        None
     }
 }
 
@@ -343,5 +363,73 @@ fn assign_counts(
         cores,
         proven,
         fault: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The relaxation of `a_level_that_fits_nowhere_keeps_the_relaxation_from_bounding`
+    /// (solve/proptests/regressions.rs): level 10 and level 0 one VM each,
+    /// 5 vCPUs, 4 cores.
+    fn relaxation() -> Objective {
+        Objective {
+            placed: 2,
+            placed_by_priority: vec![(10, 1), (0, 1)],
+            vcpus_placed: 5,
+            cores_used: 4,
+            ..Objective::default()
+        }
+    }
+
+    fn bound_of(held: &[(Tier, f64)], tier: Tier) -> Option<f64> {
+        let mut bounds = BTreeMap::new();
+        let rules = ClassRules {
+            bounds: &mut bounds,
+            domains: &BTreeMap::new(),
+            nodes: &BTreeMap::new(),
+            compact: false,
+            limit: Duration::from_secs(1),
+            all_fixed: false,
+            relaxed: Some(relaxation()),
+            held: held.to_vec(),
+        };
+        rules.relaxed(tier)
+    }
+
+    /// Level 10 held at the relaxation's one VM, level 0 and the vCPUs too:
+    /// the cores are bounded by its 4.
+    #[test]
+    fn the_relaxation_bounds_while_every_tier_before_agrees() {
+        let held = [
+            (Tier::Placed(10), -1.0),
+            (Tier::Placed(0), -1.0),
+            (Tier::Vcpus, -5.0),
+        ];
+        assert_eq!(bound_of(&held, Tier::Cores), Some(4.0));
+        assert_eq!(bound_of(&held[..2], Tier::Vcpus), Some(-5.0));
+    }
+
+    /// Level 10 has no objective in the model (its VMs fit nowhere): it is
+    /// 0 there, the relaxation's is -1, so nothing after it is bounded.
+    #[test]
+    fn a_level_left_out_of_the_model_is_zero_and_disagrees() {
+        let held = [(Tier::Placed(0), -1.0), (Tier::Vcpus, -5.0)];
+        assert_eq!(bound_of(&held, Tier::Cores), None);
+        assert_eq!(bound_of(&held[..1], Tier::Vcpus), None);
+    }
+
+    /// A held tier the relaxation does not count (a running VM's moves)
+    /// ends the bounds.
+    #[test]
+    fn a_tier_the_relaxation_does_not_count_ends_the_bounds() {
+        let held = [
+            (Tier::Placed(10), -1.0),
+            (Tier::Placed(0), -1.0),
+            (Tier::Vcpus, -5.0),
+            (Tier::VcpusMoved, 0.0),
+        ];
+        assert_eq!(bound_of(&held, Tier::Cores), None);
     }
 }
