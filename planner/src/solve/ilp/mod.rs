@@ -74,11 +74,12 @@ const RELAXATION_SHARE: f64 = 0.125;
 /// and the per-class model counts the memory of every VM that has it, as
 /// the aggregated model does.
 ///
-/// A VM whose memory goes to several nodes in proportion to its cores
-/// there must need as many cores on every core of the host: the relaxation
-/// drops the cores a VM has beyond its fewest, which would move its memory
-/// between nodes (a VM kept by its NIC to cores of one thread, say: its
-/// share per core is counted at one thread per core).
+/// Where memory can bind, a VM whose memory goes to several nodes in
+/// proportion to its cores there must need as many cores on every core of
+/// the host: the relaxation drops the cores a VM has beyond its fewest,
+/// which would move its memory between nodes (a VM kept by its NIC to cores
+/// of one thread, say: its share per core is counted at one thread per
+/// core).
 pub(crate) fn relaxable(request: &PlanRequest) -> bool {
     let threads: std::collections::BTreeSet<u32> = super::classes::free_cores(request)
         .iter()
@@ -91,11 +92,13 @@ pub(crate) fn relaxable(request: &PlanRequest) -> bool {
             .collect();
         counts.len() <= 1
     };
-    let memory_stays = request
-        .vms
-        .iter()
-        .filter(|vm| vm.memory.is_some() && vm.numa != super::NumaPolicy::Strict)
-        .all(same_everywhere);
+    // Memory that cannot bind is left out of both models.
+    let memory_stays = !super::memory::active(request)
+        || request
+            .vms
+            .iter()
+            .filter(|vm| vm.memory.is_some() && vm.numa != super::NumaPolicy::Strict)
+            .all(same_everywhere);
     threads.len() > 1
         && !request.vms.iter().any(|v| v.running)
         && request.order != super::Order::Compact
