@@ -375,18 +375,20 @@ impl Objective {
         Some(value)
     }
 
-    /// Its values in a plan's order, each as the models minimise it: the
-    /// priority levels (highest first), then [`super::Tier::AFTER_LEVELS`].
-    /// Compared as a list, the smaller is the better plan.
-    pub fn in_order(&self) -> Vec<f64> {
+    /// The objectives it holds, in a plan's order: the priority levels
+    /// (highest first), then [`super::Tier::AFTER_LEVELS`].
+    pub fn tiers(&self) -> impl Iterator<Item = super::Tier> + '_ {
         let levels = self
             .placed_by_priority
             .iter()
             .map(|&(l, _)| super::Tier::Placed(l));
-        levels
-            .chain(super::Tier::AFTER_LEVELS)
-            .filter_map(|t| self.at(t))
-            .collect()
+        levels.chain(super::Tier::AFTER_LEVELS)
+    }
+
+    /// Its values at [`Objective::tiers`], each as the models minimise it.
+    /// Compared as a list, the smaller is the better plan.
+    pub fn in_order(&self) -> Vec<f64> {
+        self.tiers().filter_map(|t| self.at(t)).collect()
     }
 }
 

@@ -85,20 +85,17 @@ pub(crate) fn relaxable(request: &PlanRequest) -> bool {
         .iter()
         .map(super::classes::FreeCore::threads)
         .collect();
-    let same_everywhere = |vm: &super::VmRequest| {
-        let counts: std::collections::BTreeSet<u32> = threads
-            .iter()
-            .map(|&t| super::classes::cores_needed(vm, t))
-            .collect();
-        counts.len() <= 1
-    };
-    // Memory that cannot bind is left out of both models.
+    // Memory that cannot bind is left out of both models; else each VM's
+    // share per core the same on every core of the host (`memory::split`
+    // over all its thread counts, not only those the VM may use).
     let memory_stays = !super::memory::active(request)
         || request
             .vms
             .iter()
-            .filter(|vm| vm.memory.is_some() && vm.numa != super::NumaPolicy::Strict)
-            .all(same_everywhere);
+            .filter(|vm| vm.memory.is_some())
+            .all(|vm| {
+                super::memory::split(vm, threads.iter().copied()) != super::memory::Split::Uncounted
+            });
     threads.len() > 1
         && !request.vms.iter().any(|v| v.running)
         && request.order != super::Order::Compact

@@ -728,7 +728,7 @@ fn memory_is_not_counted_where_running_vms_may_move() {
 /// start with A on all four cores (6 threads: no whole core to spare), is
 /// the oracle's.
 #[test]
-fn a_level_that_fits_nowhere_keeps_the_relaxation_from_bounding() {
+fn a_level_only_the_relaxation_places_leaves_the_plan_the_oracles() {
     use EmulatorPolicy::Host;
     use NicAffinity::{Ignore, Required};
     use NumaPolicy::{Preferred, Strict};

@@ -140,12 +140,10 @@ fn first_fit(request: &PlanRequest) -> Vec<Placement> {
 /// relaxation's optimum bounds the host's objective by objective while the
 /// objectives before agree (the per-class model's bounds).
 ///
-/// Holds where this model counts what the host's model does: no running VM,
-/// no compaction, no move ceiling, and memory counted for every VM that has
-/// it (the face of `ilp` decides: `relaxable`). The
-/// relaxation's proven optimum, else `None`. Its cores may break a VM's
-/// threads on the host (a VM of an even count of vCPUs on a core of one
-/// thread): the caller lays them out again.
+/// Holds where this model counts what the host's model does (the face of
+/// `ilp` decides: `relaxable`). The relaxation's proven optimum, else
+/// `None`. Its cores may break a VM's threads on the host (a VM of an even
+/// count of vCPUs on a core of one thread): the caller lays them out again.
 pub(crate) fn relaxed(request: &PlanRequest, deadline: Deadline) -> Option<Placement> {
     let host = Host::new(request);
     // Only starts that are points of the relaxation: each VM on its fewest

@@ -22,7 +22,7 @@ use super::lexicographic::{lexicographic, Rules};
 use crate::deadline::Deadline;
 use crate::ids::{CoreId, NodeId};
 use crate::plan::Objective;
-use crate::solve::classes::Domain;
+use crate::solve::classes::{Class, Domain};
 use crate::solve::ExactError;
 use crate::solve::{Placement, PlanRequest, Tier};
 use program::{build, Program};
@@ -119,13 +119,8 @@ impl ClassRules<'_> {
     fn relaxed(&self, tier: Tier) -> Option<f64> {
         let relaxed = self.relaxed.as_ref()?;
         let held: BTreeMap<Tier, f64> = self.held.iter().copied().collect();
-        let order = relaxed
-            .placed_by_priority
-            .iter()
-            .map(|&(l, _)| Tier::Placed(l))
-            .chain(Tier::AFTER_LEVELS);
         let mut before = Vec::new();
-        for t in order {
+        for t in relaxed.tiers() {
             if t == tier {
                 // And nothing held that the relaxation does not count.
                 let known = held.keys().all(|h| before.contains(h));
@@ -264,7 +259,7 @@ pub fn place_bounded(
     }
     if let Some(dealt) = relaxed.and_then(|r| on_threads::on_threads(request, &program.classes, r))
     {
-        starts.push(dealt);
+        starts.push(lowest_cores(request, &program.classes, &dealt, false));
     }
     starts.extend(start);
     let candidates: Vec<Vec<f64>> = starts
@@ -328,31 +323,50 @@ fn as_now(request: &PlanRequest) -> Placement {
     }
 }
 
-/// Counts → concrete cores: VMs by priority (then spec order) take the lowest
-/// free cores of each class.
+/// Per placed VM: its cores per class (class index → count).
+type Counts = BTreeMap<usize, BTreeMap<usize, u32>>;
+
+/// The model's values → counts → concrete cores ([`lowest_cores`]).
 fn assign_counts(
     request: &PlanRequest,
     program: &Program,
     values: &[f64],
     proven: bool,
 ) -> Placement {
-    let mut next: Vec<usize> = vec![0; program.classes.len()];
-    let mut order: Vec<usize> = (0..request.vms.len()).collect();
-    order.sort_by_key(|&i| (std::cmp::Reverse(request.vms[i].priority), i));
-    let mut cores: BTreeMap<usize, Vec<CoreId>> = BTreeMap::new();
-    for i in order {
-        let Some(Some(vars)) = program.vms.get(i) else {
-            continue;
-        };
+    let mut counts = Counts::new();
+    for (i, vars) in program.vms.iter().enumerate() {
+        let Some(vars) = vars else { continue };
         if values.get(vars.placed.index()).copied().unwrap_or(0.0) < 0.5 {
             continue;
         }
-        let mut mine = Vec::new();
+        let mine = counts.entry(i).or_default();
         for &(c, var) in &vars.n {
-            let count = var.count(values) as usize;
-            let class = &program.classes[c];
+            *mine.entry(c).or_default() += var.count(values);
+        }
+    }
+    lowest_cores(request, &program.classes, &counts, proven)
+}
+
+/// Counts → concrete cores: VMs by priority (then spec order) take the lowest
+/// free cores of each class.
+fn lowest_cores(
+    request: &PlanRequest,
+    classes: &[Class],
+    counts: &Counts,
+    proven: bool,
+) -> Placement {
+    let mut next: Vec<usize> = vec![0; classes.len()];
+    let mut order: Vec<usize> = counts.keys().copied().collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(request.vms.get(i).map(|v| v.priority)), i));
+    let mut cores: BTreeMap<usize, Vec<CoreId>> = BTreeMap::new();
+    for i in order {
+        let mut mine = Vec::new();
+        for (&c, &count) in counts.get(&i).into_iter().flatten() {
+            let Some(class) = classes.get(c) else {
+                continue;
+            };
             let start = next[c];
-            let end = (start + count).min(class.cores.len());
+            let end = (start + count as usize).min(class.cores.len());
             mine.extend_from_slice(&class.cores[start..end]);
             next[c] = end;
         }
@@ -370,7 +384,7 @@ fn assign_counts(
 mod tests {
     use super::*;
 
-    /// The relaxation of `a_level_that_fits_nowhere_keeps_the_relaxation_from_bounding`
+    /// The relaxation of `a_level_only_the_relaxation_places_leaves_the_plan_the_oracles`
     /// (solve/proptests/regressions.rs): level 10 and level 0 one VM each,
     /// 5 vCPUs, 4 cores.
     fn relaxation() -> Objective {

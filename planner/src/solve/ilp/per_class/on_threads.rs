@@ -9,6 +9,7 @@
 //! the others of the most. What comes out is only a start: the model checks
 //! it like any other.
 
+use super::Counts;
 use crate::ids::{CoreId, NodeId};
 use crate::solve::classes::{self, Class, Domain};
 use crate::solve::{Placement, PlanRequest};
@@ -17,21 +18,20 @@ use std::collections::{BTreeMap, BTreeSet};
 /// A NUMA node and L3 domain.
 type Cell = (Option<NodeId>, Domain);
 
-/// `relaxed` on `classes`' threads, or `None` where the cores of fewer
-/// threads in some cell go to no VM that can spare them.
+/// `relaxed`'s cores per VM and class of `classes`, dealt out again on
+/// their threads, or `None` where the cores of fewer threads in some cell
+/// go to no VM that can spare them.
 pub(super) fn on_threads(
     request: &PlanRequest,
     classes: &[Class],
     relaxed: &Placement,
-) -> Option<Placement> {
+) -> Option<Counts> {
     let most = classes.iter().map(|c| c.threads).max()?;
     let class_of: BTreeMap<CoreId, usize> = classes
         .iter()
         .enumerate()
         .flat_map(|(k, c)| c.cores.iter().map(move |&core| (core, k)))
         .collect();
-    let mut order: Vec<usize> = relaxed.cores.keys().copied().collect();
-    order.sort_by_key(|&i| (std::cmp::Reverse(request.vms.get(i).map(|v| v.priority)), i));
     let mut wants: BTreeMap<usize, BTreeMap<Cell, u32>> = BTreeMap::new();
     for (&i, cores) in &relaxed.cores {
         for core in cores {
@@ -45,19 +45,20 @@ pub(super) fn on_threads(
     }
     let mut deal = Deal {
         request,
+        classes,
         most,
-        dealt: BTreeMap::new(),
-        left: wants
+        total: wants
             .iter()
             .map(|(&i, cells)| (i, cells.values().sum()))
             .collect(),
-        given: BTreeMap::new(),
+        given: Counts::new(),
     };
     let cells: BTreeSet<Cell> = classes.iter().map(|c| (c.node, c.domain)).collect();
     for cell in cells {
-        let mut need: Vec<(usize, u32)> = order
+        // Per VM (in spec order), the cores it wants here and not yet dealt.
+        let mut need: Vec<(usize, u32)> = wants
             .iter()
-            .filter_map(|&i| Some((i, *wants.get(&i)?.get(&cell)?)))
+            .filter_map(|(&i, cells)| Some((i, *cells.get(&cell)?)))
             .collect();
         let mut here: Vec<usize> = (0..classes.len())
             .filter(|&k| (classes[k].node, classes[k].domain) == cell)
@@ -67,7 +68,7 @@ pub(super) fn on_threads(
         let mut demand: u32 = need.iter().map(|&(_, n)| n).sum();
         let mut supply: Vec<(usize, u32)> = Vec::new();
         for &k in &here {
-            let n = demand.min(u32::try_from(classes[k].cores.len()).unwrap_or(u32::MAX));
+            let n = demand.min(classes[k].size());
             if n > 0 {
                 supply.push((k, n));
             }
@@ -79,29 +80,27 @@ pub(super) fn on_threads(
         // Fewest threads first: they are the hardest to place.
         for &(k, n) in supply.iter().rev() {
             for _ in 0..n {
-                let threads = classes[k].threads;
                 let taker = need
                     .iter_mut()
-                    .find(|(i, left)| *left > 0 && deal.can_take(*i, threads))?;
+                    .find(|(i, left)| *left > 0 && deal.can_take(*i, classes[k].threads))?;
                 taker.1 -= 1;
-                deal.give(taker.0, k, threads);
+                *deal.given.entry(taker.0).or_default().entry(k).or_default() += 1;
             }
         }
     }
-    Some(deal.cores(classes, &order))
+    Some(deal.given)
 }
 
 /// The dealing so far.
 struct Deal<'r> {
     request: &'r PlanRequest,
+    classes: &'r [Class],
     /// The host's most threads per core.
     most: u32,
-    /// Per VM: the threads of the cores dealt to it.
-    dealt: BTreeMap<usize, Vec<u32>>,
-    /// Per VM: cores still to deal.
-    left: BTreeMap<usize, u32>,
-    /// Per VM: cores per class.
-    given: BTreeMap<usize, BTreeMap<usize, u32>>,
+    /// Per VM: the cores it takes in all.
+    total: BTreeMap<usize, u32>,
+    /// Per VM: the cores dealt to it, per class.
+    given: Counts,
 }
 
 impl Deal<'_> {
@@ -111,41 +110,18 @@ impl Deal<'_> {
         let Some(vm) = self.request.vms.get(i) else {
             return false;
         };
-        let rest = self.left.get(&i).copied().unwrap_or(0).saturating_sub(1);
-        let mut cores: Vec<u32> = self.dealt.get(&i).cloned().unwrap_or_default();
+        let mut cores: Vec<u32> = self
+            .given
+            .get(&i)
+            .into_iter()
+            .flatten()
+            .flat_map(|(&k, &n)| std::iter::repeat_n(self.classes[k].threads, n as usize))
+            .collect();
+        let rest = self.total.get(&i).copied().unwrap_or(0);
+        let rest = rest.saturating_sub(u32::try_from(cores.len()).unwrap_or(u32::MAX) + 1);
         cores.push(threads);
         cores.extend(std::iter::repeat_n(self.most, rest as usize));
         classes::fits_exactly(vm, &cores)
-    }
-
-    fn give(&mut self, i: usize, class: usize, threads: u32) {
-        self.dealt.entry(i).or_default().push(threads);
-        if let Some(left) = self.left.get_mut(&i) {
-            *left = left.saturating_sub(1);
-        }
-        *self.given.entry(i).or_default().entry(class).or_default() += 1;
-    }
-
-    /// Concrete cores: VMs in `order` take the lowest free cores of each
-    /// class dealt to them.
-    fn cores(&self, classes: &[Class], order: &[usize]) -> Placement {
-        let mut next = vec![0usize; classes.len()];
-        let mut cores = BTreeMap::new();
-        for &i in order {
-            let mut mine: Vec<CoreId> = Vec::new();
-            for (&k, &n) in self.given.get(&i).into_iter().flatten() {
-                let end = (next[k] + n as usize).min(classes[k].cores.len());
-                mine.extend_from_slice(&classes[k].cores[next[k]..end]);
-                next[k] = end;
-            }
-            mine.sort();
-            cores.insert(i, mine);
-        }
-        Placement {
-            cores,
-            proven: false,
-            fault: None,
-        }
     }
 }
 
@@ -195,7 +171,8 @@ mod tests {
             proven: true,
             fault: None,
         };
-        let out = on_threads(req, &classes, &relaxed)?;
+        let counts = on_threads(req, &classes, &relaxed)?;
+        let out = super::super::lowest_cores(req, &classes, &counts, false);
         Some(
             out.cores
                 .values()
