@@ -80,6 +80,23 @@ pub(crate) struct Solved {
     pub failed: Option<(Tier, SolveError)>,
 }
 
+impl Solved {
+    /// This loop's outcome followed by `next`'s, a loop over the tiers
+    /// after these on the same model (started from this one's point).
+    pub(crate) fn then(mut self, next: Solved) -> Solved {
+        self.runs.extend(next.runs);
+        if self.fault.is_none() {
+            self.fault = next.fault;
+        }
+        self.failed = self.failed.or(next.failed);
+        self.proven = self.proven && next.proven;
+        if next.values.is_some() {
+            self.values = next.values;
+        }
+        self
+    }
+}
+
 /// Optimises `tiers` (each minimised) in order within `deadline`, from the
 /// best of `candidates` that the model accepts; stops at the first tier not
 /// proven. `label` names the model in the trace.

@@ -11,6 +11,7 @@
 //! weights. Every solve gets what is left of the time limit.
 
 mod on_threads;
+mod one_domain;
 mod program;
 
 pub(crate) use program::uncounted_memory;
@@ -109,6 +110,9 @@ struct ClassRules<'p> {
     relaxed: Option<Objective>,
     /// The tiers held so far, with their optima.
     held: Vec<(Tier, f64)>,
+    /// Objective 7's optimum where every VM sits in one L3 domain at the
+    /// held optima (`one_domain`): its bound.
+    one_domain: Option<f64>,
 }
 
 impl ClassRules<'_> {
@@ -152,10 +156,11 @@ impl Rules for ClassRules<'_> {
         } else {
             None
         };
-        match (own, self.relaxed(tier)) {
-            (Some(own), Some(relaxed)) => Some(own.max(relaxed)),
-            (own, relaxed) => own.or(relaxed),
-        }
+        let one_domain = self.one_domain.filter(|_| tier == Tier::PartialL3);
+        [own, self.relaxed(tier), one_domain]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max)
     }
 
     fn budget(&self, tier: Tier, left: Duration) -> Duration {
@@ -267,8 +272,9 @@ pub fn place_bounded(
         .map(|p| start_from(request, &program, p))
         .collect();
     let tiers = std::mem::take(&mut program.tiers);
+    let mut bounds = std::mem::take(&mut program.bounds);
     let mut rules = ClassRules {
-        bounds: &mut program.bounds,
+        bounds: &mut bounds,
         domains: &program.domains,
         nodes: &program.nodes,
         compact: request.order == crate::solve::Order::Compact,
@@ -276,15 +282,57 @@ pub fn place_bounded(
         all_fixed: true,
         relaxed: relaxed.map(|r| crate::solve::objective(request, r)),
         held: Vec::new(),
+        one_domain: None,
     };
-    let solved = lexicographic(
+    // Objective 7 apart: where the optima before it keep every VM in one
+    // L3 domain, the pattern model of `one_domain` decides it.
+    let seven = tiers
+        .iter()
+        .position(|(t, _)| *t == Tier::PartialL3)
+        .filter(|_| one_domain::applies(request, &program.classes))
+        .unwrap_or(tiers.len());
+    let (before, after) = tiers.split_at(seven);
+    let mut solved = lexicographic(
         &mut program.model,
-        &tiers,
+        before,
         &candidates,
         deadline,
         &mut rules,
         "ilp",
     );
+    if let (Some((_, terms)), true) = (after.first(), solved.proven) {
+        let mut more: Vec<Vec<f64>> = solved.values.iter().cloned().collect();
+        more.extend(candidates);
+        let best = more
+            .iter()
+            .filter(|v| program.model.feasible(v))
+            .map(|v| terms.value(v))
+            .min_by(f64::total_cmp);
+        let bound = rules.bound(Tier::PartialL3, terms);
+        let at_bound = matches!((best, bound), (Some(v), Some(b)) if v <= b + 1e-6);
+        let nic_remote = one_domain_holds(request, &program, &rules);
+        if let Some(nic_remote) = nic_remote.filter(|_| !at_bound) {
+            let within = deadline.within(rules.budget(Tier::PartialL3, deadline.remaining()) / 2);
+            let found = one_domain::restricted(request, &program.classes, nic_remote, within);
+            if let Some(p) = found {
+                if p.proven {
+                    rules.one_domain = Some(f64::from(
+                        crate::solve::objective(request, &p).partial_l3_domains,
+                    ));
+                }
+                more.push(start_from(request, &program, &p));
+            }
+        }
+        let rest = lexicographic(
+            &mut program.model,
+            after,
+            &more,
+            deadline,
+            &mut rules,
+            "ilp",
+        );
+        solved = solved.then(rest);
+    }
     if let Some((tier, cause)) = solved.failed {
         return Err(ExactError::Tier { tier, cause });
     }
@@ -296,6 +344,57 @@ pub fn place_bounded(
     let mut placement = assign_counts(request, &program, &values, solved.proven);
     placement.fault = solved.fault;
     Ok(placement)
+}
+
+/// For tests: the restriction of `one_domain` with at most `nic_remote`
+/// cores off the NICs' nodes, beside the per-class model's lower bound of
+/// the cores (each VM on its fewest); `None` where the model does not apply.
+#[cfg(test)]
+pub(crate) fn one_domain_for_tests(
+    request: &PlanRequest,
+    nic_remote: f64,
+) -> Option<(f64, Option<Placement>)> {
+    let program = build(request);
+    if !one_domain::applies(request, &program.classes) {
+        return None;
+    }
+    let far = Deadline::after(Duration::from_secs(30));
+    let fewest = program.bounds.get(&Tier::Cores).copied().unwrap_or(0.0);
+    let found = one_domain::restricted(request, &program.classes, nic_remote, far);
+    Some((fewest, found))
+}
+
+/// Whether every plan at the optima held so far places every VM, each on
+/// its fewest cores and in one L3 domain (`one_domain`): every level
+/// placed whole, the cores at their lower bound, one domain per VM, no
+/// extra node, and nothing else held. Then the held cores of VMs off their
+/// NICs' nodes, which the pattern model keeps to. (Where one of these
+/// fails, the pattern model has no point — its plans are the host's, and
+/// would beat the held optima — so the checks spare a solve; the bound's
+/// soundness does not rest on them.)
+fn one_domain_holds(request: &PlanRequest, program: &Program, rules: &ClassRules) -> Option<f64> {
+    let every_vm = program.vms.iter().all(Option::is_some) && rules.all_fixed;
+    let held: BTreeMap<Tier, f64> = rules.held.iter().copied().collect();
+    let at = |tier: Tier| held.get(&tier).copied().unwrap_or(0.0);
+    let same = |a: f64, b: f64| (a - b).abs() < 0.5;
+    let fewest = rules
+        .bounds
+        .get(&Tier::Cores)
+        .is_some_and(|&b| same(at(Tier::Cores), b));
+    let one_each = same(at(Tier::L3PerVm), request.vms.len() as f64);
+    let known = held.keys().all(|t| {
+        matches!(
+            t,
+            Tier::Placed(_)
+                | Tier::Vcpus
+                | Tier::Cores
+                | Tier::ExtraNodes
+                | Tier::NicRemote
+                | Tier::L3PerVm
+        )
+    });
+    (every_vm && fewest && one_each && known && same(at(Tier::ExtraNodes), 0.0))
+        .then(|| at(Tier::NicRemote))
 }
 
 /// The running VMs where they run now: each on the free cores its vCPUs'
@@ -408,6 +507,7 @@ mod tests {
             all_fixed: false,
             relaxed: Some(relaxation()),
             held: held.to_vec(),
+            one_domain: None,
         };
         rules.relaxed(tier)
     }
