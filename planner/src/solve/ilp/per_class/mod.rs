@@ -10,8 +10,8 @@
 //! keep every objective integral and small, instead of one objective with huge
 //! weights. Every solve gets what is left of the time limit.
 
+mod fewest_domains;
 mod on_threads;
-mod one_domain;
 mod program;
 
 pub(crate) use program::uncounted_memory;
@@ -110,12 +110,29 @@ struct ClassRules<'p> {
     relaxed: Option<Objective>,
     /// The tiers held so far, with their optima.
     held: Vec<(Tier, f64)>,
-    /// Objective 7's optimum where every VM sits in one L3 domain at the
-    /// held optima (`one_domain`): its bound.
-    one_domain: Option<f64>,
+    /// Where every VM is placed on its fewest cores (`fewest_domains`):
+    /// the L3 domains over VMs each in its fewest, objective 6's bound; and
+    /// the pattern model's proven optimum of objective 7 at that value,
+    /// objective 7's bound once objective 6 is held there.
+    fewest_domains: Option<(f64, Option<f64>)>,
 }
 
 impl ClassRules<'_> {
+    /// The bounds of `fewest_domains`: objective 6 at the VMs' fewest L3
+    /// domains, objective 7 at the pattern model's optimum while objective
+    /// 6 is held there.
+    fn fewest_domains(&self, tier: Tier) -> Option<f64> {
+        let (domains, partial) = self.fewest_domains?;
+        match tier {
+            Tier::L3PerVm => Some(domains),
+            Tier::PartialL3 => {
+                let held = self.held.iter().find(|(t, _)| *t == Tier::L3PerVm)?.1;
+                partial.filter(|_| (held - domains).abs() < 0.5)
+            }
+            _ => None,
+        }
+    }
+
     /// The relaxation's value of `tier`, while every tier before it agrees
     /// with the relaxation's: each held at that value, or left out of the
     /// model for want of terms (then 0: a priority level whose VMs fit
@@ -156,8 +173,7 @@ impl Rules for ClassRules<'_> {
         } else {
             None
         };
-        let one_domain = self.one_domain.filter(|_| tier == Tier::PartialL3);
-        [own, self.relaxed(tier), one_domain]
+        [own, self.relaxed(tier), self.fewest_domains(tier)]
             .into_iter()
             .flatten()
             .reduce(f64::max)
@@ -282,16 +298,16 @@ pub fn place_bounded(
         all_fixed: true,
         relaxed: relaxed.map(|r| crate::solve::objective(request, r)),
         held: Vec::new(),
-        one_domain: None,
+        fewest_domains: None,
     };
-    // Objective 7 apart: where the optima before it keep every VM in one
-    // L3 domain, the pattern model of `one_domain` decides it.
-    let seven = tiers
+    // Objectives 6–7 apart: where the optima before them place every VM on
+    // its fewest cores, the pattern model of `fewest_domains` bounds both.
+    let six = tiers
         .iter()
-        .position(|(t, _)| *t == Tier::PartialL3)
-        .filter(|_| one_domain::applies(request, &program.classes))
+        .position(|(t, _)| *t == Tier::L3PerVm)
+        .filter(|_| fewest_domains::applies(request, &program.classes))
         .unwrap_or(tiers.len());
-    let (before, after) = tiers.split_at(seven);
+    let (before, after) = tiers.split_at(six);
     let mut solved = lexicographic(
         &mut program.model,
         before,
@@ -300,27 +316,29 @@ pub fn place_bounded(
         &mut rules,
         "ilp",
     );
-    if let (Some((_, terms)), true) = (after.first(), solved.proven) {
+    if !after.is_empty() && solved.proven {
         let mut more: Vec<Vec<f64>> = solved.values.iter().cloned().collect();
         more.extend(candidates);
-        let best = more
-            .iter()
-            .filter(|v| program.model.feasible(v))
-            .map(|v| terms.value(v))
-            .min_by(f64::total_cmp);
-        let bound = rules.bound(Tier::PartialL3, terms);
-        let at_bound = matches!((best, bound), (Some(v), Some(b)) if v <= b + 1e-6);
-        let nic_remote = one_domain_holds(request, &program, &rules);
-        if let Some(nic_remote) = nic_remote.filter(|_| !at_bound) {
-            let within = deadline.within(rules.budget(Tier::PartialL3, deadline.remaining()) / 2);
-            let found = one_domain::restricted(request, &program.classes, nic_remote, within);
-            if let Some(p) = found {
-                if p.proven {
-                    rules.one_domain = Some(f64::from(
-                        crate::solve::objective(request, &p).partial_l3_domains,
-                    ));
+        let nic_remote = fewest_domains_held(&program, &rules);
+        let domains =
+            nic_remote.and_then(|_| fewest_domains::fewest_domains(request, &program.classes));
+        if let (Some(nic_remote), Some(domains)) = (nic_remote, domains) {
+            rules.fewest_domains = Some((f64::from(domains), None));
+            if !at_bounds(&program, &rules, after, &more) {
+                let budget = rules.budget(Tier::PartialL3, deadline.remaining()) / 2;
+                let found = fewest_domains::restricted(
+                    request,
+                    &program.classes,
+                    nic_remote,
+                    deadline.within(budget),
+                );
+                if let Some(p) = found {
+                    if p.proven {
+                        let partial = crate::solve::objective(request, &p).partial_l3_domains;
+                        rules.fewest_domains = Some((f64::from(domains), Some(f64::from(partial))));
+                    }
+                    more.push(start_from(request, &program, &p));
                 }
-                more.push(start_from(request, &program, &p));
             }
         }
         let rest = lexicographic(
@@ -346,33 +364,32 @@ pub fn place_bounded(
     Ok(placement)
 }
 
-/// For tests: the restriction of `one_domain` with at most `nic_remote`
-/// cores off the NICs' nodes, beside the per-class model's lower bound of
-/// the cores (each VM on its fewest); `None` where the model does not apply.
+/// For tests: the restriction of `fewest_domains` with at most
+/// `nic_remote` cores off the NICs' nodes, beside the per-class model's
+/// lower bound of the cores (each VM on its fewest) and the L3 domains over
+/// VMs each in its fewest; `None` where the model declines.
 #[cfg(test)]
-pub(crate) fn one_domain_for_tests(
+pub(crate) fn fewest_domains_for_tests(
     request: &PlanRequest,
     nic_remote: f64,
-) -> Option<(f64, Option<Placement>)> {
+) -> Option<(f64, u32, Option<Placement>)> {
     let program = build(request);
-    if !one_domain::applies(request, &program.classes) {
-        return None;
-    }
+    let l3 = fewest_domains::fewest_domains(request, &program.classes)?;
     let far = Deadline::after(Duration::from_secs(30));
     let fewest = program.bounds.get(&Tier::Cores).copied().unwrap_or(0.0);
-    let found = one_domain::restricted(request, &program.classes, nic_remote, far);
-    Some((fewest, found))
+    let found = fewest_domains::restricted(request, &program.classes, nic_remote, far);
+    Some((fewest, l3, found))
 }
 
 /// Whether every plan at the optima held so far places every VM, each on
-/// its fewest cores and in one L3 domain (`one_domain`): every level
-/// placed whole, the cores at their lower bound, one domain per VM, no
-/// extra node, and nothing else held. Then the held cores of VMs off their
-/// NICs' nodes, which the pattern model keeps to. (Where one of these
-/// fails, the pattern model has no point — its plans are the host's, and
-/// would beat the held optima — so the checks spare a solve; the bound's
-/// soundness does not rest on them.)
-fn one_domain_holds(request: &PlanRequest, program: &Program, rules: &ClassRules) -> Option<f64> {
+/// its fewest cores (`fewest_domains`): every level placed whole, the cores
+/// at their lower bound, no extra node, and nothing else held. Then the
+/// held cores of VMs off their NICs' nodes, which the pattern model keeps
+/// to. Objective 6's bound rests on these checks (a VM given more cores
+/// than its fewest may fit one domain where its fewest do not); objective
+/// 7's does not — where one fails, the pattern model has no point, since
+/// its plans are the host's and would beat the held optima.
+fn fewest_domains_held(program: &Program, rules: &ClassRules) -> Option<f64> {
     let every_vm = program.vms.iter().all(Option::is_some) && rules.all_fixed;
     let held: BTreeMap<Tier, f64> = rules.held.iter().copied().collect();
     let at = |tier: Tier| held.get(&tier).copied().unwrap_or(0.0);
@@ -381,20 +398,33 @@ fn one_domain_holds(request: &PlanRequest, program: &Program, rules: &ClassRules
         .bounds
         .get(&Tier::Cores)
         .is_some_and(|&b| same(at(Tier::Cores), b));
-    let one_each = same(at(Tier::L3PerVm), request.vms.len() as f64);
     let known = held.keys().all(|t| {
         matches!(
             t,
-            Tier::Placed(_)
-                | Tier::Vcpus
-                | Tier::Cores
-                | Tier::ExtraNodes
-                | Tier::NicRemote
-                | Tier::L3PerVm
+            Tier::Placed(_) | Tier::Vcpus | Tier::Cores | Tier::ExtraNodes | Tier::NicRemote
         )
     });
-    (every_vm && fewest && one_each && known && same(at(Tier::ExtraNodes), 0.0))
-        .then(|| at(Tier::NicRemote))
+    (every_vm && fewest && known && same(at(Tier::ExtraNodes), 0.0)).then(|| at(Tier::NicRemote))
+}
+
+/// Whether a start feasible now already meets the bounds of every tier of
+/// `tiers` (the pattern model would add nothing).
+fn at_bounds(
+    program: &Program,
+    rules: &ClassRules,
+    tiers: &[(Tier, Expr)],
+    starts: &[Vec<f64>],
+) -> bool {
+    starts
+        .iter()
+        .filter(|v| program.model.feasible(v))
+        .any(|v| {
+            tiers.iter().all(|(tier, terms)| {
+                rules
+                    .bound(*tier, terms)
+                    .is_some_and(|b| terms.value(v) <= b + 1e-6)
+            })
+        })
 }
 
 /// The running VMs where they run now: each on the free cores its vCPUs'
@@ -507,7 +537,7 @@ mod tests {
             all_fixed: false,
             relaxed: Some(relaxation()),
             held: held.to_vec(),
-            one_domain: None,
+            fewest_domains: None,
         };
         rules.relaxed(tier)
     }

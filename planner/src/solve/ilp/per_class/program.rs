@@ -141,7 +141,7 @@ fn placeable(vm: &VmRequest, classes: &[Class]) -> bool {
 }
 
 /// [`memory::split`] of `vm` over the classes it may use.
-fn memory_split(vm: &VmRequest, classes: &[Class]) -> Split {
+pub(super) fn memory_split(vm: &VmRequest, classes: &[Class]) -> Split {
     memory::split(
         vm,
         classes

@@ -1,0 +1,771 @@
+//! Objectives 6–7 of a host of mixed thread counts where every VM sits in
+//! its fewest L3 domains: a pattern model of each domain's classes.
+//!
+//! Once the per-class model holds objectives 1–5 with every VM placed, each
+//! on its fewest cores, a VM takes at least one L3 domain where some domain
+//! holds it whole, else at least two: their sum ([`fewest_domains`]) bounds
+//! objective 6. Where objective 6 is held there, what is left of objective
+//! 7 is which VMs (or halves of VMs) share a domain and on which of its
+//! classes each takes its cores: a VM of an odd count of vCPUs can take a
+//! core of one thread, a VM of an even count cannot. The per-class model's
+//! relaxation of that packing is weak (on the bench's `s256-off16-70` it
+//! stopped at 6 partly used domains against a bound of 5); the patterns of
+//! a domain — the VMs and pieces of VMs it holds, each with its cores per
+//! thread count — give the packing its cutting-stock form, whose relaxation
+//! is tight.
+//!
+//! A VM of two domains is a *split*: two pieces whose cores together are
+//! what it needs ([`classes::fits_exactly`]), on one NUMA node unless the
+//! VM spreads; each piece is counted in the patterns of its domain, and per
+//! node the pieces of each kind balance the splits chosen.
+//!
+//! Every plan of the host at the held optima is then a plan of this model
+//! (every VM on its fewest cores and domains, the cores of the
+//! NIC-preferring VMs off their NICs' nodes no more than held), and each
+//! plan of this model is one of the host's at those optima: its proven
+//! optimum is the host's objective 7 ([`restricted`]), and any of its plans
+//! meets objective 6's bound.
+
+use super::super::backend::Model;
+use super::super::expr::{Expr, Var};
+use super::super::lexicographic::{lexicographic, Rules};
+use super::super::memory_rows::MemoryRows;
+use super::program;
+use crate::deadline::Deadline;
+use crate::ids::{CoreId, NodeId};
+use crate::solve::classes::{self, Class, Domain};
+use crate::solve::memory::Split;
+use crate::solve::{EmulatorPolicy, NumaPolicy, Order, Placement, PlanRequest, Tier, VmRequest};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// The most patterns over all domain groups; beyond it the model declines.
+const MOST_PATTERNS: usize = 20_000;
+
+/// Whether the request has the form this model needs, whatever the held
+/// optima: no running VM, no compaction or move ceiling, the memory of
+/// every VM counted as the per-class model counts it (memory rows per node
+/// and page size, as its), no VM that must touch a set of nodes, and every
+/// L3 domain inside one NUMA node.
+pub(super) fn applies(request: &PlanRequest, classes: &[Class]) -> bool {
+    let mut node_of: BTreeMap<Domain, Option<NodeId>> = BTreeMap::new();
+    let one_node = classes
+        .iter()
+        .all(|c| *node_of.entry(c.domain).or_insert(c.node) == c.node);
+    one_node
+        && request.order != Order::Compact
+        && request.max_moves.is_none()
+        && super::program::uncounted_memory(request).is_empty()
+        && request
+            .vms
+            .iter()
+            .all(|vm| !vm.running && vm.cell_nodes.is_empty())
+}
+
+/// The L3 domains over all VMs where each sits in its fewest (one where a
+/// domain holds it whole, else two); `None` where the model declines (see
+/// [`applies`]; a VM that needs more than two domains or fits nowhere).
+pub(super) fn fewest_domains(request: &PlanRequest, classes: &[Class]) -> Option<u32> {
+    if !applies(request, classes) {
+        return None;
+    }
+    let host = Host::new(classes);
+    let kinds = kinds(request, &host)?;
+    Some(kinds.iter().map(|k| k.domains() * k.count()).sum())
+}
+
+/// The optimum of objective 7 over the plans that place every VM of
+/// `request`, each on its fewest cores and L3 domains ([`fewest_domains`]),
+/// with at most `nic_remote` cores of NIC-preferring VMs off their NICs'
+/// nodes — a placement of the host, proven or not; `None` where the model
+/// declines (see [`fewest_domains`]; too many patterns) or has no point by
+/// `deadline`.
+pub(super) fn restricted(
+    request: &PlanRequest,
+    classes: &[Class],
+    nic_remote: f64,
+    deadline: Deadline,
+) -> Option<Placement> {
+    if !applies(request, classes) {
+        return None;
+    }
+    let host = Host::new(classes);
+    let kinds = kinds(request, &host)?;
+    let mut patterns: Vec<Vec<Pattern>> = Vec::new();
+    let mut total = 0;
+    for group in &host.groups {
+        let found = patterns_of(&host.threads, &kinds, group, MOST_PATTERNS - total)?;
+        total += found.len();
+        patterns.push(found);
+    }
+    let mut m = Model::default();
+    let mut memory = MemoryRows::new(request);
+    let mut x: Vec<Vec<Var>> = Vec::new();
+    let mut partial = Expr::default();
+    let mut remote = Expr::default();
+    // Per (kind, zone, shape): the items of the patterns that hold it.
+    let mut items: BTreeMap<(usize, Zone, &[u32]), Expr> = BTreeMap::new();
+    for (group, found) in host.groups.iter().zip(&patterns) {
+        let most = group.domains.len() as f64;
+        let vars: Vec<Var> = found.iter().map(|_| m.int(most)).collect();
+        for (p, &v) in found.iter().zip(&vars) {
+            if !p.full {
+                partial += v;
+            }
+            if p.remote > 0 {
+                remote += f64::from(p.remote) * v;
+            }
+            for (k, shape) in &p.items {
+                let kind = &kinds[*k];
+                let zone = kind.zone(group.node);
+                *items.entry((*k, zone, shape.as_slice())).or_default() += v;
+                // Memory: a whole VM's on its node; a split's, where it
+                // stays on one node, with the split below; per core else.
+                let vm = kind.members[0];
+                match program::memory_split(&kind.vm, classes) {
+                    Split::Whole if kind.splits.is_empty() => memory.add(vm, group.node, 1.0, v),
+                    Split::PerCore(c) => {
+                        let cores: u32 = shape.iter().sum();
+                        memory.add(vm, group.node, f64::from(cores) / f64::from(c), v);
+                    }
+                    Split::Whole | Split::Uncounted => {}
+                }
+            }
+        }
+        m.le(vars.iter().copied().sum::<Expr>(), most);
+        x.push(vars);
+    }
+    // Every VM placed once: whole, or as the two pieces of a split.
+    let mut splits: Vec<BTreeMap<(Zone, usize), Var>> = Vec::new();
+    for (k, kind) in kinds.iter().enumerate() {
+        let count = kind.count() as f64;
+        let mut chosen = BTreeMap::new();
+        if kind.splits.is_empty() {
+            let whole: Expr = items
+                .iter()
+                .filter(|((kk, _, _), _)| *kk == k)
+                .map(|(_, e)| e.clone())
+                .sum();
+            m.eq(whole, count);
+        } else {
+            for &zone in &kind.zones(&host) {
+                let mut per_shape: BTreeMap<&[u32], Expr> = BTreeMap::new();
+                for (s, (a, b)) in kind.splits.iter().enumerate() {
+                    let y = m.int(count);
+                    chosen.insert((zone, s), y);
+                    if let (Some(node), Split::Whole) =
+                        (zone, program::memory_split(&kind.vm, classes))
+                    {
+                        memory.add(kind.members[0], node, 1.0, y);
+                    }
+                    *per_shape.entry(a.as_slice()).or_default() += y;
+                    *per_shape.entry(b.as_slice()).or_default() += y;
+                }
+                for (shape, used) in per_shape {
+                    let pieces = items.get(&(k, zone, shape)).cloned().unwrap_or_default();
+                    m.eq(pieces, used);
+                }
+            }
+            m.eq(chosen.values().copied().sum::<Expr>(), count);
+        }
+        splits.push(chosen);
+    }
+    m.le(remote, nic_remote);
+    memory.bound(&mut m);
+    let tiers = vec![(Tier::PartialL3, partial)];
+    let solved = lexicographic(
+        &mut m,
+        &tiers,
+        &[],
+        deadline,
+        &mut Plain,
+        "ilp fewest domains",
+    );
+    let values = solved.values?;
+    let laid = Laid {
+        classes,
+        host: &host,
+        kinds: &kinds,
+        values: &values,
+    };
+    let cores = laid.out(&patterns, &x, &splits)?;
+    Some(Placement {
+        cores,
+        proven: solved.proven,
+        fault: solved.fault,
+    })
+}
+
+/// The loop's plain rules: no bound, the whole time.
+struct Plain;
+
+impl Rules for Plain {}
+
+/// Where a split's two pieces must lie: one NUMA node, or anywhere
+/// (`None`: a VM that spreads).
+type Zone = Option<Option<NodeId>>;
+
+/// The host as this model sees it: its thread counts and its domains,
+/// grouped where alike.
+struct Host {
+    /// The thread counts of its classes, most first: a shape's positions.
+    threads: Vec<u32>,
+    groups: Vec<Group>,
+}
+
+/// L3 domains alike: the same node and the same cores per thread count.
+struct Group {
+    node: Option<NodeId>,
+    /// Cores per thread count (`Host::threads`' order).
+    caps: Vec<u32>,
+    /// Per domain: its class per thread count.
+    domains: Vec<Vec<Option<usize>>>,
+}
+
+impl Host {
+    fn new(classes: &[Class]) -> Host {
+        let set: BTreeSet<u32> = classes.iter().map(|c| c.threads).collect();
+        let threads: Vec<u32> = set.into_iter().rev().collect();
+        let mut per_domain: BTreeMap<Domain, Vec<Option<usize>>> = BTreeMap::new();
+        for (c, class) in classes.iter().enumerate() {
+            let at = threads.iter().position(|&t| t == class.threads);
+            let slots = per_domain
+                .entry(class.domain)
+                .or_insert_with(|| vec![None; threads.len()]);
+            if let Some(slot) = at.and_then(|at| slots.get_mut(at)) {
+                *slot = Some(c);
+            }
+        }
+        /// A domain's node and cores per thread count.
+        type Key = (Option<NodeId>, Vec<u32>);
+        let mut by_shape: BTreeMap<Key, Vec<Vec<Option<usize>>>> = BTreeMap::new();
+        for (_, slots) in per_domain {
+            let caps = slots
+                .iter()
+                .map(|c| c.map_or(0, |c| classes[c].size()))
+                .collect();
+            let node = slots.iter().flatten().next().and_then(|&c| classes[c].node);
+            by_shape.entry((node, caps)).or_default().push(slots);
+        }
+        let groups = by_shape
+            .into_iter()
+            .map(|((node, caps), domains)| Group {
+                node,
+                caps,
+                domains,
+            })
+            .collect();
+        Host { threads, groups }
+    }
+
+    /// The nodes of its domains.
+    fn nodes(&self) -> BTreeSet<Option<NodeId>> {
+        self.groups.iter().map(|g| g.node).collect()
+    }
+}
+
+/// VMs alike for this model: the same vCPUs, isolated emulator or not,
+/// CPUs needed, thread policy, NUMA policy, NICs and memory (so the same
+/// classes, shapes, remote cores and pages).
+struct Kind {
+    /// The VMs, in spec order.
+    members: Vec<usize>,
+    /// One of them.
+    vm: VmRequest,
+    /// Cores each needs at its fewest: on the most threads of its classes.
+    fewest: u32,
+    /// Where no domain holds it whole: its splits, two pieces each (cores
+    /// per thread count), the smaller piece first.
+    splits: Vec<(Vec<u32>, Vec<u32>)>,
+}
+
+impl Kind {
+    fn count(&self) -> u32 {
+        u32::try_from(self.members.len()).unwrap_or(u32::MAX)
+    }
+
+    /// The L3 domains each of its VMs takes.
+    fn domains(&self) -> u32 {
+        if self.splits.is_empty() {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// Where its pieces on `node` must balance.
+    fn zone(&self, node: Option<NodeId>) -> Zone {
+        (self.vm.numa != NumaPolicy::Spread).then_some(node)
+    }
+
+    /// Every zone its splits may take.
+    fn zones(&self, host: &Host) -> Vec<Zone> {
+        if self.vm.numa == NumaPolicy::Spread {
+            vec![None]
+        } else {
+            host.nodes().into_iter().map(Some).collect()
+        }
+    }
+}
+
+/// The kinds of `request`'s VMs; `None` where a VM needs more than two
+/// domains (or fits nowhere).
+fn kinds(request: &PlanRequest, host: &Host) -> Option<Vec<Kind>> {
+    type Key = (
+        (u32, bool, u32),
+        &'static str,
+        &'static str,
+        (crate::solve::NicAffinity, Vec<NodeId>, Vec<NodeId>),
+        Option<(u64, u64)>,
+    );
+    let mut by_key: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
+    for (i, vm) in request.vms.iter().enumerate() {
+        let numa = match vm.numa {
+            NumaPolicy::Strict => "strict",
+            NumaPolicy::Preferred => "preferred",
+            NumaPolicy::Spread => "spread",
+        };
+        let cpus = (
+            vm.vcpus,
+            vm.emulator == EmulatorPolicy::Isolate,
+            vm.pus_needed(),
+        );
+        let memory = vm.memory.map(|m| (m.bytes, m.page_kib));
+        let key = (cpus, vm.threads.name(), numa, vm.nic_key(), memory);
+        by_key.entry(key).or_default().push(i);
+    }
+    by_key
+        .into_values()
+        .map(|members| {
+            let vm = request.vms[members[0]].clone();
+            let most = host
+                .groups
+                .iter()
+                .flat_map(|g| {
+                    g.caps
+                        .iter()
+                        .zip(&host.threads)
+                        .filter(|&(&cap, &t)| cap > 0 && classes::allowed(&vm, g.node, t))
+                        .map(|(_, &t)| t)
+                })
+                .max()?;
+            let fewest = classes::cores_needed(&vm, most);
+            let whole = host
+                .groups
+                .iter()
+                .any(|g| !shapes(&vm, fewest, g, &host.threads, true).is_empty());
+            let splits = if whole {
+                Vec::new()
+            } else {
+                let found = splits_of(&vm, fewest, host);
+                if found.is_empty() {
+                    return None;
+                }
+                found
+            };
+            Some(Kind {
+                members,
+                vm,
+                fewest,
+                splits,
+            })
+        })
+        .collect()
+}
+
+/// The ways `cores` cores of `vm` lie in a domain of `group`: cores per
+/// thread count, each of a class the VM may use and the domain has; with
+/// `exact`, only those whose threads are what it needs
+/// ([`classes::fits_exactly`], the rule of every solver).
+fn shapes(
+    vm: &VmRequest,
+    cores: u32,
+    group: &Group,
+    threads: &[u32],
+    exact: bool,
+) -> Vec<Vec<u32>> {
+    let mut out = Vec::new();
+    let mut shape = vec![0u32; group.caps.len()];
+    let mut keep = |shape: &[u32]| {
+        if !exact || classes::fits_exactly(vm, &thread_list(shape, threads)) {
+            out.push(shape.to_vec());
+        }
+    };
+    fill(vm, group, threads, (cores, 0), &mut shape, &mut keep);
+    out
+}
+
+/// Every way to put `left` cores on the thread counts from `at` on.
+fn fill(
+    vm: &VmRequest,
+    group: &Group,
+    threads: &[u32],
+    (left, at): (u32, usize),
+    shape: &mut Vec<u32>,
+    found: &mut dyn FnMut(&[u32]),
+) {
+    let (Some(&cap), Some(&t)) = (group.caps.get(at), threads.get(at)) else {
+        if left == 0 {
+            found(shape);
+        }
+        return;
+    };
+    let most = if classes::allowed(vm, group.node, t) {
+        left.min(cap)
+    } else {
+        0
+    };
+    for n in (0..=most).rev() {
+        shape[at] = n;
+        fill(vm, group, threads, (left - n, at + 1), shape, found);
+    }
+    shape[at] = 0;
+}
+
+/// A shape's cores as their thread counts.
+fn thread_list(shape: &[u32], threads: &[u32]) -> Vec<u32> {
+    shape
+        .iter()
+        .zip(threads)
+        .flat_map(|(&n, &t)| std::iter::repeat_n(t, n as usize))
+        .collect()
+}
+
+/// The splits of a VM of `fewest` cores over two domains of one node (any
+/// two, if it spreads): pieces of at least one core that domains of the
+/// host hold, together what it needs.
+fn splits_of(vm: &VmRequest, fewest: u32, host: &Host) -> Vec<(Vec<u32>, Vec<u32>)> {
+    let mut found: BTreeSet<(Vec<u32>, Vec<u32>)> = BTreeSet::new();
+    let spread = vm.numa == NumaPolicy::Spread;
+    for (i, a) in host.groups.iter().enumerate() {
+        for b in &host.groups[i..] {
+            let same = std::ptr::eq(a, b);
+            if (same && a.domains.len() < 2) || (!spread && a.node != b.node) {
+                continue;
+            }
+            for n in 1..fewest {
+                for pa in shapes(vm, n, a, &host.threads, false) {
+                    for pb in shapes(vm, fewest - n, b, &host.threads, false) {
+                        let both: Vec<u32> = pa.iter().zip(&pb).map(|(x, y)| x + y).collect();
+                        if classes::fits_exactly(vm, &thread_list(&both, &host.threads)) {
+                            let pair = if pa <= pb {
+                                (pa.clone(), pb)
+                            } else {
+                                (pb, pa.clone())
+                            };
+                            found.insert(pair);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    found.into_iter().collect()
+}
+
+/// What one domain holds: VMs and pieces of VMs (by kind) with their cores
+/// per thread count.
+struct Pattern {
+    /// `(kind, cores per thread count)`: a whole VM, or a piece of a split.
+    items: Vec<(usize, Vec<u32>)>,
+    /// Every free core of the domain taken.
+    full: bool,
+    /// Cores of NIC-preferring VMs off their NICs' nodes.
+    remote: u32,
+}
+
+/// Every non-empty pattern of `group`: multisets of (kind, shape) within
+/// the domain's cores per thread count, at most one item per VM of a kind.
+/// `None` past `most`.
+fn patterns_of(
+    threads: &[u32],
+    kinds: &[Kind],
+    group: &Group,
+    most: usize,
+) -> Option<Vec<Pattern>> {
+    let mut items: Vec<(usize, Vec<u32>)> = Vec::new();
+    for (k, kind) in kinds.iter().enumerate() {
+        let shapes: BTreeSet<Vec<u32>> = if kind.splits.is_empty() {
+            shapes(&kind.vm, kind.fewest, group, threads, true)
+                .into_iter()
+                .collect()
+        } else {
+            kind.splits
+                .iter()
+                .flat_map(|(a, b)| [a.clone(), b.clone()])
+                .filter(|s| holds(&kind.vm, s, group, threads))
+                .collect()
+        };
+        items.extend(shapes.into_iter().map(|s| (k, s)));
+    }
+    let mut search = Search {
+        kinds,
+        group,
+        items: &items,
+        most,
+        out: Vec::new(),
+        chosen: Vec::new(),
+        per_kind: vec![0; kinds.len()],
+    };
+    search.from(0, group.caps.clone())?;
+    Some(search.out)
+}
+
+/// Whether a domain of `group` holds a piece of `shape` of `vm`: cores
+/// enough of each thread count, each of a class the VM may use.
+fn holds(vm: &VmRequest, shape: &[u32], group: &Group, threads: &[u32]) -> bool {
+    shape
+        .iter()
+        .zip(&group.caps)
+        .zip(threads)
+        .all(|((&n, &cap), &t)| n == 0 || (n <= cap && classes::allowed(vm, group.node, t)))
+}
+
+/// The depth-first enumeration of [`patterns_of`].
+struct Search<'a> {
+    kinds: &'a [Kind],
+    group: &'a Group,
+    items: &'a [(usize, Vec<u32>)],
+    most: usize,
+    out: Vec<Pattern>,
+    /// Indices into `items`, non-decreasing.
+    chosen: Vec<usize>,
+    per_kind: Vec<usize>,
+}
+
+impl Search<'_> {
+    /// Patterns that add items from `at` on to `chosen`, within `left`.
+    fn from(&mut self, at: usize, left: Vec<u32>) -> Option<()> {
+        for j in at..self.items.len() {
+            let (k, shape) = &self.items[j];
+            if self.per_kind[*k] >= self.kinds[*k].members.len()
+                || shape.iter().zip(&left).any(|(n, l)| n > l)
+            {
+                continue;
+            }
+            let rest: Vec<u32> = left.iter().zip(shape).map(|(l, n)| l - n).collect();
+            self.chosen.push(j);
+            self.per_kind[*k] += 1;
+            self.record(&rest)?;
+            self.from(j, rest)?;
+            self.per_kind[*k] -= 1;
+            self.chosen.pop();
+        }
+        Some(())
+    }
+
+    fn record(&mut self, left: &[u32]) -> Option<()> {
+        if self.out.len() >= self.most {
+            return None;
+        }
+        let items: Vec<(usize, Vec<u32>)> =
+            self.chosen.iter().map(|&j| self.items[j].clone()).collect();
+        let remote = items
+            .iter()
+            .filter(|(k, _)| self.kinds[*k].vm.nic_remote(self.group.node))
+            .map(|(_, shape)| shape.iter().sum::<u32>())
+            .sum();
+        self.out.push(Pattern {
+            items,
+            full: left.iter().all(|&l| l == 0),
+            remote,
+        });
+        Some(())
+    }
+}
+
+/// The model's values → concrete cores.
+struct Laid<'a> {
+    classes: &'a [Class],
+    host: &'a Host,
+    kinds: &'a [Kind],
+    values: &'a [f64],
+}
+
+/// Pieces laid out, waiting for their split: per (kind, zone, shape), the
+/// cores of each.
+type Pieces = BTreeMap<(usize, Zone, Vec<u32>), VecDeque<Vec<CoreId>>>;
+
+impl Laid<'_> {
+    /// Each group's domains in order take its patterns in order, each item
+    /// the lowest free cores of its domain's classes; a whole VM is the next
+    /// of its kind (spec order), and the pieces, per zone, make up the
+    /// splits chosen.
+    fn out(
+        &self,
+        patterns: &[Vec<Pattern>],
+        x: &[Vec<Var>],
+        splits: &[BTreeMap<(Zone, usize), Var>],
+    ) -> Option<BTreeMap<usize, Vec<CoreId>>> {
+        let mut next_of_kind = vec![0usize; self.kinds.len()];
+        let mut cores: BTreeMap<usize, Vec<CoreId>> = BTreeMap::new();
+        let mut pieces = Pieces::new();
+        for ((group, found), vars) in self.host.groups.iter().zip(patterns).zip(x) {
+            let mut domains = group.domains.iter();
+            for (p, &v) in found.iter().zip(vars) {
+                for _ in 0..v.count(self.values) {
+                    let domain = domains.next()?;
+                    let mut taken = vec![0usize; domain.len()];
+                    for (k, shape) in &p.items {
+                        let mut mine = Vec::new();
+                        for ((class, &n), from) in domain.iter().zip(shape).zip(&mut taken) {
+                            if n == 0 {
+                                continue;
+                            }
+                            let to = *from + n as usize;
+                            mine.extend_from_slice(
+                                self.classes.get((*class)?)?.cores.get(*from..to)?,
+                            );
+                            *from = to;
+                        }
+                        let kind = &self.kinds[*k];
+                        if kind.splits.is_empty() {
+                            let i = *kind.members.get(next_of_kind[*k])?;
+                            next_of_kind[*k] += 1;
+                            cores.insert(i, mine);
+                        } else {
+                            let key = (*k, kind.zone(group.node), shape.clone());
+                            pieces.entry(key).or_default().push_back(mine);
+                        }
+                    }
+                }
+            }
+        }
+        for (k, chosen) in splits.iter().enumerate() {
+            let kind = &self.kinds[k];
+            for (&(zone, s), &y) in chosen {
+                let (a, b) = kind.splits.get(s)?;
+                for _ in 0..y.count(self.values) {
+                    let i = *kind.members.get(next_of_kind[k])?;
+                    next_of_kind[k] += 1;
+                    let mut mine = pieces.get_mut(&(k, zone, a.clone()))?.pop_front()?;
+                    mine.extend(pieces.get_mut(&(k, zone, b.clone()))?.pop_front()?);
+                    cores.insert(i, mine);
+                }
+            }
+        }
+        for mine in cores.values_mut() {
+            mine.sort();
+        }
+        Some(cores)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::solve::ThreadPolicy;
+    use crate::topology::{load, Source};
+
+    /// One node, two L3 domains of 4 two-thread cores (CPUs 0–7 and 8–15),
+    /// CPU 7 (core 3's sibling) off: domain 0 has 3 cores of two threads
+    /// and one of one. VMs of `vcpus`, `threads = "prefer"`.
+    fn request(vcpus: &[u32]) -> PlanRequest {
+        let desc = "package:1 l3:2 core:4 pu:2";
+        let mut host = load(&Source::Synthetic(desc.to_owned())).unwrap();
+        for pu in &mut host.pus {
+            if pu.cpu.0 == 7 {
+                pu.usable = false;
+                pu.allowed = false;
+            }
+        }
+        let vms = vcpus
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| VmRequest {
+                threads: ThreadPolicy::Prefer,
+                ..VmRequest::new(&format!("vm{i}"), v)
+            })
+            .collect();
+        PlanRequest {
+            host,
+            reserved: Default::default(),
+            fixed: Vec::new(),
+            vms,
+            order: Default::default(),
+            max_moves: None,
+        }
+    }
+
+    /// The restriction's plan (every VM in its fewest domains): per VM its
+    /// cores, and objective 7.
+    fn solved(req: &PlanRequest) -> (Vec<Vec<u32>>, u32) {
+        let classes = classes::classes(&classes::free_cores(req));
+        let far = Deadline::after(std::time::Duration::from_secs(30));
+        let p = restricted(req, &classes, 0.0, far).unwrap();
+        assert!(p.proven);
+        let cores = p
+            .cores
+            .values()
+            .map(|c| c.iter().map(|c| c.0).collect())
+            .collect();
+        (cores, crate::solve::objective(req, &p).partial_l3_domains)
+    }
+
+    /// 7 vCPUs need 4 cores: 3 of two threads and the core of one fill
+    /// domain 0 exactly; 8 vCPUs fill domain 1. Nothing partly used.
+    #[test]
+    fn an_odd_vm_fills_the_domain_with_the_core_of_one_thread() {
+        let (cores, partial) = solved(&request(&[8, 7]));
+        assert_eq!(cores, vec![vec![4, 5, 6, 7], vec![0, 1, 2, 3]]);
+        assert_eq!(partial, 0);
+    }
+
+    /// Two VMs of 6 vCPUs (3 two-thread cores each) cannot use the core of
+    /// one thread: one goes to domain 0, which stays partly used, and so
+    /// does domain 1 (4 cores, 3 taken) — 2, where counting the core of one
+    /// thread as two would give 1 (domain 0 full).
+    #[test]
+    fn even_vms_leave_the_core_of_one_thread_and_its_domain_partly_used() {
+        let (cores, partial) = solved(&request(&[6, 6]));
+        assert_eq!(cores.iter().map(Vec::len).collect::<Vec<_>>(), vec![3, 3]);
+        assert!(cores.iter().flatten().all(|&c| c != 3));
+        assert_eq!(partial, 2);
+    }
+
+    /// 12 vCPUs (6 two-thread cores) fit no domain whole: a split, 3 and 3
+    /// or 2 and 4 two-thread cores (the core of one thread would leave it a
+    /// vCPU short). With 2 vCPUs (one two-thread core) beside it, every
+    /// two-thread core is taken: domain 1 full, domain 0 partly used (its
+    /// core of one thread left), whichever split — 1.
+    #[test]
+    fn a_vm_of_two_domains_is_split_over_them() {
+        let req = request(&[12, 2]);
+        let classes = classes::classes(&classes::free_cores(&req));
+        assert_eq!(fewest_domains(&req, &classes), Some(3));
+        let (cores, partial) = solved(&req);
+        assert_eq!(cores[0].len(), 6);
+        assert!(!cores[0].contains(&3));
+        assert_eq!(cores.iter().flatten().filter(|&&c| c >= 4).count(), 4);
+        assert_eq!(partial, 1);
+    }
+
+    /// A VM that needs three domains (9 cores) is not this model's.
+    #[test]
+    fn a_vm_over_three_domains_is_declined() {
+        let req = request(&[18]);
+        let classes = classes::classes(&classes::free_cores(&req));
+        assert_eq!(fewest_domains(&req, &classes), None);
+    }
+
+    /// A VM that must touch a set of nodes is left to the per-class model.
+    #[test]
+    fn a_vm_on_given_nodes_is_not_this_models() {
+        let mut req = request(&[2]);
+        req.vms[0].cell_nodes = vec![NodeId(0), NodeId(1)];
+        let classes = classes::classes(&classes::free_cores(&req));
+        assert!(!applies(&req, &classes));
+    }
+
+    /// Isolated threads take any core, one vCPU each: 4 vCPUs fill domain
+    /// 0 with its core of one thread, 4 two-thread cores of `prefer` fill
+    /// domain 1.
+    #[test]
+    fn isolated_threads_take_the_core_of_one_thread() {
+        let mut req = request(&[4, 8]);
+        req.vms[0].threads = ThreadPolicy::Isolate;
+        let (cores, partial) = solved(&req);
+        assert_eq!(cores, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
+        assert_eq!(partial, 0);
+    }
+}
