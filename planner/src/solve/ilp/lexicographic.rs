@@ -88,7 +88,12 @@ impl Solved {
         if self.fault.is_none() {
             self.fault = next.fault;
         }
-        self.failed = self.failed.or(next.failed);
+        // A later tier's failure with no point of its own is this loop's
+        // only where this one had no point either (else its point stands,
+        // unproven, as in one loop).
+        if self.values.is_none() {
+            self.failed = self.failed.or(next.failed);
+        }
         self.proven = self.proven && next.proven;
         if next.values.is_some() {
             self.values = next.values;
@@ -306,5 +311,33 @@ mod tests {
         let (v, proven) = better_than(&m, &goal, Duration::from_secs(5), &start).unwrap();
         assert!(proven);
         assert_eq!(goal.value(&v), -1.5);
+    }
+
+    /// A later loop that failed with no point of its own leaves this one's
+    /// point, unproven (as one loop would), not an error; with no point on
+    /// either side, the failure stands.
+    #[test]
+    fn a_later_failure_keeps_the_earlier_point() {
+        let crashed = || SolveError::SolverCrashed {
+            signal: Some(6),
+            status: None,
+        };
+        let first = || Solved {
+            values: Some(vec![1.0]),
+            proven: true,
+            ..Solved::default()
+        };
+        let failed = || Solved {
+            failed: Some((Tier::L3PerVm, crashed())),
+            ..Solved::default()
+        };
+        let merged = first().then(failed());
+        assert_eq!(merged.values, Some(vec![1.0]));
+        assert!(!merged.proven && merged.failed.is_none());
+        let none = Solved {
+            proven: true,
+            ..Solved::default()
+        };
+        assert!(none.then(failed()).failed.is_some());
     }
 }

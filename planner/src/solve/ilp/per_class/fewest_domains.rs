@@ -6,8 +6,8 @@
 //! holds it whole, else at least two: their sum ([`fewest_domains`]) bounds
 //! objective 6. Where objective 6 is held there, what is left of objective
 //! 7 is which VMs (or halves of VMs) share a domain and on which of its
-//! classes each takes its cores: a VM of an odd count of vCPUs can take a
-//! core of one thread, a VM of an even count cannot. The per-class model's
+//! classes each takes its cores: a VM that needs an odd count of CPUs can
+//! take a core of one thread, a VM that needs an even count cannot. The per-class model's
 //! relaxation of that packing is weak (on the bench's `s256-off16-70` it
 //! stopped at 6 partly used domains against a bound of 5); the patterns of
 //! a domain — the VMs and pieces of VMs it holds, each with its cores per
@@ -68,7 +68,7 @@ pub(super) fn fewest_domains(request: &PlanRequest, classes: &[Class]) -> Option
     if !applies(request, classes) {
         return None;
     }
-    let host = Host::new(classes);
+    let host = Host::new(classes)?;
     let kinds = kinds(request, &host)?;
     Some(kinds.iter().map(|k| k.domains() * k.count()).sum())
 }
@@ -88,7 +88,7 @@ pub(super) fn restricted(
     if !applies(request, classes) {
         return None;
     }
-    let host = Host::new(classes);
+    let host = Host::new(classes)?;
     let kinds = kinds(request, &host)?;
     let mut patterns: Vec<Vec<Pattern>> = Vec::new();
     let mut total = 0;
@@ -222,7 +222,8 @@ struct Group {
 }
 
 impl Host {
-    fn new(classes: &[Class]) -> Host {
+    /// `None` where a domain has two classes of one thread count.
+    fn new(classes: &[Class]) -> Option<Host> {
         let set: BTreeSet<u32> = classes.iter().map(|c| c.threads).collect();
         let threads: Vec<u32> = set.into_iter().rev().collect();
         let mut per_domain: BTreeMap<Domain, Vec<Option<usize>>> = BTreeMap::new();
@@ -231,8 +232,12 @@ impl Host {
             let slots = per_domain
                 .entry(class.domain)
                 .or_insert_with(|| vec![None; threads.len()]);
-            if let Some(slot) = at.and_then(|at| slots.get_mut(at)) {
-                *slot = Some(c);
+            // One class per domain and thread count (classes split by where
+            // running VMs are now, which `applies` rules out, would be
+            // several): a second is not this model's.
+            match at.and_then(|at| slots.get_mut(at)) {
+                Some(slot @ None) => *slot = Some(c),
+                _ => return None,
             }
         }
         /// A domain's node and cores per thread count.
@@ -254,7 +259,7 @@ impl Host {
                 domains,
             })
             .collect();
-        Host { threads, groups }
+        Some(Host { threads, groups })
     }
 
     /// The nodes of its domains.
