@@ -660,36 +660,12 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::solve::ThreadPolicy;
-    use crate::topology::{load, Source};
 
     /// One node, two L3 domains of 4 two-thread cores (CPUs 0–7 and 8–15),
     /// CPU 7 (core 3's sibling) off: domain 0 has 3 cores of two threads
     /// and one of one. VMs of `vcpus`, `threads = "prefer"`.
     fn request(vcpus: &[u32]) -> PlanRequest {
-        let desc = "package:1 l3:2 core:4 pu:2";
-        let mut host = load(&Source::Synthetic(desc.to_owned())).unwrap();
-        for pu in &mut host.pus {
-            if pu.cpu.0 == 7 {
-                pu.usable = false;
-                pu.allowed = false;
-            }
-        }
-        let vms = vcpus
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| VmRequest {
-                threads: ThreadPolicy::Prefer,
-                ..VmRequest::new(&format!("vm{i}"), v)
-            })
-            .collect();
-        PlanRequest {
-            host,
-            reserved: Default::default(),
-            fixed: Vec::new(),
-            vms,
-            order: Default::default(),
-            max_moves: None,
-        }
+        super::super::test_request("package:1 l3:2 core:4 pu:2", 7, vcpus)
     }
 
     /// The restriction's plan (every VM in its fewest domains): per VM its

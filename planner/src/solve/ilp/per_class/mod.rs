@@ -509,6 +509,37 @@ fn lowest_cores(
     }
 }
 
+/// For the tests of this model's parts: the synthetic host `desc` with CPU
+/// `off` unusable, VMs `vm0`, `vm1`… of `vcpus`, `threads = "prefer"`.
+#[cfg(test)]
+fn test_request(desc: &str, off: u32, vcpus: &[u32]) -> PlanRequest {
+    use crate::topology::{load, Source};
+    let mut host =
+        load(&Source::Synthetic(desc.to_owned())).unwrap_or_else(|e| panic!("{desc}: {e}"));
+    for pu in &mut host.pus {
+        if pu.cpu.0 == off {
+            pu.usable = false;
+            pu.allowed = false;
+        }
+    }
+    let vms = vcpus
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| crate::solve::VmRequest {
+            threads: crate::solve::ThreadPolicy::Prefer,
+            ..crate::solve::VmRequest::new(&format!("vm{i}"), v)
+        })
+        .collect();
+    PlanRequest {
+        host,
+        reserved: Default::default(),
+        fixed: Vec::new(),
+        vms,
+        order: Default::default(),
+        max_moves: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -129,35 +129,12 @@ impl Deal<'_> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::solve::{classes, ThreadPolicy, VmRequest};
-    use crate::topology::{load, Source};
+    use crate::solve::classes;
 
     /// `cores` two-thread cores in one cell, CPU 1 (core 0's sibling) off;
     /// VMs of `vcpus`, `threads = "prefer"`.
     fn request(cores: u32, vcpus: &[u32]) -> PlanRequest {
-        let mut host = load(&Source::Synthetic(format!("package:1 core:{cores} pu:2"))).unwrap();
-        for pu in &mut host.pus {
-            if pu.cpu.0 == 1 {
-                pu.usable = false;
-                pu.allowed = false;
-            }
-        }
-        let vms = vcpus
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| VmRequest {
-                threads: ThreadPolicy::Prefer,
-                ..VmRequest::new(&format!("vm{i}"), v)
-            })
-            .collect();
-        PlanRequest {
-            host,
-            reserved: Default::default(),
-            fixed: Vec::new(),
-            vms,
-            order: Default::default(),
-            max_moves: None,
-        }
+        super::super::test_request(&format!("package:1 core:{cores} pu:2"), 1, vcpus)
     }
 
     fn dealt(req: &PlanRequest, relaxed: &[&[u32]]) -> Option<Vec<Vec<u32>>> {
