@@ -96,10 +96,5 @@ pub(crate) fn relaxable(request: &PlanRequest) -> bool {
             .all(|vm| {
                 super::memory::split(vm, threads.iter().copied()) != super::memory::Split::Uncounted
             });
-    threads.len() > 1
-        && !request.vms.iter().any(|v| v.running)
-        && request.order != super::Order::Compact
-        && request.max_moves.is_none()
-        && per_class::uncounted_memory(request).is_empty()
-        && memory_stays
+    threads.len() > 1 && per_class::counted_alike(request) && memory_stays
 }

@@ -3,7 +3,7 @@
 //!
 //! Once the per-class model holds objectives 1–5 with every VM placed, each
 //! on its fewest cores, a VM takes at least one L3 domain where some domain
-//! holds it whole, else at least two: their sum ([`fewest_domains`]) bounds
+//! holds it whole, else at least two: their sum ([`Restriction::domains`]) bounds
 //! objective 6. Where objective 6 is held there, what is left of objective
 //! 7 is which VMs (or halves of VMs) share a domain and on which of its
 //! classes each takes its cores: a VM that needs an odd count of CPUs can
@@ -23,7 +23,7 @@
 //! (every VM on its fewest cores and domains, the cores of the
 //! NIC-preferring VMs off their NICs' nodes no more than held), and each
 //! plan of this model is one of the host's at those optima: its proven
-//! optimum is the host's objective 7 ([`restricted`]), and any of its plans
+//! optimum is the host's objective 7 ([`Restriction::solve`]), and any of its plans
 //! meets objective 6's bound.
 
 use super::super::backend::Model;
@@ -35,7 +35,7 @@ use crate::deadline::Deadline;
 use crate::ids::{CoreId, NodeId};
 use crate::solve::classes::{self, Class, Domain};
 use crate::solve::memory::Split;
-use crate::solve::{EmulatorPolicy, NumaPolicy, Order, Placement, PlanRequest, Tier, VmRequest};
+use crate::solve::{EmulatorPolicy, NumaPolicy, Placement, PlanRequest, Tier, VmRequest};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The most patterns over all domain groups; beyond it the model declines.
@@ -52,147 +52,153 @@ pub(super) fn applies(request: &PlanRequest, classes: &[Class]) -> bool {
         .iter()
         .all(|c| *node_of.entry(c.domain).or_insert(c.node) == c.node);
     one_node
-        && request.order != Order::Compact
-        && request.max_moves.is_none()
-        && super::program::uncounted_memory(request).is_empty()
-        && request
-            .vms
-            .iter()
-            .all(|vm| !vm.running && vm.cell_nodes.is_empty())
+        && super::counted_alike(request)
+        && request.vms.iter().all(|vm| vm.cell_nodes.is_empty())
 }
 
-/// The L3 domains over all VMs where each sits in its fewest (one where a
-/// domain holds it whole, else two); `None` where the model declines (see
-/// [`applies`]; a VM that needs more than two domains or fits nowhere).
-pub(super) fn fewest_domains(request: &PlanRequest, classes: &[Class]) -> Option<u32> {
-    if !applies(request, classes) {
-        return None;
-    }
-    let host = Host::new(classes)?;
-    let kinds = kinds(request, &host)?;
-    Some(kinds.iter().map(|k| k.domains() * k.count()).sum())
+/// The host and the VMs as this model sees them, built once per solve.
+pub(super) struct Restriction {
+    host: Host,
+    kinds: Vec<Kind>,
 }
 
-/// The optimum of objective 7 over the plans that place every VM of
-/// `request`, each on its fewest cores and L3 domains ([`fewest_domains`]),
-/// with at most `nic_remote` cores of NIC-preferring VMs off their NICs'
-/// nodes — a placement of the host, proven or not; `None` where the model
-/// declines (see [`fewest_domains`]; too many patterns) or has no point by
-/// `deadline`.
-pub(super) fn restricted(
-    request: &PlanRequest,
-    classes: &[Class],
-    nic_remote: f64,
-    deadline: Deadline,
-) -> Option<Placement> {
-    if !applies(request, classes) {
-        return None;
-    }
-    let host = Host::new(classes)?;
-    let kinds = kinds(request, &host)?;
-    let mut patterns: Vec<Vec<Pattern>> = Vec::new();
-    let mut total = 0;
-    for group in &host.groups {
-        let found = patterns_of(&host.threads, &kinds, group, MOST_PATTERNS - total)?;
-        total += found.len();
-        patterns.push(found);
-    }
-    let mut m = Model::default();
-    let mut memory = MemoryRows::new(request);
-    let mut x: Vec<Vec<Var>> = Vec::new();
-    let mut partial = Expr::default();
-    let mut remote = Expr::default();
-    // Per (kind, zone, shape): the items of the patterns that hold it.
-    let mut items: BTreeMap<(usize, Zone, &[u32]), Expr> = BTreeMap::new();
-    for (group, found) in host.groups.iter().zip(&patterns) {
-        let most = group.domains.len() as f64;
-        let vars: Vec<Var> = found.iter().map(|_| m.int(most)).collect();
-        for (p, &v) in found.iter().zip(&vars) {
-            if !p.full {
-                partial += v;
-            }
-            if p.remote > 0 {
-                remote += f64::from(p.remote) * v;
-            }
-            for (k, shape) in &p.items {
-                let kind = &kinds[*k];
-                let zone = kind.zone(group.node);
-                *items.entry((*k, zone, shape.as_slice())).or_default() += v;
-                // Memory: a whole VM's on its node; a split's, where it
-                // stays on one node, with the split below; per core else.
-                let vm = kind.members[0];
-                match program::memory_split(&kind.vm, classes) {
-                    Split::Whole if kind.splits.is_empty() => memory.add(vm, group.node, 1.0, v),
-                    Split::PerCore(c) => {
-                        let cores: u32 = shape.iter().sum();
-                        memory.add(vm, group.node, f64::from(cores) / f64::from(c), v);
-                    }
-                    Split::Whole | Split::Uncounted => {}
-                }
-            }
+impl Restriction {
+    /// `None` where the model declines (see [`applies`]; a VM that needs
+    /// more than two domains or fits nowhere).
+    pub(super) fn new(request: &PlanRequest, classes: &[Class]) -> Option<Restriction> {
+        if !applies(request, classes) {
+            return None;
         }
-        m.le(vars.iter().copied().sum::<Expr>(), most);
-        x.push(vars);
+        let host = Host::new(classes)?;
+        let kinds = kinds(request, classes, &host)?;
+        Some(Restriction { host, kinds })
     }
-    // Every VM placed once: whole, or as the two pieces of a split.
-    let mut splits: Vec<BTreeMap<(Zone, usize), Var>> = Vec::new();
-    for (k, kind) in kinds.iter().enumerate() {
-        let count = kind.count() as f64;
-        let mut chosen = BTreeMap::new();
-        if kind.splits.is_empty() {
-            let whole: Expr = items
-                .iter()
-                .filter(|((kk, _, _), _)| *kk == k)
-                .map(|(_, e)| e.clone())
-                .sum();
-            m.eq(whole, count);
-        } else {
-            for &zone in &kind.zones(&host) {
-                let mut per_shape: BTreeMap<&[u32], Expr> = BTreeMap::new();
-                for (s, (a, b)) in kind.splits.iter().enumerate() {
-                    let y = m.int(count);
-                    chosen.insert((zone, s), y);
-                    if let (Some(node), Split::Whole) =
-                        (zone, program::memory_split(&kind.vm, classes))
-                    {
-                        memory.add(kind.members[0], node, 1.0, y);
-                    }
-                    *per_shape.entry(a.as_slice()).or_default() += y;
-                    *per_shape.entry(b.as_slice()).or_default() += y;
+
+    /// The L3 domains over all VMs where each sits in its fewest (one where
+    /// a domain holds it whole, else two).
+    pub(super) fn domains(&self) -> u32 {
+        self.kinds.iter().map(|k| k.domains() * k.count()).sum()
+    }
+
+    /// The optimum of objective 7 over the plans that place every VM of
+    /// `request`, each on its fewest cores and L3 domains
+    /// ([`Restriction::domains`]), with at most `nic_remote` cores of
+    /// NIC-preferring VMs off their NICs' nodes — a placement of the host,
+    /// proven or not; `None` past the patterns' limit or with no point by
+    /// `deadline`.
+    pub(super) fn solve(
+        &self,
+        request: &PlanRequest,
+        classes: &[Class],
+        nic_remote: f64,
+        deadline: Deadline,
+    ) -> Option<Placement> {
+        let Restriction { host, kinds } = self;
+        let kinds = kinds.as_slice();
+        let mut patterns: Vec<Vec<Pattern>> = Vec::new();
+        let mut total = 0;
+        for group in &host.groups {
+            let found = patterns_of(&host.threads, kinds, group, MOST_PATTERNS - total)?;
+            total += found.len();
+            patterns.push(found);
+        }
+        let mut m = Model::default();
+        let mut memory = MemoryRows::new(request);
+        let mut x: Vec<Vec<Var>> = Vec::new();
+        let mut partial = Expr::default();
+        let mut remote = Expr::default();
+        // Per (kind, zone, shape): the items of the patterns that hold it.
+        let mut items: BTreeMap<(usize, Zone, &[u32]), Expr> = BTreeMap::new();
+        for (group, found) in host.groups.iter().zip(&patterns) {
+            let most = group.domains.len() as f64;
+            let vars: Vec<Var> = found.iter().map(|_| m.int(most)).collect();
+            for (p, &v) in found.iter().zip(&vars) {
+                if !p.full {
+                    partial += v;
                 }
-                for (shape, used) in per_shape {
-                    let pieces = items.get(&(k, zone, shape)).cloned().unwrap_or_default();
-                    m.eq(pieces, used);
+                if p.remote > 0 {
+                    remote += f64::from(p.remote) * v;
+                }
+                for (k, shape) in &p.items {
+                    let kind = &kinds[*k];
+                    let zone = kind.zone(group.node);
+                    *items.entry((*k, zone, shape.as_slice())).or_default() += v;
+                    // Memory: a whole VM's on its node; a split's, where it
+                    // stays on one node, with the split below; per core else.
+                    let vm = kind.members[0];
+                    match kind.memory {
+                        Split::Whole if kind.splits.is_empty() => {
+                            memory.add(vm, group.node, 1.0, v)
+                        }
+                        Split::PerCore(c) => {
+                            let cores: u32 = shape.iter().sum();
+                            memory.add(vm, group.node, f64::from(cores) / f64::from(c), v);
+                        }
+                        Split::Whole | Split::Uncounted => {}
+                    }
                 }
             }
-            m.eq(chosen.values().copied().sum::<Expr>(), count);
+            m.le(vars.iter().copied().sum::<Expr>(), most);
+            x.push(vars);
         }
-        splits.push(chosen);
+        // Every VM placed once: whole, or as the two pieces of a split.
+        let mut splits: Vec<BTreeMap<(Zone, usize), Var>> = Vec::new();
+        for (k, kind) in kinds.iter().enumerate() {
+            let count = kind.count() as f64;
+            let mut chosen = BTreeMap::new();
+            if kind.splits.is_empty() {
+                let whole: Expr = items
+                    .iter()
+                    .filter(|((kk, _, _), _)| *kk == k)
+                    .map(|(_, e)| e.clone())
+                    .sum();
+                m.eq(whole, count);
+            } else {
+                for &zone in &kind.zones(host) {
+                    let mut per_shape: BTreeMap<&[u32], Expr> = BTreeMap::new();
+                    for (s, (a, b)) in kind.splits.iter().enumerate() {
+                        let y = m.int(count);
+                        chosen.insert((zone, s), y);
+                        if let (Some(node), Split::Whole) = (zone, kind.memory) {
+                            memory.add(kind.members[0], node, 1.0, y);
+                        }
+                        *per_shape.entry(a.as_slice()).or_default() += y;
+                        *per_shape.entry(b.as_slice()).or_default() += y;
+                    }
+                    for (shape, used) in per_shape {
+                        let pieces = items.get(&(k, zone, shape)).cloned().unwrap_or_default();
+                        m.eq(pieces, used);
+                    }
+                }
+                m.eq(chosen.values().copied().sum::<Expr>(), count);
+            }
+            splits.push(chosen);
+        }
+        m.le(remote, nic_remote);
+        memory.bound(&mut m);
+        let tiers = vec![(Tier::PartialL3, partial)];
+        let solved = lexicographic(
+            &mut m,
+            &tiers,
+            &[],
+            deadline,
+            &mut Plain,
+            "ilp fewest domains",
+        );
+        let values = solved.values?;
+        let laid = Laid {
+            classes,
+            host,
+            kinds,
+            values: &values,
+        };
+        let cores = laid.out(&patterns, &x, &splits)?;
+        Some(Placement {
+            cores,
+            proven: solved.proven,
+            fault: solved.fault,
+        })
     }
-    m.le(remote, nic_remote);
-    memory.bound(&mut m);
-    let tiers = vec![(Tier::PartialL3, partial)];
-    let solved = lexicographic(
-        &mut m,
-        &tiers,
-        &[],
-        deadline,
-        &mut Plain,
-        "ilp fewest domains",
-    );
-    let values = solved.values?;
-    let laid = Laid {
-        classes,
-        host: &host,
-        kinds: &kinds,
-        values: &values,
-    };
-    let cores = laid.out(&patterns, &x, &splits)?;
-    Some(Placement {
-        cores,
-        proven: solved.proven,
-        fault: solved.fault,
-    })
 }
 
 /// The loop's plain rules: no bound, the whole time.
@@ -281,6 +287,8 @@ struct Kind {
     /// Where no domain holds it whole: its splits, two pieces each (cores
     /// per thread count), the smaller piece first.
     splits: Vec<(Vec<u32>, Vec<u32>)>,
+    /// How its memory goes to nodes, as the per-class model counts it.
+    memory: Split,
 }
 
 impl Kind {
@@ -314,7 +322,7 @@ impl Kind {
 
 /// The kinds of `request`'s VMs; `None` where a VM needs more than two
 /// domains (or fits nowhere).
-fn kinds(request: &PlanRequest, host: &Host) -> Option<Vec<Kind>> {
+fn kinds(request: &PlanRequest, classes: &[Class], host: &Host) -> Option<Vec<Kind>> {
     type Key = (
         (u32, bool, u32),
         &'static str,
@@ -369,6 +377,7 @@ fn kinds(request: &PlanRequest, host: &Host) -> Option<Vec<Kind>> {
             };
             Some(Kind {
                 members,
+                memory: program::memory_split(&vm, classes),
                 vm,
                 fewest,
                 splits,
@@ -673,7 +682,8 @@ mod tests {
     fn solved(req: &PlanRequest) -> (Vec<Vec<u32>>, u32) {
         let classes = classes::classes(&classes::free_cores(req));
         let far = Deadline::after(std::time::Duration::from_secs(30));
-        let p = restricted(req, &classes, 0.0, far).unwrap();
+        let model = Restriction::new(req, &classes).unwrap();
+        let p = model.solve(req, &classes, 0.0, far).unwrap();
         assert!(p.proven);
         let cores = p
             .cores
@@ -713,7 +723,10 @@ mod tests {
     fn a_vm_of_two_domains_is_split_over_them() {
         let req = request(&[12, 2]);
         let classes = classes::classes(&classes::free_cores(&req));
-        assert_eq!(fewest_domains(&req, &classes), Some(3));
+        assert_eq!(
+            Restriction::new(&req, &classes).map(|r| r.domains()),
+            Some(3)
+        );
         let (cores, partial) = solved(&req);
         assert_eq!(cores[0].len(), 6);
         assert!(!cores[0].contains(&3));
@@ -726,7 +739,7 @@ mod tests {
     fn a_vm_over_three_domains_is_declined() {
         let req = request(&[18]);
         let classes = classes::classes(&classes::free_cores(&req));
-        assert_eq!(fewest_domains(&req, &classes), None);
+        assert!(Restriction::new(&req, &classes).is_none());
     }
 
     /// A VM that must touch a set of nodes is left to the per-class model.

@@ -26,9 +26,20 @@ use crate::plan::Objective;
 use crate::solve::classes::{Class, Domain};
 use crate::solve::ExactError;
 use crate::solve::{Placement, PlanRequest, Tier};
+use fewest_domains::Restriction;
 use program::{build, Program};
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// Whether nothing but the per-class model's own rules set `request`
+/// apart: no running VM, no compaction, no move ceiling, and the memory of
+/// every VM counted (the other models of a host count these alike).
+pub(crate) fn counted_alike(request: &PlanRequest) -> bool {
+    !request.vms.iter().any(|v| v.running)
+        && request.order != crate::solve::Order::Compact
+        && request.max_moves.is_none()
+        && uncounted_memory(request).is_empty()
+}
 
 /// The variable values of a concrete placement (a feasible start point).
 fn start_from(request: &PlanRequest, program: &Program, placement: &Placement) -> Vec<f64> {
@@ -320,18 +331,14 @@ pub fn place_bounded(
         let mut more: Vec<Vec<f64>> = solved.values.iter().cloned().collect();
         more.extend(candidates);
         let nic_remote = fewest_domains_held(&program, &rules);
-        let domains =
-            nic_remote.and_then(|_| fewest_domains::fewest_domains(request, &program.classes));
-        if let (Some(nic_remote), Some(domains)) = (nic_remote, domains) {
+        let model = nic_remote.and_then(|_| Restriction::new(request, &program.classes));
+        if let (Some(nic_remote), Some(model)) = (nic_remote, model) {
+            let domains = model.domains();
             rules.fewest_domains = Some((f64::from(domains), None));
             if !at_bounds(&program, &rules, after, &more) {
                 let budget = rules.budget(Tier::PartialL3, deadline.remaining()) / 2;
-                let found = fewest_domains::restricted(
-                    request,
-                    &program.classes,
-                    nic_remote,
-                    deadline.within(budget),
-                );
+                let within = deadline.within(budget);
+                let found = model.solve(request, &program.classes, nic_remote, within);
                 if let Some(p) = found {
                     if p.proven {
                         let partial = crate::solve::objective(request, &p).partial_l3_domains;
@@ -374,11 +381,11 @@ pub(crate) fn fewest_domains_for_tests(
     nic_remote: f64,
 ) -> Option<(f64, u32, Option<Placement>)> {
     let program = build(request);
-    let l3 = fewest_domains::fewest_domains(request, &program.classes)?;
+    let model = Restriction::new(request, &program.classes)?;
     let far = Deadline::after(Duration::from_secs(30));
     let fewest = program.bounds.get(&Tier::Cores).copied().unwrap_or(0.0);
-    let found = fewest_domains::restricted(request, &program.classes, nic_remote, far);
-    Some((fewest, l3, found))
+    let found = model.solve(request, &program.classes, nic_remote, far);
+    Some((fewest, model.domains(), found))
 }
 
 /// Whether every plan at the optima held so far places every VM, each on
