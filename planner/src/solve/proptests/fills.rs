@@ -234,6 +234,21 @@ fn the_search_alone_matches_the_oracle() {
             (Tier::ExtraNodes, f64::from(o.extra_numa_nodes)),
             (Tier::NicRemote, 0.0),
         ]);
+        // With every VM placed, the models' lower bound of objective 6
+        // (each VM's fewest domains and, on a full host, the parts of VMs
+        // and domains) is one.
+        let placed: u32 = o.placed_by_priority.iter().map(|&(_, n)| n).sum();
+        let bound = agg::bounds_for_tests(&req, &held)
+            .get(&Tier::L3PerVm)
+            .copied()
+            .unwrap_or(0.0);
+        prop_assert!(
+            placed as usize != req.vms.len() || bound <= f64::from(o.vm_l3_domains) + 1e-6,
+            "objective 6's bound {} above the oracle's {} on {}",
+            bound,
+            o.vm_l3_domains,
+            host.description()
+        );
         for floor in [false, true] {
             let Some(found) = agg::search_alone(&req, &held, floor) else {
                 return Ok(());

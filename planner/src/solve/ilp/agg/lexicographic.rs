@@ -9,6 +9,7 @@ use super::super::groups::subset_sum;
 use super::super::lexicographic::{lexicographic as one_loop, Rules};
 use super::super::tiers::{in_order, Tiers};
 use super::super::TRACE;
+use super::full_host;
 use super::host::{Host, Vms};
 use super::Stats;
 use crate::deadline::Deadline;
@@ -124,7 +125,9 @@ pub(super) fn lexicographic(
 }
 
 /// Lower bounds of objectives 6 (when every VM is placed: each VM's fewest
-/// domains) and 7 (1 when no set of whole domains holds the cores used).
+/// domains, and on a full host the parts its VMs and domains can form,
+/// [`full_host`]) and 7 (1 when no set of whole domains holds the cores
+/// used).
 pub(super) fn stage2_bounds(
     request: &PlanRequest,
     host: &Host,
@@ -134,7 +137,11 @@ pub(super) fn stage2_bounds(
 ) -> BTreeMap<Tier, f64> {
     let mut bounds = BTreeMap::new();
     if all_placed {
-        bounds.insert(Tier::L3PerVm, least_domains(request, host, vms, held));
+        let fewest = least_domains(request, host, vms, held);
+        let sizes: Vec<u32> = vms.each().map(|(_, c)| c).collect();
+        let caps: Vec<u32> = host.domain_caps().into_values().collect();
+        let full = full_host::least_domains(&sizes, &caps).map_or(0.0, f64::from);
+        bounds.insert(Tier::L3PerVm, fewest.max(full));
     }
     let partial = held
         .get(&Tier::Cores)

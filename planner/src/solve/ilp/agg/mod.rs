@@ -27,6 +27,7 @@ mod cell_patterns;
 mod cells;
 mod components;
 mod fills;
+mod full_host;
 mod host;
 mod layout;
 mod lexicographic;
