@@ -209,6 +209,72 @@ struct Part {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The most parts by brute force: every split of the VMs into parts
+    /// (each VM joins a part so far or starts one) and every way to give
+    /// each odd domain to a part; `None` when no split matches.
+    fn most_parts_by_brute_force(sizes: &[u32], s: u32, odd: &[u32]) -> Option<u32> {
+        fn splits(n: usize, at: usize, part_of: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
+            if at == n {
+                out.push(part_of.clone());
+                return;
+            }
+            let parts = part_of.iter().copied().max().map_or(0, |m| m + 1);
+            for p in 0..=parts {
+                part_of.push(p);
+                splits(n, at + 1, part_of, out);
+                part_of.pop();
+            }
+        }
+        let mut all = Vec::new();
+        splits(sizes.len(), 0, &mut Vec::new(), &mut all);
+        let mut best = None;
+        for part_of in all {
+            let parts = part_of.iter().copied().max().map_or(0, |m| m + 1);
+            // Each odd domain to one part: parts^odd ways.
+            let ways = parts.pow(u32::try_from(odd.len()).unwrap_or(0));
+            for mut way in 0..ways {
+                let mut want = vec![0u32; parts];
+                for &o in odd {
+                    want[way % parts] += o;
+                    way /= parts;
+                }
+                let mut have = vec![0u32; parts];
+                for (&size, &p) in sizes.iter().zip(&part_of) {
+                    have[p] += size;
+                }
+                if have.iter().zip(&want).all(|(h, w)| h % s == w % s) {
+                    let parts = u32::try_from(parts).unwrap_or(0);
+                    best = Some(best.map_or(parts, |b: u32| b.max(parts)));
+                    break;
+                }
+            }
+        }
+        best
+    }
+
+    proptest! {
+        /// The count (which tries only parts with no smaller set adding up
+        /// to 0) against every split, on up to 7 VMs and 2 odd domains.
+        #[test]
+        fn the_most_parts_are_those_of_every_split(
+            s in 2u32..=9,
+            sizes in prop::collection::vec(1u32..=20, 1..=7),
+            odd in prop::collection::vec(1u32..=8, 0..=2),
+        ) {
+            let odd: Vec<u32> = odd.into_iter().map(|o| o % s).filter(|&o| o != 0).collect();
+            // Caps: odd domains of those residues and enough of `s` for a
+            // full host where the sizes allow it.
+            let total: u32 = sizes.iter().sum();
+            let of_odd: u32 = odd.iter().sum();
+            prop_assume!(total > of_odd && (total - of_odd).is_multiple_of(s));
+            let mut caps = odd.clone();
+            caps.extend(std::iter::repeat_n(s, ((total - of_odd) / s) as usize));
+            prop_assume!(commonest(&caps) == Some(s));
+            prop_assert_eq!(most_parts(&sizes, &caps), most_parts_by_brute_force(&sizes, s, &odd));
+        }
+    }
 
     /// Checked by hand.
     #[test]
