@@ -166,18 +166,21 @@ fn one(
     Ok(Some(stats.searched))
 }
 
-/// 256 cases of 2–5 VMs on hosts of 4–12 free cores, half of them using
+/// 512 cases of 2–5 VMs on hosts of 4–12 free cores, half of them using
 /// every free core. At least 3 in 4 must be compared, and the search must
-/// decide 3 at least of the full hosts and of the others (where the first
+/// decide one at least of the full hosts and of the others (where the first
 /// fits reach the bounds, the models end at once and the search does not
-/// run: it decided 1 in 8 of 1,000 cases).
+/// run: it decided 1 in 8 of 1,000 cases before objective 6's bound on a
+/// full host, and since then 1–7 of some 128 full hosts per 256 cases, 3–8
+/// of the others; `the_search_alone_matches_the_oracle` runs it on every
+/// case).
 #[test]
 fn hosts_full_or_not_match_the_oracle() {
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     let compared = AtomicUsize::new(0);
     let searched = [AtomicUsize::new(0), AtomicUsize::new(0)];
     let cases = [AtomicUsize::new(0), AtomicUsize::new(0)];
-    let mut runner = proptest::test_runner::TestRunner::new(config(256));
+    let mut runner = proptest::test_runner::TestRunner::new(config(512));
     let strategy = a_case();
     let result = runner.run(&strategy, |(host, wants, numa, full)| {
         if let Some(by_search) = one(&host, &wants, &numa, full)? {
@@ -191,11 +194,11 @@ fn hosts_full_or_not_match_the_oracle() {
         panic!("{e}");
     }
     let compared = compared.into_inner();
-    assert!(compared >= 192, "only {compared} of 256 cases compared");
+    assert!(compared >= 384, "only {compared} of 512 cases compared");
     for (full, (cases, searched)) in cases.into_iter().zip(searched).enumerate() {
         let (cases, searched) = (cases.into_inner(), searched.into_inner());
         assert!(
-            searched >= 3,
+            searched >= 1,
             "full = {full}: the search decided only {searched} of {cases} cases"
         );
     }

@@ -103,7 +103,10 @@ pub(super) fn node_patterns(
         let all_placed = placed_everything(stats, request);
         let mut more = stage2_bounds(request, host, vms, &held, all_placed);
         if all_placed {
-            more.insert(Tier::L3PerVm, np.least_pieces);
+            // Both bound it: the VMs' pieces on the nodes, and the parts of
+            // a full host (`stage2_bounds`).
+            let parts = more.get(&Tier::L3PerVm).copied().unwrap_or(0.0);
+            more.insert(Tier::L3PerVm, np.least_pieces.max(parts));
         }
         let partial = np.flows.iter().map(Flow::partial).sum();
         let rest: Tiers = vec![
