@@ -15,7 +15,8 @@
 //! [`Groups::lay_out`] lays it out. On a full node every group fills its
 //! domains exactly, and the cost is the domains less the most groups.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 /// Pieces this many or fewer on a node of several domains are grouped
 /// exactly; more, and the search declines (3^n pairs of a set and a part).
@@ -32,7 +33,20 @@ pub(super) type Cost = (u32, u32);
 /// The best grouping of a set of pieces (a bit mask) with the domains left:
 /// its cost, and the first group with the domains it takes (`None` where
 /// the domains cannot hold the pieces).
-type Memo = HashMap<(u32, Vec<u32>), Option<(Cost, u32, Vec<u32>)>>;
+/// Keyed by the mask followed by the domains left ([`memo_key`]).
+type Memo = FxHashMap<Counts, Option<(Cost, u32, Counts)>>;
+
+/// A few counts (domains of each value, pieces of each kind), inline: the
+/// searches make millions of them, each an allocation on the heap.
+pub(super) type Counts = SmallVec<[u32; 8]>;
+
+/// The memo's key of the pieces `mask` with the domains `left`.
+fn memo_key(mask: u32, left: &[u32]) -> Counts {
+    let mut key = Counts::with_capacity(left.len() + 1);
+    key.push(mask);
+    key.extend_from_slice(left);
+    key
+}
 
 /// Per piece, its cores in each domain: ((which value of the caps, which
 /// domain of that value), cores).
@@ -133,7 +147,7 @@ impl<'a> Groups<'a> {
             full,
             sums,
             sums_of_domains,
-            memo: Memo::new(),
+            memo: Memo::default(),
             too_many,
             steps: 0,
         }
@@ -158,12 +172,13 @@ impl<'a> Groups<'a> {
         if self.steps > MOST_STEPS {
             return None;
         }
-        if let Some(known) = self.memo.get(&(mask, left.to_vec())) {
+        let key = memo_key(mask, left);
+        if let Some(known) = self.memo.get(&key) {
             return known.as_ref().map(|&(c, _, _)| c);
         }
         let low = mask & mask.wrapping_neg();
         let rest = mask ^ low;
-        let mut best: Option<(Cost, u32, Vec<u32>)> = None;
+        let mut best: Option<(Cost, u32, Counts)> = None;
         let mut sub = rest;
         loop {
             let group = sub | low;
@@ -177,7 +192,7 @@ impl<'a> Groups<'a> {
             };
             for take in takes {
                 self.steps += 1;
-                let after: Vec<u32> = left.iter().zip(&take).map(|(l, t)| l - t).collect();
+                let after: Counts = left.iter().zip(&take).map(|(l, t)| l - t).collect();
                 let Some((domains, spare)) = self.best(mask ^ group, &after) else {
                     continue;
                 };
@@ -194,7 +209,7 @@ impl<'a> Groups<'a> {
             sub = (sub - 1) & rest;
         }
         let cost = best.as_ref().map(|&(c, _, _)| c);
-        self.memo.insert((mask, left.to_vec()), best);
+        self.memo.insert(key, best);
         cost
     }
 
@@ -221,7 +236,8 @@ impl<'a> Groups<'a> {
         let mut out = vec![Vec::new(); self.sizes.len()];
         let mut mask = self.all();
         while mask != 0 {
-            let Some(Some((_, group, take))) = self.memo.get(&(mask, left.clone())).cloned() else {
+            let Some(Some((_, group, take))) = self.memo.get(&memo_key(mask, &left)).cloned()
+            else {
                 break;
             };
             // Its domains largest first: the last, the smallest, is the one
@@ -268,14 +284,33 @@ impl<'a> Groups<'a> {
 /// largest first) that a group of `sum` cores may take: those of exactly
 /// `sum` cores when `exact`, else those that hold it and have none to spare
 /// (without a smallest of theirs, fewer than `sum`).
-fn takes(values: &[u32], left: &[u32], sum: u32, exact: bool) -> Vec<Vec<u32>> {
+fn takes(values: &[u32], left: &[u32], sum: u32, exact: bool) -> Vec<Counts> {
+    // Domains all alike (most nodes): one count or none, without the walk.
+    if let ([v], [l]) = (values, left) {
+        let v = (*v).max(1);
+        let t = if exact {
+            sum.is_multiple_of(v).then_some(sum / v)
+        } else {
+            Some(sum.div_ceil(v))
+        };
+        return t
+            .filter(|&t| sum > 0 && t <= *l)
+            .map(|t| Counts::from_slice(&[t]))
+            .into_iter()
+            .collect();
+    }
+    walk_takes(values, left, sum, exact)
+}
+
+/// [`takes`] by walking every count of each value.
+fn walk_takes(values: &[u32], left: &[u32], sum: u32, exact: bool) -> Vec<Counts> {
     struct Walk<'v> {
         values: &'v [u32],
         left: &'v [u32],
         sum: u32,
         exact: bool,
-        now: Vec<u32>,
-        out: Vec<Vec<u32>>,
+        now: Counts,
+        out: Vec<Counts>,
     }
     impl Walk<'_> {
         fn go(&mut self, k: usize, held: u32, smallest: u32) {
@@ -317,7 +352,7 @@ fn takes(values: &[u32], left: &[u32], sum: u32, exact: bool) -> Vec<Vec<u32>> {
         left,
         sum,
         exact,
-        now: Vec::new(),
+        now: Counts::new(),
         out: Vec::new(),
     };
     walk.go(0, 0, 0);
@@ -327,6 +362,7 @@ fn takes(values: &[u32], left: &[u32], sum: u32, exact: bool) -> Vec<Vec<u32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     /// Checked by hand. Full nodes: domains of 7, 8, 8, 8 with pieces 23,
     /// 4, 4: {23} on 7 + 8 + 8 and {4, 4} on 8, 4 domains less 2 groups;
@@ -368,6 +404,29 @@ mod tests {
     /// domains touched over the pieces are the pieces plus the first count,
     /// and the partly used domains are the second; on a full node every
     /// domain is filled.
+    /// Domains all alike take what the walk over every count takes.
+    #[test]
+    fn alike_domains_take_what_the_walk_takes() {
+        for v in 0..6 {
+            for l in 0..5 {
+                for sum in 0..30 {
+                    for exact in [false, true] {
+                        assert_eq!(
+                            takes(&[v], &[l], sum, exact),
+                            walk_takes(&[v], &[l], sum, exact),
+                            "value {v}, {l} left, sum {sum}, exact {exact}"
+                        );
+                    }
+                }
+            }
+        }
+        // And by hand: 13 cores take 4 domains of 4 (3 hold 12); exactly,
+        // none; 12 exactly, 3.
+        assert_eq!(takes(&[4], &[4], 13, false), [Counts::from_slice(&[4])]);
+        assert!(takes(&[4], &[4], 13, true).is_empty());
+        assert_eq!(takes(&[4], &[4], 12, true), [Counts::from_slice(&[3])]);
+    }
+
     #[test]
     fn the_layout_has_the_cost() {
         for (sizes, caps) in [

@@ -27,13 +27,14 @@
 //! 0 (no core off a NIC's node): its layout is the answer when it holds
 //! objectives 1–5 (checked), else the models decide.
 
-use super::components::{Caps, Cost, Costed, Groups};
+use super::components::{Caps, Cost, Costed, Counts, Groups};
 use super::host::{Host, Vms};
 use super::layout::Units;
 use crate::deadline::Deadline;
 use crate::ids::NodeId;
 use crate::solve::{NumaPolicy, PlanRequest, Tier};
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 
 /// Node contents the search may try before it gives up (about half a
 /// second here).
@@ -75,6 +76,8 @@ struct Kind {
 struct Node {
     cells: Vec<usize>,
     caps: Caps,
+    /// The first node with these caps: the key of their costs.
+    caps_id: u32,
     cores: u32,
     domains: u32,
 }
@@ -83,28 +86,27 @@ struct Node {
 #[derive(Clone, Debug, PartialEq)]
 struct Fill {
     /// Whole VMs: how many of each kind.
-    whole: Vec<u32>,
+    whole: Counts,
     /// The rest of the VM split before (its kind, cores).
     rest: Option<(usize, u32)>,
     /// The first piece of a VM split here (kind, cores here).
     first: Option<(usize, u32)>,
     /// Cores here of each VM with `numa = "spread"` ([`Search::spread`]).
-    spread: Vec<u32>,
+    spread: Counts,
     /// Its pieces, and their cost on the node.
     pieces: u32,
     cost: Cost,
 }
 
 impl Fill {
-    fn sizes(&self, kinds: &[Kind]) -> Vec<u32> {
-        let mut sizes: Vec<u32> = Vec::new();
+    /// Its pieces' cores, appended to `sizes`.
+    fn sizes(&self, kinds: &[Kind], sizes: &mut Vec<u32>) {
         for (k, &n) in self.whole.iter().enumerate() {
             sizes.extend(std::iter::repeat_n(kinds[k].cores, n as usize));
         }
         sizes.extend(self.rest.map(|(_, c)| c));
         sizes.extend(self.first.map(|(_, c)| c));
         sizes.extend(self.spread.iter().copied().filter(|&c| c > 0));
-        sizes
     }
 
     fn whole_only(&self) -> bool {
@@ -195,8 +197,10 @@ struct Search {
     /// The models' lower bounds of objectives 6–7: a layout there is
     /// optimal, and the search ends.
     floor: Value,
-    /// Costs known, by node domains and sorted pieces.
-    costs: HashMap<(Caps, Vec<u32>), Costed>,
+    /// Costs known, by the node's caps id followed by its sorted pieces.
+    costs: FxHashMap<Vec<u32>, Costed>,
+    /// The key being looked up (kept to spare an allocation per content).
+    key: Vec<u32>,
     /// Node contents tried, and how many it may.
     work: u64,
     budget: u64,
@@ -232,6 +236,7 @@ pub(super) fn search(
     // Objective 5 held at 0: no VM has a core off its NIC's node, which
     // the search keeps as a rule of where VMs may go.
     let near_nic = held_at(Tier::NicRemote).is_some_and(|r| r == 0.0);
+    let started = std::time::Instant::now();
     let mut s = Search::new(host, vms, (request, near_nic), extra as u32, deadline);
     s.full = cores == total;
     s.best = start;
@@ -240,7 +245,8 @@ pub(super) fn search(
     let units = s.better.take().map(|fills| s.units(host, &fills));
     tracing::debug!(
         target: super::super::TRACE,
-        "agg: search over the nodes' contents: {} contents tried, {}",
+        "agg: search over the nodes' contents: {:.1} ms, {} contents tried, {}",
+        started.elapsed().as_secs_f64() * 1e3,
         s.work,
         if s.stopped { "stopped" } else { "ended" }
     );
@@ -271,6 +277,7 @@ impl Search {
                 let node = Node {
                     cells: cells.clone(),
                     caps: by_cap.into_iter().map(|(c, n)| (c.0, n)).collect(),
+                    caps_id: 0,
                     cores: cells.iter().map(|&e| host.cells[e].cap()).sum(),
                     domains: u32::try_from(cells.len()).unwrap_or(u32::MAX),
                 };
@@ -335,7 +342,13 @@ impl Search {
             BUDGET_SPREAD
         };
         let mut by_order: Vec<Option<Node>> = nodes.drain(..).map(|(_, n)| Some(n)).collect();
-        let nodes: Vec<Node> = order.iter().filter_map(|&n| by_order[n].take()).collect();
+        let mut nodes: Vec<Node> = order.iter().filter_map(|&n| by_order[n].take()).collect();
+        for n in 0..nodes.len() {
+            let first = (0..n)
+                .find(|&m| nodes[m].caps == nodes[n].caps)
+                .unwrap_or(n);
+            nodes[n].caps_id = u32::try_from(first).unwrap_or(u32::MAX);
+        }
         let left = kinds
             .iter()
             .map(|k| u32::try_from(k.members.len()).unwrap_or(u32::MAX))
@@ -354,7 +367,8 @@ impl Search {
             best: (u32::MAX, u32::MAX),
             better: None,
             floor: (0, 0),
-            costs: HashMap::new(),
+            costs: FxHashMap::default(),
+            key: Vec::new(),
             work: 0,
             budget,
             deadline,
@@ -399,24 +413,28 @@ impl Search {
             }
             return;
         }
-        let mut fills = self.fills_of(n);
+        let fills = self.fills_of(n);
         if self.stopped {
             return;
         }
-        fills.sort_by_key(Fill::value);
-        for f in fills {
+        // Best first, in a stable order (the contents are sorted by index:
+        // moving them is most of the cost of sorting them).
+        let mut order: Vec<usize> = (0..fills.len()).collect();
+        order.sort_by_key(|&i| fills[i].value());
+        for i in order {
             if self.stopped || self.at_floor() {
                 return;
             }
+            let f = &fills[i];
             let v = f.value();
             let at = (so_far.0 + v.0, so_far.1 + v.1);
-            self.apply(&f, true);
+            self.apply(f, true);
             if self.least(n + 1, at) < self.best {
                 self.fills.push(f.clone());
                 self.go(n + 1, at);
                 self.fills.pop();
             }
-            self.apply(&f, false);
+            self.apply(f, false);
         }
     }
 
@@ -424,8 +442,7 @@ impl Search {
     /// on the nodes before (`u32::MAX` when the cores left do not fit).
     fn least(&self, n: usize, so_far: Value) -> Value {
         let room: u32 = self.nodes[n..].iter().map(|node| node.cores).sum();
-        let sizes = self.sizes_left();
-        let used: u32 = sizes.iter().sum();
+        let used: u32 = self.sizes_left().sum();
         if used > room {
             return (u32::MAX, u32::MAX);
         }
@@ -435,14 +452,14 @@ impl Search {
             .max()
             .unwrap_or(1)
             .max(1);
-        let pieces = u32::try_from(sizes.len()).unwrap_or(u32::MAX) + self.splits;
+        let pieces = u32::try_from(self.sizes_left().count()).unwrap_or(u32::MAX) + self.splits;
         // Each piece touches a domain per `largest` cores (a VM's two
         // pieces, as many as the VM whole at least).
-        let mut domains: u32 = sizes.iter().map(|&c| c.div_ceil(largest)).sum();
+        let mut domains: u32 = self.sizes_left().map(|c| c.div_ceil(largest)).sum();
         if self.full {
             // Pieces plus domains less components.
             let all: u32 = self.nodes[n..].iter().map(|node| node.domains).sum();
-            domains = domains.max((pieces + all).saturating_sub(self.upper_components(n, &sizes)));
+            domains = domains.max((pieces + all).saturating_sub(self.upper_components(n)));
         }
         // Free cores that no set of the domains left holds whole leave a
         // used domain partly used.
@@ -462,29 +479,29 @@ impl Search {
 
     /// Cores of the pieces left: whole VMs, the split VM's rest, and each
     /// spread VM's cores not on a node yet.
-    fn sizes_left(&self) -> Vec<u32> {
-        let mut sizes: Vec<u32> = Vec::new();
-        for (k, &l) in self.left.iter().enumerate() {
-            sizes.extend(std::iter::repeat_n(self.kinds[k].cores, l as usize));
-        }
-        sizes.extend(self.pending.map(|(_, c)| c));
+    fn sizes_left(&self) -> impl Iterator<Item = u32> + '_ {
+        let whole = self
+            .left
+            .iter()
+            .zip(&self.kinds)
+            .flat_map(|(&l, kind)| std::iter::repeat_n(kind.cores, l as usize));
         // A spread VM's cores left: one piece at least (more pieces touch
         // no fewer domains, and add no more parts than pieces).
-        sizes.extend(self.spread.iter().map(|v| v.left).filter(|&c| c > 0));
-        sizes
+        let spread = self.spread.iter().map(|v| v.left).filter(|&c| c > 0);
+        whole.chain(self.pending.map(|(_, c)| c)).chain(spread)
     }
 
-    /// The most components the pieces `sizes` can make on full nodes `n`
-    /// on: one per domain at most, one per piece, and what their cores
+    /// The most components the pieces left ([`Search::sizes_left`]) can
+    /// make on full nodes `n` on: one per domain at most, one per piece, and what their cores
     /// allow. With `d` the free cores of most domains left, a component on
     /// none of the `s` others has cores a multiple of `d`, so it holds a
     /// piece of a multiple of `d` cores (`z` such pieces), or two pieces
     /// whose rests add up to `d` (`pairs` at most), or three other pieces at
     /// least. A split adds a piece of unknown cores: one more.
-    fn upper_components(&self, n: usize, sizes: &[u32]) -> u32 {
+    fn upper_components(&self, n: usize) -> u32 {
         let caps = &self.after[n].caps;
         let domains: u32 = caps.values().sum();
-        let pieces = u32::try_from(sizes.len()).unwrap_or(u32::MAX) + self.splits;
+        let pieces = u32::try_from(self.sizes_left().count()).unwrap_or(u32::MAX) + self.splits;
         let Some((&d, _)) = caps.iter().max_by_key(|&(&v, &c)| (c, v)) else {
             return 0;
         };
@@ -494,7 +511,7 @@ impl Search {
             .map(|(_, &c)| c)
             .sum();
         let mut rests = vec![0u32; d as usize];
-        for &c in sizes {
+        for c in self.sizes_left() {
             rests[(c % d) as usize] += 1;
         }
         let z = rests[0];
@@ -591,7 +608,7 @@ impl Search {
                     }
                     let free = free - spread.iter().sum::<u32>();
                     let fill = |first| Fill {
-                        whole: whole.to_vec(),
+                        whole: Counts::from_slice(whole),
                         rest,
                         first,
                         spread: spread.clone(),
@@ -630,8 +647,9 @@ impl Search {
             self.stopped = true;
             return Vec::new();
         }
-        let mut costed = Vec::with_capacity(out.len());
-        for mut f in out {
+        // The contents the node holds, kept in place and in order.
+        let mut kept = 0;
+        for i in 0..out.len() {
             self.work += 1;
             if (self.work.is_multiple_of(256) && self.deadline.is_past()) || self.spent() {
                 self.stopped = true;
@@ -639,14 +657,15 @@ impl Search {
             if self.stopped {
                 return Vec::new();
             }
-            let sizes = f.sizes(&self.kinds);
-            if let Some(cost) = self.cost(n, &sizes) {
-                f.pieces = u32::try_from(sizes.len()).unwrap_or(u32::MAX);
-                f.cost = cost;
-                costed.push(f);
+            if let Some((pieces, cost)) = self.cost(n, &out[i]) {
+                out[i].pieces = pieces;
+                out[i].cost = cost;
+                out.swap(kept, i);
+                kept += 1;
             }
         }
-        costed
+        out.truncate(kept);
+        out
     }
 
     /// The cores on node `n` of each spread VM, every way within `free` (a
@@ -654,13 +673,13 @@ impl Search {
     /// counts as a content tried; `None`, and the search stops, past the
     /// budget, the deadline or [`MOST_FILLS`] ways: a list cut short would
     /// not be every way.
-    fn spread_pieces(&mut self, n: usize, free: u32, rule: Ways) -> Option<Vec<Vec<u32>>> {
+    fn spread_pieces(&mut self, n: usize, free: u32, rule: Ways) -> Option<Vec<Counts>> {
         struct Walk<'s> {
             spread: &'s [Spread],
             n: usize,
             rule: Ways,
-            now: Vec<u32>,
-            out: Vec<Vec<u32>>,
+            now: Counts,
+            out: Vec<Counts>,
             cut: bool,
         }
         impl Walk<'_> {
@@ -700,7 +719,7 @@ impl Search {
             spread: &self.spread,
             n,
             rule,
-            now: Vec::new(),
+            now: Counts::new(),
             out: Vec::new(),
             cut: false,
         };
@@ -748,24 +767,29 @@ impl Search {
         whole[k] = 0;
     }
 
-    /// The cost of node `n` holding pieces `sizes` (`None`: the node does
-    /// not hold them, or the grouping gave up, which stops the search).
-    fn cost(&mut self, n: usize, sizes: &[u32]) -> Option<Cost> {
-        let mut sorted = sizes.to_vec();
-        sorted.sort_unstable();
-        let key = (self.nodes[n].caps.clone(), sorted);
-        let costed = match self.costs.get(&key) {
+    /// The pieces of node `n` holding `fill`, and their cost (`None`: the
+    /// node does not hold them, or the grouping gave up, which stops the
+    /// search).
+    fn cost(&mut self, n: usize, fill: &Fill) -> Option<(u32, Cost)> {
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        key.push(self.nodes[n].caps_id);
+        fill.sizes(&self.kinds, &mut key);
+        key[1..].sort_unstable();
+        let pieces = u32::try_from(key.len() - 1).unwrap_or(u32::MAX);
+        let costed = match self.costs.get(&key[..]) {
             Some(&c) => c,
             None => {
-                let (c, steps) = super::components::cost(&key.1, &key.0);
+                let (c, steps) = super::components::cost(&key[1..], &self.nodes[n].caps);
                 // A step of the grouping costs about what a content does.
                 self.work += steps;
-                self.costs.insert(key, c);
+                self.costs.insert(key.clone(), c);
                 c
             }
         };
+        self.key = key;
         match costed {
-            Costed::Least(c) => Some(c),
+            Costed::Least(c) => Some((pieces, c)),
             Costed::Unheld => None,
             Costed::GaveUp => {
                 self.stopped = true;
