@@ -33,19 +33,116 @@ pub(super) type Cost = (u32, u32);
 /// The best grouping of a set of pieces (a bit mask) with the domains left:
 /// its cost, and the first group with the domains it takes (`None` where
 /// the domains cannot hold the pieces).
-/// Keyed by the mask followed by the domains left ([`memo_key`]).
-type Memo = FxHashMap<Counts, Option<(Cost, u32, Counts)>>;
+type Memo = FxHashMap<Key, Option<(Cost, u32, Counts)>>;
 
 /// A few counts (domains of each value, pieces of each kind), inline: the
 /// searches make millions of them, each an allocation on the heap.
 pub(super) type Counts = SmallVec<[u32; 8]>;
 
-/// The memo's key of the pieces `mask` with the domains `left`.
-fn memo_key(mask: u32, left: &[u32]) -> Counts {
-    let mut key = Counts::with_capacity(left.len() + 1);
-    key.push(mask);
-    key.extend_from_slice(left);
-    key
+/// The memo's key: a set of pieces (a mask) and the domains left.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Key {
+    /// In one word: the mask, each count in a byte, and how many counts
+    /// (most nodes).
+    Packed(u64),
+    /// The mask followed by the counts.
+    Long(Counts),
+}
+
+impl Key {
+    fn new(mask: u32, left: &[u32]) -> Key {
+        // 16 bits, 5 bytes and 3 bits: 59 of 64.
+        if mask < 1 << 16 && left.len() <= 5 && left.iter().all(|&l| l < 1 << 8) {
+            let packed = left
+                .iter()
+                .fold(u64::from(mask), |key, &l| key << 8 | u64::from(l));
+            // The number of counts tells `[1]` from `[0, 1]`.
+            return Key::Packed(packed << 3 | left.len() as u64);
+        }
+        let mut key = Counts::with_capacity(left.len() + 1);
+        key.push(mask);
+        key.extend_from_slice(left);
+        Key::Long(key)
+    }
+}
+
+/// Sets of domains of a node with few ([`MOST_SETS`]) listed once: every
+/// count of each value up to the node's, in the order [`walk_takes`] lists
+/// them, and per core count a group may have, the sets that [`takes`] gives
+/// it with every domain left.
+struct Sets {
+    sets: Vec<Counts>,
+    by_sum: Vec<Vec<u32>>,
+}
+
+/// Sets of domains a node may have for [`Sets`]; more, and the walk lists
+/// them each time.
+const MOST_SETS: usize = 256;
+
+impl Sets {
+    fn new(values: &[u32], counts: &[u32], exact: bool) -> Option<Sets> {
+        let many = counts
+            .iter()
+            .try_fold(1usize, |n, &c| n.checked_mul(c as usize + 1))?;
+        if many > MOST_SETS {
+            return None;
+        }
+        let mut out = Sets {
+            sets: Vec::new(),
+            by_sum: Vec::new(),
+        };
+        let mut now: Counts = counts.iter().map(|_| 0).collect();
+        loop {
+            // The walk's rules, with its cores of a domain (1 at least).
+            let held: u32 = now.iter().zip(values).map(|(t, v)| t * v.max(&1)).sum();
+            let smallest = now
+                .iter()
+                .zip(values)
+                .rev()
+                .find(|(t, _)| **t > 0)
+                .map_or(0, |(_, v)| *v.max(&1));
+            if held > 0 {
+                let i = u32::try_from(out.sets.len()).ok()?;
+                // Exactly `held` cores, or any that needs the last domain.
+                let sums = if exact {
+                    held..=held
+                } else {
+                    held - smallest + 1..=held
+                };
+                if out.by_sum.len() <= held as usize {
+                    out.by_sum.resize(held as usize + 1, Vec::new());
+                }
+                for sum in sums {
+                    out.by_sum[sum as usize].push(i);
+                }
+                out.sets.push(now.clone());
+            }
+            // The next count, the last value's fastest (the walk's order).
+            let Some(k) = (0..now.len()).rev().find(|&k| now[k] < counts[k]) else {
+                break;
+            };
+            now[k] += 1;
+            for later in &mut now[k + 1..] {
+                *later = 0;
+            }
+        }
+        Some(out)
+    }
+
+    /// The sets for a group of `sum` cores among the domains `left`
+    /// (indexes into [`Sets::sets`]).
+    fn takes(&self, left: &[u32], sum: u32) -> SmallVec<[u32; 8]> {
+        let Some(list) = self.by_sum.get(sum as usize) else {
+            return SmallVec::new();
+        };
+        list.iter()
+            .copied()
+            .filter(|&i| {
+                let set = &self.sets[i as usize];
+                set.iter().zip(left).all(|(t, l)| t <= l)
+            })
+            .collect()
+    }
 }
 
 /// Per piece, its cores in each domain: ((which value of the caps, which
@@ -105,6 +202,8 @@ pub(super) struct Groups<'a> {
     /// Which core counts some set of the domains has (for `full`).
     sums_of_domains: Vec<bool>,
     memo: Memo,
+    /// The node's sets of domains listed once, where they are few.
+    sets: Option<Sets>,
     /// More pieces than [`MOST_PIECES`] on several domains: nothing known.
     too_many: bool,
     steps: u64,
@@ -147,6 +246,13 @@ impl<'a> Groups<'a> {
             full,
             sums,
             sums_of_domains,
+            sets: (!too_many && n > 0)
+                .then(|| {
+                    let counts: Vec<u32> = caps.iter().map(|&(_, c)| c).collect();
+                    let values: Vec<u32> = caps.iter().map(|&(v, _)| v).collect();
+                    Sets::new(&values, &counts, full)
+                })
+                .flatten(),
             memo: Memo::default(),
             too_many,
             steps: 0,
@@ -172,7 +278,7 @@ impl<'a> Groups<'a> {
         if self.steps > MOST_STEPS {
             return None;
         }
-        let key = memo_key(mask, left);
+        let key = Key::new(mask, left);
         if let Some(known) = self.memo.get(&key) {
             return known.as_ref().map(|&(c, _, _)| c);
         }
@@ -185,10 +291,14 @@ impl<'a> Groups<'a> {
             let sum = self.sums[group as usize];
             // On a full node most sets of pieces fill no set of domains.
             let possible = !self.full || self.sums_of_domains.get(sum as usize) == Some(&true);
-            let takes = if possible {
-                takes(&self.values, left, sum, self.full)
-            } else {
-                Vec::new()
+            let takes: SmallVec<[Counts; 4]> = match &self.sets {
+                _ if !possible => SmallVec::new(),
+                Some(sets) => sets
+                    .takes(left, sum)
+                    .iter()
+                    .map(|&i| sets.sets[i as usize].clone())
+                    .collect(),
+                None => SmallVec::from_vec(takes(&self.values, left, sum, self.full)),
             };
             for take in takes {
                 self.steps += 1;
@@ -236,7 +346,7 @@ impl<'a> Groups<'a> {
         let mut out = vec![Vec::new(); self.sizes.len()];
         let mut mask = self.all();
         while mask != 0 {
-            let Some(Some((_, group, take))) = self.memo.get(&memo_key(mask, &left)).cloned()
+            let Some(Some((_, group, take))) = self.memo.get(&Key::new(mask, &left)).cloned()
             else {
                 break;
             };
@@ -404,6 +514,86 @@ mod tests {
     /// domains touched over the pieces are the pieces plus the first count,
     /// and the partly used domains are the second; on a full node every
     /// domain is filled.
+    /// The sets listed once give what the walk gives, in its order: every
+    /// node of up to three values (largest first) of up to three domains
+    /// each, every count left, every group's cores, exact or not.
+    #[test]
+    fn sets_listed_once_take_what_the_walk_takes() {
+        let mut checked = 0;
+        for a in 1..=7u32 {
+            for b in 0..a {
+                for c in 0..b.max(1) {
+                    let values: Vec<u32> = [a, b, c].into_iter().filter(|&v| v > 0).collect();
+                    let many = values.len();
+                    for counts in 0..4u32.pow(many as u32) {
+                        let counts: Vec<u32> =
+                            (0..many).map(|k| counts / 4u32.pow(k as u32) % 4).collect();
+                        let total: u32 = values.iter().zip(&counts).map(|(v, c)| v * c).sum();
+                        for exact in [false, true] {
+                            let sets = Sets::new(&values, &counts, exact).unwrap();
+                            let lefts = counts.iter().map(|&c| c + 1).product::<u32>();
+                            for left in 0..lefts {
+                                let mut rest = left;
+                                let left: Vec<u32> = counts
+                                    .iter()
+                                    .map(|&c| {
+                                        let l = rest % (c + 1);
+                                        rest /= c + 1;
+                                        l
+                                    })
+                                    .collect();
+                                for sum in 0..=total + 2 {
+                                    let listed: Vec<Counts> = sets
+                                        .takes(&left, sum)
+                                        .iter()
+                                        .map(|&i| sets.sets[i as usize].clone())
+                                        .collect();
+                                    assert_eq!(
+                                        listed,
+                                        walk_takes(&values, &left, sum, exact),
+                                        "values {values:?}, counts {counts:?}, left {left:?}, sum {sum}, exact {exact}"
+                                    );
+                                    checked += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000, "{checked}");
+        // More sets than MOST_SETS: none listed (the walk lists them).
+        assert!(Sets::new(&[4, 3], &[20, 20], true).is_none());
+    }
+
+    /// The memo's keys tell every set of pieces and domains left apart,
+    /// packed or not.
+    #[test]
+    fn memo_keys_are_one_per_mask_and_domains_left() {
+        let mut seen = std::collections::HashSet::new();
+        let mut made = 0;
+        for mask in [0u32, 1, 2, 255, 256, (1 << 16) - 1, 1 << 16] {
+            for left in [
+                &[][..],
+                &[0],
+                &[1],
+                &[0, 1],
+                &[1, 0],
+                &[255],
+                &[256],
+                &[0, 0, 0, 0, 1],
+                &[1, 0, 0, 0, 0],
+                &[0, 0, 0, 0, 0, 1],
+            ] {
+                seen.insert(Key::new(mask, left));
+                made += 1;
+            }
+        }
+        assert_eq!(seen.len(), made);
+        assert!(matches!(Key::new(3, &[1, 2]), Key::Packed(_)));
+        assert!(matches!(Key::new(3, &[256]), Key::Long(_)));
+    }
+
     /// Domains all alike take what the walk over every count takes.
     #[test]
     fn alike_domains_take_what_the_walk_takes() {

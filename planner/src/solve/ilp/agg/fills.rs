@@ -201,6 +201,9 @@ struct Search {
     costs: FxHashMap<Vec<u32>, Costed>,
     /// The key being looked up (kept to spare an allocation per content).
     key: Vec<u32>,
+    /// The spread VMs' ways on a node ([`Search::spread_pieces`]), kept
+    /// for the same reason.
+    ways: Vec<Counts>,
     /// Node contents tried, and how many it may.
     work: u64,
     budget: u64,
@@ -369,6 +372,7 @@ impl Search {
             floor: (0, 0),
             costs: FxHashMap::default(),
             key: Vec::new(),
+            ways: Vec::new(),
             work: 0,
             budget,
             deadline,
@@ -599,12 +603,13 @@ impl Search {
                     exact: full && !split_here,
                     last,
                 };
-                let Some(ways) = search.spread_pieces(n, free, rule) else {
-                    return;
-                };
-                for spread in ways {
+                // The ways' list is kept from call to call (an allocation
+                // per call was a tenth of the search).
+                let mut ways = std::mem::take(&mut search.ways);
+                let listed = search.spread_pieces(n, free, rule, &mut ways);
+                for spread in ways.iter().take_while(|_| listed) {
                     if out.len() > MOST_FILLS {
-                        return;
+                        break;
                     }
                     let free = free - spread.iter().sum::<u32>();
                     let fill = |first| Fill {
@@ -641,6 +646,7 @@ impl Search {
                         }
                     }
                 }
+                search.ways = ways;
             });
         }
         if out.len() > MOST_FILLS {
@@ -669,17 +675,17 @@ impl Search {
     }
 
     /// The cores on node `n` of each spread VM, every way within `free` (a
-    /// split VM's piece may take the rest) that `rule` allows. Each way
-    /// counts as a content tried; `None`, and the search stops, past the
-    /// budget, the deadline or [`MOST_FILLS`] ways: a list cut short would
-    /// not be every way.
-    fn spread_pieces(&mut self, n: usize, free: u32, rule: Ways) -> Option<Vec<Counts>> {
+    /// split VM's piece may take the rest) that `rule` allows, into `ways`.
+    /// Each way counts as a content tried; `false`, and the search stops,
+    /// past the budget, the deadline or [`MOST_FILLS`] ways: a list cut
+    /// short would not be every way.
+    fn spread_pieces(&mut self, n: usize, free: u32, rule: Ways, ways: &mut Vec<Counts>) -> bool {
         struct Walk<'s> {
             spread: &'s [Spread],
             n: usize,
             rule: Ways,
             now: Counts,
-            out: Vec<Counts>,
+            out: &'s mut Vec<Counts>,
             cut: bool,
         }
         impl Walk<'_> {
@@ -715,21 +721,23 @@ impl Search {
                 }
             }
         }
+        ways.clear();
         let mut walk = Walk {
             spread: &self.spread,
             n,
             rule,
             now: Counts::new(),
-            out: Vec::new(),
+            out: ways,
             cut: false,
         };
         walk.go(free);
-        self.work += walk.out.len() as u64;
-        if walk.cut || self.spent() || self.deadline.is_past() {
+        let cut = walk.cut;
+        self.work += ways.len() as u64;
+        if cut || self.spent() || self.deadline.is_past() {
             self.stopped = true;
-            return None;
+            return false;
         }
-        Some(walk.out)
+        true
     }
 
     /// Whole VMs of kinds `k` on for node `n` within `room` cores; `found`
