@@ -141,6 +141,10 @@ struct Spread {
 /// The domains of the nodes from each on (the bounds read them at every
 /// content tried).
 struct After {
+    /// Free cores, the most of one domain (1 at least) and domains.
+    room: u32,
+    largest: u32,
+    domains: u32,
     /// Domains by free cores: how many.
     caps: BTreeMap<u32, u32>,
     /// Per number of free cores, whether some of the domains hold exactly
@@ -152,6 +156,9 @@ impl After {
     /// Per node `n` (and one past the last), the domains of nodes `n..`.
     fn of(nodes: &[Node]) -> Vec<After> {
         let mut out = vec![After {
+            room: 0,
+            largest: 1,
+            domains: 0,
             caps: BTreeMap::new(),
             sums: vec![true],
         }];
@@ -171,7 +178,16 @@ impl After {
                     sums = more;
                 }
             }
-            out.push(After { caps, sums });
+            let before = out.last();
+            out.push(After {
+                room: before.map_or(0, |a| a.room) + node.cores,
+                largest: before
+                    .map_or(1, |a| a.largest)
+                    .max(node.caps.first().map_or(1, |c| c.0)),
+                domains: before.map_or(0, |a| a.domains) + node.domains,
+                caps,
+                sums,
+            });
         }
         out.reverse();
         out
@@ -191,6 +207,10 @@ struct Search {
     /// Every free core is used: nodes are filled exactly.
     full: bool,
     fills: Vec<Fill>,
+    /// Per node, whether it is alike the node before ([`Search::alike_nodes`]).
+    alike: Vec<bool>,
+    /// Per node, its contents and their order, kept for the next visit.
+    lists: Vec<(Vec<Fill>, Vec<usize>)>,
     /// The best value known (the start's), and a better answer's fills.
     best: Value,
     better: Option<Vec<Fill>>,
@@ -357,8 +377,11 @@ impl Search {
             .map(|k| u32::try_from(k.members.len()).unwrap_or(u32::MAX))
             .collect();
         let after = After::of(&nodes);
-        Search {
+        let count = nodes.len();
+        let mut search = Search {
             after,
+            alike: vec![false; count],
+            lists: (0..count).map(|_| Default::default()).collect(),
             nodes,
             kinds,
             spread,
@@ -377,7 +400,11 @@ impl Search {
             budget,
             deadline,
             stopped: false,
+        };
+        for n in 1..count {
+            search.alike[n] = search.alike_nodes(n - 1, n);
         }
+        search
     }
 
     /// Whether the budget is spent: all of it, or with spread VMs
@@ -394,7 +421,7 @@ impl Search {
     }
 
     /// Whether nodes `a` and `b` are alike.
-    fn alike(&self, a: usize, b: usize) -> bool {
+    fn alike_nodes(&self, a: usize, b: usize) -> bool {
         self.nodes[a].caps == self.nodes[b].caps
             && self.kinds.iter().all(|k| k.allowed[a] == k.allowed[b])
             && self.spread.iter().all(|v| v.allowed[a] == v.allowed[b])
@@ -417,17 +444,18 @@ impl Search {
             }
             return;
         }
-        let fills = self.fills_of(n);
-        if self.stopped {
-            return;
-        }
+        // This node's lists, kept from visit to visit (allocating them
+        // each time was a tenth of the search).
+        let (mut fills, mut order) = std::mem::take(&mut self.lists[n]);
+        self.fills_of(n, &mut fills);
         // Best first, in a stable order (the contents are sorted by index:
         // moving them is most of the cost of sorting them).
-        let mut order: Vec<usize> = (0..fills.len()).collect();
+        order.clear();
+        order.extend(0..fills.len());
         order.sort_by_key(|&i| fills[i].value());
-        for i in order {
+        for &i in &order {
             if self.stopped || self.at_floor() {
-                return;
+                break;
             }
             let f = &fills[i];
             let v = f.value();
@@ -440,29 +468,34 @@ impl Search {
             }
             self.apply(f, false);
         }
+        self.lists[n] = (fills, order);
     }
 
     /// The least value a layout can reach from nodes `n` on, with `so_far`
     /// on the nodes before (`u32::MAX` when the cores left do not fit).
     fn least(&self, n: usize, so_far: Value) -> Value {
-        let room: u32 = self.nodes[n..].iter().map(|node| node.cores).sum();
-        let used: u32 = self.sizes_left().sum();
+        let After { room, largest, .. } = self.after[n];
+        // The pieces left, their cores, and the domains they touch at
+        // least: each a domain per `largest` cores (a VM's two pieces, as
+        // many as the VM whole at least). Kinds are counted at once.
+        let (mut used, mut count, mut domains) = (0u32, 0u32, 0u32);
+        for (&l, kind) in self.left.iter().zip(&self.kinds) {
+            used += l * kind.cores;
+            count += l;
+            domains += l * kind.cores.div_ceil(largest);
+        }
+        for c in self.rests_left() {
+            used += c;
+            count += 1;
+            domains += c.div_ceil(largest);
+        }
         if used > room {
             return (u32::MAX, u32::MAX);
         }
-        let largest = self.nodes[n..]
-            .iter()
-            .filter_map(|node| node.caps.first().map(|&(v, _)| v))
-            .max()
-            .unwrap_or(1)
-            .max(1);
-        let pieces = u32::try_from(self.sizes_left().count()).unwrap_or(u32::MAX) + self.splits;
-        // Each piece touches a domain per `largest` cores (a VM's two
-        // pieces, as many as the VM whole at least).
-        let mut domains: u32 = self.sizes_left().map(|c| c.div_ceil(largest)).sum();
+        let pieces = count + self.splits;
         if self.full {
             // Pieces plus domains less components.
-            let all: u32 = self.nodes[n..].iter().map(|node| node.domains).sum();
+            let all = self.after[n].domains;
             domains = domains.max((pieces + all).saturating_sub(self.upper_components(n)));
         }
         // Free cores that no set of the domains left holds whole leave a
@@ -489,10 +522,15 @@ impl Search {
             .iter()
             .zip(&self.kinds)
             .flat_map(|(&l, kind)| std::iter::repeat_n(kind.cores, l as usize));
+        whole.chain(self.rests_left())
+    }
+
+    /// The same but the whole VMs: the split VM's rest and the spread VMs'.
+    fn rests_left(&self) -> impl Iterator<Item = u32> + '_ {
         // A spread VM's cores left: one piece at least (more pieces touch
         // no fewer domains, and add no more parts than pieces).
         let spread = self.spread.iter().map(|v| v.left).filter(|&c| c > 0);
-        whole.chain(self.pending.map(|(_, c)| c)).chain(spread)
+        self.pending.map(|(_, c)| c).into_iter().chain(spread)
     }
 
     /// The most components the pieces left ([`Search::sizes_left`]) can
@@ -567,9 +605,10 @@ impl Search {
     /// Every content of node `n` (exactly its cores on a full host) with
     /// its cost; alike nodes in a row holding whole VMs only take them in
     /// one order.
-    fn fills_of(&mut self, n: usize) -> Vec<Fill> {
+    fn fills_of(&mut self, n: usize, out: &mut Vec<Fill>) {
+        out.clear();
         let cap = self.nodes[n].cores;
-        let before = (n > 0 && self.alike(n - 1, n))
+        let before = (n > 0 && self.alike[n])
             .then(|| {
                 self.fills
                     .last()
@@ -586,11 +625,10 @@ impl Search {
                     vec![Some((k, c)), None]
                 }
             }
-            Some(_) if last => return Vec::new(),
+            Some(_) if last => return,
             _ => vec![None],
         };
         let full = self.full;
-        let mut out = Vec::new();
         for rest in rests {
             let room = cap - rest.map_or(0, |(_, c)| c);
             let mut whole = vec![0u32; self.kinds.len()];
@@ -651,7 +689,8 @@ impl Search {
         }
         if out.len() > MOST_FILLS {
             self.stopped = true;
-            return Vec::new();
+            out.clear();
+            return;
         }
         // The contents the node holds, kept in place and in order.
         let mut kept = 0;
@@ -661,17 +700,19 @@ impl Search {
                 self.stopped = true;
             }
             if self.stopped {
-                return Vec::new();
+                out.clear();
+                return;
             }
             if let Some((pieces, cost)) = self.cost(n, &out[i]) {
                 out[i].pieces = pieces;
                 out[i].cost = cost;
-                out.swap(kept, i);
+                if kept != i {
+                    out.swap(kept, i);
+                }
                 kept += 1;
             }
         }
         out.truncate(kept);
-        out
     }
 
     /// The cores on node `n` of each spread VM, every way within `free` (a
