@@ -36,14 +36,14 @@ use crate::solve::{NumaPolicy, PlanRequest, Tier};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
-/// Node contents the search may try before it gives up (about half a
-/// second here).
+/// Node contents the search may try before it gives up (0.07–0.22 s on the
+/// big-VM benchmark, docs/benchmarks.md).
 const BUDGET: u64 = 2_000_000;
 
 /// The same with spread VMs, whose cores per node multiply the contents,
 /// once the search has found a layout better than the start (else
 /// [`BUDGET`]): on the big-VM benchmark's `s512-l3x32-90` it improves after
-/// 1.6 million and reaches the bound after 3.8 million (0.8 s), where the
+/// 1.6 million and reaches the bound after 3.8 million (0.25 s), where the
 /// models did not in 8 s (docs/benchmarks.md).
 const BUDGET_SPREAD: u64 = 4_000_000;
 
