@@ -239,20 +239,18 @@ impl<'a> Groups<'a> {
                 }
             }
         }
+        let values: Vec<u32> = caps.iter().map(|&(v, _)| v).collect();
+        let counts: Vec<u32> = caps.iter().map(|&(_, c)| c).collect();
         Groups {
             sizes: if n == 0 { sizes } else { &sizes[..n] },
-            values: caps.iter().map(|&(v, _)| v).collect(),
-            counts: caps.iter().map(|&(_, c)| c).collect(),
+            sets: (!too_many && n > 0)
+                .then(|| Sets::new(&values, &counts, full))
+                .flatten(),
+            values,
+            counts,
             full,
             sums,
             sums_of_domains,
-            sets: (!too_many && n > 0)
-                .then(|| {
-                    let counts: Vec<u32> = caps.iter().map(|&(_, c)| c).collect();
-                    let values: Vec<u32> = caps.iter().map(|&(v, _)| v).collect();
-                    Sets::new(&values, &counts, full)
-                })
-                .flatten(),
             memo: Memo::default(),
             too_many,
             steps: 0,

@@ -496,7 +496,7 @@ impl Search {
         if self.full {
             // Pieces plus domains less components.
             let all = self.after[n].domains;
-            domains = domains.max((pieces + all).saturating_sub(self.upper_components(n)));
+            domains = domains.max((pieces + all).saturating_sub(self.upper_components(n, pieces)));
         }
         // Free cores that no set of the domains left holds whole leave a
         // used domain partly used.
@@ -533,18 +533,18 @@ impl Search {
         self.pending.map(|(_, c)| c).into_iter().chain(spread)
     }
 
-    /// The most components the pieces left ([`Search::sizes_left`]) can
-    /// make on full nodes `n` on: one per domain at most, one per piece, and what their cores
-    /// allow. With `d` the free cores of most domains left, a component on
+    /// The most components the pieces left ([`Search::sizes_left`], with
+    /// the split's: `pieces`) can make on full nodes `n` on: one per domain
+    /// at most, one per piece, and what their cores allow. With `d` the
+    /// commonest free cores of the domains left, a component on
     /// none of the `s` others has cores a multiple of `d`, so it holds a
     /// piece of a multiple of `d` cores (`z` such pieces), or two pieces
     /// whose rests add up to `d` (`pairs` at most), or three other pieces at
     /// least. A split adds a piece of unknown cores: one more.
-    fn upper_components(&self, n: usize) -> u32 {
+    fn upper_components(&self, n: usize, pieces: u32) -> u32 {
         let caps = &self.after[n].caps;
         let domains: u32 = caps.values().sum();
-        let pieces = u32::try_from(self.sizes_left().count()).unwrap_or(u32::MAX) + self.splits;
-        let Some((&d, _)) = caps.iter().max_by_key(|&(&v, &c)| (c, v)) else {
+        let Some(d) = super::full_host::commonest(caps) else {
             return 0;
         };
         let s: u32 = caps

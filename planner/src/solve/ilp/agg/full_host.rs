@@ -16,7 +16,7 @@
 //! It is what the search over nodes' contents could not prove on a full
 //! 512-CPU host (44 domains, against 41 from each VM's fewest domains).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Odd domains counted at most: their subsets are tried at every step.
 const MOST_ODD: usize = 4;
@@ -48,7 +48,7 @@ pub(super) fn least_domains(sizes: &[u32], caps: &[u32]) -> Option<u32> {
 /// it, each odd cap to one part. `None` past [`MOST_STEPS`] or
 /// [`MOST_ODD`], or when no split exists.
 fn most_parts(sizes: &[u32], caps: &[u32]) -> Option<u32> {
-    let s = commonest(caps)?;
+    let s = commonest(&by_size(caps))?;
     if s > 128 {
         return None;
     }
@@ -75,15 +75,23 @@ fn most_parts(sizes: &[u32], caps: &[u32]) -> Option<u32> {
     u32::try_from(parts).ok()
 }
 
-/// The commonest value of `caps` (the larger on a tie).
-fn commonest(caps: &[u32]) -> Option<u32> {
-    let mut seen: HashMap<u32, u32> = HashMap::new();
+/// Domains by free cores: how many.
+fn by_size(caps: &[u32]) -> BTreeMap<u32, u32> {
+    let mut counts = BTreeMap::new();
     for &c in caps {
-        *seen.entry(c).or_default() += 1;
+        *counts.entry(c).or_default() += 1;
     }
-    seen.into_iter()
-        .max_by_key(|&(cap, n)| (n, cap))
-        .map(|(cap, _)| cap)
+    counts
+}
+
+/// The commonest domain size of `counts` (domains by free cores), the
+/// larger on a tie: the `s` of the residues here and of the search's bound
+/// on components ([`super::fills`]).
+pub(super) fn commonest(counts: &BTreeMap<u32, u32>) -> Option<u32> {
+    counts
+        .iter()
+        .max_by_key(|&(&cap, &n)| (n, cap))
+        .map(|(&cap, _)| cap)
 }
 
 /// The count's memo: VMs left per residue and odd domains left → most parts
@@ -298,7 +306,7 @@ mod tests {
             caps.extend(std::iter::repeat_n(2 * s, doubles as usize));
             caps.extend(std::iter::repeat_n(s, ((total - of_odd) / s) as usize));
             prop_assert_eq!(caps.iter().sum::<u32>(), total);
-            prop_assert_eq!(commonest(&caps), Some(s));
+            prop_assert_eq!(commonest(&by_size(&caps)), Some(s));
             let residues: Vec<u32> = odd.iter().map(|c| c % s).collect();
             prop_assert_eq!(
                 most_parts(&sizes, &caps),
