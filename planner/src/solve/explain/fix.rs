@@ -3,7 +3,8 @@
 //! change counts only if the VM then fits without pushing out a VM that was
 //! placed: first checked against the cores the plan leaves free
 //! ([`leftover`], cheap), then, while time is left, by re-solving exactly
-//! whether the placed VMs and the changed VM all fit ([`with_the_placed`]).
+//! whether the placed VMs and the changed VM all fit ([`with_the_placed`]),
+//! unless they ask for more cores than are free ([`super::asked_cores`]).
 
 use super::{plural, Explainer};
 use crate::deadline::RESOLVE_MOST;
@@ -28,6 +29,12 @@ impl Explainer<'_> {
         let (placement, at) = match self.options.solver {
             SolverKind::Ilp => {
                 let (trial, at) = with_the_placed(self.request, self.placement, vm_index, changed);
+                // The free cores cannot hold them all, each on its fewest:
+                // no need to ask the solver.
+                let asked = super::asked_cores(&trial.vms, &self.free);
+                if usize::try_from(asked).unwrap_or(usize::MAX) > self.free.len() {
+                    return None;
+                }
                 let placement =
                     crate::solve::exact_placing(&trial, self.deadline.within(RESOLVE_MOST)).ok()?;
                 // Every VM of the trial placed: the VM and all placed before.

@@ -460,12 +460,20 @@ pub fn explain(
 /// The most threads explanations run on.
 const MOST_THREADS: usize = 4;
 
+/// The cores `vms` ask for: each its fewest, on cores of the most usable
+/// threads among `free` (no placement gives them fewer).
+pub(crate) fn asked_cores(vms: &[VmRequest], free: &[FreeCore]) -> u32 {
+    let threads = free.iter().map(FreeCore::threads).max().unwrap_or(1);
+    vms.iter()
+        .map(|vm| cores_needed(vm, threads))
+        .fold(0, u32::saturating_add)
+}
+
 /// One line for the host when VMs were left out: "91 VMs ask for 375 cores,
 /// 190 are free: 65 fit; left out: vm3, vm9, vm12 and 23 more".
 pub fn summary(request: &PlanRequest, placement: &Placement) -> Message {
     let free = classes::free_cores(request);
-    let threads = free.iter().map(FreeCore::threads).max().unwrap_or(1);
-    let asked: u32 = request.vms.iter().map(|vm| cores_needed(vm, threads)).sum();
+    let asked = asked_cores(&request.vms, &free);
     let left_out: Vec<&str> = request
         .vms
         .iter()

@@ -419,6 +419,38 @@ proptest! {
 }
 
 proptest! {
+    #![proptest_config(config(64))]
+
+    /// The explanations' shortcut: where the free cores are fewer than the
+    /// VMs ask for, each on its fewest cores (`explain::asked_cores`), no
+    /// placement holds them all, so a fix is refused without a re-solve.
+    /// Wherever the per-core oracle places every VM, they asked for no more
+    /// than the free cores.
+    #[test]
+    fn what_the_vms_ask_for_bounds_the_oracle(
+        host in host_spec(10),
+        vms in prop::collection::vec(vm_spec(6), 1..=6),
+    ) {
+        let req = request(&host, &vms);
+        let free = super::classes::free_cores(&req);
+        let asked = super::explain::asked_cores(&req.vms, &free);
+        let Some(placement) = oracle::place_within(&req, ORACLE_LIMIT) else {
+            return Ok(());
+        };
+        if placement.cores.len() == req.vms.len() {
+            prop_assert!(
+                usize::try_from(asked).is_ok_and(|a| a <= free.len()),
+                "{} cores asked, {} free, yet the oracle places all on {}: {:?}",
+                asked,
+                free.len(),
+                host.description(),
+                placement.cores
+            );
+        }
+    }
+}
+
+proptest! {
     #![proptest_config(config(32))]
 
     /// Hosts of up to 32 cores: safety and ILP ≥ greedy.
