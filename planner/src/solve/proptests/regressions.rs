@@ -817,3 +817,53 @@ fn a_vm_whose_memory_moves_with_its_cores_is_not_relaxed() {
     let oracle = super::oracle::place(&req);
     assert_eq!(plan.objective, crate::solve::objective(&req, &oracle));
 }
+
+/// The explanations' count (`explain::asked_cores`) at its edge, by hand:
+/// on 4 cores of 2 threads, a `threads = "isolate"` VM of 3 vCPUs with its
+/// emulator isolated asks for 3 cores (the emulator on an idle sibling), a
+/// preferring VM of 2 vCPUs for 1: 4, as many as are free, and the oracle
+/// places both. One vCPU more on the second asks for 5: no placement holds
+/// both, so an explanation may say so without a solve.
+#[test]
+fn what_the_vms_ask_for_at_the_edge_by_hand() {
+    let request = |second: u32| {
+        let vm = |vcpus, threads, emulator| {
+            (
+                vcpus,
+                threads,
+                emulator,
+                NumaPolicy::Strict,
+                NicAffinity::Ignore,
+                None,
+                0,
+            )
+        };
+        regression_request(
+            "package:1 numa:1 core:4 pu:2",
+            &[],
+            &[
+                vm(3, ThreadPolicy::Isolate, EmulatorPolicy::Isolate),
+                vm(second, ThreadPolicy::Prefer, EmulatorPolicy::Host),
+            ],
+            "",
+            [("a", ""), ("b", "")],
+        )
+    };
+    for (second, asked, all_placed) in [(2, 4, true), (3, 5, false)] {
+        let req = request(second);
+        let free = classes::free_cores(&req);
+        assert_eq!(free.len(), 4);
+        assert_eq!(
+            crate::solve::explain::asked_cores(&req.vms, &free),
+            asked,
+            "second VM of {second} vCPUs"
+        );
+        let oracle = super::oracle::place(&req);
+        assert_eq!(
+            oracle.cores.len() == req.vms.len(),
+            all_placed,
+            "second VM of {second} vCPUs: {:?}",
+            oracle.cores
+        );
+    }
+}
