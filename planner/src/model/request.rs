@@ -41,6 +41,23 @@ impl Roles {
         (t - housekeeping % t) % t
     }
 
+    /// [`Roles::pad_for`] where a VM pads at all: its emulator runs with its
+    /// housekeeping vCPUs (`emulator = "with-housekeeping"`) and its threads
+    /// are not isolated (an isolated VM's vCPUs have their cores to
+    /// themselves already); else 0. The one rule of the spec and of an
+    /// explanation's fix that changes the thread policy.
+    pub fn pad_of(
+        host: &HostTopology,
+        (emulator, threads): (EmulatorPolicy, ThreadPolicy),
+        housekeeping: u32,
+    ) -> u32 {
+        if emulator == EmulatorPolicy::WithHousekeeping && threads != ThreadPolicy::Isolate {
+            Roles::pad_for(host, housekeeping)
+        } else {
+            0
+        }
+    }
+
     /// The role of guest vCPU `vcpu`: none when the VM has no roles.
     pub fn of(&self, vcpu: u32) -> Option<super::plan::Role> {
         use super::plan::Role;

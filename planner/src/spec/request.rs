@@ -454,13 +454,8 @@ impl Spec {
         }
         // Whole cores for the housekeeping vCPUs: the rest of the last one
         // stays idle (the emulator's) on cores of `t` threads.
-        let pad = if vm.emulator == EmulatorPolicy::WithHousekeeping
-            && vm.threads != ThreadPolicy::Isolate
-        {
-            crate::model::request::Roles::pad_for(host, housekeeping)
-        } else {
-            0
-        };
+        let pad =
+            crate::model::request::Roles::pad_of(host, (vm.emulator, vm.threads), housekeeping);
         let pmd: CpuSet = (housekeeping..vcpus).map(CpuId).collect();
         let realtime = match &vm.realtime_vcpus {
             Some((set, line)) => {

@@ -227,17 +227,29 @@ fn candidates(vm: &VmRequest, request: &PlanRequest) -> Vec<(String, VmRequest)>
         f(&mut v);
         v
     };
+    // Another thread policy pads the housekeeping vCPUs' last core as the
+    // spec would have (an isolated VM has no padding).
+    let threads = |t: ThreadPolicy| {
+        move |v: &mut VmRequest| {
+            v.threads = t;
+            v.roles.pad = crate::model::request::Roles::pad_of(
+                &request.host,
+                (v.emulator, t),
+                v.roles.housekeeping,
+            );
+        }
+    };
     let mut candidates: Vec<(String, VmRequest)> = Vec::new();
     if vm.threads == ThreadPolicy::Isolate {
         candidates.push((
             "threads = \"require\"".to_owned(),
-            with(&|v| v.threads = ThreadPolicy::Require),
+            with(&threads(ThreadPolicy::Require)),
         ));
     }
     if vm.threads != ThreadPolicy::Prefer {
         candidates.push((
             "threads = \"prefer\"".to_owned(),
-            with(&|v| v.threads = ThreadPolicy::Prefer),
+            with(&threads(ThreadPolicy::Prefer)),
         ));
     }
     if vm.emulator == EmulatorPolicy::Isolate && !request.reserved.is_empty() {
@@ -338,5 +350,33 @@ mod tests {
                 ("c", 0, ThreadPolicy::Isolate)
             ]
         );
+    }
+
+    /// An isolated VM whose emulator runs with its one housekeeping vCPU has
+    /// no padding (its vCPUs have their cores to themselves). With
+    /// `threads = "require"` the spec would pad that vCPU's core: 6 vCPUs
+    /// and 1 idle CPU are 7, on two-thread cores 4 cores, not 3. On 5 free
+    /// cores the isolated VM (6 cores) does not fit; the fix says 4.
+    #[test]
+    fn a_thread_fix_pads_the_housekeeping_core_as_the_spec_would() {
+        let mut hk = vm("hk", 6, 0);
+        hk.emulator = EmulatorPolicy::WithHousekeeping;
+        hk.roles.housekeeping = 1;
+        let request = PlanRequest {
+            host: load(&Source::Synthetic(
+                "package:1 numa:1 core:5 pu:2".to_owned(),
+            ))
+            .unwrap(),
+            reserved: crate::cpuset::CpuSet::new(),
+            fixed: Vec::new(),
+            vms: vec![hk],
+            order: Default::default(),
+            max_moves: None,
+        };
+        let deadline = Deadline::after(Duration::from_secs(20));
+        let plan = crate::solve::solve(&request, &SolveOptions::default(), deadline);
+        assert_eq!(plan.unplaced, vec!["hk".to_owned()]);
+        let fix = plan.explanations[0].fix.as_ref().unwrap().to_string();
+        assert_eq!(fix, "with threads = \"require\" it needs 4 cores and fits");
     }
 }
