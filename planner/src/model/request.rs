@@ -252,6 +252,26 @@ pub struct PlanRequest {
     pub max_moves: Option<u32>,
 }
 
+#[cfg(test)]
+impl PlanRequest {
+    /// `vms` on a synthetic host of hwloc's `description`, nothing reserved
+    /// or fixed (tests).
+    #[allow(clippy::unwrap_used)]
+    pub(crate) fn on_synthetic(description: &str, vms: Vec<VmRequest>) -> PlanRequest {
+        PlanRequest {
+            host: crate::topology::load(&crate::topology::Source::Synthetic(
+                description.to_owned(),
+            ))
+            .unwrap(),
+            reserved: CpuSet::new(),
+            fixed: Vec::new(),
+            vms,
+            order: Default::default(),
+            max_moves: None,
+        }
+    }
+}
+
 /// The order in which the objectives are optimised (docs/plan.md,
 /// "Objective").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

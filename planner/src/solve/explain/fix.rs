@@ -287,7 +287,6 @@ mod tests {
     use crate::deadline::Deadline;
     use crate::ids::NodeId;
     use crate::solve::SolveOptions;
-    use crate::topology::{load, Source};
     use std::time::Duration;
 
     fn vm(name: &str, vcpus: u32, priority: i64) -> VmRequest {
@@ -312,17 +311,10 @@ mod tests {
             nic_nodes: vec![NodeId(node)],
             ..vm(name, 2, 1)
         };
-        let request = PlanRequest {
-            host: load(&Source::Synthetic(
-                "package:1 numa:2 core:4 pu:2".to_owned(),
-            ))
-            .unwrap(),
-            reserved: crate::cpuset::CpuSet::new(),
-            fixed: Vec::new(),
-            vms: vec![near("a", 0), vm("huge", 16, 0), vm("b", 5, 0), near("c", 1)],
-            order: Default::default(),
-            max_moves: None,
-        };
+        let request = PlanRequest::on_synthetic(
+            "package:1 numa:2 core:4 pu:2",
+            vec![near("a", 0), vm("huge", 16, 0), vm("b", 5, 0), near("c", 1)],
+        );
         let deadline = Deadline::after(Duration::from_secs(20));
         let plan = crate::solve::solve(&request, &SolveOptions::default(), deadline);
         assert_eq!(plan.unplaced, vec!["huge".to_owned(), "b".to_owned()]);
@@ -362,17 +354,7 @@ mod tests {
         let mut hk = vm("hk", 6, 0);
         hk.emulator = EmulatorPolicy::WithHousekeeping;
         hk.roles.housekeeping = 1;
-        let request = PlanRequest {
-            host: load(&Source::Synthetic(
-                "package:1 numa:1 core:5 pu:2".to_owned(),
-            ))
-            .unwrap(),
-            reserved: crate::cpuset::CpuSet::new(),
-            fixed: Vec::new(),
-            vms: vec![hk],
-            order: Default::default(),
-            max_moves: None,
-        };
+        let request = PlanRequest::on_synthetic("package:1 numa:1 core:5 pu:2", vec![hk]);
         let deadline = Deadline::after(Duration::from_secs(20));
         let plan = crate::solve::solve(&request, &SolveOptions::default(), deadline);
         assert_eq!(plan.unplaced, vec!["hk".to_owned()]);

@@ -538,18 +538,10 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::solve::{ThreadPolicy, VmRequest};
-    use crate::topology::{load, Source};
     use std::time::Duration;
 
     fn request(desc: &str, vms: Vec<VmRequest>) -> PlanRequest {
-        PlanRequest {
-            host: load(&Source::Synthetic(desc.to_owned())).unwrap(),
-            reserved: crate::cpuset::CpuSet::new(),
-            fixed: Vec::new(),
-            vms,
-            order: Default::default(),
-            max_moves: None,
-        }
+        PlanRequest::on_synthetic(desc, vms)
     }
 
     fn vm(name: &str, vcpus: u32) -> VmRequest {
