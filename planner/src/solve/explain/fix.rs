@@ -28,13 +28,16 @@ impl Explainer<'_> {
         }
         let (placement, at) = match self.options.solver {
             SolverKind::Ilp => {
-                let (trial, at) = with_the_placed(self.request, self.placement, vm_index, changed);
-                // The free cores cannot hold them all, each on its fewest:
-                // no need to ask the solver.
-                let asked = super::asked_cores(&trial.vms, &self.free);
+                // The free cores cannot hold the placed VMs and the changed
+                // one, each on its fewest: no need to build the question
+                // or ask the solver.
+                let asked = self
+                    .placed_cores
+                    .saturating_add(super::asked_cores([&changed], &self.free));
                 if usize::try_from(asked).unwrap_or(usize::MAX) > self.free.len() {
                     return None;
                 }
+                let (trial, at) = with_the_placed(self.request, self.placement, vm_index, changed);
                 let placement =
                     crate::solve::exact_placing(&trial, self.deadline.within(RESOLVE_MOST)).ok()?;
                 // Every VM of the trial placed: the VM and all placed before.

@@ -60,6 +60,8 @@ struct Explainer<'a> {
     placed_list: Message,
     /// The host with the placed VMs as fixed tenants ([`leftover`]).
     rest: PlanRequest,
+    /// The cores the placed VMs ask for ([`asked_cores`]).
+    placed_cores: u32,
 }
 
 /// What a VM needs and what the host has for it.
@@ -394,6 +396,10 @@ pub fn explain(
         .keys()
         .filter_map(|&i| request.vms.get(i).map(|v| v.name.as_str()))
         .collect();
+    let placed_cores = asked_cores(
+        placement.cores.keys().filter_map(|&i| request.vms.get(i)),
+        &free,
+    );
     let mut explainer = Explainer {
         request,
         placement,
@@ -405,6 +411,7 @@ pub fn explain(
         placed_list: Message::some_names(&placed_names, 3),
         placed_names,
         rest: fix::leftover(request, placement),
+        placed_cores,
     };
     let unplaced: Vec<usize> = (0..request.vms.len())
         .filter(|i| !placement.cores.contains_key(i))
@@ -462,9 +469,12 @@ const MOST_THREADS: usize = 4;
 
 /// The cores `vms` ask for: each its fewest, on cores of the most usable
 /// threads among `free` (no placement gives them fewer).
-pub(crate) fn asked_cores(vms: &[VmRequest], free: &[FreeCore]) -> u32 {
+pub(crate) fn asked_cores<'v>(
+    vms: impl IntoIterator<Item = &'v VmRequest>,
+    free: &[FreeCore],
+) -> u32 {
     let threads = free.iter().map(FreeCore::threads).max().unwrap_or(1);
-    vms.iter()
+    vms.into_iter()
         .map(|vm| cores_needed(vm, threads))
         .fold(0, u32::saturating_add)
 }
