@@ -32,13 +32,18 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Whether nothing but the per-class model's own rules set `request`
-/// apart: no running VM, no compaction, no move ceiling, and the memory of
-/// every VM counted (the other models of a host count these alike).
+/// apart: [`without_moves`], and the memory of every VM counted (the other
+/// models of a host count these alike).
 pub(crate) fn counted_alike(request: &PlanRequest) -> bool {
+    without_moves(request) && uncounted_memory(request).is_empty()
+}
+
+/// Whether no VM's moves count: no running VM, no compaction, no move
+/// ceiling.
+fn without_moves(request: &PlanRequest) -> bool {
     !request.vms.iter().any(|v| v.running)
         && request.order != crate::solve::Order::Compact
         && request.max_moves.is_none()
-        && uncounted_memory(request).is_empty()
 }
 
 /// The variable values of a concrete placement (a feasible start point).
@@ -330,15 +335,20 @@ pub fn place_bounded(
     if !after.is_empty() && solved.proven {
         let mut more: Vec<Vec<f64>> = solved.values.iter().cloned().collect();
         more.extend(candidates);
-        let nic_remote = fewest_domains_held(&program, &rules);
-        let model = nic_remote.and_then(|_| Restriction::new(request, &program.classes));
-        if let (Some(nic_remote), Some(model)) = (nic_remote, model) {
-            let domains = model.domains();
+        let held = fewest_domains_held(&program, &rules);
+        let model = held
+            .as_ref()
+            .and_then(|_| Restriction::new(request, &program.classes));
+        let bound = held
+            .as_ref()
+            .zip(model.as_ref())
+            .and_then(|(held, model)| Some((held, model, model.fewest_domains(held)?)));
+        if let Some((held, model, domains)) = bound {
             rules.fewest_domains = Some((f64::from(domains), None));
             if !at_bounds(&program, &rules, after, &more) {
                 let budget = rules.budget(Tier::PartialL3, deadline.remaining()) / 2;
                 let within = deadline.within(budget);
-                let found = model.solve(request, &program.classes, nic_remote, within);
+                let found = model.solve(request, &program.classes, (held, domains), within);
                 if let Some(p) = found {
                     if p.proven {
                         let partial = crate::solve::objective(request, &p).partial_l3_domains;
@@ -384,34 +394,88 @@ pub(crate) fn fewest_domains_for_tests(
     let model = Restriction::new(request, &program.classes)?;
     let far = Deadline::after(Duration::from_secs(30));
     let fewest = program.bounds.get(&Tier::Cores).copied().unwrap_or(0.0);
-    let found = model.solve(request, &program.classes, nic_remote, far);
-    Some((fewest, model.domains(), found))
+    let mut placed: BTreeMap<i64, u32> = BTreeMap::new();
+    for vm in &request.vms {
+        *placed.entry(vm.priority).or_default() += 1;
+    }
+    let held = fewest_domains::Held {
+        placed,
+        vcpus: request.vms.iter().map(|v| v.vcpus).sum(),
+        cores: fewest as u32,
+        nic_remote,
+    };
+    let domains = model.domains();
+    let found = model.solve(request, &program.classes, (&held, domains), far);
+    Some((fewest, domains, found))
 }
 
-/// Whether every plan at the optima held so far places every VM, each on
-/// its fewest cores (`fewest_domains`): every level placed whole, the cores
-/// at their lower bound, no extra node, and nothing else held. Then the
-/// held cores of VMs off their NICs' nodes, which the pattern model keeps
-/// to. Objective 6's bound rests on these checks (a VM given more cores
-/// than its fewest may fit one domain where its fewest do not); objective
-/// 7's does not — where one fails, the pattern model has no point, since
-/// its plans are the host's and would beat the held optima.
-fn fewest_domains_held(program: &Program, rules: &ClassRules) -> Option<f64> {
-    let every_vm = program.vms.iter().all(Option::is_some) && rules.all_fixed;
+/// For tests: the pattern model of `fewest_domains` at the optima of `at`
+/// (VMs placed per level, vCPUs, cores, cores off the NICs' nodes), as
+/// the per-class model would hold them: objective 6's bound there
+/// ([`Restriction::fewest_domains`]), and the model's plan at that bound;
+/// `None` where the model declines, `Some((None, None))` where it has no
+/// bound.
+#[cfg(test)]
+pub(crate) fn fewest_domains_at_for_tests(
+    request: &PlanRequest,
+    at: &Objective,
+) -> Option<(Option<u32>, Option<Placement>)> {
+    let program = build(request);
+    let model = Restriction::new(request, &program.classes)?;
+    let mut placed: BTreeMap<i64, u32> = request.vms.iter().map(|v| (v.priority, 0)).collect();
+    for &(level, count) in &at.placed_by_priority {
+        placed.insert(level, count);
+    }
+    let held = fewest_domains::Held {
+        placed,
+        vcpus: at.vcpus_placed,
+        cores: at.cores_used,
+        nic_remote: f64::from(at.nic_remote_cores),
+    };
+    let Some(domains) = model.fewest_domains(&held) else {
+        return Some((None, None));
+    };
+    let far = Deadline::after(Duration::from_secs(30));
+    let found = model.solve(request, &program.classes, (&held, domains), far);
+    Some((Some(domains), found))
+}
+
+/// The optima held so far, where the pattern model of `fewest_domains` may
+/// stand for them: every VM has columns, no extra node is held, and nothing
+/// is held but VMs placed, vCPUs, cores, extra nodes and cores off the
+/// NICs' nodes. Whether every plan at them puts each VM it places on its
+/// fewest cores is the pattern model's check
+/// ([`Restriction::fewest_domains`]). Objective 6's bound rests on these
+/// checks (a VM given more cores than its fewest may fit one domain where
+/// its fewest do not); objective 7's does not — where one fails, the
+/// pattern model has no point, since its plans are the host's and would
+/// beat the held optima.
+fn fewest_domains_held(program: &Program, rules: &ClassRules) -> Option<fewest_domains::Held> {
+    let columns = program.vms.iter().all(Option::is_some);
     let held: BTreeMap<Tier, f64> = rules.held.iter().copied().collect();
     let at = |tier: Tier| held.get(&tier).copied().unwrap_or(0.0);
-    let same = |a: f64, b: f64| (a - b).abs() < 0.5;
-    let fewest = rules
-        .bounds
-        .get(&Tier::Cores)
-        .is_some_and(|&b| same(at(Tier::Cores), b));
+    let count = |value: f64| u32::try_from((-value).round() as i64).ok();
     let known = held.keys().all(|t| {
         matches!(
             t,
             Tier::Placed(_) | Tier::Vcpus | Tier::Cores | Tier::ExtraNodes | Tier::NicRemote
         )
     });
-    (every_vm && fewest && known && same(at(Tier::ExtraNodes), 0.0)).then(|| at(Tier::NicRemote))
+    if !columns || !known || at(Tier::ExtraNodes).abs() >= 0.5 {
+        return None;
+    }
+    let mut placed = BTreeMap::new();
+    for (&tier, &value) in &held {
+        if let Tier::Placed(level) = tier {
+            placed.insert(level, count(value)?);
+        }
+    }
+    Some(fewest_domains::Held {
+        placed,
+        vcpus: count(*held.get(&Tier::Vcpus)?)?,
+        cores: count(-*held.get(&Tier::Cores)?)?,
+        nic_remote: at(Tier::NicRemote),
+    })
 }
 
 /// Whether a start feasible now already meets the bounds of every tier of

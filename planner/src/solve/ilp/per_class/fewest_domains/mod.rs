@@ -1,10 +1,12 @@
 //! Objectives 6–7 of a host of mixed thread counts where every VM sits in
 //! its fewest L3 domains: a pattern model of each domain's classes.
 //!
-//! Once the per-class model holds objectives 1–5 with every VM placed, each
-//! on its fewest cores, a VM takes at least one L3 domain where some domain
-//! holds it whole, else at least two: their sum ([`Restriction::domains`]) bounds
-//! objective 6. Where objective 6 is held there, what is left of objective
+//! Once the per-class model holds objectives 1–5 with every VM it places on
+//! its fewest cores (every VM placed, or a choice of them: [`held`]), a VM
+//! takes at least one L3 domain where some domain holds it whole, else at
+//! least two: their sum over the VMs placed
+//! ([`Restriction::fewest_domains`]) bounds objective 6. Where objective 6
+//! is held there, what is left of objective
 //! 7 is which VMs (or halves of VMs) share a domain and on which of its
 //! classes each takes its cores: a VM that needs an odd count of CPUs can
 //! take a core of one thread, a VM that needs an even count cannot. The per-class model's
@@ -38,21 +40,27 @@ use crate::solve::memory::Split;
 use crate::solve::{EmulatorPolicy, NumaPolicy, Placement, PlanRequest, Tier, VmRequest};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+mod held;
+
+pub(super) use held::Held;
+
 /// The most patterns over all domain groups; beyond it the model declines.
 const MOST_PATTERNS: usize = 20_000;
 
 /// Whether the request has the form this model needs, whatever the held
-/// optima: no running VM, no compaction or move ceiling, the memory of
-/// every VM counted as the per-class model counts it (memory rows per node
-/// and page size, as its), no VM that must touch a set of nodes, and every
-/// L3 domain inside one NUMA node.
+/// optima: no running VM, no compaction or move ceiling, no VM that must
+/// touch a set of nodes, and every L3 domain inside one NUMA node. Memory
+/// is counted as the per-class model counts it (memory rows per node and
+/// page size, as its): a VM whose memory it leaves uncounted
+/// ([`super::uncounted_memory`], named in the plan's warning) is left
+/// uncounted here too, so that both models have the same plans.
 pub(super) fn applies(request: &PlanRequest, classes: &[Class]) -> bool {
     let mut node_of: BTreeMap<Domain, Option<NodeId>> = BTreeMap::new();
     let one_node = classes
         .iter()
         .all(|c| *node_of.entry(c.domain).or_insert(c.node) == c.node);
     one_node
-        && super::counted_alike(request)
+        && super::without_moves(request)
         && request.vms.iter().all(|vm| vm.cell_nodes.is_empty())
 }
 
@@ -76,21 +84,32 @@ impl Restriction {
 
     /// The L3 domains over all VMs where each sits in its fewest (one where
     /// a domain holds it whole, else two).
+    #[cfg(test)]
     pub(super) fn domains(&self) -> u32 {
         self.kinds.iter().map(|k| k.domains() * k.count()).sum()
     }
 
-    /// The optimum of objective 7 over the plans that place every VM of
-    /// `request`, each on its fewest cores and L3 domains
-    /// ([`Restriction::domains`]), with at most `nic_remote` cores of
-    /// NIC-preferring VMs off their NICs' nodes — a placement of the host,
-    /// proven or not; `None` past the patterns' limit or with no point by
-    /// `deadline`.
+    /// Objective 6's bound at `held` ([`held::fewest_domains`]): the L3
+    /// domains over the VMs placed, each in its fewest, where every plan at
+    /// the held optima puts each VM it places on its fewest cores; `None`
+    /// where that is not sure.
+    pub(super) fn fewest_domains(&self, held: &Held) -> Option<u32> {
+        held::fewest_domains(&self.kinds, held)
+    }
+
+    /// The optimum of objective 7 over the plans at `held` whose placed VMs
+    /// take `domains` L3 domains in all, each VM on its fewest cores and L3
+    /// domains (`domains` from [`Restriction::fewest_domains`]), with at
+    /// most `held.nic_remote` cores of NIC-preferring VMs off their NICs'
+    /// nodes — a placement of the host, proven or not; `None` past the
+    /// patterns' limit or with no point by `deadline`. Where `held` leaves
+    /// VMs out, the model chooses how many of each kind it places (the
+    /// first in spec order).
     pub(super) fn solve(
         &self,
         request: &PlanRequest,
         classes: &[Class],
-        nic_remote: f64,
+        (held, domains): (&Held, u32),
         deadline: Deadline,
     ) -> Option<Placement> {
         let Restriction { host, kinds } = self;
@@ -103,6 +122,7 @@ impl Restriction {
             patterns.push(found);
         }
         let mut m = Model::default();
+        let placed = placed_per_kind(&mut m, kinds, held, domains);
         let mut memory = MemoryRows::new(request);
         let mut x: Vec<Vec<Var>> = Vec::new();
         let mut partial = Expr::default();
@@ -143,7 +163,7 @@ impl Restriction {
         }
         // Every VM placed once: whole, or as the two pieces of a split.
         let mut splits: Vec<BTreeMap<(Zone, usize), Var>> = Vec::new();
-        for (k, kind) in kinds.iter().enumerate() {
+        for ((k, kind), placed) in kinds.iter().enumerate().zip(placed) {
             let count = kind.count() as f64;
             let mut chosen = BTreeMap::new();
             if kind.splits.is_empty() {
@@ -152,7 +172,7 @@ impl Restriction {
                     .filter(|((kk, _, _), _)| *kk == k)
                     .map(|(_, e)| e.clone())
                     .sum();
-                m.eq(whole, count);
+                m.eq(whole, placed);
             } else {
                 for &zone in &kind.zones(host) {
                     let mut per_shape: BTreeMap<&[u32], Expr> = BTreeMap::new();
@@ -170,11 +190,11 @@ impl Restriction {
                         m.eq(pieces, used);
                     }
                 }
-                m.eq(chosen.values().copied().sum::<Expr>(), count);
+                m.eq(chosen.values().copied().sum::<Expr>(), placed);
             }
             splits.push(chosen);
         }
-        m.le(remote, nic_remote);
+        m.le(remote, held.nic_remote);
         memory.bound(&mut m);
         let tiers = vec![(Tier::PartialL3, partial)];
         let solved = lexicographic(
@@ -199,6 +219,40 @@ impl Restriction {
             fault: solved.fault,
         })
     }
+}
+
+/// Per kind, how many of its VMs the model places: all of them where
+/// `held` places every VM; else a variable, with rows that keep the choice
+/// at `held` (VMs per level, vCPUs, cores at each VM's fewest) and at
+/// `domains` L3 domains over the VMs placed.
+fn placed_per_kind(m: &mut Model, kinds: &[Kind], held: &Held, domains: u32) -> Vec<Expr> {
+    if held.every_vm(kinds) {
+        return kinds
+            .iter()
+            .map(|k| Expr::from(f64::from(k.count())))
+            .collect();
+    }
+    let placed: Vec<Var> = kinds.iter().map(|k| m.int(f64::from(k.count()))).collect();
+    let sum = |per_vm: &dyn Fn(&Kind) -> u32| -> Expr {
+        kinds
+            .iter()
+            .zip(&placed)
+            .map(|(k, &v)| f64::from(per_vm(k)) * v)
+            .sum()
+    };
+    for (&level, &count) in &held.placed {
+        let at_level: Expr = kinds
+            .iter()
+            .zip(&placed)
+            .filter(|(k, _)| k.vm.priority == level)
+            .map(|(_, &v)| Expr::from(v))
+            .sum();
+        m.eq(at_level, f64::from(count));
+    }
+    m.eq(sum(&|k| k.vm.vcpus), f64::from(held.vcpus));
+    m.eq(sum(&|k| k.fewest), f64::from(held.cores));
+    m.eq(sum(&Kind::domains), f64::from(domains));
+    placed.into_iter().map(Expr::from).collect()
 }
 
 /// The loop's plain rules: no bound, the whole time.
@@ -677,13 +731,32 @@ mod tests {
         super::super::test_request("package:1 l3:2 core:4 pu:2", 7, vcpus)
     }
 
+    /// The optima held where every VM is placed, each on its fewest cores.
+    fn every_vm(model: &Restriction) -> Held {
+        let mut placed = BTreeMap::new();
+        for kind in &model.kinds {
+            *placed.entry(kind.vm.priority).or_default() += kind.count();
+        }
+        let sum =
+            |per_vm: fn(&Kind) -> u32| model.kinds.iter().map(|k| k.count() * per_vm(k)).sum();
+        Held {
+            placed,
+            vcpus: sum(|k| k.vm.vcpus),
+            cores: sum(|k| k.fewest),
+            nic_remote: 0.0,
+        }
+    }
+
     /// The restriction's plan (every VM in its fewest domains): per VM its
     /// cores, and objective 7.
     fn solved(req: &PlanRequest) -> (Vec<Vec<u32>>, u32) {
         let classes = classes::classes(&classes::free_cores(req));
         let far = Deadline::after(std::time::Duration::from_secs(30));
         let model = Restriction::new(req, &classes).unwrap();
-        let p = model.solve(req, &classes, 0.0, far).unwrap();
+        let held = every_vm(&model);
+        let p = model
+            .solve(req, &classes, (&held, model.domains()), far)
+            .unwrap();
         assert!(p.proven);
         let cores = p
             .cores
