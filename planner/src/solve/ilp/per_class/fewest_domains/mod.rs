@@ -330,7 +330,8 @@ impl Host {
 
 /// VMs alike for this model: the same vCPUs, isolated emulator or not,
 /// CPUs needed, thread policy, NUMA policy, NICs and memory (so the same
-/// classes, shapes, remote cores and pages).
+/// classes, shapes, remote cores and pages), and priority (where VMs are
+/// left out, the VMs placed are counted per level).
 struct Kind {
     /// The VMs, in spec order.
     members: Vec<usize>,
@@ -383,6 +384,7 @@ fn kinds(request: &PlanRequest, classes: &[Class], host: &Host) -> Option<Vec<Ki
         &'static str,
         (crate::solve::NicAffinity, Vec<NodeId>, Vec<NodeId>),
         Option<(u64, u64)>,
+        i64,
     );
     let mut by_key: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
     for (i, vm) in request.vms.iter().enumerate() {
@@ -397,7 +399,14 @@ fn kinds(request: &PlanRequest, classes: &[Class], host: &Host) -> Option<Vec<Ki
             vm.pus_needed(),
         );
         let memory = vm.memory.map(|m| (m.bytes, m.page_kib));
-        let key = (cpus, vm.threads.name(), numa, vm.nic_key(), memory);
+        let key = (
+            cpus,
+            vm.threads.name(),
+            numa,
+            vm.nic_key(),
+            memory,
+            vm.priority,
+        );
         by_key.entry(key).or_default().push(i);
     }
     by_key
@@ -805,6 +814,26 @@ mod tests {
         assert!(!cores[0].contains(&3));
         assert_eq!(cores.iter().flatten().filter(|&&c| c >= 4).count(), 4);
         assert_eq!(partial, 1);
+    }
+
+    /// VMs alike but for their priority are two kinds: where VMs are left
+    /// out, the VMs placed are counted per level. One VM of 4 vCPUs (2
+    /// two-thread cores, one domain) placed at level 10 and none at level
+    /// 0: the bound is its one domain.
+    #[test]
+    fn vms_of_two_priorities_are_two_kinds() {
+        let mut req = request(&[4, 4]);
+        req.vms[1].priority = 10;
+        let classes = classes::classes(&classes::free_cores(&req));
+        let model = Restriction::new(&req, &classes).unwrap();
+        assert_eq!(model.kinds.len(), 2);
+        let held = Held {
+            placed: [(0, 0), (10, 1)].into_iter().collect(),
+            vcpus: 4,
+            cores: 2,
+            nic_remote: 0.0,
+        };
+        assert_eq!(model.fewest_domains(&held), Some(1));
     }
 
     /// A VM that needs three domains (9 cores) is not this model's.
