@@ -126,10 +126,11 @@ struct ClassRules<'p> {
     relaxed: Option<Objective>,
     /// The tiers held so far, with their optima.
     held: Vec<(Tier, f64)>,
-    /// Where every VM is placed on its fewest cores (`fewest_domains`):
-    /// the L3 domains over VMs each in its fewest, objective 6's bound; and
-    /// the pattern model's proven optimum of objective 7 at that value,
-    /// objective 7's bound once objective 6 is held there.
+    /// Where every plan at the optima held puts each VM it places on its
+    /// fewest cores (`fewest_domains`): the L3 domains over those VMs, each
+    /// in its fewest, objective 6's bound; and the pattern model's proven
+    /// optimum of objective 7 at that value, objective 7's bound once
+    /// objective 6 is held there.
     fewest_domains: Option<(f64, Option<f64>)>,
 }
 
@@ -316,8 +317,9 @@ pub fn place_bounded(
         held: Vec::new(),
         fewest_domains: None,
     };
-    // Objectives 6–7 apart: where the optima before them place every VM on
-    // its fewest cores, the pattern model of `fewest_domains` bounds both.
+    // Objectives 6–7 apart: where the optima before them put each VM they
+    // place on its fewest cores, the pattern model of `fewest_domains`
+    // bounds both.
     let six = tiers
         .iter()
         .position(|(t, _)| *t == Tier::L3PerVm)

@@ -54,6 +54,17 @@ const MOST_STATES: usize = 100_000;
 /// fewest), where none needs exactly the held cores, where a VM's level is
 /// not held, or past [`MOST_STATES`].
 pub(super) fn fewest_domains(kinds: &[Kind], held: &Held) -> Option<u32> {
+    // Every VM placed: one choice, no walk (nor its limit).
+    if held.every_vm(kinds) {
+        let sum = |per_vm: fn(&Kind) -> u32| {
+            kinds
+                .iter()
+                .map(|k| k.count().saturating_mul(per_vm(k)))
+                .fold(0, u32::saturating_add)
+        };
+        let at_held = sum(|k| k.vm.vcpus) == held.vcpus && sum(|k| k.fewest) == held.cores;
+        return at_held.then(|| sum(Kind::domains));
+    }
     let levels: Vec<i64> = held.placed.keys().copied().collect();
     let want: Vec<u32> = held.placed.values().copied().collect();
     /// VMs per level, vCPUs, cores.

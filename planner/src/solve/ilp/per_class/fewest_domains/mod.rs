@@ -21,12 +21,13 @@
 //! VM spreads; each piece is counted in the patterns of its domain, and per
 //! node the pieces of each kind balance the splits chosen.
 //!
-//! Every plan of the host at the held optima is then a plan of this model
-//! (every VM on its fewest cores and domains, the cores of the
-//! NIC-preferring VMs off their NICs' nodes no more than held), and each
-//! plan of this model is one of the host's at those optima: its proven
-//! optimum is the host's objective 7 ([`Restriction::solve`]), and any of its plans
-//! meets objective 6's bound.
+//! Every plan of the host at the held optima with objective 6 at its bound
+//! is then a plan of this model (each VM it places on its fewest cores and
+//! domains, the cores of the NIC-preferring VMs off their NICs' nodes no
+//! more than held), and each plan of this model is one of the host's at
+//! those optima: its proven optimum is the host's objective 7
+//! ([`Restriction::solve`]), and any of its plans meets objective 6's
+//! bound.
 
 use super::super::backend::Model;
 use super::super::expr::{Expr, Var};
