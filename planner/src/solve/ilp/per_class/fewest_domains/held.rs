@@ -42,9 +42,12 @@ impl Held {
     }
 }
 
-/// The most states (VMs per level, vCPUs, cores) the walk keeps; beyond it
-/// the pattern model declines.
-const MOST_STATES: usize = 100_000;
+/// The most states (VMs per level, vCPUs, cores) the walk keeps, and the
+/// most steps it takes; beyond either the pattern model declines. The
+/// bench's plans keep at most 45 states; the steps bound the walk's time
+/// (a few tens of milliseconds) whatever the VMs.
+const MOST_STATES: usize = 10_000;
+const MOST_STEPS: usize = 1_000_000;
 
 /// Objective 6's bound at `held`: the fewest L3 domains (each VM in its
 /// fewest, [`Kind::domains`]) over the choices of VMs that place as many per
@@ -52,7 +55,7 @@ const MOST_STATES: usize = 100_000;
 /// its fewest ([`Kind::fewest`]). `None` where some such choice needs fewer
 /// cores (a plan at the held optima may then give a VM more than its
 /// fewest), where none needs exactly the held cores, where a VM's level is
-/// not held, or past [`MOST_STATES`].
+/// not held, or past [`MOST_STATES`] or [`MOST_STEPS`].
 pub(super) fn fewest_domains(kinds: &[Kind], held: &Held) -> Option<u32> {
     // Every VM placed: one choice, no walk (nor its limit).
     if held.every_vm(kinds) {
@@ -71,6 +74,7 @@ pub(super) fn fewest_domains(kinds: &[Kind], held: &Held) -> Option<u32> {
     type State = (Vec<u32>, u32, u32);
     let mut states: BTreeMap<State, u32> = BTreeMap::new();
     states.insert((vec![0; levels.len()], 0, 0), 0);
+    let mut steps = 0usize;
     for kind in kinds {
         let level = levels.iter().position(|&l| l == kind.vm.priority)?;
         let mut next: BTreeMap<State, u32> = BTreeMap::new();
@@ -78,6 +82,10 @@ pub(super) fn fewest_domains(kinds: &[Kind], held: &Held) -> Option<u32> {
             // Each more VM of the kind adds to all three: past `held` in
             // one, every larger count is too.
             for n in 0..=kind.count() {
+                steps += 1;
+                if steps > MOST_STEPS || next.len() > MOST_STATES {
+                    return None;
+                }
                 let mut counts = counts.clone();
                 counts[level] = counts[level].saturating_add(n);
                 let vcpus = vcpus.saturating_add(n.saturating_mul(kind.vm.vcpus));
@@ -89,9 +97,6 @@ pub(super) fn fewest_domains(kinds: &[Kind], held: &Held) -> Option<u32> {
                 let kept = next.entry((counts, vcpus, cores)).or_insert(d);
                 *kept = (*kept).min(d);
             }
-        }
-        if next.len() > MOST_STATES {
-            return None;
         }
         states = next;
     }
@@ -165,6 +170,22 @@ mod tests {
         assert_eq!(fewest_domains(&kinds, &held(&[(0, 3)], 36, 18)), Some(5));
         // As many cores but other vCPUs: no choice places them.
         assert_eq!(fewest_domains(&kinds, &held(&[(0, 2)], 20, 12)), None);
+    }
+
+    /// Two kinds of 2,000 VMs, of 1 and 2 vCPUs, 3,000 of them placed:
+    /// millions of steps to walk, so the walk declines at its limit (the
+    /// one choice, 1,000 and 2,000, would give 3,000).
+    #[test]
+    fn a_walk_past_its_limit_declines() {
+        let kinds = [kind(2000, 1, 1, false, 0), kind(2000, 2, 1, false, 0)];
+        assert_eq!(
+            fewest_domains(&kinds, &held(&[(0, 3000)], 5000, 3000)),
+            None
+        );
+        // Within the limit, the one choice: 10 of the first kind and all
+        // 20 of the second, 30 cores, a domain each.
+        let small = [kind(20, 1, 1, false, 0), kind(20, 2, 1, false, 0)];
+        assert_eq!(fewest_domains(&small, &held(&[(0, 30)], 50, 30)), Some(30));
     }
 
     /// Levels count apart: one VM of level 10 and none of level 0 is the
