@@ -785,26 +785,8 @@ proptest! {
             && optimum.extra_numa_nodes == 0
             && f64::from(optimum.cores_used) == fewest;
         // Objective 6's bound (every VM placed on its fewest cores).
-        prop_assert!(!fewest_cores || optimum.vm_l3_domains >= domains,
-            "{}: {} L3 domains over VMs below the bound {}: {:?}",
-            host.description(), optimum.vm_l3_domains, domains, placement.cores);
-        let at_fewest = fewest_cores && optimum.vm_l3_domains == domains;
-        match found.filter(|p| p.proven) {
-            Some(p) => {
-                check_plan(&req, &laid_out(&req, &p))?;
-                let value = objective(&req, &p);
-                if at_fewest {
-                    prop_assert_eq!(&value, &optimum, "{}: {:?} vs the oracle's {:?}",
-                        host.description(), p.cores, placement.cores);
-                } else {
-                    prop_assert!(value.in_order() >= optimum.in_order(),
-                        "{}: {:?} better than the oracle's {:?}",
-                        host.description(), p.cores, placement.cores);
-                }
-            }
-            None => prop_assert!(!at_fewest, "{}: no plan where the oracle's {:?} is one",
-                host.description(), placement.cores),
-        }
+        let oracle = (&placement, &optimum);
+        pattern_model_agrees(&req, &host.description(), oracle, (domains, found), fewest_cores)?;
         if let Some(ilp) = check_solvers(&req)? {
             agrees_with_the_oracle(&req, &ilp, &host.description())?;
         }
@@ -852,32 +834,70 @@ proptest! {
             if let Some((Some(domains), found)) =
                 super::ilp::per_class::fewest_domains_at_for_tests(&req, &optimum)
             {
-                prop_assert!(optimum.vm_l3_domains >= domains,
-                    "{}: {} L3 domains over VMs below the bound {}: {:?}",
-                    host.description(), optimum.vm_l3_domains, domains, placement.cores);
-                let at_bound = optimum.vm_l3_domains == domains;
-                match found.filter(|p| p.proven) {
-                    Some(p) => {
-                        check_plan(&req, &laid_out(&req, &p))?;
-                        let value = objective(&req, &p);
-                        if at_bound {
-                            prop_assert_eq!(&value, &optimum, "{}: {:?} vs the oracle's {:?}",
-                                host.description(), p.cores, placement.cores);
-                        } else {
-                            prop_assert!(value.in_order() >= optimum.in_order(),
-                                "{}: {:?} better than the oracle's {:?}",
-                                host.description(), p.cores, placement.cores);
-                        }
-                    }
-                    None => prop_assert!(!at_bound, "{}: no plan where the oracle's {:?} is one",
-                        host.description(), placement.cores),
-                }
+                let oracle = (&placement, &optimum);
+                pattern_model_agrees(&req, &host.description(), oracle, (domains, found), true)?;
             }
         }
         if let Some(ilp) = check_solvers(&req)? {
             agrees_with_the_oracle(&req, &ilp, &host.description())?;
         }
     }
+}
+
+/// The pattern model of `per_class::fewest_domains` (its bound of
+/// objective 6 and its plan at it, `model`) against the per-core oracle's
+/// plan and optimum. Where `holds` (every plan at the oracle's optima puts
+/// each VM it places on its fewest cores), the oracle's L3 domains over VMs
+/// are at least the bound, and where they are at it, the model has a proven
+/// plan with the oracle's objective, every tier; any other plan it proves
+/// is safe and no better than the oracle's.
+fn pattern_model_agrees(
+    req: &PlanRequest,
+    host: &str,
+    (placement, optimum): (&super::Placement, &crate::plan::Objective),
+    (domains, found): (u32, Option<super::Placement>),
+    holds: bool,
+) -> Result<(), TestCaseError> {
+    prop_assert!(
+        !holds || optimum.vm_l3_domains >= domains,
+        "{}: {} L3 domains over VMs below the bound {}: {:?}",
+        host,
+        optimum.vm_l3_domains,
+        domains,
+        placement.cores
+    );
+    let at_bound = holds && optimum.vm_l3_domains == domains;
+    match found.filter(|p| p.proven) {
+        Some(p) => {
+            check_plan(req, &laid_out(req, &p))?;
+            let value = objective(req, &p);
+            if at_bound {
+                prop_assert_eq!(
+                    &value,
+                    optimum,
+                    "{}: {:?} vs the oracle's {:?}",
+                    host,
+                    p.cores,
+                    placement.cores
+                );
+            } else {
+                prop_assert!(
+                    value.in_order() >= optimum.in_order(),
+                    "{}: {:?} better than the oracle's {:?}",
+                    host,
+                    p.cores,
+                    placement.cores
+                );
+            }
+        }
+        None => prop_assert!(
+            !at_bound,
+            "{}: no plan where the oracle's {:?} is one",
+            host,
+            placement.cores
+        ),
+    }
+    Ok(())
 }
 
 /// Found by `memory_matches_the_oracle`: nodes alike in cores but not in
