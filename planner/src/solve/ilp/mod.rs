@@ -54,13 +54,19 @@ pub fn place(
     if !per_class_only(request) {
         return Ok(agg::place(request, deadline, progress).0);
     }
-    if !relaxable(request) {
-        return per_class::place(request, deadline);
+    // An explanation's re-solve (only which VMs fit, and on how many cores)
+    // goes without the relaxation and its start: they cost two solves of
+    // the aggregated model each time, about half of a small host's re-solve,
+    // and the answers were the same without them (docs/benchmarks.md,
+    // thirteenth pass).
+    let placing_only = progress.placing_only();
+    if !relaxable(request) || placing_only {
+        return per_class::place_bounded(request, deadline, None, None, placing_only);
     }
     let share = || deadline.share(RELAXATION_SHARE, crate::deadline::QUALITY_FLOOR);
     let relaxed = agg::relaxed(request, deadline.within(share()));
     let start = agg::on_most_threads(request, deadline.within(share()));
-    per_class::place_bounded(request, deadline, relaxed.as_ref(), start)
+    per_class::place_bounded(request, deadline, relaxed.as_ref(), start, placing_only)
 }
 
 /// The share of the time left that the relaxation of a host of mixed

@@ -762,6 +762,7 @@ fn a_level_only_the_relaxation_places_leaves_the_plan_the_oracles() {
         by_limit(),
         Some(&relaxed),
         Some(everywhere),
+        false,
     )
     .unwrap();
     let got = crate::solve::objective(&req, &placement);

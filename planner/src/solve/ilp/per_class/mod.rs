@@ -262,7 +262,7 @@ fn some_partly_used<K>(model: &mut Model, groups: &Groups<K>, used: u32) -> bool
 /// Solves lexicographically by `deadline`. A placement not proven because
 /// the backend's process failed carries that fault.
 pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, ExactError> {
-    place_bounded(request, deadline, None, None)
+    place_bounded(request, deadline, None, None, false)
 }
 
 /// [`place`], with `relaxed`: the proven optimum of a relaxation of the
@@ -272,15 +272,24 @@ pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, Exa
 /// relaxation's, so a point at that value is optimal without a search; and
 /// its cores, dealt out again on the host's threads (`on_threads`), are one
 /// more start, as is `start` (a placement of the host: the aggregated
-/// model's on its cores of the most threads).
+/// model's on its cores of the most threads). With `placing_only` (an
+/// explanation's re-solve, which asks which VMs fit and on how many cores)
+/// objectives 1–5 only: the L3 objectives change where VMs go, never which
+/// are placed or their cores.
 pub fn place_bounded(
     request: &PlanRequest,
     deadline: Deadline,
     relaxed: Option<&Placement>,
     start: Option<Placement>,
+    placing_only: bool,
 ) -> Result<Placement, ExactError> {
     let limit = deadline.remaining();
     let mut program = build(request);
+    if placing_only {
+        program
+            .tiers
+            .retain(|(tier, _)| !matches!(tier, Tier::L3PerVm | Tier::PartialL3));
+    }
     // Greedy first fit gives the first tier a feasible start: the ILP then
     // never places fewer VMs than greedy, even when stopped early.
     // A domain-aware packing is a second candidate: it usually reaches the
