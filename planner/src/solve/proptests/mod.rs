@@ -845,22 +845,23 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(48))]
+    #![proptest_config(config(128))]
 
     /// Issue 28: an explanation's re-solve on a host of mixed thread counts
     /// (`exact_placing`: objectives 1–5 only, without the relaxation and its
-    /// start) reaches the whole solve's objectives 1–5 wherever both are
-    /// proven, huge pages and VMs left out included: the VMs it places per
-    /// level, their vCPUs and cores, extra nodes and cores off the NICs'
-    /// nodes.
+    /// start) reaches the whole solve's objectives wherever both are proven,
+    /// huge pages included: where every VM is placed, objectives 1–5 (the
+    /// VMs placed per level, their vCPUs and cores, extra nodes and cores
+    /// off the NICs' nodes); where some are left out, the VMs placed per
+    /// level, its only answer then.
     #[test]
-    fn a_re_solve_reaches_the_whole_solves_first_five_objectives(
+    fn a_re_solve_reaches_the_whole_solves_objectives(
         host in host_spec(8),
         groups in prop::collection::vec((vm_spec(6), 1..=2usize), 1..=4),
         pools in prop::collection::vec(0u64..=6, 1..=4),
         pages in prop::collection::vec(prop::option::weighted(0.5, 1u64..=4), 6),
     ) {
-        let vms: Vec<VmSpec> = repeated(&groups).into_iter().take(6).collect();
+        let vms: Vec<VmSpec> = repeated(&groups).into_iter().take(4).collect();
         let req = with_split_memory(request(&host, &vms), &pools, &pages);
         prop_assume!(super::ilp::per_class_only(&req));
         let whole = super::ilp::place(&req, by_limit(), &super::Progress::default());
@@ -869,10 +870,11 @@ proptest! {
             return Ok(());
         };
         if whole.proven && placing.proven {
+            let every_vm = whole.cores.len() == req.vms.len();
             let first_five = |p: &super::Placement| {
                 let o = objective(&req, p);
                 let more = (o.cores_used, o.extra_numa_nodes, o.nic_remote_cores);
-                (o.placed_by_priority, o.vcpus_placed, more)
+                (o.placed_by_priority, every_vm.then_some((o.vcpus_placed, more)))
             };
             prop_assert_eq!(first_five(&whole), first_five(&placing),
                 "{}: {:?} vs {:?}", host.description(), whole.cores, placing.cores);
