@@ -54,19 +54,26 @@ pub fn place(
     if !per_class_only(request) {
         return Ok(agg::place(request, deadline, progress).0);
     }
-    // An explanation's re-solve (only which VMs fit, and on how many cores)
-    // goes without the relaxation and its start: they cost two solves of
-    // the aggregated model each time, about half of a small host's re-solve,
-    // and the answers were the same without them (docs/benchmarks.md,
-    // thirteenth pass).
-    let placing_only = progress.placing_only();
-    if !relaxable(request) || placing_only {
-        return per_class::place_bounded(request, deadline, None, None, placing_only);
+    // An explanation's re-solve asks whether every VM of its question
+    // fits, and if so on how many cores. Most answers are no, which the
+    // VMs placed per level give alone, without the relaxation and its
+    // start (two solves of the aggregated model each time); a yes is then
+    // solved whole, as a plan is, for the cores it gives each VM
+    // (docs/benchmarks.md, thirteenth pass).
+    if progress.placing_only() {
+        if let Ok(levels) = per_class::place_bounded(request, deadline, None, None, true) {
+            if levels.cores.len() < request.vms.len() {
+                return Ok(levels);
+            }
+        }
+    }
+    if !relaxable(request) {
+        return per_class::place(request, deadline);
     }
     let share = || deadline.share(RELAXATION_SHARE, crate::deadline::QUALITY_FLOOR);
     let relaxed = agg::relaxed(request, deadline.within(share()));
     let start = agg::on_most_threads(request, deadline.within(share()));
-    per_class::place_bounded(request, deadline, relaxed.as_ref(), start, placing_only)
+    per_class::place_bounded(request, deadline, relaxed.as_ref(), start, false)
 }
 
 /// The share of the time left that the relaxation of a host of mixed

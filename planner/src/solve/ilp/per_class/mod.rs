@@ -272,11 +272,9 @@ pub fn place(request: &PlanRequest, deadline: Deadline) -> Result<Placement, Exa
 /// relaxation's, so a point at that value is optimal without a search; and
 /// its cores, dealt out again on the host's threads (`on_threads`), are one
 /// more start, as is `start` (a placement of the host: the aggregated
-/// model's on its cores of the most threads). With `placing_only` (an
-/// explanation's re-solve, which asks whether every VM fits and on how
-/// many cores) objectives 1–5 only, the L3 objectives changing where VMs
-/// go, never which are placed or their cores; and where a VM is left out,
-/// only the VMs placed per level (`proven` then says they are optimal).
+/// model's on its cores of the most threads). With `placing_only` only
+/// the VMs placed per priority level (and the running VMs placed) are
+/// solved, as the aggregated models do for an explanation's re-solve.
 pub fn place_bounded(
     request: &PlanRequest,
     deadline: Deadline,
@@ -287,9 +285,7 @@ pub fn place_bounded(
     let limit = deadline.remaining();
     let mut program = build(request);
     if placing_only {
-        program
-            .tiers
-            .retain(|(tier, _)| !matches!(tier, Tier::L3PerVm | Tier::PartialL3));
+        program.tiers.retain(|(tier, _)| tier.places_vms());
     }
     // Greedy first fit gives the first tier a feasible start: the ILP then
     // never places fewer VMs than greedy, even when stopped early.
@@ -336,50 +332,14 @@ pub fn place_bounded(
         .filter(|_| fewest_domains::applies(request, &program.classes))
         .unwrap_or(tiers.len());
     let (before, after) = tiers.split_at(six);
-    // An explanation's re-solve has its answer once the VMs placed are
-    // known, where some are left out: the objectives after would only lay
-    // out a "no". So it solves the placed levels first, and the rest only
-    // where every VM is placed.
-    let levels = if placing_only {
-        before.iter().take_while(|(t, _)| t.places_vms()).count()
-    } else {
-        0
-    };
-    let (levels, before) = before.split_at(levels);
-    let mut solved = if levels.is_empty() {
-        lexicographic(
-            &mut program.model,
-            before,
-            &candidates,
-            deadline,
-            &mut rules,
-            "ilp",
-        )
-    } else {
-        let placed = lexicographic(
-            &mut program.model,
-            levels,
-            &candidates,
-            deadline,
-            &mut rules,
-            "ilp",
-        );
-        if rules.all_fixed && placed.proven && !before.is_empty() {
-            let mut starts: Vec<Vec<f64>> = placed.values.iter().cloned().collect();
-            starts.extend(candidates.iter().cloned());
-            let rest = lexicographic(
-                &mut program.model,
-                before,
-                &starts,
-                deadline,
-                &mut rules,
-                "ilp",
-            );
-            placed.then(rest)
-        } else {
-            placed
-        }
-    };
+    let mut solved = lexicographic(
+        &mut program.model,
+        before,
+        &candidates,
+        deadline,
+        &mut rules,
+        "ilp",
+    );
     if !after.is_empty() && solved.proven {
         let mut more: Vec<Vec<f64>> = solved.values.iter().cloned().collect();
         more.extend(candidates);
