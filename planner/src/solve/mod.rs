@@ -142,9 +142,11 @@ pub fn partial_nodes(request: &PlanRequest, placement: &Placement) -> u32 {
     u32::try_from(partly).unwrap_or(u32::MAX)
 }
 
-/// The exact solver for which VMs fit only: objectives 1–5 (the L3
-/// objectives change where VMs go, never which are placed). For
-/// explanations.
+/// The exact solver for whether every VM fits, and if so on how many
+/// cores: an explanation's re-solve. The aggregated models solve only the
+/// VMs placed per level (a VM's cores are its type's); the per-class model
+/// solves those first, and the whole order only where every VM is placed
+/// (`ilp::place`).
 pub(crate) fn exact_placing(
     request: &PlanRequest,
     deadline: Deadline,
@@ -163,8 +165,8 @@ pub struct Progress {
     best: std::sync::Mutex<Option<Placement>>,
     stage: std::sync::Mutex<&'static str>,
     hook: Option<ProgressHook>,
-    /// Only which VMs are placed matters (objectives 1–5 are solved, not
-    /// the L3 objectives): an explanation's re-solve.
+    /// Only whether every VM is placed matters, and if so on how many
+    /// cores: an explanation's re-solve ([`exact_placing`]).
     placing_only: bool,
 }
 
