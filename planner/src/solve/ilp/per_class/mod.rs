@@ -402,16 +402,7 @@ pub(crate) fn fewest_domains_for_tests(
     let model = Restriction::new(request, &program.classes)?;
     let far = Deadline::after(Duration::from_secs(30));
     let fewest = program.bounds.get(&Tier::Cores).copied().unwrap_or(0.0);
-    let mut placed: BTreeMap<i64, u32> = BTreeMap::new();
-    for vm in &request.vms {
-        *placed.entry(vm.priority).or_default() += 1;
-    }
-    let held = fewest_domains::Held {
-        placed,
-        vcpus: request.vms.iter().map(|v| v.vcpus).sum(),
-        cores: fewest as u32,
-        nic_remote,
-    };
+    let held = model.every_vm_held(nic_remote);
     let domains = model.domains();
     let found = model.solve(request, &program.classes, (&held, domains), far);
     Some((fewest, domains, found))

@@ -34,12 +34,38 @@ pub(in super::super) struct Held {
 impl Held {
     /// Whether it places every VM of `kinds`.
     pub(super) fn every_vm(&self, kinds: &[Kind]) -> bool {
-        let mut per_level: BTreeMap<i64, u32> = BTreeMap::new();
-        for kind in kinds {
-            *per_level.entry(kind.vm.priority).or_default() += kind.count();
-        }
-        per_level == self.placed
+        per_level(kinds) == self.placed
     }
+
+    /// For tests: the optima held where every VM of `kinds` is placed, each
+    /// on its fewest cores, with at most `nic_remote` cores off the NICs'
+    /// nodes.
+    #[cfg(test)]
+    pub(super) fn of_every_vm(kinds: &[Kind], nic_remote: f64) -> Held {
+        Held {
+            placed: per_level(kinds),
+            vcpus: total(kinds, |k| k.vm.vcpus),
+            cores: total(kinds, |k| k.fewest),
+            nic_remote,
+        }
+    }
+}
+
+/// The VMs of `kinds` per priority level.
+fn per_level(kinds: &[Kind]) -> BTreeMap<i64, u32> {
+    let mut per_level: BTreeMap<i64, u32> = BTreeMap::new();
+    for kind in kinds {
+        *per_level.entry(kind.vm.priority).or_default() += kind.count();
+    }
+    per_level
+}
+
+/// `per_vm` summed over every VM of `kinds`.
+fn total(kinds: &[Kind], per_vm: fn(&Kind) -> u32) -> u32 {
+    kinds
+        .iter()
+        .map(|k| k.count().saturating_mul(per_vm(k)))
+        .fold(0, u32::saturating_add)
 }
 
 /// The most states (VMs per level, vCPUs, cores) the walk keeps, and the
@@ -59,14 +85,9 @@ const MOST_STEPS: usize = 1_000_000;
 pub(super) fn fewest_domains(kinds: &[Kind], held: &Held) -> Option<u32> {
     // Every VM placed: one choice, no walk (nor its limit).
     if held.every_vm(kinds) {
-        let sum = |per_vm: fn(&Kind) -> u32| {
-            kinds
-                .iter()
-                .map(|k| k.count().saturating_mul(per_vm(k)))
-                .fold(0, u32::saturating_add)
-        };
-        let at_held = sum(|k| k.vm.vcpus) == held.vcpus && sum(|k| k.fewest) == held.cores;
-        return at_held.then(|| sum(Kind::domains));
+        let at_held =
+            total(kinds, |k| k.vm.vcpus) == held.vcpus && total(kinds, |k| k.fewest) == held.cores;
+        return at_held.then(|| total(kinds, Kind::domains));
     }
     let levels: Vec<i64> = held.placed.keys().copied().collect();
     let want: Vec<u32> = held.placed.values().copied().collect();

@@ -1,5 +1,5 @@
-//! Objectives 6–7 of a host of mixed thread counts where every VM sits in
-//! its fewest L3 domains: a pattern model of each domain's classes.
+//! Objectives 6–7 of a host of mixed thread counts where each VM placed
+//! sits in its fewest L3 domains: a pattern model of each domain's classes.
 //!
 //! Once the per-class model holds objectives 1–5 with every VM it places on
 //! its fewest cores (every VM placed, or a choice of them: [`held`]), a VM
@@ -88,6 +88,13 @@ impl Restriction {
     #[cfg(test)]
     pub(super) fn domains(&self) -> u32 {
         self.kinds.iter().map(|k| k.domains() * k.count()).sum()
+    }
+
+    /// For tests: the optima held where every VM is placed, each on its
+    /// fewest cores, with at most `nic_remote` cores off the NICs' nodes.
+    #[cfg(test)]
+    pub(super) fn every_vm_held(&self, nic_remote: f64) -> Held {
+        Held::of_every_vm(&self.kinds, nic_remote)
     }
 
     /// Objective 6's bound at `held` ([`held::fewest_domains`]): the L3
@@ -741,29 +748,13 @@ mod tests {
         super::super::test_request("package:1 l3:2 core:4 pu:2", 7, vcpus)
     }
 
-    /// The optima held where every VM is placed, each on its fewest cores.
-    fn every_vm(model: &Restriction) -> Held {
-        let mut placed = BTreeMap::new();
-        for kind in &model.kinds {
-            *placed.entry(kind.vm.priority).or_default() += kind.count();
-        }
-        let sum =
-            |per_vm: fn(&Kind) -> u32| model.kinds.iter().map(|k| k.count() * per_vm(k)).sum();
-        Held {
-            placed,
-            vcpus: sum(|k| k.vm.vcpus),
-            cores: sum(|k| k.fewest),
-            nic_remote: 0.0,
-        }
-    }
-
     /// The restriction's plan (every VM in its fewest domains): per VM its
     /// cores, and objective 7.
     fn solved(req: &PlanRequest) -> (Vec<Vec<u32>>, u32) {
         let classes = classes::classes(&classes::free_cores(req));
         let far = Deadline::after(std::time::Duration::from_secs(30));
         let model = Restriction::new(req, &classes).unwrap();
-        let held = every_vm(&model);
+        let held = model.every_vm_held(0.0);
         let p = model
             .solve(req, &classes, (&held, model.domains()), far)
             .unwrap();
