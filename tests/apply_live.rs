@@ -78,11 +78,12 @@ impl Lab {
 /// Stderr for a snapshot: without this run's scratch directory and process
 /// id, this host's fingerprint (the base plan's) and its online CPUs.
 fn this_host(out: &Output, base: &Value) -> String {
-    let mut stderr =
-        util::redact(&util::text(&out.stderr)).replace(&std::process::id().to_string(), "[PID]");
+    // The fingerprint first: its digits may hold the test's PID.
+    let mut stderr = util::text(&out.stderr);
     if let Some(fingerprint) = base["host"]["fingerprint"].as_str() {
         stderr = stderr.replace(fingerprint, "[THIS HOST]");
     }
+    let mut stderr = util::redact(&stderr).replace(&std::process::id().to_string(), "[PID]");
     // This host's size, after its fingerprint: `[THIS HOST]: 4 CPUs (4
     // online) in 4 cores, 1 NUMA node)`.
     // The CPUs the plan uses: the two VMs' 0-1 and this host's reserved.
