@@ -37,11 +37,18 @@ impl Explainer<'_> {
                 if usize::try_from(asked).unwrap_or(usize::MAX) > self.free.len() {
                     return None;
                 }
+                let question = question(&changed);
+                if self.was_refused(&question) {
+                    return None;
+                }
                 let (trial, at) = with_the_placed(self.request, self.placement, vm_index, changed);
                 let placement =
                     crate::solve::exact_placing(&trial, self.deadline.within(RESOLVE_MOST)).ok()?;
                 // Every VM of the trial placed: the VM and all placed before.
                 if placement.cores.len() < trial.vms.len() {
+                    if placement.proven && placement.fault.is_none() {
+                        self.refuse(question);
+                    }
                     return None;
                 }
                 (placement, at)
@@ -60,6 +67,27 @@ impl Explainer<'_> {
         };
         let cores = placement.cores.get(&at)?;
         Some(u32::try_from(cores.len()).unwrap_or(u32::MAX))
+    }
+
+    /// Whether a re-solve of this run proved that `question` (a changed VM
+    /// without its name, at priority 0) cannot join the placed VMs. Its
+    /// name is no part of the question: the models read a VM's demands and
+    /// policies, never its name, and the trial puts every VM at priority 0.
+    /// Where it stands among the placed VMs changes no count of VMs
+    /// placed, so a proven "no" holds for every VM alike.
+    fn was_refused(&self, question: &VmRequest) -> bool {
+        self.refused
+            .lock()
+            .is_ok_and(|refused| refused.contains(question))
+    }
+
+    /// Records a proven "no" for [`Self::was_refused`].
+    fn refuse(&self, question: VmRequest) {
+        if let Ok(mut refused) = self.refused.lock() {
+            if !refused.contains(&question) {
+                refused.push(question);
+            }
+        }
     }
 
     /// The first change that makes the VM fit: a single policy or demand
@@ -209,6 +237,16 @@ fn with_the_placed(
         ..request.clone()
     };
     (trial, at)
+}
+
+/// `changed` as the re-solve's question sees it, to tell questions apart:
+/// without its name (no model reads it), at priority 0 (as in the trial).
+pub(super) fn question(changed: &VmRequest) -> VmRequest {
+    VmRequest {
+        name: String::new(),
+        priority: 0,
+        ..changed.clone()
+    }
 }
 
 /// Whether `changed` fits in the cores of `rest` ([`leftover`]), every placed

@@ -62,6 +62,10 @@ struct Explainer<'a> {
     rest: PlanRequest,
     /// The cores the placed VMs ask for ([`asked_cores`]).
     placed_cores: u32,
+    /// Changed VMs that a re-solve proved cannot join the placed VMs, each
+    /// without its name ([`fix`]): shared by the threads of one run, so a
+    /// change asked of several alike VMs is solved once.
+    refused: &'a std::sync::Mutex<Vec<VmRequest>>,
 }
 
 /// What a VM needs and what the host has for it.
@@ -400,6 +404,7 @@ pub fn explain(
         placement.cores.keys().filter_map(|&i| request.vms.get(i)),
         &free,
     );
+    let refused = std::sync::Mutex::new(refused_by_the_plan(request, placement));
     let mut explainer = Explainer {
         request,
         placement,
@@ -412,6 +417,7 @@ pub fn explain(
         placed_names,
         rest: fix::leftover(request, placement),
         placed_cores,
+        refused: &refused,
     };
     let unplaced: Vec<usize> = (0..request.vms.len())
         .filter(|i| !placement.cores.contains_key(i))
@@ -466,6 +472,36 @@ pub fn explain(
 
 /// The most threads explanations run on.
 const MOST_THREADS: usize = 4;
+
+/// The VMs a proven plan leaves out, as questions of [`fix`]'s re-solve
+/// (without their names, at priority 0): none of them fits beside every
+/// VM the plan places. Were there room for one, the plan placing it too
+/// would keep every running VM and every VM of each priority level the
+/// plan places and add one, and so be better at the first objective where
+/// they differ (running VMs placed, then VMs per level): not the proven
+/// optimum. A change that turns a VM into one of these is then a "no"
+/// without a solve.
+pub(in crate::solve) fn refused_by_the_plan(
+    request: &PlanRequest,
+    placement: &Placement,
+) -> Vec<VmRequest> {
+    if !placement.proven || placement.fault.is_some() {
+        return Vec::new();
+    }
+    let mut refused: Vec<VmRequest> = Vec::new();
+    let left_out = request
+        .vms
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !placement.cores.contains_key(i));
+    for (_, vm) in left_out {
+        let question = fix::question(vm);
+        if !refused.contains(&question) {
+            refused.push(question);
+        }
+    }
+    refused
+}
 
 /// The cores `vms` ask for: each its fewest, on cores of the most usable
 /// threads among `free` (no placement gives them fewer).

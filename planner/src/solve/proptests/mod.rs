@@ -451,6 +451,57 @@ proptest! {
 }
 
 proptest! {
+    #![proptest_config(config(64))]
+
+    /// The explanations' second shortcut (`explain::refused_by_the_plan`):
+    /// a VM that a proven plan leaves out does not fit beside every VM the
+    /// plan places, so a fix that turns a VM into it is refused without a
+    /// re-solve. The per-core oracle, asked to place those VMs and a copy
+    /// of each question (all at priority 0, as the re-solve asks), never
+    /// places them all.
+    #[test]
+    fn a_vm_a_proven_plan_leaves_out_fits_nowhere_beside_the_placed(
+        host in host_spec(10),
+        vms in prop::collection::vec(vm_spec(6), 1..=6),
+    ) {
+        let req = request(&host, &vms);
+        let Ok(placement) = super::ilp::place(&req, by_limit(), &super::Progress::default())
+        else {
+            return Ok(());
+        };
+        let placed: Vec<VmRequest> = placement
+            .cores
+            .keys()
+            .map(|&i| VmRequest {
+                priority: 0,
+                ..req.vms[i].clone()
+            })
+            .collect();
+        for question in super::explain::refused_by_the_plan(&req, &placement) {
+            let mut vms = placed.clone();
+            vms.push(VmRequest {
+                name: "question".to_owned(),
+                ..question
+            });
+            let trial = PlanRequest {
+                vms,
+                ..req.clone()
+            };
+            let Some(oracle) = oracle::place_within(&trial, ORACLE_LIMIT) else {
+                continue;
+            };
+            prop_assert!(
+                oracle.cores.len() < trial.vms.len(),
+                "the plan leaves out {:?} on {}, yet the oracle places it beside the placed: {:?}",
+                trial.vms.last(),
+                host.description(),
+                oracle.cores
+            );
+        }
+    }
+}
+
+proptest! {
     #![proptest_config(config(32))]
 
     /// Hosts of up to 32 cores: safety and ILP ≥ greedy.
