@@ -188,7 +188,18 @@ impl Rules for ClassRules<'_> {
         } else if self.all_fixed {
             self.bounds.get(&tier).copied()
         } else {
-            None
+            // VMs left out: the bounds that hold whichever VMs are placed.
+            // Cores off NICs' nodes, nodes beyond each VM's first, partly
+            // used domains and nodes are never below 0; and at least one
+            // domain (node) is partly used where no set of whole ones adds
+            // up to the cores held (`hold`).
+            match tier {
+                Tier::NicRemote | Tier::ExtraNodes => Some(0.0),
+                Tier::PartialL3 | Tier::PartialNodes => {
+                    Some(self.bounds.get(&tier).copied().unwrap_or(0.0))
+                }
+                _ => None,
+            }
         };
         [own, self.relaxed(tier), self.fewest_domains(tier)]
             .into_iter()
