@@ -385,6 +385,31 @@ mod tests {
         );
     }
 
+    /// A re-solve's question is the changed VM but for its name and
+    /// priority: two VMs alike but for those ask the same, and a refused
+    /// answer holds for both; a running VM, one pinned elsewhere now, or
+    /// one of another size asks another.
+    #[test]
+    fn a_question_is_the_vm_but_its_name_and_priority() {
+        let a = vm("a", 4, 2);
+        let b = vm("b", 4, 0);
+        assert_eq!(question(&a), question(&b));
+        let others = [
+            VmRequest {
+                running: true,
+                ..b.clone()
+            },
+            VmRequest {
+                now: vec![(0, crate::ids::CpuId(3))],
+                ..b.clone()
+            },
+            VmRequest { vcpus: 5, ..b },
+        ];
+        for other in &others {
+            assert_ne!(question(&a), question(other), "{other:?}");
+        }
+    }
+
     /// An isolated VM whose emulator runs with its one housekeeping vCPU has
     /// no padding (its vCPUs have their cores to themselves). With
     /// `threads = "require"` the spec would pad that vCPU's core: 6 vCPUs
