@@ -84,9 +84,7 @@ impl Explainer<'_> {
     /// Records a proven "no" for [`Self::was_refused`].
     fn refuse(&self, question: VmRequest) {
         if let Ok(mut refused) = self.refused.lock() {
-            if !refused.contains(&question) {
-                refused.push(question);
-            }
+            refused.push(question);
         }
     }
 

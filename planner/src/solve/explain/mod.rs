@@ -488,19 +488,13 @@ pub(in crate::solve) fn refused_by_the_plan(
     if !placement.proven || placement.fault.is_some() {
         return Vec::new();
     }
-    let mut refused: Vec<VmRequest> = Vec::new();
-    let left_out = request
+    request
         .vms
         .iter()
         .enumerate()
-        .filter(|(i, _)| !placement.cores.contains_key(i));
-    for (_, vm) in left_out {
-        let question = fix::question(vm);
-        if !refused.contains(&question) {
-            refused.push(question);
-        }
-    }
-    refused
+        .filter(|(i, _)| !placement.cores.contains_key(i))
+        .map(|(_, vm)| fix::question(vm))
+        .collect()
 }
 
 /// The cores `vms` ask for: each its fewest, on cores of the most usable

@@ -354,20 +354,17 @@ pub fn place_bounded(
     if !after.is_empty() && solved.proven {
         let mut more: Vec<Vec<f64>> = solved.values.iter().cloned().collect();
         more.extend(candidates);
-        let held = fewest_domains_held(&program, &rules);
-        let model = held
-            .as_ref()
-            .and_then(|_| Restriction::new(request, &program.classes));
-        let bound = held
-            .as_ref()
-            .zip(model.as_ref())
-            .and_then(|(held, model)| Some((held, model, model.fewest_domains(held)?)));
+        let bound = fewest_domains_held(&program, &rules).and_then(|held| {
+            let model = Restriction::new(request, &program.classes)?;
+            let domains = model.fewest_domains(&held)?;
+            Some((held, model, domains))
+        });
         if let Some((held, model, domains)) = bound {
             rules.fewest_domains = Some((f64::from(domains), None));
             if !at_bounds(&program, &rules, after, &more) {
                 let budget = rules.budget(Tier::PartialL3, deadline.remaining()) / 2;
                 let within = deadline.within(budget);
-                let found = model.solve(request, &program.classes, (held, domains), within);
+                let found = model.solve(request, &program.classes, (&held, domains), within);
                 if let Some(p) = found {
                     if p.proven {
                         let partial = crate::solve::objective(request, &p).partial_l3_domains;

@@ -61,7 +61,7 @@ fn per_level(kinds: &[Kind]) -> BTreeMap<i64, u32> {
 }
 
 /// `per_vm` summed over every VM of `kinds`.
-fn total(kinds: &[Kind], per_vm: fn(&Kind) -> u32) -> u32 {
+pub(super) fn total(kinds: &[Kind], per_vm: fn(&Kind) -> u32) -> u32 {
     kinds
         .iter()
         .map(|k| k.count().saturating_mul(per_vm(k)))

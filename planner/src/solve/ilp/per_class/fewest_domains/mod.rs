@@ -87,7 +87,7 @@ impl Restriction {
     /// a domain holds it whole, else two).
     #[cfg(test)]
     pub(super) fn domains(&self) -> u32 {
-        self.kinds.iter().map(|k| k.domains() * k.count()).sum()
+        held::total(&self.kinds, Kind::domains)
     }
 
     /// For tests: the optima held where every VM is placed, each on its
