@@ -397,27 +397,29 @@ pub fn place_bounded(
     Ok(placement)
 }
 
-/// For tests: the restriction of `fewest_domains` with at most
-/// `nic_remote` cores off the NICs' nodes, beside the per-class model's
-/// lower bound of the cores (each VM on its fewest) and the L3 domains over
-/// VMs each in its fewest; `None` where the model declines.
+/// For tests: the restriction of `fewest_domains` over `extra_nodes` extra
+/// NUMA nodes with at most `nic_remote` cores off the NICs' nodes, beside
+/// the per-class model's lower bound of the cores (each VM on its fewest)
+/// and the L3 domains over VMs each in its fewest; `None` where the model
+/// declines.
 #[cfg(test)]
 pub(crate) fn fewest_domains_for_tests(
     request: &PlanRequest,
-    nic_remote: f64,
+    (extra_nodes, nic_remote): (u32, f64),
 ) -> Option<(f64, u32, Option<Placement>)> {
     let program = build(request);
     let model = Restriction::new(request, &program.classes)?;
     let far = Deadline::after(Duration::from_secs(30));
     let fewest = program.bounds.get(&Tier::Cores).copied().unwrap_or(0.0);
-    let held = model.every_vm_held(nic_remote);
+    let held = model.every_vm_held(extra_nodes, nic_remote);
     let domains = model.domains();
     let found = model.solve(request, &program.classes, (&held, domains), far);
     Some((fewest, domains, found))
 }
 
 /// For tests: the pattern model of `fewest_domains` at the optima of `at`
-/// (VMs placed per level, vCPUs, cores, cores off the NICs' nodes), as
+/// (VMs placed per level, vCPUs, cores, extra nodes, cores off the NICs'
+/// nodes), as
 /// the per-class model would hold them: objective 6's bound there
 /// ([`Restriction::fewest_domains`]), and the model's plan at that bound;
 /// `None` where the model declines, `Some((None, None))` where it has no
@@ -437,6 +439,7 @@ pub(crate) fn fewest_domains_at_for_tests(
         placed,
         vcpus: at.vcpus_placed,
         cores: at.cores_used,
+        extra_nodes: at.extra_numa_nodes,
         nic_remote: f64::from(at.nic_remote_cores),
     };
     let Some(domains) = model.fewest_domains(&held) else {
@@ -448,9 +451,8 @@ pub(crate) fn fewest_domains_at_for_tests(
 }
 
 /// The optima held so far, where the pattern model of `fewest_domains` may
-/// stand for them: every VM has columns, no extra node is held, and nothing
-/// is held but VMs placed, vCPUs, cores, extra nodes and cores off the
-/// NICs' nodes. Whether every plan at them puts each VM it places on its
+/// stand for them: every VM has columns, and nothing is held but VMs
+/// placed, vCPUs, cores, extra nodes and cores off the NICs' nodes. Whether every plan at them puts each VM it places on its
 /// fewest cores is the pattern model's check
 /// ([`Restriction::fewest_domains`]). Objective 6's bound rests on these
 /// checks (a VM given more cores than its fewest may fit one domain where
@@ -468,7 +470,7 @@ fn fewest_domains_held(program: &Program, rules: &ClassRules) -> Option<fewest_d
             Tier::Placed(_) | Tier::Vcpus | Tier::Cores | Tier::ExtraNodes | Tier::NicRemote
         )
     });
-    if !columns || !known || at(Tier::ExtraNodes).abs() >= 0.5 {
+    if !columns || !known {
         return None;
     }
     let mut placed = BTreeMap::new();
@@ -481,6 +483,7 @@ fn fewest_domains_held(program: &Program, rules: &ClassRules) -> Option<fewest_d
         placed,
         vcpus: count(*held.get(&Tier::Vcpus)?)?,
         cores: count(-*held.get(&Tier::Cores)?)?,
+        extra_nodes: count(-at(Tier::ExtraNodes))?,
         nic_remote: at(Tier::NicRemote),
     })
 }

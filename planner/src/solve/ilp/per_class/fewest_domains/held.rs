@@ -17,8 +17,8 @@ use super::Kind;
 use std::collections::BTreeMap;
 
 /// What the per-class model holds when the pattern model is asked: VMs
-/// placed per priority level, vCPUs placed, cores used, and the cores of
-/// NIC-preferring VMs off their NICs' nodes.
+/// placed per priority level, vCPUs placed, cores used, extra NUMA nodes,
+/// and the cores of NIC-preferring VMs off their NICs' nodes.
 #[derive(Debug, Clone, PartialEq)]
 pub(in super::super) struct Held {
     /// VMs placed, per priority level.
@@ -27,6 +27,8 @@ pub(in super::super) struct Held {
     pub(in super::super) vcpus: u32,
     /// Cores used.
     pub(in super::super) cores: u32,
+    /// Extra NUMA nodes: nodes past the first that `preferred` VMs touch.
+    pub(in super::super) extra_nodes: u32,
     /// Cores of NIC-preferring VMs off their NICs' nodes, at most.
     pub(in super::super) nic_remote: f64,
 }
@@ -38,14 +40,15 @@ impl Held {
     }
 
     /// For tests: the optima held where every VM of `kinds` is placed, each
-    /// on its fewest cores, with at most `nic_remote` cores off the NICs'
-    /// nodes.
+    /// on its fewest cores, over `extra_nodes` extra NUMA nodes, with at
+    /// most `nic_remote` cores off the NICs' nodes.
     #[cfg(test)]
-    pub(super) fn of_every_vm(kinds: &[Kind], nic_remote: f64) -> Held {
+    pub(super) fn of_every_vm(kinds: &[Kind], extra_nodes: u32, nic_remote: f64) -> Held {
         Held {
             placed: per_level(kinds),
             vcpus: total(kinds, |k| k.vm.vcpus),
             cores: total(kinds, |k| k.fewest),
+            extra_nodes,
             nic_remote,
         }
     }
@@ -151,11 +154,13 @@ mod tests {
             members: (0..count).collect(),
             vm,
             fewest,
+            whole: !split,
             splits: if split {
                 vec![(vec![fewest / 2], vec![fewest - fewest / 2])]
             } else {
                 Vec::new()
             },
+            across: Vec::new(),
             memory: Split::Uncounted,
         }
     }
@@ -165,6 +170,7 @@ mod tests {
             placed: placed.iter().copied().collect(),
             vcpus,
             cores,
+            extra_nodes: 0,
             nic_remote: 0.0,
         }
     }

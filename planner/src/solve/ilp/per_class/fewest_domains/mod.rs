@@ -19,7 +19,13 @@
 //! A VM of two domains is a *split*: two pieces whose cores together are
 //! what it needs ([`classes::fits_exactly`]), on one NUMA node unless the
 //! VM spreads; each piece is counted in the patterns of its domain, and per
-//! node the pieces of each kind balance the splits chosen.
+//! node the pieces of each kind balance the splits chosen. Where the held
+//! optima have extra NUMA nodes (a `preferred` VM over two nodes, when the
+//! pools are tight), a `preferred` VM's split may also lie *across* two
+//! nodes, one piece on each, and the splits across are as many as the extra
+//! nodes held: a VM in its fewest domains touches one node, or two where
+//! its two domains are on two nodes, and only `preferred` VMs count extra
+//! nodes.
 //!
 //! Every plan of the host at the held optima with objective 6 at its bound
 //! is then a plan of this model (each VM it places on its fewest cores and
@@ -91,10 +97,11 @@ impl Restriction {
     }
 
     /// For tests: the optima held where every VM is placed, each on its
-    /// fewest cores, with at most `nic_remote` cores off the NICs' nodes.
+    /// fewest cores, over `extra_nodes` extra NUMA nodes, with at most
+    /// `nic_remote` cores off the NICs' nodes.
     #[cfg(test)]
-    pub(super) fn every_vm_held(&self, nic_remote: f64) -> Held {
-        Held::of_every_vm(&self.kinds, nic_remote)
+    pub(super) fn every_vm_held(&self, extra_nodes: u32, nic_remote: f64) -> Held {
+        Held::of_every_vm(&self.kinds, extra_nodes, nic_remote)
     }
 
     /// Objective 6's bound at `held` ([`held::fewest_domains`]): the L3
@@ -109,10 +116,10 @@ impl Restriction {
     /// take `domains` L3 domains in all, each VM on its fewest cores and L3
     /// domains (`domains` from [`Restriction::fewest_domains`]), with at
     /// most `held.nic_remote` cores of NIC-preferring VMs off their NICs'
-    /// nodes — a placement of the host, proven or not; `None` past the
-    /// patterns' limit or with no point by `deadline`. Where `held` leaves
-    /// VMs out, the model chooses how many of each kind it places (the
-    /// first in spec order).
+    /// nodes and `held.extra_nodes` splits across two nodes — a placement
+    /// of the host, proven or not; `None` past the patterns' limit or with
+    /// no point by `deadline`. Where `held` leaves VMs out, the model
+    /// chooses how many of each kind it places (the first in spec order).
     pub(super) fn solve(
         &self,
         request: &PlanRequest,
@@ -122,10 +129,24 @@ impl Restriction {
     ) -> Option<Placement> {
         let Restriction { host, kinds } = self;
         let kinds = kinds.as_slice();
+        // The splits across two nodes, per kind: none where no extra node
+        // is held.
+        let across: Vec<&[Pair]> = kinds
+            .iter()
+            .map(|k| match held.extra_nodes {
+                0 => &[],
+                _ => k.across.as_slice(),
+            })
+            .collect();
         let mut patterns: Vec<Vec<Pattern>> = Vec::new();
         let mut total = 0;
         for group in &host.groups {
-            let found = patterns_of(&host.threads, kinds, group, MOST_PATTERNS - total)?;
+            let found = patterns_of(
+                &host.threads,
+                (kinds, &across),
+                group,
+                MOST_PATTERNS - total,
+            )?;
             total += found.len();
             patterns.push(found);
         }
@@ -155,9 +176,7 @@ impl Restriction {
                     // stays on one node, with the split below; per core else.
                     let vm = kind.members[0];
                     match kind.memory {
-                        Split::Whole if kind.splits.is_empty() => {
-                            memory.add(vm, group.node, 1.0, v)
-                        }
+                        Split::Whole if kind.whole => memory.add(vm, group.node, 1.0, v),
                         Split::PerCore(c) => {
                             let cores: u32 = shape.iter().sum();
                             memory.add(vm, group.node, f64::from(cores) / f64::from(c), v);
@@ -171,10 +190,13 @@ impl Restriction {
         }
         // Every VM placed once: whole, or as the two pieces of a split.
         let mut splits: Vec<BTreeMap<(Zone, usize), Var>> = Vec::new();
-        for ((k, kind), placed) in kinds.iter().enumerate().zip(placed) {
+        let mut splits_across: Vec<BTreeMap<(Nodes, usize), Var>> = Vec::new();
+        let mut extra = Expr::default();
+        for (((k, kind), placed), across) in kinds.iter().enumerate().zip(placed).zip(&across) {
             let count = kind.count() as f64;
             let mut chosen = BTreeMap::new();
-            if kind.splits.is_empty() {
+            let mut chosen_across = BTreeMap::new();
+            if kind.whole {
                 let whole: Expr = items
                     .iter()
                     .filter(|((kk, _, _), _)| *kk == k)
@@ -182,26 +204,47 @@ impl Restriction {
                     .sum();
                 m.eq(whole, placed);
             } else {
+                // Per zone and shape: the pieces the splits chosen take.
+                let mut used: BTreeMap<(Zone, &[u32]), Expr> = BTreeMap::new();
                 for &zone in &kind.zones(host) {
-                    let mut per_shape: BTreeMap<&[u32], Expr> = BTreeMap::new();
                     for (s, (a, b)) in kind.splits.iter().enumerate() {
                         let y = m.int(count);
                         chosen.insert((zone, s), y);
                         if let (Some(node), Split::Whole) = (zone, kind.memory) {
                             memory.add(kind.members[0], node, 1.0, y);
                         }
-                        *per_shape.entry(a.as_slice()).or_default() += y;
-                        *per_shape.entry(b.as_slice()).or_default() += y;
-                    }
-                    for (shape, used) in per_shape {
-                        let pieces = items.get(&(k, zone, shape)).cloned().unwrap_or_default();
-                        m.eq(pieces, used);
+                        *used.entry((zone, a.as_slice())).or_default() += y;
+                        *used.entry((zone, b.as_slice())).or_default() += y;
                     }
                 }
-                m.eq(chosen.values().copied().sum::<Expr>(), placed);
+                // Across two nodes (a `preferred` VM's, whose memory is
+                // counted per core, with the pieces).
+                for (s, (a, b)) in across.iter().enumerate() {
+                    for (first, second) in node_pairs(host, a == b) {
+                        let w = m.int(count);
+                        chosen_across.insert(((first, second), s), w);
+                        extra += w;
+                        *used.entry((kind.zone(first), a.as_slice())).or_default() += w;
+                        *used.entry((kind.zone(second), b.as_slice())).or_default() += w;
+                    }
+                }
+                // Every piece of the kind laid out is one a split takes.
+                for ((kk, zone, shape), pieces) in &items {
+                    if *kk == k && !used.contains_key(&(*zone, *shape)) {
+                        m.eq(pieces.clone(), 0.0);
+                    }
+                }
+                for ((zone, shape), used) in used {
+                    let pieces = items.get(&(k, zone, shape)).cloned().unwrap_or_default();
+                    m.eq(pieces, used);
+                }
+                let all = chosen.values().chain(chosen_across.values()).copied();
+                m.eq(all.sum::<Expr>(), placed);
             }
             splits.push(chosen);
+            splits_across.push(chosen_across);
         }
+        m.le(extra, f64::from(held.extra_nodes));
         m.le(remote, held.nic_remote);
         memory.bound(&mut m);
         let tiers = vec![(Tier::PartialL3, partial)];
@@ -220,7 +263,7 @@ impl Restriction {
             kinds,
             values: &values,
         };
-        let cores = laid.out(&patterns, &x, &splits)?;
+        let cores = laid.out(&patterns, &x, (&splits, (&across, &splits_across)))?;
         Some(Placement {
             cores,
             proven: solved.proven,
@@ -271,6 +314,27 @@ impl Rules for Plain {}
 /// Where a split's two pieces must lie: one NUMA node, or anywhere
 /// (`None`: a VM that spreads).
 type Zone = Option<Option<NodeId>>;
+
+/// A split's two pieces, cores per thread count each.
+type Pair = (Vec<u32>, Vec<u32>);
+
+/// The nodes of a split across two: its first piece's, its second's.
+type Nodes = (Option<NodeId>, Option<NodeId>);
+
+/// The ordered pairs of two nodes of `host`, first below second where the
+/// two pieces are alike (either order is the same split then).
+fn node_pairs(host: &Host, alike: bool) -> Vec<Nodes> {
+    let nodes = host.nodes();
+    let mut pairs = Vec::new();
+    for &first in &nodes {
+        for &second in &nodes {
+            if first < second || (first > second && !alike) {
+                pairs.push((first, second));
+            }
+        }
+    }
+    pairs
+}
 
 /// The host as this model sees it: its thread counts and its domains,
 /// grouped where alike.
@@ -347,9 +411,16 @@ struct Kind {
     vm: VmRequest,
     /// Cores each needs at its fewest: on the most threads of its classes.
     fewest: u32,
-    /// Where no domain holds it whole: its splits, two pieces each (cores
-    /// per thread count), the smaller piece first.
-    splits: Vec<(Vec<u32>, Vec<u32>)>,
+    /// Whether some domain holds it whole.
+    whole: bool,
+    /// Where no domain holds it whole: its splits on one node (on any two
+    /// domains, if it spreads), two pieces each (cores per thread count),
+    /// the smaller piece first.
+    splits: Vec<Pair>,
+    /// Where no domain holds it whole and it is `preferred`: its splits
+    /// across two nodes, likewise (a `strict` VM keeps to a node, and a VM
+    /// that spreads has every split in `splits` already).
+    across: Vec<Pair>,
     /// How its memory goes to nodes, as the per-class model counts it.
     memory: Split,
 }
@@ -361,7 +432,7 @@ impl Kind {
 
     /// The L3 domains each of its VMs takes.
     fn domains(&self) -> u32 {
-        if self.splits.is_empty() {
+        if self.whole {
             1
         } else {
             2
@@ -437,21 +508,31 @@ fn kinds(request: &PlanRequest, classes: &[Class], host: &Host) -> Option<Vec<Ki
                 .groups
                 .iter()
                 .any(|g| !shapes(&vm, fewest, g, &host.threads, true).is_empty());
-            let splits = if whole {
-                Vec::new()
+            let (splits, across) = if whole {
+                (Vec::new(), Vec::new())
             } else {
-                let found = splits_of(&vm, fewest, host);
-                if found.is_empty() {
+                let span = match vm.numa {
+                    NumaPolicy::Spread => Span::Anywhere,
+                    _ => Span::OneNode,
+                };
+                let splits = splits_of(&vm, fewest, host, span);
+                let across = match vm.numa {
+                    NumaPolicy::Preferred => splits_of(&vm, fewest, host, Span::Across),
+                    _ => Vec::new(),
+                };
+                if splits.is_empty() && across.is_empty() {
                     return None;
                 }
-                found
+                (splits, across)
             };
             Some(Kind {
                 members,
                 memory: program::memory_split(&vm, classes),
                 vm,
                 fewest,
+                whole,
                 splits,
+                across,
             })
         })
         .collect()
@@ -515,16 +596,31 @@ fn thread_list(shape: &[u32], threads: &[u32]) -> Vec<u32> {
         .collect()
 }
 
-/// The splits of a VM of `fewest` cores over two domains of one node (any
-/// two, if it spreads): pieces of at least one core that domains of the
-/// host hold, together what it needs.
-fn splits_of(vm: &VmRequest, fewest: u32, host: &Host) -> Vec<(Vec<u32>, Vec<u32>)> {
-    let mut found: BTreeSet<(Vec<u32>, Vec<u32>)> = BTreeSet::new();
-    let spread = vm.numa == NumaPolicy::Spread;
+/// Which two domains a split may take.
+#[derive(Clone, Copy, PartialEq)]
+enum Span {
+    /// Two of one node.
+    OneNode,
+    /// Two of two nodes.
+    Across,
+    /// Any two.
+    Anywhere,
+}
+
+/// The splits of a VM of `fewest` cores over two domains as `span` has
+/// them: pieces of at least one core that domains of the host hold,
+/// together what it needs.
+fn splits_of(vm: &VmRequest, fewest: u32, host: &Host, span: Span) -> Vec<Pair> {
+    let mut found: BTreeSet<Pair> = BTreeSet::new();
     for (i, a) in host.groups.iter().enumerate() {
         for b in &host.groups[i..] {
             let same = std::ptr::eq(a, b);
-            if (same && a.domains.len() < 2) || (!spread && a.node != b.node) {
+            let apart = match span {
+                Span::OneNode => a.node != b.node,
+                Span::Across => a.node == b.node,
+                Span::Anywhere => false,
+            };
+            if (same && a.domains.len() < 2) || apart {
                 continue;
             }
             for n in 1..fewest {
@@ -559,23 +655,25 @@ struct Pattern {
 }
 
 /// Every non-empty pattern of `group`: multisets of (kind, shape) within
-/// the domain's cores per thread count, at most one item per VM of a kind.
+/// the domain's cores per thread count, at most one item per VM of a kind;
+/// the pieces of each kind's splits, on one node and `across` two.
 /// `None` past `most`.
 fn patterns_of(
     threads: &[u32],
-    kinds: &[Kind],
+    (kinds, across): (&[Kind], &[&[Pair]]),
     group: &Group,
     most: usize,
 ) -> Option<Vec<Pattern>> {
     let mut items: Vec<(usize, Vec<u32>)> = Vec::new();
-    for (k, kind) in kinds.iter().enumerate() {
-        let shapes: BTreeSet<Vec<u32>> = if kind.splits.is_empty() {
+    for ((k, kind), across) in kinds.iter().enumerate().zip(across) {
+        let shapes: BTreeSet<Vec<u32>> = if kind.whole {
             shapes(&kind.vm, kind.fewest, group, threads, true)
                 .into_iter()
                 .collect()
         } else {
             kind.splits
                 .iter()
+                .chain(across.iter())
                 .flat_map(|(a, b)| [a.clone(), b.clone()])
                 .filter(|s| holds(&kind.vm, s, group, threads))
                 .collect()
@@ -670,6 +768,13 @@ struct Laid<'a> {
 /// cores of each.
 type Pieces = BTreeMap<(usize, Zone, Vec<u32>), VecDeque<Vec<CoreId>>>;
 
+/// The splits chosen per kind: on one node (per zone and split), and across
+/// two (each kind's splits across, and per nodes and split).
+type SplitsChosen<'a> = (
+    &'a [BTreeMap<(Zone, usize), Var>],
+    (&'a [&'a [Pair]], &'a [BTreeMap<(Nodes, usize), Var>]),
+);
+
 impl Laid<'_> {
     /// Each group's domains in order take its patterns in order, each item
     /// the lowest free cores of its domain's classes; a whole VM is the next
@@ -679,7 +784,7 @@ impl Laid<'_> {
         &self,
         patterns: &[Vec<Pattern>],
         x: &[Vec<Var>],
-        splits: &[BTreeMap<(Zone, usize), Var>],
+        (splits, (across, splits_across)): SplitsChosen,
     ) -> Option<BTreeMap<usize, Vec<CoreId>>> {
         let mut next_of_kind = vec![0usize; self.kinds.len()];
         let mut cores: BTreeMap<usize, Vec<CoreId>> = BTreeMap::new();
@@ -703,7 +808,7 @@ impl Laid<'_> {
                             *from = to;
                         }
                         let kind = &self.kinds[*k];
-                        if kind.splits.is_empty() {
+                        if kind.whole {
                             let i = *kind.members.get(next_of_kind[*k])?;
                             next_of_kind[*k] += 1;
                             cores.insert(i, mine);
@@ -717,13 +822,19 @@ impl Laid<'_> {
         }
         for (k, chosen) in splits.iter().enumerate() {
             let kind = &self.kinds[k];
-            for (&(zone, s), &y) in chosen {
-                let (a, b) = kind.splits.get(s)?;
+            let here = chosen
+                .iter()
+                .map(|(&(zone, s), &y)| ((zone, zone), kind.splits.get(s), y));
+            let apart = splits_across[k].iter().map(|(&((first, second), s), &y)| {
+                ((kind.zone(first), kind.zone(second)), across[k].get(s), y)
+            });
+            for ((first, second), pair, y) in here.chain(apart) {
+                let (a, b) = pair?;
                 for _ in 0..y.count(self.values) {
                     let i = *kind.members.get(next_of_kind[k])?;
                     next_of_kind[k] += 1;
-                    let mut mine = pieces.get_mut(&(k, zone, a.clone()))?.pop_front()?;
-                    mine.extend(pieces.get_mut(&(k, zone, b.clone()))?.pop_front()?);
+                    let mut mine = pieces.get_mut(&(k, first, a.clone()))?.pop_front()?;
+                    mine.extend(pieces.get_mut(&(k, second, b.clone()))?.pop_front()?);
                     cores.insert(i, mine);
                 }
             }
@@ -754,7 +865,7 @@ mod tests {
         let classes = classes::classes(&classes::free_cores(req));
         let far = Deadline::after(std::time::Duration::from_secs(30));
         let model = Restriction::new(req, &classes).unwrap();
-        let held = model.every_vm_held(0.0);
+        let held = model.every_vm_held(0, 0.0);
         let p = model
             .solve(req, &classes, (&held, model.domains()), far)
             .unwrap();
@@ -823,9 +934,60 @@ mod tests {
             placed: [(0, 0), (10, 1)].into_iter().collect(),
             vcpus: 4,
             cores: 2,
+            extra_nodes: 0,
             nic_remote: 0.0,
         };
         assert_eq!(model.fewest_domains(&held), Some(1));
+    }
+
+    /// Two nodes of two L3 domains of 2 one-thread cores (CPUs 0–3 on node
+    /// 0, 4–7 on node 1), and two `preferred` VMs of 3 vCPUs: each needs
+    /// two domains, 2 cores in one and 1 in the other. Kept to a node each,
+    /// both nodes keep a domain partly used: 2. With one extra node held,
+    /// one VM crosses to the other's node and their pieces of 1 core share
+    /// a domain there: three full domains, 0, and one VM over two nodes.
+    #[test]
+    fn a_preferred_vm_splits_across_two_nodes_as_the_extra_nodes_held() {
+        let mut req = super::super::test_request("package:1 numa:2 l3:2 core:2 pu:1", 99, &[3, 3]);
+        for vm in &mut req.vms {
+            vm.numa = NumaPolicy::Preferred;
+        }
+        let classes = classes::classes(&classes::free_cores(&req));
+        let model = Restriction::new(&req, &classes).unwrap();
+        assert_eq!(model.domains(), 4);
+        let far = Deadline::after(std::time::Duration::from_secs(30));
+        let solve = |extra| {
+            let held = model.every_vm_held(extra, 0.0);
+            let p = model.solve(&req, &classes, (&held, 4), far).unwrap();
+            assert!(p.proven);
+            let o = crate::solve::objective(&req, &p);
+            (o.partial_l3_domains, o.extra_numa_nodes, o.vm_l3_domains)
+        };
+        assert_eq!(solve(0), (2, 0, 4));
+        assert_eq!(solve(1), (0, 1, 4));
+    }
+
+    /// One L3 domain per node: a `preferred` VM that no domain holds has
+    /// only splits across two nodes, and a `strict` one none (declined).
+    #[test]
+    fn a_vm_over_two_nodes_of_one_domain_each_is_preferred_or_declined() {
+        let desc = "package:1 numa:2 l3:1 core:2 pu:1";
+        let mut req = super::super::test_request(desc, 99, &[3]);
+        let classes = classes::classes(&classes::free_cores(&req));
+        assert!(Restriction::new(&req, &classes).is_none());
+        req.vms[0].numa = NumaPolicy::Preferred;
+        let model = Restriction::new(&req, &classes).unwrap();
+        let far = Deadline::after(std::time::Duration::from_secs(30));
+        // No extra node held: no plan; one: the VM over both nodes.
+        let held = model.every_vm_held(0, 0.0);
+        assert!(model.solve(&req, &classes, (&held, 2), far).is_none());
+        let held = model.every_vm_held(1, 0.0);
+        let p = model.solve(&req, &classes, (&held, 2), far).unwrap();
+        let o = crate::solve::objective(&req, &p);
+        assert_eq!(
+            (o.placed, o.extra_numa_nodes, o.partial_l3_domains),
+            (1, 1, 1)
+        );
     }
 
     /// A VM that needs three domains (9 cores) is not this model's.
