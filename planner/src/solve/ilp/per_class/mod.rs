@@ -362,7 +362,11 @@ pub fn place_bounded(
         if let Some((held, model, domains)) = bound {
             rules.fewest_domains = Some((f64::from(domains), None));
             if !at_bounds(&program, &rules, after, &more) {
-                let budget = rules.budget(Tier::PartialL3, deadline.remaining()) / 2;
+                // Objective 7's share of the time: where the pattern model
+                // proves its plan, that ends objective 7 (its relaxation is
+                // the tighter); where not, the per-class model has its own
+                // share after it, of what is left.
+                let budget = rules.budget(Tier::PartialL3, deadline.remaining());
                 let within = deadline.within(budget);
                 let found = model.solve(request, &program.classes, (&held, domains), within);
                 if let Some(p) = found {
