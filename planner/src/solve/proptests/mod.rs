@@ -986,8 +986,9 @@ proptest! {
 }
 
 /// `host` with L3 domains inside its nodes, and two nodes or more: one
-/// node becomes two of half its cores per L3 domain (as many cores or
-/// fewer, so within the strategy's most).
+/// node becomes two of half its cores per L3 domain, at least one (at
+/// most 2 × 2 domains × 1 core, or as many cores as before or fewer:
+/// within the strategy's 8).
 fn over_nodes(mut host: HostSpec) -> HostSpec {
     // No L3 level, or one over the nodes: one L3 domain per node instead
     // (as many domains).

@@ -362,10 +362,11 @@ pub fn place_bounded(
         if let Some((held, model, domains)) = bound {
             rules.fewest_domains = Some((f64::from(domains), None));
             if !at_bounds(&program, &rules, after, &more) {
-                // Objective 7's share of the time: where the pattern model
-                // proves its plan, that ends objective 7 (its relaxation is
-                // the tighter); where not, the per-class model has its own
-                // share after it, of what is left.
+                // An L3 objective's share of the time (it runs before
+                // objective 6): where the pattern model proves its plan,
+                // that ends objectives 6 and 7 (its relaxation is the
+                // tighter); where not, the per-class model has its own
+                // shares after it, of what is left.
                 let budget = rules.budget(Tier::PartialL3, deadline.remaining());
                 let within = deadline.within(budget);
                 let found = model.solve(request, &program.classes, (&held, domains), within);
@@ -456,8 +457,9 @@ pub(crate) fn fewest_domains_at_for_tests(
 
 /// The optima held so far, where the pattern model of `fewest_domains` may
 /// stand for them: every VM has columns, and nothing is held but VMs
-/// placed, vCPUs, cores, extra nodes and cores off the NICs' nodes. Whether every plan at them puts each VM it places on its
-/// fewest cores is the pattern model's check
+/// placed, vCPUs, cores, extra nodes and cores off the NICs' nodes.
+/// Whether every plan at them puts each VM it places on its fewest cores
+/// is the pattern model's check
 /// ([`Restriction::fewest_domains`]). Objective 6's bound rests on these
 /// checks (a VM given more cores than its fewest may fit one domain where
 /// its fewest do not); objective 7's does not — where one fails, the

@@ -22,10 +22,10 @@
 //! node the pieces of each kind balance the splits chosen. Where the held
 //! optima have extra NUMA nodes (a `preferred` VM over two nodes, when the
 //! pools are tight), a `preferred` VM's split may also lie *across* two
-//! nodes, one piece on each, and the splits across are as many as the extra
-//! nodes held: a VM in its fewest domains touches one node, or two where
-//! its two domains are on two nodes, and only `preferred` VMs count extra
-//! nodes.
+//! nodes, one piece on each, and the splits across are at most as many as
+//! the extra nodes held (as many, at the optimum held): a VM in its fewest
+//! domains touches one node, or two where its two domains are on two
+//! nodes, and only `preferred` VMs count extra nodes.
 //!
 //! Every plan of the host at the held optima with objective 6 at its bound
 //! is then a plan of this model (each VM it places on its fewest cores and
@@ -116,7 +116,7 @@ impl Restriction {
     /// take `domains` L3 domains in all, each VM on its fewest cores and L3
     /// domains (`domains` from [`Restriction::fewest_domains`]), with at
     /// most `held.nic_remote` cores of NIC-preferring VMs off their NICs'
-    /// nodes and `held.extra_nodes` splits across two nodes — a placement
+    /// nodes and at most `held.extra_nodes` splits across two nodes — a placement
     /// of the host, proven or not; `None` past the patterns' limit or with
     /// no point by `deadline`. Where `held` leaves VMs out, the model
     /// chooses how many of each kind it places (the first in spec order).
@@ -228,12 +228,9 @@ impl Restriction {
                         *used.entry((kind.zone(second), b.as_slice())).or_default() += w;
                     }
                 }
-                // Every piece of the kind laid out is one a split takes.
-                for ((kk, zone, shape), pieces) in &items {
-                    if *kk == k && !used.contains_key(&(*zone, *shape)) {
-                        m.eq(pieces.clone(), 0.0);
-                    }
-                }
+                // Every zone has every shape of its kind's splits (across
+                // ones: every node is in some pair), so these rows hold
+                // every piece laid out.
                 for ((zone, shape), used) in used {
                     let pieces = items.get(&(k, zone, shape)).cloned().unwrap_or_default();
                     m.eq(pieces, used);
