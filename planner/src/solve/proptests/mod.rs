@@ -874,20 +874,7 @@ proptest! {
             })
             .collect();
         let req = with_split_memory(request(&host, &vms), &pools, &pages);
-        prop_assume!(!super::ilp::agg::supported(&req));
-        let Some(placement) = oracle::place_within(&req, ORACLE_LIMIT) else {
-            return Ok(());
-        };
-        let optimum = objective(&req, &placement);
-        if let Some((Some(domains), found)) =
-            super::ilp::per_class::fewest_domains_at_for_tests(&req, &optimum)
-        {
-            let oracle = (&placement, &optimum);
-            pattern_model_agrees(&req, &host.description(), oracle, (domains, found), true)?;
-        }
-        if let Some(ilp) = check_solvers(&req)? {
-            agrees_with_the_oracle(&req, &ilp, &host.description())?;
-        }
+        at_the_oracles_optima(&req, &host.description())?;
     }
 }
 
@@ -898,8 +885,8 @@ proptest! {
     /// `preferred` VMs may lie over two NUMA nodes (pools of a few pages,
     /// each node's too small for some VM), asked at the per-core oracle's
     /// optima of objectives 1–5, its extra nodes included: its splits across
-    /// two nodes, as many as the extra nodes, make up the oracle's plan
-    /// where it is at the bound, as in
+    /// two nodes, at most as many as the extra nodes, make up the oracle's
+    /// plan where it is at the bound, as in
     /// `fewest_domains_with_vms_left_out_match_the_oracle`. The whole solve
     /// agrees with the oracle too.
     #[test]
@@ -925,20 +912,7 @@ proptest! {
         for vm in &mut req.vms {
             vm.cell_nodes.clear();
         }
-        prop_assume!(!super::ilp::agg::supported(&req));
-        let Some(placement) = oracle::place_within(&req, ORACLE_LIMIT) else {
-            return Ok(());
-        };
-        let optimum = objective(&req, &placement);
-        if let Some((Some(domains), found)) =
-            super::ilp::per_class::fewest_domains_at_for_tests(&req, &optimum)
-        {
-            let oracle = (&placement, &optimum);
-            pattern_model_agrees(&req, &host.description(), oracle, (domains, found), true)?;
-        }
-        if let Some(ilp) = check_solvers(&req)? {
-            agrees_with_the_oracle(&req, &ilp, &host.description())?;
-        }
+        at_the_oracles_optima(&req, &host.description())?;
     }
 }
 
@@ -983,6 +957,28 @@ proptest! {
                 "{}: {:?} vs {:?}", host.description(), whole.cores, placing.cores);
         }
     }
+}
+
+/// On a host of mixed thread counts, the pattern model of
+/// `per_class::fewest_domains` at the per-core oracle's optima of
+/// objectives 1–5 where it has a bound there ([`pattern_model_agrees`]),
+/// and the whole solve, against the oracle.
+fn at_the_oracles_optima(req: &PlanRequest, host: &str) -> Result<(), TestCaseError> {
+    prop_assume!(!super::ilp::agg::supported(req));
+    let Some(placement) = oracle::place_within(req, ORACLE_LIMIT) else {
+        return Ok(());
+    };
+    let optimum = objective(req, &placement);
+    if let Some((Some(domains), found)) =
+        super::ilp::per_class::fewest_domains_at_for_tests(req, &optimum)
+    {
+        let oracle = (&placement, &optimum);
+        pattern_model_agrees(req, host, oracle, (domains, found), true)?;
+    }
+    if let Some(ilp) = check_solvers(req)? {
+        agrees_with_the_oracle(req, &ilp, host)?;
+    }
+    Ok(())
 }
 
 /// `host` with L3 domains inside its nodes, and two nodes or more: one
