@@ -919,6 +919,54 @@ proptest! {
 proptest! {
     #![proptest_config(config(128))]
 
+    /// Issue 28: the pattern model of `per_class::fewest_domains` where a
+    /// plan at the optima may give a VM more cores than its fewest (two-
+    /// thread cores too few for every `prefer` VM, which then takes cores
+    /// of one thread): L3 domains of 3–6 cores, some siblings offline, VMs
+    /// of 1–6 vCPUs that `prefer` or `require` two threads. Asked at the
+    /// per-core oracle's optima, with its VMs on up to as many cores more
+    /// as the held cores allow, it has the oracle's plan where that is at
+    /// the bound, as in `fewest_domains_with_vms_left_out_match_the_oracle`.
+    #[test]
+    fn fewest_domains_with_more_cores_match_the_oracle(
+        nodes in 1u32..=2,
+        cores in 3u32..=6,
+        pu_keys in prop::collection::vec(any::<u32>(), MAX_PUS),
+        offline in prop::collection::vec(prop::bool::weighted(0.3), MAX_PUS),
+        groups in prop::collection::vec((vm_spec(6), 1..=2usize), 1..=3),
+    ) {
+        let host = HostSpec {
+            packages: 1,
+            nodes_per_package: nodes,
+            l3: 2,
+            cores_per_group: cores,
+            smt: 2,
+            pu_keys,
+            node_keys: vec![0; 8],
+            tags: offline
+                .iter()
+                .map(|&off| if off { Tag::Unusable } else { Tag::Free })
+                .collect(),
+        };
+        let vms: Vec<VmSpec> = repeated(&groups)
+            .into_iter()
+            .take(4)
+            .map(|mut vm| {
+                if vm.threads == ThreadPolicy::Isolate {
+                    vm.threads = ThreadPolicy::Prefer;
+                }
+                vm.numa = NumaPolicy::Strict;
+                vm.nic_affinity = NicAffinity::Ignore;
+                vm
+            })
+            .collect();
+        at_the_oracles_optima(&request(&host, &vms), &host.description())?;
+    }
+}
+
+proptest! {
+    #![proptest_config(config(128))]
+
     /// Issue 28: an explanation's re-solve on a host of mixed thread counts
     /// (`exact_placing`: the VMs placed per level first, without the
     /// relaxation and its start; the whole solve where every VM is placed)

@@ -356,10 +356,11 @@ pub fn place_bounded(
         more.extend(candidates);
         let bound = fewest_domains_held(&program, &rules).and_then(|held| {
             let model = Restriction::new(request, &program.classes)?;
-            let domains = model.fewest_domains(&held)?;
-            Some((held, model, domains))
+            let bound = model.fewest_domains(&held)?;
+            Some((held, model, bound))
         });
-        if let Some((held, model, domains)) = bound {
+        if let Some((held, model, bound)) = bound {
+            let domains = bound.domains;
             rules.fewest_domains = Some((f64::from(domains), None));
             if !at_bounds(&program, &rules, after, &more) {
                 // An L3 objective's share of the time (it runs before
@@ -369,7 +370,7 @@ pub fn place_bounded(
                 // shares after it, of what is left.
                 let budget = rules.budget(Tier::PartialL3, deadline.remaining());
                 let within = deadline.within(budget);
-                let found = model.solve(request, &program.classes, (&held, domains), within);
+                let found = model.solve(request, &program.classes, (&held, bound), within);
                 if let Some(p) = found {
                     if p.proven {
                         let partial = crate::solve::objective(request, &p).partial_l3_domains;
@@ -418,7 +419,8 @@ pub(crate) fn fewest_domains_for_tests(
     let fewest = program.bounds.get(&Tier::Cores).copied().unwrap_or(0.0);
     let held = model.every_vm_held(extra_nodes, nic_remote);
     let domains = model.domains();
-    let found = model.solve(request, &program.classes, (&held, domains), far);
+    let bound = fewest_domains::Bound { domains, slack: 0 };
+    let found = model.solve(request, &program.classes, (&held, bound), far);
     Some((fewest, domains, found))
 }
 
@@ -447,12 +449,12 @@ pub(crate) fn fewest_domains_at_for_tests(
         extra_nodes: at.extra_numa_nodes,
         nic_remote: f64::from(at.nic_remote_cores),
     };
-    let Some(domains) = model.fewest_domains(&held) else {
+    let Some(bound) = model.fewest_domains(&held) else {
         return Some((None, None));
     };
     let far = Deadline::after(Duration::from_secs(30));
-    let found = model.solve(request, &program.classes, (&held, domains), far);
-    Some((Some(domains), found))
+    let found = model.solve(request, &program.classes, (&held, bound), far);
+    Some((Some(bound.domains), found))
 }
 
 /// The optima held so far, where the pattern model of `fewest_domains` may

@@ -49,10 +49,16 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 mod held;
 
-pub(super) use held::Held;
+pub(super) use held::{Bound, Held};
 
 /// The most patterns over all domain groups; beyond it the model declines.
 const MOST_PATTERNS: usize = 20_000;
+
+/// The most cores beyond its fewest a VM may take in this model: where the
+/// held cores are more than the fewest of a choice of VMs, a plan at the
+/// optima may give a VM as many more as the difference (its slack), and the
+/// model then lays VMs out on their fewest cores or up to this many more.
+const MOST_SLACK: u32 = 2;
 
 /// Whether the request has the form this model needs, whatever the held
 /// optima: no running VM, no compaction or move ceiling, no VM that must
@@ -106,9 +112,9 @@ impl Restriction {
 
     /// Objective 6's bound at `held` ([`held::fewest_domains`]): the L3
     /// domains over the VMs placed, each in its fewest, where every plan at
-    /// the held optima puts each VM it places on its fewest cores; `None`
-    /// where that is not sure.
-    pub(super) fn fewest_domains(&self, held: &Held) -> Option<u32> {
+    /// the held optima puts each VM it places on its fewest cores or a few
+    /// more laid out alike; `None` where that is not sure.
+    pub(super) fn fewest_domains(&self, held: &Held) -> Option<Bound> {
         held::fewest_domains(&self.kinds, held)
     }
 
@@ -124,26 +130,21 @@ impl Restriction {
         &self,
         request: &PlanRequest,
         classes: &[Class],
-        (held, domains): (&Held, u32),
+        (held, bound): (&Held, Bound),
         deadline: Deadline,
     ) -> Option<Placement> {
         let Restriction { host, kinds } = self;
         let kinds = kinds.as_slice();
-        // The splits across two nodes, per kind: none where no extra node
-        // is held.
-        let across: Vec<&[Pair]> = kinds
+        let layings: Vec<Laying> = kinds
             .iter()
-            .map(|k| match held.extra_nodes {
-                0 => &[],
-                _ => k.across.as_slice(),
-            })
+            .map(|k| k.laying(bound.slack, held.extra_nodes > 0))
             .collect();
         let mut patterns: Vec<Vec<Pattern>> = Vec::new();
         let mut total = 0;
         for group in &host.groups {
             let found = patterns_of(
                 &host.threads,
-                (kinds, &across),
+                (kinds, &layings),
                 group,
                 MOST_PATTERNS - total,
             )?;
@@ -151,7 +152,9 @@ impl Restriction {
             patterns.push(found);
         }
         let mut m = Model::default();
-        let placed = placed_per_kind(&mut m, kinds, held, domains);
+        let placed = placed_per_kind(&mut m, kinds, held, bound);
+        // Where a VM may take more than its fewest cores, the cores held.
+        let mut cores = Expr::default();
         let mut memory = MemoryRows::new(request);
         let mut x: Vec<Vec<Var>> = Vec::new();
         let mut partial = Expr::default();
@@ -171,6 +174,7 @@ impl Restriction {
                 for (k, shape) in &p.items {
                     let kind = &kinds[*k];
                     let zone = kind.zone(group.node);
+                    cores += f64::from(shape.iter().sum::<u32>()) * v;
                     *items.entry((*k, zone, shape.as_slice())).or_default() += v;
                     // Memory: a whole VM's on its node; a split's, where it
                     // stays on one node, with the split below; per core else.
@@ -192,7 +196,7 @@ impl Restriction {
         let mut splits: Vec<BTreeMap<(Zone, usize), Var>> = Vec::new();
         let mut splits_across: Vec<BTreeMap<(Nodes, usize), Var>> = Vec::new();
         let mut extra = Expr::default();
-        for (((k, kind), placed), across) in kinds.iter().enumerate().zip(placed).zip(&across) {
+        for (((k, kind), placed), laying) in kinds.iter().enumerate().zip(placed).zip(&layings) {
             let count = kind.count() as f64;
             let mut chosen = BTreeMap::new();
             let mut chosen_across = BTreeMap::new();
@@ -207,7 +211,7 @@ impl Restriction {
                 // Per zone and shape: the pieces the splits chosen take.
                 let mut used: BTreeMap<(Zone, &[u32]), Expr> = BTreeMap::new();
                 for &zone in &kind.zones(host) {
-                    for (s, (a, b)) in kind.splits.iter().enumerate() {
+                    for (s, (a, b)) in laying.splits.iter().enumerate() {
                         let y = m.int(count);
                         chosen.insert((zone, s), y);
                         if let (Some(node), Split::Whole) = (zone, kind.memory) {
@@ -219,7 +223,7 @@ impl Restriction {
                 }
                 // Across two nodes (a `preferred` VM's, whose memory is
                 // counted per core, with the pieces).
-                for (s, (a, b)) in across.iter().enumerate() {
+                for (s, (a, b)) in laying.across.iter().enumerate() {
                     for (first, second) in node_pairs(host, a == b) {
                         let w = m.int(count);
                         chosen_across.insert(((first, second), s), w);
@@ -242,6 +246,9 @@ impl Restriction {
             splits_across.push(chosen_across);
         }
         m.le(extra, f64::from(held.extra_nodes));
+        if bound.slack > 0 {
+            m.eq(cores, f64::from(held.cores));
+        }
         m.le(remote, held.nic_remote);
         memory.bound(&mut m);
         let tiers = vec![(Tier::PartialL3, partial)];
@@ -260,7 +267,7 @@ impl Restriction {
             kinds,
             values: &values,
         };
-        let cores = laid.out(&patterns, &x, (&splits, (&across, &splits_across)))?;
+        let cores = laid.out(&patterns, &x, (&layings, (&splits, &splits_across)))?;
         Some(Placement {
             cores,
             proven: solved.proven,
@@ -271,9 +278,9 @@ impl Restriction {
 
 /// Per kind, how many of its VMs the model places: all of them where
 /// `held` places every VM; else a variable, with rows that keep the choice
-/// at `held` (VMs per level, vCPUs, cores at each VM's fewest) and at
-/// `domains` L3 domains over the VMs placed.
-fn placed_per_kind(m: &mut Model, kinds: &[Kind], held: &Held, domains: u32) -> Vec<Expr> {
+/// at `held` (VMs per level, vCPUs, cores at each VM's fewest where none
+/// may take more) and at `bound`'s L3 domains over the VMs placed.
+fn placed_per_kind(m: &mut Model, kinds: &[Kind], held: &Held, bound: Bound) -> Vec<Expr> {
     if held.every_vm(kinds) {
         return kinds
             .iter()
@@ -298,8 +305,10 @@ fn placed_per_kind(m: &mut Model, kinds: &[Kind], held: &Held, domains: u32) -> 
         m.eq(at_level, f64::from(count));
     }
     m.eq(sum(&|k| k.vm.vcpus), f64::from(held.vcpus));
-    m.eq(sum(&|k| k.fewest), f64::from(held.cores));
-    m.eq(sum(&Kind::domains), f64::from(domains));
+    if bound.slack == 0 {
+        m.eq(sum(&|k| k.fewest), f64::from(held.cores));
+    }
+    m.eq(sum(&Kind::domains), f64::from(bound.domains));
     placed.into_iter().map(Expr::from).collect()
 }
 
@@ -401,6 +410,7 @@ impl Host {
 /// CPUs needed, thread policy, NUMA policy, NICs and memory (so the same
 /// classes, shapes, remote cores and pages), and priority (where VMs are
 /// left out, the VMs placed are counted per level).
+#[derive(Clone)]
 struct Kind {
     /// The VMs, in spec order.
     members: Vec<usize>,
@@ -418,8 +428,34 @@ struct Kind {
     /// across two nodes, likewise (a `strict` VM keeps to a node, and a VM
     /// that spreads has every split in `splits` already).
     across: Vec<Pair>,
+    /// With 1, 2… ([`MOST_SLACK`]) cores more than its fewest.
+    more: Vec<More>,
     /// How its memory goes to nodes, as the per-class model counts it.
     memory: Split,
+}
+
+/// A VM of a kind on more cores than its fewest.
+#[derive(Debug, Clone, PartialEq)]
+enum More {
+    /// No mix of that many cores fits it exactly: no plan gives it as many.
+    Never,
+    /// Laid out as on its fewest: whole in a domain where those are (then
+    /// no splits), else over two (these splits, on one node and across).
+    Alike {
+        splits: Vec<Pair>,
+        across: Vec<Pair>,
+    },
+    /// Otherwise: whole where its fewest are not, or the other way round,
+    /// or over three domains or more.
+    Unlike,
+}
+
+/// How the model lays a kind's VMs out: whole on each of `cores` core
+/// counts, or as these splits.
+struct Laying {
+    cores: Vec<u32>,
+    splits: Vec<Pair>,
+    across: Vec<Pair>,
 }
 
 impl Kind {
@@ -434,6 +470,34 @@ impl Kind {
         } else {
             2
         }
+    }
+
+    /// Its laying where VMs may take up to `slack` cores more than their
+    /// fewest, with splits across two nodes where `across`.
+    fn laying(&self, slack: u32, across: bool) -> Laying {
+        let mut laying = Laying {
+            cores: vec![self.fewest],
+            splits: self.splits.clone(),
+            across: if across {
+                self.across.clone()
+            } else {
+                Vec::new()
+            },
+        };
+        for (extra, more) in (1..=slack).zip(&self.more) {
+            if let More::Alike {
+                splits,
+                across: apart,
+            } = more
+            {
+                laying.cores.push(self.fewest + extra);
+                laying.splits.extend(splits.iter().cloned());
+                if across {
+                    laying.across.extend(apart.iter().cloned());
+                }
+            }
+        }
+        laying
     }
 
     /// Where its pieces on `node` must balance.
@@ -508,20 +572,15 @@ fn kinds(request: &PlanRequest, classes: &[Class], host: &Host) -> Option<Vec<Ki
             let (splits, across) = if whole {
                 (Vec::new(), Vec::new())
             } else {
-                let span = match vm.numa {
-                    NumaPolicy::Spread => Span::Anywhere,
-                    _ => Span::OneNode,
-                };
-                let splits = splits_of(&vm, fewest, host, span);
-                let across = match vm.numa {
-                    NumaPolicy::Preferred => splits_of(&vm, fewest, host, Span::Across),
-                    _ => Vec::new(),
-                };
+                let (splits, across) = two_domains(&vm, fewest, host);
                 if splits.is_empty() && across.is_empty() {
                     return None;
                 }
                 (splits, across)
             };
+            let more = (1..=MOST_SLACK)
+                .map(|extra| more_cores(&vm, fewest + extra, whole, host))
+                .collect();
             Some(Kind {
                 members,
                 memory: program::memory_split(&vm, classes),
@@ -530,9 +589,93 @@ fn kinds(request: &PlanRequest, classes: &[Class], host: &Host) -> Option<Vec<Ki
                 whole,
                 splits,
                 across,
+                more,
             })
         })
         .collect()
+}
+
+/// `vm`'s splits of `cores` cores over two domains: on one node (any two,
+/// if it spreads), and across two nodes (`preferred` VMs only).
+fn two_domains(vm: &VmRequest, cores: u32, host: &Host) -> (Vec<Pair>, Vec<Pair>) {
+    let span = match vm.numa {
+        NumaPolicy::Spread => Span::Anywhere,
+        _ => Span::OneNode,
+    };
+    let across = match vm.numa {
+        NumaPolicy::Preferred => splits_of(vm, cores, host, Span::Across),
+        _ => Vec::new(),
+    };
+    (splits_of(vm, cores, host, span), across)
+}
+
+/// `vm` on `cores` cores, more than its fewest (which a domain holds
+/// `whole`, or not): never, where no mix of the host's thread counts it
+/// may use fits it exactly ([`classes::fits_exactly`]); alike, where it is
+/// whole in some domain as its fewest are, or split over two as they are;
+/// unlike else.
+fn more_cores(vm: &VmRequest, cores: u32, whole: bool, host: &Host) -> More {
+    // Any count of cores of each thread count some domain lets it use.
+    let caps: Vec<u32> = host
+        .threads
+        .iter()
+        .map(|&t| {
+            let usable = host.groups.iter().any(|g| classes::allowed(vm, g.node, t));
+            if usable {
+                cores
+            } else {
+                0
+            }
+        })
+        .collect();
+    let fits = |shape: &[u32]| classes::fits_exactly(vm, &thread_list(shape, &host.threads));
+    let mut any = false;
+    let mut shape = vec![0u32; host.threads.len()];
+    fill_any(&caps, (cores, 0), &mut shape, &mut |s| any |= fits(s));
+    if !any {
+        return More::Never;
+    }
+    let whole_here = host
+        .groups
+        .iter()
+        .any(|g| !shapes(vm, cores, g, &host.threads, true).is_empty());
+    if whole || whole_here {
+        return if whole && whole_here {
+            More::Alike {
+                splits: Vec::new(),
+                across: Vec::new(),
+            }
+        } else {
+            More::Unlike
+        };
+    }
+    let (splits, across) = two_domains(vm, cores, host);
+    if splits.is_empty() && across.is_empty() {
+        More::Unlike
+    } else {
+        More::Alike { splits, across }
+    }
+}
+
+/// Every way to put `left` cores on thread counts from `at` on, within
+/// `caps` per thread count.
+fn fill_any(
+    caps: &[u32],
+    (left, at): (u32, usize),
+    shape: &mut Vec<u32>,
+    found: &mut dyn FnMut(&[u32]),
+) {
+    let Some(&cap) = caps.get(at) else {
+        if left == 0 {
+            found(shape);
+        }
+        return;
+    };
+    for n in (0..=left.min(cap)).rev() {
+        shape[at] = n;
+        fill_any(caps, (left - n, at + 1), shape, found);
+    }
+    shape[at] = 0;
 }
 
 /// The ways `cores` cores of `vm` lie in a domain of `group`: cores per
@@ -652,25 +795,28 @@ struct Pattern {
 }
 
 /// Every non-empty pattern of `group`: multisets of (kind, shape) within
-/// the domain's cores per thread count, at most one item per VM of a kind;
-/// the pieces of each kind's splits, on one node and `across` two.
-/// `None` past `most`.
+/// the domain's cores per thread count, at most one item per VM of a kind:
+/// whole VMs of each core count, or pieces of each kind's splits, on one
+/// node and across two, as its [`Laying`] has them. `None` past `most`.
 fn patterns_of(
     threads: &[u32],
-    (kinds, across): (&[Kind], &[&[Pair]]),
+    (kinds, layings): (&[Kind], &[Laying]),
     group: &Group,
     most: usize,
 ) -> Option<Vec<Pattern>> {
     let mut items: Vec<(usize, Vec<u32>)> = Vec::new();
-    for ((k, kind), across) in kinds.iter().enumerate().zip(across) {
+    for ((k, kind), laying) in kinds.iter().enumerate().zip(layings) {
         let shapes: BTreeSet<Vec<u32>> = if kind.whole {
-            shapes(&kind.vm, kind.fewest, group, threads, true)
-                .into_iter()
+            laying
+                .cores
+                .iter()
+                .flat_map(|&n| shapes(&kind.vm, n, group, threads, true))
                 .collect()
         } else {
-            kind.splits
+            laying
+                .splits
                 .iter()
-                .chain(across.iter())
+                .chain(&laying.across)
                 .flat_map(|(a, b)| [a.clone(), b.clone()])
                 .filter(|s| holds(&kind.vm, s, group, threads))
                 .collect()
@@ -765,11 +911,14 @@ struct Laid<'a> {
 /// cores of each.
 type Pieces = BTreeMap<(usize, Zone, Vec<u32>), VecDeque<Vec<CoreId>>>;
 
-/// The splits chosen per kind: on one node (per zone and split), and across
-/// two (each kind's splits across, and per nodes and split).
+/// Per kind, its laying and the splits chosen: on one node (per zone and
+/// split) and across two (per nodes and split).
 type SplitsChosen<'a> = (
-    &'a [BTreeMap<(Zone, usize), Var>],
-    (&'a [&'a [Pair]], &'a [BTreeMap<(Nodes, usize), Var>]),
+    &'a [Laying],
+    (
+        &'a [BTreeMap<(Zone, usize), Var>],
+        &'a [BTreeMap<(Nodes, usize), Var>],
+    ),
 );
 
 impl Laid<'_> {
@@ -781,7 +930,7 @@ impl Laid<'_> {
         &self,
         patterns: &[Vec<Pattern>],
         x: &[Vec<Var>],
-        (splits, (across, splits_across)): SplitsChosen,
+        (layings, (splits, splits_across)): SplitsChosen,
     ) -> Option<BTreeMap<usize, Vec<CoreId>>> {
         let mut next_of_kind = vec![0usize; self.kinds.len()];
         let mut cores: BTreeMap<usize, Vec<CoreId>> = BTreeMap::new();
@@ -819,11 +968,16 @@ impl Laid<'_> {
         }
         for (k, chosen) in splits.iter().enumerate() {
             let kind = &self.kinds[k];
+            let laying = layings.get(k)?;
             let here = chosen
                 .iter()
-                .map(|(&(zone, s), &y)| ((zone, zone), kind.splits.get(s), y));
+                .map(|(&(zone, s), &y)| ((zone, zone), laying.splits.get(s), y));
             let apart = splits_across[k].iter().map(|(&((first, second), s), &y)| {
-                ((kind.zone(first), kind.zone(second)), across[k].get(s), y)
+                (
+                    (kind.zone(first), kind.zone(second)),
+                    laying.across.get(s),
+                    y,
+                )
             });
             for ((first, second), pair, y) in here.chain(apart) {
                 let (a, b) = pair?;
@@ -856,6 +1010,11 @@ mod tests {
         super::super::test_request("package:1 l3:2 core:4 pu:2", 7, vcpus)
     }
 
+    /// Objective 6's bound of `domains` with every VM on its fewest cores.
+    fn at_fewest(domains: u32) -> Bound {
+        Bound { domains, slack: 0 }
+    }
+
     /// The restriction's plan (every VM in its fewest domains): per VM its
     /// cores, and objective 7.
     fn solved(req: &PlanRequest) -> (Vec<Vec<u32>>, u32) {
@@ -864,7 +1023,7 @@ mod tests {
         let model = Restriction::new(req, &classes).unwrap();
         let held = model.every_vm_held(0, 0.0);
         let p = model
-            .solve(req, &classes, (&held, model.domains()), far)
+            .solve(req, &classes, (&held, at_fewest(model.domains())), far)
             .unwrap();
         assert!(p.proven);
         let cores = p
@@ -934,7 +1093,7 @@ mod tests {
             extra_nodes: 0,
             nic_remote: 0.0,
         };
-        assert_eq!(model.fewest_domains(&held), Some(1));
+        assert_eq!(model.fewest_domains(&held), Some(at_fewest(1)));
     }
 
     /// Two nodes of two L3 domains of 2 one-thread cores (CPUs 0–3 on node
@@ -955,7 +1114,9 @@ mod tests {
         let far = Deadline::after(std::time::Duration::from_secs(30));
         let solve = |extra| {
             let held = model.every_vm_held(extra, 0.0);
-            let p = model.solve(&req, &classes, (&held, 4), far).unwrap();
+            let p = model
+                .solve(&req, &classes, (&held, at_fewest(4)), far)
+                .unwrap();
             assert!(p.proven);
             let o = crate::solve::objective(&req, &p);
             (o.partial_l3_domains, o.extra_numa_nodes, o.vm_l3_domains)
@@ -977,9 +1138,13 @@ mod tests {
         let far = Deadline::after(std::time::Duration::from_secs(30));
         // No extra node held: no plan; one: the VM over both nodes.
         let held = model.every_vm_held(0, 0.0);
-        assert!(model.solve(&req, &classes, (&held, 2), far).is_none());
+        assert!(model
+            .solve(&req, &classes, (&held, at_fewest(2)), far)
+            .is_none());
         let held = model.every_vm_held(1, 0.0);
-        let p = model.solve(&req, &classes, (&held, 2), far).unwrap();
+        let p = model
+            .solve(&req, &classes, (&held, at_fewest(2)), far)
+            .unwrap();
         let o = crate::solve::objective(&req, &p);
         assert_eq!(
             (o.placed, o.extra_numa_nodes, o.partial_l3_domains),
