@@ -101,7 +101,7 @@ pub(in super::super) struct Bound {
 /// goes per core may take more, where no choice needs the held cores or
 /// fewer, where a VM's level is not held, or past [`MOST_STATES`] or
 /// [`MOST_STEPS`].
-pub(super) fn fewest_domains(kinds: &[Kind], held: &Held) -> Option<Bound> {
+pub(super) fn fewest_domains(kinds: &[Kind], held: &Held, lays: &LaysMore<'_>) -> Option<Bound> {
     // Every VM placed: one choice, no walk (nor its limit).
     let every_vm = held.every_vm(kinds);
     let fewest = |_: &Kind| vec![0];
@@ -149,7 +149,7 @@ pub(super) fn fewest_domains(kinds: &[Kind], held: &Held) -> Option<Bound> {
         return None;
     }
     for kind in kinds {
-        for more in kind.more.iter().take(slack as usize) {
+        for more in lays(kind).iter().take(slack as usize) {
             let per_core = matches!(kind.memory, Split::PerCore(_));
             match more {
                 super::More::Never => {}
@@ -167,7 +167,7 @@ pub(super) fn fewest_domains(kinds: &[Kind], held: &Held) -> Option<Bound> {
     }
     let extras = |kind: &Kind| -> Vec<u32> {
         let mut extras = vec![0];
-        for (extra, more) in (1..=slack).zip(&kind.more) {
+        for (extra, more) in (1..=slack).zip(lays(kind)) {
             if matches!(more, super::More::Alike { .. }) {
                 extras.push(extra);
             }
@@ -180,6 +180,9 @@ pub(super) fn fewest_domains(kinds: &[Kind], held: &Held) -> Option<Bound> {
 
 /// VMs per level, vCPUs, cores.
 type State = (Vec<u32>, u32, u32);
+
+/// How a kind lies on cores more than its fewest ([`Kind::more`]).
+pub(super) type LaysMore<'a> = dyn Fn(&Kind) -> &[super::More] + 'a;
 
 /// Every choice of VMs within `held`'s VMs per level, vCPUs and cores,
 /// each VM on its fewest cores and, per kind, as many more as one of
@@ -251,14 +254,19 @@ mod tests {
                 Vec::new()
             },
             across: Vec::new(),
-            more: vec![More::Unlike; super::super::MOST_SLACK as usize],
+            more: vec![More::Unlike; super::super::MOST_SLACK as usize].into(),
             memory: Split::Uncounted,
         }
     }
 
+    /// How a kind of these tests lies on more cores: as it says.
+    fn known(kind: &Kind) -> &[More] {
+        kind.more.get().map_or(&[], Vec::as_slice)
+    }
+
     /// Objective 6's bound of `held`'s domains, each VM on its fewest.
     fn at_fewest(kinds: &[Kind], held: &Held) -> Option<u32> {
-        fewest_domains(kinds, held).map(|b| {
+        fewest_domains(kinds, held, &known).map(|b| {
             assert_eq!(b.slack, 0);
             b.domains
         })
@@ -311,11 +319,11 @@ mod tests {
             across: Vec::new(),
         };
         let mut first = kind(1, 4, 2, false, 0);
-        first.more = vec![alike.clone(); 2];
+        first.more = vec![alike.clone(); 2].into();
         let mut second = kind(1, 4, 4, false, 0);
-        second.more = vec![More::Never; 2];
+        second.more = vec![More::Never; 2].into();
         let kinds = [first, second];
-        let bound = |cores| fewest_domains(&kinds, &held(&[(0, 1)], 4, cores));
+        let bound = |cores| fewest_domains(&kinds, &held(&[(0, 1)], 4, cores), &known);
         assert_eq!(
             bound(2),
             Some(Bound {
@@ -339,11 +347,17 @@ mod tests {
         );
         assert_eq!(bound(5), None);
         let mut unlike = kinds.clone();
-        unlike[0].more[0] = More::Unlike;
-        assert_eq!(fewest_domains(&unlike, &held(&[(0, 1)], 4, 3)), None);
+        unlike[0].more = vec![More::Unlike, alike].into();
+        assert_eq!(
+            fewest_domains(&unlike, &held(&[(0, 1)], 4, 3), &known),
+            None
+        );
         let mut per_core = kinds.clone();
         per_core[0].memory = Split::PerCore(2);
-        assert_eq!(fewest_domains(&per_core, &held(&[(0, 1)], 4, 3)), None);
+        assert_eq!(
+            fewest_domains(&per_core, &held(&[(0, 1)], 4, 3), &known),
+            None
+        );
     }
 
     /// Two kinds of 2,000 VMs, of 1 and 2 vCPUs, 3,000 of them placed:

@@ -45,6 +45,7 @@ use crate::ids::{CoreId, NodeId};
 use crate::solve::classes::{self, Class, Domain};
 use crate::solve::memory::Split;
 use crate::solve::{EmulatorPolicy, NumaPolicy, Placement, PlanRequest, Tier, VmRequest};
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 mod held;
@@ -115,7 +116,7 @@ impl Restriction {
     /// the held optima puts each VM it places on its fewest cores or a few
     /// more laid out alike; `None` where that is not sure.
     pub(super) fn fewest_domains(&self, held: &Held) -> Option<Bound> {
-        held::fewest_domains(&self.kinds, held)
+        held::fewest_domains(&self.kinds, held, &|k| k.more(&self.host))
     }
 
     /// The optimum of objective 7 over the plans at `held` whose placed VMs
@@ -137,7 +138,7 @@ impl Restriction {
         let kinds = kinds.as_slice();
         let layings: Vec<Laying> = kinds
             .iter()
-            .map(|k| k.laying(bound.slack, held.extra_nodes > 0))
+            .map(|k| k.laying(bound.slack, held.extra_nodes > 0, host))
             .collect();
         let mut patterns: Vec<Vec<Pattern>> = Vec::new();
         let mut total = 0;
@@ -428,8 +429,9 @@ struct Kind {
     /// across two nodes, likewise (a `strict` VM keeps to a node, and a VM
     /// that spreads has every split in `splits` already).
     across: Vec<Pair>,
-    /// With 1, 2… ([`MOST_SLACK`]) cores more than its fewest.
-    more: Vec<More>,
+    /// With 1, 2… ([`MOST_SLACK`]) cores more than its fewest: found when
+    /// first asked ([`Kind::more`]), only where the held cores leave slack.
+    more: OnceCell<Vec<More>>,
     /// How its memory goes to nodes, as the per-class model counts it.
     memory: Split,
 }
@@ -474,7 +476,7 @@ impl Kind {
 
     /// Its laying where VMs may take up to `slack` cores more than their
     /// fewest, with splits across two nodes where `across`.
-    fn laying(&self, slack: u32, across: bool) -> Laying {
+    fn laying(&self, slack: u32, across: bool, host: &Host) -> Laying {
         let mut laying = Laying {
             cores: vec![self.fewest],
             splits: self.splits.clone(),
@@ -484,7 +486,7 @@ impl Kind {
                 Vec::new()
             },
         };
-        for (extra, more) in (1..=slack).zip(&self.more) {
+        for (extra, more) in (1..=slack).zip(self.more(host)) {
             if let More::Alike {
                 splits,
                 across: apart,
@@ -498,6 +500,15 @@ impl Kind {
             }
         }
         laying
+    }
+
+    /// How it lies on 1, 2… ([`MOST_SLACK`]) cores more than its fewest.
+    fn more(&self, host: &Host) -> &[More] {
+        self.more.get_or_init(|| {
+            (1..=MOST_SLACK)
+                .map(|extra| more_cores(&self.vm, self.fewest + extra, self.whole, host))
+                .collect()
+        })
     }
 
     /// Where its pieces on `node` must balance.
@@ -578,9 +589,6 @@ fn kinds(request: &PlanRequest, classes: &[Class], host: &Host) -> Option<Vec<Ki
                 }
                 (splits, across)
             };
-            let more = (1..=MOST_SLACK)
-                .map(|extra| more_cores(&vm, fewest + extra, whole, host))
-                .collect();
             Some(Kind {
                 members,
                 memory: program::memory_split(&vm, classes),
@@ -589,7 +597,7 @@ fn kinds(request: &PlanRequest, classes: &[Class], host: &Host) -> Option<Vec<Ki
                 whole,
                 splits,
                 across,
-                more,
+                more: OnceCell::new(),
             })
         })
         .collect()
