@@ -460,8 +460,8 @@ pub(crate) fn fewest_domains_at_for_tests(
 /// The optima held so far, where the pattern model of `fewest_domains` may
 /// stand for them: every VM has columns, and nothing is held but VMs
 /// placed, vCPUs, cores, extra nodes and cores off the NICs' nodes.
-/// Whether every plan at them puts each VM it places on its fewest cores
-/// is the pattern model's check
+/// Whether every plan at them puts each VM it places on its fewest cores,
+/// or on a few more laid out alike, is the pattern model's check
 /// ([`Restriction::fewest_domains`]). Objective 6's bound rests on these
 /// checks (a VM given more cores than its fewest may fit one domain where
 /// its fewest do not); objective 7's does not — where one fails, the

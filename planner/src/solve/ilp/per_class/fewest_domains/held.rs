@@ -5,16 +5,18 @@
 //! held optima fix how many VMs each priority level places and how many
 //! vCPUs, but not which VMs. The pattern model may choose them too, as long
 //! as every plan at the held optima is still one of its plans: each placed
-//! VM on its fewest cores. That holds where every choice of VMs that places
-//! as many per level and as many vCPUs needs, each VM on its fewest cores,
-//! no fewer cores than are held — then a plan that gave a VM more would use
-//! more than the held cores. [`fewest_domains`] checks it over every choice
-//! at once (a walk over the kinds, counts per level, vCPUs and cores as its
+//! VM on its fewest cores, or on at most as many more as the held cores
+//! exceed the fewest of any choice of VMs that places as many per level
+//! and as many vCPUs (the slack: a plan giving more would use more than the
+//! held cores). [`fewest_domains`] finds the slack over every choice at
+//! once (a walk over the kinds, counts per level, vCPUs and cores as its
 //! state), and gives objective 6's bound: the fewest L3 domains over the
-//! choices whose fewest cores are the held cores.
+//! choices whose cores, each VM on its fewest or a few more, are the held
+//! cores.
 
 use super::Kind;
 use crate::solve::memory::Split;
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 /// What the per-class model holds when the pattern model is asked: VMs
@@ -201,9 +203,11 @@ fn walk(
     for kind in kinds {
         let level = levels.iter().position(|&l| l == kind.vm.priority)?;
         let extras = extras(kind);
-        // One VM of the kind at a time, each on one of its core counts.
-        for _ in 0..kind.count() {
+        // One VM of the kind at a time, each on one of its core counts, up
+        // to the level's count or until no state is new.
+        for _ in 0..kind.count().min(want[level]) {
             let mut next = states.clone();
+            let mut new = false;
             for ((counts, vcpus, cores), &domains) in &states {
                 for &extra in &extras {
                     steps += 1;
@@ -218,11 +222,23 @@ fn walk(
                         continue;
                     }
                     let d = domains.saturating_add(kind.domains());
-                    let kept = next.entry((counts, vcpus, cores)).or_insert(d);
-                    *kept = (*kept).min(d);
+                    match next.entry((counts, vcpus, cores)) {
+                        Entry::Vacant(slot) => {
+                            slot.insert(d);
+                            new = true;
+                        }
+                        Entry::Occupied(mut kept) if d < *kept.get() => {
+                            kept.insert(d);
+                            new = true;
+                        }
+                        Entry::Occupied(_) => {}
+                    }
                 }
             }
             states = next;
+            if !new {
+                break;
+            }
         }
     }
     Some(states)
@@ -367,6 +383,10 @@ mod tests {
     fn a_walk_past_its_limit_declines() {
         let kinds = [kind(2000, 1, 1, false, 0), kind(2000, 2, 1, false, 0)];
         assert_eq!(at_fewest(&kinds, &held(&[(0, 3000)], 5000, 3000)), None);
+        // A kind of 2,000 VMs of which 600 are placed: the walk stops at
+        // the level's count (600 passes, not 2,000), within its limit.
+        let one = [kind(2000, 1, 1, false, 0)];
+        assert_eq!(at_fewest(&one, &held(&[(0, 600)], 600, 600)), Some(600));
         // Within the limit, the one choice: 10 of the first kind and all
         // 20 of the second, 30 cores, a domain each.
         let small = [kind(20, 1, 1, false, 0), kind(20, 2, 1, false, 0)];

@@ -28,9 +28,10 @@
 //! nodes, and only `preferred` VMs count extra nodes.
 //!
 //! Every plan of the host at the held optima with objective 6 at its bound
-//! is then a plan of this model (each VM it places on its fewest cores and
-//! domains, the cores of the NIC-preferring VMs off their NICs' nodes no
-//! more than held), and each plan of this model is one of the host's at
+//! is then a plan of this model (each VM it places on its fewest domains,
+//! on its fewest cores or up to the slack more, [`held`]; the cores of the
+//! NIC-preferring VMs off their NICs' nodes no more than held), and each
+//! plan of this model is one of the host's at
 //! those optima: its proven optimum is the host's objective 7
 //! ([`Restriction::solve`]), and any of its plans meets objective 6's
 //! bound.
@@ -486,6 +487,10 @@ impl Kind {
                 Vec::new()
             },
         };
+        // Found only where there is slack.
+        if slack == 0 {
+            return laying;
+        }
         for (extra, more) in (1..=slack).zip(self.more(host)) {
             if let More::Alike {
                 splits,
