@@ -861,18 +861,7 @@ proptest! {
         pools in prop::collection::vec(0u64..=4, 1..=4),
         pages in prop::collection::vec(prop::option::weighted(0.7, 1u64..=4), 6),
     ) {
-        // VMs of one vCPU per core need more domains, where the model
-        // declines more often.
-        let vms: Vec<VmSpec> = repeated(&groups)
-            .into_iter()
-            .take(5)
-            .map(|mut vm| {
-                if vm.threads == ThreadPolicy::Isolate {
-                    vm.threads = ThreadPolicy::Prefer;
-                }
-                vm
-            })
-            .collect();
+        let vms = two_thread_vms(&groups, 5, None);
         let req = with_split_memory(request(&host, &vms), &pools, &pages);
         at_the_oracles_optima(&req, &host.description())?;
     }
@@ -896,17 +885,7 @@ proptest! {
         pools in prop::collection::vec(1u64..=4, 1..=4),
         pages in prop::collection::vec(1u64..=6, 4),
     ) {
-        let vms: Vec<VmSpec> = repeated(&groups)
-            .into_iter()
-            .take(4)
-            .map(|mut vm| {
-                if vm.threads == ThreadPolicy::Isolate {
-                    vm.threads = ThreadPolicy::Prefer;
-                }
-                vm.numa = NumaPolicy::Preferred;
-                vm
-            })
-            .collect();
+        let vms = two_thread_vms(&groups, 4, Some(NumaPolicy::Preferred));
         let pages: Vec<Option<u64>> = pages.into_iter().map(Some).collect();
         let mut req = with_split_memory(request(&host, &vms), &pools, &pages);
         for vm in &mut req.vms {
@@ -948,18 +927,10 @@ proptest! {
                 .map(|&off| if off { Tag::Unusable } else { Tag::Free })
                 .collect(),
         };
-        let vms: Vec<VmSpec> = repeated(&groups)
-            .into_iter()
-            .take(4)
-            .map(|mut vm| {
-                if vm.threads == ThreadPolicy::Isolate {
-                    vm.threads = ThreadPolicy::Prefer;
-                }
-                vm.numa = NumaPolicy::Strict;
-                vm.nic_affinity = NicAffinity::Ignore;
-                vm
-            })
-            .collect();
+        let mut vms = two_thread_vms(&groups, 4, Some(NumaPolicy::Strict));
+        for vm in &mut vms {
+            vm.nic_affinity = NicAffinity::Ignore;
+        }
         at_the_oracles_optima(&request(&host, &vms), &host.description())?;
     }
 }
@@ -1005,6 +976,27 @@ proptest! {
                 "{}: {:?} vs {:?}", host.description(), whole.cores, placing.cores);
         }
     }
+}
+
+/// The VMs of `groups`, at most `most`, those that isolate their threads
+/// preferring two instead (VMs of one vCPU per core need more domains,
+/// where the pattern model declines more often), each of `numa` if given.
+fn two_thread_vms(
+    groups: &[(VmSpec, usize)],
+    most: usize,
+    numa: Option<NumaPolicy>,
+) -> Vec<VmSpec> {
+    repeated(groups)
+        .into_iter()
+        .take(most)
+        .map(|mut vm| {
+            if vm.threads == ThreadPolicy::Isolate {
+                vm.threads = ThreadPolicy::Prefer;
+            }
+            vm.numa = numa.unwrap_or(vm.numa);
+            vm
+        })
+        .collect()
 }
 
 /// On a host of mixed thread counts, the pattern model of
