@@ -644,7 +644,7 @@ fn more_cores(vm: &VmRequest, cores: u32, whole: bool, host: &Host) -> More {
     let fits = |shape: &[u32]| classes::fits_exactly(vm, &thread_list(shape, &host.threads));
     let mut any = false;
     let mut shape = vec![0u32; host.threads.len()];
-    fill_any(&caps, (cores, 0), &mut shape, &mut |s| any |= fits(s));
+    fill(&caps, (cores, 0), &mut shape, &mut |s| any |= fits(s));
     if !any {
         return More::Never;
     }
@@ -670,9 +670,9 @@ fn more_cores(vm: &VmRequest, cores: u32, whole: bool, host: &Host) -> More {
     }
 }
 
-/// Every way to put `left` cores on thread counts from `at` on, within
-/// `caps` per thread count.
-fn fill_any(
+/// Every way to put `left` cores on the thread counts from `at` on,
+/// within `caps` per thread count.
+fn fill(
     caps: &[u32],
     (left, at): (u32, usize),
     shape: &mut Vec<u32>,
@@ -686,7 +686,7 @@ fn fill_any(
     };
     for n in (0..=left.min(cap)).rev() {
         shape[at] = n;
-        fill_any(caps, (left - n, at + 1), shape, found);
+        fill(caps, (left - n, at + 1), shape, found);
     }
     shape[at] = 0;
 }
@@ -709,35 +709,21 @@ fn shapes(
             out.push(shape.to_vec());
         }
     };
-    fill(vm, group, threads, (cores, 0), &mut shape, &mut keep);
+    // The domain's cores of each thread count the VM may use there.
+    let caps: Vec<u32> = group
+        .caps
+        .iter()
+        .zip(threads)
+        .map(|(&cap, &t)| {
+            if classes::allowed(vm, group.node, t) {
+                cap
+            } else {
+                0
+            }
+        })
+        .collect();
+    fill(&caps, (cores, 0), &mut shape, &mut keep);
     out
-}
-
-/// Every way to put `left` cores on the thread counts from `at` on.
-fn fill(
-    vm: &VmRequest,
-    group: &Group,
-    threads: &[u32],
-    (left, at): (u32, usize),
-    shape: &mut Vec<u32>,
-    found: &mut dyn FnMut(&[u32]),
-) {
-    let (Some(&cap), Some(&t)) = (group.caps.get(at), threads.get(at)) else {
-        if left == 0 {
-            found(shape);
-        }
-        return;
-    };
-    let most = if classes::allowed(vm, group.node, t) {
-        left.min(cap)
-    } else {
-        0
-    };
-    for n in (0..=most).rev() {
-        shape[at] = n;
-        fill(vm, group, threads, (left - n, at + 1), shape, found);
-    }
-    shape[at] = 0;
 }
 
 /// A shape's cores as their thread counts.
