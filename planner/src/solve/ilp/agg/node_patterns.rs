@@ -74,7 +74,13 @@ pub(super) fn node_patterns(
     if request.vms.iter().any(|v| !v.cell_nodes.is_empty()) {
         return None;
     }
-    let mut np = NodePatterns::build(request, host, vms)?;
+    let mut np = match NodePatterns::build(request, host, vms) {
+        Ok(np) => np,
+        Err(why) => {
+            tracing::debug!(target: super::TRACE, "agg: node pattern model steps aside: {why}");
+            return None;
+        }
+    };
     stats.variables.0 = np.p.m.vars();
     let starts: Vec<Vec<f64>> = start_units
         .iter()
@@ -131,12 +137,12 @@ pub(super) fn node_patterns(
 }
 
 impl NodePatterns {
-    /// The model; `None` when it would have too many patterns, or memory
+    /// The model; why not when it would have too many patterns, or memory
     /// cannot be counted in its flows.
-    fn build(request: &PlanRequest, host: &Host, vms: &Vms) -> Option<NodePatterns> {
+    fn build(request: &PlanRequest, host: &Host, vms: &Vms) -> Result<NodePatterns, Aside> {
         // Kinds: strict types (one piece), the others any partition over nodes.
         let kinds = kinds_of(request, vms, |_| false);
-        let axis = Axis::of(request, &kinds).ok()?;
+        let axis = Axis::of(request, &kinds).map_err(|()| Aside::Memory)?;
         let groups = node_groups(request, host, axis.as_ref());
         let mut p = Patterns::new(groups.iter().map(|(key, _)| key.1).collect());
         if axis.is_some() {
@@ -161,7 +167,8 @@ impl NodePatterns {
                 .map(|&g| u32::try_from(groups[g].1.len()).unwrap_or(0))
                 .sum();
             let patterns: Vec<Vec<u32>> = if !strict {
-                partitions_within(c, largest.min(c), nodes.min(c), p.room())?
+                partitions_within(c, largest.min(c), nodes.min(c), p.room())
+                    .ok_or(Aside::Patterns)?
             } else if c <= largest {
                 vec![vec![c]]
             } else {
@@ -182,12 +189,12 @@ impl NodePatterns {
                 least_extra += (least - 1.0) * count;
             }
             let memory = match &axis {
-                Some(a) => a.of_vm(vm)?,
+                Some(a) => a.of_vm(vm).ok_or(Aside::Memory)?,
                 None => 0,
             };
             p.next_kind_with_memory(memory, c);
             if p.too_many(patterns.len()) {
-                return None;
+                return Err(Aside::Patterns);
             }
             // Every node is a bin: a piece may go to any usable one.
             let patterns = patterns
@@ -212,13 +219,13 @@ impl NodePatterns {
             .iter()
             .map(|(_, nodes)| u32::try_from(nodes.len()).unwrap_or(u32::MAX))
             .collect();
-        let flows = p.flows(&bins)?;
+        let flows = p.flows(&bins).ok_or(Aside::Graph)?;
         bounds.insert(Tier::Vcpus, -all_vcpus);
         bounds.insert(Tier::Cores, all_cores);
         bounds.insert(Tier::ExtraNodes, least_extra);
         bounds.insert(Tier::NicRemote, 0.0);
         let tiers = std::mem::take(&mut p.objectives).tiers(request, Vec::new());
-        Some(NodePatterns {
+        Ok(NodePatterns {
             p,
             kinds,
             groups,
@@ -296,6 +303,17 @@ impl NodePatterns {
         })?;
         Some(lay_out(host, per_node, loose_per_node))
     }
+}
+
+/// Why the node pattern model steps aside for the counting node model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum Aside {
+    #[error("memory cannot be counted in one axis of whole units")]
+    Memory,
+    #[error("the VMs would have too many patterns")]
+    Patterns,
+    #[error("a node group's flow graph would have too many arcs")]
+    Graph,
 }
 
 /// Groups of nodes: (key, free cores, memory) → nodes; a NIC's node or the
