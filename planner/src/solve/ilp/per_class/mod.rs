@@ -126,6 +126,8 @@ struct ClassRules<'p> {
     relaxed: Option<Objective>,
     /// The tiers held so far, with their optima.
     held: Vec<(Tier, f64)>,
+    /// The VMs the model may place, for [`Rules::near`].
+    vms: Vec<NearVm>,
     /// Where every plan at the optima held puts each VM it places on its
     /// fewest cores (`fewest_domains`): the L3 domains over those VMs, each
     /// in its fewest, objective 6's bound; and the pattern model's proven
@@ -177,6 +179,43 @@ impl ClassRules<'_> {
 }
 
 impl Rules for ClassRules<'_> {
+    /// Objective 3 (cores used) near a start: each VM placed as there and
+    /// kept to the NUMA nodes it has cores on there, free to take other
+    /// cores of them (cores of two threads where it has cores of one, say).
+    /// The nodes apart, this is small: which classes of a node hold which of
+    /// its VMs. Not where every VM the start places is on its fewest cores
+    /// already: nothing near it uses fewer.
+    fn near(&self, model: &Model, tier: Tier, start: &[f64]) -> Option<Model> {
+        if !matches!(tier, Tier::Cores | Tier::L3PerVm | Tier::PartialL3) {
+            return None;
+        }
+        let fewest: u32 = self
+            .vms
+            .iter()
+            .filter(|vm| vm.placed.count(start) > 0)
+            .map(|vm| vm.fewest)
+            .sum();
+        let cores: u32 = self
+            .vms
+            .iter()
+            .flat_map(|vm| vm.per_node.iter().flatten())
+            .map(|v| v.count(start))
+            .sum();
+        if tier == Tier::Cores && cores <= fewest {
+            return None;
+        }
+        let mut near = model.clone();
+        for vm in &self.vms {
+            near.eq(vm.placed, f64::from(vm.placed.count(start)));
+            for vars in &vm.per_node {
+                if vars.iter().all(|v| v.count(start) == 0) {
+                    near.le(vars.iter().copied().sum::<Expr>(), 0.0);
+                }
+            }
+        }
+        Some(near)
+    }
+
     fn below_start(&self) -> bool {
         // As the aggregated models (docs/benchmarks.md, seventh pass).
         true
@@ -332,6 +371,7 @@ pub fn place_bounded(
         all_fixed: true,
         relaxed: relaxed.map(|r| crate::solve::objective(request, r)),
         held: Vec::new(),
+        vms: near_vms(request, &program),
         fewest_domains: None,
     };
     // Objectives 6–7 apart: where the optima before them put each VM they
@@ -361,6 +401,11 @@ pub fn place_bounded(
         });
         if let Some((held, model, bound)) = bound {
             let domains = bound.domains;
+            tracing::debug!(
+                target: super::TRACE,
+                "ilp fewest domains: objective 6 at least {domains} (slack {})",
+                bound.slack
+            );
             rules.fewest_domains = Some((f64::from(domains), None));
             if !at_bounds(&program, &rules, after, &more) {
                 // An L3 objective's share of the time (it runs before
@@ -565,6 +610,40 @@ fn assign_counts(
     lowest_cores(request, &program.classes, &counts, proven)
 }
 
+/// One VM as the search near a start sees it ([`Rules::near`]).
+struct NearVm {
+    placed: super::expr::Var,
+    /// Its core variables, grouped by NUMA node.
+    per_node: Vec<Vec<super::expr::Var>>,
+    /// Its fewest cores: on the classes of the most threads it may take.
+    fewest: u32,
+}
+
+/// The VMs the model may place, for the search near a start.
+fn near_vms(request: &PlanRequest, program: &Program) -> Vec<NearVm> {
+    program
+        .vms
+        .iter()
+        .zip(&request.vms)
+        .filter_map(|(vars, vm)| Some((vars.as_ref()?, vm)))
+        .map(|(vars, vm)| {
+            let mut per_node: BTreeMap<Option<NodeId>, Vec<super::expr::Var>> = BTreeMap::new();
+            let mut most = 1;
+            for &(c, v) in &vars.n {
+                if let Some(class) = program.classes.get(c) {
+                    per_node.entry(class.node).or_default().push(v);
+                    most = most.max(class.threads);
+                }
+            }
+            NearVm {
+                placed: vars.placed,
+                per_node: per_node.into_values().collect(),
+                fewest: crate::solve::classes::cores_needed(vm, most),
+            }
+        })
+        .collect()
+}
+
 /// Counts → concrete cores: VMs by priority (then spec order) take the lowest
 /// free cores of each class.
 fn lowest_cores(
@@ -657,6 +736,7 @@ mod tests {
             all_fixed: false,
             relaxed: Some(relaxation()),
             held: held.to_vec(),
+            vms: Vec::new(),
             fewest_domains: None,
         };
         rules.relaxed(tier)
@@ -682,6 +762,64 @@ mod tests {
         let held = [(Tier::Placed(0), -1.0), (Tier::Vcpus, -5.0)];
         assert_eq!(bound_of(&held, Tier::Cores), None);
         assert_eq!(bound_of(&held[..1], Tier::Vcpus), None);
+    }
+
+    /// The search near a start, by hand. Two nodes of two cores, CPU 1
+    /// offline: node 0 has core 0 of one thread and core 1 of two; node 1
+    /// two cores of two. A start puts `vm0` (2 vCPUs, prefer, strict) on
+    /// cores 0 and 1: near it the VM keeps node 0 and takes core 1 alone
+    /// (1 core, not 2); node 1 is closed to it there, though the model
+    /// holds it. On its fewest cores already (core 1 alone), nothing near
+    /// uses fewer: no search. Only the tiers of cores and L3 domains have
+    /// one.
+    #[test]
+    fn near_a_start_each_vm_keeps_its_nodes() {
+        let req = test_request("package:1 numa:2 core:2 pu:2", 1, &[2]);
+        let program = build(&req);
+        let on = |cores: &[u32]| {
+            let placement = Placement {
+                cores: [(0, cores.iter().map(|&c| CoreId(c)).collect())]
+                    .into_iter()
+                    .collect(),
+                proven: false,
+                fault: None,
+            };
+            start_from(&req, &program, &placement)
+        };
+        let (two, fewest, elsewhere) = (on(&[0, 1]), on(&[1]), on(&[2]));
+        for start in [&two, &fewest, &elsewhere] {
+            assert!(program.model.feasible(start), "{start:?}");
+        }
+        let mut bounds = BTreeMap::new();
+        let rules = ClassRules {
+            bounds: &mut bounds,
+            domains: &BTreeMap::new(),
+            nodes: &BTreeMap::new(),
+            compact: false,
+            limit: Duration::from_secs(1),
+            all_fixed: true,
+            relaxed: None,
+            held: Vec::new(),
+            vms: near_vms(&req, &program),
+            fewest_domains: None,
+        };
+        let cores = program
+            .tiers
+            .iter()
+            .find(|(t, _)| *t == Tier::Cores)
+            .map(|(_, e)| e.clone())
+            .unwrap();
+        assert_eq!(cores.value(&two), 2.0);
+        let near = rules.near(&program.model, Tier::Cores, &two).unwrap();
+        assert!(near.feasible(&fewest));
+        assert!(!near.feasible(&elsewhere));
+        let (v, proven) =
+            super::super::backend::run(&near, &cores, Duration::from_secs(10), None).unwrap();
+        assert!(proven);
+        assert_eq!(cores.value(&v), 1.0);
+        assert!(rules.near(&program.model, Tier::Cores, &fewest).is_none());
+        assert!(rules.near(&program.model, Tier::Vcpus, &two).is_none());
+        assert!(rules.near(&program.model, Tier::L3PerVm, &fewest).is_some());
     }
 
     /// A held tier the relaxation does not count (a running VM's moves)
