@@ -109,6 +109,9 @@ impl Solved {
     }
 }
 
+/// The share of a tier's time the search near its start may take.
+const NEAR_SHARE: f64 = 0.125;
+
 /// Optimises `tiers` (each minimised) in order within `deadline`, from the
 /// best of `candidates` that the model accepts; stops at the first tier not
 /// proven. `label` names the model in the trace.
@@ -147,14 +150,20 @@ pub(crate) fn lexicographic(
             }
             start => start,
         };
-        // A start short of the bound may be bettered in a small model of
-        // the points near it first.
+        // A start short of the bound (or of none) may be bettered in a
+        // small model of the points near it first, with a share of the
+        // tier's time.
+        let budget = rules.budget(*tier, deadline.remaining());
+        let budgeted = Instant::now();
         let start = match start {
-            Some(s) if !meets(&s) => Some(nearer(model, rules, (*tier, terms), s, deadline)),
+            Some(s) if !meets(&s) && !budget.is_zero() => {
+                let near = budget.mul_f64(NEAR_SHARE);
+                Some(nearer(model, rules, (*tier, terms), s, (near, label)))
+            }
             start => start,
         };
         let at_bound = start.as_deref().is_some_and(meets);
-        let left = rules.budget(*tier, deadline.remaining());
+        let left = budget.saturating_sub(budgeted.elapsed());
         let outcome = match &start {
             Some(s) if at_bound => Ok((s.clone(), true)),
             _ if left.is_zero() => Err(None),
@@ -175,7 +184,7 @@ pub(crate) fn lexicographic(
                 if let Some(e) = &e {
                     e.keep_fault(&mut solved.fault);
                 }
-                if start.is_none() {
+                if start.is_none() && e.is_some() {
                     tracing::debug!(
                         target: TRACE,
                         "{label}: {tier}: {:.1} ms, {} variables, {} constraints, no point found",
@@ -224,40 +233,40 @@ pub(crate) fn lexicographic(
     solved
 }
 
-/// The share of a tier's time the search near its start may take.
-const NEAR_SHARE: f64 = 0.125;
-
 /// `start`, or a better point of `model` found near it ([`Rules::near`])
-/// within a share of the tier's time. A search of the whole model may run
-/// long before it finds a point the start's neighbours hold, and its cutoff
-/// is then the better point's: on part 8's `s256-off4-80` (tight pools),
-/// objective 3 stopped at 96 cores after 6.6 s; 12 ms near that start find
-/// 91, from which the whole model's search proves 87 in 0.6 s
-/// (docs/benchmarks.md, sixteenth pass).
+/// by a search that ends within `limit`. A search of the whole model may
+/// run long before it finds a point the start's neighbours hold, and its
+/// cutoff is then the better point's: on part 8's `s256-off4-80` (tight
+/// pools), objective 3 stopped at 96 cores after 6.6 s; 12 ms near that
+/// start find 91, from which the whole model's search proves 87 in 0.6 s
+/// (docs/benchmarks.md, sixteenth pass). Only a search that ends (proves
+/// its point the best near the start, or that none is better) counts: a
+/// point of one stopped by the clock would make the plan depend on the
+/// machine's speed.
 fn nearer(
     model: &Model,
     rules: &dyn Rules,
     (tier, terms): (Tier, &Expr),
     start: Vec<f64>,
-    deadline: Deadline,
+    (limit, label): (Duration, &str),
 ) -> Vec<f64> {
     let Some(near) = rules.near(model, tier, &start) else {
         return start;
     };
-    let left = rules.budget(tier, deadline.remaining()).mul_f64(NEAR_SHARE);
-    let value = terms.value(&start);
+    let value = terms.value(&start).round();
     let started = Instant::now();
-    let found = match run_below(&near, terms, left, (Some(&start), value)) {
-        Ok(Some((v, _))) if model.feasible(&v) && terms.value(&v) < value - 0.5 => Some(v),
+    let found = match run_below(&near, terms, limit, (Some(&start), value)) {
+        Ok(Some((v, true))) if model.feasible(&v) && terms.value(&v) < value - 0.5 => Some(v),
         _ => None,
     };
     tracing::debug!(
         target: TRACE,
-        "near the start: {tier}: {:.1} ms, {} for {value}",
+        "{label}: near the start: {tier}: {:.1} ms, {} for {value}",
         started.elapsed().as_secs_f64() * 1e3,
-        found
-            .as_ref()
-            .map_or_else(|| "none better".to_owned(), |v| format!("{}", terms.value(v).round())),
+        found.as_ref().map_or_else(
+            || "none better".to_owned(),
+            |v| format!("{}", terms.value(v).round())
+        ),
     );
     found.unwrap_or(start)
 }

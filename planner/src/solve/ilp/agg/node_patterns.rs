@@ -66,15 +66,17 @@ pub(super) fn node_patterns(
     // Big nodes are few bins that take many VMs each: there the counting
     // model's LP is tight and this one's graphs (one vertex per free core)
     // only cost time. Small nodes are where bin packing bites.
-    if host.nodes.keys().any(|&k| host.node_cap(k) > SMALL_NODE) {
-        return None;
-    }
-    // Patterns count pieces, not whose piece is where: a VM that must have
-    // cores on given nodes (several required NICs) needs its own columns.
-    if request.vms.iter().any(|v| !v.cell_nodes.is_empty()) {
-        return None;
-    }
-    let mut np = match NodePatterns::build(request, host, vms) {
+    let built = if host.nodes.keys().any(|&k| host.node_cap(k) > SMALL_NODE) {
+        Err(Aside::BigNode)
+    } else if request.vms.iter().any(|v| !v.cell_nodes.is_empty()) {
+        // Patterns count pieces, not whose piece is where: a VM that must
+        // have cores on given nodes (several required NICs) needs its own
+        // columns.
+        Err(Aside::GivenNodes)
+    } else {
+        NodePatterns::build(request, host, vms)
+    };
+    let mut np = match built {
         Ok(np) => np,
         Err(why) => {
             tracing::debug!(target: super::TRACE, "agg: node pattern model steps aside: {why}");
@@ -308,6 +310,10 @@ impl NodePatterns {
 /// Why the node pattern model steps aside for the counting node model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 enum Aside {
+    #[error("a node has more than {SMALL_NODE} free cores")]
+    BigNode,
+    #[error("a VM must have cores on given nodes")]
+    GivenNodes,
     #[error("memory cannot be counted in one axis of whole units")]
     Memory,
     #[error("the VMs would have too many patterns")]

@@ -17,7 +17,7 @@ mod program;
 pub(crate) use program::uncounted_memory;
 
 use super::backend::Model;
-use super::expr::Expr;
+use super::expr::{Expr, Var};
 use super::groups::subset_sum;
 use super::lexicographic::{lexicographic, Rules};
 use crate::deadline::Deadline;
@@ -100,7 +100,7 @@ fn start_from(request: &PlanRequest, program: &Program, placement: &Placement) -
 
 /// Per group of cores (L3 domain or NUMA node): its touched and full
 /// variables and its capacity.
-type Groups<K> = BTreeMap<K, (super::expr::Var, super::expr::Var, u32)>;
+type Groups<K> = BTreeMap<K, (Var, Var, u32)>;
 
 /// What the per-class model adds to the one loop: a placed level's bound
 /// (every VM of it), the tiers' lower bounds while every level so far was
@@ -179,11 +179,12 @@ impl ClassRules<'_> {
 }
 
 impl Rules for ClassRules<'_> {
-    /// Objective 3 (cores used) near a start: each VM placed as there and
-    /// kept to the NUMA nodes it has cores on there, free to take other
-    /// cores of them (cores of two threads where it has cores of one, say).
-    /// The nodes apart, this is small: which classes of a node hold which of
-    /// its VMs. Not where every VM the start places is on its fewest cores
+    /// Objective 3 (cores used) and the L3 objectives near a start: each
+    /// VM placed as there and kept to the NUMA nodes it has cores on there,
+    /// free to take other cores of them (cores of two threads where it has
+    /// cores of one, say, or cores of fewer L3 domains). The nodes apart,
+    /// this is small: which classes of a node hold which of its VMs. Not at
+    /// objective 3 where every VM the start places is on its fewest cores
     /// already: nothing near it uses fewer.
     fn near(&self, model: &Model, tier: Tier, start: &[f64]) -> Option<Model> {
         if !matches!(tier, Tier::Cores | Tier::L3PerVm | Tier::PartialL3) {
@@ -371,7 +372,7 @@ pub fn place_bounded(
         all_fixed: true,
         relaxed: relaxed.map(|r| crate::solve::objective(request, r)),
         held: Vec::new(),
-        vms: near_vms(request, &program),
+        vms: near_vms(&program),
         fewest_domains: None,
     };
     // Objectives 6–7 apart: where the optima before them put each VM they
@@ -612,33 +613,30 @@ fn assign_counts(
 
 /// One VM as the search near a start sees it ([`Rules::near`]).
 struct NearVm {
-    placed: super::expr::Var,
+    placed: Var,
     /// Its core variables, grouped by NUMA node.
-    per_node: Vec<Vec<super::expr::Var>>,
-    /// Its fewest cores: on the classes of the most threads it may take.
+    per_node: Vec<Vec<Var>>,
+    /// Its fewest cores (`VmVars::fewest`).
     fewest: u32,
 }
 
 /// The VMs the model may place, for the search near a start.
-fn near_vms(request: &PlanRequest, program: &Program) -> Vec<NearVm> {
+fn near_vms(program: &Program) -> Vec<NearVm> {
     program
         .vms
         .iter()
-        .zip(&request.vms)
-        .filter_map(|(vars, vm)| Some((vars.as_ref()?, vm)))
-        .map(|(vars, vm)| {
-            let mut per_node: BTreeMap<Option<NodeId>, Vec<super::expr::Var>> = BTreeMap::new();
-            let mut most = 1;
+        .flatten()
+        .map(|vars| {
+            let mut per_node: BTreeMap<Option<NodeId>, Vec<Var>> = BTreeMap::new();
             for &(c, v) in &vars.n {
                 if let Some(class) = program.classes.get(c) {
                     per_node.entry(class.node).or_default().push(v);
-                    most = most.max(class.threads);
                 }
             }
             NearVm {
                 placed: vars.placed,
                 per_node: per_node.into_values().collect(),
-                fewest: crate::solve::classes::cores_needed(vm, most),
+                fewest: vars.fewest,
             }
         })
         .collect()
@@ -725,21 +723,33 @@ mod tests {
         }
     }
 
-    fn bound_of(held: &[(Tier, f64)], tier: Tier) -> Option<f64> {
+    /// `f` of the rules of a model of no groups and VMs left out, a limit
+    /// of 1 s, and `relaxed`, `held` and `vms`.
+    fn with_rules<T>(
+        (relaxed, held, vms): (Option<Objective>, &[(Tier, f64)], Vec<NearVm>),
+        f: impl FnOnce(&ClassRules) -> T,
+    ) -> T {
         let mut bounds = BTreeMap::new();
+        let (domains, nodes) = (BTreeMap::new(), BTreeMap::new());
         let rules = ClassRules {
             bounds: &mut bounds,
-            domains: &BTreeMap::new(),
-            nodes: &BTreeMap::new(),
+            domains: &domains,
+            nodes: &nodes,
             compact: false,
             limit: Duration::from_secs(1),
             all_fixed: false,
-            relaxed: Some(relaxation()),
+            relaxed,
             held: held.to_vec(),
-            vms: Vec::new(),
+            vms,
             fewest_domains: None,
         };
-        rules.relaxed(tier)
+        f(&rules)
+    }
+
+    fn bound_of(held: &[(Tier, f64)], tier: Tier) -> Option<f64> {
+        with_rules((Some(relaxation()), held, Vec::new()), |rules| {
+            rules.relaxed(tier)
+        })
     }
 
     /// Level 10 held at the relaxation's one VM, level 0 and the vCPUs too:
@@ -790,19 +800,6 @@ mod tests {
         for start in [&two, &fewest, &elsewhere] {
             assert!(program.model.feasible(start), "{start:?}");
         }
-        let mut bounds = BTreeMap::new();
-        let rules = ClassRules {
-            bounds: &mut bounds,
-            domains: &BTreeMap::new(),
-            nodes: &BTreeMap::new(),
-            compact: false,
-            limit: Duration::from_secs(1),
-            all_fixed: true,
-            relaxed: None,
-            held: Vec::new(),
-            vms: near_vms(&req, &program),
-            fewest_domains: None,
-        };
         let cores = program
             .tiers
             .iter()
@@ -810,16 +807,25 @@ mod tests {
             .map(|(_, e)| e.clone())
             .unwrap();
         assert_eq!(cores.value(&two), 2.0);
-        let near = rules.near(&program.model, Tier::Cores, &two).unwrap();
+        let vms = near_vms(&program);
+        let (near, at_fewest, at_vcpus, at_l3) = with_rules((None, &[], vms), |rules| {
+            (
+                rules.near(&program.model, Tier::Cores, &two),
+                rules.near(&program.model, Tier::Cores, &fewest),
+                rules.near(&program.model, Tier::Vcpus, &two),
+                rules.near(&program.model, Tier::L3PerVm, &fewest),
+            )
+        });
+        let near = near.unwrap();
         assert!(near.feasible(&fewest));
         assert!(!near.feasible(&elsewhere));
         let (v, proven) =
             super::super::backend::run(&near, &cores, Duration::from_secs(10), None).unwrap();
         assert!(proven);
         assert_eq!(cores.value(&v), 1.0);
-        assert!(rules.near(&program.model, Tier::Cores, &fewest).is_none());
-        assert!(rules.near(&program.model, Tier::Vcpus, &two).is_none());
-        assert!(rules.near(&program.model, Tier::L3PerVm, &fewest).is_some());
+        assert!(at_fewest.is_none());
+        assert!(at_vcpus.is_none());
+        assert!(at_l3.is_some());
     }
 
     /// A held tier the relaxation does not count (a running VM's moves)

@@ -43,6 +43,9 @@ pub(super) struct VmVars {
     pub(super) u: BTreeMap<Domain, Var>,
     /// `z[v]`: the emulator takes an idle sibling (isolate + emulator isolate).
     pub(super) z: Option<Var>,
+    /// Its fewest cores on the classes it may use: its term of the
+    /// cores' lower bound.
+    pub(super) fewest: u32,
 }
 
 /// One VM's core counts while its rows are written.
@@ -246,7 +249,7 @@ impl Builder<'_> {
     fn vm(&mut self, i: usize, vm: &VmRequest) -> Option<VmVars> {
         let cols = self.columns(vm)?;
         self.moves(i, &cols);
-        let z = self.demand(&cols);
+        let (z, fewest) = self.demand(&cols);
         let y = self.numa(&cols);
         // NIC locality as a cost.
         self.sums.nic_remote += cols.cores(self.classes, |c| vm.nic_remote(c.node));
@@ -263,6 +266,7 @@ impl Builder<'_> {
             y,
             u,
             z,
+            fewest,
         })
     }
 
@@ -366,28 +370,30 @@ impl Builder<'_> {
         }
     }
 
-    /// The VM's demand, by thread policy; `z[v]` when it has one.
-    fn demand(&mut self, cols: &Columns) -> Option<Var> {
+    /// The VM's demand, by thread policy: `z[v]` when it has one, and its
+    /// fewest cores.
+    fn demand(&mut self, cols: &Columns) -> (Option<Var>, u32) {
         let (vm, classes) = (cols.vm, self.classes);
-        let need = f64::from(vm.pus_needed());
-        self.sums.bound_cores += match vm.threads {
+        let fewest = match vm.threads {
             ThreadPolicy::Isolate => {
                 let spare = cols.n.iter().any(|&(c, _, _)| classes[c].threads >= 2);
-                f64::from(vm.vcpus)
-                    + f64::from(u8::from(vm.emulator == EmulatorPolicy::Isolate && !spare))
+                vm.vcpus
+                    .saturating_add(u32::from(vm.emulator == EmulatorPolicy::Isolate && !spare))
             }
-            ThreadPolicy::Require | ThreadPolicy::Prefer => (need
-                / f64::from(cols.most_threads(classes)))
-            .ceil()
-            .max(f64::from(classes::cells(vm))),
+            ThreadPolicy::Require | ThreadPolicy::Prefer => vm
+                .pus_needed()
+                .div_ceil(cols.most_threads(classes).max(1))
+                .max(classes::cells(vm)),
         };
-        match vm.threads {
+        self.sums.bound_cores += f64::from(fewest);
+        let z = match vm.threads {
             ThreadPolicy::Isolate => self.isolate(cols),
             ThreadPolicy::Require | ThreadPolicy::Prefer => {
                 self.fill_threads(cols);
                 None
             }
-        }
+        };
+        (z, fewest)
     }
 
     /// One vCPU per core; an isolated emulator takes an idle sibling (`z`)
