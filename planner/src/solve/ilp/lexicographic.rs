@@ -39,10 +39,11 @@ pub(crate) trait Rules {
         false
     }
 
-    /// A small model of the points near `start` for `tier` (`model` with
-    /// some of `start`'s choices fixed), searched first for a better start
+    /// A small model of the points near `start` for `tier` of objective
+    /// `terms` (`model` with some of `start`'s choices fixed: every point of
+    /// it is one of `model`'s), searched first for a better start
     /// ([`nearer`]), if the model has one for this tier.
-    fn near(&self, _model: &Model, _tier: Tier, _start: &[f64]) -> Option<Model> {
+    fn near(&self, _model: &Model, _tier: (Tier, &Expr), _start: &[f64]) -> Option<Model> {
         None
     }
 
@@ -250,7 +251,7 @@ fn nearer(
     start: Vec<f64>,
     (limit, label): (Duration, &str),
 ) -> Vec<f64> {
-    let Some(near) = rules.near(model, tier, &start) else {
+    let Some(near) = rules.near(model, (tier, terms), &start) else {
         return start;
     };
     let value = terms.value(&start).round();

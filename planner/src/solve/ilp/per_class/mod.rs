@@ -186,24 +186,20 @@ impl Rules for ClassRules<'_> {
     /// this is small: which classes of a node hold which of its VMs. Not at
     /// objective 3 where every VM the start places is on its fewest cores
     /// already: nothing near it uses fewer.
-    fn near(&self, model: &Model, tier: Tier, start: &[f64]) -> Option<Model> {
+    fn near(&self, model: &Model, (tier, terms): (Tier, &Expr), start: &[f64]) -> Option<Model> {
         if !matches!(tier, Tier::Cores | Tier::L3PerVm | Tier::PartialL3) {
             return None;
         }
-        let fewest: u32 = self
-            .vms
-            .iter()
-            .filter(|vm| vm.placed.count(start) > 0)
-            .map(|vm| vm.fewest)
-            .sum();
-        let cores: u32 = self
-            .vms
-            .iter()
-            .flat_map(|vm| vm.per_node.iter().flatten())
-            .map(|v| v.count(start))
-            .sum();
-        if tier == Tier::Cores && cores <= fewest {
-            return None;
+        if tier == Tier::Cores {
+            let fewest: u32 = self
+                .vms
+                .iter()
+                .filter(|vm| vm.placed.count(start) > 0)
+                .map(|vm| vm.fewest)
+                .sum();
+            if terms.value(start) <= f64::from(fewest) + 0.5 {
+                return None;
+            }
         }
         let mut near = model.clone();
         for vm in &self.vms {
@@ -800,27 +796,26 @@ mod tests {
         for start in [&two, &fewest, &elsewhere] {
             assert!(program.model.feasible(start), "{start:?}");
         }
-        let cores = program
-            .tiers
-            .iter()
-            .find(|(t, _)| *t == Tier::Cores)
-            .map(|(_, e)| e.clone())
-            .unwrap();
+        let terms = |tier: Tier| {
+            let (_, terms) = program.tiers.iter().find(|(t, _)| *t == tier).unwrap();
+            (tier, terms)
+        };
+        let cores = terms(Tier::Cores).1;
         assert_eq!(cores.value(&two), 2.0);
         let vms = near_vms(&program);
         let (near, at_fewest, at_vcpus, at_l3) = with_rules((None, &[], vms), |rules| {
             (
-                rules.near(&program.model, Tier::Cores, &two),
-                rules.near(&program.model, Tier::Cores, &fewest),
-                rules.near(&program.model, Tier::Vcpus, &two),
-                rules.near(&program.model, Tier::L3PerVm, &fewest),
+                rules.near(&program.model, terms(Tier::Cores), &two),
+                rules.near(&program.model, terms(Tier::Cores), &fewest),
+                rules.near(&program.model, terms(Tier::Vcpus), &two),
+                rules.near(&program.model, terms(Tier::L3PerVm), &fewest),
             )
         });
         let near = near.unwrap();
         assert!(near.feasible(&fewest));
         assert!(!near.feasible(&elsewhere));
         let (v, proven) =
-            super::super::backend::run(&near, &cores, Duration::from_secs(10), None).unwrap();
+            super::super::backend::run(&near, cores, Duration::from_secs(10), None).unwrap();
         assert!(proven);
         assert_eq!(cores.value(&v), 1.0);
         assert!(at_fewest.is_none());
