@@ -146,7 +146,9 @@ pub fn partial_nodes(request: &PlanRequest, placement: &Placement) -> u32 {
 /// cores: an explanation's re-solve. The aggregated models solve only the
 /// VMs placed per level (a VM's cores are its type's); the per-class model
 /// solves those first, and the whole order only where every VM is placed
-/// (`ilp::place`).
+/// (`ilp::place`). Each level's search looks only for points that place all
+/// of it, and the first level none reaches ends the solve, proven, at a
+/// start that leaves VMs out: how many fit is no part of the answer.
 pub(crate) fn exact_placing(
     request: &PlanRequest,
     deadline: Deadline,

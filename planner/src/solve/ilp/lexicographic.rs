@@ -56,6 +56,15 @@ pub(crate) trait Rules {
     fn below_start(&self) -> bool {
         false
     }
+
+    /// Whether only a point at `tier`'s bound counts, not the tier's
+    /// optimum: an explanation's re-solve asks whether every VM fits, not
+    /// how many do. The backend then looks only for points at the bound
+    /// ([`at_the_bound`]); proof that there is none ends the loop at the
+    /// start, its question answered.
+    fn only_at_bound(&self, _tier: Tier) -> bool {
+        false
+    }
 }
 
 /// One tier's outcome, for traces and benchmarks.
@@ -78,7 +87,9 @@ pub struct TierRun {
 pub(crate) struct Solved {
     /// The last point, if any tier had one.
     pub values: Option<Vec<f64>>,
-    /// Every tier solved and proven optimal.
+    /// Every tier solved and proven optimal; or, where only a tier's bound
+    /// counts ([`Rules::only_at_bound`]), proven out of that tier's reach
+    /// (the loop stopped there, at its start).
     pub proven: bool,
     /// The tiers solved, in order.
     pub runs: Vec<TierRun>,
@@ -138,6 +149,7 @@ pub(crate) fn lexicographic(
             .min_by(|a, b| terms.value(a).total_cmp(&terms.value(b)))
             .cloned();
         let bound = rules.bound(*tier, terms);
+        let only = bound.filter(|_| rules.only_at_bound(*tier));
         let meets = |v: &[f64]| bound.is_some_and(|b| terms.value(v) <= b + 1e-6);
         // A start short of the bound may reach it once polished.
         let start = match start {
@@ -157,7 +169,7 @@ pub(crate) fn lexicographic(
         let budget = rules.budget(*tier, deadline.remaining());
         let budgeted = Instant::now();
         let start = match start {
-            Some(s) if !meets(&s) && !budget.is_zero() => {
+            Some(s) if !meets(&s) && !budget.is_zero() && only.is_none() => {
                 let near = budget.mul_f64(NEAR_SHARE);
                 Some(nearer(model, rules, (*tier, terms), s, (near, label)))
             }
@@ -165,10 +177,30 @@ pub(crate) fn lexicographic(
         };
         let at_bound = start.as_deref().is_some_and(meets);
         let left = budget.saturating_sub(budgeted.elapsed());
-        let outcome = match &start {
-            Some(s) if at_bound => Ok((s.clone(), true)),
+        let outcome = match (&start, only) {
+            (Some(s), _) if at_bound => Ok((s.clone(), true)),
             _ if left.is_zero() => Err(None),
-            Some(s) if rules.below_start() => better_than(model, terms, left, s).map_err(Some),
+            (_, Some(b)) => match at_the_bound(model, terms, left, start.as_deref(), b) {
+                Ok(Some(answer)) => Ok(answer),
+                Ok(None) => {
+                    tracing::debug!(
+                        target: TRACE,
+                        "{label}: {tier}: {:.1} ms, {} variables, {} constraints, no point at its bound {b}",
+                        started.elapsed().as_secs_f64() * 1e3,
+                        model.vars(),
+                        model.cons(),
+                    );
+                    // Proven out of reach: the question is answered, at the
+                    // start (with no start, no point is known).
+                    solved.proven = start.is_some();
+                    if start.is_some() {
+                        solved.values = start;
+                    }
+                    return solved;
+                }
+                Err(e) => Err(Some(e)),
+            },
+            (Some(s), _) if rules.below_start() => better_than(model, terms, left, s).map_err(Some),
             _ => run(model, terms, left, start.as_deref()).map_err(Some),
         };
         let (v, proven) = match outcome {
@@ -229,9 +261,29 @@ pub(crate) fn lexicographic(
             solved.proven = false;
             return solved;
         }
+        if only.is_some_and(|b| best > b + 0.5) {
+            // Proven short of the bound by a whole search (a backend
+            // without a cutoff): the question is answered.
+            return solved;
+        }
         rules.hold(model, *tier, terms, best);
     }
     solved
+}
+
+/// A point of `model` at `bound` (the least `terms` can be), as
+/// [`run_below`] a value one above it: the backend prunes whatever cannot
+/// reach the bound, where a search for the optimum would first find and
+/// prove the best point short of it. `Ok(None)`: proof that no point
+/// reaches the bound.
+fn at_the_bound(
+    model: &Model,
+    terms: &Expr,
+    left: Duration,
+    start: Option<&[f64]>,
+    bound: f64,
+) -> Result<Option<(Vec<f64>, bool)>, SolveError> {
+    run_below(model, terms, left, (start, bound.round() + 1.0))
 }
 
 /// `start`, or a better point of `model` found near it ([`Rules::near`])
@@ -416,6 +468,54 @@ mod tests {
         assert!(solved.proven);
         assert_eq!(solved.values, Some(vec![0.0, 0.0]));
         assert!(solved.runs.iter().all(|r| r.by_bound));
+    }
+
+    /// Rules where only a bound counts: the bound of the first tier, and a
+    /// second tier of no bound after it.
+    struct OnlyAt(f64);
+
+    impl Rules for OnlyAt {
+        fn bound(&self, tier: Tier, _: &Expr) -> Option<f64> {
+            (tier == Tier::Placed(0)).then_some(self.0)
+        }
+
+        fn only_at_bound(&self, tier: Tier) -> bool {
+            tier == Tier::Placed(0)
+        }
+    }
+
+    /// Only the bound counts. Out of reach (four of ten where three fit):
+    /// the loop ends proven at its start of one, and the next tier is not
+    /// solved. Within reach (three; no start, which polishing would raise
+    /// to the bound without a search): a point at it, and the next tier is
+    /// solved.
+    #[test]
+    fn where_only_the_bound_counts_a_bound_out_of_reach_ends_the_loop() {
+        let (mut m, goal, x) = three_of_ten();
+        let start = point(&m, &x, &[9]);
+        let last = Expr::from(x[0]);
+        let tiers = [(Tier::Placed(0), goal.clone()), (Tier::Cores, last)];
+        let deadline = || Deadline::after(Duration::from_secs(5));
+        let candidates = [start.clone()];
+        let out = lexicographic(
+            &mut m,
+            &tiers,
+            &candidates,
+            deadline(),
+            &mut OnlyAt(-4.0),
+            "t",
+        );
+        assert!(out.proven);
+        assert_eq!(out.values, Some(start));
+        assert!(out.runs.is_empty(), "{:?}", out.runs);
+        let (mut m, ..) = three_of_ten();
+        let within = lexicographic(&mut m, &tiers, &[], deadline(), &mut OnlyAt(-3.0), "t");
+        assert!(within.proven);
+        let values = within.values.unwrap();
+        assert_eq!(goal.value(&values), -3.0);
+        // The second tier held the first at -3 and took x0 out.
+        assert_eq!(values[x[0].index()], 0.0);
+        assert_eq!(within.runs.len(), 2);
     }
 
     /// A later loop that failed with no point of its own leaves this one's

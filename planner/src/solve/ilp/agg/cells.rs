@@ -14,7 +14,9 @@ use super::super::memory_rows::MemoryRows;
 use super::super::tiers::Tiers;
 use super::host::{Host, Vms};
 use super::layout::{cores_of, Units};
-use super::lexicographic::{fewest_or_all, lexicographic, some_domain_partly_used, Objectives};
+use super::lexicographic::{
+    fewest_or_all, lexicographic, some_domain_partly_used, Ask, Objectives,
+};
 use super::{loose, Held, Stats, TierRun};
 use crate::ids::NodeId;
 use crate::solve::classes::Domain;
@@ -412,7 +414,7 @@ pub(super) fn cells_stage(
         &bounds,
         &candidates,
         held.deadline,
-        held.all_placed,
+        Ask::optima(held.all_placed),
         &mut stats,
     );
     let l3_values = match l3_values {
@@ -454,7 +456,7 @@ pub(super) fn cells_stage(
         &bounds,
         &[best_start],
         held.deadline,
-        held.all_placed,
+        Ask::optima(held.all_placed),
         &mut stats,
     );
     let placement = match cell_values {

@@ -69,6 +69,7 @@ pub(super) fn placing_tiers(tiers: Tiers, placing_only: bool) -> Tiers {
 struct AggRules<'b> {
     bounds: &'b BTreeMap<Tier, f64>,
     all_placed: bool,
+    placing_only: bool,
 }
 
 impl Rules for AggRules<'_> {
@@ -97,6 +98,33 @@ impl Rules for AggRules<'_> {
         // seconds to find again (docs/benchmarks.md, seventh pass).
         true
     }
+
+    fn only_at_bound(&self, tier: Tier) -> bool {
+        // An explanation's re-solve: whether every VM of the level fits.
+        self.placing_only && matches!(tier, Tier::Placed(_))
+    }
+}
+
+/// What one loop of the aggregated models is asked, beside its tiers.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ask {
+    /// Every VM has a column: while every level is placed whole, the
+    /// bounds of tiers 2–6 hold.
+    pub(super) every_vm_placeable: bool,
+    /// Only whether every VM of each level fits ([`placing_tiers`]; an
+    /// explanation's re-solve): a level's search looks only for points
+    /// with all of it placed ([`Rules::only_at_bound`]).
+    pub(super) placing_only: bool,
+}
+
+impl Ask {
+    /// Each tier's optimum, every VM having a column or not.
+    pub(super) fn optima(every_vm_placeable: bool) -> Ask {
+        Ask {
+            every_vm_placeable,
+            placing_only: false,
+        }
+    }
 }
 
 /// Runs the tiers of one model in order through the one loop
@@ -109,12 +137,13 @@ pub(super) fn lexicographic(
     bounds: &BTreeMap<Tier, f64>,
     candidates: &[Vec<f64>],
     deadline: Deadline,
-    every_vm_placed: bool,
+    ask: Ask,
     stats: &mut Stats,
 ) -> (Option<Vec<f64>>, bool) {
     let mut rules = AggRules {
         bounds,
-        all_placed: every_vm_placed,
+        all_placed: ask.every_vm_placeable,
+        placing_only: ask.placing_only,
     };
     let solved = one_loop(model, tiers, candidates, deadline, &mut rules, "agg");
     stats.tiers.extend(solved.runs);

@@ -10,7 +10,7 @@ use super::super::memory_rows::MemoryRows;
 use super::super::tiers::{priority_levels, Tiers};
 use super::host::{Host, Vms};
 use super::layout::{lay_out, Units};
-use super::lexicographic::{lexicographic, placing_tiers, Objectives};
+use super::lexicographic::{lexicographic, placing_tiers, Ask, Objectives};
 use super::symmetry::{interchangeable_nodes, order_nodes};
 use super::{loose, Stats};
 use crate::deadline::Deadline;
@@ -284,7 +284,10 @@ pub(super) fn counting_stage(
         &nm.bounds,
         &candidates,
         deadline,
-        vms.placeable() == request.vms.len(),
+        Ask {
+            every_vm_placeable: vms.placeable() == request.vms.len(),
+            placing_only,
+        },
         stats,
     );
     let node_values = node_values.unwrap_or_else(|| nm.model.zeros());

@@ -19,7 +19,7 @@ use super::super::tiers::Tiers;
 use super::host::{Host, Vms};
 use super::layout::{lay_out, Units};
 use super::lexicographic::{
-    fewest_or_all, lexicographic, placed_everything, placing_tiers, stage2_bounds,
+    fewest_or_all, lexicographic, placed_everything, placing_tiers, stage2_bounds, Ask,
 };
 use super::memory_axis::Axis;
 use super::patterns::{deal, fill_pool, kinds_of, Kind, Patterns, Piece, Pool, Scope};
@@ -95,7 +95,10 @@ pub(super) fn node_patterns(
         &np.bounds,
         &starts,
         deadline,
-        vms.placeable() == request.vms.len(),
+        Ask {
+            every_vm_placeable: vms.placeable() == request.vms.len(),
+            placing_only,
+        },
         stats,
     );
     let mut values = values?;
@@ -127,7 +130,7 @@ pub(super) fn node_patterns(
             &more,
             std::slice::from_ref(&values),
             deadline,
-            all_placed,
+            Ask::optima(all_placed),
             stats,
         );
         if let Some(v) = v {

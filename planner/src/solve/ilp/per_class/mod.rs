@@ -134,6 +134,8 @@ struct ClassRules<'p> {
     /// optimum of objective 7 at that value, objective 7's bound once
     /// objective 6 is held there.
     fewest_domains: Option<(f64, Option<f64>)>,
+    /// Only whether every VM fits ([`place_bounded`]'s `placing_only`).
+    placing_only: bool,
 }
 
 impl ClassRules<'_> {
@@ -216,6 +218,11 @@ impl Rules for ClassRules<'_> {
     fn below_start(&self) -> bool {
         // As the aggregated models (docs/benchmarks.md, seventh pass).
         true
+    }
+
+    fn only_at_bound(&self, tier: Tier) -> bool {
+        // An explanation's re-solve, as the aggregated models.
+        self.placing_only && tier.places_vms()
     }
 
     fn bound(&self, tier: Tier, terms: &Expr) -> Option<f64> {
@@ -370,6 +377,7 @@ pub fn place_bounded(
         held: Vec::new(),
         vms: near_vms(&program),
         fewest_domains: None,
+        placing_only,
     };
     // Objectives 6–7 apart: where the optima before them put each VM they
     // place on its fewest cores, the pattern model of `fewest_domains`
@@ -738,6 +746,7 @@ mod tests {
             held: held.to_vec(),
             vms,
             fewest_domains: None,
+            placing_only: false,
         };
         f(&rules)
     }
