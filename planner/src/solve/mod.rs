@@ -46,7 +46,8 @@ pub use crate::model::Tier;
 pub struct Placement {
     /// VM index → its cores, ascending.
     pub cores: BTreeMap<usize, Vec<CoreId>>,
-    /// Whether optimality was proven.
+    /// Whether optimality was proven; for an explanation's re-solve that
+    /// leaves VMs out, whether it was proven that not every VM fits.
     pub proven: bool,
     /// Why not: the backend's process failed (crashed, or could not start or
     /// answer) and the solver fell back to the best it had before, which
@@ -147,8 +148,9 @@ pub fn partial_nodes(request: &PlanRequest, placement: &Placement) -> u32 {
 /// VMs placed per level (a VM's cores are its type's); the per-class model
 /// solves those first, and the whole order only where every VM is placed
 /// (`ilp::place`). Each level's search looks only for points that place all
-/// of it, and the first level none reaches ends the solve, proven, at a
-/// start that leaves VMs out: how many fit is no part of the answer.
+/// of it (with CBC; another backend searches for the most), and the first
+/// level none reaches ends the solve, proven, at a point that leaves VMs
+/// out: how many fit is no part of the answer.
 pub(crate) fn exact_placing(
     request: &PlanRequest,
     deadline: Deadline,

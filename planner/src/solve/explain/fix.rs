@@ -361,7 +361,8 @@ mod tests {
         let fix = b.fix.as_ref().unwrap().to_string();
         assert_eq!(fix, "with threads = \"require\" it needs 3 cores and fits");
         // The question the re-solve asks: the placed VMs and the changed VM.
-        let placement = crate::solve::exact_placing(&request, deadline).unwrap();
+        let progress = crate::solve::Progress::default();
+        let placement = crate::solve::ilp::place(&request, deadline, &progress).unwrap();
         let changed = VmRequest {
             threads: ThreadPolicy::Require,
             ..request.vms[2].clone()

@@ -51,16 +51,13 @@ impl Objectives {
     }
 }
 
-/// `tiers`, or with `placing_only` (a re-solve that asks which VMs fit) only
-/// the VMs placed per priority level.
-pub(super) fn placing_tiers(tiers: Tiers, placing_only: bool) -> Tiers {
-    if !placing_only {
+/// `tiers`, or where `ask` is `placing_only` (a re-solve that asks whether
+/// every VM fits) only the VMs placed per priority level.
+pub(super) fn placing_tiers(tiers: Tiers, ask: Ask) -> Tiers {
+    if !ask.placing_only {
         return tiers;
     }
-    tiers
-        .into_iter()
-        .filter(|(t, _)| matches!(t, Tier::Placed(_)))
-        .collect()
+    tiers.into_iter().filter(|(t, _)| t.places_vms()).collect()
 }
 
 /// What the aggregated models add to the one loop: the bounds of
@@ -101,16 +98,17 @@ impl Rules for AggRules<'_> {
 
     fn only_at_bound(&self, tier: Tier) -> bool {
         // An explanation's re-solve: whether every VM of the level fits.
-        self.placing_only && matches!(tier, Tier::Placed(_))
+        self.placing_only && tier.places_vms()
     }
 }
 
 /// What one loop of the aggregated models is asked, beside its tiers.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Ask {
-    /// Every VM has a column: while every level is placed whole, the
-    /// bounds of tiers 2–6 hold.
-    pub(super) every_vm_placeable: bool,
+    /// Every VM is placed (the second stage, after the first placed them
+    /// all) or has a column to be (the first): the bounds of tiers 2–6 hold
+    /// while every level is placed whole.
+    pub(super) every_vm_placed: bool,
     /// Only whether every VM of each level fits ([`placing_tiers`]; an
     /// explanation's re-solve): a level's search looks only for points
     /// with all of it placed ([`Rules::only_at_bound`]).
@@ -118,10 +116,10 @@ pub(super) struct Ask {
 }
 
 impl Ask {
-    /// Each tier's optimum, every VM having a column or not.
-    pub(super) fn optima(every_vm_placeable: bool) -> Ask {
+    /// Each tier's optimum.
+    pub(super) fn optima(every_vm_placed: bool) -> Ask {
         Ask {
-            every_vm_placeable,
+            every_vm_placed,
             placing_only: false,
         }
     }
@@ -142,7 +140,7 @@ pub(super) fn lexicographic(
 ) -> (Option<Vec<f64>>, bool) {
     let mut rules = AggRules {
         bounds,
-        all_placed: ask.every_vm_placeable,
+        all_placed: ask.every_vm_placed,
         placing_only: ask.placing_only,
     };
     let solved = one_loop(model, tiers, candidates, deadline, &mut rules, "agg");

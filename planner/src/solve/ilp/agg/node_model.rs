@@ -277,17 +277,18 @@ pub(super) fn counting_stage(
         .iter()
         .map(|u| node_start(host, vms, &nm, u, &symmetric))
         .collect();
-    let tiers = placing_tiers(std::mem::take(&mut nm.tiers), placing_only);
+    let ask = Ask {
+        every_vm_placed: vms.placeable() == request.vms.len(),
+        placing_only,
+    };
+    let tiers = placing_tiers(std::mem::take(&mut nm.tiers), ask);
     let (node_values, node_proven) = lexicographic(
         &mut nm.model,
         &tiers,
         &nm.bounds,
         &candidates,
         deadline,
-        Ask {
-            every_vm_placeable: vms.placeable() == request.vms.len(),
-            placing_only,
-        },
+        ask,
         stats,
     );
     let node_values = node_values.unwrap_or_else(|| nm.model.zeros());

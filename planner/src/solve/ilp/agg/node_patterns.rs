@@ -88,17 +88,18 @@ pub(super) fn node_patterns(
         .iter()
         .filter_map(|units| np.start(host, units))
         .collect();
-    let tiers = placing_tiers(std::mem::take(&mut np.tiers), placing_only);
+    let ask = Ask {
+        every_vm_placed: vms.placeable() == request.vms.len(),
+        placing_only,
+    };
+    let tiers = placing_tiers(std::mem::take(&mut np.tiers), ask);
     let (values, mut proven) = lexicographic(
         &mut np.p.m,
         &tiers,
         &np.bounds,
         &starts,
         deadline,
-        Ask {
-            every_vm_placeable: vms.placeable() == request.vms.len(),
-            placing_only,
-        },
+        ask,
         stats,
     );
     let mut values = values?;
