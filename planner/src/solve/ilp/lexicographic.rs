@@ -9,6 +9,7 @@ use super::expr::Expr;
 use super::TRACE;
 use crate::deadline::Deadline;
 use crate::model::Tier;
+use std::fmt::Display;
 use std::time::{Duration, Instant};
 
 /// What one model adds to the loop. Every method has the plain answer as
@@ -145,28 +146,11 @@ pub(crate) fn lexicographic(
     };
     for (tier, terms) in tiers {
         let started = Instant::now();
-        let start = solved
-            .values
-            .iter()
-            .chain(candidates)
-            .filter(|v| model.feasible(v))
-            .min_by(|a, b| terms.value(a).total_cmp(&terms.value(b)))
-            .cloned();
         let bound = rules.bound(*tier, terms);
         let only = bound.filter(|_| rules.only_at_bound(*tier));
         let meets = |v: &[f64]| bound.is_some_and(|b| terms.value(v) <= b + 1e-6);
-        // A start short of the bound may reach it once polished.
-        let start = match start {
-            Some(s) if bound.is_some() && !meets(&s) => {
-                let polished = model.polished(&s, terms);
-                Some(if meets(&polished) && model.feasible(&polished) {
-                    polished
-                } else {
-                    s
-                })
-            }
-            start => start,
-        };
+        let known = solved.values.iter().chain(candidates);
+        let start = best_known(model, terms, known, bound);
         // A start short of the bound (or of none) may be bettered in a
         // small model of the points near it first, with a share of the
         // tier's time.
@@ -187,12 +171,11 @@ pub(crate) fn lexicographic(
             (_, Some(b)) => match at_the_bound(model, terms, left, start.as_deref(), b) {
                 Ok(Some(answer)) => Ok(answer),
                 Ok(None) => {
-                    tracing::debug!(
-                        target: TRACE,
-                        "{label}: {tier}: {:.1} ms, {} variables, {} constraints, no point at its bound {b}",
-                        started.elapsed().as_secs_f64() * 1e3,
-                        model.vars(),
-                        model.cons(),
+                    trace(
+                        label,
+                        *tier,
+                        (started, model),
+                        format!("no point at its bound {b}"),
                     );
                     // Proven out of reach: the question is answered, at the
                     // start (with no start, no point is known).
@@ -222,13 +205,7 @@ pub(crate) fn lexicographic(
                     e.keep_fault(&mut solved.fault);
                 }
                 if start.is_none() && e.is_some() {
-                    tracing::debug!(
-                        target: TRACE,
-                        "{label}: {tier}: {:.1} ms, {} variables, {} constraints, no point found",
-                        started.elapsed().as_secs_f64() * 1e3,
-                        model.vars(),
-                        model.cons(),
-                    );
+                    trace(label, *tier, (started, model), "no point found");
                 }
                 match (start, e) {
                     (Some(s), _) => (s, false),
@@ -246,13 +223,8 @@ pub(crate) fn lexicographic(
         };
         let best = terms.value(&v).round();
         let ms = started.elapsed().as_secs_f64() * 1e3;
-        tracing::debug!(
-            target: TRACE,
-            "{label}: {tier}: {ms:.1} ms, {} variables, {} constraints, {} {best}",
-            model.vars(),
-            model.cons(),
-            if proven { "optimal" } else { "stopped at" }
-        );
+        let said = if proven { "optimal" } else { "stopped at" };
+        trace(label, *tier, (started, model), format!("{said} {best}"));
         solved.runs.push(TierRun {
             tier: *tier,
             value: best,
@@ -273,6 +245,43 @@ pub(crate) fn lexicographic(
         rules.hold(model, *tier, terms, best);
     }
     solved
+}
+
+/// A tier's start: the best of the points `known` that `model` accepts
+/// (the tiers before hold), polished where it is short of the tier's
+/// `bound` and polishing reaches it.
+fn best_known<'k>(
+    model: &Model,
+    terms: &Expr,
+    known: impl Iterator<Item = &'k Vec<f64>>,
+    bound: Option<f64>,
+) -> Option<Vec<f64>> {
+    let meets = |v: &[f64]| bound.is_some_and(|b| terms.value(v) <= b + 1e-6);
+    let start = known
+        .filter(|v| model.feasible(v))
+        .min_by(|a, b| terms.value(a).total_cmp(&terms.value(b)))
+        .cloned()?;
+    if bound.is_none() || meets(&start) {
+        return Some(start);
+    }
+    let polished = model.polished(&start, terms);
+    Some(if meets(&polished) && model.feasible(&polished) {
+        polished
+    } else {
+        start
+    })
+}
+
+/// The trace's line of one step of `tier`: its time since `started`, the
+/// model's size, and what it found.
+fn trace(label: &str, tier: Tier, (started, model): (Instant, &Model), found: impl Display) {
+    tracing::debug!(
+        target: TRACE,
+        "{label}: {tier}: {:.1} ms, {} variables, {} constraints, {found}",
+        started.elapsed().as_secs_f64() * 1e3,
+        model.vars(),
+        model.cons(),
+    );
 }
 
 /// A point of `model` at `bound` (the least `terms` can be, a whole
