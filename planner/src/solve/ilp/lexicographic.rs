@@ -148,7 +148,7 @@ pub(crate) fn lexicographic(
         let started = Instant::now();
         let bound = rules.bound(*tier, terms);
         let only = bound.filter(|_| rules.only_at_bound(*tier));
-        let meets = |v: &[f64]| bound.is_some_and(|b| terms.value(v) <= b + 1e-6);
+        let meets = |v: &[f64]| meets_bound(bound, terms, v);
         let known = solved.values.iter().chain(candidates);
         let start = best_known(model, terms, known, bound);
         // A start short of the bound (or of none) may be bettered in a
@@ -247,6 +247,12 @@ pub(crate) fn lexicographic(
     solved
 }
 
+/// Whether `v` meets the tier's lower `bound` of `terms` (and so is
+/// optimal), if there is one.
+fn meets_bound(bound: Option<f64>, terms: &Expr, v: &[f64]) -> bool {
+    bound.is_some_and(|b| terms.value(v) <= b + 1e-6)
+}
+
 /// A tier's start: the best of the points `known` that `model` accepts
 /// (the tiers before hold), polished where it is short of the tier's
 /// `bound` and polishing reaches it.
@@ -256,7 +262,7 @@ fn best_known<'k>(
     known: impl Iterator<Item = &'k Vec<f64>>,
     bound: Option<f64>,
 ) -> Option<Vec<f64>> {
-    let meets = |v: &[f64]| bound.is_some_and(|b| terms.value(v) <= b + 1e-6);
+    let meets = |v: &[f64]| meets_bound(bound, terms, v);
     let start = known
         .filter(|v| model.feasible(v))
         .min_by(|a, b| terms.value(a).total_cmp(&terms.value(b)))
@@ -367,7 +373,7 @@ fn better_of(
         None if broken => return None,
         _ => (v, proven),
     };
-    let at = bound.is_some_and(|b| terms.value(&v) <= b + 1e-6);
+    let at = meets_bound(bound, terms, &v);
     Some((v, proven || at))
 }
 

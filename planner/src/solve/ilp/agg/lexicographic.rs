@@ -123,6 +123,15 @@ impl Ask {
             placing_only: false,
         }
     }
+
+    /// The first stage's (objectives 1–5 on nodes): every VM placed is
+    /// every VM having a column.
+    pub(super) fn first_stage(request: &PlanRequest, vms: &Vms, placing_only: bool) -> Ask {
+        Ask {
+            every_vm_placed: vms.placeable() == request.vms.len(),
+            placing_only,
+        }
+    }
 }
 
 /// Runs the tiers of one model in order through the one loop

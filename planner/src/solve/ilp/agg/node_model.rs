@@ -277,10 +277,7 @@ pub(super) fn counting_stage(
         .iter()
         .map(|u| node_start(host, vms, &nm, u, &symmetric))
         .collect();
-    let ask = Ask {
-        every_vm_placed: vms.placeable() == request.vms.len(),
-        placing_only,
-    };
+    let ask = Ask::first_stage(request, vms, placing_only);
     let tiers = placing_tiers(std::mem::take(&mut nm.tiers), ask);
     let (node_values, node_proven) = lexicographic(
         &mut nm.model,

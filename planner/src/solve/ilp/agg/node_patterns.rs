@@ -88,10 +88,7 @@ pub(super) fn node_patterns(
         .iter()
         .filter_map(|units| np.start(host, units))
         .collect();
-    let ask = Ask {
-        every_vm_placed: vms.placeable() == request.vms.len(),
-        placing_only,
-    };
+    let ask = Ask::first_stage(request, vms, placing_only);
     let tiers = placing_tiers(std::mem::take(&mut np.tiers), ask);
     let (values, mut proven) = lexicographic(
         &mut np.p.m,
